@@ -1,0 +1,19 @@
+//! edgeplane: a Kubernetes Gateway API controller and the edge proxy it programs, in one process.
+//!
+//! Data flow: `provider` (config directory or Kubernetes) -> [`snapshot::Snapshot`] ->
+//! [`translate`] (pure) -> [`table::RouteTable`] + [`status::StatusReport`] -> `ArcSwap` ->
+//! [`proxy`]. [`reconcile`] runs that loop; [`admin`] exposes health, metrics and debug views.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod cli;
+pub mod demo;
+pub mod echo;
+pub mod metrics;
+pub mod provider;
+pub mod proxy;
+pub mod reconcile;
+pub mod snapshot;
+pub mod status;
+pub mod table;
+pub mod translate;

@@ -1,0 +1,104 @@
+//! Prometheus metrics shared by the reconcile loop, the proxy and the admin server.
+
+use std::sync::Arc;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+/// All metrics of the process, registered in one registry served at `/metrics`.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by route (`namespace/name`, or `none` when unmatched) and status code.
+    pub requests: IntCounterVec,
+    /// Request duration by route, from request head to response head.
+    pub request_seconds: HistogramVec,
+    /// Generation of the live route table.
+    pub table_generation: IntGauge,
+    /// Number of rules in the live route table.
+    pub table_rules: IntGauge,
+    /// Time to translate a snapshot and publish the table.
+    pub rebuild_seconds: HistogramVec,
+    /// Configuration load failures (unparsable files, unreachable API), by source.
+    pub config_errors: IntCounterVec,
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Arc<Self> {
+        let registry =
+            Registry::new_custom(Some("edgeplane".into()), None).expect("metric prefix is valid");
+        let requests = IntCounterVec::new(
+            Opts::new("requests_total", "HTTP requests by route and status code"),
+            &["route", "code"],
+        )
+        .expect("valid metric");
+        let request_seconds = HistogramVec::new(
+            HistogramOpts::new("request_duration_seconds", "Time to response head by route")
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+                ]),
+            &["route"],
+        )
+        .expect("valid metric");
+        let table_generation =
+            IntGauge::new("table_generation", "Generation of the live route table")
+                .expect("valid metric");
+        let table_rules = IntGauge::new("table_rules", "Route rules in the live route table")
+            .expect("valid metric");
+        let rebuild_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "rebuild_duration_seconds",
+                "Snapshot translation and table publication time",
+            )
+            .buckets(vec![
+                0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+            ]),
+            &["result"],
+        )
+        .expect("valid metric");
+        let config_errors = IntCounterVec::new(
+            Opts::new(
+                "config_errors_total",
+                "Configuration load failures by source",
+            ),
+            &["source"],
+        )
+        .expect("valid metric");
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(request_seconds.clone()),
+            Box::new(table_generation.clone()),
+            Box::new(table_rules.clone()),
+            Box::new(rebuild_seconds.clone()),
+            Box::new(config_errors.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
+        Arc::new(Self {
+            registry,
+            requests,
+            request_seconds,
+            table_generation,
+            table_rules,
+            rebuild_seconds,
+            config_errors,
+        })
+    }
+
+    /// Counts one finished request.
+    pub fn record_request(&self, route: &str, code: u16) {
+        let code = code.to_string();
+        self.requests
+            .with_label_values(&[route, code.as_str()])
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}

@@ -1,0 +1,47 @@
+//! The provider-neutral input of one translation: every object the translator may read.
+//! Providers (a config directory, Kubernetes reflectors) fill it; `translate` only reads it.
+
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+/// Every object one translation reads. Objects are behind `Arc` so that a provider can hand over
+/// the contents of its caches without deep copies; cloning a snapshot is cheap.
+///
+/// Objects without `metadata.namespace` are treated as being in `default` by the translator, so
+/// providers may pass them through unchanged.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub gateway_classes: Vec<Arc<GatewayClass>>,
+    pub gateways: Vec<Arc<Gateway>>,
+    pub http_routes: Vec<Arc<HttpRoute>>,
+    pub reference_grants: Vec<Arc<ReferenceGrant>>,
+    /// Only labels are read (for `allowedRoutes.namespaces.selector`).
+    pub namespaces: Vec<Arc<Namespace>>,
+    pub services: Vec<Arc<Service>>,
+    /// Matched to Services by the `kubernetes.io/service-name` label.
+    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
+}
+
+impl Snapshot {
+    /// Number of objects of all kinds, for logs and metrics.
+    pub fn len(&self) -> usize {
+        self.gateway_classes.len()
+            + self.gateways.len()
+            + self.http_routes.len()
+            + self.reference_grants.len()
+            + self.namespaces.len()
+            + self.services.len()
+            + self.endpoint_slices.len()
+    }
+
+    /// True when the snapshot holds no object at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

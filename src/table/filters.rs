@@ -1,0 +1,251 @@
+//! HTTPRoute filters in compiled form, with the pure functions that apply them: header edits,
+//! path rewrites and redirect locations. The proxy calls these; it computes nothing itself.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde::{Serialize, Serializer};
+
+use super::matchers::PathMatch;
+
+/// `RequestHeaderModifier` / `ResponseHeaderModifier`: set, then add, then remove.
+#[derive(Debug, Default, Serialize)]
+pub struct HeaderModifier {
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_pairs")]
+    pub set: Vec<(HeaderName, HeaderValue)>,
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_pairs")]
+    pub add: Vec<(HeaderName, HeaderValue)>,
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_names")]
+    pub remove: Vec<HeaderName>,
+}
+
+fn ser_pairs<S: Serializer>(pairs: &[(HeaderName, HeaderValue)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(
+        pairs
+            .iter()
+            .map(|(n, v)| (n.as_str(), String::from_utf8_lossy(v.as_bytes()))),
+    )
+}
+
+fn ser_names<S: Serializer>(names: &[HeaderName], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(names.iter().map(HeaderName::as_str))
+}
+
+impl HeaderModifier {
+    /// Applies the edits in spec order: `set` replaces, `add` appends, `remove` deletes.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        for (name, value) in &self.set {
+            headers.insert(name.clone(), value.clone());
+        }
+        for (name, value) in &self.add {
+            headers.append(name.clone(), value.clone());
+        }
+        for name in &self.remove {
+            headers.remove(name);
+        }
+    }
+}
+
+/// How a redirect or rewrite changes the path.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", content = "value")]
+pub enum PathModifier {
+    ReplaceFullPath(String),
+    /// Replaces the part matched by the rule's `PathPrefix` (only valid with one).
+    ReplacePrefixMatch(String),
+}
+
+impl PathModifier {
+    /// The new path for `path` (no query), given the prefix the rule matched.
+    pub fn apply(&self, matched: &PathMatch, path: &str) -> String {
+        match self {
+            Self::ReplaceFullPath(p) => p.clone(),
+            Self::ReplacePrefixMatch(replacement) => {
+                let PathMatch::Prefix(prefix) = matched else {
+                    return path.to_owned();
+                };
+                // The spec's table: the matched prefix (stored without its trailing slash) is cut,
+                // the rest keeps its leading slash, the replacement loses its trailing one.
+                let rest = if prefix == "/" {
+                    path
+                } else {
+                    path.get(prefix.len()..).unwrap_or("")
+                };
+                let out = format!("{}{rest}", replacement.trim_end_matches('/'));
+                if out.is_empty() {
+                    "/".to_owned()
+                } else {
+                    out
+                }
+            }
+        }
+    }
+}
+
+/// `URLRewrite`: hostname and path of the request sent upstream.
+#[derive(Debug, Default, Serialize)]
+pub struct UrlRewrite {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathModifier>,
+}
+
+/// `RequestRedirect`, compiled.
+#[derive(Debug, Serialize)]
+pub struct Redirect {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathModifier>,
+    /// 301, 302 (default), 303, 307 or 308.
+    pub status: u16,
+}
+
+/// The request facts a redirect location depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct RedirectTarget<'a> {
+    /// `http` or `https`, as the client reached the listener.
+    pub scheme: &'a str,
+    /// Request host without port.
+    pub host: &'a str,
+    /// Port of the Gateway listener the request arrived on.
+    pub listener_port: u16,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+}
+
+impl Redirect {
+    /// The `Location` header value. Per the spec, a port follows the scheme's well-known port when
+    /// the scheme is changed, else the listener's port, and is omitted when it is the default
+    /// port of the resulting scheme (80 for http, 443 for https).
+    pub fn location(&self, req: &RedirectTarget<'_>, matched: &PathMatch) -> String {
+        let scheme = self.scheme.as_deref().unwrap_or(req.scheme);
+        let host = self.hostname.as_deref().unwrap_or(req.host);
+        let port = self.port.unwrap_or(match self.scheme.as_deref() {
+            Some("http") => 80,
+            Some("https") => 443,
+            _ => req.listener_port,
+        });
+        let default_port = matches!((scheme, port), ("http", 80) | ("https", 443));
+        let path = match &self.path {
+            Some(m) => m.apply(matched, req.path),
+            None => req.path.to_owned(),
+        };
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        let mut out = if default_port {
+            format!("{scheme}://{host}{path}")
+        } else {
+            format!("{scheme}://{host}:{port}{path}")
+        };
+        if let Some(q) = req.query {
+            out.push('?');
+            out.push_str(q);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefix(p: &str) -> PathMatch {
+        PathMatch::prefix(p)
+    }
+
+    #[test]
+    fn replace_prefix_match() {
+        let m = PathModifier::ReplacePrefixMatch("/xxx".into());
+        assert_eq!(
+            m.apply(&prefix("/prefix/one"), "/prefix/one/three"),
+            "/xxx/three"
+        );
+        assert_eq!(m.apply(&prefix("/prefix/one"), "/prefix/one"), "/xxx");
+        assert_eq!(m.apply(&prefix("/prefix/one"), "/prefix/one/"), "/xxx/");
+        let root = PathModifier::ReplacePrefixMatch("/".into());
+        assert_eq!(root.apply(&prefix("/strip"), "/strip/a/b"), "/a/b");
+        assert_eq!(root.apply(&prefix("/strip"), "/strip"), "/");
+        let to = PathModifier::ReplacePrefixMatch("/one".into());
+        assert_eq!(to.apply(&prefix("/"), "/a"), "/one/a");
+    }
+
+    #[test]
+    fn redirect_ports_follow_the_spec() {
+        let req = RedirectTarget {
+            scheme: "http",
+            host: "h.example",
+            listener_port: 8080,
+            path: "/p",
+            query: Some("q=1"),
+        };
+        let base = Redirect {
+            scheme: None,
+            hostname: None,
+            port: None,
+            path: None,
+            status: 302,
+        };
+        assert_eq!(
+            base.location(&req, &prefix("/")),
+            "http://h.example:8080/p?q=1"
+        );
+        let https = Redirect {
+            scheme: Some("https".into()),
+            ..base
+        };
+        assert_eq!(
+            https.location(&req, &prefix("/")),
+            "https://h.example/p?q=1"
+        );
+        let port = Redirect {
+            port: Some(443),
+            scheme: None,
+            hostname: Some("x".into()),
+            path: None,
+            status: 301,
+        };
+        assert_eq!(port.location(&req, &prefix("/")), "http://x:443/p?q=1");
+        let http80 = RedirectTarget {
+            listener_port: 80,
+            query: None,
+            ..req
+        };
+        let plain = Redirect {
+            scheme: None,
+            hostname: None,
+            port: None,
+            path: Some(PathModifier::ReplaceFullPath("/new".into())),
+            status: 302,
+        };
+        assert_eq!(
+            plain.location(&http80, &prefix("/")),
+            "http://h.example/new"
+        );
+    }
+
+    #[test]
+    fn header_modifier_order() {
+        let mut h = HeaderMap::new();
+        h.insert("a", HeaderValue::from_static("old"));
+        h.insert("gone", HeaderValue::from_static("x"));
+        let m = HeaderModifier {
+            set: vec![(
+                HeaderName::from_static("a"),
+                HeaderValue::from_static("new"),
+            )],
+            add: vec![(HeaderName::from_static("b"), HeaderValue::from_static("1"))],
+            remove: vec![HeaderName::from_static("gone")],
+        };
+        m.apply(&mut h);
+        assert_eq!(h["a"], "new");
+        assert_eq!(h["b"], "1");
+        assert!(!h.contains_key("gone"));
+    }
+}

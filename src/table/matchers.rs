@@ -1,0 +1,252 @@
+//! Request matchers of HTTPRoute rules (path, method, headers, query parameters), compiled once
+//! at table build time so that a request only compares strings and runs prepared regexes.
+
+use http::{HeaderMap, HeaderName, Method};
+use serde::{Serialize, Serializer};
+
+/// The parts of a request that routing reads, borrowed from the request.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    /// Lower-case host without port (see [`super::normalize_host`]).
+    pub host: &'a str,
+    /// Path without the query string.
+    pub path: &'a str,
+    /// Raw query string without `?`, if any.
+    pub query: Option<&'a str>,
+    pub method: &'a Method,
+    pub headers: &'a HeaderMap,
+}
+
+/// All conditions of one `matches[]` entry; every condition must hold.
+#[derive(Debug, Serialize)]
+pub struct RequestMatch {
+    pub path: PathMatch,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_method")]
+    pub method: Option<Method>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<QueryMatch>,
+}
+
+fn ser_method<S: Serializer>(m: &Option<Method>, s: S) -> Result<S::Ok, S::Error> {
+    match m {
+        Some(m) => s.serialize_str(m.as_str()),
+        None => s.serialize_none(),
+    }
+}
+
+impl RequestMatch {
+    /// Matches every request (the spec's default: `PathPrefix /`).
+    pub fn any() -> Self {
+        Self {
+            path: PathMatch::Prefix("/".into()),
+            method: None,
+            headers: vec![],
+            query: vec![],
+        }
+    }
+
+    /// True when the request satisfies every condition.
+    pub fn matches(&self, req: &RequestView<'_>) -> bool {
+        self.path.matches(req.path)
+            && self.method.as_ref().is_none_or(|m| m == req.method)
+            && self.headers.iter().all(|h| h.matches(req.headers))
+            && self.query.iter().all(|q| q.matches(req.query))
+    }
+}
+
+/// A path condition.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", content = "value")]
+pub enum PathMatch {
+    /// The whole path, byte for byte.
+    Exact(String),
+    /// Segment-aware prefix, stored without a trailing slash (except `/` itself): `/foo` matches
+    /// `/foo`, `/foo/` and `/foo/bar` but not `/foobar`.
+    Prefix(String),
+    /// Full match of the whole path.
+    RegularExpression(Regex),
+}
+
+impl PathMatch {
+    /// A prefix match with the trailing slash trimmed, as the index keys it.
+    pub fn prefix(value: &str) -> Self {
+        let trimmed = value.trim_end_matches('/');
+        Self::Prefix(if trimmed.is_empty() {
+            "/".into()
+        } else {
+            trimmed.into()
+        })
+    }
+
+    /// Precedence class: exact before regular expression before prefix.
+    pub(crate) fn rank(&self) -> u8 {
+        match self {
+            Self::Exact(_) => 0,
+            Self::RegularExpression(_) => 1,
+            Self::Prefix(_) => 2,
+        }
+    }
+
+    /// Number of characters, the tie-break within a class (longer wins).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Exact(v) | Self::Prefix(v) => v.len(),
+            Self::RegularExpression(r) => r.as_str().len(),
+        }
+    }
+
+    /// True when `path` satisfies this condition.
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            Self::Exact(v) => path == v,
+            Self::Prefix(p) => prefix_matches(p, path),
+            Self::RegularExpression(r) => r.is_full_match(path),
+        }
+    }
+}
+
+/// Segment-aware prefix test; `prefix` has no trailing slash unless it is `/`.
+pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
+    if prefix == "/" {
+        return path.starts_with('/');
+    }
+    match path.strip_prefix(prefix) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// A value condition on a header or query parameter.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", content = "value")]
+pub enum ValueMatch {
+    Exact(String),
+    RegularExpression(Regex),
+}
+
+impl ValueMatch {
+    fn matches(&self, value: &[u8]) -> bool {
+        match self {
+            Self::Exact(v) => v.as_bytes() == value,
+            Self::RegularExpression(r) => {
+                std::str::from_utf8(value).is_ok_and(|v| r.is_full_match(v))
+            }
+        }
+    }
+}
+
+/// A header condition; names compare case-insensitively, any of a repeated header's values may match.
+#[derive(Debug, Serialize)]
+pub struct HeaderMatch {
+    #[serde(serialize_with = "ser_header_name")]
+    pub name: HeaderName,
+    pub value: ValueMatch,
+}
+
+fn ser_header_name<S: Serializer>(n: &HeaderName, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(n.as_str())
+}
+
+impl HeaderMatch {
+    fn matches(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get_all(&self.name)
+            .iter()
+            .any(|v| self.value.matches(v.as_bytes()))
+    }
+}
+
+/// A query parameter condition; names compare exactly, any of a repeated parameter's values may match.
+#[derive(Debug, Serialize)]
+pub struct QueryMatch {
+    pub name: String,
+    pub value: ValueMatch,
+}
+
+impl QueryMatch {
+    fn matches(&self, query: Option<&str>) -> bool {
+        let Some(query) = query else { return false };
+        query.split('&').any(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            name == self.name && self.value.matches(value.as_bytes())
+        })
+    }
+}
+
+/// A compiled regular expression that always matches the whole input; serializes as its source.
+#[derive(Debug, Clone)]
+pub struct Regex {
+    source: String,
+    full: regex::Regex,
+}
+
+impl Regex {
+    /// Compiles `source` anchored at both ends.
+    pub fn new(source: &str) -> Result<Self, regex::Error> {
+        let full = regex::Regex::new(&format!("^(?:{source})$"))?;
+        Ok(Self {
+            source: source.to_owned(),
+            full,
+        })
+    }
+
+    /// The pattern as written in the route.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// True when the pattern matches all of `s`.
+    pub fn is_full_match(&self, s: &str) -> bool {
+        self.full.is_match(s)
+    }
+}
+
+impl Serialize for Regex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_is_segment_aware() {
+        let p = PathMatch::prefix("/foo/");
+        assert!(p.matches("/foo"));
+        assert!(p.matches("/foo/"));
+        assert!(p.matches("/foo/bar"));
+        assert!(!p.matches("/foobar"));
+        assert!(!p.matches("/fo"));
+        assert!(PathMatch::prefix("/").matches("/anything"));
+    }
+
+    #[test]
+    fn regex_matches_whole_path_only() {
+        let p = PathMatch::RegularExpression(Regex::new("/v[0-9]+").unwrap());
+        assert!(p.matches("/v12"));
+        assert!(!p.matches("/v12/x"));
+    }
+
+    #[test]
+    fn query_and_header_values() {
+        let q = QueryMatch {
+            name: "a".into(),
+            value: ValueMatch::Exact("1".into()),
+        };
+        assert!(q.matches(Some("b=2&a=1")));
+        assert!(!q.matches(Some("a=12")));
+        assert!(!q.matches(None));
+        let mut headers = HeaderMap::new();
+        headers.append("x-v", "one".parse().unwrap());
+        headers.append("x-v", "two".parse().unwrap());
+        let h = HeaderMatch {
+            name: HeaderName::from_static("x-v"),
+            value: ValueMatch::RegularExpression(Regex::new("t.o").unwrap()),
+        };
+        assert!(h.matches(&headers));
+    }
+}

@@ -1,0 +1,17 @@
+//! The data-plane model: an immutable, fully resolved route table built by `translate` and read by
+//! `proxy` on every request. Pure: no I/O, no tokio, no kube; lookups are hash probes and short scans.
+
+mod filters;
+mod host;
+mod matchers;
+mod model;
+mod path;
+
+pub use filters::{HeaderModifier, PathModifier, Redirect, RedirectTarget, UrlRewrite};
+pub use host::{normalize_host, HostIndex};
+pub use matchers::{HeaderMatch, PathMatch, QueryMatch, RequestMatch, RequestView, ValueMatch};
+pub use model::{
+    BackendSet, BackendTarget, ListenerTable, RouteRef, RouteRule, RouteTable, RuleFilters,
+    ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
+};
+pub use path::PathIndex;

@@ -1,0 +1,288 @@
+//! Route table types: listeners by socket address, virtual hosts, precedence-ordered rules,
+//! compiled filters and resolved backend sets. Built once per translation, then shared read-only.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::filters::{HeaderModifier, Redirect, UrlRewrite};
+use super::host::HostIndex;
+use super::matchers::{RequestMatch, RequestView};
+use super::path::PathIndex;
+
+/// The whole data-plane configuration at one point in time. The proxy loads it once per request,
+/// so a request always finishes on the table it started with.
+#[derive(Debug, Default, Serialize)]
+pub struct RouteTable {
+    /// Increases by one with every published table; shown in `/metrics` and `/debug/config`.
+    pub generation: u64,
+    /// One entry per socket the proxy must listen on.
+    #[serde(serialize_with = "serialize_listeners")]
+    pub listeners: BTreeMap<SocketAddr, Arc<ListenerTable>>,
+}
+
+fn serialize_listeners<S: serde::Serializer>(
+    map: &BTreeMap<SocketAddr, Arc<ListenerTable>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(map.values())
+}
+
+impl RouteTable {
+    /// The listener bound at `addr`, if the table still has one.
+    pub fn listener(&self, addr: &SocketAddr) -> Option<&Arc<ListenerTable>> {
+        self.listeners.get(addr)
+    }
+
+    /// Number of route rules (one per rule match) across all listeners and hosts.
+    pub fn rule_count(&self) -> usize {
+        self.listeners.values().map(|l| l.hosts.rule_count()).sum()
+    }
+}
+
+/// Everything served on one socket: the virtual hosts of every Gateway listener bound there.
+#[derive(Debug, Serialize)]
+pub struct ListenerTable {
+    pub bind: SocketAddr,
+    /// `namespace/gateway/listener` of every Gateway listener merged onto this socket.
+    pub sources: Vec<String>,
+    pub hosts: HostIndex,
+}
+
+impl ListenerTable {
+    /// Builds a listener from its virtual hosts.
+    pub fn new(bind: SocketAddr, sources: Vec<String>, hosts: Vec<VirtualHost>) -> Self {
+        Self {
+            bind,
+            sources,
+            hosts: HostIndex::build(hosts),
+        }
+    }
+
+    /// The highest-precedence rule matching the request, per the Gateway API: most specific
+    /// hostname first, then path, method, headers, query parameters, age and name.
+    pub fn route(&self, req: &RequestView<'_>) -> Option<&Arc<RouteRule>> {
+        self.hosts.find(req.host)?.route(req)
+    }
+}
+
+/// The rules that serve one hostname (exact, `*.suffix` wildcard, or `*` for any host).
+#[derive(Debug, Serialize)]
+pub struct VirtualHost {
+    pub hostname: String,
+    /// Sorted by precedence, highest first.
+    pub rules: Vec<Arc<RouteRule>>,
+    #[serde(skip)]
+    index: PathIndex,
+}
+
+impl VirtualHost {
+    /// Sorts `rules` by Gateway API precedence and indexes them by path.
+    pub fn new(hostname: String, mut rules: Vec<Arc<RouteRule>>) -> Self {
+        rules.sort_by(|a, b| a.precedence_cmp(b));
+        let index = PathIndex::build(&rules);
+        Self {
+            hostname,
+            rules,
+            index,
+        }
+    }
+
+    /// The first rule, in precedence order, whose match accepts the request.
+    pub fn route(&self, req: &RequestView<'_>) -> Option<&Arc<RouteRule>> {
+        self.index
+            .find(req.path, |i| self.rules[i].matcher.matches(req))
+            .map(|i| &self.rules[i])
+    }
+}
+
+/// Names a route object, for metrics labels, logs and `/debug/config`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct RouteRef {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for RouteRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// One match of one rule of one route, with everything needed to serve it.
+#[derive(Debug, Serialize)]
+pub struct RouteRule {
+    pub route: Arc<RouteRef>,
+    /// Creation time of the route in seconds since the epoch (older wins ties).
+    pub created: i64,
+    pub rule_index: u32,
+    pub match_index: u32,
+    /// `spec.rules[].name`, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_name: Option<String>,
+    pub matcher: RequestMatch,
+    /// Shared by every match of the same rule.
+    pub filters: Arc<RuleFilters>,
+    pub backends: Arc<BackendSet>,
+}
+
+impl RouteRule {
+    /// Gateway API precedence: exact path, then regular expression, then longest prefix; then
+    /// method, most header matches, most query matches; then the oldest route, then
+    /// `namespace/name` alphabetically, then rule and match order within the route.
+    pub fn precedence_cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let a = &self.matcher;
+        let b = &other.matcher;
+        a.path
+            .rank()
+            .cmp(&b.path.rank())
+            .then(b.path.len().cmp(&a.path.len()))
+            .then(b.method.is_some().cmp(&a.method.is_some()))
+            .then(b.headers.len().cmp(&a.headers.len()))
+            .then(b.query.len().cmp(&a.query.len()))
+            .then(self.created.cmp(&other.created))
+            .then(self.route.namespace.cmp(&other.route.namespace))
+            .then(self.route.name.cmp(&other.route.name))
+            .then(self.rule_index.cmp(&other.rule_index))
+            .then(self.match_index.cmp(&other.match_index))
+    }
+}
+
+/// Filters of a rule (or of one backendRef), compiled at table build time.
+#[derive(Debug, Default, Serialize)]
+pub struct RuleFilters {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_headers: Option<HeaderModifier>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_headers: Option<HeaderModifier>,
+    /// When set, the rule answers with a redirect and never reaches a backend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect: Option<Redirect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<UrlRewrite>,
+}
+
+/// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.
+#[derive(Debug, Default, Serialize)]
+pub struct BackendSet {
+    pub backends: Vec<WeightedBackend>,
+    total_weight: u64,
+}
+
+impl BackendSet {
+    /// Builds a set; backends of weight 0 stay listed (for `/debug/config`) but never receive traffic.
+    pub fn new(backends: Vec<WeightedBackend>) -> Self {
+        let total_weight = backends.iter().map(|b| u64::from(b.weight)).sum();
+        Self {
+            backends,
+            total_weight,
+        }
+    }
+
+    /// Sum of all weights.
+    pub fn total_weight(&self) -> u64 {
+        self.total_weight
+    }
+
+    /// Picks a backend in proportion to its weight, given a uniform random number.
+    pub fn pick(&self, random: u64) -> Option<&WeightedBackend> {
+        if self.total_weight == 0 {
+            return None;
+        }
+        let mut point = random % self.total_weight;
+        for b in &self.backends {
+            let w = u64::from(b.weight);
+            if point < w {
+                return Some(b);
+            }
+            point -= w;
+        }
+        None
+    }
+}
+
+/// One `backendRefs` entry: its weight, where it goes, and its own filters.
+#[derive(Debug, Serialize)]
+pub struct WeightedBackend {
+    pub weight: u32,
+    pub target: BackendTarget,
+    pub filters: RuleFilters,
+}
+
+/// Where a backendRef sends traffic.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum BackendTarget {
+    /// A resolved Service port with its ready endpoints (possibly none: 503).
+    Service(Arc<ServiceBackend>),
+    /// A reference that could not be resolved (missing, not permitted, wrong kind): 500.
+    Invalid { reason: String },
+}
+
+/// Identifies a Service port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ServiceKey {
+    pub namespace: String,
+    pub name: String,
+    pub port: u16,
+}
+
+impl std::fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}:{}", self.namespace, self.name, self.port)
+    }
+}
+
+/// A Service port resolved to ready endpoints.
+#[derive(Debug, Serialize)]
+pub struct ServiceBackend {
+    pub service: ServiceKey,
+    pub endpoints: Vec<SocketAddr>,
+    pub protocol: UpstreamProtocol,
+}
+
+/// How the proxy talks to a backend (from the Service port's `appProtocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 (upgrades such as WebSocket included).
+    #[default]
+    Http1,
+    /// HTTP/2 over cleartext with prior knowledge (`kubernetes.io/h2c`).
+    H2c,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend(weight: u32) -> WeightedBackend {
+        WeightedBackend {
+            weight,
+            target: BackendTarget::Invalid {
+                reason: format!("w{weight}"),
+            },
+            filters: RuleFilters::default(),
+        }
+    }
+
+    #[test]
+    fn pick_follows_weights_and_skips_zero() {
+        let set = BackendSet::new(vec![backend(0), backend(1), backend(3)]);
+        assert_eq!(set.total_weight(), 4);
+        let picks: Vec<u32> = (0..8)
+            .map(|r| set.pick(r).map(|b| b.weight).unwrap_or(99))
+            .collect();
+        assert_eq!(picks, vec![1, 3, 3, 3, 1, 3, 3, 3]);
+    }
+
+    #[test]
+    fn all_zero_weights_pick_nothing() {
+        let set = BackendSet::new(vec![backend(0), backend(0)]);
+        assert!(set.pick(7).is_none());
+        assert!(BackendSet::default().pick(0).is_none());
+    }
+}

@@ -1,0 +1,132 @@
+//! Path index of one virtual host. Exact paths and segment prefixes are hash keys, so a lookup costs
+//! one probe per path segment however many routes the host has; only regex rules are scanned.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::matchers::PathMatch;
+use super::model::RouteRule;
+
+/// Candidate rules by path, as indices into the host's precedence-sorted rule list.
+#[derive(Debug, Default)]
+pub struct PathIndex {
+    exact: HashMap<Box<str>, Vec<u32>>,
+    prefix: HashMap<Box<str>, Vec<u32>>,
+    regex: Vec<u32>,
+}
+
+impl PathIndex {
+    /// Indexes rules that are already sorted by precedence; each list keeps that order.
+    pub fn build(rules: &[Arc<RouteRule>]) -> Self {
+        let mut index = Self::default();
+        for (i, rule) in rules.iter().enumerate() {
+            let i = i as u32;
+            match &rule.matcher.path {
+                PathMatch::Exact(p) => index.exact.entry(p.as_str().into()).or_default().push(i),
+                PathMatch::Prefix(p) => index.prefix.entry(p.as_str().into()).or_default().push(i),
+                PathMatch::RegularExpression(_) => index.regex.push(i),
+            }
+        }
+        index
+    }
+
+    /// The first candidate, in precedence order, accepted by `accept` (which checks the whole match:
+    /// method, headers, query and, for regex rules, the path).
+    ///
+    /// Order: exact rules for `path`, then regex rules, then prefix rules from the longest prefix of
+    /// `path` at a segment boundary down to `/`. That is the spec's order, because within each list
+    /// the rules are already sorted by the remaining criteria.
+    pub fn find(&self, path: &str, mut accept: impl FnMut(usize) -> bool) -> Option<usize> {
+        let mut first = |list: &[u32]| list.iter().map(|&i| i as usize).find(|&i| accept(i));
+        if let Some(list) = self.exact.get(path) {
+            if let Some(i) = first(list) {
+                return Some(i);
+            }
+        }
+        if let Some(i) = first(&self.regex) {
+            return Some(i);
+        }
+        if !path.starts_with('/') {
+            return None;
+        }
+        let mut key = path.trim_end_matches('/');
+        loop {
+            let probe = if key.is_empty() { "/" } else { key };
+            if let Some(i) = self.prefix.get(probe).and_then(|list| first(list)) {
+                return Some(i);
+            }
+            if key.is_empty() {
+                return None;
+            }
+            key = match key.rfind('/') {
+                Some(pos) => &key[..pos],
+                None => "",
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::matchers::{Regex, RequestMatch};
+    use super::super::model::{BackendSet, RouteRef, RuleFilters};
+    use super::*;
+
+    fn rule(name: &str, path: PathMatch) -> Arc<RouteRule> {
+        Arc::new(RouteRule {
+            route: Arc::new(RouteRef {
+                kind: "HTTPRoute".into(),
+                namespace: "ns".into(),
+                name: name.into(),
+            }),
+            created: 0,
+            rule_index: 0,
+            match_index: 0,
+            rule_name: None,
+            matcher: RequestMatch {
+                path,
+                ..RequestMatch::any()
+            },
+            filters: Arc::new(RuleFilters::default()),
+            backends: Arc::new(BackendSet::default()),
+        })
+    }
+
+    fn lookup(rules: &[Arc<RouteRule>], path: &str) -> Option<String> {
+        let index = PathIndex::build(rules);
+        index
+            .find(path, |i| rules[i].matcher.path.matches(path))
+            .map(|i| rules[i].route.name.clone())
+    }
+
+    #[test]
+    fn exact_then_regex_then_longest_prefix() {
+        let mut rules = vec![
+            rule("root", PathMatch::prefix("/")),
+            rule("api", PathMatch::prefix("/api")),
+            rule("apiv1", PathMatch::prefix("/api/v1/")),
+            rule("exact", PathMatch::Exact("/api/v1/x".into())),
+            rule(
+                "re",
+                PathMatch::RegularExpression(Regex::new("/api/v[0-9]/y").unwrap()),
+            ),
+        ];
+        rules.sort_by(|a, b| a.precedence_cmp(b));
+        assert_eq!(lookup(&rules, "/api/v1/x").as_deref(), Some("exact"));
+        assert_eq!(lookup(&rules, "/api/v1/y").as_deref(), Some("re"));
+        assert_eq!(lookup(&rules, "/api/v1/z").as_deref(), Some("apiv1"));
+        assert_eq!(lookup(&rules, "/api/v1").as_deref(), Some("apiv1"));
+        assert_eq!(lookup(&rules, "/api/v1/").as_deref(), Some("apiv1"));
+        assert_eq!(lookup(&rules, "/api/v10").as_deref(), Some("api"));
+        assert_eq!(lookup(&rules, "/apix").as_deref(), Some("root"));
+        assert_eq!(lookup(&rules, "/").as_deref(), Some("root"));
+        assert_eq!(lookup(&rules, "*"), None);
+    }
+
+    #[test]
+    fn no_root_prefix_means_no_match() {
+        let rules = vec![rule("api", PathMatch::prefix("/api"))];
+        assert_eq!(lookup(&rules, "/other"), None);
+        assert_eq!(lookup(&rules, "/api//x").as_deref(), Some("api"));
+    }
+}
