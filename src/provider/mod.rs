@@ -1,1 +1,3 @@
-//! Providers.
+//! Providers turn an outside source of Gateway API objects into [`crate::snapshot::Snapshot`]s.
+
+pub mod manifest;
