@@ -1,0 +1,71 @@
+//! Full translation (snapshot -> route table + status) of 1,000 and 10,000 HTTPRoutes attached to
+//! one Gateway, each with its own Service and EndpointSlice.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use edgeplane::provider::manifest::parse_manifests;
+use edgeplane::snapshot::Snapshot;
+use edgeplane::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+
+/// Manifests of one class, one Gateway with an HTTP listener, and `routes` routes with backends.
+pub fn manifests(routes: usize) -> String {
+    let mut y = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: bench}}\n\
+         spec: {{controllerName: {DEFAULT_CONTROLLER_NAME}}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: bench}}\n\
+         spec:\n  gatewayClassName: bench\n  listeners:\n  - {{name: http, port: 8080, protocol: HTTP}}\n"
+    );
+    for i in 0..routes {
+        let _ = write!(
+            y,
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+             metadata: {{name: r{i}, namespace: bench}}\n\
+             spec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [\"h{h}.example.com\"]\n  rules:\n\
+             \x20 - matches: [{{path: {{type: PathPrefix, value: /svc-{i}}}}}, {{headers: [{{name: x-route, value: \"{i}\"}}]}}]\n\
+             \x20   filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{set: [{{name: x-r, value: \"{i}\"}}]}}}}]\n\
+             \x20   backendRefs: [{{name: s{i}, port: 80}}]\n\
+             ---\napiVersion: v1\nkind: Service\nmetadata: {{name: s{i}, namespace: bench}}\n\
+             spec: {{ports: [{{name: http, port: 80, targetPort: 8080}}]}}\n\
+             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: s{i}-a, namespace: bench, labels: {{kubernetes.io/service-name: s{i}}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: 8080}}]\n\
+             endpoints: [{{addresses: [\"10.0.{a}.{b}\"], conditions: {{ready: true}}}}]\n",
+            h = i % 100,
+            a = (i / 250) % 250,
+            b = i % 250 + 1,
+        );
+    }
+    y
+}
+
+fn snapshot(routes: usize) -> Snapshot {
+    let objects = parse_manifests(Path::new("bench.yaml"), &manifests(routes))
+        .expect("bench manifests parse");
+    Snapshot::from_objects(objects)
+}
+
+fn bench_translate(c: &mut Criterion) {
+    let options = TranslateOptions {
+        controller_name: DEFAULT_CONTROLLER_NAME.into(),
+        bind_address: "127.0.0.1".parse().expect("valid address"),
+        now: jiff::Timestamp::UNIX_EPOCH,
+        generation: 1,
+    };
+    let mut group = c.benchmark_group("translate");
+    group.sample_size(10);
+    for routes in [1_000, 10_000] {
+        let snap = snapshot(routes);
+        group.bench_with_input(BenchmarkId::from_parameter(routes), &snap, |b, snap| {
+            b.iter(|| {
+                let out = translate(snap, &options);
+                assert_eq!(out.table.rule_count(), routes * 2);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_translate);
+criterion_main!(benches);
