@@ -56,7 +56,9 @@ pub fn compile_route(route: &HttpRoute, backends: &mut Backends<'_>) -> Compiled
         .creation_timestamp
         .as_ref()
         .map_or(0, |t| t.0.as_second());
-    let spec_rules = route.spec.rules.as_deref().unwrap_or_default();
+    // The CRD defaults absent rules to one rule matching every request (with no backend: 500).
+    let default_rules = [HttpRouteRules::default()];
+    let spec_rules = route.spec.rules.as_deref().unwrap_or(&default_rules);
     let mut out = CompiledRoute {
         total: spec_rules.len(),
         ..Default::default()
