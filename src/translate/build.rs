@@ -42,7 +42,7 @@ fn owner<'h>(listener_hosts: &'h [Option<String>], host: &str) -> Option<&'h Opt
 /// Builds the table from validated Gateways and each route's attachments and compiled rules.
 pub fn build_table(
     gateways: &[GatewayModel<'_>],
-    routes: &[(Vec<Attachment>, &CompiledRoute)],
+    routes: &[(Vec<Attachment>, CompiledRoute)],
     generation: u64,
 ) -> RouteTable {
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();

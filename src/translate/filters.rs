@@ -159,6 +159,9 @@ pub fn compile_filters(filters: &[Filter], all_prefix: bool) -> Result<RuleFilte
 pub fn compile_backend_filters(
     filters: &[HttpRouteRulesBackendRefsFilters],
 ) -> Result<RuleFilters, FilterError> {
+    if filters.is_empty() {
+        return Ok(RuleFilters::default());
+    }
     // The crate generates a separate but identical type for backend filters: convert through
     // their shared JSON shape rather than duplicating every conversion.
     let value = serde_json::to_value(filters).map_err(|e| FilterError::Backend(e.to_string()))?;

@@ -91,12 +91,16 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
         }
         let c = rules::compile_route(route, &mut backends);
         let ns = route.metadata.namespace.as_deref().unwrap_or("default");
-        let ns_labels = labels
-            .get(ns)
-            .cloned()
-            .unwrap_or_else(|| default_labels(ns));
+        let fallback;
+        let ns_labels = match labels.get(ns) {
+            Some(l) => l,
+            None => {
+                fallback = default_labels(ns);
+                &fallback
+            }
+        };
         let (status, attachments) =
-            httproute::attach_route(route, &c, &mut gateways, &by_name, &ns_labels, options);
+            httproute::attach_route(route, &c, &mut gateways, &by_name, ns_labels, options);
         if let Some(status) = status {
             let name = route.metadata.name.as_deref().unwrap_or("");
             report.entries.push(entry(
@@ -119,8 +123,7 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
             &status,
         ));
     }
-    let routes: Vec<_> = compiled.iter().map(|(a, c)| (a.clone(), c)).collect();
-    let table = build::build_table(&gateways, &routes, options.generation);
+    let table = build::build_table(&gateways, &compiled, options.generation);
     report.sort();
     Translation {
         table,
