@@ -2,11 +2,31 @@
 //! here (class ownership, listeners, attachment, ReferenceGrants, backends, filters, conditions).
 //! No I/O, no tokio, no kube client.
 
+mod backends;
+mod build;
+mod conditions;
+mod filters;
+mod gateway;
+mod httproute;
+mod listener;
+mod refgrant;
+mod rules;
+
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
+use serde::Serialize;
+
 use crate::snapshot::Snapshot;
-use crate::status::StatusReport;
+use crate::status::{ObjectStatus, StatusReport};
 use crate::table::RouteTable;
+
+pub use backends::BackendError;
+pub use filters::FilterError;
+pub use gateway::{AddressError, SUPPORTED_FEATURES};
+pub use httproute::AttachError;
+pub use listener::intersect_hostnames;
+pub use rules::MatchError;
 
 /// The controller name a GatewayClass must carry in `spec.controllerName` for us to own it.
 pub const DEFAULT_CONTROLLER_NAME: &str = "edgeplane.dev/gateway-controller";
@@ -33,6 +53,130 @@ pub struct Translation {
 
 /// Translates a snapshot into a route table and the status of every owned object.
 pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation {
-    let _ = (snapshot, options);
-    todo!("translator")
+    let mut report = StatusReport::default();
+    let mut classes = Vec::new();
+    for class in &snapshot.gateway_classes {
+        if gateway::owns_class(class, options) {
+            let name = class.metadata.name.as_deref().unwrap_or("");
+            classes.push(name);
+            let status = gateway::class_status(class, options);
+            report.entries.push(entry(
+                "GatewayClass",
+                None,
+                name,
+                class.metadata.generation,
+                &status,
+            ));
+        }
+    }
+    let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
+        .gateways
+        .iter()
+        .filter(|g| classes.contains(&g.spec.gateway_class_name.as_str()))
+        .map(|g| gateway::GatewayModel::new(g, options))
+        .collect();
+    gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
+    let by_name: HashMap<(&str, &str), usize> = gateways
+        .iter()
+        .enumerate()
+        .map(|(i, g)| ((g.namespace, g.name), i))
+        .collect();
+
+    let labels = namespace_labels(snapshot);
+    let mut backends = backends::Backends::new(snapshot);
+    let mut compiled = Vec::new();
+    for route in &snapshot.http_routes {
+        if !names_our_gateway(route, &by_name) {
+            continue;
+        }
+        let c = rules::compile_route(route, &mut backends);
+        let ns = route.metadata.namespace.as_deref().unwrap_or("default");
+        let fallback;
+        let ns_labels = match labels.get(ns) {
+            Some(l) => l,
+            None => {
+                fallback = default_labels(ns);
+                &fallback
+            }
+        };
+        let (status, attachments) =
+            httproute::attach_route(route, &c, &mut gateways, &by_name, ns_labels, options);
+        if let Some(status) = status {
+            let name = route.metadata.name.as_deref().unwrap_or("");
+            report.entries.push(entry(
+                "HTTPRoute",
+                Some(ns),
+                name,
+                route.metadata.generation,
+                &status,
+            ));
+        }
+        compiled.push((attachments, c));
+    }
+    for g in &gateways {
+        let status = g.status();
+        report.entries.push(entry(
+            "Gateway",
+            Some(g.namespace),
+            g.name,
+            g.gateway.metadata.generation,
+            &status,
+        ));
+    }
+    let table = build::build_table(&gateways, &compiled, options.generation);
+    report.sort();
+    Translation {
+        table,
+        status: report,
+    }
+}
+
+/// True when some parentRef of the route names one of our Gateways (cheap pre-check, so
+/// routes of other controllers cost nothing).
+fn names_our_gateway(
+    route: &gateway_api::apis::standard::httproutes::HttpRoute,
+    by_name: &HashMap<(&str, &str), usize>,
+) -> bool {
+    let ns = route.metadata.namespace.as_deref().unwrap_or("default");
+    route
+        .spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .any(|p| by_name.contains_key(&(p.namespace.as_deref().unwrap_or(ns), p.name.as_str())))
+}
+
+fn default_labels(ns: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(listener::NAMESPACE_NAME_LABEL.to_owned(), ns.to_owned())])
+}
+
+/// Labels of every known namespace, with the `kubernetes.io/metadata.name` label always set.
+fn namespace_labels(snapshot: &Snapshot) -> HashMap<&str, BTreeMap<String, String>> {
+    snapshot
+        .namespaces
+        .iter()
+        .filter_map(|n| {
+            let name = n.metadata.name.as_deref()?;
+            let mut labels = n.metadata.labels.clone().unwrap_or_default();
+            labels.insert(listener::NAMESPACE_NAME_LABEL.to_owned(), name.to_owned());
+            Some((name, labels))
+        })
+        .collect()
+}
+
+fn entry<T: Serialize>(
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    generation: Option<i64>,
+    status: &T,
+) -> ObjectStatus {
+    ObjectStatus {
+        api_version: conditions::API_VERSION.to_owned(),
+        kind: kind.to_owned(),
+        namespace: namespace.map(str::to_owned),
+        name: name.to_owned(),
+        generation,
+        status: serde_json::to_value(status).unwrap_or(serde_json::Value::Null),
+    }
 }

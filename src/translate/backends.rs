@@ -1,0 +1,304 @@
+//! Backend resolution: a backendRef -> a Service port -> ready endpoints from the EndpointSlices
+//! labelled with the Service's name. Checks kind, ReferenceGrants, ports and `appProtocol`. Pure.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Service, ServicePort};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use super::conditions::{
+    REASON_BACKEND_NOT_FOUND, REASON_INVALID_KIND, REASON_REF_NOT_PERMITTED,
+    REASON_UNSUPPORTED_PROTOCOL,
+};
+use super::refgrant::{Grants, RefSide};
+use crate::snapshot::Snapshot;
+use crate::table::{ServiceBackend, ServiceKey, UpstreamProtocol};
+
+/// Label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Why a backendRef could not be resolved; each maps to a `ResolvedRefs` reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    #[error("backendRef {group}/{kind} {name} is not a core Service")]
+    InvalidKind {
+        group: String,
+        kind: String,
+        name: String,
+    },
+    #[error("reference from namespace {from} to Service {namespace}/{name} is not permitted by a ReferenceGrant")]
+    NotPermitted {
+        from: String,
+        namespace: String,
+        name: String,
+    },
+    #[error("Service {namespace}/{name} not found")]
+    NotFound { namespace: String, name: String },
+    #[error("backendRef to Service {namespace}/{name} has no port")]
+    NoPort { namespace: String, name: String },
+    #[error("Service {namespace}/{name} has no port {port}")]
+    NoServicePort {
+        namespace: String,
+        name: String,
+        port: i32,
+    },
+    #[error("Service port {service} has unsupported appProtocol {app_protocol}")]
+    UnsupportedProtocol {
+        service: ServiceKey,
+        app_protocol: String,
+    },
+    #[error("ExternalName Service {namespace}/{name} has no EndpointSlice")]
+    ExternalName { namespace: String, name: String },
+}
+
+impl BackendError {
+    /// The `ResolvedRefs` reason the spec prescribes.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::InvalidKind { .. } => REASON_INVALID_KIND,
+            Self::NotPermitted { .. } => REASON_REF_NOT_PERMITTED,
+            Self::UnsupportedProtocol { .. } => REASON_UNSUPPORTED_PROTOCOL,
+            Self::NotFound { .. }
+            | Self::NoPort { .. }
+            | Self::NoServicePort { .. }
+            | Self::ExternalName { .. } => REASON_BACKEND_NOT_FOUND,
+        }
+    }
+}
+
+/// The fields of a backendRef that resolution reads (rule and mirror refs share them).
+#[derive(Debug, Clone, Copy)]
+pub struct BackendRef<'a> {
+    pub group: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub name: &'a str,
+    pub namespace: Option<&'a str>,
+    pub port: Option<i32>,
+}
+
+/// Services and EndpointSlices indexed once per translation; resolved ports are shared.
+#[derive(Debug)]
+pub struct Backends<'a> {
+    services: HashMap<(&'a str, &'a str), &'a Service>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    grants: Grants<'a>,
+    resolved: HashMap<ServiceKey, Arc<ServiceBackend>>,
+}
+
+impl<'a> Backends<'a> {
+    /// Indexes the snapshot's Services (by namespace/name) and EndpointSlices (by Service).
+    pub fn new(snapshot: &'a Snapshot) -> Self {
+        let ns = |m: &'a Option<String>| m.as_deref().unwrap_or("default");
+        let mut services = HashMap::new();
+        for s in &snapshot.services {
+            if let Some(name) = s.metadata.name.as_deref() {
+                services.insert((ns(&s.metadata.namespace), name), &**s);
+            }
+        }
+        let mut slices: HashMap<_, Vec<&EndpointSlice>> = HashMap::new();
+        for e in &snapshot.endpoint_slices {
+            let svc = e
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL));
+            if let Some(svc) = svc {
+                slices
+                    .entry((ns(&e.metadata.namespace), svc.as_str()))
+                    .or_default()
+                    .push(&**e);
+            }
+        }
+        Self {
+            services,
+            slices,
+            grants: Grants::new(&snapshot.reference_grants),
+            resolved: HashMap::new(),
+        }
+    }
+
+    /// Resolves a backendRef of a route in `route_ns` to a Service port and its ready endpoints.
+    pub fn resolve(
+        &mut self,
+        route_ns: &str,
+        r: &BackendRef<'_>,
+    ) -> Result<Arc<ServiceBackend>, BackendError> {
+        let group = r.group.unwrap_or("");
+        let kind = r.kind.unwrap_or("Service");
+        if !group.is_empty() || kind != "Service" {
+            return Err(BackendError::InvalidKind {
+                group: group.to_owned(),
+                kind: kind.to_owned(),
+                name: r.name.to_owned(),
+            });
+        }
+        let namespace = r.namespace.unwrap_or(route_ns);
+        let target = RefSide {
+            group: "",
+            kind: "Service",
+            namespace,
+        };
+        if !self
+            .grants
+            .allows(RefSide::http_route(route_ns), target, r.name)
+        {
+            return Err(BackendError::NotPermitted {
+                from: route_ns.to_owned(),
+                namespace: namespace.to_owned(),
+                name: r.name.to_owned(),
+            });
+        }
+        let not_found = || BackendError::NotFound {
+            namespace: namespace.to_owned(),
+            name: r.name.to_owned(),
+        };
+        let service = *self
+            .services
+            .get(&(namespace, r.name))
+            .ok_or_else(not_found)?;
+        let port = r.port.ok_or_else(|| BackendError::NoPort {
+            namespace: namespace.to_owned(),
+            name: r.name.to_owned(),
+        })?;
+        let spec = service.spec.as_ref();
+        let service_port = spec
+            .and_then(|s| s.ports.as_ref())
+            .and_then(|ports| ports.iter().find(|p| p.port == port))
+            .ok_or_else(|| BackendError::NoServicePort {
+                namespace: namespace.to_owned(),
+                name: r.name.to_owned(),
+                port,
+            })?;
+        let key = ServiceKey {
+            namespace: namespace.to_owned(),
+            name: r.name.to_owned(),
+            port: u16::try_from(port).unwrap_or(0),
+        };
+        let protocol = match service_port.app_protocol.as_deref() {
+            None | Some("http") | Some("kubernetes.io/ws") => UpstreamProtocol::Http1,
+            Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
+            Some(other) => {
+                return Err(BackendError::UnsupportedProtocol {
+                    service: key,
+                    app_protocol: other.to_owned(),
+                })
+            }
+        };
+        let slices = self.slices.get(&(namespace, r.name));
+        let external = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
+        if external && slices.is_none_or(Vec::is_empty) {
+            return Err(BackendError::ExternalName {
+                namespace: namespace.to_owned(),
+                name: r.name.to_owned(),
+            });
+        }
+        if let Some(done) = self.resolved.get(&key) {
+            return Ok(done.clone());
+        }
+        let endpoints = ready_endpoints(slices.map(Vec::as_slice).unwrap_or(&[]), service_port);
+        let backend = Arc::new(ServiceBackend {
+            service: key.clone(),
+            endpoints,
+            protocol,
+        });
+        self.resolved.insert(key, backend.clone());
+        Ok(backend)
+    }
+}
+
+/// Ready, non-terminating endpoint addresses of the Service port, from the slice port with the
+/// same name (which is how a named `targetPort` resolves), sorted and deduplicated.
+pub fn ready_endpoints(slices: &[&EndpointSlice], port: &ServicePort) -> Vec<SocketAddr> {
+    let want = port.name.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    for slice in slices {
+        let slice_port = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref().unwrap_or("") == want)
+            .and_then(|p| p.port)
+            .and_then(|p| u16::try_from(p).ok());
+        let Some(target) = slice_port else { continue };
+        for ep in &slice.endpoints {
+            let cond = ep.conditions.as_ref();
+            let ready = cond.and_then(|c| c.ready).unwrap_or(true);
+            let terminating = cond.and_then(|c| c.terminating).unwrap_or(false);
+            if !ready || terminating {
+                continue;
+            }
+            out.extend(
+                ep.addresses
+                    .iter()
+                    .filter_map(|a| a.parse::<IpAddr>().ok())
+                    .map(|ip| SocketAddr::new(ip, target)),
+            );
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+
+    fn endpoint(ip: &str, ready: Option<bool>, terminating: Option<bool>) -> Endpoint {
+        Endpoint {
+            addresses: vec![ip.into()],
+            conditions: Some(EndpointConditions {
+                ready,
+                terminating,
+                serving: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn endpoints_follow_port_names_and_readiness() {
+        let slice = EndpointSlice {
+            address_type: "IPv4".into(),
+            endpoints: vec![
+                endpoint("10.0.0.2", Some(true), None),
+                endpoint("10.0.0.1", None, None),
+                endpoint("10.0.0.3", Some(false), None),
+                endpoint("10.0.0.4", Some(true), Some(true)),
+                endpoint("not-an-ip", Some(true), None),
+            ],
+            ports: Some(vec![
+                EndpointPort {
+                    name: Some("http".into()),
+                    port: Some(8080),
+                    ..Default::default()
+                },
+                EndpointPort {
+                    name: Some("admin".into()),
+                    port: Some(9000),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let port = ServicePort {
+            name: Some("http".into()),
+            port: 80,
+            ..Default::default()
+        };
+        let got = ready_endpoints(&[&slice], &port);
+        let want: Vec<SocketAddr> = vec![
+            "10.0.0.1:8080".parse().unwrap(),
+            "10.0.0.2:8080".parse().unwrap(),
+        ];
+        assert_eq!(got, want);
+        let unnamed = ServicePort {
+            port: 80,
+            ..Default::default()
+        };
+        assert!(ready_endpoints(&[&slice], &unnamed).is_empty());
+    }
+}

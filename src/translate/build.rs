@@ -1,0 +1,135 @@
+//! Assembles the `RouteTable`: one `ListenerTable` per socket (listeners of several Gateways on
+//! one address and port merge), one `VirtualHost` per effective hostname, each hostname served
+//! only by the most specific listener that matches it (listener isolation). Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::gateway::GatewayModel;
+use super::httproute::Attachment;
+use super::listener::hostname_covers;
+use super::rules::CompiledRoute;
+use crate::table::{ListenerTable, RouteRule, RouteTable, VirtualHost};
+
+/// Identity of a rule in a virtual host, so a route attached twice is served once.
+type RuleKey = (String, String, u32, u32);
+
+#[derive(Default)]
+struct SocketBuild {
+    sources: BTreeSet<String>,
+    /// Hostnames of the listeners bound here (`None`: any host).
+    listener_hosts: Vec<Option<String>>,
+    hosts: BTreeMap<String, BTreeMap<RuleKey, Arc<RouteRule>>>,
+}
+
+/// Hostname of the most specific listener hostname covering `host`: exact, then the longest
+/// wildcard, then a listener without hostname.
+fn owner<'h>(listener_hosts: &'h [Option<String>], host: &str) -> Option<&'h Option<String>> {
+    listener_hosts
+        .iter()
+        .filter(|l| match l {
+            None => true,
+            Some(h) => hostname_covers(h, host),
+        })
+        .max_by_key(|l| match l {
+            None => (0, 0),
+            Some(h) if h.starts_with('*') => (1, h.len()),
+            Some(h) => (2, h.len()),
+        })
+}
+
+/// Builds the table from validated Gateways and each route's attachments and compiled rules.
+pub fn build_table(
+    gateways: &[GatewayModel<'_>],
+    routes: &[(Vec<Attachment>, CompiledRoute)],
+    generation: u64,
+) -> RouteTable {
+    let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
+    for g in gateways.iter().filter(|g| g.accepted()) {
+        for l in g.listeners.iter().filter(|l| l.valid()) {
+            for ip in &g.binds {
+                let s = sockets.entry(SocketAddr::new(*ip, l.port)).or_default();
+                s.sources
+                    .insert(format!("{}/{}/{}", g.namespace, g.name, l.spec.name));
+                let host = l.hostname.map(str::to_owned);
+                if let Some(h) = &host {
+                    // An empty host keeps requests for this listener from reaching a less
+                    // specific listener's routes.
+                    s.hosts.entry(h.clone()).or_default();
+                }
+                if !s.listener_hosts.contains(&host) {
+                    s.listener_hosts.push(host);
+                }
+            }
+        }
+    }
+    for (attachments, compiled) in routes {
+        for a in attachments {
+            let g = &gateways[a.gateway];
+            let l = &g.listeners[a.listener];
+            let listener_host = l.hostname.map(str::to_owned);
+            for ip in &g.binds {
+                let Some(s) = sockets.get_mut(&SocketAddr::new(*ip, l.port)) else {
+                    continue;
+                };
+                for host in &a.hostnames {
+                    if owner(&s.listener_hosts, host) != Some(&listener_host) {
+                        continue;
+                    }
+                    let rules = s.hosts.entry(host.clone()).or_default();
+                    for r in &compiled.rules {
+                        let key = (
+                            r.route.namespace.clone(),
+                            r.route.name.clone(),
+                            r.rule_index,
+                            r.match_index,
+                        );
+                        rules.entry(key).or_insert_with(|| r.clone());
+                    }
+                }
+            }
+        }
+    }
+    let listeners = sockets
+        .into_iter()
+        .map(|(addr, s)| {
+            let hosts = s
+                .hosts
+                .into_iter()
+                .map(|(name, rules)| VirtualHost::new(name, rules.into_values().collect()))
+                .collect();
+            let table = ListenerTable::new(addr, s.sources.into_iter().collect(), hosts);
+            (addr, Arc::new(table))
+        })
+        .collect();
+    RouteTable {
+        generation,
+        listeners,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn most_specific_listener_owns_a_host() {
+        let hosts = vec![
+            None,
+            Some("*.example.com".to_string()),
+            Some("*.foo.example.com".to_string()),
+            Some("a.foo.example.com".to_string()),
+        ];
+        let o = |h: &str| owner(&hosts, h).cloned().flatten();
+        assert_eq!(o("a.foo.example.com").as_deref(), Some("a.foo.example.com"));
+        assert_eq!(o("b.foo.example.com").as_deref(), Some("*.foo.example.com"));
+        assert_eq!(
+            o("*.bar.foo.example.com").as_deref(),
+            Some("*.foo.example.com")
+        );
+        assert_eq!(o("x.example.com").as_deref(), Some("*.example.com"));
+        assert_eq!(o("example.com"), None);
+        assert_eq!(o("*"), None);
+    }
+}

@@ -1,0 +1,391 @@
+//! GatewayClass ownership and status; Gateway validation: addresses, listener protocols, route
+//! kinds, conflicts between listeners; the Gateway status once routes have been attached. Pure.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use gateway_api::apis::standard::gatewayclasses::{
+    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
+};
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayListeners, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
+    GatewayStatusListenersSupportedKinds,
+};
+
+use super::conditions::*;
+use super::listener::NamespacePolicy;
+use super::TranslateOptions;
+
+/// Features of the Gateway API conformance suite this translator and the proxy implement.
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "GatewayHTTPListenerIsolation",
+    "GatewayPort8080",
+    "GatewayStaticAddresses",
+    "HTTPRoute",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteNamedRouteRule",
+    "HTTPRouteParentRefPort",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+];
+
+/// True when the class names our controller.
+pub fn owns_class(class: &GatewayClass, options: &TranslateOptions) -> bool {
+    class.spec.controller_name == options.controller_name
+}
+
+/// Status of one of our GatewayClasses: accepted, with the features we support.
+pub fn class_status(class: &GatewayClass, options: &TranslateOptions) -> GatewayClassStatus {
+    let stamp = Stamp {
+        generation: class.metadata.generation,
+        now: options.now,
+    };
+    let mut features: Vec<_> = SUPPORTED_FEATURES
+        .iter()
+        .map(|f| GatewayClassStatusSupportedFeatures {
+            name: (*f).to_owned(),
+        })
+        .collect();
+    features.sort_by(|a, b| a.name.cmp(&b.name));
+    GatewayClassStatus {
+        conditions: Some(vec![stamp.ok(
+            ACCEPTED,
+            REASON_ACCEPTED,
+            format!("handled by {}", options.controller_name),
+        )]),
+        supported_features: Some(features),
+    }
+}
+
+/// An address problem: it makes the Gateway not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    #[error("address type {0} is not supported; use IPAddress")]
+    UnsupportedType(String),
+    #[error("address {0:?} is not a valid IP address")]
+    NotAnIp(String),
+}
+
+/// One of our Gateways, validated, with the routes attached to each listener.
+#[derive(Debug)]
+pub struct GatewayModel<'a> {
+    pub gateway: &'a Gateway,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub stamp: Stamp,
+    /// IPs every listener binds on.
+    pub binds: Vec<IpAddr>,
+    pub address_error: Option<AddressError>,
+    pub listeners: Vec<ListenerModel<'a>>,
+}
+
+/// One listener, validated.
+#[derive(Debug)]
+pub struct ListenerModel<'a> {
+    pub spec: &'a GatewayListeners,
+    pub port: u16,
+    pub hostname: Option<&'a str>,
+    pub supported_kinds: Vec<GatewayStatusListenersSupportedKinds>,
+    /// Names of `allowedRoutes.kinds` entries we cannot serve.
+    pub invalid_kinds: Vec<String>,
+    pub unsupported_protocol: bool,
+    /// `HostnameConflict` or `ProtocolConflict`.
+    pub conflict: Option<&'static str>,
+    pub namespaces: NamespacePolicy,
+    /// `namespace/name` of every route accepted on this listener.
+    pub attached: BTreeSet<String>,
+}
+
+impl ListenerModel<'_> {
+    /// True when HTTPRoutes may attach (protocol HTTP and HTTPRoute among the allowed kinds).
+    pub fn accepts_http_routes(&self) -> bool {
+        !self.unsupported_protocol && !self.supported_kinds.is_empty()
+    }
+
+    /// True when the listener is valid and goes into the table.
+    pub fn valid(&self) -> bool {
+        self.accepts_http_routes() && self.conflict.is_none()
+    }
+}
+
+impl<'a> GatewayModel<'a> {
+    /// Validates a Gateway of one of our classes.
+    pub fn new(gateway: &'a Gateway, options: &TranslateOptions) -> Self {
+        let (binds, address_error) = bind_addresses(gateway, options.bind_address);
+        let mut listeners: Vec<ListenerModel<'a>> =
+            gateway.spec.listeners.iter().map(listener_model).collect();
+        mark_conflicts(&mut listeners);
+        Self {
+            gateway,
+            namespace: gateway.metadata.namespace.as_deref().unwrap_or("default"),
+            name: gateway.metadata.name.as_deref().unwrap_or(""),
+            stamp: Stamp {
+                generation: gateway.metadata.generation,
+                now: options.now,
+            },
+            binds,
+            address_error,
+            listeners,
+        }
+    }
+
+    /// Accepted: addresses usable and at least one valid listener.
+    pub fn accepted(&self) -> bool {
+        self.address_error.is_none() && self.listeners.iter().any(ListenerModel::valid)
+    }
+
+    /// The Gateway's status, including `attachedRoutes` counted during attachment.
+    pub fn status(&self) -> GatewayStatus {
+        let s = &self.stamp;
+        let invalid: Vec<&str> = self
+            .listeners
+            .iter()
+            .filter(|l| !l.valid())
+            .map(|l| l.spec.name.as_str())
+            .collect();
+        let (accepted, programmed) = if let Some(e) = &self.address_error {
+            let programmed_reason = match e {
+                AddressError::NotAnIp(_) => REASON_ADDRESS_NOT_USABLE,
+                AddressError::UnsupportedType(_) => REASON_INVALID,
+            };
+            (
+                s.fail(ACCEPTED, REASON_UNSUPPORTED_ADDRESS, e.to_string()),
+                s.fail(PROGRAMMED, programmed_reason, e.to_string()),
+            )
+        } else if !self.accepted() {
+            let msg = format!("no valid listener; invalid: {}", invalid.join(", "));
+            (
+                s.fail(ACCEPTED, REASON_LISTENERS_NOT_VALID, msg.clone()),
+                s.fail(PROGRAMMED, REASON_INVALID, msg),
+            )
+        } else if !invalid.is_empty() {
+            (
+                s.ok(
+                    ACCEPTED,
+                    REASON_LISTENERS_NOT_VALID,
+                    format!("listeners not valid: {}", invalid.join(", ")),
+                ),
+                s.ok(
+                    PROGRAMMED,
+                    REASON_PROGRAMMED,
+                    "valid listeners are programmed",
+                ),
+            )
+        } else {
+            (
+                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                s.ok(PROGRAMMED, REASON_PROGRAMMED, "programmed"),
+            )
+        };
+        let addresses = if self.address_error.is_none() {
+            Some(
+                self.binds
+                    .iter()
+                    .map(|ip| GatewayStatusAddresses {
+                        r#type: Some("IPAddress".into()),
+                        value: ip.to_string(),
+                    })
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        GatewayStatus {
+            addresses,
+            attached_listener_sets: None,
+            conditions: Some(vec![accepted, programmed]),
+            listeners: Some(
+                self.listeners
+                    .iter()
+                    .map(|l| self.listener_status(l))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn listener_status(&self, l: &ListenerModel<'_>) -> GatewayStatusListeners {
+        let s = &self.stamp;
+        let accepted = if l.unsupported_protocol {
+            s.fail(
+                ACCEPTED,
+                REASON_UNSUPPORTED_PROTOCOL,
+                format!("protocol {} is not supported", l.spec.protocol),
+            )
+        } else if let Some(reason) = l.conflict {
+            s.fail(
+                ACCEPTED,
+                reason,
+                "conflicts with another listener on the same port",
+            )
+        } else {
+            s.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
+        };
+        let programmed = if l.valid() && self.accepted() {
+            s.ok(PROGRAMMED, REASON_PROGRAMMED, "programmed")
+        } else {
+            s.fail(PROGRAMMED, REASON_INVALID, "listener is not programmed")
+        };
+        let resolved = if l.invalid_kinds.is_empty() {
+            s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")
+        } else {
+            s.fail(
+                RESOLVED_REFS,
+                REASON_INVALID_ROUTE_KINDS,
+                format!("unsupported route kinds: {}", l.invalid_kinds.join(", ")),
+            )
+        };
+        let conflicted = match l.conflict {
+            Some(reason) => s.ok(CONFLICTED, reason, "another listener uses the same port"),
+            None => s.fail(CONFLICTED, REASON_NO_CONFLICTS, "no conflicts"),
+        };
+        GatewayStatusListeners {
+            attached_routes: i32::try_from(l.attached.len()).unwrap_or(i32::MAX),
+            conditions: vec![accepted, programmed, resolved, conflicted],
+            name: l.spec.name.clone(),
+            supported_kinds: Some(l.supported_kinds.clone()),
+        }
+    }
+}
+
+/// Bind IPs from `spec.addresses` (`IPAddress` entries or untyped ones); none -> `default`.
+fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Option<AddressError>) {
+    let mut ips = Vec::new();
+    for a in gateway.spec.addresses.iter().flatten() {
+        let ty = a.r#type.as_deref().unwrap_or("IPAddress");
+        if ty != "IPAddress" {
+            return (vec![], Some(AddressError::UnsupportedType(ty.to_owned())));
+        }
+        // An IPAddress without a value asks the implementation to pick one.
+        let Some(value) = a.value.as_deref().filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        match value.parse::<IpAddr>() {
+            Ok(ip) if !ips.contains(&ip) => ips.push(ip),
+            Ok(_) => {}
+            Err(_) => return (vec![], Some(AddressError::NotAnIp(value.to_owned()))),
+        }
+    }
+    if ips.is_empty() {
+        ips.push(default);
+    }
+    (ips, None)
+}
+
+fn listener_model(spec: &GatewayListeners) -> ListenerModel<'_> {
+    let allowed = spec.allowed_routes.as_ref();
+    let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
+    let namespaces = NamespacePolicy::from_spec(
+        namespaces.and_then(|n| n.from.as_ref()),
+        namespaces.and_then(|n| n.selector.as_ref()),
+    );
+    let unsupported_protocol = spec.protocol != "HTTP";
+    let http_route = || GatewayStatusListenersSupportedKinds {
+        group: Some(GATEWAY_GROUP.into()),
+        kind: "HTTPRoute".into(),
+    };
+    let mut supported_kinds = Vec::new();
+    let mut invalid_kinds = Vec::new();
+    match allowed.and_then(|a| a.kinds.as_deref()) {
+        Some(kinds) if !kinds.is_empty() => {
+            for k in kinds {
+                let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
+                if group == GATEWAY_GROUP && k.kind == "HTTPRoute" && !unsupported_protocol {
+                    if supported_kinds.is_empty() {
+                        supported_kinds.push(http_route());
+                    }
+                } else {
+                    invalid_kinds.push(format!("{group}/{}", k.kind));
+                }
+            }
+        }
+        _ if !unsupported_protocol => supported_kinds.push(http_route()),
+        _ => {}
+    }
+    ListenerModel {
+        spec,
+        port: u16::try_from(spec.port).unwrap_or(0),
+        hostname: spec.hostname.as_deref().filter(|h| !h.is_empty()),
+        supported_kinds,
+        invalid_kinds,
+        unsupported_protocol,
+        conflict: None,
+        namespaces,
+        attached: BTreeSet::new(),
+    }
+}
+
+/// Listeners of one Gateway conflict when they share a port with different protocols
+/// (`ProtocolConflict`) or the same protocol and hostname (`HostnameConflict`). Every listener
+/// of a conflicting group is marked: none is picked as the winner.
+fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
+    let n = listeners.len();
+    let mut marks: Vec<Option<&'static str>> = vec![None; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i == j || listeners[i].port != listeners[j].port {
+                continue;
+            }
+            let (a, b) = (&listeners[i], &listeners[j]);
+            if a.spec.protocol != b.spec.protocol {
+                marks[i] = Some(REASON_PROTOCOL_CONFLICT);
+            } else if a.hostname == b.hostname && marks[i].is_none() {
+                marks[i] = Some(REASON_HOSTNAME_CONFLICT);
+            }
+        }
+    }
+    for (l, m) in listeners.iter_mut().zip(marks) {
+        l.conflict = m;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gateway(yaml: &str) -> Gateway {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn conflicts_mark_every_listener_involved() {
+        let gw = gateway(
+            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP}\n  - {name: b, port: 80, protocol: HTTP}\n  - {name: c, port: 81, protocol: HTTP, hostname: x.com}\n  - {name: d, port: 81, protocol: HTTP, hostname: y.com}\n  - {name: e, port: 82, protocol: HTTP}\n  - {name: f, port: 82, protocol: TCP}\n",
+        );
+        let mut ls: Vec<_> = gw.spec.listeners.iter().map(listener_model).collect();
+        mark_conflicts(&mut ls);
+        let got: Vec<_> = ls.iter().map(|l| l.conflict).collect();
+        let h = Some(REASON_HOSTNAME_CONFLICT);
+        let p = Some(REASON_PROTOCOL_CONFLICT);
+        assert_eq!(got, vec![h, h, None, None, p, p]);
+    }
+
+    #[test]
+    fn addresses_pick_ips_or_fail() {
+        let default: IpAddr = "127.0.0.1".parse().unwrap();
+        let ok = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: [], addresses: [{value: 127.0.0.2}, {type: IPAddress, value: 127.0.0.2}]}");
+        assert_eq!(
+            bind_addresses(&ok, default),
+            (vec!["127.0.0.2".parse().unwrap()], None)
+        );
+        let host = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: [], addresses: [{type: Hostname, value: a.com}]}");
+        assert!(matches!(
+            bind_addresses(&host, default).1,
+            Some(AddressError::UnsupportedType(_))
+        ));
+        let none = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: []}");
+        assert_eq!(bind_addresses(&none, default).0, vec![default]);
+    }
+}

@@ -1,0 +1,200 @@
+//! Rules of one listener that decide whether a route may attach to it: hostname intersection,
+//! `allowedRoutes.namespaces` (Same, All, label Selector) and `allowedRoutes.kinds`. Pure.
+
+use std::collections::BTreeMap;
+
+use gateway_api::apis::standard::gateways::{
+    GatewayListenersAllowedRoutesNamespacesFrom as From,
+    GatewayListenersAllowedRoutesNamespacesSelector as Selector,
+};
+
+/// Label every namespace carries with its own name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// True when `host` (exact) is covered by `wildcard` (`*.example.com`): any deeper subdomain
+/// matches, the bare suffix does not.
+pub fn wildcard_covers(wildcard: &str, host: &str) -> bool {
+    match wildcard.strip_prefix('*') {
+        Some(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
+        None => false,
+    }
+}
+
+/// True when hostname `general` matches every host `specific` matches (`*` for no hostname).
+pub fn hostname_covers(general: &str, specific: &str) -> bool {
+    if general == "*" || general == specific {
+        return true;
+    }
+    let Some(suffix) = general.strip_prefix('*') else {
+        return false;
+    };
+    match specific.strip_prefix('*') {
+        // `*.a.example.com` is within `*.example.com`.
+        Some(inner) => inner.len() > suffix.len() && inner.ends_with(suffix),
+        None => wildcard_covers(general, specific),
+    }
+}
+
+/// The hostnames a route serves on a listener (Gateway API, "hostnames"): the intersection of
+/// the listener hostname and the route hostnames, the more specific name of each matching pair.
+/// A route without hostnames takes the listener's; a listener without one takes the route's;
+/// neither gives `*`. An empty result means the route does not attach.
+pub fn intersect_hostnames(listener: Option<&str>, route: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = match (listener, route.is_empty()) {
+        (None, true) => vec!["*".to_owned()],
+        (Some(l), true) => vec![l.to_owned()],
+        (None, false) => route.to_vec(),
+        (Some(l), false) => route
+            .iter()
+            .filter_map(|r| {
+                if hostname_covers(l, r) {
+                    Some(r.clone())
+                } else if hostname_covers(r, l) {
+                    Some(l.to_owned())
+                } else {
+                    None
+                }
+            })
+            .collect(),
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Which namespaces a listener accepts routes from.
+#[derive(Debug, Clone)]
+pub enum NamespacePolicy {
+    /// Only the Gateway's namespace (the default).
+    Same,
+    All,
+    /// Namespaces whose labels match; `None` when the selector is missing or invalid.
+    Selector(Option<Selector>),
+}
+
+impl NamespacePolicy {
+    /// The policy of `allowedRoutes.namespaces`.
+    pub fn from_spec(from: Option<&From>, selector: Option<&Selector>) -> Self {
+        match from {
+            Some(From::All) => Self::All,
+            Some(From::Selector) => Self::Selector(selector.cloned()),
+            Some(From::Same) | None => Self::Same,
+        }
+    }
+
+    /// True when a route in `route_ns` (with `labels`) may attach to a listener of a Gateway in
+    /// `gateway_ns`.
+    pub fn allows(
+        &self,
+        gateway_ns: &str,
+        route_ns: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        match self {
+            Self::Same => gateway_ns == route_ns,
+            Self::All => true,
+            Self::Selector(None) => false,
+            Self::Selector(Some(s)) => selector_matches(s, labels),
+        }
+    }
+}
+
+/// Kubernetes label selector semantics: all `matchLabels` and all `matchExpressions` must hold;
+/// an empty selector matches everything; an unknown operator matches nothing.
+pub fn selector_matches(selector: &Selector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        let value = labels.get(&e.key);
+        match e.operator.as_str() {
+            "In" => value.is_some_and(|v| values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions as Expr;
+
+    fn v(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn intersection_follows_the_spec_table() {
+        assert_eq!(intersect_hostnames(None, &[]), v(&["*"]));
+        assert_eq!(intersect_hostnames(Some("a.com"), &[]), v(&["a.com"]));
+        assert_eq!(intersect_hostnames(None, &v(&["x.io"])), v(&["x.io"]));
+        assert_eq!(
+            intersect_hostnames(
+                Some("*.example.com"),
+                &v(&[
+                    "foo.example.com",
+                    "a.b.example.com",
+                    "example.com",
+                    "other.org"
+                ])
+            ),
+            v(&["a.b.example.com", "foo.example.com"])
+        );
+        assert_eq!(
+            intersect_hostnames(Some("foo.example.com"), &v(&["*.example.com"])),
+            v(&["foo.example.com"])
+        );
+        assert_eq!(
+            intersect_hostnames(Some("*.example.com"), &v(&["*.foo.example.com"])),
+            v(&["*.foo.example.com"])
+        );
+        assert_eq!(
+            intersect_hostnames(Some("*.foo.example.com"), &v(&["*.example.com"])),
+            v(&["*.foo.example.com"])
+        );
+        assert!(intersect_hostnames(Some("example.com"), &v(&["*.example.com"])).is_empty());
+        assert!(intersect_hostnames(Some("a.com"), &v(&["b.com"])).is_empty());
+    }
+
+    #[test]
+    fn selectors_use_labels_and_expressions() {
+        let labels: BTreeMap<String, String> = [
+            ("env".to_string(), "prod".to_string()),
+            (NAMESPACE_NAME_LABEL.into(), "web".into()),
+        ]
+        .into();
+        let mut s = Selector {
+            match_labels: Some([("env".to_string(), "prod".to_string())].into()),
+            match_expressions: None,
+        };
+        assert!(selector_matches(&s, &labels));
+        s.match_expressions = Some(vec![Expr {
+            key: NAMESPACE_NAME_LABEL.into(),
+            operator: "NotIn".into(),
+            values: Some(vec!["web".into()]),
+        }]);
+        assert!(!selector_matches(&s, &labels));
+        let exists = Selector {
+            match_labels: None,
+            match_expressions: Some(vec![Expr {
+                key: "env".into(),
+                operator: "Exists".into(),
+                values: None,
+            }]),
+        };
+        assert!(selector_matches(&exists, &labels));
+        assert!(selector_matches(&Selector::default(), &BTreeMap::new()));
+        let policy = NamespacePolicy::Selector(None);
+        assert!(!policy.allows("a", "a", &labels));
+        assert!(NamespacePolicy::Same.allows("a", "a", &labels));
+        assert!(!NamespacePolicy::Same.allows("a", "b", &labels));
+        assert!(NamespacePolicy::All.allows("a", "b", &labels));
+    }
+}
