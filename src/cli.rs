@@ -1,1 +1,408 @@
-//! Command-line interface.
+//! Command-line interface: argument parsing and the wiring of provider, reconcile loop, proxy and
+//! admin server for each subcommand. The only module (with `main`) that uses `anyhow`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::admin::{serve_admin, DEFAULT_ADMIN_ADDR};
+use crate::echo::{serve_echo, EchoIdentity};
+use crate::metrics::Metrics;
+use crate::provider::file::{load_dir, watch_dir};
+use crate::proxy::{Proxy, ProxyOptions};
+use crate::reconcile::{Published, ReconcileOptions, Reconciler};
+use crate::snapshot::Snapshot;
+use crate::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+
+/// A Kubernetes Gateway API controller and the edge proxy it programs, in one process.
+#[derive(Debug, Parser)]
+#[command(name = "edgeplane", version, about)]
+pub struct Cli {
+    /// Log line format (the level comes from RUST_LOG, default info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How log lines are written (always to stderr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the Gateways of a directory of manifests (reloaded on change), or of a cluster.
+    Serve(ServeArgs),
+    /// Translate a directory once, print every object's status as YAML; exit 1 on problems,
+    /// 2 on a manifest that cannot be parsed.
+    Check(CheckArgs),
+    /// Run an echo backend that answers every request with JSON describing it.
+    Echo(EchoArgs),
+    /// Run the quickstart: echo backends, example routes, proxy and admin server.
+    Demo(DemoArgs),
+}
+
+/// Flags every translation takes.
+#[derive(Debug, Args)]
+pub struct TranslateArgs {
+    /// GatewayClasses with this spec.controllerName are served.
+    #[arg(long, default_value = DEFAULT_CONTROLLER_NAME)]
+    pub controller_name: String,
+    /// Address listeners bind on when a Gateway names no IPAddress.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind_address: IpAddr,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory of YAML/JSON manifests, read recursively.
+    #[arg(
+        long,
+        required_unless_present = "kubernetes",
+        conflicts_with = "kubernetes"
+    )]
+    pub config_dir: Option<PathBuf>,
+    /// Watch a Kubernetes cluster (in-cluster or KUBECONFIG).
+    #[arg(long)]
+    pub kubernetes: bool,
+    #[command(flatten)]
+    pub translate: TranslateArgs,
+    /// Address of the admin server (health, metrics, debug).
+    #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
+    pub admin_addr: SocketAddr,
+    /// Time in-flight requests get to finish at shutdown (e.g. 30s, 500ms, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Directory of YAML/JSON manifests, read recursively.
+    #[arg(long)]
+    pub config_dir: PathBuf,
+    #[command(flatten)]
+    pub translate: TranslateArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EchoArgs {
+    /// Address to listen on.
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// Pod name reported in responses.
+    #[arg(long, env = "POD_NAME", default_value = "echo")]
+    pub pod: String,
+    /// Namespace reported in responses.
+    #[arg(long, env = "NAMESPACE", default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Address the demo Gateway listens on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Address of the admin server.
+    #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
+    pub admin_addr: SocketAddr,
+}
+
+/// Parses `30s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 30s or 500ms"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    }
+}
+
+/// Sets up logging to stderr, level from `RUST_LOG` (default info).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Runs one subcommand to completion and returns the process exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Check(args) => Ok(check(&args)),
+        Command::Echo(args) => echo(args).await,
+        Command::Demo(args) => demo(args).await,
+    }
+}
+
+/// `check`: exit 0 when every condition is fine, 1 with problems, 2 when the directory does not
+/// load.
+fn check(args: &CheckArgs) -> ExitCode {
+    let snapshot = match load_dir(&args.config_dir) {
+        Ok((s, _skipped)) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = TranslateOptions {
+        controller_name: args.translate.controller_name.clone(),
+        bind_address: args.translate.bind_address,
+        now: jiff::Timestamp::now(),
+        generation: 1,
+    };
+    let translation = translate(&snapshot, &options);
+    match serde_yaml_ng::to_string(&translation.status) {
+        Ok(yaml) => print!("{yaml}"),
+        Err(e) => {
+            eprintln!("error: cannot print status: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let problems = translation.status.problems();
+    for p in &problems {
+        eprintln!("problem: {p}");
+    }
+    if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listen on {}", args.listen))?;
+    tracing::info!(addr = %args.listen, pod = %args.pod, "echo backend listening");
+    let identity = EchoIdentity {
+        pod: args.pod,
+        namespace: args.namespace,
+    };
+    tokio::select! {
+        r = serve_echo(listener, identity) => r.context("echo server")?,
+        () = shutdown_signal() => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The running data plane: reconcile loop, proxy and admin server.
+struct Stack {
+    published: Arc<Published>,
+    proxy: Arc<Proxy>,
+    reconcile: JoinHandle<()>,
+    admin: JoinHandle<()>,
+}
+
+impl Stack {
+    async fn start(
+        snapshots: watch::Receiver<Arc<Snapshot>>,
+        metrics: Arc<Metrics>,
+        admin_addr: SocketAddr,
+        reconcile: ReconcileOptions,
+        proxy: ProxyOptions,
+    ) -> anyhow::Result<Self> {
+        let admin_listener = TcpListener::bind(admin_addr)
+            .await
+            .with_context(|| format!("admin server: listen on {admin_addr}"))?;
+        tracing::info!(addr = %admin_addr, "admin server listening");
+        let published = Published::new(metrics.clone());
+        let proxy = Proxy::new(published.table.clone(), metrics, proxy);
+        let p = published.clone();
+        let admin = tokio::spawn(async move {
+            if let Err(e) = serve_admin(admin_listener, p).await {
+                tracing::error!(error = %e, "admin server stopped");
+            }
+        });
+        let reconciler = Reconciler::new(published.clone(), Some(proxy.clone()), reconcile);
+        let reconcile = tokio::spawn(reconciler.run(snapshots));
+        Ok(Self {
+            published,
+            proxy,
+            reconcile,
+            admin,
+        })
+    }
+
+    /// Waits up to `timeout` for the first table to be published.
+    async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.published.is_ready() {
+            if Instant::now() >= deadline || self.reconcile.is_finished() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    /// Stops publishing, drains the proxy, then stops the admin server.
+    async fn stop(self) {
+        self.reconcile.abort();
+        tracing::info!("draining");
+        self.proxy.shutdown().await;
+        self.admin.abort();
+        tracing::info!("stopped");
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.kubernetes {
+        bail!("--kubernetes is not available in this build yet; use --config-dir");
+    }
+    let Some(dir) = args.config_dir else {
+        bail!("--config-dir is required");
+    };
+    let metrics = Metrics::new();
+    let (snapshot, _skipped) = load_dir(&dir).map_err(|e| {
+        metrics.config_errors.with_label_values(&["file"]).inc();
+        anyhow::anyhow!("{e}")
+    })?;
+    tracing::info!(dir = %dir.display(), objects = snapshot.len(), "configuration loaded");
+    let (tx, rx) = watch::channel(Arc::new(snapshot));
+    let watcher = watch_dir(&dir, tx, metrics.clone())?;
+    let stack = Stack::start(
+        rx,
+        metrics,
+        args.admin_addr,
+        ReconcileOptions {
+            controller_name: args.translate.controller_name,
+            bind_address: args.translate.bind_address,
+        },
+        ProxyOptions {
+            drain_timeout: args.drain_timeout,
+            ..ProxyOptions::default()
+        },
+    )
+    .await?;
+    shutdown_signal().await;
+    drop(watcher);
+    stack.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let backends = crate::demo::start_backends().await?;
+    let snapshot = crate::demo::snapshot(args.listen, &backends.pods)?;
+    let (_tx, rx) = watch::channel(Arc::new(snapshot));
+    let stack = Stack::start(
+        rx,
+        Metrics::new(),
+        args.admin_addr,
+        ReconcileOptions {
+            controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
+            bind_address: args.listen.ip(),
+        },
+        ProxyOptions {
+            drain_timeout: Duration::from_secs(2),
+            ..ProxyOptions::default()
+        },
+    )
+    .await?;
+    if !stack.wait_ready(Duration::from_secs(10)).await {
+        stack.stop().await;
+        bail!("the demo configuration was not published");
+    }
+    if !stack.proxy.bound().contains(&args.listen) {
+        stack.stop().await;
+        bail!("cannot listen on {} (see the log above)", args.listen);
+    }
+    print_demo(&args, &backends.pods);
+    shutdown_signal().await;
+    stack.stop().await;
+    drop(backends);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_demo(args: &DemoArgs, pods: &[crate::demo::EchoPod]) {
+    println!(
+        "edgeplane demo: Gateway default/demo on http://{}",
+        args.listen
+    );
+    for p in pods {
+        println!("  backend {} pod {} on {}", p.service, p.pod, p.addr);
+    }
+    println!("admin on http://{}\n\nTry:", args.admin_addr);
+    for h in crate::demo::hints(args.listen, args.admin_addr) {
+        println!("  # {}\n  {}\n", h.what, h.command);
+    }
+    println!("Press Ctrl-C to stop.");
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM; Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutdown requested");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn serve_needs_a_source() {
+        assert!(Cli::try_parse_from(["edgeplane", "serve"]).is_err());
+        assert!(
+            Cli::try_parse_from(["edgeplane", "serve", "--config-dir", "d", "--kubernetes"])
+                .is_err()
+        );
+        let cli = Cli::try_parse_from(["edgeplane", "serve", "--config-dir", "d"]).unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.translate.controller_name, DEFAULT_CONTROLLER_NAME);
+        assert_eq!(s.admin_addr, DEFAULT_ADMIN_ADDR.parse().unwrap());
+    }
+}

@@ -1,1 +1,281 @@
-//! Reconcile loop.
+//! The reconcile loop: every new snapshot is translated whole, its table and status published
+//! atomically, and the proxy's listeners brought in line. Level-triggered: it never looks at what
+//! changed, and snapshots that arrive during a rebuild coalesce into one follow-up rebuild.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::proxy::{ListenerError, Proxy};
+use crate::snapshot::Snapshot;
+use crate::status::StatusReport;
+use crate::table::RouteTable;
+use crate::translate::{translate, TranslateOptions, Translation};
+
+/// What the process currently serves: read by the proxy (table), the admin server (everything)
+/// and, in a cluster, the status writer.
+#[derive(Debug)]
+pub struct Published {
+    /// The live route table; the proxy loads it once per request.
+    pub table: Arc<ArcSwap<RouteTable>>,
+    /// The status computed with that table.
+    pub status: ArcSwap<StatusReport>,
+    /// True once the first table has been published (`/readyz`).
+    pub ready: AtomicBool,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Published {
+    /// Nothing published yet: an empty table, no status, not ready.
+    pub fn new(metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Self {
+            table: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
+            status: ArcSwap::from_pointee(StatusReport::default()),
+            ready: AtomicBool::new(false),
+            metrics,
+        })
+    }
+
+    /// Whether the first full table has been published.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}
+
+/// A rebuild that published nothing; the previous table keeps serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("translation failed: {0}")]
+    Translate(String),
+}
+
+/// Settings of every translation this process makes.
+#[derive(Debug, Clone)]
+pub struct ReconcileOptions {
+    pub controller_name: String,
+    pub bind_address: IpAddr,
+}
+
+/// What one publication did, for logs and tests.
+#[derive(Debug)]
+pub struct Rebuilt {
+    pub generation: u64,
+    pub rules: usize,
+    /// Number of conditions reporting a problem.
+    pub problems: usize,
+    pub bind_errors: Vec<ListenerError>,
+}
+
+/// Turns snapshots into published tables. Holds the generation counter across rebuilds.
+pub struct Reconciler {
+    published: Arc<Published>,
+    proxy: Option<Arc<Proxy>>,
+    options: ReconcileOptions,
+    generation: u64,
+}
+
+impl Reconciler {
+    /// A reconciler publishing into `published`; without a proxy, listeners are not synced
+    /// (`check`, tests).
+    pub fn new(
+        published: Arc<Published>,
+        proxy: Option<Arc<Proxy>>,
+        options: ReconcileOptions,
+    ) -> Self {
+        Self {
+            published,
+            proxy,
+            options,
+            generation: 0,
+        }
+    }
+
+    /// Generation of the last published table (0 before the first).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Translates `snapshot` off the async workers and publishes the result.
+    pub async fn rebuild(&mut self, snapshot: Arc<Snapshot>) -> Result<Rebuilt, ReconcileError> {
+        let started = Instant::now();
+        let options = TranslateOptions {
+            controller_name: self.options.controller_name.clone(),
+            bind_address: self.options.bind_address,
+            now: jiff::Timestamp::now(),
+            generation: self.generation + 1,
+        };
+        let translation = tokio::task::spawn_blocking(move || translate(&snapshot, &options))
+            .await
+            .map_err(|e| {
+                self.published
+                    .metrics
+                    .rebuild_seconds
+                    .with_label_values(&["error"])
+                    .observe(started.elapsed().as_secs_f64());
+                ReconcileError::Translate(e.to_string())
+            })?;
+        Ok(self.publish(translation, started).await)
+    }
+
+    /// Publishes a translation: carries condition times over, swaps table and status, syncs the
+    /// proxy's listeners, marks the process ready and updates the metrics.
+    pub async fn publish(&mut self, translation: Translation, started: Instant) -> Rebuilt {
+        let Translation {
+            mut table,
+            mut status,
+        } = translation;
+        self.generation += 1;
+        table.generation = self.generation;
+        status.carry_transition_times(&self.published.status.load());
+        let rules = table.rule_count();
+        let problems = status.problems().len();
+        let table = Arc::new(table);
+        self.published.table.store(table.clone());
+        self.published.status.store(Arc::new(status));
+        let bind_errors = match &self.proxy {
+            Some(proxy) => proxy.sync_listeners(&table).await,
+            None => Vec::new(),
+        };
+        for e in &bind_errors {
+            tracing::error!(addr = %e.addr, error = %e.error, "cannot bind listener");
+        }
+        self.published.ready.store(true, Ordering::Release);
+        let m = &self.published.metrics;
+        m.table_generation
+            .set(i64::try_from(self.generation).unwrap_or(i64::MAX));
+        m.table_rules.set(i64::try_from(rules).unwrap_or(i64::MAX));
+        m.rebuild_seconds
+            .with_label_values(&["ok"])
+            .observe(started.elapsed().as_secs_f64());
+        tracing::info!(
+            generation = self.generation,
+            rules,
+            problems,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "route table published"
+        );
+        Rebuilt {
+            generation: self.generation,
+            rules,
+            problems,
+            bind_errors,
+        }
+    }
+
+    /// Rebuilds from the channel's current snapshot, then once per change until the sender is
+    /// dropped. Changes that arrive during a rebuild are seen as one change afterwards.
+    pub async fn run(mut self, mut snapshots: watch::Receiver<Arc<Snapshot>>) {
+        loop {
+            let snapshot = snapshots.borrow_and_update().clone();
+            if let Err(e) = self.rebuild(snapshot).await {
+                tracing::error!(error = %e, "keeping the previous route table");
+            }
+            if snapshots.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::ObjectStatus;
+    use serde_json::json;
+
+    fn report(status: &str, time: &str) -> StatusReport {
+        StatusReport {
+            entries: vec![ObjectStatus {
+                api_version: "gateway.networking.k8s.io/v1".into(),
+                kind: "GatewayClass".into(),
+                namespace: None,
+                name: "c".into(),
+                generation: Some(1),
+                status: json!({"conditions": [{"type": "Accepted", "status": status,
+                    "reason": "R", "message": "", "observedGeneration": 1,
+                    "lastTransitionTime": time}]}),
+            }],
+        }
+    }
+
+    fn reconciler() -> (Arc<Published>, Reconciler) {
+        let published = Published::new(Metrics::new());
+        let r = Reconciler::new(
+            published.clone(),
+            None,
+            ReconcileOptions {
+                controller_name: "x/y".into(),
+                bind_address: IpAddr::from([127, 0, 0, 1]),
+            },
+        );
+        (published, r)
+    }
+
+    #[tokio::test]
+    async fn publish_stores_table_status_and_readiness() {
+        let (published, mut r) = reconciler();
+        assert!(!published.is_ready());
+        let t = Translation {
+            table: RouteTable::default(),
+            status: report("True", "T0"),
+        };
+        let out = r.publish(t, Instant::now()).await;
+        assert_eq!(out.generation, 1);
+        assert!(published.is_ready());
+        assert_eq!(published.table.load().generation, 1);
+        assert_eq!(published.metrics.table_generation.get(), 1);
+        let t = Translation {
+            table: RouteTable::default(),
+            status: report("True", "T1"),
+        };
+        r.publish(t, Instant::now()).await;
+        let status = published.status.load();
+        assert_eq!(
+            status.entries[0].status["conditions"][0]["lastTransitionTime"],
+            "T0"
+        );
+        let t = Translation {
+            table: RouteTable::default(),
+            status: report("False", "T2"),
+        };
+        let out = r.publish(t, Instant::now()).await;
+        assert_eq!(out.generation, 3);
+        assert_eq!(out.problems, 1);
+        let status = published.status.load();
+        assert_eq!(
+            status.entries[0].status["conditions"][0]["lastTransitionTime"],
+            "T2"
+        );
+        assert!(published
+            .metrics
+            .encode()
+            .contains("edgeplane_table_generation 3"));
+    }
+
+    #[tokio::test]
+    #[ignore = "needs translator"]
+    async fn run_publishes_each_snapshot() {
+        let (published, r) = reconciler();
+        let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
+        let task = tokio::spawn(r.run(rx));
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while !published.is_ready() && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(published.is_ready());
+        tx.send(Arc::new(Snapshot::default())).ok();
+        while published.table.load().generation < 2 && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(published.table.load().generation, 2);
+        drop(tx);
+        tokio::time::timeout(std::time::Duration::from_secs(5), task)
+            .await
+            .ok();
+    }
+}
