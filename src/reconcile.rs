@@ -258,7 +258,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "needs translator"]
     async fn run_publishes_each_snapshot() {
         let (published, r) = reconciler();
         let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));

@@ -135,7 +135,6 @@ fn check_missing_directory_exits_2() {
 }
 
 #[test]
-#[ignore = "needs translator"]
 fn check_valid_config_exits_0_with_yaml_status() {
     let dir = tempfile::tempdir().unwrap();
     write(
@@ -165,7 +164,6 @@ fn check_valid_config_exits_0_with_yaml_status() {
 }
 
 #[test]
-#[ignore = "needs translator"]
 fn check_problems_exit_1_and_go_to_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(free_port(), free_port(), "/")
@@ -271,7 +269,6 @@ fn conformance_manifests_all_load() {
 }
 
 #[test]
-#[ignore = "needs translator"]
 fn check_over_conformance_manifests_never_panics() {
     let Some(root) = conformance_dir() else {
         return;
@@ -394,7 +391,6 @@ fn wait_get(addr: SocketAddr, path: &str, ok: impl Fn(u16, &str) -> bool) -> (u1
 }
 
 #[test]
-#[ignore = "needs translator"]
 fn serve_routes_reloads_and_drains_on_sigterm() {
     let (port, backend, admin) = (free_port(), free_port(), free_port());
     let mut echo = Running::spawn(&[
@@ -440,7 +436,6 @@ fn serve_routes_reloads_and_drains_on_sigterm() {
 }
 
 #[test]
-#[ignore = "needs translator"]
 fn demo_commands_work() {
     if Command::new("curl").arg("--version").output().is_err() {
         println!("skipped: curl is not installed");
