@@ -9,7 +9,9 @@ mod path;
 
 pub use filters::{HeaderModifier, PathModifier, Redirect, RedirectTarget, UrlRewrite};
 pub use host::{normalize_host, HostIndex};
-pub use matchers::{HeaderMatch, PathMatch, QueryMatch, RequestMatch, RequestView, ValueMatch};
+pub use matchers::{
+    HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
+};
 pub use model::{
     BackendSet, BackendTarget, ListenerTable, RouteRef, RouteRule, RouteTable, RuleFilters,
     ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
