@@ -169,12 +169,23 @@ async fn accept_loop(
                         let handler = handler.clone();
                         async move { Ok::<_, Infallible>(handler.handle(req).await) }
                     });
-                    let conn = builder
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                        .into_owned();
-                    let conn = graceful.watch(conn);
+                    let builder = builder.clone();
+                    let watcher = graceful.watcher();
+                    let first_byte = shared.options.header_read_timeout;
                     conns.spawn(async move {
-                        if let Err(error) = conn.await {
+                        // The protocol sniff waits for bytes with no timer of its own: a client
+                        // that connects and stays silent is closed after the header timeout.
+                        let mut probe = [0u8; 1];
+                        if !matches!(
+                            tokio::time::timeout(first_byte, stream.peek(&mut probe)).await,
+                            Ok(Ok(1..))
+                        ) {
+                            return;
+                        }
+                        let conn = builder
+                            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                            .into_owned();
+                        if let Err(error) = watcher.watch(conn).await {
                             tracing::debug!(%peer, %error, "connection ended with an error");
                         }
                     });

@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 
 use super::error::ProxyError;
 use super::headers::{set_forwarded, strip_hop_by_hop};
+use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::pick_endpoint;
 use super::{ProxyBody, Shared};
 use crate::table::{
@@ -79,13 +80,34 @@ impl Handler {
         }
         let (backend, service) = pick_backend(&rule)?;
         let endpoint = pick_endpoint(&service)?;
-        let req = self.upstream_request(req, &rule, backend, &service, endpoint, raw_host)?;
-        let resp = self
+        let mut req = req;
+        // WebSocket handshakes go through to HTTP/1 backends only.
+        let upgrade = websocket_upgrade(req.headers())
+            .filter(|_| service.protocol == UpstreamProtocol::Http1)
+            .map(|value| (value, hyper::upgrade::on(&mut req)));
+        let mut req = self.upstream_request(req, &rule, backend, &service, endpoint, raw_host)?;
+        let upgrade = upgrade.map(|(value, client)| {
+            restore_upgrade_headers(req.headers_mut(), value);
+            client
+        });
+        let mut resp = self
             .shared
             .upstreams
             .send(service.protocol, endpoint, req)
             .await?;
-        Ok(response_filters(resp, &rule, backend))
+        let switched = match upgrade {
+            Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
+                tunnel(client, hyper::upgrade::on(&mut resp));
+                upgrade_value
+            }
+            _ => None,
+        };
+        let mut resp = response_filters(resp, &rule, backend);
+        if let Some(value) = switched {
+            restore_upgrade_headers(resp.headers_mut(), value);
+        }
+        Ok(resp)
     }
 
     /// Phase 1: the listener that owns the accepting socket, in the live table.
