@@ -100,8 +100,18 @@ async fn echo(req: Request<Incoming>, identity: &EchoIdentity) -> Response<Full<
         .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
         .or_else(|| parts.uri.authority().map(|a| a.to_string()))
         .unwrap_or_default();
+    // Like Go's `RequestURI`: an HTTP/1 absolute-form target is reported whole, so a test can
+    // tell whether a proxy forwarded it in origin form.
+    let target = if parts.version != Version::HTTP_2 && parts.uri.authority().is_some() {
+        parts.uri.to_string()
+    } else {
+        parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned())
+    };
     let reply = EchoReply {
-        path: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        path: &target,
         host,
         method: parts.method.as_str(),
         proto: proto(parts.version),

@@ -115,14 +115,23 @@ async fn absolute_form_targets_become_origin_form() {
     ))
     .await;
     // The absolute-form authority wins over the Host header (RFC 9112 3.2.2).
-    let reply = tokio::task::spawn_blocking(move || {
-        raw_exchange(
-            addr,
-            b"GET http://abs.example/a/b?c=d HTTP/1.1\r\nHost: ignored.example\r\nConnection: close\r\n\r\n",
+    const REQUEST: &[u8] =
+        b"GET http://abs.example/a/b?c=d HTTP/1.1\r\nHost: ignored.example\r\nConnection: close\r\n\r\n";
+    let echo_addr = echo.addr;
+    let (reply, direct) = tokio::task::spawn_blocking(move || {
+        (
+            raw_exchange(addr, REQUEST),
+            raw_exchange(echo_addr, REQUEST),
         )
     })
     .await
     .unwrap();
+    // The echo reports an absolute-form target whole, so the proxied answer below shows that
+    // the proxy sent origin form.
+    assert!(
+        direct.contains(r#""path":"http://abs.example/a/b?c=d""#),
+        "{direct}"
+    );
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.contains(r#""path":"/a/b?c=d""#), "{reply}");
     assert!(reply.contains(r#""host":"abs.example""#), "{reply}");

@@ -215,6 +215,10 @@ async fn routes_by_host_and_answers_404_when_nothing_matches() {
         metrics.contains(r#"edgeplane_requests_total{code="200",route="default/wild"} 2"#),
         "{metrics}"
     );
+    assert!(
+        metrics.contains(r#"edgeplane_request_duration_seconds_count{route="default/wild"} 2"#),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
