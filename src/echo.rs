@@ -1,7 +1,22 @@
 //! The echo backend: answers every request with JSON describing it (`path`, `host`, `method`,
-//! `proto`, `headers`, `namespace`, `pod`), the format Gateway API conformance backends use.
+//! `proto`, `headers`, `namespace`, `pod`, `bodyLength`), the format Gateway API conformance
+//! backends use. It drains the request body as it streams in and reports its length.
 
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Request, Response, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use serde::Serialize;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 
 /// Who an echo server says it is.
 #[derive(Debug, Clone)]
@@ -10,8 +25,153 @@ pub struct EchoIdentity {
     pub namespace: String,
 }
 
-/// Serves echo responses on `listener` (HTTP/1.1 and h2c) until the task is dropped.
+/// The JSON answer, field names as the conformance suite reads them.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EchoReply<'a> {
+    path: &'a str,
+    host: String,
+    method: &'a str,
+    proto: &'static str,
+    headers: BTreeMap<String, Vec<String>>,
+    namespace: &'a str,
+    pod: &'a str,
+    body_length: u64,
+}
+
+/// Pause after an accept error before accepting again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// Serves echo responses on `listener` (HTTP/1.1 and h2c) until the task is dropped; dropping it
+/// also closes every connection it opened. Accept errors are logged and retried, so it only
+/// returns when dropped.
 pub async fn serve_echo(listener: TcpListener, identity: EchoIdentity) -> std::io::Result<()> {
-    let _ = (listener, identity);
-    todo!("echo")
+    let identity = Arc::new(identity);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
+    let mut conns: JoinSet<()> = JoinSet::new();
+    loop {
+        tokio::select! {
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let identity = identity.clone();
+                    let service = service_fn(move |req| {
+                        let identity = identity.clone();
+                        async move { Ok::<_, Infallible>(echo(req, &identity).await) }
+                    });
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .into_owned();
+                    conns.spawn(async move {
+                        let _ = conn.await;
+                    });
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "echo accept failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+            },
+        }
+    }
+}
+
+/// Answers one request after draining its body.
+async fn echo(req: Request<Incoming>, identity: &EchoIdentity) -> Response<Full<Bytes>> {
+    let (parts, mut body) = req.into_parts();
+    let mut body_length = 0u64;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Some(data) = frame.data_ref() {
+                    body_length += data.len() as u64;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    // Like Go's `RequestURI`: an HTTP/1 absolute-form target is reported whole, so a test can
+    // tell whether a proxy forwarded it in origin form.
+    let target = if parts.version != Version::HTTP_2 && parts.uri.authority().is_some() {
+        parts.uri.to_string()
+    } else {
+        parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned())
+    };
+    let reply = EchoReply {
+        path: &target,
+        host,
+        method: parts.method.as_str(),
+        proto: proto(parts.version),
+        headers: header_lists(&parts.headers),
+        namespace: &identity.namespace,
+        pod: &identity.pod,
+        body_length,
+    };
+    let json = serde_json::to_vec(&reply).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(json)));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn proto(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/1.1",
+    }
+}
+
+/// Headers by canonical name (`X-Forwarded-For`), every value kept in order; `Host` is reported
+/// separately, as Go servers do.
+fn header_lists(headers: &HeaderMap) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, value) in headers {
+        if name == header::HOST {
+            continue;
+        }
+        out.entry(canonical(name.as_str()))
+            .or_default()
+            .push(String::from_utf8_lossy(value.as_bytes()).into_owned());
+    }
+    out
+}
+
+/// `x-forwarded-for` -> `X-Forwarded-For`.
+fn canonical(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = true;
+    for c in name.chars() {
+        out.push(if upper { c.to_ascii_uppercase() } else { c });
+        upper = c == '-';
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_names() {
+        assert_eq!(canonical("x-forwarded-for"), "X-Forwarded-For");
+        assert_eq!(canonical("te"), "Te");
+    }
 }

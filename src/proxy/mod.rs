@@ -1,14 +1,35 @@
 //! The data plane: a listener manager that keeps one accept loop per table listener, and the HTTP
 //! service that routes each request with the live table. Never imports kube.
+//!
+//! Modules: `listener` (bind, accept, drain), `service` (per-request phases), `upstream`
+//! (pooled clients), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and forwarded
+//! headers), `error` (the status mapping).
+
+mod error;
+mod headers;
+mod listener;
+mod service;
+mod upgrade;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 
 use crate::metrics::Metrics;
 use crate::table::RouteTable;
+
+pub use error::ProxyError;
+pub use headers::{set_forwarded, strip_hop_by_hop};
+
+/// Boxed error of a streamed body.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Body of every response the proxy sends: upstream bodies stream through, own answers are short.
+pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, BoxError>;
 
 /// Timeouts and limits of the data plane.
 #[derive(Debug, Clone)]
@@ -38,9 +59,30 @@ pub struct ListenerError {
     pub error: std::io::Error,
 }
 
+impl std::fmt::Display for ListenerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot listen on {}: {}", self.addr, self.error)
+    }
+}
+
+impl std::error::Error for ListenerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// What every connection task needs: the live table, metrics, options and the upstream pools.
+pub(crate) struct Shared {
+    table: Arc<ArcSwap<RouteTable>>,
+    metrics: Arc<Metrics>,
+    options: ProxyOptions,
+    upstreams: upstream::Upstreams,
+}
+
 /// The proxy: owns the bound sockets and the upstream connection pools.
 pub struct Proxy {
-    _private: (),
+    shared: Arc<Shared>,
+    listeners: listener::Listeners,
 }
 
 impl Proxy {
@@ -50,24 +92,34 @@ impl Proxy {
         metrics: Arc<Metrics>,
         options: ProxyOptions,
     ) -> Arc<Self> {
-        let _ = (table, metrics, options);
-        todo!("proxy")
+        let upstreams = upstream::Upstreams::new(options.connect_timeout);
+        Arc::new(Self {
+            shared: Arc::new(Shared {
+                table,
+                metrics,
+                options,
+                upstreams,
+            }),
+            listeners: listener::Listeners::default(),
+        })
     }
 
     /// Binds a socket for every listener of `table` not yet bound, and drains the sockets of
     /// listeners it no longer has. Returns the listeners that could not be bound.
     pub async fn sync_listeners(self: &Arc<Self>, table: &RouteTable) -> Vec<ListenerError> {
-        let _ = table;
-        todo!("proxy")
+        let wanted: Vec<SocketAddr> = table.listeners.keys().copied().collect();
+        self.listeners.sync(&self.shared, &wanted).await
     }
 
     /// Addresses currently accepting connections.
     pub fn bound(&self) -> Vec<SocketAddr> {
-        todo!("proxy")
+        self.listeners.bound()
     }
 
     /// Stops accepting everywhere and waits up to the drain timeout for in-flight requests.
     pub async fn shutdown(&self) {
-        todo!("proxy")
+        self.listeners
+            .shutdown(self.shared.options.drain_timeout)
+            .await;
     }
 }

@@ -1,0 +1,140 @@
+//! Header hygiene at the proxy boundary: hop-by-hop headers are removed in both directions, and
+//! `X-Forwarded-For`, `-Proto` and `-Host` are set on the way upstream.
+
+use std::net::IpAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Removes the headers that describe one connection rather than the message (RFC 9110 7.6.1):
+/// `Connection` and every header it names, `Keep-Alive`, `Proxy-Connection`, `Trailer`,
+/// `Transfer-Encoding`, `Upgrade`, and `TE` unless it asks for `trailers` (then it is kept as
+/// exactly `trailers`, the only value HTTP/2 allows).
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    let wants_trailers = headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("trailers"))
+        });
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in [
+        &header::CONNECTION,
+        &KEEP_ALIVE,
+        &PROXY_CONNECTION,
+        &header::TRAILER,
+        &header::TRANSFER_ENCODING,
+        &header::UPGRADE,
+        &header::TE,
+    ] {
+        headers.remove(name);
+    }
+    if wants_trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Appends the client address to `X-Forwarded-For` (folding earlier values into one line) and
+/// sets `X-Forwarded-Proto` and `X-Forwarded-Host`.
+pub fn set_forwarded(
+    headers: &mut HeaderMap,
+    client: IpAddr,
+    proto: &'static str,
+    original_host: Option<&HeaderValue>,
+) {
+    let mut xff = String::new();
+    for v in headers.get_all(&X_FORWARDED_FOR) {
+        if let Ok(v) = v.to_str() {
+            let v = v.trim();
+            if !v.is_empty() {
+                xff.push_str(v);
+                xff.push_str(", ");
+            }
+        }
+    }
+    xff.push_str(&client.to_string());
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+    match original_host {
+        Some(h) => {
+            headers.insert(X_FORWARDED_HOST.clone(), h.clone());
+        }
+        None => {
+            headers.remove(&X_FORWARDED_HOST);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn removes_hop_by_hop_and_listed_headers() {
+        let mut h = map(&[
+            ("connection", "keep-alive, X-Secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("trailer", "x-t"),
+            ("te", "gzip"),
+            ("x-kept", "yes"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, vec!["x-kept"]);
+    }
+
+    #[test]
+    fn te_trailers_survives_alone() {
+        let mut h = map(&[("te", "gzip, trailers;q=1")]);
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h["te"], "trailers");
+    }
+
+    #[test]
+    fn forwarded_headers_append() {
+        let mut h = map(&[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.2"),
+        ]);
+        let host = HeaderValue::from_static("a.example:8080");
+        set_forwarded(&mut h, "127.0.0.9".parse().unwrap(), "http", Some(&host));
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 10.0.0.2, 127.0.0.9");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "a.example:8080");
+    }
+}

@@ -1,0 +1,300 @@
+//! The HTTP service: one request through its phases, Pingora-style, one function per phase:
+//! listener -> host -> rule -> redirect -> backend -> request filters -> forward -> response
+//! filters -> metrics. The table is loaded once per request, so a request finishes on the table it
+//! started with however often the table is swapped meanwhile.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::header::{self, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+
+use super::error::ProxyError;
+use super::headers::{set_forwarded, strip_hop_by_hop};
+use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
+use super::upstream::pick_endpoint;
+use super::{ProxyBody, Shared};
+use crate::table::{
+    normalize_host, BackendTarget, ListenerTable, RedirectTarget, RequestView, RouteRule,
+    RouteTable, ServiceBackend, UpstreamProtocol, WeightedBackend,
+};
+
+/// Label of requests that matched no route.
+const NO_ROUTE: &str = "none";
+
+/// Serves requests of one accepted connection.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    pub shared: Arc<Shared>,
+    /// The table key of the listener whose socket accepted the connection.
+    pub listener: SocketAddr,
+    /// The client's address.
+    pub peer: SocketAddr,
+}
+
+/// What routing decided for a request, kept for the metrics phase.
+struct Outcome {
+    route: String,
+    response: Response<ProxyBody>,
+}
+
+impl Handler {
+    /// Runs every phase and never fails: errors become their status response.
+    pub async fn handle(self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let start = Instant::now();
+        let table = self.shared.table.load_full();
+        let mut route = NO_ROUTE.to_owned();
+        let response = match self.serve(&table, req, &mut route).await {
+            Ok(resp) => resp,
+            Err(err) => {
+                tracing::debug!(listener = %self.listener, route = %route, error = %err, "request failed");
+                err.to_response()
+            }
+        };
+        let outcome = Outcome { route, response };
+        self.record(&outcome, start);
+        outcome.response
+    }
+
+    async fn serve(
+        &self,
+        table: &RouteTable,
+        req: Request<Incoming>,
+        route_label: &mut String,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let listener = self.find_listener(table)?;
+        let raw_host = request_authority(&req);
+        let host = raw_host
+            .as_ref()
+            .and_then(|h| h.to_str().ok())
+            .map(normalize_host)
+            .unwrap_or_default();
+        let rule = find_rule(listener, &req, &host)?;
+        *route_label = rule.route.to_string();
+        if let Some(resp) = self.redirect(&rule, &req, &host) {
+            return Ok(resp);
+        }
+        let (backend, service) = pick_backend(&rule)?;
+        let endpoint = pick_endpoint(&service)?;
+        let mut req = req;
+        // WebSocket handshakes go through to HTTP/1 backends only.
+        let upgrade = websocket_upgrade(req.headers())
+            .filter(|_| service.protocol == UpstreamProtocol::Http1)
+            .map(|value| (value, hyper::upgrade::on(&mut req)));
+        let mut req = self.upstream_request(req, &rule, backend, &service, endpoint, raw_host)?;
+        let upgrade = upgrade.map(|(value, client)| {
+            restore_upgrade_headers(req.headers_mut(), value);
+            client
+        });
+        let mut resp = self
+            .shared
+            .upstreams
+            .send(service.protocol, endpoint, req)
+            .await?;
+        let switched = match upgrade {
+            Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
+                tunnel(client, hyper::upgrade::on(&mut resp));
+                upgrade_value
+            }
+            _ => None,
+        };
+        let mut resp = response_filters(resp, &rule, backend);
+        if let Some(value) = switched {
+            restore_upgrade_headers(resp.headers_mut(), value);
+        }
+        Ok(resp)
+    }
+
+    /// Phase 1: the listener that owns the accepting socket, in the live table.
+    fn find_listener<'t>(&self, table: &'t RouteTable) -> Result<&'t ListenerTable, ProxyError> {
+        table
+            .listener(&self.listener)
+            .map(|l| l.as_ref())
+            .ok_or(ProxyError::NoListener(self.listener))
+    }
+
+    /// Phase 4: a rule with a redirect filter answers at once with its `Location`.
+    fn redirect(
+        &self,
+        rule: &RouteRule,
+        req: &Request<Incoming>,
+        host: &str,
+    ) -> Option<Response<ProxyBody>> {
+        let redirect = rule.filters.redirect.as_ref()?;
+        let target = RedirectTarget {
+            scheme: "http",
+            host,
+            listener_port: self.listener.port(),
+            path: req.uri().path(),
+            query: req.uri().query(),
+        };
+        let location = redirect.location(&target, &rule.matcher.path);
+        let status = StatusCode::from_u16(redirect.status)
+            .ok()
+            .filter(StatusCode::is_redirection)
+            .unwrap_or(StatusCode::FOUND);
+        let mut resp = Response::new(empty());
+        *resp.status_mut() = status;
+        match HeaderValue::from_str(&location) {
+            Ok(v) => {
+                resp.headers_mut().insert(header::LOCATION, v);
+            }
+            Err(_) => *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR,
+        }
+        Some(resp)
+    }
+
+    /// Phase 6: hop-by-hop headers out, forwarded headers in, then the rule's and the backend's
+    /// request filters, the URL rewrite, and the upstream URI, version and `Host`.
+    fn upstream_request(
+        &self,
+        req: Request<Incoming>,
+        rule: &RouteRule,
+        backend: &WeightedBackend,
+        service: &ServiceBackend,
+        endpoint: SocketAddr,
+        raw_host: Option<HeaderValue>,
+    ) -> Result<Request<Incoming>, ProxyError> {
+        let (mut parts, body) = req.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        set_forwarded(
+            &mut parts.headers,
+            self.peer.ip(),
+            "http",
+            raw_host.as_ref(),
+        );
+        if let Some(m) = &rule.filters.request_headers {
+            m.apply(&mut parts.headers);
+        }
+        if let Some(m) = &backend.filters.request_headers {
+            m.apply(&mut parts.headers);
+        }
+        let rewrite = backend
+            .filters
+            .rewrite
+            .as_ref()
+            .or(rule.filters.rewrite.as_ref());
+        let mut host = raw_host;
+        let mut path_and_query = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        if let Some(rewrite) = rewrite {
+            if let Some(name) = &rewrite.hostname {
+                host = Some(
+                    HeaderValue::from_str(name)
+                        .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?,
+                );
+            }
+            if let Some(modifier) = &rewrite.path {
+                let path = modifier.apply(&rule.matcher.path, path_and_query.path());
+                let full = match path_and_query.query() {
+                    Some(q) => format!("{path}?{q}"),
+                    None => path,
+                };
+                path_and_query = PathAndQuery::try_from(full)
+                    .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
+            }
+        }
+        let authority = Authority::try_from(endpoint.to_string())
+            .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
+        parts.uri = Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(authority)
+            .path_and_query(path_and_query)
+            .build()
+            .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
+        parts.version = match service.protocol {
+            UpstreamProtocol::Http1 => Version::HTTP_11,
+            UpstreamProtocol::H2c => Version::HTTP_2,
+        };
+        match host {
+            Some(h) => {
+                parts.headers.insert(header::HOST, h);
+            }
+            None => {
+                parts.headers.remove(header::HOST);
+            }
+        }
+        Ok(Request::from_parts(parts, body))
+    }
+
+    /// Phase 9: request count by route and code, and time to response head.
+    fn record(&self, outcome: &Outcome, start: Instant) {
+        let metrics = &self.shared.metrics;
+        metrics.record_request(&outcome.route, outcome.response.status().as_u16());
+        metrics
+            .request_seconds
+            .with_label_values(&[outcome.route.as_str()])
+            .observe(start.elapsed().as_secs_f64());
+    }
+}
+
+/// Phase 2: the authority the client asked for, as sent: the URI authority (HTTP/2, or an
+/// absolute-form HTTP/1 target, which takes precedence over `Host`), else the `Host` header.
+fn request_authority(req: &Request<Incoming>) -> Option<HeaderValue> {
+    if let Some(a) = req.uri().authority() {
+        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
+            return Some(v);
+        }
+    }
+    req.headers().get(header::HOST).cloned()
+}
+
+/// Phase 3: the highest-precedence rule of the host that accepts the request.
+fn find_rule(
+    listener: &ListenerTable,
+    req: &Request<Incoming>,
+    host: &str,
+) -> Result<Arc<RouteRule>, ProxyError> {
+    let view = RequestView {
+        host,
+        path: req.uri().path(),
+        query: req.uri().query(),
+        method: req.method(),
+        headers: req.headers(),
+    };
+    listener.route(&view).cloned().ok_or(ProxyError::NoRoute)
+}
+
+/// Phase 5: a backendRef by weight, which must be a resolved Service.
+fn pick_backend(rule: &RouteRule) -> Result<(&WeightedBackend, Arc<ServiceBackend>), ProxyError> {
+    let backend = rule
+        .backends
+        .pick(fastrand::u64(..))
+        .ok_or(ProxyError::NoBackend)?;
+    match &backend.target {
+        BackendTarget::Service(service) => Ok((backend, service.clone())),
+        BackendTarget::Invalid { reason } => Err(ProxyError::InvalidBackend {
+            reason: reason.clone(),
+        }),
+    }
+}
+
+/// Phase 8: hop-by-hop headers out of the response, then the rule's and the backend's response
+/// header filters. The body streams through untouched.
+fn response_filters(
+    resp: Response<Incoming>,
+    rule: &RouteRule,
+    backend: &WeightedBackend,
+) -> Response<ProxyBody> {
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    if let Some(m) = &rule.filters.response_headers {
+        m.apply(&mut parts.headers);
+    }
+    if let Some(m) = &backend.filters.response_headers {
+        m.apply(&mut parts.headers);
+    }
+    Response::from_parts(parts, body.map_err(Into::into).boxed())
+}
+
+fn empty() -> ProxyBody {
+    Empty::new().map_err(|never| match never {}).boxed()
+}

@@ -1,0 +1,13 @@
+//! The data plane end to end: real loopback sockets, echo backends, HTTP/1.1 and h2c clients,
+//! route tables built by hand through the `table` API.
+
+mod support;
+
+#[path = "proxy/filters.rs"]
+mod filters;
+#[path = "proxy/lifecycle.rs"]
+mod lifecycle;
+#[path = "proxy/protocols.rs"]
+mod protocols;
+#[path = "proxy/routing.rs"]
+mod routing;
