@@ -138,3 +138,32 @@ fn precedence_prefers_older_routes_and_longer_prefixes() {
     assert_eq!(at("/same").as_deref(), Some("default/b-route"));
     assert_eq!(at("/elsewhere"), None);
 }
+
+#[test]
+fn less_specific_hostnames_serve_what_the_most_specific_do_not() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/translate/hostname-fallback");
+    let t = run(&dir);
+    let at = |host: &str, path: &str| served_by(&t, "127.0.0.1:8080", host, path);
+    assert_eq!(
+        at("foo.example.com", "/a").as_deref(),
+        Some("default/exact")
+    );
+    assert_eq!(
+        at("foo.example.com", "/b").as_deref(),
+        Some("default/wildcard")
+    );
+    assert_eq!(
+        at("foo.example.com", "/c").as_deref(),
+        Some("default/catch-all")
+    );
+    assert_eq!(
+        at("bar.example.com", "/a").as_deref(),
+        Some("default/catch-all")
+    );
+    assert_eq!(
+        at("bar.example.com", "/b").as_deref(),
+        Some("default/wildcard")
+    );
+    // Owned by the `isolated` listener, which has no routes.
+    assert_eq!(at("isolated.example.com", "/b"), None);
+}

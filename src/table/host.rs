@@ -1,5 +1,5 @@
 //! Hostname index of one listener socket: exact names, then wildcard suffixes (longest first),
-//! then the catch-all. Pure: built once per table, read on every request.
+//! then the catch-all, each probed by hash. Pure: built once per table, read on every request.
 
 use std::collections::HashMap;
 
@@ -7,13 +7,15 @@ use serde::Serialize;
 
 use super::model::VirtualHost;
 
-/// Virtual hosts by hostname. A request is served by exactly one of them and never falls back to
-/// a less specific one, which is what keeps listeners with different hostnames isolated.
+/// Virtual hosts by hostname. A request is tried against every host pattern that matches it, most
+/// specific first (the spec's precedence for routes with intersecting hostnames), but only against
+/// hosts of the same Gateway listener as the most specific one: that keeps listeners with
+/// different hostnames isolated.
 #[derive(Debug, Default)]
 pub struct HostIndex {
     exact: HashMap<String, VirtualHost>,
-    /// `(".example.com", host)` for `*.example.com`, longest suffix first.
-    wildcard: Vec<(String, VirtualHost)>,
+    /// `".example.com"` for `*.example.com`.
+    wildcard: HashMap<String, VirtualHost>,
     any: Option<VirtualHost>,
 }
 
@@ -26,37 +28,60 @@ impl HostIndex {
             if host.hostname == "*" {
                 index.any = Some(host);
             } else if let Some(suffix) = host.hostname.strip_prefix('*') {
-                index.wildcard.push((suffix.to_owned(), host));
+                index.wildcard.insert(suffix.to_owned(), host);
             } else {
                 index.exact.insert(host.hostname.clone(), host);
             }
         }
         index
-            .wildcard
-            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        index
     }
 
-    /// The virtual host serving `host` (already normalized).
+    /// Every virtual host whose pattern matches `host` (already normalized), most specific
+    /// first: the exact name, then wildcards from the longest suffix (one probe per label), then
+    /// the catch-all.
+    fn matching<'a, 'h>(
+        &'a self,
+        host: &'h str,
+    ) -> impl Iterator<Item = &'a VirtualHost> + use<'a, 'h> {
+        let wildcards = host
+            .char_indices()
+            .filter(|&(i, c)| c == '.' && i > 0)
+            .filter_map(move |(i, _)| self.wildcard.get(&host[i..]));
+        self.exact
+            .get(host)
+            .into_iter()
+            .chain(wildcards)
+            .chain(self.any.iter())
+    }
+
+    /// The most specific virtual host for `host`.
     pub fn find(&self, host: &str) -> Option<&VirtualHost> {
-        if let Some(v) = self.exact.get(host) {
-            return Some(v);
-        }
-        self.wildcard
-            .iter()
-            .find(|(suffix, _)| host.len() > suffix.len() && host.ends_with(suffix.as_str()))
-            .map(|(_, v)| v)
-            .or(self.any.as_ref())
+        self.matching(host).next()
     }
 
-    /// All virtual hosts, in lookup order.
+    /// The virtual hosts a request for `host` may be served by, in precedence order: the most
+    /// specific one, then the less specific ones of the same Gateway listener.
+    pub fn candidates<'a, 'h>(
+        &'a self,
+        host: &'h str,
+    ) -> impl Iterator<Item = &'a VirtualHost> + use<'a, 'h> {
+        let group = self.find(host).map(|v| v.listener);
+        self.matching(host)
+            .filter(move |v| Some(v.listener) == group)
+    }
+
+    /// All virtual hosts: exact names, wildcards (longest first), catch-all.
     pub fn iter(&self) -> impl Iterator<Item = &VirtualHost> {
         let mut exact: Vec<&VirtualHost> = self.exact.values().collect();
         exact.sort_by(|a, b| a.hostname.cmp(&b.hostname));
-        exact
-            .into_iter()
-            .chain(self.wildcard.iter().map(|(_, v)| v))
-            .chain(self.any.iter())
+        let mut wild: Vec<&VirtualHost> = self.wildcard.values().collect();
+        wild.sort_by(|a, b| {
+            b.hostname
+                .len()
+                .cmp(&a.hostname.len())
+                .then(a.hostname.cmp(&b.hostname))
+        });
+        exact.into_iter().chain(wild).chain(self.any.iter())
     }
 
     /// Number of rules across all hosts.
@@ -94,6 +119,23 @@ mod tests {
 
     fn vhost(name: &str) -> VirtualHost {
         VirtualHost::new(name.into(), vec![])
+    }
+
+    #[test]
+    fn candidates_stay_within_one_listener() {
+        let index = HostIndex::build(vec![
+            vhost("*").in_listener(0),
+            vhost("*.example.com").in_listener(1),
+            vhost("a.example.com").in_listener(1),
+            vhost("b.example.com").in_listener(2),
+        ]);
+        let names = |h: &'static str| -> Vec<String> {
+            index.candidates(h).map(|v| v.hostname.clone()).collect()
+        };
+        assert_eq!(names("a.example.com"), ["a.example.com", "*.example.com"]);
+        assert_eq!(names("b.example.com"), ["b.example.com"]);
+        assert_eq!(names("c.example.com"), ["*.example.com"]);
+        assert_eq!(names("other.org"), ["*"]);
     }
 
     #[test]

@@ -64,7 +64,9 @@ impl ListenerTable {
     /// The highest-precedence rule matching the request, per the Gateway API: most specific
     /// hostname first, then path, method, headers, query parameters, age and name.
     pub fn route(&self, req: &RequestView<'_>) -> Option<&Arc<RouteRule>> {
-        self.hosts.find(req.host)?.route(req)
+        self.hosts
+            .candidates(req.host)
+            .find_map(|host| host.route(req))
     }
 }
 
@@ -72,6 +74,9 @@ impl ListenerTable {
 #[derive(Debug, Serialize)]
 pub struct VirtualHost {
     pub hostname: String,
+    /// The Gateway listener (numbered per socket) whose routes this host serves; a request only
+    /// falls back to less specific hosts of the same listener.
+    pub listener: u32,
     /// Sorted by precedence, highest first.
     pub rules: Vec<Arc<RouteRule>>,
     #[serde(skip)]
@@ -85,9 +90,16 @@ impl VirtualHost {
         let index = PathIndex::build(&rules);
         Self {
             hostname,
+            listener: 0,
             rules,
             index,
         }
+    }
+
+    /// Marks the host as belonging to Gateway listener `listener` of its socket.
+    pub fn in_listener(mut self, listener: u32) -> Self {
+        self.listener = listener;
+        self
     }
 
     /// The first rule, in precedence order, whose match accepts the request.

@@ -94,10 +94,17 @@ pub fn build_table(
     let listeners = sockets
         .into_iter()
         .map(|(addr, s)| {
+            let listener_hosts = s.listener_hosts;
             let hosts = s
                 .hosts
                 .into_iter()
-                .map(|(name, rules)| VirtualHost::new(name, rules.into_values().collect()))
+                .map(|(name, rules)| {
+                    // Hosts of one listener fall back to each other, never to another listener's.
+                    let group = owner(&listener_hosts, &name)
+                        .and_then(|o| listener_hosts.iter().position(|l| l == o))
+                        .unwrap_or(0) as u32;
+                    VirtualHost::new(name, rules.into_values().collect()).in_listener(group)
+                })
                 .collect();
             let table = ListenerTable::new(addr, s.sources.into_iter().collect(), hosts);
             (addr, Arc::new(table))
