@@ -1,6 +1,8 @@
 //! The status every object should carry, as computed by `translate`: served at `/debug/status`,
 //! printed by `edgeplane check`, and written by the leader in a cluster. Pure.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -91,9 +93,21 @@ impl StatusReport {
     /// Keeps each condition's `lastTransitionTime` from `previous` when its status did not change,
     /// so times move only on real transitions and unchanged output compares equal.
     pub fn carry_transition_times(&mut self, previous: &StatusReport) {
+        let index: HashMap<(&str, Option<&str>, &str), &ObjectStatus> = previous
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str()),
+                    e,
+                )
+            })
+            .collect();
         for e in &mut self.entries {
-            if let Some(p) = previous.get(&e.kind, e.namespace.as_deref(), &e.name) {
-                carry(&p.status, &mut e.status);
+            let key = (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str());
+            if let Some(p) = index.get(&key) {
+                let prev = &p.status;
+                carry(prev, &mut e.status);
             }
         }
     }
