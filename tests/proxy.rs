@@ -19,3 +19,5 @@ mod protocols;
 mod routing;
 #[path = "proxy/timeouts.rs"]
 mod timeouts;
+#[path = "proxy/translated.rs"]
+mod translated;
