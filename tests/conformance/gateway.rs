@@ -13,9 +13,16 @@ pub async fn class_generation(env: Arc<Env>) -> Outcome {
         let c = r.class("bumped-class")?;
         cond(c, "Accepted", "True", "Accepted")?;
         observed(c, 1)?;
-        let features = c["supportedFeatures"].as_array().map_or(0, Vec::len);
-        if features == 0 {
-            return Err("supportedFeatures is empty".into());
+        let mut want: Vec<&str> = edgeplane::translate::SUPPORTED_FEATURES.to_vec();
+        want.sort_unstable();
+        let got: Vec<&str> = c["supportedFeatures"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["name"].as_str())
+            .collect();
+        if got != want {
+            return Err(format!("supportedFeatures {got:?}, want {want:?}"));
         }
         Ok(())
     })

@@ -228,3 +228,61 @@ fn stats(out: &mut String, s: &Stats) {
     line(out, 6, &format!("Passed: {}", s.passed));
     line(out, 6, &format!("Skipped: {}", s.skipped));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_is_yaml_in_the_upstream_shape() {
+        let results = [
+            ScenarioResult {
+                name: "CoreOne",
+                feature: None,
+                verdict: Result::Passed,
+            },
+            ScenarioResult {
+                name: "CoreTwo",
+                feature: None,
+                verdict: Result::Skipped("needs TLS".into()),
+            },
+            ScenarioResult {
+                name: "ExtOne",
+                feature: Some("HTTPRouteMethodMatching"),
+                verdict: Result::Passed,
+            },
+            ScenarioResult {
+                name: "ExtTwo",
+                feature: Some("HTTPRouteCORS"),
+                verdict: Result::Skipped("not supported".into()),
+            },
+        ];
+        let summary = Summary::new(&results);
+        let y: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(&summary.yaml()).expect("report parses as YAML");
+        assert_eq!(y["kind"].as_str(), Some("ConformanceReport"));
+        assert_eq!(y["gatewayAPIVersion"].as_str(), Some("v1.6.1"));
+        let p = &y["profiles"][0];
+        assert_eq!(p["name"].as_str(), Some("GATEWAY-HTTP"));
+        assert_eq!(p["core"]["result"].as_str(), Some("partial"));
+        assert_eq!(p["core"]["statistics"]["Passed"].as_u64(), Some(1));
+        assert_eq!(p["core"]["statistics"]["Skipped"].as_u64(), Some(1));
+        assert_eq!(p["core"]["skippedTests"][0].as_str(), Some("CoreTwo"));
+        let ext = &p["extended"];
+        assert_eq!(
+            ext["supportedFeatures"][0].as_str(),
+            Some("HTTPRouteMethodMatching")
+        );
+        assert_eq!(
+            ext["unsupportedFeatures"][0].as_str(),
+            Some("HTTPRouteCORS")
+        );
+        assert!(
+            summary
+                .overclaimed()
+                .iter()
+                .any(|m| m.starts_with("HTTPRouteCORS"))
+                == SUPPORTED_FEATURES.contains(&"HTTPRouteCORS")
+        );
+    }
+}
