@@ -4,6 +4,11 @@
 //! optional [`RequestLog`] keeps the last requests it answered, so tests can see what a backend
 //! received (mirrored requests get no client-visible response). A request asking for an
 //! `Upgrade` is answered `101` and every byte it then sends is echoed back.
+//!
+//! Like the conformance suite's echo server it also obeys two instructions from the request:
+//! the `delay` query parameter (a Go duration such as `500ms`, `2s` or `1.5s`) waits that long
+//! before answering, and `X-Echo-Set-Header: Name: value[,Name2: value2]` sets those headers on
+//! the response.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -209,12 +214,23 @@ async fn echo(req: Request<Incoming>, identity: &EchoIdentity) -> Response<Full<
             Err(_) => break,
         }
     }
-    let host = parts
-        .headers
-        .get(header::HOST)
-        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
-        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
-        .unwrap_or_default();
+    if let Some(delay) = parts.uri.query().and_then(delay_param) {
+        tokio::time::sleep(delay).await;
+    }
+    // As Go servers do: HTTP/2 reports `:authority`, HTTP/1 the `Host` header.
+    let host_header = || {
+        parts
+            .headers
+            .get(header::HOST)
+            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+    };
+    let authority = || parts.uri.authority().map(|a| a.to_string());
+    let host = if parts.version == Version::HTTP_2 {
+        authority().or_else(host_header)
+    } else {
+        host_header().or_else(authority)
+    }
+    .unwrap_or_default();
     // Like Go's `RequestURI`: an HTTP/1 absolute-form target is reported whole, so a test can
     // tell whether a proxy forwarded it in origin form.
     let target = if parts.version != Version::HTTP_2 && parts.uri.authority().is_some() {
@@ -241,7 +257,78 @@ async fn echo(req: Request<Incoming>, identity: &EchoIdentity) -> Response<Full<
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    for value in parts.headers.get_all(SET_HEADER) {
+        for (name, value) in set_header_pairs(value) {
+            resp.headers_mut().insert(name, value);
+        }
+    }
     resp
+}
+
+/// Request header whose `Name: value` pairs (comma-separated) are set on the response.
+pub const SET_HEADER: &str = "x-echo-set-header";
+
+/// Longest `delay` honoured, so a typo cannot park a connection for days.
+const MAX_DELAY: Duration = Duration::from_secs(3600);
+
+/// The `delay` query parameter as a duration, when present and valid.
+fn delay_param(query: &str) -> Option<Duration> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "delay")
+        .and_then(|(_, v)| parse_go_duration(v))
+        .map(|d| d.min(MAX_DELAY))
+}
+
+/// Parses a Go duration (`300ms`, `1.5s`, `2h45m`, `0`): decimal numbers, each with a unit of
+/// `ns`, `us`, `µs`, `ms`, `s`, `m` or `h`.
+pub fn parse_go_duration(text: &str) -> Option<Duration> {
+    if text == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = text;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * seconds;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+/// The valid `Name: value` pairs of one `X-Echo-Set-Header` value.
+fn set_header_pairs(value: &HeaderValue) -> Vec<(header::HeaderName, HeaderValue)> {
+    let Ok(text) = value.to_str() else {
+        return Vec::new();
+    };
+    text.split(',')
+        .filter_map(|pair| pair.split_once(':'))
+        .filter_map(|(name, value)| {
+            let name = header::HeaderName::from_bytes(name.trim().as_bytes()).ok()?;
+            let value = HeaderValue::from_str(value.trim()).ok()?;
+            Some((name, value))
+        })
+        .collect()
 }
 
 fn proto(version: Version) -> &'static str {
@@ -300,6 +387,35 @@ mod tests {
         assert_eq!(paths, ["/b", "/c"]);
         shared.clear();
         assert!(log.entries().is_empty());
+    }
+
+    #[test]
+    fn go_durations() {
+        let ms = |v| Some(Duration::from_millis(v));
+        assert_eq!(parse_go_duration("2s"), ms(2000));
+        assert_eq!(parse_go_duration("500ms"), ms(500));
+        assert_eq!(parse_go_duration("1.5s"), ms(1500));
+        assert_eq!(parse_go_duration("1m30s"), ms(90_000));
+        assert_eq!(parse_go_duration("0"), ms(0));
+        for bad in ["", "2", "2x", "s", "-1s"] {
+            assert_eq!(parse_go_duration(bad), None, "{bad}");
+        }
+        assert_eq!(delay_param("a=1&delay=10ms"), ms(10));
+        assert_eq!(delay_param("delay=99h"), Some(MAX_DELAY));
+        assert_eq!(delay_param("nodelay=1s"), None);
+    }
+
+    #[test]
+    fn set_header_instructions() {
+        let v = HeaderValue::from_static("X-A: one, x-b:two,bad header: x,novalue");
+        let got: Vec<(String, String)> = set_header_pairs(&v)
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("x-a".into(), "one".into()), ("x-b".into(), "two".into())]
+        );
     }
 
     #[test]

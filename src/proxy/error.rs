@@ -49,6 +49,27 @@ pub enum ProxyError {
         #[source]
         source: hyper_util::client::legacy::Error,
     },
+    /// TCP connect to an h2c endpoint failed.
+    #[error("connect to {addr}: {source}")]
+    ConnectIo {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP/2 handshake or exchange with an h2c endpoint failed.
+    #[error("upstream {addr}: {source}")]
+    UpstreamH2 {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+    /// The rule's `timeouts.request` or `timeouts.backendRequest` passed before the response
+    /// head arrived.
+    #[error("{which} timeout of {after:?} exceeded")]
+    Timeout {
+        which: &'static str,
+        after: std::time::Duration,
+    },
 }
 
 impl ProxyError {
@@ -73,8 +94,11 @@ impl ProxyError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             Self::NoEndpoints { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Connect { .. } | Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
-            Self::ConnectTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Self::Connect { .. }
+            | Self::Upstream { .. }
+            | Self::ConnectIo { .. }
+            | Self::UpstreamH2 { .. } => StatusCode::BAD_GATEWAY,
+            Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -139,6 +163,11 @@ mod tests {
         assert_eq!(ProxyError::NoEndpoints { service: key }.status(), 503);
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert_eq!(ProxyError::ConnectTimeout { addr }.status(), 504);
+        let timeout = ProxyError::Timeout {
+            which: "request",
+            after: std::time::Duration::from_millis(500),
+        };
+        assert_eq!(timeout.status(), 504);
     }
 
     #[test]

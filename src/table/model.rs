@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::filters::{HeaderModifier, Redirect, UrlRewrite};
+use super::cors::Cors;
+use super::filters::{HeaderModifier, Mirror, Redirect, Timeouts, UrlRewrite};
 use super::host::HostIndex;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
@@ -175,6 +176,15 @@ pub struct RuleFilters {
     pub redirect: Option<Redirect>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<UrlRewrite>,
+    /// Resolved `RequestMirror` targets; each gets a copy of the request, fire and forget.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<Mirror>,
+    /// The `CORS` filter: preflights are answered by the proxy, other responses get headers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+    /// `rules[].timeouts` (set on rule filters only).
+    #[serde(skip_serializing_if = "Timeouts::is_empty")]
+    pub timeouts: Timeouts,
 }
 
 /// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.

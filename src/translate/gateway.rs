@@ -19,6 +19,7 @@ use super::TranslateOptions;
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
+    "GatewayAddressEmpty",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
     "GatewayStaticAddresses",
@@ -29,6 +30,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
     "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteCORS",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
@@ -37,6 +40,10 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
@@ -260,7 +267,9 @@ impl<'a> GatewayModel<'a> {
     }
 }
 
-/// Bind IPs from `spec.addresses` (`IPAddress` entries or untyped ones); none -> `default`.
+/// Bind IPs from `spec.addresses` (`IPAddress` entries or untyped ones). An entry without a
+/// value asks the implementation to assign one: that is `default` (`--bind-address`), as is
+/// the answer when there are no entries at all.
 fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Option<AddressError>) {
     let mut ips = Vec::new();
     for a in gateway.spec.addresses.iter().flatten() {
@@ -270,6 +279,9 @@ fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Option<Ad
         }
         // An IPAddress without a value asks the implementation to pick one.
         let Some(value) = a.value.as_deref().filter(|v| !v.is_empty()) else {
+            if !ips.contains(&default) {
+                ips.push(default);
+            }
             continue;
         };
         match value.parse::<IpAddr>() {
@@ -387,5 +399,12 @@ mod tests {
         ));
         let none = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: []}");
         assert_eq!(bind_addresses(&none, default).0, vec![default]);
+        let empty = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: [], addresses: [{type: IPAddress}]}");
+        assert_eq!(bind_addresses(&empty, default), (vec![default], None));
+        let mixed = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: [], addresses: [{value: 127.0.0.3}, {type: IPAddress, value: ''}]}");
+        assert_eq!(
+            bind_addresses(&mixed, default).0,
+            vec!["127.0.0.3".parse::<IpAddr>().unwrap(), default]
+        );
     }
 }

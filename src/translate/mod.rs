@@ -5,6 +5,7 @@
 mod backends;
 mod build;
 mod conditions;
+mod duration;
 mod filters;
 mod gateway;
 mod httproute;
@@ -22,6 +23,7 @@ use crate::status::{ObjectStatus, StatusReport};
 use crate::table::RouteTable;
 
 pub use backends::BackendError;
+pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
 pub use gateway::{AddressError, SUPPORTED_FEATURES};
 pub use httproute::AttachError;

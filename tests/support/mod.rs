@@ -1,10 +1,12 @@
 //! Shared helpers for integration tests: free loopback addresses, echo backends, HTTP/1.1 and h2c
-//! clients, route-table builders and a running proxy. Every helper talks to loopback only and
-//! every wait is bounded.
+//! clients, route-table builders, a running proxy, mirror recorders and WebSocket peers. Every
+//! helper talks to loopback only and every wait is bounded.
 #![allow(dead_code)]
 
 pub mod client;
 pub mod echo;
+pub mod mirror;
 pub mod net;
 pub mod proxy;
 pub mod tables;
+pub mod websocket;
