@@ -1,15 +1,18 @@
 //! The echo backend: answers every request with JSON describing it (`path`, `host`, `method`,
 //! `proto`, `headers`, `namespace`, `pod`, `bodyLength`), the format Gateway API conformance
-//! backends use. It drains the request body as it streams in and reports its length.
+//! backends use. It drains the request body as it streams in and reports its length. An
+//! optional [`RequestLog`] keeps the last requests it answered, so tests can see what a backend
+//! received (mirrored requests get no client-visible response). A request asking for an
+//! `Upgrade` is answered `101` and every byte it then sends is echoed back.
 //!
 //! Like the conformance suite's echo server it also obeys two instructions from the request:
 //! the `delay` query parameter (a Go duration such as `500ms`, `2s` or `1.5s`) waits that long
 //! before answering, and `X-Echo-Set-Header: Name: value[,Name2: value2]` sets those headers on
 //! the response.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -44,6 +47,57 @@ struct EchoReply<'a> {
     body_length: u64,
 }
 
+/// One request as an echo server received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRequest {
+    pub method: String,
+    /// Path and query as received.
+    pub path: String,
+    pub host: String,
+    /// Header names in lower case, values in arrival order.
+    pub headers: Vec<(String, String)>,
+}
+
+/// A bounded in-memory log of the requests an echo server answered (the oldest entries are
+/// dropped past its capacity). Cloning shares the log.
+#[derive(Debug, Clone)]
+pub struct RequestLog {
+    capacity: usize,
+    entries: Arc<Mutex<VecDeque<LoggedRequest>>>,
+}
+
+impl RequestLog {
+    /// A log keeping at most `capacity` requests.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            entries: Arc::new(Mutex::new(VecDeque::new())),
+        }
+    }
+
+    fn push(&self, entry: LoggedRequest) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() == self.capacity {
+            entries.pop_front();
+        }
+        entries.push_back(entry);
+    }
+
+    /// The logged requests, oldest first.
+    pub fn entries(&self) -> Vec<LoggedRequest> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.iter().cloned().collect()
+    }
+
+    /// Forgets every logged request.
+    pub fn clear(&self) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
 /// Pause after an accept error before accepting again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
@@ -51,6 +105,15 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 /// also closes every connection it opened. Accept errors are logged and retried, so it only
 /// returns when dropped.
 pub async fn serve_echo(listener: TcpListener, identity: EchoIdentity) -> std::io::Result<()> {
+    serve_echo_logged(listener, identity, None).await
+}
+
+/// [`serve_echo`], recording every request in `log` when one is given.
+pub async fn serve_echo_logged(
+    listener: TcpListener,
+    identity: EchoIdentity,
+    log: Option<RequestLog>,
+) -> std::io::Result<()> {
     let identity = Arc::new(identity);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -65,9 +128,11 @@ pub async fn serve_echo(listener: TcpListener, identity: EchoIdentity) -> std::i
                 Ok((stream, _peer)) => {
                     let _ = stream.set_nodelay(true);
                     let identity = identity.clone();
+                    let log = log.clone();
                     let service = service_fn(move |req| {
                         let identity = identity.clone();
-                        async move { Ok::<_, Infallible>(echo(req, &identity).await) }
+                        let log = log.clone();
+                        async move { Ok::<_, Infallible>(answer(req, &identity, log.as_ref()).await) }
                     });
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(stream), service)
@@ -83,6 +148,56 @@ pub async fn serve_echo(listener: TcpListener, identity: EchoIdentity) -> std::i
             },
         }
     }
+}
+
+/// Logs the request, then answers an upgrade with `101` and a byte echo, anything else with
+/// the JSON echo.
+async fn answer(
+    mut req: Request<Incoming>,
+    identity: &EchoIdentity,
+    log: Option<&RequestLog>,
+) -> Response<Full<Bytes>> {
+    if let Some(log) = log {
+        log.push(LoggedRequest {
+            method: req.method().as_str().to_owned(),
+            path: req
+                .uri()
+                .path_and_query()
+                .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned()),
+            host: req
+                .headers()
+                .get(header::HOST)
+                .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+                .or_else(|| req.uri().authority().map(|a| a.to_string()))
+                .unwrap_or_default(),
+            headers: req
+                .headers()
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+        });
+    }
+    let Some(protocol) = req.headers().get(header::UPGRADE).cloned() else {
+        return echo(req, identity).await;
+    };
+    let on = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        if let Ok(upgraded) = on.await {
+            let (mut r, mut w) = tokio::io::split(TokioIo::new(upgraded));
+            let _ = tokio::io::copy(&mut r, &mut w).await;
+        }
+    });
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
+    resp.headers_mut().insert(header::UPGRADE, protocol);
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    resp
 }
 
 /// Answers one request after draining its body.
@@ -255,6 +370,24 @@ fn canonical(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_log_keeps_the_newest_entries() {
+        let log = RequestLog::new(2);
+        let shared = log.clone();
+        for path in ["/a", "/b", "/c"] {
+            log.push(LoggedRequest {
+                method: "GET".into(),
+                path: path.into(),
+                host: "h".into(),
+                headers: vec![],
+            });
+        }
+        let paths: Vec<_> = shared.entries().into_iter().map(|e| e.path).collect();
+        assert_eq!(paths, ["/b", "/c"]);
+        shared.clear();
+        assert!(log.entries().is_empty());
+    }
 
     #[test]
     fn go_durations() {
