@@ -239,6 +239,31 @@ async fn patches_apply_status_and_generation() {
     let applied = api.patch("s", &ssa, &Patch::Apply(&changed)).await.unwrap();
     assert_eq!(applied.metadata.generation, Some(2));
     assert_eq!(applied.labels()["l"], "v");
+    // Fields a manager stops applying go, unless another manager applied them.
+    let other = PatchParams::apply("other-manager");
+    let mut others = route("s", "t.example");
+    others.metadata.labels = Some([("m".to_string(), "w".to_string())].into());
+    api.patch("s", &other, &Patch::Apply(&others))
+        .await
+        .unwrap();
+    let applied = api
+        .patch("s", &ssa, &Patch::Apply(route("s", "t.example")))
+        .await
+        .unwrap();
+    assert_eq!(applied.labels().get("l"), None);
+    assert_eq!(applied.labels()["m"], "w");
+    assert_eq!(
+        applied.spec.hostnames.unwrap(),
+        vec!["t.example".to_string()]
+    );
+    // Apply without a field manager is refused.
+    let raw =
+        http::Request::patch("/apis/gateway.networking.k8s.io/v1/namespaces/default/httproutes/s")
+            .header("Content-Type", "application/apply-patch+yaml")
+            .body(serde_json::to_vec(&route("s", "t.example")).unwrap())
+            .unwrap();
+    let err = server.client().request_text(raw).await.unwrap_err();
+    assert_eq!(status_code(&err), 422);
     let status_apply = json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": "s"}, "status": {"parents": []},

@@ -136,12 +136,17 @@ async fn raw_watch_bookmarks_selectors_and_timeout() {
 
     let mut seen = Vec::new();
     let mut bookmark_rv = None;
+    let mut ended = false;
+    let started = std::time::Instant::now();
     for _ in 0..100 {
         match tokio::time::timeout(STEP, stream.next())
             .await
             .expect("event or end")
         {
-            None => break,
+            None => {
+                ended = true;
+                break;
+            }
             Some(Ok(WatchEvent::Added(o))) => seen.push(format!("ADDED:{}", o.name_any())),
             Some(Ok(WatchEvent::Modified(o))) => seen.push(format!("MODIFIED:{}", o.name_any())),
             Some(Ok(WatchEvent::Deleted(o))) => seen.push(format!("DELETED:{}", o.name_any())),
@@ -150,6 +155,7 @@ async fn raw_watch_bookmarks_selectors_and_timeout() {
         }
     }
     // Entering the selection is ADDED, leaving it DELETED; the stream ends at timeoutSeconds.
+    assert!(ended && started.elapsed() >= Duration::from_millis(1900));
     assert_eq!(seen, ["ADDED:m", "DELETED:m"]);
     let bookmark_rv: u64 = bookmark_rv.expect("a bookmark within 2 s").parse().unwrap();
     assert!(bookmark_rv >= start_rv.parse().unwrap());

@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use super::patch::{self, PatchType};
+use super::patch::{self, Patch, PatchType};
 use super::selectors::{parse_query, Selectors};
 use super::store::{ApiError, Target};
 use super::{discovery, watch, Kind, RequestRecord, Shared};
@@ -282,10 +282,20 @@ async fn resource(
                 )
             })?;
             shared.count_write(&kind, ptype.verb(), &sub);
-            let patch = patch::parse(ptype, &body)?;
+            if ptype == PatchType::Apply && param("fieldManager").is_none_or(str::is_empty) {
+                let msg =
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: \
+                           is required for apply patch";
+                return Err(ApiError::invalid(msg));
+            }
+            let patch = Patch {
+                ptype,
+                body: patch::parse(ptype, &body)?,
+                manager: param("fieldManager").unwrap_or("").to_string(),
+            };
             let (patched, created) = shared.write(|s| {
                 let existed = s.get(&kind, &ns, &name).is_ok();
-                s.patch(&kind, &ns, &name, ptype, patch, target)
+                s.patch(&kind, &ns, &name, patch, target)
                     .map(|o| (o, !existed))
             })?;
             Ok(json_response(if created { 201 } else { 200 }, &patched))

@@ -40,6 +40,15 @@ impl PatchType {
     }
 }
 
+/// A parsed PATCH request.
+#[derive(Debug, Clone)]
+pub struct Patch {
+    pub ptype: PatchType,
+    pub body: Value,
+    /// The `fieldManager` query parameter (empty when absent).
+    pub manager: String,
+}
+
 /// Parses a patch body: JSON, or YAML for server-side apply.
 pub fn parse(ptype: PatchType, body: &[u8]) -> Result<Value, ApiError> {
     let parsed = match ptype {

@@ -1,64 +1,21 @@
 //! The generic object store: every object as `serde_json::Value`, keyed by resource
 //! (`plural.group`), namespace and name; one global `resourceVersion` counter; the bounded
-//! event history that watches replay; API errors as `Status` objects. No I/O, no locking:
-//! the server wraps it in a mutex.
+//! event history that watches replay; the verbs with their Kubernetes semantics. No I/O, no
+//! locking: the server wraps it in a mutex.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use super::apply::Owners;
 use super::kinds::{self, Kind};
-use super::patch::{self, PatchType};
+use super::object::{
+    as_version, check_namespace, check_type, content, metadata_mut, now, rv_of, split_status,
+    suffix,
+};
+use super::patch::{self, Patch, PatchType};
 
-/// An API error, answered as a `Status` object with `code` as the HTTP status.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{code} {reason}: {message}")]
-pub struct ApiError {
-    pub code: u16,
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-        }
-    }
-    pub fn not_found(kind: &Kind, name: &str) -> ApiError {
-        let what = format!("{} \"{name}\" not found", kind.resource());
-        ApiError::new(404, "NotFound", what)
-    }
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(400, "BadRequest", message)
-    }
-    pub fn invalid(message: impl Into<String>) -> ApiError {
-        ApiError::new(422, "Invalid", message)
-    }
-    pub fn conflict(kind: &Kind, name: &str) -> ApiError {
-        let message = format!(
-            "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
-             please apply your changes to the latest version and try again",
-            kind.resource()
-        );
-        ApiError::new(409, "Conflict", message)
-    }
-
-    /// The `Status` object a real API server answers with.
-    pub fn to_status(&self) -> Value {
-        json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        })
-    }
-}
+pub use super::error::ApiError;
 
 /// What happened to an object, as a watch reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +64,7 @@ pub struct Store {
     /// Watches that start from a resourceVersion below this one get 410 Gone.
     compacted: u64,
     uids: u64,
+    owners: Owners,
 }
 
 impl Store {
@@ -119,6 +77,7 @@ impl Store {
             history_limit: 4096,
             compacted: 1,
             uids: 0,
+            owners: Owners::default(),
         }
     }
 
@@ -205,14 +164,6 @@ impl Store {
         map.iter()
             .filter(|((o_ns, _), _)| ns.is_none_or(|n| n == o_ns))
             .map(|(_, o)| as_version(o, kind))
-            .collect()
-    }
-
-    /// Every stored object of every kind (for test introspection).
-    pub fn all(&self) -> Vec<Value> {
-        self.objects
-            .values()
-            .flat_map(|m| m.values().cloned())
             .collect()
     }
 
@@ -318,10 +269,14 @@ impl Store {
         kind: &Kind,
         ns: &str,
         name: &str,
-        ptype: PatchType,
-        body: Value,
+        patch: Patch,
         target: Target,
     ) -> Result<Value, ApiError> {
+        let Patch {
+            ptype,
+            body,
+            manager,
+        } = patch;
         if ptype == PatchType::Apply {
             check_type(kind, &body)?;
             let applied_name = body.pointer("/metadata/name").and_then(Value::as_str);
@@ -331,14 +286,24 @@ impl Store {
                 )));
             }
         }
+        let id = (kind.resource(), ns.to_string(), name.to_string());
+        let manager = format!("{manager}|{target:?}");
         let old = match self.get(kind, ns, name) {
             Ok(old) => old,
             Err(e) if ptype == PatchType::Apply && target == Target::Main && e.code == 404 => {
-                return self.create(kind, ns, body);
+                let created = self.create(kind, ns, body.clone())?;
+                let mut scratch = created.clone();
+                self.owners
+                    .prune_and_record(&id, &manager, &mut scratch, &body);
+                return Ok(created);
             }
             Err(e) => return Err(e),
         };
         let mut patched = old.clone();
+        if ptype == PatchType::Apply {
+            self.owners
+                .prune_and_record(&id, &manager, &mut patched, &body);
+        }
         patch::apply(&mut patched, ptype, &body)?;
         if rv_of(&patched) != rv_of(&old) && ptype != PatchType::Apply {
             return Err(ApiError::conflict(kind, name));
@@ -469,6 +434,8 @@ impl Store {
         if let Some(m) = self.objects.get_mut(&resource) {
             m.remove(&(ns.to_string(), name.to_string()));
         }
+        self.owners
+            .forget(&(resource.clone(), ns.to_string(), name.to_string()));
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         self.record(EventType::Deleted, &resource, ns, obj.clone(), old);
@@ -542,111 +509,4 @@ impl Store {
             }
         }
     }
-}
-
-/// The object with `apiVersion` and `kind` of the version it is read at.
-pub fn as_version(obj: &Value, kind: &Kind) -> Value {
-    let mut obj = obj.clone();
-    if let Some(o) = obj.as_object_mut() {
-        o.insert("apiVersion".into(), json!(kind.api_version()));
-        o.insert("kind".into(), json!(kind.kind));
-    }
-    obj
-}
-
-pub fn rv_of(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-}
-
-/// Everything that counts for `generation`: the object without metadata and status.
-fn content(obj: &Value) -> Value {
-    let mut c = obj.clone();
-    if let Some(o) = c.as_object_mut() {
-        for field in ["metadata", "status", "apiVersion", "kind"] {
-            o.remove(field);
-        }
-    }
-    c
-}
-
-/// The new object of a write: main-resource writes keep the old status (when the kind has a
-/// status subresource); status writes keep everything but the status.
-fn split_status(kind: &Kind, old: &Value, body: Value, target: Target) -> Value {
-    let (mut base, status_from) = match target {
-        Target::Main if kind.status => (body, old),
-        Target::Main => return body,
-        Target::Status => (old.clone(), &body),
-    };
-    if let Some(o) = base.as_object_mut() {
-        match status_from.get("status") {
-            Some(s) => o.insert("status".into(), s.clone()),
-            None => o.remove("status"),
-        };
-    }
-    base
-}
-
-fn check_type(kind: &Kind, body: &Value) -> Result<(), ApiError> {
-    if !body.is_object() {
-        return Err(ApiError::bad_request("the body must be a JSON object"));
-    }
-    let api_version = body.get("apiVersion").and_then(Value::as_str);
-    let group = api_version.map(|v| v.rsplit_once('/').map_or("", |(g, _)| g));
-    if group.is_some_and(|g| g != kind.group) {
-        return Err(ApiError::bad_request(format!(
-            "apiVersion {api_version:?} does not match the resource {}",
-            kind.resource()
-        )));
-    }
-    match body.get("kind").and_then(Value::as_str) {
-        Some(k) if k != kind.kind => Err(ApiError::bad_request(format!(
-            "kind {k} does not match the resource {}",
-            kind.resource()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn check_namespace(kind: &Kind, ns: &str, meta: &mut Map<String, Value>) -> Result<(), ApiError> {
-    if !kind.namespaced {
-        meta.remove("namespace");
-        return Ok(());
-    }
-    match meta.get("namespace").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() && n != ns => Err(ApiError::bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request",
-        )),
-        _ => {
-            meta.insert("namespace".into(), json!(ns));
-            Ok(())
-        }
-    }
-}
-
-fn metadata_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
-    let o = obj
-        .as_object_mut()
-        .ok_or_else(|| ApiError::bad_request("the body must be a JSON object"))?;
-    let meta = o.entry("metadata").or_insert_with(|| json!({}));
-    if meta.is_null() {
-        *meta = json!({});
-    }
-    meta.as_object_mut()
-        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
-}
-
-/// RFC 3339 with seconds, as Kubernetes writes timestamps.
-pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
-/// Five characters from the alphabet Kubernetes uses for `generateName`.
-fn suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5)
-        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
-        .collect()
 }

@@ -14,9 +14,11 @@ use hyper::Response;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::error::ApiError;
 use super::http::Body;
+use super::object::as_version;
 use super::selectors::Selectors;
-use super::store::{as_version, ApiError, Event, EventType};
+use super::store::{Event, EventType};
 use super::{Kind, Shared, Tick};
 
 /// The query parameters of a watch.
