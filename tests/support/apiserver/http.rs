@@ -149,7 +149,7 @@ fn parse_resource(
     let mut rest = rest;
     let mut namespace = None;
     if rest.len() >= 3 && rest[0] == "namespaces" {
-        if let Some(k) = store.lookup(group, version, rest[2]) {
+        if let Some(k) = store.kinds.lookup(group, version, rest[2]) {
             if k.namespaced {
                 namespace = Some(rest[1].to_string());
                 rest = &rest[2..];
@@ -162,7 +162,10 @@ fn parse_resource(
         [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
         _ => return Err(not_found()),
     };
-    let kind = store.lookup(group, version, plural).ok_or_else(not_found)?;
+    let kind = store
+        .kinds
+        .lookup(group, version, plural)
+        .ok_or_else(not_found)?;
     let misplaced = if kind.namespaced {
         namespace.is_none() && name.is_some()
     } else {
