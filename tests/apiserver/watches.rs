@@ -6,7 +6,8 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::runtime::{metadata_watcher, reflector, watcher, WatchStreamExt};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -202,7 +203,8 @@ async fn metadata_watcher_gets_metadata_only() {
         "data": {"tls.crt": "c2VjcmV0"}}),
     );
     let api: Api<Secret> = Api::default_namespaced(server.client());
-    let mut stream = metadata_watcher(api.clone(), watcher::Config::default()).boxed();
+    let metadata: Api<PartialObjectMeta<Secret>> = Api::default_namespaced(server.client());
+    let mut stream = watcher(metadata, watcher::Config::default()).boxed();
     let mut applied = Vec::new();
     for _ in 0..10 {
         let ev = tokio::time::timeout(STEP, stream.next())
