@@ -22,6 +22,8 @@ mod httproute;
 mod report;
 #[path = "conformance/scenarios.rs"]
 mod scenarios;
+#[path = "conformance/tls.rs"]
+mod tls;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -21,6 +21,7 @@ use super::TranslateOptions;
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
     "GatewayAddressEmpty",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
     "GatewayStaticAddresses",
