@@ -6,6 +6,8 @@
 
 mod support;
 
+#[path = "conformance/backends.rs"]
+mod backends;
 #[path = "conformance/check_cli.rs"]
 mod check_cli;
 #[path = "conformance/expect.rs"]

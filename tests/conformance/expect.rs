@@ -66,7 +66,8 @@ impl Req {
         self
     }
 
-    fn build(&self, ip: IpAddr) -> Request<crate::support::client::TestBody> {
+    /// The HTTP/1.1 request to Gateway address `ip`.
+    pub fn build(&self, ip: IpAddr) -> Request<crate::support::client::TestBody> {
         let authority = if self.port == 80 {
             ip.to_string()
         } else {

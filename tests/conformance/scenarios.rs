@@ -12,7 +12,7 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::{extended, gateway, httproute, tls};
+use crate::{backends, extended, gateway, httproute, tls};
 
 /// A scenario body: runs against a started environment.
 pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -255,6 +255,11 @@ pub fn all() -> Vec<Scenario> {
             "path-match-order.yaml",
             httproute::path_match_order
         ),
+        core!(
+            "HTTPRouteNoBackendRefs",
+            "omitted-backendrefs.yaml",
+            backends::no_backend_refs
+        ),
         extended!(
             "HTTPRouteQueryParamMatching",
             "HTTPRouteQueryParamMatching",
@@ -278,6 +283,12 @@ pub fn all() -> Vec<Scenario> {
             "HTTPRouteBackendRequestHeaderModification",
             "backend-request-header-modifier.yaml",
             extended::backend_request_header_modifier
+        ),
+        extended!(
+            "HTTPRouteRequestHeaderModifierBackendWeights",
+            "HTTPRouteBackendRequestHeaderModification",
+            "backend-weights-header.yaml",
+            backends::header_modifier_backend_weights
         ),
         extended!(
             "HTTPRouteRedirectPort",
