@@ -73,15 +73,6 @@ impl ListenerTable {
         self
     }
 
-    /// `https` for a TLS socket, else `http`: the scheme requests arrived with.
-    pub fn scheme(&self) -> &'static str {
-        if self.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        }
-    }
-
     /// The highest-precedence rule matching the request, per the Gateway API: most specific
     /// hostname first, then path, method, headers, query parameters, age and name.
     pub fn route(&self, req: &RequestView<'_>) -> Option<&Arc<RouteRule>> {
