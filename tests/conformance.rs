@@ -6,6 +6,8 @@
 
 mod support;
 
+#[path = "conformance/backends.rs"]
+mod backends;
 #[path = "conformance/check_cli.rs"]
 mod check_cli;
 #[path = "conformance/expect.rs"]
@@ -22,6 +24,8 @@ mod httproute;
 mod report;
 #[path = "conformance/scenarios.rs"]
 mod scenarios;
+#[path = "conformance/tls.rs"]
+mod tls;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -19,5 +19,7 @@ mod protocols;
 mod routing;
 #[path = "proxy/timeouts.rs"]
 mod timeouts;
+#[path = "proxy/tls.rs"]
+mod tls;
 #[path = "proxy/translated.rs"]
 mod translated;

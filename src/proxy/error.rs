@@ -17,6 +17,10 @@ pub enum ProxyError {
     /// The socket's listener is gone from the live table (it is draining).
     #[error("no listener at {0}")]
     NoListener(SocketAddr),
+    /// The request's host belongs to another HTTPS listener of the socket than the one the
+    /// TLS handshake chose by SNI (a reused connection for another site).
+    #[error("host belongs to another listener than the TLS server name")]
+    Misdirected,
     /// No virtual host or no rule accepts the request.
     #[error("no route matched")]
     NoRoute,
@@ -90,6 +94,7 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NoListener(_) | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             Self::InvalidBackend { .. } | Self::NoBackend | Self::BadUpstreamRequest(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

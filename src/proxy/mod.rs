@@ -2,7 +2,7 @@
 //! service that routes each request with the live table. Never imports kube.
 //!
 //! Modules: `listener` (bind, accept, drain), `service` (per-request phases), `upstream`
-//! (pooled clients), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and forwarded
+//! (pooled clients), `tls` (TLS termination, certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and forwarded
 //! headers), `error` (the status mapping).
 
 mod error;
@@ -10,6 +10,7 @@ mod headers;
 mod listener;
 mod mirror;
 mod service;
+mod tls;
 mod upgrade;
 mod upstream;
 

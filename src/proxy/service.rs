@@ -1,5 +1,5 @@
 //! The HTTP service: one request through its phases, Pingora-style, one function per phase:
-//! listener -> host -> rule -> redirect -> CORS preflight -> backend -> request filters ->
+//! listener -> host (421 when it belongs to another HTTPS listener than the SNI) -> rule -> redirect -> CORS preflight -> backend -> request filters ->
 //! mirrors -> forward (within the rule's timeouts) -> response filters -> metrics. The table is loaded once per request, so a request finishes on the table it
 //! started with however often the table is swapped meanwhile.
 
@@ -17,6 +17,7 @@ use hyper::body::Incoming;
 use super::error::ProxyError;
 use super::headers::{set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
+use super::tls::TlsInfo;
 use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::{pick_endpoint, UpstreamBody};
 use super::{ProxyBody, Shared};
@@ -36,6 +37,8 @@ pub(crate) struct Handler {
     pub listener: SocketAddr,
     /// The client's address.
     pub peer: SocketAddr,
+    /// Set on connections that arrived over TLS.
+    pub tls: Option<TlsInfo>,
 }
 
 /// What routing decided for a request, kept for the metrics phase.
@@ -76,6 +79,7 @@ impl Handler {
             .and_then(|h| h.to_str().ok())
             .map(normalize_host)
             .unwrap_or_default();
+        self.check_misdirected(listener, &host)?;
         let rule = find_rule(listener, &req, &host)?;
         *route_label = rule.route.to_string();
         if let Some(resp) = self.redirect(&rule, &req, &host) {
@@ -169,6 +173,30 @@ impl Handler {
             .ok_or(ProxyError::NoListener(self.listener))
     }
 
+    /// The scheme the client used: `https` on TLS connections.
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Phase 2b: on an HTTPS socket, the request's host must belong to the listener that the
+    /// handshake's SNI selected; otherwise the connection was meant for another site (421).
+    fn check_misdirected(&self, listener: &ListenerTable, host: &str) -> Result<(), ProxyError> {
+        let (Some(info), Some(tls)) = (&self.tls, &listener.tls) else {
+            return Ok(());
+        };
+        let by_sni = tls.owner(info.sni.as_deref());
+        let by_host = tls.owner((!host.is_empty()).then_some(host));
+        if by_sni == by_host {
+            Ok(())
+        } else {
+            Err(ProxyError::Misdirected)
+        }
+    }
+
     /// Phase 4: a rule with a redirect filter answers at once with its `Location`.
     fn redirect(
         &self,
@@ -178,7 +206,7 @@ impl Handler {
     ) -> Option<Response<ProxyBody>> {
         let redirect = rule.filters.redirect.as_ref()?;
         let target = RedirectTarget {
-            scheme: "http",
+            scheme: self.scheme(),
             host,
             listener_port: self.listener.port(),
             path: req.uri().path(),
@@ -215,7 +243,7 @@ impl Handler {
         set_forwarded(
             &mut parts.headers,
             self.peer.ip(),
-            "http",
+            self.scheme(),
             raw_host.as_ref(),
         );
         if let Some(m) = &rule.filters.request_headers {

@@ -7,6 +7,7 @@ mod host;
 mod matchers;
 mod model;
 mod path;
+mod tls;
 
 pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
 pub use filters::{
@@ -21,3 +22,4 @@ pub use model::{
     ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 pub use path::PathIndex;
+pub use tls::{Certificate, CertificateError, TlsListener, TlsListeners};

@@ -12,6 +12,7 @@ use super::filters::{HeaderModifier, Mirror, Redirect, Timeouts, UrlRewrite};
 use super::host::HostIndex;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
+use super::tls::TlsListeners;
 
 /// The whole data-plane configuration at one point in time. The proxy loads it once per request,
 /// so a request always finishes on the table it started with.
@@ -50,6 +51,9 @@ pub struct ListenerTable {
     /// `namespace/gateway/listener` of every Gateway listener merged onto this socket.
     pub sources: Vec<String>,
     pub hosts: HostIndex,
+    /// Set on HTTPS sockets: connections are TLS, certificates chosen by SNI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsListeners>,
 }
 
 impl ListenerTable {
@@ -59,7 +63,14 @@ impl ListenerTable {
             bind,
             sources,
             hosts: HostIndex::build(hosts),
+            tls: None,
         }
+    }
+
+    /// Makes the socket terminate TLS with these listeners' certificates.
+    pub fn with_tls(mut self, tls: TlsListeners) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// The highest-precedence rule matching the request, per the Gateway API: most specific

@@ -12,6 +12,7 @@ mod httproute;
 mod listener;
 mod refgrant;
 mod rules;
+mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -29,6 +30,7 @@ pub use gateway::{AddressError, SUPPORTED_FEATURES};
 pub use httproute::AttachError;
 pub use listener::intersect_hostnames;
 pub use rules::MatchError;
+pub use tls::TlsRefError;
 
 /// The controller name a GatewayClass must carry in `spec.controllerName` for us to own it.
 pub const DEFAULT_CONTROLLER_NAME: &str = "edgeplane.dev/gateway-controller";
@@ -71,11 +73,12 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
             ));
         }
     }
+    let mut certificates = tls::Certificates::new(snapshot);
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()
         .filter(|g| classes.contains(&g.spec.gateway_class_name.as_str()))
-        .map(|g| gateway::GatewayModel::new(g, options))
+        .map(|g| gateway::GatewayModel::new(g, options, &mut certificates))
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
     let by_name: HashMap<(&str, &str), usize> = gateways

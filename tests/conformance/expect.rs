@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::harness::Env;
 use crate::support::client::{empty, h1_client, send, Reply, TestClient};
+use crate::support::tls::{client_config, connect, Session};
 
 /// Consecutive matching responses a request check needs (upstream: 3).
 pub const CONSECUTIVE: usize = 3;
@@ -65,7 +66,8 @@ impl Req {
         self
     }
 
-    fn build(&self, ip: IpAddr) -> Request<crate::support::client::TestBody> {
+    /// The HTTP/1.1 request to Gateway address `ip`.
+    pub fn build(&self, ip: IpAddr) -> Request<crate::support::client::TestBody> {
         let authority = if self.port == 80 {
             ip.to_string()
         } else {
@@ -289,6 +291,55 @@ pub async fn check(ip: IpAddr, req: &Req, want: &Want) -> Outcome {
                     ip,
                     req.path,
                     req.host.as_deref().unwrap_or("-")
+                ));
+            }
+            Err(_) => streak = 0,
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// [`check`] over TLS: each attempt opens a connection to `ip` on the request's port with
+/// `sni`, trusting only the scenario's certificate, and speaks HTTP/2 when `h2` (through ALPN),
+/// else HTTP/1.1.
+pub async fn check_tls(
+    env: &Env,
+    ip: IpAddr,
+    sni: &str,
+    h2: bool,
+    req: &Req,
+    want: &Want,
+) -> Outcome {
+    let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[b"http/1.1"] };
+    let config = client_config(&[&env.cert], alpn);
+    let addr = SocketAddr::new(ip, req.port);
+    let host = req.host.clone().unwrap_or_else(|| ip.to_string());
+    let deadline = Instant::now() + CONSISTENCY_TIMEOUT;
+    let mut streak = 0;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let reply = async {
+            let stream = connect(addr, sni, config.clone()).await?;
+            Session::start(stream).await?.get(&host, &req.path).await
+        }
+        .await;
+        let last = match reply {
+            Ok(reply) => want.matches(req, &reply),
+            Err(e) => Err(format!("request failed: {e}")),
+        };
+        match last {
+            Ok(()) => {
+                streak += 1;
+                if streak == CONSECUTIVE {
+                    return Ok(());
+                }
+                continue;
+            }
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!(
+                    "https {addr}{} (SNI {sni}, host {host}): {e} (after {attempts} attempts)",
+                    req.path
                 ));
             }
             Err(_) => streak = 0,

@@ -173,7 +173,14 @@ pub async fn attached_routes(env: Arc<Env>) -> Outcome {
         attached(r, "one-route", "web", 1)?;
         attached(r, "two-routes", "web", 2)?;
         let p = r.parent(INFRA, "hostname-mismatch", "two-routes", None)?;
-        cond(p, "Accepted", "False", "NoMatchingListenerHostname")
+        cond(p, "Accepted", "False", "NoMatchingListenerHostname")?;
+        // Routes count on a listener whose certificate does not resolve.
+        attached(r, "unresolved-tls", "tls", 1)?;
+        let l = r.listener(INFRA, "unresolved-tls", "tls")?;
+        cond(l, "Programmed", "False", "")?;
+        cond(l, "ResolvedRefs", "False", "")?;
+        let p = r.parent(INFRA, "on-unresolved-tls", "unresolved-tls", Some("tls"))?;
+        cond(p, "ResolvedRefs", "False", "")
     })
     .await
 }

@@ -5,6 +5,11 @@
 //! Addresses: every scenario owns a loopback /24 `127.A.B.0`; Gateways get `.1`, `.2`, ... in the
 //! order they are first written, pods `.20` and up (ports 3000 and 3001), the admin server
 //! `.250:9901`, and Gateways without an `IPAddress` bind on `.240` (`--bind-address`).
+//!
+//! TLS: each scenario gets its own self-signed certificate (rcgen, made at start) valid for
+//! [`CERT_NAMES`]; fixtures write it into Secrets as `{TLS_CRT}` / `{TLS_KEY}` (quoted YAML
+//! strings) and HTTPS checks trust exactly that certificate, as upstream's
+//! `tls-validity-checks-certificate`.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -15,6 +20,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use edgeplane::echo::{serve_echo_logged, EchoIdentity, LoggedRequest, RequestLog};
+
+use crate::support::tls::{self_signed, TestCert};
 use serde_yaml_ng::{Mapping, Value};
 use tokio::task::JoinHandle;
 
@@ -24,6 +31,14 @@ pub const BASE: &str = include_str!("manifests/base.yaml");
 const POD_PORTS: [u16; 2] = [3000, 3001];
 /// Requests each pod's log keeps.
 const POD_LOG_CAPACITY: usize = 2048;
+/// Names the scenario certificate is valid for (the hostnames of the HTTPS scenarios).
+pub const CERT_NAMES: &[&str] = &[
+    "example.org",
+    "second-example.org",
+    "unknown-example.org",
+    "*.wildcard.org",
+    "fourth-example.wildcard.org",
+];
 /// Time the proxy gets to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -91,6 +106,8 @@ pub struct Env {
     pub admin: SocketAddr,
     gateways: Mutex<BTreeMap<(String, String), IpAddr>>,
     pub pods: Vec<Pod>,
+    /// The certificate of the scenario's Secrets, trusted by its HTTPS checks.
+    pub cert: TestCert,
     server: Mutex<Option<Server>>,
 }
 
@@ -109,6 +126,7 @@ impl Env {
             admin: SocketAddr::new(net.ip(250), 9901),
             gateways: Mutex::new(BTreeMap::new()),
             pods: Vec::new(),
+            cert: self_signed(CERT_NAMES),
             server: Mutex::new(None),
         };
         let mut docs = parse(&env.expand(BASE))?;
@@ -131,10 +149,15 @@ impl Env {
         self.dir.path()
     }
 
-    /// Replaces `{NET}` with the scenario's `127.A.B` and `{PODS:deployment}` with the quoted
+    /// Replaces `{NET}` with the scenario's `127.A.B`, `{TLS_CRT}` and `{TLS_KEY}` with the
+    /// scenario certificate's PEM as quoted strings, and `{PODS:deployment}` with the quoted
     /// addresses of that Deployment's pods (for EndpointSlices written by hand).
     pub fn expand(&self, text: &str) -> String {
-        let mut out = text.replace("{NET}", &self.net.prefix());
+        let quoted = |pem: &str| serde_json::to_string(pem).unwrap_or_default();
+        let mut out = text
+            .replace("{NET}", &self.net.prefix())
+            .replace("{TLS_CRT}", &quoted(&self.cert.cert_pem))
+            .replace("{TLS_KEY}", &quoted(&self.cert.key_pem));
         while let Some(start) = out.find("{PODS:") {
             let Some(len) = out[start..].find('}') else {
                 break;

@@ -12,7 +12,7 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::{extended, gateway, httproute};
+use crate::{backends, extended, gateway, httproute, tls};
 
 /// A scenario body: runs against a started environment.
 pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -53,7 +53,8 @@ macro_rules! extended {
     };
 }
 
-/// A scenario that cannot run in this replay, with the reason.
+/// A scenario that cannot run in this replay, with the reason (none at the moment).
+#[allow(dead_code)]
 fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static str) -> Scenario {
     Scenario {
         name,
@@ -63,8 +64,6 @@ fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static s
         run: None,
     }
 }
-
-const NEEDS_HTTPS: &str = "needs HTTPS listeners with TLS certificates (not supported yet)";
 
 /// Every scenario of the profile, in upstream order of appearance.
 pub fn all() -> Vec<Scenario> {
@@ -94,17 +93,41 @@ pub fn all() -> Vec<Scenario> {
             "attached-routes.yaml",
             gateway::attached_routes
         ),
-        skipped("GatewaySecretlessListeners", None, NEEDS_HTTPS),
-        skipped("GatewayInvalidTLSConfiguration", None, NEEDS_HTTPS),
-        skipped("GatewaySecretInvalidReferenceGrant", None, NEEDS_HTTPS),
-        skipped("GatewaySecretMissingReferenceGrant", None, NEEDS_HTTPS),
-        skipped(
-            "GatewaySecretReferenceGrantAllInNamespace",
-            None,
-            NEEDS_HTTPS,
+        core!(
+            "GatewayListenerUnsupportedProtocol",
+            "unsupported-protocol.yaml",
+            tls::unsupported_protocol
         ),
-        skipped("GatewaySecretReferenceGrantSpecific", None, NEEDS_HTTPS),
-        skipped("HTTPRouteHTTPSListener", None, NEEDS_HTTPS),
+        core!(
+            "GatewayInvalidTLSConfiguration",
+            "invalid-tls.yaml",
+            tls::invalid_tls_configuration
+        ),
+        core!(
+            "GatewaySecretInvalidReferenceGrant",
+            "secret-invalid-grant.yaml",
+            tls::secret_invalid_reference_grant
+        ),
+        core!(
+            "GatewaySecretMissingReferenceGrant",
+            "secret-missing-grant.yaml",
+            tls::secret_missing_reference_grant
+        ),
+        core!(
+            "GatewaySecretReferenceGrantAllInNamespace",
+            "secret-grant-all.yaml",
+            tls::secret_reference_grant_all
+        ),
+        core!(
+            "GatewaySecretReferenceGrantSpecific",
+            "secret-grant-specific.yaml",
+            tls::secret_reference_grant_specific
+        ),
+        core!(
+            "HTTPRouteHTTPSListener",
+            "https-listener.yaml",
+            tls::https_listener_routes
+        ),
         core!(
             "HTTPRouteSimpleSameNamespace",
             "simple-same-namespace.yaml",
@@ -232,6 +255,11 @@ pub fn all() -> Vec<Scenario> {
             "path-match-order.yaml",
             httproute::path_match_order
         ),
+        core!(
+            "HTTPRouteNoBackendRefs",
+            "omitted-backendrefs.yaml",
+            backends::no_backend_refs
+        ),
         extended!(
             "HTTPRouteQueryParamMatching",
             "HTTPRouteQueryParamMatching",
@@ -255,6 +283,12 @@ pub fn all() -> Vec<Scenario> {
             "HTTPRouteBackendRequestHeaderModification",
             "backend-request-header-modifier.yaml",
             extended::backend_request_header_modifier
+        ),
+        extended!(
+            "HTTPRouteRequestHeaderModifierBackendWeights",
+            "HTTPRouteBackendRequestHeaderModification",
+            "backend-weights-header.yaml",
+            backends::header_modifier_backend_weights
         ),
         extended!(
             "HTTPRouteRedirectPort",
@@ -381,6 +415,12 @@ pub fn all() -> Vec<Scenario> {
             "GatewayHTTPListenerIsolation",
             "listener-isolation.yaml",
             extended::listener_isolation
+        ),
+        extended!(
+            "HTTPRouteHTTPSListenerDetectMisdirectedRequests",
+            "GatewayHTTPSListenerDetectMisdirectedRequests",
+            "https-misdirected.yaml",
+            tls::misdirected_requests
         ),
         extended!(
             "GatewayOptionalAddressValue",
