@@ -577,6 +577,49 @@ pub async fn listener_isolation(env: Arc<Env>) -> Outcome {
     check_all(env.gw("isolated"), &cases).await
 }
 
+pub async fn listener_isolation_intersection(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "overlapping routes attached", |r| {
+        gateway_ready(r, INFRA, "isolated-overlap")?;
+        for route in [
+            "overlap-any",
+            "overlap-wild",
+            "overlap-deeper",
+            "overlap-exact",
+        ] {
+            cond(
+                r.parent(INFRA, route, "isolated-overlap", None)?,
+                "Accepted",
+                "True",
+                "",
+            )?;
+        }
+        Ok(())
+    })
+    .await?;
+    let at = |host: &str, path: &str| Req::get(path).host(host);
+    let cases = [
+        (at("plain.test", "/any"), Want::ok("infra-backend-v1")),
+        (at("plain.test", "/wild"), Want::status(404)),
+        (at("x.overlap.test", "/wild"), Want::ok("infra-backend-v2")),
+        (at("x.overlap.test", "/any"), Want::status(404)),
+        (at("x.overlap.test", "/deeper"), Want::status(404)),
+        (
+            at("two.deep.overlap.test", "/deeper"),
+            Want::ok("infra-backend-v3"),
+        ),
+        (at("two.deep.overlap.test", "/wild"), Want::status(404)),
+        (at("two.deep.overlap.test", "/any"), Want::status(404)),
+        (
+            at("one.deep.overlap.test", "/exact"),
+            Want::ok("infra-backend-v1"),
+        ),
+        (at("one.deep.overlap.test", "/deeper"), Want::status(404)),
+        (at("one.deep.overlap.test", "/wild"), Want::status(404)),
+        (at("one.deep.overlap.test", "/any"), Want::status(404)),
+    ];
+    check_all(env.gw("isolated-overlap"), &cases).await
+}
+
 pub async fn address_empty(env: Arc<Env>) -> Outcome {
     accepted(&env, INFRA, "via-any-address", &["any-address"]).await?;
     let s = crate::expect::status(&env).await?;

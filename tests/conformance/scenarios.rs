@@ -417,6 +417,12 @@ pub fn all() -> Vec<Scenario> {
             extended::listener_isolation
         ),
         extended!(
+            "GatewayHTTPListenerIsolationWithHostnameIntersection",
+            "GatewayHTTPListenerIsolation",
+            "listener-isolation-intersection.yaml",
+            extended::listener_isolation_intersection
+        ),
+        extended!(
             "HTTPRouteHTTPSListenerDetectMisdirectedRequests",
             "GatewayHTTPSListenerDetectMisdirectedRequests",
             "https-misdirected.yaml",
