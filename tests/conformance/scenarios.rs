@@ -53,8 +53,7 @@ macro_rules! extended {
     };
 }
 
-/// A scenario that cannot run in this replay, with the reason (none at the moment).
-#[allow(dead_code)]
+/// A scenario of a feature the product does not implement yet, with the reason.
 fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static str) -> Scenario {
     Scenario {
         name,
@@ -433,6 +432,31 @@ pub fn all() -> Vec<Scenario> {
             "GatewayAddressEmpty",
             "address-empty.yaml",
             extended::address_empty
+        ),
+        skipped(
+            "HTTPRouteRetry",
+            Some("HTTPRouteRetry"),
+            "retries are not implemented (the retry field is in the experimental channel)",
+        ),
+        skipped(
+            "GatewayInfrastructure",
+            Some("GatewayInfrastructurePropagation"),
+            "spec.infrastructure labels and annotations are not propagated yet",
+        ),
+        skipped(
+            "GatewayFrontendClientCertificateValidation",
+            Some("GatewayFrontendClientCertificateValidation"),
+            "client certificate validation on HTTPS listeners is not implemented",
+        ),
+        skipped(
+            "GatewayBackendClientCertificate",
+            Some("GatewayBackendClientCertificate"),
+            "TLS to backends is not implemented",
+        ),
+        skipped(
+            "BackendTLSPolicy",
+            Some("BackendTLSPolicy"),
+            "BackendTLSPolicy is not implemented",
         ),
     ]
 }
