@@ -48,8 +48,11 @@ pub fn build_table(
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
     for g in gateways.iter().filter(|g| g.accepted()) {
         for l in g.listeners.iter().filter(|l| l.valid()) {
+            let Some(port) = g.socket_port(l.port) else {
+                continue;
+            };
             for ip in &g.binds {
-                let s = sockets.entry(SocketAddr::new(*ip, l.port)).or_default();
+                let s = sockets.entry(SocketAddr::new(*ip, port)).or_default();
                 s.sources
                     .insert(format!("{}/{}/{}", g.namespace, g.name, l.spec.name));
                 let host = l.hostname.map(str::to_owned);
@@ -69,8 +72,11 @@ pub fn build_table(
             let g = &gateways[a.gateway];
             let l = &g.listeners[a.listener];
             let listener_host = l.hostname.map(str::to_owned);
+            let Some(port) = g.socket_port(l.port) else {
+                continue;
+            };
             for ip in &g.binds {
-                let Some(s) = sockets.get_mut(&SocketAddr::new(*ip, l.port)) else {
+                let Some(s) = sockets.get_mut(&SocketAddr::new(*ip, port)) else {
                     continue;
                 };
                 for host in &a.hostnames {

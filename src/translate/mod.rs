@@ -73,7 +73,7 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
         .gateways
         .iter()
         .filter(|g| classes.contains(&g.spec.gateway_class_name.as_str()))
-        .map(|g| gateway::GatewayModel::new(g, options))
+        .map(|g| gateway::GatewayModel::new(g, options, snapshot.gateway_bindings.as_deref()))
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
     let by_name: HashMap<(&str, &str), usize> = gateways
