@@ -1,0 +1,11 @@
+//! The Kubernetes API emulator in `tests/support/apiserver` driven by the production kube
+//! client: objects and verbs, watches and reflectors, discovery, outages and introspection.
+
+mod support;
+
+#[path = "apiserver/objects.rs"]
+mod objects;
+#[path = "apiserver/operations.rs"]
+mod operations;
+#[path = "apiserver/watches.rs"]
+mod watches;

@@ -1,0 +1,181 @@
+//! The table of resource kinds the emulator serves: group, version, plural, kind, scope and
+//! whether a `/status` subresource exists. Storage is shared by all versions of one
+//! (group, plural), as in a real API server.
+
+/// One served resource at one version. Tests register more with `ApiServer::register`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kind {
+    /// API group; empty for the core group.
+    pub group: String,
+    pub version: String,
+    /// Lower-case plural, the path segment (`httproutes`).
+    pub plural: String,
+    pub kind: String,
+    /// `true` when objects live in a namespace.
+    pub namespaced: bool,
+    /// `true` when the kind has a `/status` subresource: main-resource writes then keep
+    /// `.status`, and status writes change nothing else.
+    pub status: bool,
+}
+
+impl Kind {
+    /// A kind from its parts; `group` is empty for the core group.
+    pub fn new(
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        namespaced: bool,
+        status: bool,
+    ) -> Kind {
+        Kind {
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: plural.to_string(),
+            kind: kind.to_string(),
+            namespaced,
+            status,
+        }
+    }
+
+    /// `v1` for the core group, `group/version` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The storage key shared by every version: `plural` for core, `plural.group` otherwise
+    /// (the spelling `kubectl` uses).
+    pub fn resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// The singular name discovery reports (lower-case kind).
+    pub fn singular(&self) -> String {
+        self.kind.to_lowercase()
+    }
+}
+
+const GATEWAY: &str = "gateway.networking.k8s.io";
+
+/// The kinds every emulator serves from the start.
+pub fn builtin() -> Vec<Kind> {
+    let mut kinds = vec![
+        Kind::new("", "v1", "namespaces", "Namespace", false, true),
+        Kind::new("", "v1", "services", "Service", true, true),
+        Kind::new("", "v1", "secrets", "Secret", true, false),
+        Kind::new("", "v1", "configmaps", "ConfigMap", true, false),
+        Kind::new("", "v1", "events", "Event", true, false),
+        Kind::new("", "v1", "pods", "Pod", true, true),
+        Kind::new(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "EndpointSlice",
+            true,
+            false,
+        ),
+        Kind::new("coordination.k8s.io", "v1", "leases", "Lease", true, false),
+        Kind::new("events.k8s.io", "v1", "events", "Event", true, false),
+        Kind::new(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            true,
+        ),
+    ];
+    for version in ["v1", "v1beta1"] {
+        kinds.push(Kind::new(
+            GATEWAY,
+            version,
+            "gatewayclasses",
+            "GatewayClass",
+            false,
+            true,
+        ));
+        kinds.push(Kind::new(
+            GATEWAY, version, "gateways", "Gateway", true, true,
+        ));
+        kinds.push(Kind::new(
+            GATEWAY,
+            version,
+            "httproutes",
+            "HTTPRoute",
+            true,
+            true,
+        ));
+        kinds.push(Kind::new(
+            GATEWAY,
+            version,
+            "referencegrants",
+            "ReferenceGrant",
+            true,
+            false,
+        ));
+    }
+    kinds.push(Kind::new(
+        GATEWAY,
+        "v1",
+        "grpcroutes",
+        "GRPCRoute",
+        true,
+        true,
+    ));
+    kinds.push(Kind::new(
+        GATEWAY,
+        "v1",
+        "backendtlspolicies",
+        "BackendTLSPolicy",
+        true,
+        true,
+    ));
+    kinds.push(Kind::new(
+        GATEWAY,
+        "v1",
+        "listenersets",
+        "ListenerSet",
+        true,
+        true,
+    ));
+    for version in ["v1", "v1alpha3", "v1alpha2"] {
+        kinds.push(Kind::new(
+            GATEWAY,
+            version,
+            "tlsroutes",
+            "TLSRoute",
+            true,
+            true,
+        ));
+    }
+    for (plural, kind) in [("tcproutes", "TCPRoute"), ("udproutes", "UDPRoute")] {
+        kinds.push(Kind::new(GATEWAY, "v1alpha2", plural, kind, true, true));
+    }
+    kinds
+}
+
+/// Orders versions as Kubernetes prefers them: GA before beta before alpha, higher first.
+pub fn version_priority(version: &str) -> (u8, u32, u32) {
+    let rest = version.strip_prefix('v').unwrap_or(version);
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (level, minor) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(n) = tail.strip_prefix("beta") {
+        (2, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    (level, major, minor)
+}
