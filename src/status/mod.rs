@@ -91,8 +91,20 @@ impl StatusReport {
     /// Keeps each condition's `lastTransitionTime` from `previous` when its status did not change,
     /// so times move only on real transitions and unchanged output compares equal.
     pub fn carry_transition_times(&mut self, previous: &StatusReport) {
+        // Indexed once: a linear `get` per entry would be quadratic in the number of objects.
+        let index: std::collections::HashMap<(&str, Option<&str>, &str), &ObjectStatus> = previous
+            .entries
+            .iter()
+            .map(|p| {
+                (
+                    (p.kind.as_str(), p.namespace.as_deref(), p.name.as_str()),
+                    p,
+                )
+            })
+            .collect();
         for e in &mut self.entries {
-            if let Some(p) = previous.get(&e.kind, e.namespace.as_deref(), &e.name) {
+            let key = (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str());
+            if let Some(p) = index.get(&key) {
                 carry(&p.status, &mut e.status);
             }
         }
