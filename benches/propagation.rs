@@ -7,7 +7,7 @@
 //! snapshot, translation, table swap and routing, not status writes.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 use std::net::SocketAddr;
