@@ -2,10 +2,12 @@
 //! reconcile loop consumes; leader election decides which replica writes status and keeps the
 //! side objects (Gateway Services, finalizers). Every replica translates and serves.
 
+pub mod binding;
 pub mod gateway_service;
 pub mod leader;
 pub mod secrets;
 pub mod status;
+pub mod status_diff;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -21,7 +23,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::Published;
 use crate::snapshot::Snapshot;
 
-pub use gateway_service::ServiceOptions;
+pub use binding::ServiceOptions;
 pub use leader::LeaseOptions;
 
 /// Namespace used when neither `--namespace` nor the pod's namespace is known.

@@ -23,7 +23,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::{watch, Notify};
 
-use super::gateway_service::bindings_from_services;
+use super::binding::bindings_from_services;
 use super::secrets::SecretMetaStore;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
