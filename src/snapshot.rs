@@ -8,7 +8,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// Every object one translation reads. Objects are behind `Arc` so that a provider can hand over
@@ -27,6 +27,9 @@ pub struct Snapshot {
     pub services: Vec<Arc<Service>>,
     /// Matched to Services by the `kubernetes.io/service-name` label.
     pub endpoint_slices: Vec<Arc<EndpointSlice>>,
+    /// Secrets that listeners may reference for TLS certificates (`tls.crt`, `tls.key`).
+    /// Providers should pass only referenced Secrets: the translator reads nothing else.
+    pub secrets: Vec<Arc<Secret>>,
     /// Where listeners bind. `None` (standalone): every listener binds its own port on the
     /// Gateway's addresses. `Some` (cluster): each Gateway binds the ports its Service maps to;
     /// a Gateway without an entry is not bound yet.
@@ -57,6 +60,7 @@ impl Snapshot {
             + self.namespaces.len()
             + self.services.len()
             + self.endpoint_slices.len()
+            + self.secrets.len()
     }
 
     /// True when the snapshot holds no object at all.

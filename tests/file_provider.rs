@@ -216,8 +216,10 @@ async fn a_burst_of_writes_coalesces() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let reloads = watcher.reloads();
     println!("{WRITES} writes caused {reloads} reloads");
+    // Loose on purpose: on a loaded machine the writes themselves slow down and more reloads
+    // fit between them; without coalescing there would be one reload per write.
     assert!(
-        (1..=WRITES / 4).contains(&reloads),
+        (1..=WRITES / 2).contains(&reloads),
         "{WRITES} writes caused {reloads} reloads"
     );
     assert_eq!(service_names(&rx.borrow()), [last.as_str()]);

@@ -3,11 +3,23 @@
 
 mod support;
 
+#[path = "proxy/backend_protocols.rs"]
+mod backend_protocols;
+#[path = "proxy/cors.rs"]
+mod cors;
 #[path = "proxy/filters.rs"]
 mod filters;
 #[path = "proxy/lifecycle.rs"]
 mod lifecycle;
+#[path = "proxy/mirror.rs"]
+mod mirror;
 #[path = "proxy/protocols.rs"]
 mod protocols;
 #[path = "proxy/routing.rs"]
 mod routing;
+#[path = "proxy/timeouts.rs"]
+mod timeouts;
+#[path = "proxy/tls.rs"]
+mod tls;
+#[path = "proxy/translated.rs"]
+mod translated;

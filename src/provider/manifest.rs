@@ -8,7 +8,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -30,6 +30,8 @@ pub enum Object {
     Namespace(Namespace),
     Service(Service),
     EndpointSlice(EndpointSlice),
+    /// A Secret; `stringData` is merged into `data` when parsed, as the API server does.
+    Secret(Secret),
     /// A kind the product does not read (Deployments, ConfigMaps, ...), kept for one log line.
     Skipped {
         api_version: String,
@@ -144,6 +146,7 @@ fn parse_value(
         ("discovery.k8s.io", "EndpointSlice") => {
             Object::EndpointSlice(de(path, value, line, true)?)
         }
+        ("", "Secret") => Object::Secret(merge_string_data(de(path, value, line, true)?)),
         ("", "List") => {
             let items = value
                 .get("items")
@@ -185,8 +188,21 @@ has_meta!(
     ReferenceGrant,
     Namespace,
     Service,
-    EndpointSlice
+    EndpointSlice,
+    Secret
 );
+
+/// Moves `stringData` into `data` (`stringData` wins on equal keys), as the API server does on
+/// write, so the translator reads one map.
+fn merge_string_data(mut secret: Secret) -> Secret {
+    if let Some(strings) = secret.string_data.take() {
+        let data = secret.data.get_or_insert_with(Default::default);
+        for (k, v) in strings {
+            data.insert(k, k8s_openapi::ByteString(v.into_bytes()));
+        }
+    }
+    secret
+}
 
 fn de<T: DeserializeOwned + HasMeta>(
     path: &Path,
@@ -231,6 +247,7 @@ impl Snapshot {
             Object::Namespace(o) => self.namespaces.push(Arc::new(o)),
             Object::Service(o) => self.services.push(Arc::new(o)),
             Object::EndpointSlice(o) => self.endpoint_slices.push(Arc::new(o)),
+            Object::Secret(o) => self.secrets.push(Arc::new(o)),
             Object::Skipped { .. } => {}
         }
     }
@@ -275,6 +292,22 @@ mod tests {
         let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: t\nspec:\n  ports: 5\n";
         let e = parse_manifests(Path::new("x.yaml"), text).unwrap_err();
         assert_eq!(e.line, Some(6), "{e}");
+    }
+
+    #[test]
+    fn secrets_decode_data_and_merge_string_data() {
+        let text = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: SGVsbG8=\n  tls.key: b2xk\nstringData:\n  tls.key: new\n";
+        let objs = parse_manifests(Path::new("s.yaml"), text).unwrap();
+        let Object::Secret(s) = &objs[0] else {
+            panic!("not a secret: {:?}", objs[0])
+        };
+        assert_eq!(s.metadata.namespace.as_deref(), Some("default"));
+        let data = s.data.as_ref().unwrap();
+        assert_eq!(data["tls.crt"].0, b"Hello");
+        assert_eq!(data["tls.key"].0, b"new");
+        assert!(s.string_data.is_none());
+        let bad = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {tls.crt: '%%%'}\n";
+        assert!(parse_manifests(Path::new("b.yaml"), bad).is_err());
     }
 
     #[test]

@@ -17,6 +17,10 @@ pub enum ProxyError {
     /// The socket's listener is gone from the live table (it is draining).
     #[error("no listener at {0}")]
     NoListener(SocketAddr),
+    /// The request's host belongs to another HTTPS listener of the socket than the one the
+    /// TLS handshake chose by SNI (a reused connection for another site).
+    #[error("host belongs to another listener than the TLS server name")]
+    Misdirected,
     /// No virtual host or no rule accepts the request.
     #[error("no route matched")]
     NoRoute,
@@ -49,6 +53,27 @@ pub enum ProxyError {
         #[source]
         source: hyper_util::client::legacy::Error,
     },
+    /// TCP connect to an h2c endpoint failed.
+    #[error("connect to {addr}: {source}")]
+    ConnectIo {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP/2 handshake or exchange with an h2c endpoint failed.
+    #[error("upstream {addr}: {source}")]
+    UpstreamH2 {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+    /// The rule's `timeouts.request` or `timeouts.backendRequest` passed before the response
+    /// head arrived.
+    #[error("{which} timeout of {after:?} exceeded")]
+    Timeout {
+        which: &'static str,
+        after: std::time::Duration,
+    },
 }
 
 impl ProxyError {
@@ -69,12 +94,16 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NoListener(_) | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             Self::InvalidBackend { .. } | Self::NoBackend | Self::BadUpstreamRequest(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             Self::NoEndpoints { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Connect { .. } | Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
-            Self::ConnectTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Self::Connect { .. }
+            | Self::Upstream { .. }
+            | Self::ConnectIo { .. }
+            | Self::UpstreamH2 { .. } => StatusCode::BAD_GATEWAY,
+            Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -139,6 +168,11 @@ mod tests {
         assert_eq!(ProxyError::NoEndpoints { service: key }.status(), 503);
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert_eq!(ProxyError::ConnectTimeout { addr }.status(), 504);
+        let timeout = ProxyError::Timeout {
+            which: "request",
+            after: std::time::Duration::from_millis(500),
+        };
+        assert_eq!(timeout.status(), 504);
     }
 
     #[test]

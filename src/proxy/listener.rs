@@ -1,6 +1,8 @@
 //! Listener manager: one accept loop per bound socket. Binding is synchronous with the table
 //! sync; removing a listener closes its socket at once and drains its open connections in the
-//! background (graceful shutdown, bounded by the drain timeout, then the rest are cut).
+//! background (graceful shutdown, bounded by the drain timeout, then the rest are cut). Each
+//! accepted connection looks at the live table: on an HTTPS socket it completes a TLS handshake
+//! first, so a socket follows its listener's protocol without rebinding.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -8,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use hyper::rt::{Read, Write};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -17,6 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::service::Handler;
+use super::tls::{acceptor, TlsInfo};
 use super::{ListenerError, Shared};
 
 /// Pending connections the kernel queues per listener.
@@ -146,6 +150,28 @@ fn builder(shared: &Shared) -> auto::Builder<TokioExecutor> {
     builder
 }
 
+/// Serves one connection (plain or TLS) until it closes or the drain cuts it.
+async fn serve<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    watcher: hyper_util::server::graceful::Watcher,
+    io: I,
+    handler: Handler,
+) where
+    I: Read + Write + Unpin + Send + 'static,
+{
+    let peer = handler.peer;
+    let service = service_fn(move |req| {
+        let handler = handler.clone();
+        async move { Ok::<_, Infallible>(handler.handle(req).await) }
+    });
+    let conn = builder
+        .serve_connection_with_upgrades(io, service)
+        .into_owned();
+    if let Err(error) = watcher.watch(conn).await {
+        tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
 /// Accepts until asked to stop, serving each connection on its own task; then closes the socket,
 /// acknowledges, and drains.
 async fn accept_loop(
@@ -155,6 +181,13 @@ async fn accept_loop(
     mut stop: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
     let builder = builder(&shared);
+    let tls = match acceptor(shared.table.clone(), key) {
+        Ok(a) => Some(a),
+        Err(error) => {
+            tracing::error!(addr = %key, %error, "cannot configure TLS; HTTPS connections will be closed");
+            None
+        }
+    };
     let graceful = GracefulShutdown::new();
     let mut conns: JoinSet<()> = JoinSet::new();
     let ack = loop {
@@ -164,11 +197,8 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let handler = Handler { shared: shared.clone(), listener: key, peer };
-                    let service = service_fn(move |req| {
-                        let handler = handler.clone();
-                        async move { Ok::<_, Infallible>(handler.handle(req).await) }
-                    });
+                    let shared = shared.clone();
+                    let tls = tls.clone();
                     let builder = builder.clone();
                     let watcher = graceful.watcher();
                     let first_byte = shared.options.header_read_timeout;
@@ -182,12 +212,28 @@ async fn accept_loop(
                         ) {
                             return;
                         }
-                        let conn = builder
-                            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                            .into_owned();
-                        if let Err(error) = watcher.watch(conn).await {
-                            tracing::debug!(%peer, %error, "connection ended with an error");
+                        let is_tls = shared
+                            .table
+                            .load()
+                            .listener(&key)
+                            .is_some_and(|l| l.tls.is_some());
+                        let mut handler = Handler { shared, listener: key, peer, tls: None };
+                        if !is_tls {
+                            serve(&builder, watcher, TokioIo::new(stream), handler).await;
+                            return;
                         }
+                        let Some(tls) = tls else { return };
+                        let stream = match tokio::time::timeout(first_byte, tls.accept(stream)).await {
+                            Ok(Ok(s)) => s,
+                            Ok(Err(error)) => {
+                                tracing::debug!(%peer, %error, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => return,
+                        };
+                        let sni = stream.get_ref().1.server_name().map(str::to_ascii_lowercase);
+                        handler.tls = Some(TlsInfo { sni });
+                        serve(&builder, watcher, TokioIo::new(stream), handler).await;
                     });
                 }
                 Err(error) => {

@@ -2,13 +2,15 @@
 //! service that routes each request with the live table. Never imports kube.
 //!
 //! Modules: `listener` (bind, accept, drain), `service` (per-request phases), `upstream`
-//! (pooled clients), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and forwarded
+//! (pooled clients), `tls` (TLS termination, certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and forwarded
 //! headers), `error` (the status mapping).
 
 mod error;
 mod headers;
 mod listener;
+mod mirror;
 mod service;
+mod tls;
 mod upgrade;
 mod upstream;
 

@@ -1,26 +1,29 @@
 //! The HTTP service: one request through its phases, Pingora-style, one function per phase:
-//! listener -> host -> rule -> redirect -> backend -> request filters -> forward -> response
-//! filters -> metrics. The table is loaded once per request, so a request finishes on the table it
+//! listener -> host (421 when it belongs to another HTTPS listener than the SNI) -> rule -> redirect -> CORS preflight -> backend -> request filters ->
+//! mirrors -> forward (within the rule's timeouts) -> response filters -> metrics. The table is loaded once per request, so a request finishes on the table it
 //! started with however often the table is swapped meanwhile.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use http::header::{self, HeaderValue};
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Request, Response, StatusCode, Uri, Version};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
 use super::error::ProxyError;
 use super::headers::{set_forwarded, strip_hop_by_hop};
+use super::mirror::{spawn_mirror, tee};
+use super::tls::TlsInfo;
 use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
-use super::upstream::pick_endpoint;
+use super::upstream::{pick_endpoint, UpstreamBody};
 use super::{ProxyBody, Shared};
 use crate::table::{
-    normalize_host, BackendTarget, ListenerTable, RedirectTarget, RequestView, RouteRule,
-    RouteTable, ServiceBackend, UpstreamProtocol, WeightedBackend,
+    normalize_host, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView,
+    RouteRule, RouteTable, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -34,6 +37,8 @@ pub(crate) struct Handler {
     pub listener: SocketAddr,
     /// The client's address.
     pub peer: SocketAddr,
+    /// Set on connections that arrived over TLS.
+    pub tls: Option<TlsInfo>,
 }
 
 /// What routing decided for a request, kept for the metrics phase.
@@ -48,7 +53,7 @@ impl Handler {
         let start = Instant::now();
         let table = self.shared.table.load_full();
         let mut route = NO_ROUTE.to_owned();
-        let response = match self.serve(&table, req, &mut route).await {
+        let response = match self.serve(&table, req, &mut route, start).await {
             Ok(resp) => resp,
             Err(err) => {
                 tracing::debug!(listener = %self.listener, route = %route, error = %err, "request failed");
@@ -65,6 +70,7 @@ impl Handler {
         table: &RouteTable,
         req: Request<Incoming>,
         route_label: &mut String,
+        start: Instant,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let listener = self.find_listener(table)?;
         let raw_host = request_authority(&req);
@@ -73,11 +79,19 @@ impl Handler {
             .and_then(|h| h.to_str().ok())
             .map(normalize_host)
             .unwrap_or_default();
+        self.check_misdirected(listener, &host)?;
         let rule = find_rule(listener, &req, &host)?;
         *route_label = rule.route.to_string();
         if let Some(resp) = self.redirect(&rule, &req, &host) {
             return Ok(resp);
         }
+        let cors_headers = match &rule.filters.cors {
+            Some(cors) if Cors::is_preflight(req.method(), req.headers()) => {
+                return Ok(preflight(cors.preflight_headers(req.headers())));
+            }
+            Some(cors) => cors.response_headers(req.headers()),
+            None => HeaderMap::new(),
+        };
         let (backend, service) = pick_backend(&rule)?;
         let endpoint = pick_endpoint(&service)?;
         let mut req = req;
@@ -85,16 +99,18 @@ impl Handler {
         let upgrade = websocket_upgrade(req.headers())
             .filter(|_| service.protocol == UpstreamProtocol::Http1)
             .map(|value| (value, hyper::upgrade::on(&mut req)));
-        let mut req = self.upstream_request(req, &rule, backend, &service, endpoint, raw_host)?;
+        let req = self.upstream_request(req, &rule, backend, &service, raw_host)?;
+        let mut req = if upgrade.is_some() {
+            req.map(|b| b.map_err(Into::into).boxed_unsync())
+        } else {
+            self.mirror(req, &rule, backend)
+        };
         let upgrade = upgrade.map(|(value, client)| {
             restore_upgrade_headers(req.headers_mut(), value);
             client
         });
-        let mut resp = self
-            .shared
-            .upstreams
-            .send(service.protocol, endpoint, req)
-            .await?;
+        let send = self.shared.upstreams.send(service.protocol, endpoint, req);
+        let mut resp = within_timeouts(send, rule.filters.timeouts, start).await?;
         let switched = match upgrade {
             Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
@@ -107,7 +123,46 @@ impl Handler {
         if let Some(value) = switched {
             restore_upgrade_headers(resp.headers_mut(), value);
         }
+        for (name, value) in cors_headers {
+            if let Some(name) = name {
+                resp.headers_mut().insert(name, value);
+            }
+        }
         Ok(resp)
+    }
+
+    /// Phase 7: a copy of the request as it goes upstream to every mirror of the rule and of
+    /// the picked backendRef whose share includes this request; the body is teed as it streams.
+    fn mirror(
+        &self,
+        req: Request<Incoming>,
+        rule: &RouteRule,
+        backend: &WeightedBackend,
+    ) -> Request<UpstreamBody> {
+        let targets: Vec<(&Mirror, SocketAddr)> = rule
+            .filters
+            .mirrors
+            .iter()
+            .chain(&backend.filters.mirrors)
+            .filter(|m| m.sampled(fastrand::u64(..)))
+            .filter_map(|m| pick_endpoint(&m.backend).ok().map(|e| (m, e)))
+            .collect();
+        let (parts, body) = req.into_parts();
+        let (body, copies) = tee(body, targets.len());
+        for ((mirror, endpoint), copy) in targets.into_iter().zip(copies) {
+            let mut m = Request::new(copy);
+            *m.method_mut() = parts.method.clone();
+            *m.uri_mut() = parts.uri.clone();
+            *m.headers_mut() = parts.headers.clone();
+            *m.version_mut() = http_version(mirror.backend.protocol);
+            spawn_mirror(
+                self.shared.upstreams.clone(),
+                mirror.backend.protocol,
+                endpoint,
+                m,
+            );
+        }
+        Request::from_parts(parts, body)
     }
 
     /// Phase 1: the listener that owns the accepting socket, in the live table.
@@ -116,6 +171,30 @@ impl Handler {
             .listener(&self.listener)
             .map(|l| l.as_ref())
             .ok_or(ProxyError::NoListener(self.listener))
+    }
+
+    /// The scheme the client used: `https` on TLS connections.
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Phase 2b: on an HTTPS socket, the request's host must belong to the listener that the
+    /// handshake's SNI selected; otherwise the connection was meant for another site (421).
+    fn check_misdirected(&self, listener: &ListenerTable, host: &str) -> Result<(), ProxyError> {
+        let (Some(info), Some(tls)) = (&self.tls, &listener.tls) else {
+            return Ok(());
+        };
+        let by_sni = tls.owner(info.sni.as_deref());
+        let by_host = tls.owner((!host.is_empty()).then_some(host));
+        if by_sni == by_host {
+            Ok(())
+        } else {
+            Err(ProxyError::Misdirected)
+        }
     }
 
     /// Phase 4: a rule with a redirect filter answers at once with its `Location`.
@@ -127,7 +206,7 @@ impl Handler {
     ) -> Option<Response<ProxyBody>> {
         let redirect = rule.filters.redirect.as_ref()?;
         let target = RedirectTarget {
-            scheme: "http",
+            scheme: self.scheme(),
             host,
             listener_port: self.listener.port(),
             path: req.uri().path(),
@@ -150,14 +229,13 @@ impl Handler {
     }
 
     /// Phase 6: hop-by-hop headers out, forwarded headers in, then the rule's and the backend's
-    /// request filters, the URL rewrite, and the upstream URI, version and `Host`.
+    /// request filters, the URL rewrite, and the upstream path, version and `Host`.
     fn upstream_request(
         &self,
         req: Request<Incoming>,
         rule: &RouteRule,
         backend: &WeightedBackend,
         service: &ServiceBackend,
-        endpoint: SocketAddr,
         raw_host: Option<HeaderValue>,
     ) -> Result<Request<Incoming>, ProxyError> {
         let (mut parts, body) = req.into_parts();
@@ -165,7 +243,7 @@ impl Handler {
         set_forwarded(
             &mut parts.headers,
             self.peer.ip(),
-            "http",
+            self.scheme(),
             raw_host.as_ref(),
         );
         if let Some(m) = &rule.filters.request_headers {
@@ -202,18 +280,9 @@ impl Handler {
                     .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
             }
         }
-        let authority = Authority::try_from(endpoint.to_string())
-            .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
-        parts.uri = Uri::builder()
-            .scheme(Scheme::HTTP)
-            .authority(authority)
-            .path_and_query(path_and_query)
-            .build()
-            .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
-        parts.version = match service.protocol {
-            UpstreamProtocol::Http1 => Version::HTTP_11,
-            UpstreamProtocol::H2c => Version::HTTP_2,
-        };
+        // Origin form here; the upstream pool adds the authority it connects with.
+        parts.uri = Uri::from(path_and_query);
+        parts.version = http_version(service.protocol);
         match host {
             Some(h) => {
                 parts.headers.insert(header::HOST, h);
@@ -293,6 +362,47 @@ fn response_filters(
         m.apply(&mut parts.headers);
     }
     Response::from_parts(parts, body.map_err(Into::into).boxed())
+}
+
+/// The HTTP version spoken to a backend.
+fn http_version(protocol: UpstreamProtocol) -> Version {
+    match protocol {
+        UpstreamProtocol::Http1 => Version::HTTP_11,
+        UpstreamProtocol::H2c => Version::HTTP_2,
+    }
+}
+
+/// Phase 8: the upstream exchange, bounded by the rule's `timeouts.request` (counted from the
+/// start of the request) and `timeouts.backendRequest` (counted from now), whichever ends first.
+async fn within_timeouts<T>(
+    exchange: impl Future<Output = Result<T, ProxyError>>,
+    timeouts: Timeouts,
+    start: Instant,
+) -> Result<T, ProxyError> {
+    let request = timeouts.request.map(|d| (start + d, "request", d));
+    let backend = timeouts
+        .backend_request
+        .map(|d| (Instant::now() + d, "backendRequest", d));
+    let deadline = match (request, backend) {
+        (Some(r), Some(b)) => Some(if b.0 < r.0 { b } else { r }),
+        (r, b) => r.or(b),
+    };
+    match deadline {
+        None => exchange.await,
+        Some((at, which, after)) => tokio::time::timeout_at(at.into(), exchange)
+            .await
+            .map_err(|_| ProxyError::Timeout { which, after })?,
+    }
+}
+
+/// The proxy's own answer to a CORS preflight: 200, no body, the filter's headers (none when
+/// the origin is not allowed, so the browser refuses the actual request).
+fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
+    let mut resp = Response::new(empty());
+    *resp.headers_mut() = headers;
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    resp
 }
 
 fn empty() -> ProxyBody {

@@ -1,30 +1,42 @@
-//! Upstream connection pools: one keep-alive HTTP/1.1 client and one HTTP/2-only (h2c prior
-//! knowledge) client, shared by every table so pools survive table swaps; endpoint choice.
+//! Upstream connection pools, shared by every table so pools survive table swaps: a keep-alive
+//! HTTP/1.1 client, and one multiplexed HTTP/2 (h2c prior knowledge) connection per endpoint
+//! whose requests carry the client's authority as `:authority`; endpoint choice.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::Request;
+use bytes::Bytes;
+use http::header;
+use http::uri::{Authority, Scheme};
+use http::{Request, Uri};
+use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
+use hyper::client::conn::http2;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::error::ProxyError;
+use super::BoxError;
 use crate::table::{ServiceBackend, UpstreamProtocol};
 
 /// Idle pooled connections are closed after this long.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// Body of every request sent upstream: the client's body, possibly teed to mirrors.
+pub type UpstreamBody = UnsyncBoxBody<Bytes, BoxError>;
+
 /// The pooled clients, keyed internally by endpoint address.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Upstreams {
-    http1: Client<HttpConnector, Incoming>,
-    h2c: Client<HttpConnector, Incoming>,
+    http1: Client<HttpConnector, UpstreamBody>,
+    h2c: H2cPool,
 }
 
 impl Upstreams {
-    /// Builds both clients with `connect_timeout` on every new TCP connection.
+    /// Builds both pools with `connect_timeout` on every new TCP connection.
     pub fn new(connect_timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
@@ -33,32 +45,138 @@ impl Upstreams {
         let http1 = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build(connector.clone());
-        let h2c = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .timer(TokioTimer::new())
-            .http2_only(true)
             .build(connector);
-        Self { http1, h2c }
+        Self {
+            http1,
+            h2c: H2cPool {
+                conns: Arc::new(Mutex::new(HashMap::new())),
+                connect_timeout,
+            },
+        }
     }
 
-    /// Sends `req` (absolute URI naming `endpoint`) with the client for `protocol`; the response
-    /// body streams.
+    /// Sends `req` (origin-form URI, `Host` header naming the site) to `endpoint` with the client
+    /// for `protocol`; the response body streams.
     pub async fn send(
         &self,
         protocol: UpstreamProtocol,
         endpoint: SocketAddr,
-        req: Request<Incoming>,
+        mut req: Request<UpstreamBody>,
     ) -> Result<http::Response<Incoming>, ProxyError> {
-        let client = match protocol {
-            UpstreamProtocol::Http1 => &self.http1,
-            UpstreamProtocol::H2c => &self.h2c,
+        match protocol {
+            UpstreamProtocol::Http1 => {
+                // The pool is keyed by the URI's authority: the endpoint.
+                set_authority(&mut req, endpoint.to_string())?;
+                self.http1
+                    .request(req)
+                    .await
+                    .map_err(|e| ProxyError::from_upstream(endpoint, e))
+            }
+            UpstreamProtocol::H2c => {
+                // `:authority` comes from the URI: the site the client asked for, not the
+                // endpoint; the connection is chosen by endpoint below.
+                let authority = match req.headers_mut().remove(header::HOST) {
+                    Some(host) => String::from_utf8_lossy(host.as_bytes()).into_owned(),
+                    None => endpoint.to_string(),
+                };
+                set_authority(&mut req, authority)?;
+                self.h2c.send(endpoint, req).await
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstreams").finish_non_exhaustive()
+    }
+}
+
+/// Makes the request URI absolute: `http://{authority}{path and query}`.
+fn set_authority(req: &mut Request<UpstreamBody>, authority: String) -> Result<(), ProxyError> {
+    let bad = |e: &dyn std::fmt::Display| ProxyError::BadUpstreamRequest(e.to_string());
+    let authority = Authority::try_from(authority).map_err(|e| bad(&e))?;
+    let path = req.uri().path_and_query().cloned();
+    let mut builder = Uri::builder().scheme(Scheme::HTTP).authority(authority);
+    if let Some(p) = path {
+        builder = builder.path_and_query(p);
+    } else {
+        builder = builder.path_and_query("/");
+    }
+    *req.uri_mut() = builder.build().map_err(|e| bad(&e))?;
+    Ok(())
+}
+
+/// One HTTP/2 connection per endpoint, reopened when it closes.
+#[derive(Clone)]
+struct H2cPool {
+    conns: Arc<Mutex<HashMap<SocketAddr, http2::SendRequest<UpstreamBody>>>>,
+    connect_timeout: Duration,
+}
+
+impl H2cPool {
+    async fn send(
+        &self,
+        endpoint: SocketAddr,
+        req: Request<UpstreamBody>,
+    ) -> Result<http::Response<Incoming>, ProxyError> {
+        let mut sender = self.sender(endpoint).await?;
+        let upstream = |source| ProxyError::UpstreamH2 {
+            addr: endpoint,
+            source,
         };
-        client
-            .request(req)
+        sender.ready().await.map_err(upstream)?;
+        sender.send_request(req).await.map_err(upstream)
+    }
+
+    /// The live connection to `endpoint`, or a new one.
+    async fn sender(
+        &self,
+        endpoint: SocketAddr,
+    ) -> Result<http2::SendRequest<UpstreamBody>, ProxyError> {
+        if let Some(s) = self.lookup(endpoint) {
+            return Ok(s);
+        }
+        let stream = tokio::time::timeout(
+            self.connect_timeout,
+            tokio::net::TcpStream::connect(endpoint),
+        )
+        .await
+        .map_err(|_| ProxyError::ConnectTimeout { addr: endpoint })?
+        .map_err(|source| ProxyError::ConnectIo {
+            addr: endpoint,
+            source,
+        })?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| ProxyError::from_upstream(endpoint, e))
+            .map_err(|source| ProxyError::UpstreamH2 {
+                addr: endpoint,
+                source,
+            })?;
+        tokio::spawn(async move {
+            if let Err(error) = conn.await {
+                tracing::debug!(%endpoint, %error, "h2c upstream connection ended");
+            }
+        });
+        if let Ok(mut conns) = self.conns.lock() {
+            conns.insert(endpoint, sender.clone());
+        }
+        Ok(sender)
+    }
+
+    fn lookup(&self, endpoint: SocketAddr) -> Option<http2::SendRequest<UpstreamBody>> {
+        let mut conns = self.conns.lock().ok()?;
+        match conns.get(&endpoint) {
+            Some(s) if !s.is_closed() => Some(s.clone()),
+            Some(_) => {
+                conns.remove(&endpoint);
+                None
+            }
+            None => None,
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! The status every object should carry, as computed by `translate`: served at `/debug/status`,
 //! printed by `edgeplane check`, and written by the leader in a cluster. Pure.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -91,21 +93,21 @@ impl StatusReport {
     /// Keeps each condition's `lastTransitionTime` from `previous` when its status did not change,
     /// so times move only on real transitions and unchanged output compares equal.
     pub fn carry_transition_times(&mut self, previous: &StatusReport) {
-        // Indexed once: a linear `get` per entry would be quadratic in the number of objects.
-        let index: std::collections::HashMap<(&str, Option<&str>, &str), &ObjectStatus> = previous
+        let index: HashMap<(&str, Option<&str>, &str), &ObjectStatus> = previous
             .entries
             .iter()
-            .map(|p| {
+            .map(|e| {
                 (
-                    (p.kind.as_str(), p.namespace.as_deref(), p.name.as_str()),
-                    p,
+                    (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str()),
+                    e,
                 )
             })
             .collect();
         for e in &mut self.entries {
             let key = (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str());
             if let Some(p) = index.get(&key) {
-                carry(&p.status, &mut e.status);
+                let prev = &p.status;
+                carry(prev, &mut e.status);
             }
         }
     }

@@ -1,10 +1,14 @@
 //! HTTPRoute filters in compiled form, with the pure functions that apply them: header edits,
 //! path rewrites and redirect locations. The proxy calls these; it computes nothing itself.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Serialize, Serializer};
 
 use super::matchers::PathMatch;
+use super::model::ServiceBackend;
 
 /// `RequestHeaderModifier` / `ResponseHeaderModifier`: set, then add, then remove.
 #[derive(Debug, Default, Serialize)]
@@ -152,6 +156,66 @@ impl Redirect {
     }
 }
 
+/// `RequestMirror`: a resolved Service that gets a copy of a share of the requests; its
+/// responses are discarded.
+#[derive(Debug, Serialize)]
+pub struct Mirror {
+    #[serde(serialize_with = "ser_service")]
+    pub backend: Arc<ServiceBackend>,
+    /// The share of requests mirrored (`percent` or `fraction`); `None` mirrors every request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<Fraction>,
+}
+
+fn ser_service<S: Serializer>(b: &Arc<ServiceBackend>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&b.service)
+}
+
+/// `numerator / denominator` of the requests (`percent: 20` is `20 / 100`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Fraction {
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl Mirror {
+    /// Whether this request is mirrored, given a uniform random number.
+    pub fn sampled(&self, random: u64) -> bool {
+        match self.fraction {
+            None => true,
+            Some(f) if f.denominator == 0 || f.numerator == 0 => false,
+            Some(f) if f.numerator >= f.denominator => true,
+            Some(f) => random % u64::from(f.denominator) < u64::from(f.numerator),
+        }
+    }
+}
+
+/// `rules[].timeouts`: `None` means no timeout (unset, or the zero duration).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeouts {
+    /// From the start of the request to the response head (504 when exceeded).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_ms")]
+    pub request: Option<Duration>,
+    /// From sending to one backend to its response head (504 when exceeded).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_ms")]
+    pub backend_request: Option<Duration>,
+}
+
+fn ser_ms<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.collect_str(&format_args!("{}ms", d.as_millis())),
+        None => s.serialize_none(),
+    }
+}
+
+impl Timeouts {
+    /// True when neither timeout is set.
+    pub fn is_empty(&self) -> bool {
+        self.request.is_none() && self.backend_request.is_none()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +292,35 @@ mod tests {
             plain.location(&http80, &prefix("/")),
             "http://h.example/new"
         );
+    }
+
+    #[test]
+    fn mirror_sampling_follows_the_fraction() {
+        let backend = Arc::new(ServiceBackend {
+            service: super::super::model::ServiceKey {
+                namespace: "d".into(),
+                name: "m".into(),
+                port: 80,
+            },
+            endpoints: vec![],
+            protocol: Default::default(),
+        });
+        let m = |fraction| Mirror {
+            backend: backend.clone(),
+            fraction,
+        };
+        let count = |m: &Mirror| (0..100).filter(|r| m.sampled(*r)).count();
+        assert_eq!(count(&m(None)), 100);
+        let f = |numerator, denominator| {
+            Some(Fraction {
+                numerator,
+                denominator,
+            })
+        };
+        assert_eq!(count(&m(f(20, 100))), 20);
+        assert_eq!(count(&m(f(25, 50))), 50);
+        assert_eq!(count(&m(f(0, 100))), 0);
+        assert_eq!(count(&m(f(7, 7))), 100);
     }
 
     #[test]

@@ -1,13 +1,18 @@
 //! The data-plane model: an immutable, fully resolved route table built by `translate` and read by
 //! `proxy` on every request. Pure: no I/O, no tokio, no kube; lookups are hash probes and short scans.
 
+mod cors;
 mod filters;
 mod host;
 mod matchers;
 mod model;
 mod path;
+mod tls;
 
-pub use filters::{HeaderModifier, PathModifier, Redirect, RedirectTarget, UrlRewrite};
+pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
+pub use filters::{
+    Fraction, HeaderModifier, Mirror, PathModifier, Redirect, RedirectTarget, Timeouts, UrlRewrite,
+};
 pub use host::{normalize_host, HostIndex};
 pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
@@ -17,3 +22,4 @@ pub use model::{
     ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 pub use path::PathIndex;
+pub use tls::{Certificate, CertificateError, TlsListener, TlsListeners};

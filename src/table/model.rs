@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::filters::{HeaderModifier, Redirect, UrlRewrite};
+use super::cors::Cors;
+use super::filters::{HeaderModifier, Mirror, Redirect, Timeouts, UrlRewrite};
 use super::host::HostIndex;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
+use super::tls::TlsListeners;
 
 /// The whole data-plane configuration at one point in time. The proxy loads it once per request,
 /// so a request always finishes on the table it started with.
@@ -49,6 +51,9 @@ pub struct ListenerTable {
     /// `namespace/gateway/listener` of every Gateway listener merged onto this socket.
     pub sources: Vec<String>,
     pub hosts: HostIndex,
+    /// Set on HTTPS sockets: connections are TLS, certificates chosen by SNI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsListeners>,
 }
 
 impl ListenerTable {
@@ -58,7 +63,14 @@ impl ListenerTable {
             bind,
             sources,
             hosts: HostIndex::build(hosts),
+            tls: None,
         }
+    }
+
+    /// Makes the socket terminate TLS with these listeners' certificates.
+    pub fn with_tls(mut self, tls: TlsListeners) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// The highest-precedence rule matching the request, per the Gateway API: most specific
@@ -175,6 +187,15 @@ pub struct RuleFilters {
     pub redirect: Option<Redirect>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<UrlRewrite>,
+    /// Resolved `RequestMirror` targets; each gets a copy of the request, fire and forget.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<Mirror>,
+    /// The `CORS` filter: preflights are answered by the proxy, other responses get headers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+    /// `rules[].timeouts` (set on rule filters only).
+    #[serde(skip_serializing_if = "Timeouts::is_empty")]
+    pub timeouts: Timeouts,
 }
 
 /// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.

@@ -1,8 +1,9 @@
 //! Assembles the `RouteTable`: one `ListenerTable` per socket (listeners of several Gateways on
 //! one address and port merge), one `VirtualHost` per effective hostname, each hostname served
-//! only by the most specific listener that matches it (listener isolation). Pure.
+//! only by the most specific listener that matches it (listener isolation). HTTPS listeners
+//! bring their certificates; a socket serves one protocol, the first one bound there. Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -10,13 +11,19 @@ use super::gateway::GatewayModel;
 use super::httproute::Attachment;
 use super::listener::hostname_covers;
 use super::rules::CompiledRoute;
-use crate::table::{ListenerTable, RouteRule, RouteTable, VirtualHost};
+use super::tls::ListenerTls;
+use crate::table::{ListenerTable, RouteRule, RouteTable, TlsListener, TlsListeners, VirtualHost};
 
 /// Identity of a rule in a virtual host, so a route attached twice is served once.
 type RuleKey = (String, String, u32, u32);
 
 #[derive(Default)]
 struct SocketBuild {
+    /// `HTTP` or `HTTPS`: the protocol of the first listener bound here.
+    protocol: String,
+    /// `(gateway, listener)` indexes of the listeners bound here.
+    members: HashSet<(usize, usize)>,
+    tls: Vec<TlsListener>,
     sources: BTreeSet<String>,
     /// Hostnames of the listeners bound here (`None`: any host).
     listener_hosts: Vec<Option<String>>,
@@ -46,15 +53,29 @@ pub fn build_table(
     generation: u64,
 ) -> RouteTable {
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
-    for g in gateways.iter().filter(|g| g.accepted()) {
-        for l in g.listeners.iter().filter(|l| l.valid()) {
+    for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
+        for (li, l) in g.listeners.iter().enumerate().filter(|(_, l)| l.valid()) {
             let Some(port) = g.socket_port(l.port) else {
                 continue;
             };
             for ip in &g.binds {
                 let s = sockets.entry(SocketAddr::new(*ip, port)).or_default();
-                s.sources
-                    .insert(format!("{}/{}/{}", g.namespace, g.name, l.spec.name));
+                if s.protocol.is_empty() {
+                    s.protocol = l.spec.protocol.clone();
+                } else if s.protocol != l.spec.protocol {
+                    // Another Gateway bound this address and port with the other protocol.
+                    continue;
+                }
+                s.members.insert((gi, li));
+                let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
+                if let ListenerTls::Ready(certificate) = &l.tls {
+                    s.tls.push(TlsListener {
+                        hostname: l.hostname.map(str::to_owned),
+                        source: source.clone(),
+                        certificate: certificate.clone(),
+                    });
+                }
+                s.sources.insert(source);
                 let host = l.hostname.map(str::to_owned);
                 if let Some(h) = &host {
                     // An empty host keeps requests for this listener from reaching a less
@@ -79,6 +100,9 @@ pub fn build_table(
                 let Some(s) = sockets.get_mut(&SocketAddr::new(*ip, port)) else {
                     continue;
                 };
+                if !s.members.contains(&(a.gateway, a.listener)) {
+                    continue;
+                }
                 for host in &a.hostnames {
                     if owner(&s.listener_hosts, host) != Some(&listener_host) {
                         continue;
@@ -112,7 +136,10 @@ pub fn build_table(
                     VirtualHost::new(name, rules.into_values().collect()).in_listener(group)
                 })
                 .collect();
-            let table = ListenerTable::new(addr, s.sources.into_iter().collect(), hosts);
+            let mut table = ListenerTable::new(addr, s.sources.into_iter().collect(), hosts);
+            if s.protocol == "HTTPS" {
+                table = table.with_tls(TlsListeners::new(s.tls));
+            }
             (addr, Arc::new(table))
         })
         .collect();

@@ -1,15 +1,20 @@
-//! HTTPRoute filters compiled to `table` types: header modifiers, RequestRedirect, URLRewrite.
-//! Invalid or unsupported filters are errors that make their rule invalid. Pure.
+//! HTTPRoute filters compiled to `table` types: header modifiers, RequestRedirect, URLRewrite,
+//! CORS, and RequestMirror targets (left for `rules` to resolve). Invalid or unsupported filters
+//! are errors that make their rule invalid. Pure.
 
 use gateway_api::apis::standard::httproutes::{
-    HttpRouteRulesBackendRefsFilters, HttpRouteRulesFilters as Filter,
+    HttpRouteRulesBackendRefsFilters, HttpRouteRulesFilters as Filter, HttpRouteRulesFiltersCors,
+    HttpRouteRulesFiltersRequestMirror,
     HttpRouteRulesFiltersRequestRedirectPathType as RedirectPathType,
     HttpRouteRulesFiltersRequestRedirectScheme as Scheme, HttpRouteRulesFiltersType as Type,
     HttpRouteRulesFiltersUrlRewritePathType as RewritePathType,
 };
 use http::{HeaderName, HeaderValue};
 
-use crate::table::{HeaderModifier, PathModifier, Redirect, RuleFilters, UrlRewrite};
+use crate::table::{
+    Cors, CorsList, Fraction, HeaderModifier, OriginPattern, PathModifier, Redirect, RuleFilters,
+    UrlRewrite,
+};
 
 /// Why a rule's filters cannot be served as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +41,30 @@ pub enum FilterError {
     Port(i32),
     #[error("backendRef filter is not valid: {0}")]
     Backend(String),
+    #[error("CORS allowOrigins entry {0:?} is not a valid origin")]
+    CorsOrigin(String),
+    #[error("CORS {0} entry is not a valid header value")]
+    CorsList(&'static str),
+    #[error("RequestMirror share is invalid: {0}")]
+    MirrorShare(String),
+}
+
+/// A `RequestMirror` backendRef, not yet resolved, and the share of requests it gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorSpec {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub port: Option<i32>,
+    pub fraction: Option<Fraction>,
+}
+
+/// A rule's (or backendRef's) compiled filters and the mirrors still to resolve.
+#[derive(Debug, Default)]
+pub struct CompiledFilters {
+    pub filters: RuleFilters,
+    pub mirrors: Vec<MirrorSpec>,
 }
 
 fn type_name(t: &Type) -> &'static str {
@@ -52,8 +81,12 @@ fn type_name(t: &Type) -> &'static str {
 
 /// Compiles a rule's filters. `all_prefix` says whether every match of the rule is a
 /// `PathPrefix` match (required by `ReplacePrefixMatch`).
-pub fn compile_filters(filters: &[Filter], all_prefix: bool) -> Result<RuleFilters, FilterError> {
+pub fn compile_filters(
+    filters: &[Filter],
+    all_prefix: bool,
+) -> Result<CompiledFilters, FilterError> {
     let mut out = RuleFilters::default();
+    let mut mirrors = Vec::new();
     for f in filters {
         let name = type_name(&f.r#type);
         match f.r#type {
@@ -144,23 +177,105 @@ pub fn compile_filters(filters: &[Filter], all_prefix: bool) -> Result<RuleFilte
                 };
                 set_once(&mut out.rewrite, rewrite, name)?;
             }
-            Type::RequestMirror | Type::ExtensionRef | Type::Cors => {
-                return Err(FilterError::Unsupported(name))
+            Type::RequestMirror => {
+                let spec = f
+                    .request_mirror
+                    .as_ref()
+                    .ok_or(FilterError::Missing(name))?;
+                mirrors.push(mirror(spec)?);
             }
+            Type::Cors => {
+                let spec = f.cors.as_ref().ok_or(FilterError::Missing(name))?;
+                set_once(&mut out.cors, cors(spec)?, name)?;
+            }
+            Type::ExtensionRef => return Err(FilterError::Unsupported(name)),
         }
     }
     if out.redirect.is_some() && out.rewrite.is_some() {
         return Err(FilterError::RedirectWithRewrite);
     }
-    Ok(out)
+    Ok(CompiledFilters {
+        filters: out,
+        mirrors,
+    })
 }
 
-/// Compiles the filters of one backendRef. Only header modifiers apply per backend.
+/// `RequestMirror`: the backendRef as written and its share (`percent` or `fraction`, not both).
+fn mirror(spec: &HttpRouteRulesFiltersRequestMirror) -> Result<MirrorSpec, FilterError> {
+    let share = |m: String| FilterError::MirrorShare(m);
+    let fraction = match (spec.percent, &spec.fraction) {
+        (Some(_), Some(_)) => return Err(share("both percent and fraction are set".into())),
+        (Some(p), None) => {
+            let numerator = u32::try_from(p)
+                .ok()
+                .filter(|p| *p <= 100)
+                .ok_or_else(|| share(format!("percent {p} is not within 0..100")))?;
+            Some(Fraction {
+                numerator,
+                denominator: 100,
+            })
+        }
+        (None, Some(f)) => {
+            let denominator = f.denominator.unwrap_or(100);
+            match (u32::try_from(f.numerator), u32::try_from(denominator)) {
+                (Ok(numerator), Ok(denominator)) if denominator > 0 && numerator <= denominator => {
+                    Some(Fraction {
+                        numerator,
+                        denominator,
+                    })
+                }
+                _ => {
+                    return Err(share(format!(
+                        "fraction {}/{denominator} is not within 0..1",
+                        f.numerator
+                    )))
+                }
+            }
+        }
+        (None, None) => None,
+    };
+    let r = &spec.backend_ref;
+    Ok(MirrorSpec {
+        group: r.group.clone(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+        port: r.port,
+        fraction,
+    })
+}
+
+/// `CORS`: origins parsed, lists joined, `maxAge` defaulted to 5 seconds as the spec says.
+fn cors(spec: &HttpRouteRulesFiltersCors) -> Result<Cors, FilterError> {
+    let allow_origins = spec
+        .allow_origins
+        .iter()
+        .flatten()
+        .map(|o| OriginPattern::parse(o).ok_or_else(|| FilterError::CorsOrigin(o.clone())))
+        .collect::<Result<_, _>>()?;
+    let list = |items: &Option<Vec<String>>, field| {
+        CorsList::new(items.as_deref().unwrap_or_default())
+            .map_err(|_| FilterError::CorsList(field))
+    };
+    Ok(Cors {
+        allow_origins,
+        allow_methods: list(&spec.allow_methods, "allowMethods")?,
+        allow_headers: list(&spec.allow_headers, "allowHeaders")?,
+        expose_headers: list(&spec.expose_headers, "exposeHeaders")?,
+        max_age: spec
+            .max_age
+            .and_then(|a| u32::try_from(a).ok())
+            .unwrap_or(5),
+        allow_credentials: spec.allow_credentials.unwrap_or(false),
+    })
+}
+
+/// Compiles the filters of one backendRef. Header modifiers and mirrors apply per backend.
 pub fn compile_backend_filters(
     filters: &[HttpRouteRulesBackendRefsFilters],
-) -> Result<RuleFilters, FilterError> {
+) -> Result<CompiledFilters, FilterError> {
     if filters.is_empty() {
-        return Ok(RuleFilters::default());
+        return Ok(CompiledFilters::default());
     }
     // The crate generates a separate but identical type for backend filters: convert through
     // their shared JSON shape rather than duplicating every conversion.
@@ -170,7 +285,7 @@ pub fn compile_backend_filters(
     for f in &rule {
         if !matches!(
             f.r#type,
-            Type::RequestHeaderModifier | Type::ResponseHeaderModifier
+            Type::RequestHeaderModifier | Type::ResponseHeaderModifier | Type::RequestMirror
         ) {
             return Err(FilterError::Unsupported(type_name(&f.r#type)));
         }
@@ -241,7 +356,7 @@ mod tests {
     #[test]
     fn header_modifier_names_are_lowercased() {
         let f = filters("- type: RequestHeaderModifier\n  requestHeaderModifier:\n    set: [{name: X-Up, value: a}]\n    remove: [X-Gone]\n");
-        let out = compile_filters(&f, true).unwrap();
+        let out = compile_filters(&f, true).unwrap().filters;
         let h = out.request_headers.unwrap();
         assert_eq!(h.set[0].0.as_str(), "x-up");
         assert_eq!(h.remove[0].as_str(), "x-gone");
@@ -260,11 +375,10 @@ mod tests {
             compile_filters(&prefix, false).unwrap_err(),
             FilterError::PrefixWithoutPathPrefix
         );
-        let mirror =
-            filters("- type: RequestMirror\n  requestMirror: {backendRef: {name: m, port: 80}}\n");
+        let ext = filters("- type: ExtensionRef\n  extensionRef: {group: g, kind: K, name: n}\n");
         assert_eq!(
-            compile_filters(&mirror, true).unwrap_err(),
-            FilterError::Unsupported("RequestMirror")
+            compile_filters(&ext, true).unwrap_err(),
+            FilterError::Unsupported("ExtensionRef")
         );
         let twice = filters("- type: RequestRedirect\n  requestRedirect: {}\n- type: RequestRedirect\n  requestRedirect: {}\n");
         assert_eq!(
@@ -276,10 +390,41 @@ mod tests {
     #[test]
     fn redirect_defaults_to_302() {
         let f = filters("- type: RequestRedirect\n  requestRedirect: {hostname: h, port: 8443}\n");
-        let r = compile_filters(&f, true).unwrap().redirect.unwrap();
+        let r = compile_filters(&f, true).unwrap().filters.redirect.unwrap();
         assert_eq!(
             (r.status, r.port, r.hostname.as_deref()),
             (302, Some(8443), Some("h"))
         );
+    }
+
+    #[test]
+    fn mirrors_keep_their_share() {
+        let f = filters("- type: RequestMirror\n  requestMirror: {backendRef: {name: a, port: 80}}\n- type: RequestMirror\n  requestMirror: {backendRef: {name: b, namespace: o, port: 81}, percent: 20}\n- type: RequestMirror\n  requestMirror: {backendRef: {name: c, port: 80}, fraction: {numerator: 25, denominator: 50}}\n");
+        let m = compile_filters(&f, true).unwrap().mirrors;
+        let shares: Vec<_> = m
+            .iter()
+            .map(|m| m.fraction.map(|f| (f.numerator, f.denominator)))
+            .collect();
+        assert_eq!(shares, vec![None, Some((20, 100)), Some((25, 50))]);
+        assert_eq!(m[1].namespace.as_deref(), Some("o"));
+        let bad = filters("- type: RequestMirror\n  requestMirror: {backendRef: {name: a, port: 80}, fraction: {numerator: 3, denominator: 2}}\n");
+        assert!(matches!(
+            compile_filters(&bad, true).unwrap_err(),
+            FilterError::MirrorShare(_)
+        ));
+    }
+
+    #[test]
+    fn cors_defaults_and_validation() {
+        let f = filters("- type: CORS\n  cors: {allowOrigins: ['https://*.bar.com'], allowMethods: [GET, OPTIONS]}\n");
+        let c = compile_filters(&f, true).unwrap().filters.cors.unwrap();
+        assert_eq!(c.max_age, 5);
+        assert!(!c.allow_credentials);
+        assert!(c.allow_headers.is_none());
+        let bad = filters("- type: CORS\n  cors: {allowOrigins: ['ftp://x']}\n");
+        assert!(matches!(
+            compile_filters(&bad, true).unwrap_err(),
+            FilterError::CorsOrigin(_)
+        ));
     }
 }

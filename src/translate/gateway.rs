@@ -14,12 +14,15 @@ use gateway_api::apis::standard::gateways::{
 
 use super::conditions::*;
 use super::listener::NamespacePolicy;
+use super::tls::{Certificates, ListenerTls, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
+    "GatewayAddressEmpty",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
     "GatewayStaticAddresses",
@@ -30,6 +33,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
     "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteCORS",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
@@ -38,6 +43,10 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
@@ -115,6 +124,8 @@ pub struct ListenerModel<'a> {
     /// Names of `allowedRoutes.kinds` entries we cannot serve.
     pub invalid_kinds: Vec<String>,
     pub unsupported_protocol: bool,
+    /// HTTPS listeners: the certificate, or why there is none.
+    pub tls: ListenerTls,
     /// `HostnameConflict` or `ProtocolConflict`.
     pub conflict: Option<&'static str>,
     pub namespaces: NamespacePolicy,
@@ -123,14 +134,23 @@ pub struct ListenerModel<'a> {
 }
 
 impl ListenerModel<'_> {
-    /// True when HTTPRoutes may attach (protocol HTTP and HTTPRoute among the allowed kinds).
+    /// True when HTTPRoutes may attach (protocol HTTP or HTTPS in Terminate mode, and HTTPRoute
+    /// among the allowed kinds). Routes attach (and are counted) even while the listener's
+    /// certificates do not resolve.
     pub fn accepts_http_routes(&self) -> bool {
-        !self.unsupported_protocol && !self.supported_kinds.is_empty()
+        !self.unsupported_protocol
+            && !matches!(self.tls, ListenerTls::Passthrough)
+            && !self.supported_kinds.is_empty()
     }
 
-    /// True when the listener is valid and goes into the table.
-    pub fn valid(&self) -> bool {
+    /// True when the listener is accepted: it can serve once its references resolve.
+    pub fn usable(&self) -> bool {
         self.accepts_http_routes() && self.conflict.is_none()
+    }
+
+    /// True when the listener is valid, its certificates resolved, and it goes into the table.
+    pub fn valid(&self) -> bool {
+        self.usable() && !matches!(self.tls, ListenerTls::Unresolved(_))
     }
 }
 
@@ -139,6 +159,7 @@ impl<'a> GatewayModel<'a> {
     pub fn new(
         gateway: &'a Gateway,
         options: &TranslateOptions,
+        certificates: &mut Certificates<'_>,
         bindings: Option<&'a GatewayBindings>,
     ) -> Self {
         let namespace = gateway.metadata.namespace.as_deref().unwrap_or("default");
@@ -155,8 +176,12 @@ impl<'a> GatewayModel<'a> {
             // In a cluster, spec.addresses are the Service's business; replicas bind locally.
             binds = vec![options.bind_address];
         }
-        let mut listeners: Vec<ListenerModel<'a>> =
-            gateway.spec.listeners.iter().map(listener_model).collect();
+        let mut listeners: Vec<ListenerModel<'a>> = gateway
+            .spec
+            .listeners
+            .iter()
+            .map(|l| listener_model(l, certificates.listener(namespace, l)))
+            .collect();
         mark_conflicts(&mut listeners);
         Self {
             gateway,
@@ -173,9 +198,9 @@ impl<'a> GatewayModel<'a> {
         }
     }
 
-    /// Accepted: addresses usable and at least one valid listener.
+    /// Accepted: addresses usable and at least one accepted listener.
     pub fn accepted(&self) -> bool {
-        self.address_error.is_none() && self.listeners.iter().any(ListenerModel::valid)
+        self.address_error.is_none() && self.listeners.iter().any(ListenerModel::usable)
     }
 
     /// The port a listener's socket binds, or `None` while its Gateway's Service maps no port
@@ -213,18 +238,17 @@ impl<'a> GatewayModel<'a> {
                 s.fail(PROGRAMMED, REASON_INVALID, msg),
             )
         } else if !invalid.is_empty() {
-            (
-                s.ok(
-                    ACCEPTED,
-                    REASON_LISTENERS_NOT_VALID,
-                    format!("listeners not valid: {}", invalid.join(", ")),
-                ),
+            let msg = format!("listeners not valid: {}", invalid.join(", "));
+            let programmed = if self.listeners.iter().any(ListenerModel::valid) {
                 s.ok(
                     PROGRAMMED,
                     REASON_PROGRAMMED,
                     "valid listeners are programmed",
-                ),
-            )
+                )
+            } else {
+                s.fail(PROGRAMMED, REASON_INVALID, msg.clone())
+            };
+            (s.ok(ACCEPTED, REASON_LISTENERS_NOT_VALID, msg), programmed)
         } else if matches!(self.placement, Placement::Pending) {
             (
                 s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
@@ -286,6 +310,12 @@ impl<'a> GatewayModel<'a> {
                 REASON_UNSUPPORTED_PROTOCOL,
                 format!("protocol {} is not supported", l.spec.protocol),
             )
+        } else if matches!(l.tls, ListenerTls::Passthrough) {
+            s.fail(
+                ACCEPTED,
+                REASON_LISTENER_UNSUPPORTED_VALUE,
+                "tls.mode Passthrough is not allowed on an HTTPS listener; use Terminate",
+            )
         } else if let Some(reason) = l.conflict {
             s.fail(
                 ACCEPTED,
@@ -306,14 +336,16 @@ impl<'a> GatewayModel<'a> {
         } else {
             s.fail(PROGRAMMED, REASON_INVALID, "listener is not programmed")
         };
-        let resolved = if l.invalid_kinds.is_empty() {
-            s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")
-        } else {
+        let resolved = if !l.invalid_kinds.is_empty() {
             s.fail(
                 RESOLVED_REFS,
                 REASON_INVALID_ROUTE_KINDS,
                 format!("unsupported route kinds: {}", l.invalid_kinds.join(", ")),
             )
+        } else if let ListenerTls::Unresolved(e) = &l.tls {
+            s.fail(RESOLVED_REFS, e.reason(), e.to_string())
+        } else {
+            s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")
         };
         let conflicted = match l.conflict {
             Some(reason) => s.ok(CONFLICTED, reason, "another listener uses the same port"),
@@ -328,7 +360,9 @@ impl<'a> GatewayModel<'a> {
     }
 }
 
-/// Bind IPs from `spec.addresses` (`IPAddress` entries or untyped ones); none -> `default`.
+/// Bind IPs from `spec.addresses` (`IPAddress` entries or untyped ones). An entry without a
+/// value asks the implementation to assign one: that is `default` (`--bind-address`), as is
+/// the answer when there are no entries at all.
 fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Option<AddressError>) {
     let mut ips = Vec::new();
     for a in gateway.spec.addresses.iter().flatten() {
@@ -338,6 +372,9 @@ fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Option<Ad
         }
         // An IPAddress without a value asks the implementation to pick one.
         let Some(value) = a.value.as_deref().filter(|v| !v.is_empty()) else {
+            if !ips.contains(&default) {
+                ips.push(default);
+            }
             continue;
         };
         match value.parse::<IpAddr>() {
@@ -352,14 +389,14 @@ fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Option<Ad
     (ips, None)
 }
 
-fn listener_model(spec: &GatewayListeners) -> ListenerModel<'_> {
+fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {
     let allowed = spec.allowed_routes.as_ref();
     let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
     let namespaces = NamespacePolicy::from_spec(
         namespaces.and_then(|n| n.from.as_ref()),
         namespaces.and_then(|n| n.selector.as_ref()),
     );
-    let unsupported_protocol = spec.protocol != "HTTP";
+    let unsupported_protocol = !matches!(spec.protocol.as_str(), "HTTP" | "HTTPS");
     let http_route = || GatewayStatusListenersSupportedKinds {
         group: Some(GATEWAY_GROUP.into()),
         kind: "HTTPRoute".into(),
@@ -389,6 +426,7 @@ fn listener_model(spec: &GatewayListeners) -> ListenerModel<'_> {
         supported_kinds,
         invalid_kinds,
         unsupported_protocol,
+        tls,
         conflict: None,
         namespaces,
         attached: BTreeSet::new(),
@@ -432,7 +470,12 @@ mod tests {
         let gw = gateway(
             "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP}\n  - {name: b, port: 80, protocol: HTTP}\n  - {name: c, port: 81, protocol: HTTP, hostname: x.com}\n  - {name: d, port: 81, protocol: HTTP, hostname: y.com}\n  - {name: e, port: 82, protocol: HTTP}\n  - {name: f, port: 82, protocol: TCP}\n",
         );
-        let mut ls: Vec<_> = gw.spec.listeners.iter().map(listener_model).collect();
+        let mut ls: Vec<_> = gw
+            .spec
+            .listeners
+            .iter()
+            .map(|l| listener_model(l, ListenerTls::Plain))
+            .collect();
         mark_conflicts(&mut ls);
         let got: Vec<_> = ls.iter().map(|l| l.conflict).collect();
         let h = Some(REASON_HOSTNAME_CONFLICT);
@@ -455,6 +498,13 @@ mod tests {
         ));
         let none = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: []}");
         assert_eq!(bind_addresses(&none, default).0, vec![default]);
+        let empty = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: [], addresses: [{type: IPAddress}]}");
+        assert_eq!(bind_addresses(&empty, default), (vec![default], None));
+        let mixed = gateway("metadata: {name: g}\nspec: {gatewayClassName: c, listeners: [], addresses: [{value: 127.0.0.3}, {type: IPAddress, value: ''}]}");
+        assert_eq!(
+            bind_addresses(&mixed, default).0,
+            vec!["127.0.0.3".parse::<IpAddr>().unwrap(), default]
+        );
     }
 
     #[test]

@@ -5,12 +5,14 @@
 mod backends;
 mod build;
 mod conditions;
+mod duration;
 mod filters;
 mod gateway;
 mod httproute;
 mod listener;
 mod refgrant;
 mod rules;
+mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -22,11 +24,13 @@ use crate::status::{ObjectStatus, StatusReport};
 use crate::table::RouteTable;
 
 pub use backends::BackendError;
+pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
 pub use gateway::{AddressError, SUPPORTED_FEATURES};
 pub use httproute::AttachError;
 pub use listener::intersect_hostnames;
 pub use rules::MatchError;
+pub use tls::TlsRefError;
 
 /// The controller name a GatewayClass must carry in `spec.controllerName` for us to own it.
 pub const DEFAULT_CONTROLLER_NAME: &str = "edgeplane.dev/gateway-controller";
@@ -69,11 +73,19 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
             ));
         }
     }
+    let mut certificates = tls::Certificates::new(snapshot);
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()
         .filter(|g| classes.contains(&g.spec.gateway_class_name.as_str()))
-        .map(|g| gateway::GatewayModel::new(g, options, snapshot.gateway_bindings.as_deref()))
+        .map(|g| {
+            gateway::GatewayModel::new(
+                g,
+                options,
+                &mut certificates,
+                snapshot.gateway_bindings.as_deref(),
+            )
+        })
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
     let by_name: HashMap<(&str, &str), usize> = gateways

@@ -13,10 +13,11 @@ use gateway_api::apis::standard::httproutes::{
 use http::{HeaderName, Method};
 
 use super::backends::{BackendError, BackendRef, Backends};
-use super::filters::{compile_backend_filters, compile_filters};
+use super::duration::compile_timeouts;
+use super::filters::{compile_backend_filters, compile_filters, CompiledFilters};
 use crate::table::{
-    BackendSet, BackendTarget, HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RouteRef,
-    RouteRule, RuleFilters, ValueMatch, WeightedBackend,
+    BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex, RequestMatch,
+    RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
 };
 
 /// Why a `matches[]` entry cannot be compiled.
@@ -109,7 +110,8 @@ impl CompiledRoute {
     }
 }
 
-/// Filters and backends of one rule. An invalid filter makes the whole rule answer 500.
+/// Filters, timeouts and backends of one rule. An invalid filter or timeout makes the whole
+/// rule answer 500.
 fn compile_actions(
     rule: &HttpRouteRules,
     all_prefix: bool,
@@ -118,16 +120,25 @@ fn compile_actions(
     out: &mut CompiledRoute,
     index: usize,
 ) -> (RuleFilters, BackendSet) {
-    let filters = match compile_filters(rule.filters.as_deref().unwrap_or_default(), all_prefix) {
-        Ok(f) => f,
-        Err(e) => {
-            out.invalid.push(format!("Rule {index} answers 500: {e}"));
+    let compiled = compile_filters(rule.filters.as_deref().unwrap_or_default(), all_prefix)
+        .map_err(|e| e.to_string())
+        .and_then(|c| {
+            let timeouts = compile_timeouts(rule.timeouts.as_ref()).map_err(|e| e.to_string())?;
+            Ok((c, timeouts))
+        });
+    let filters = match compiled {
+        Ok((c, timeouts)) => {
+            let mut filters = resolve_mirrors(c, namespace, backends, out);
+            filters.timeouts = timeouts;
+            filters
+        }
+        Err(reason) => {
+            out.invalid
+                .push(format!("Rule {index} answers 500: {reason}"));
             out.invalid_rules.insert(index);
             let invalid = WeightedBackend {
                 weight: 1,
-                target: BackendTarget::Invalid {
-                    reason: e.to_string(),
-                },
+                target: BackendTarget::Invalid { reason },
                 filters: RuleFilters::default(),
             };
             return (RuleFilters::default(), BackendSet::new(vec![invalid]));
@@ -145,7 +156,7 @@ fn compile_actions(
         };
         let backend_filters =
             match compile_backend_filters(b.filters.as_deref().unwrap_or_default()) {
-                Ok(f) => f,
+                Ok(f) => resolve_mirrors(f, namespace, backends, out),
                 Err(e) => {
                     out.invalid.push(format!(
                         "Rule {index} backendRef {} answers 500: {e}",
@@ -177,6 +188,36 @@ fn compile_actions(
         });
     }
     (filters, BackendSet::new(set))
+}
+
+/// Resolves `RequestMirror` backendRefs like any backendRef (kind, ReferenceGrant, port); an
+/// unresolvable mirror is dropped and reported through `ResolvedRefs`, the rule keeps serving.
+fn resolve_mirrors(
+    compiled: CompiledFilters,
+    namespace: &str,
+    backends: &mut Backends<'_>,
+    out: &mut CompiledRoute,
+) -> RuleFilters {
+    let mut filters = compiled.filters;
+    for m in compiled.mirrors {
+        let r = BackendRef {
+            group: m.group.as_deref(),
+            kind: m.kind.as_deref(),
+            name: &m.name,
+            namespace: m.namespace.as_deref(),
+            port: m.port,
+        };
+        match backends.resolve(namespace, &r) {
+            Ok(backend) => filters.mirrors.push(Mirror {
+                backend,
+                fraction: m.fraction,
+            }),
+            Err(e) => {
+                out.unresolved.get_or_insert(e);
+            }
+        }
+    }
+    filters
 }
 
 fn regex(value: &str) -> Result<Regex, MatchError> {

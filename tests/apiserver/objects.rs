@@ -324,6 +324,24 @@ async fn delete_waits_for_finalizers() {
         status_code(&api.delete("g", &DeleteParams::default()).await.unwrap_err()),
         404
     );
+
+    for name in ["h1", "h2", "keep"] {
+        let labels = if name == "keep" {
+            json!({})
+        } else {
+            json!({"batch": "h"})
+        };
+        api.create(&PostParams::default(), &config_map(name, labels))
+            .await
+            .unwrap();
+    }
+    let selected = ListParams::default().labels("batch=h");
+    api.delete_collection(&DeleteParams::default(), &selected)
+        .await
+        .unwrap();
+    let left = api.list(&ListParams::default()).await.unwrap();
+    let names: Vec<String> = left.items.iter().map(|o| o.name_any()).collect();
+    assert_eq!(names, ["keep"]);
 }
 
 #[tokio::test]

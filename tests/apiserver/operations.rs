@@ -223,3 +223,42 @@ async fn kubeconfig_file_reaches_the_server() {
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     assert_eq!(api.get("k").await.unwrap().name_any(), "k");
 }
+
+#[tokio::test]
+async fn event_recorder_creates_then_patches_events() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let server = ApiServer::start().await;
+    let reporter = Reporter {
+        controller: "edgeplane".into(),
+        instance: Some("pod-0".into()),
+    };
+    let recorder = Recorder::new(server.client(), reporter);
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("gateway.networking.k8s.io/v1".into()),
+        kind: Some("Gateway".into()),
+        name: Some("gw".into()),
+        namespace: Some("default".into()),
+        uid: Some("1234".into()),
+        ..Default::default()
+    };
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Programmed".into(),
+        note: Some("listeners bound".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &reference).await.unwrap();
+    recorder.publish(&event, &reference).await.unwrap();
+    let events = server.objects("events.events.k8s.io");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "Programmed");
+    assert_eq!(
+        server.write_count("events.events.k8s.io", Some("create"), ""),
+        1
+    );
+    assert_eq!(
+        server.write_count("events.events.k8s.io", Some("patch"), ""),
+        1
+    );
+}

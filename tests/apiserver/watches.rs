@@ -1,11 +1,12 @@
 //! Watches through kube-runtime: the watcher's event order, reflector stores, relisting after
-//! `410 Expired`, bookmarks, selector transitions and `timeoutSeconds`.
+//! `410 Expired`, bookmarks, selector transitions, `timeoutSeconds` and metadata-only watches.
 
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
@@ -191,4 +192,47 @@ async fn streaming_list_ends_initial_events_with_a_bookmark() {
         .await
         .unwrap();
     assert_eq!(events_until(&mut stream, "Apply:t").await, ["Apply:t"]);
+}
+
+#[tokio::test]
+async fn metadata_watcher_gets_metadata_only() {
+    let server = ApiServer::start().await;
+    server.insert(
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "cert", "namespace": "default", "labels": {"a": "b"}},
+        "data": {"tls.crt": "c2VjcmV0"}}),
+    );
+    let api: Api<Secret> = Api::default_namespaced(server.client());
+    let metadata: Api<PartialObjectMeta<Secret>> = Api::default_namespaced(server.client());
+    let mut stream = watcher(metadata, watcher::Config::default()).boxed();
+    let mut applied = Vec::new();
+    for _ in 0..10 {
+        let ev = tokio::time::timeout(STEP, stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let watcher::Event::InitApply(meta) = ev {
+            applied.push(meta.labels().clone());
+        } else if matches!(ev, watcher::Event::InitDone) {
+            break;
+        }
+    }
+    assert_eq!(applied, [[("a".to_string(), "b".to_string())].into()]);
+
+    // On the wire: PartialObjectMetadata without the secret's data.
+    let meta = api.get_metadata("cert").await.unwrap();
+    assert_eq!(meta.types.unwrap().kind, "PartialObjectMetadata");
+    let raw = http::Request::get("/api/v1/namespaces/default/secrets")
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let text = server.client().request_text(raw).await.unwrap();
+    assert!(
+        text.contains("PartialObjectMetadataList") && !text.contains("c2VjcmV0"),
+        "{text}"
+    );
 }

@@ -15,6 +15,17 @@ pub struct Echo {
     task: JoinHandle<std::io::Result<()>>,
 }
 
+impl Echo {
+    /// Wraps a server task serving `addr`; dropping the result aborts the task.
+    pub fn from_task(addr: SocketAddr, pod: &str, task: JoinHandle<std::io::Result<()>>) -> Self {
+        Self {
+            addr,
+            pod: pod.to_owned(),
+            task,
+        }
+    }
+}
+
 impl Drop for Echo {
     fn drop(&mut self) {
         self.task.abort();

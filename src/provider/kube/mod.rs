@@ -103,6 +103,7 @@ impl KubeProvider {
         let (tx, snapshots) = channel::channel(Arc::new(Snapshot::default()));
         tasks.push(tokio::spawn(watch::run_snapshots(
             stores.clone(),
+            secrets::SecretCache::new(client.clone(), stores.secrets.clone()),
             trigger,
             tx,
             options.namespace.clone(),

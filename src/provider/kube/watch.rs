@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{watch, Notify};
 
 use super::binding::bindings_from_services;
-use super::secrets::SecretMetaStore;
+use super::secrets::{referenced_secrets, SecretCache, SecretMetaStore};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
@@ -212,6 +212,8 @@ impl Stores {
             services,
             endpoint_slices: self.endpoint_slices.state(),
             gateway_bindings: Some(Arc::new(bindings)),
+            // Filled by the snapshot loop, which fetches referenced Secrets.
+            secrets: Vec::new(),
         }
     }
 
@@ -222,9 +224,11 @@ impl Stores {
 }
 
 /// Waits for every store's first list, then sends a snapshot at once and again after every
-/// trigger and every `resync`, until the receiver side is gone.
+/// trigger and every `resync`, until the receiver side is gone. Referenced Secrets are fetched
+/// into each snapshot (only those whose resourceVersion changed cost an API call).
 pub async fn run_snapshots(
     stores: Stores,
+    mut secrets: SecretCache,
     trigger: Trigger,
     tx: watch::Sender<Arc<Snapshot>>,
     controller_namespace: String,
@@ -235,7 +239,9 @@ pub async fn run_snapshots(
     }
     tracing::info!("initial list of every kind complete");
     loop {
-        let snapshot = stores.snapshot(&controller_namespace);
+        let mut snapshot = stores.snapshot(&controller_namespace);
+        let wanted = referenced_secrets(&snapshot.gateways, &snapshot.reference_grants);
+        snapshot.secrets = secrets.referenced(&wanted).await;
         if tx.send(Arc::new(snapshot)).is_err() {
             return;
         }

@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
+use super::object;
 use super::patch::{self, Patch, PatchType};
 use super::selectors::{parse_query, Selectors};
 use super::store::{ApiError, Target};
@@ -149,7 +150,7 @@ fn parse_resource(
     let mut rest = rest;
     let mut namespace = None;
     if rest.len() >= 3 && rest[0] == "namespaces" {
-        if let Some(k) = store.lookup(group, version, rest[2]) {
+        if let Some(k) = store.kinds.lookup(group, version, rest[2]) {
             if k.namespaced {
                 namespace = Some(rest[1].to_string());
                 rest = &rest[2..];
@@ -162,7 +163,10 @@ fn parse_resource(
         [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
         _ => return Err(not_found()),
     };
-    let kind = store.lookup(group, version, plural).ok_or_else(not_found)?;
+    let kind = store
+        .kinds
+        .lookup(group, version, plural)
+        .ok_or_else(not_found)?;
     let misplaced = if kind.namespaced {
         namespace.is_none() && name.is_some()
     } else {
@@ -190,6 +194,18 @@ async fn resource(
     let query = parse_query(req.uri().query().unwrap_or(""));
     let param = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let method = req.method().clone();
+    let partial = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
+    let respond = |code: u16, v: &Value| {
+        if partial {
+            json_response(code, &object::metadata_only(v))
+        } else {
+            json_response(code, v)
+        }
+    };
     let content_type = req
         .headers()
         .get(hyper::header::CONTENT_TYPE)
@@ -224,9 +240,13 @@ async fn resource(
                     addr.namespace,
                     selectors,
                     params,
+                    partial,
                 ))
             }
-            Method::GET => Ok(list(shared, &kind, addr.namespace.as_deref(), &selectors)),
+            Method::GET => Ok(respond(
+                200,
+                &list(shared, &kind, addr.namespace.as_deref(), &selectors),
+            )),
             Method::POST if kind.namespaced && addr.namespace.is_none() => {
                 Err(method_not_allowed())
             }
@@ -234,7 +254,7 @@ async fn resource(
                 shared.count_write(&kind, "create", "");
                 let obj = parse_json(&body)?;
                 let created = shared.write(|s| s.create(&kind, &ns, obj))?;
-                Ok(json_response(201, &created))
+                Ok(respond(201, &created))
             }
             Method::DELETE => {
                 shared.count_write(&kind, "deletecollection", "");
@@ -260,18 +280,18 @@ async fn resource(
                         .collect::<Vec<_>>()
                 });
                 let rv = shared.store().current_rv();
-                Ok(json_response(200, &list_doc(&kind, rv, items)))
+                Ok(respond(200, &list_doc(&kind, rv, items)))
             }
             _ => Err(method_not_allowed()),
         };
     };
     match method {
-        Method::GET => Ok(json_response(200, &shared.store().get(&kind, &ns, &name)?)),
+        Method::GET => Ok(respond(200, &shared.store().get(&kind, &ns, &name)?)),
         Method::PUT => {
             shared.count_write(&kind, "update", &sub);
             let obj = parse_json(&body)?;
             let updated = shared.write(|s| s.update(&kind, &ns, &name, obj, target))?;
-            Ok(json_response(200, &updated))
+            Ok(respond(200, &updated))
         }
         Method::PATCH => {
             let ptype = PatchType::from_content_type(&content_type).ok_or_else(|| {
@@ -298,7 +318,7 @@ async fn resource(
                 s.patch(&kind, &ns, &name, patch, target)
                     .map(|o| (o, !existed))
             })?;
-            Ok(json_response(if created { 201 } else { 200 }, &patched))
+            Ok(respond(if created { 201 } else { 200 }, &patched))
         }
         Method::DELETE if sub.is_empty() => {
             shared.count_write(&kind, "delete", "");
@@ -308,20 +328,20 @@ async fn resource(
                 parse_json(&body)?
             };
             let deleted = shared.write(|s| s.delete(&kind, &ns, &name, &options))?;
-            Ok(json_response(200, &deleted))
+            Ok(respond(200, &deleted))
         }
         _ => Err(method_not_allowed()),
     }
 }
 
-fn list(shared: &Shared, kind: &Kind, ns: Option<&str>, selectors: &Selectors) -> Response<Body> {
+fn list(shared: &Shared, kind: &Kind, ns: Option<&str>, selectors: &Selectors) -> Value {
     let store = shared.store();
     let items: Vec<Value> = store
         .list(kind, ns)
         .into_iter()
         .filter(|o| selectors.matches(o))
         .collect();
-    json_response(200, &list_doc(kind, store.current_rv(), items))
+    list_doc(kind, store.current_rv(), items)
 }
 
 fn list_doc(kind: &Kind, rv: u64, items: Vec<Value>) -> Value {

@@ -41,7 +41,7 @@ impl ApiServer {
 
     /// Adds a served kind (for example an `edgeplane.dev` CRD).
     pub fn register(&self, kind: Kind) {
-        self.shared.store().register(kind);
+        self.shared.store().kinds.register(kind);
     }
 
     /// Forgets the event history and closes open watches: watches resuming from any earlier
@@ -77,6 +77,7 @@ impl ApiServer {
     fn kind(&self, resource: &str) -> Kind {
         self.shared
             .store()
+            .kinds
             .find_resource(resource)
             .unwrap_or_else(|| panic!("unknown resource {resource}"))
     }
@@ -99,6 +100,7 @@ impl ApiServer {
     pub fn insert(&self, obj: Value) -> Value {
         self.shared.write(|store| {
             let kind = store
+                .kinds
                 .kind_of(&obj)
                 .unwrap_or_else(|| panic!("unknown apiVersion/kind in {obj}"));
             let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);

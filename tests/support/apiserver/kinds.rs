@@ -2,6 +2,8 @@
 //! whether a `/status` subresource exists. Storage is shared by all versions of one
 //! (group, plural), as in a real API server.
 
+use serde_json::Value;
+
 /// One served resource at one version. Tests register more with `ApiServer::register`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kind {
@@ -60,6 +62,54 @@ impl Kind {
     /// The singular name discovery reports (lower-case kind).
     pub fn singular(&self) -> String {
         self.kind.to_lowercase()
+    }
+}
+
+/// The kinds one server serves, with the look-ups the HTTP layer and tests need.
+#[derive(Debug, Clone)]
+pub struct Table(pub Vec<Kind>);
+
+impl Table {
+    pub fn iter(&self) -> impl Iterator<Item = &Kind> {
+        self.0.iter()
+    }
+
+    /// Adds a kind, replacing one with the same group, version and plural.
+    pub fn register(&mut self, kind: Kind) {
+        self.0.retain(|k| {
+            !(k.group == kind.group && k.version == kind.version && k.plural == kind.plural)
+        });
+        self.0.push(kind);
+    }
+
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Kind> {
+        self.0
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.plural == plural)
+            .cloned()
+    }
+
+    /// A kind by `plural` (core preferred when several groups share it) or `plural.group`.
+    pub fn find_resource(&self, resource: &str) -> Option<Kind> {
+        let exact = self.0.iter().filter(|k| k.resource() == resource);
+        let by_plural = self.0.iter().filter(|k| k.plural == resource);
+        let mut found: Vec<&Kind> = exact.chain(by_plural).collect();
+        found.sort_by_key(|k| {
+            let exact = k.resource() == resource;
+            let prio = version_priority(&k.version);
+            (!exact, !k.group.is_empty(), std::cmp::Reverse(prio))
+        });
+        found.first().map(|k| (*k).clone())
+    }
+
+    /// The kind of an object from its `apiVersion` and `kind`.
+    pub fn kind_of(&self, obj: &Value) -> Option<Kind> {
+        let api_version = obj.get("apiVersion")?.as_str()?;
+        let kind = obj.get("kind")?.as_str()?;
+        self.0
+            .iter()
+            .find(|k| k.api_version() == api_version && k.kind == kind)
+            .cloned()
     }
 }
 

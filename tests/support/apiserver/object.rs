@@ -118,3 +118,21 @@ pub fn suffix() -> String {
         .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
         .collect()
 }
+
+/// The `PartialObjectMetadata` (or `...List`) form of an object or list, answered when the
+/// client asks for it in `Accept` (kube's `metadata_watcher`, `Api::get_metadata`).
+pub fn metadata_only(v: &Value) -> Value {
+    match v.get("items").and_then(Value::as_array) {
+        Some(items) => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            "items": items.iter().map(metadata_only).collect::<Vec<_>>(),
+        }),
+        None => json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        }),
+    }
+}

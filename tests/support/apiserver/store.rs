@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde_json::{json, Value};
 
 use super::apply::Owners;
-use super::kinds::{self, Kind};
+use super::kinds::{self, Kind, Table};
 use super::object::{
     as_version, check_namespace, check_type, content, metadata_mut, now, rv_of, split_status,
     suffix,
@@ -56,7 +56,8 @@ pub enum Target {
 
 /// All objects, the kind table, the resourceVersion counter and the event history.
 pub struct Store {
-    pub(super) kinds: Vec<Kind>,
+    /// The served kinds.
+    pub kinds: Table,
     objects: BTreeMap<String, BTreeMap<(String, String), Value>>,
     rv: u64,
     history: VecDeque<Event>,
@@ -70,7 +71,7 @@ pub struct Store {
 impl Store {
     pub fn new() -> Store {
         Store {
-            kinds: kinds::builtin(),
+            kinds: Table(kinds::builtin()),
             objects: BTreeMap::new(),
             rv: 1,
             history: VecDeque::new(),
@@ -79,44 +80,6 @@ impl Store {
             uids: 0,
             owners: Owners::default(),
         }
-    }
-
-    /// Adds a kind, replacing one with the same group, version and plural.
-    pub fn register(&mut self, kind: Kind) {
-        self.kinds.retain(|k| {
-            !(k.group == kind.group && k.version == kind.version && k.plural == kind.plural)
-        });
-        self.kinds.push(kind);
-    }
-
-    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Kind> {
-        self.kinds
-            .iter()
-            .find(|k| k.group == group && k.version == version && k.plural == plural)
-            .cloned()
-    }
-
-    /// A kind by `plural` (core preferred when several groups share it) or `plural.group`.
-    pub fn find_resource(&self, resource: &str) -> Option<Kind> {
-        let exact = self.kinds.iter().filter(|k| k.resource() == resource);
-        let by_plural = self.kinds.iter().filter(|k| k.plural == resource);
-        let mut found: Vec<&Kind> = exact.chain(by_plural).collect();
-        found.sort_by_key(|k| {
-            let exact = k.resource() == resource;
-            let prio = kinds::version_priority(&k.version);
-            (!exact, !k.group.is_empty(), std::cmp::Reverse(prio))
-        });
-        found.first().map(|k| (*k).clone())
-    }
-
-    /// The kind of an object from its `apiVersion` and `kind`.
-    pub fn kind_of(&self, obj: &Value) -> Option<Kind> {
-        let api_version = obj.get("apiVersion")?.as_str()?;
-        let kind = obj.get("kind")?.as_str()?;
-        self.kinds
-            .iter()
-            .find(|k| k.api_version() == api_version && k.kind == kind)
-            .cloned()
     }
 
     pub fn current_rv(&self) -> u64 {
@@ -457,7 +420,7 @@ impl Store {
                     o.iter()
                         .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
                 }) {
-                    if let Some(kind) = self.kind_of(obj) {
+                    if let Some(kind) = self.kinds.kind_of(obj) {
                         let ns = obj
                             .pointer("/metadata/namespace")
                             .and_then(Value::as_str)

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::error::ApiError;
 use super::http::Body;
-use super::object::as_version;
+use super::object::{self, as_version};
 use super::selectors::Selectors;
 use super::store::{Event, EventType};
 use super::{Kind, Shared, Tick};
@@ -70,6 +70,8 @@ struct WatchState {
     ticks: tokio::sync::watch::Receiver<Tick>,
     epoch: u64,
     done: bool,
+    /// Objects as `PartialObjectMetadata` (the client asked for metadata only).
+    metadata_only: bool,
 }
 
 /// Starts a watch stream.
@@ -79,6 +81,7 @@ pub fn serve(
     namespace: Option<String>,
     selectors: Selectors,
     params: Params,
+    metadata_only: bool,
 ) -> Response<Body> {
     let ticks = shared.subscribe();
     let epoch = ticks.borrow().epoch;
@@ -99,6 +102,7 @@ pub fn serve(
         ticks,
         epoch,
         done: false,
+        metadata_only,
     };
     let stream = futures_util::stream::unfold(state, |mut st| async move {
         let chunk = st.next_chunk().await?;
@@ -110,6 +114,16 @@ pub fn serve(
         hyper::header::HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+impl WatchState {
+    fn event(&self, ty: &str, object: &Value) -> Bytes {
+        if self.metadata_only {
+            line(ty, object::metadata_only(object))
+        } else {
+            line(ty, object.clone())
+        }
+    }
 }
 
 fn line(ty: &str, object: Value) -> Bytes {
@@ -158,8 +172,9 @@ impl WatchState {
         if self.initial {
             self.initial = false;
             let items = store.list(&self.kind, self.namespace.as_deref());
-            for obj in items.into_iter().filter(|o| self.selectors.matches(o)) {
-                self.pending.push_back(line("ADDED", obj));
+            for obj in items.iter().filter(|o| self.selectors.matches(o)) {
+                let chunk = self.event("ADDED", obj);
+                self.pending.push_back(chunk);
             }
             self.last = current;
             drop(store);
@@ -212,7 +227,7 @@ impl WatchState {
             (EventType::Modified, Some(true), false) => EventType::Deleted,
             _ => return None,
         };
-        Some(line(ty.as_str(), as_version(&event.object, &self.kind)))
+        Some(self.event(ty.as_str(), &as_version(&event.object, &self.kind)))
     }
 
     fn bookmark(&self, initial_end: bool) -> Value {

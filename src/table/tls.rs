@@ -1,0 +1,225 @@
+//! TLS termination data of one HTTPS socket: the Gateway listeners bound there with their
+//! certificates, indexed by SNI hostname (exact, longest wildcard, then the listener without a
+//! hostname). Certificates are parsed from PEM once per table build into rustls'
+//! `CertifiedKey`; handshakes only look them up. Pure: parsing, no I/O.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde::Serialize;
+
+/// Why a Secret's `tls.crt` / `tls.key` cannot serve as a certificate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertificateError {
+    #[error("tls.crt holds no PEM certificate")]
+    NoCertificate,
+    #[error("tls.crt does not parse: {0}")]
+    BadCertificate(String),
+    #[error("tls.key holds no PEM private key: {0}")]
+    NoKey(String),
+    #[error("tls.key is not a supported private key: {0}")]
+    BadKey(String),
+    #[error("tls.key does not belong to the certificate in tls.crt")]
+    KeyMismatch,
+}
+
+/// A certificate chain and its private key, ready for handshakes. `/debug/config` shows where
+/// it came from and the names it is valid for, never the key.
+#[derive(Debug, Serialize)]
+pub struct Certificate {
+    /// `namespace/name` of the Secret it was read from.
+    pub secret: String,
+    /// DNS names of the leaf certificate's subjectAltName extension.
+    pub dns_names: Vec<String>,
+    #[serde(skip)]
+    pub key: Arc<CertifiedKey>,
+}
+
+impl Certificate {
+    /// Parses a PEM chain (leaf first) and a PEM private key (PKCS#8, PKCS#1 or SEC1), and checks
+    /// that they belong together.
+    pub fn from_pem(
+        secret: String,
+        cert_pem: &[u8],
+        key_pem: &[u8],
+    ) -> Result<Self, CertificateError> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| CertificateError::BadCertificate(e.to_string()))?;
+        let leaf = chain.first().ok_or(CertificateError::NoCertificate)?;
+        let dns_names = webpki::EndEntityCert::try_from(leaf)
+            .map_err(|e| CertificateError::BadCertificate(e.to_string()))?
+            .valid_dns_names()
+            .map(str::to_owned)
+            .collect();
+        let key = PrivateKeyDer::from_pem_slice(key_pem)
+            .map_err(|e| CertificateError::NoKey(e.to_string()))?;
+        let signer = rustls::crypto::ring::sign::any_supported_type(&key)
+            .map_err(|e| CertificateError::BadKey(e.to_string()))?;
+        let key = CertifiedKey::new(chain, signer);
+        key.keys_match()
+            .map_err(|_| CertificateError::KeyMismatch)?;
+        Ok(Self {
+            secret,
+            dns_names,
+            key: Arc::new(key),
+        })
+    }
+}
+
+/// One HTTPS Gateway listener bound on the socket.
+#[derive(Debug, Serialize)]
+pub struct TlsListener {
+    /// The listener's hostname (`None`: any SNI, the default certificate).
+    pub hostname: Option<String>,
+    /// `namespace/gateway/listener` it comes from.
+    pub source: String,
+    pub certificate: Arc<Certificate>,
+}
+
+/// The HTTPS listeners of one socket by SNI hostname. A handshake takes the listener with the
+/// most specific hostname matching the SNI (exact, then the longest `*.` wildcard, which matches
+/// any deeper subdomain), else the listener without hostname; without one the handshake fails.
+#[derive(Debug, Default)]
+pub struct TlsListeners {
+    listeners: Vec<TlsListener>,
+    exact: HashMap<String, usize>,
+    /// `".example.com"` for `*.example.com`.
+    wildcard: HashMap<String, usize>,
+    default: Option<usize>,
+}
+
+impl TlsListeners {
+    /// Indexes listeners by hostname; the first listener of a hostname wins.
+    pub fn new(listeners: Vec<TlsListener>) -> Self {
+        let mut out = Self::default();
+        for (i, l) in listeners.iter().enumerate() {
+            match l.hostname.as_deref() {
+                None | Some("*") => {
+                    out.default.get_or_insert(i);
+                }
+                Some(h) => match h.strip_prefix('*') {
+                    Some(suffix) => {
+                        out.wildcard.entry(suffix.to_ascii_lowercase()).or_insert(i);
+                    }
+                    None => {
+                        out.exact.entry(h.to_ascii_lowercase()).or_insert(i);
+                    }
+                },
+            }
+        }
+        out.listeners = listeners;
+        out
+    }
+
+    /// The index of the listener that owns `name` (an SNI or a normalized `Host`); `None` for
+    /// no name picks the default listener.
+    pub fn owner(&self, name: Option<&str>) -> Option<usize> {
+        let Some(name) = name else {
+            return self.default;
+        };
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        if let Some(&i) = self.exact.get(&name) {
+            return Some(i);
+        }
+        name.char_indices()
+            .filter(|&(i, c)| c == '.' && i > 0)
+            .find_map(|(i, _)| self.wildcard.get(&name[i..]).copied())
+            .or(self.default)
+    }
+
+    /// The listener serving a handshake with this SNI.
+    pub fn resolve(&self, sni: Option<&str>) -> Option<&TlsListener> {
+        self.owner(sni).map(|i| &self.listeners[i])
+    }
+
+    /// All listeners, in build order.
+    pub fn iter(&self) -> impl Iterator<Item = &TlsListener> {
+        self.listeners.iter()
+    }
+
+    /// True when no listener is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.listeners.is_empty()
+    }
+}
+
+impl Serialize for TlsListeners {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.listeners.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(names: &[&str]) -> (String, String) {
+        let c = rcgen::generate_simple_self_signed(
+            names.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        (c.cert.pem(), c.signing_key.serialize_pem())
+    }
+
+    #[test]
+    fn parses_pem_pairs_and_rejects_garbage() {
+        let (cert, key) = pair(&["a.example.com", "*.b.example.com"]);
+        let c = Certificate::from_pem("ns/s".into(), cert.as_bytes(), key.as_bytes()).unwrap();
+        assert_eq!(c.dns_names, ["a.example.com", "*.b.example.com"]);
+        let err = |c: &str, k: &str| {
+            Certificate::from_pem("x".into(), c.as_bytes(), k.as_bytes()).unwrap_err()
+        };
+        assert_eq!(
+            err("Hello world\n", "Hello world\n"),
+            CertificateError::NoCertificate
+        );
+        assert!(matches!(err(&cert, "Hello"), CertificateError::NoKey(_)));
+        let (_, other_key) = pair(&["c"]);
+        assert_eq!(err(&cert, &other_key), CertificateError::KeyMismatch);
+        let broken = "-----BEGIN CERTIFICATE-----\nSGVsbG8gd29ybGQK\n-----END CERTIFICATE-----\n";
+        assert!(matches!(
+            err(broken, &key),
+            CertificateError::BadCertificate(_)
+        ));
+    }
+
+    #[test]
+    fn sni_picks_exact_then_longest_wildcard_then_default() {
+        let (cert, key) = pair(&["x"]);
+        let c =
+            Arc::new(Certificate::from_pem("s".into(), cert.as_bytes(), key.as_bytes()).unwrap());
+        let l = |h: Option<&str>| TlsListener {
+            hostname: h.map(str::to_owned),
+            source: h.unwrap_or("default").to_owned(),
+            certificate: c.clone(),
+        };
+        let index = TlsListeners::new(vec![
+            l(None),
+            l(Some("*.example.com")),
+            l(Some("*.foo.example.com")),
+            l(Some("a.foo.example.com")),
+        ]);
+        let src = |sni: Option<&str>| index.resolve(sni).map(|l| l.source.clone());
+        assert_eq!(
+            src(Some("A.foo.example.com")).as_deref(),
+            Some("a.foo.example.com")
+        );
+        assert_eq!(
+            src(Some("b.foo.example.com")).as_deref(),
+            Some("*.foo.example.com")
+        );
+        assert_eq!(
+            src(Some("x.y.example.com")).as_deref(),
+            Some("*.example.com")
+        );
+        assert_eq!(src(Some("example.com")).as_deref(), Some("default"));
+        assert_eq!(src(None).as_deref(), Some("default"));
+        let no_default = TlsListeners::new(vec![l(Some("*.example.com"))]);
+        assert!(no_default.resolve(Some("other.org")).is_none());
+        assert!(no_default.resolve(None).is_none());
+    }
+}

@@ -1,0 +1,259 @@
+//! TLS rules of HTTPS listeners (Gateway API, `GatewayTLSConfig`): the mode, the
+//! `certificateRefs` (kind, ReferenceGrant, Secret contents) and the resulting `ResolvedRefs`
+//! reason. Each referenced Secret is parsed once per translation, however many listeners use it.
+//! Pure.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gateways::{
+    GatewayListeners, GatewayListenersTlsCertificateRefs, GatewayListenersTlsMode,
+};
+use k8s_openapi::api::core::v1::Secret;
+
+use super::conditions::GATEWAY_GROUP;
+use super::refgrant::{Grants, RefSide};
+use crate::snapshot::Snapshot;
+use crate::table::{Certificate, CertificateError};
+
+/// Listener ResolvedRefs reason: a certificateRef is invalid or missing.
+pub const REASON_INVALID_CERTIFICATE_REF: &str = "InvalidCertificateRef";
+/// Listener ResolvedRefs reason: a cross-namespace certificateRef has no ReferenceGrant.
+pub const REASON_LISTENER_REF_NOT_PERMITTED: &str = "RefNotPermitted";
+/// Listener Accepted reason: a field value the implementation does not support.
+pub const REASON_LISTENER_UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+
+/// Why an HTTPS listener's certificates cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlsRefError {
+    #[error("an HTTPS listener in Terminate mode needs at least one certificateRef")]
+    NoCertificateRefs,
+    #[error("certificateRef {group}/{kind} {name} is not a core Secret")]
+    UnsupportedKind {
+        group: String,
+        kind: String,
+        name: String,
+    },
+    #[error("Secret {namespace}/{name} in another namespace is not allowed by a ReferenceGrant")]
+    NotPermitted { namespace: String, name: String },
+    #[error("Secret {namespace}/{name} does not exist")]
+    SecretNotFound { namespace: String, name: String },
+    #[error("Secret {namespace}/{name} has no {field}")]
+    MissingField {
+        namespace: String,
+        name: String,
+        field: &'static str,
+    },
+    #[error("Secret {secret}: {error}")]
+    Invalid {
+        secret: String,
+        error: CertificateError,
+    },
+}
+
+impl TlsRefError {
+    /// The listener's `ResolvedRefs` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotPermitted { .. } => REASON_LISTENER_REF_NOT_PERMITTED,
+            _ => REASON_INVALID_CERTIFICATE_REF,
+        }
+    }
+}
+
+/// The TLS side of a listener after validation.
+#[derive(Debug, Clone)]
+pub enum ListenerTls {
+    /// Not an HTTPS listener.
+    Plain,
+    /// HTTPS with its serving certificate.
+    Ready(Arc<Certificate>),
+    /// HTTPS whose certificates do not resolve: not programmed, `ResolvedRefs` False.
+    Unresolved(TlsRefError),
+    /// `tls.mode: Passthrough` on HTTPS: not accepted.
+    Passthrough,
+}
+
+/// Secrets of a snapshot, parsed on first use and kept for the rest of the translation.
+pub struct Certificates<'a> {
+    secrets: HashMap<(&'a str, &'a str), &'a Secret>,
+    grants: Grants<'a>,
+    parsed: HashMap<(String, String), Result<Arc<Certificate>, TlsRefError>>,
+}
+
+impl<'a> Certificates<'a> {
+    /// Indexes the snapshot's Secrets by namespace and name.
+    pub fn new(snapshot: &'a Snapshot) -> Self {
+        let secrets = snapshot
+            .secrets
+            .iter()
+            .filter_map(|s| {
+                let ns = s.metadata.namespace.as_deref().unwrap_or("default");
+                Some(((ns, s.metadata.name.as_deref()?), s.as_ref()))
+            })
+            .collect();
+        Self {
+            secrets,
+            grants: Grants::new(&snapshot.reference_grants),
+            parsed: HashMap::new(),
+        }
+    }
+
+    /// Validates the TLS configuration of an HTTPS listener of a Gateway in `gateway_ns`. Every
+    /// certificateRef must resolve (the first refused one names the reason); the first one serves.
+    pub fn listener(&mut self, gateway_ns: &str, spec: &GatewayListeners) -> ListenerTls {
+        if spec.protocol != "HTTPS" {
+            return ListenerTls::Plain;
+        }
+        let tls = spec.tls.as_ref();
+        if matches!(
+            tls.and_then(|t| t.mode.as_ref()),
+            Some(GatewayListenersTlsMode::Passthrough)
+        ) {
+            return ListenerTls::Passthrough;
+        }
+        let refs = tls
+            .and_then(|t| t.certificate_refs.as_deref())
+            .unwrap_or_default();
+        if refs.is_empty() {
+            return ListenerTls::Unresolved(TlsRefError::NoCertificateRefs);
+        }
+        let mut first = None;
+        for r in refs {
+            match self.resolve(gateway_ns, r) {
+                Ok(c) => {
+                    first.get_or_insert(c);
+                }
+                Err(e) => return ListenerTls::Unresolved(e),
+            }
+        }
+        match first {
+            Some(c) => ListenerTls::Ready(c),
+            None => ListenerTls::Unresolved(TlsRefError::NoCertificateRefs),
+        }
+    }
+
+    /// One certificateRef: kind, then permission, then the Secret and its contents.
+    fn resolve(
+        &mut self,
+        gateway_ns: &str,
+        r: &GatewayListenersTlsCertificateRefs,
+    ) -> Result<Arc<Certificate>, TlsRefError> {
+        let group = r.group.as_deref().unwrap_or("");
+        let kind = r.kind.as_deref().unwrap_or("Secret");
+        if !group.is_empty() || kind != "Secret" {
+            return Err(TlsRefError::UnsupportedKind {
+                group: group.to_owned(),
+                kind: kind.to_owned(),
+                name: r.name.clone(),
+            });
+        }
+        let ns = r.namespace.as_deref().unwrap_or(gateway_ns);
+        let from = RefSide {
+            group: GATEWAY_GROUP,
+            kind: "Gateway",
+            namespace: gateway_ns,
+        };
+        let to = RefSide {
+            group: "",
+            kind: "Secret",
+            namespace: ns,
+        };
+        if !self.grants.allows(from, to, &r.name) {
+            return Err(TlsRefError::NotPermitted {
+                namespace: ns.to_owned(),
+                name: r.name.clone(),
+            });
+        }
+        let key = (ns.to_owned(), r.name.clone());
+        if let Some(done) = self.parsed.get(&key) {
+            return done.clone();
+        }
+        let result = self.parse(ns, &r.name);
+        self.parsed.insert(key, result.clone());
+        result
+    }
+
+    fn parse(&self, ns: &str, name: &str) -> Result<Arc<Certificate>, TlsRefError> {
+        let secret = self
+            .secrets
+            .get(&(ns, name))
+            .ok_or_else(|| TlsRefError::SecretNotFound {
+                namespace: ns.to_owned(),
+                name: name.to_owned(),
+            })?;
+        let field = |field: &'static str| {
+            secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(field))
+                .map(|b| b.0.as_slice())
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| TlsRefError::MissingField {
+                    namespace: ns.to_owned(),
+                    name: name.to_owned(),
+                    field,
+                })
+        };
+        let secret_name = format!("{ns}/{name}");
+        Certificate::from_pem(secret_name.clone(), field("tls.crt")?, field("tls.key")?)
+            .map(Arc::new)
+            .map_err(|error| TlsRefError::Invalid {
+                secret: secret_name,
+                error,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listener(yaml: &str) -> GatewayListeners {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn refs_are_checked_in_spec_order() {
+        let snapshot = Snapshot::default();
+        let mut certs = Certificates::new(&snapshot);
+        let check = |certs: &mut Certificates<'_>, yaml: &str| match certs
+            .listener("gw", &listener(yaml))
+        {
+            ListenerTls::Unresolved(e) => Some(e.reason()),
+            ListenerTls::Passthrough => Some("passthrough"),
+            ListenerTls::Plain => None,
+            ListenerTls::Ready(_) => Some("ready"),
+        };
+        assert_eq!(
+            check(&mut certs, "{name: a, port: 80, protocol: HTTP}"),
+            None
+        );
+        assert_eq!(
+            check(&mut certs, "{name: a, port: 443, protocol: HTTPS}"),
+            Some(REASON_INVALID_CERTIFICATE_REF)
+        );
+        assert_eq!(
+            check(
+                &mut certs,
+                "{name: a, port: 443, protocol: HTTPS, tls: {mode: Passthrough}}"
+            ),
+            Some("passthrough")
+        );
+        assert_eq!(
+            check(&mut certs, "{name: a, port: 443, protocol: HTTPS, tls: {certificateRefs: [{kind: ConfigMap, name: c}]}}"),
+            Some(REASON_INVALID_CERTIFICATE_REF)
+        );
+        assert_eq!(
+            check(&mut certs, "{name: a, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c, namespace: other}]}}"),
+            Some(REASON_LISTENER_REF_NOT_PERMITTED)
+        );
+        assert_eq!(
+            check(
+                &mut certs,
+                "{name: a, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c}]}}"
+            ),
+            Some(REASON_INVALID_CERTIFICATE_REF)
+        );
+    }
+}

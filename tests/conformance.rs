@@ -1,0 +1,115 @@
+//! The conformance replay: the Gateway API conformance scenarios (profile GATEWAY-HTTP), each
+//! run against its own `edgeplane serve --config-dir` process with echo backends on loopback.
+//!
+//! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
+//! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there.
+
+mod support;
+
+#[path = "conformance/backends.rs"]
+mod backends;
+#[path = "conformance/check_cli.rs"]
+mod check_cli;
+#[path = "conformance/expect.rs"]
+mod expect;
+#[path = "conformance/extended.rs"]
+mod extended;
+#[path = "conformance/gateway.rs"]
+mod gateway;
+#[path = "conformance/harness.rs"]
+mod harness;
+#[path = "conformance/httproute.rs"]
+mod httproute;
+#[path = "conformance/report.rs"]
+mod report;
+#[path = "conformance/scenarios.rs"]
+mod scenarios;
+#[path = "conformance/tls.rs"]
+mod tls;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use report::{Result as Verdict, ScenarioResult};
+
+/// Namespace of the shared Gateways and the infra backends.
+pub const INFRA: &str = "gateway-conformance-infra";
+/// Namespace labelled `gateway-conformance: backend` (app-backend-v1/v2).
+pub const APP: &str = "gateway-conformance-app-backend";
+/// Namespace of web-backend.
+pub const WEB: &str = "gateway-conformance-web-backend";
+
+/// Scenarios running at once (each owns a proxy process and a dozen echo pods).
+const CONCURRENCY: usize = 6;
+/// Upper bound of one scenario, setup included.
+const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gateway_http_profile() {
+    if let Err(e) = harness::ensure_privileged_ports() {
+        panic!("{e}");
+    }
+    let filter: Vec<String> = std::env::var("CONFORMANCE_RUN")
+        .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
+        .unwrap_or_default();
+    let started = Instant::now();
+    let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
+    let mut tasks = Vec::new();
+    for s in scenarios::all() {
+        if !filter.is_empty() && !filter.iter().any(|f| s.name.contains(f.as_str())) {
+            continue;
+        }
+        let limit = limit.clone();
+        tasks.push((
+            s.name,
+            s.feature,
+            tokio::spawn(async move {
+                let _permit = limit.acquire_owned().await.expect("semaphore open");
+                scenarios::run(&s, SCENARIO_TIMEOUT).await
+            }),
+        ));
+    }
+    let mut results = Vec::new();
+    for (name, feature, task) in tasks {
+        let verdict = match task.await {
+            Ok(v) => v,
+            Err(e) => Verdict::Failed(format!("scenario panicked: {e}")),
+        };
+        results.push(ScenarioResult {
+            name,
+            feature,
+            verdict,
+        });
+    }
+    let summary = report::Summary::new(&results);
+    println!("{}", summary.table());
+    println!(
+        "conformance: {} scenarios in {:?}",
+        results.len(),
+        started.elapsed()
+    );
+    if let Ok(path) = std::env::var("CONFORMANCE_REPORT") {
+        std::fs::write(&path, summary.yaml()).expect("write the conformance report");
+        println!("conformance report written to {path}");
+    }
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| match &r.verdict {
+            Verdict::Failed(e) => Some(format!("{}: {e}", r.name)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "failed scenarios:\n{}",
+        failed.join("\n")
+    );
+    let unclaimed = summary.unclaimed();
+    if !unclaimed.is_empty() {
+        println!("passing but not in GatewayClass supportedFeatures: {unclaimed:?}");
+    }
+    if filter.is_empty() {
+        let overclaimed = summary.overclaimed();
+        assert!(overclaimed.is_empty(), "{}", overclaimed.join("\n"));
+    }
+}

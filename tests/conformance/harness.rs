@@ -1,0 +1,422 @@
+//! The scenario environment: writes a scenario's manifests (the shared base plus its own) into a
+//! temporary directory, starts one echo server per backend pod and one `edgeplane serve
+//! --config-dir` process on it, and gives each Gateway its own loopback address.
+//!
+//! Addresses: every scenario owns a loopback /24 `127.A.B.0`; Gateways get `.1`, `.2`, ... in the
+//! order they are first written, pods `.20` and up (ports 3000 and 3001), the admin server
+//! `.250:9901`, and Gateways without an `IPAddress` bind on `.240` (`--bind-address`).
+//!
+//! TLS: each scenario gets its own self-signed certificate (rcgen, made at start) valid for
+//! [`CERT_NAMES`]; fixtures write it into Secrets as `{TLS_CRT}` / `{TLS_KEY}` (quoted YAML
+//! strings) and HTTPS checks trust exactly that certificate, as upstream's
+//! `tls-validity-checks-certificate`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use edgeplane::echo::{serve_echo_logged, EchoIdentity, LoggedRequest, RequestLog};
+
+use crate::support::tls::{self_signed, TestCert};
+use serde_yaml_ng::{Mapping, Value};
+use tokio::task::JoinHandle;
+
+/// The shared base of every scenario: namespaces, backends, the three shared Gateways.
+pub const BASE: &str = include_str!("manifests/base.yaml");
+/// Ports every pod's echo servers listen on (Service targetPorts use these).
+const POD_PORTS: [u16; 2] = [3000, 3001];
+/// Requests each pod's log keeps.
+const POD_LOG_CAPACITY: usize = 2048;
+/// Names the scenario certificate is valid for (the hostnames of the HTTPS scenarios).
+pub const CERT_NAMES: &[&str] = &[
+    "example.org",
+    "second-example.org",
+    "unknown-example.org",
+    "*.wildcard.org",
+    "fourth-example.wildcard.org",
+];
+/// Time the proxy gets to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The loopback network `127.A.B` of one scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Net {
+    a: u8,
+    b: u8,
+}
+
+impl Net {
+    /// A network no other scenario of this run uses: `A` is random per run, `B` counts up.
+    pub fn next() -> Self {
+        static A: OnceLock<u8> = OnceLock::new();
+        static B: AtomicU8 = AtomicU8::new(1);
+        let a = *A.get_or_init(|| fastrand::u8(2..=254));
+        let b = B.fetch_add(1, Ordering::Relaxed);
+        Self { a, b }
+    }
+
+    /// `127.A.B.host`.
+    pub fn ip(&self, host: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(127, self.a, self.b, host))
+    }
+
+    /// `127.A.B`, substituted for `{NET}` in fixtures.
+    pub fn prefix(&self) -> String {
+        format!("127.{}.{}", self.a, self.b)
+    }
+}
+
+/// One backend pod: an echo server on its own address, logging what it receives.
+pub struct Pod {
+    pub name: String,
+    pub namespace: String,
+    pub ip: IpAddr,
+    pub log: RequestLog,
+    tasks: Vec<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The `edgeplane serve` process of one scenario, killed when dropped.
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running scenario: its directory, addresses, pods and proxy.
+pub struct Env {
+    pub net: Net,
+    dir: tempfile::TempDir,
+    pub admin: SocketAddr,
+    gateways: Mutex<BTreeMap<(String, String), IpAddr>>,
+    pub pods: Vec<Pod>,
+    /// The certificate of the scenario's Secrets, trusted by its HTTPS checks.
+    pub cert: TestCert,
+    server: Mutex<Option<Server>>,
+}
+
+/// Why a scenario environment could not be set up.
+pub type SetupError = String;
+
+impl Env {
+    /// Writes the base and `manifests` into a fresh directory, starts the pods of every
+    /// Deployment and the proxy, and waits until the proxy is ready.
+    pub async fn start(manifests: &str) -> Result<Env, SetupError> {
+        let net = Net::next();
+        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let mut env = Env {
+            net,
+            dir,
+            admin: SocketAddr::new(net.ip(250), 9901),
+            gateways: Mutex::new(BTreeMap::new()),
+            pods: Vec::new(),
+            cert: self_signed(CERT_NAMES),
+            server: Mutex::new(None),
+        };
+        let mut docs = parse(&env.expand(BASE))?;
+        docs.extend(parse(&env.expand(manifests))?);
+        env.start_pods(&docs).await?;
+        let docs: Vec<Value> = parse(&env.expand(BASE))?
+            .into_iter()
+            .chain(parse(&env.expand(manifests))?)
+            .collect();
+        env.write_docs("base.yaml", &parse(&env.expand(BASE))?)?;
+        env.write_docs("scenario.yaml", &parse(&env.expand(manifests))?)?;
+        env.write_endpoints(&docs)?;
+        env.spawn_proxy()?;
+        env.wait_ready().await?;
+        Ok(env)
+    }
+
+    /// The manifest directory (for `edgeplane check`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Replaces `{NET}` with the scenario's `127.A.B`, `{TLS_CRT}` and `{TLS_KEY}` with the
+    /// scenario certificate's PEM as quoted strings, and `{PODS:deployment}` with the quoted
+    /// addresses of that Deployment's pods (for EndpointSlices written by hand).
+    pub fn expand(&self, text: &str) -> String {
+        let quoted = |pem: &str| serde_json::to_string(pem).unwrap_or_default();
+        let mut out = text
+            .replace("{NET}", &self.net.prefix())
+            .replace("{TLS_CRT}", &quoted(&self.cert.cert_pem))
+            .replace("{TLS_KEY}", &quoted(&self.cert.key_pem));
+        while let Some(start) = out.find("{PODS:") {
+            let Some(len) = out[start..].find('}') else {
+                break;
+            };
+            let deployment = &out[start + 6..start + len];
+            let ips: Vec<String> = self
+                .pods
+                .iter()
+                .filter(|p| p.name.strip_prefix(deployment).is_some_and(is_replica))
+                .map(|p| format!("\"{}\"", p.ip))
+                .collect();
+            out.replace_range(start..=start + len, &ips.join(", "));
+        }
+        out
+    }
+
+    /// The address of Gateway `namespace/name` (assigned when the harness first wrote it).
+    pub fn gateway(&self, namespace: &str, name: &str) -> IpAddr {
+        let map = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
+        *map.get(&(namespace.to_owned(), name.to_owned()))
+            .unwrap_or_else(|| panic!("no Gateway {namespace}/{name} in this scenario"))
+    }
+
+    /// Gateway `name` in `gateway-conformance-infra`.
+    pub fn gw(&self, name: &str) -> IpAddr {
+        self.gateway(crate::INFRA, name)
+    }
+
+    /// Writes (or rewrites) `file` in the manifest directory: the proxy reloads it.
+    pub fn apply(&self, file: &str, manifests: &str) -> Result<(), SetupError> {
+        let docs = parse(&self.expand(manifests))?;
+        self.write_docs(file, &docs)
+    }
+
+    /// Requests logged by the pods whose names start with `prefix` (a Service name).
+    pub fn logged(&self, prefix: &str) -> Vec<LoggedRequest> {
+        self.pods
+            .iter()
+            .filter(|p| p.name.starts_with(prefix))
+            .flat_map(|p| p.log.entries())
+            .collect()
+    }
+
+    fn write_docs(&self, file: &str, docs: &[Value]) -> Result<(), SetupError> {
+        let mut out = String::new();
+        for doc in docs {
+            let mut doc = doc.clone();
+            if kind(&doc) == "Gateway" {
+                self.place_gateway(&mut doc);
+            }
+            out.push_str("---\n");
+            out.push_str(&serde_yaml_ng::to_string(&doc).map_err(|e| format!("yaml: {e}"))?);
+        }
+        write_atomic(&self.dir.path().join(file), &out)
+    }
+
+    /// Records the Gateway's address; gives it `127.A.B.n` unless it sets `spec.addresses`.
+    fn place_gateway(&self, doc: &mut Value) {
+        let key = (namespace(doc), name(doc));
+        let mut map = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
+        let next = u8::try_from(map.len() + 1).unwrap_or(19).min(19);
+        let ip = *map.entry(key).or_insert_with(|| self.net.ip(next));
+        let spec = doc
+            .get_mut("spec")
+            .and_then(Value::as_mapping_mut)
+            .expect("a Gateway fixture has a spec");
+        if spec.contains_key("addresses") {
+            return;
+        }
+        let mut addr = Mapping::new();
+        addr.insert("type".into(), "IPAddress".into());
+        addr.insert("value".into(), ip.to_string().into());
+        spec.insert(
+            "addresses".into(),
+            Value::Sequence(vec![Value::Mapping(addr)]),
+        );
+    }
+
+    /// One pod per replica of every Deployment, named `<deployment>-<n>`.
+    async fn start_pods(&mut self, docs: &[Value]) -> Result<(), SetupError> {
+        let mut host = 20u8;
+        for d in docs.iter().filter(|d| kind(d) == "Deployment") {
+            let replicas = d["spec"]["replicas"].as_u64().unwrap_or(1);
+            for i in 0..replicas {
+                let ip = self.net.ip(host);
+                host = host.checked_add(1).ok_or("too many pods")?;
+                let log = RequestLog::new(POD_LOG_CAPACITY);
+                let identity = EchoIdentity {
+                    pod: format!("{}-{i}", name(d)),
+                    namespace: namespace(d),
+                };
+                let mut tasks = Vec::new();
+                for port in POD_PORTS {
+                    let addr = SocketAddr::new(ip, port);
+                    let listener = tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|e| format!("bind echo pod on {addr}: {e}"))?;
+                    tasks.push(tokio::spawn(serve_echo_logged(
+                        listener,
+                        identity.clone(),
+                        Some(log.clone()),
+                    )));
+                }
+                self.pods.push(Pod {
+                    name: identity.pod,
+                    namespace: identity.namespace,
+                    ip,
+                    log,
+                    tasks,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// An EndpointSlice per Service listing the pods its selector picks (through the
+    /// Deployments' template labels); ports named as the Service's, numbered as its targetPorts.
+    fn write_endpoints(&self, docs: &[Value]) -> Result<(), SetupError> {
+        let mut out = String::new();
+        for svc in docs.iter().filter(|d| kind(d) == "Service") {
+            let ns = namespace(svc);
+            let selector = svc["spec"]["selector"].as_mapping();
+            let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            let deployments: Vec<String> = docs
+                .iter()
+                .filter(|d| kind(d) == "Deployment" && namespace(d) == ns)
+                .filter(|d| {
+                    let labels = &d["spec"]["template"]["metadata"]["labels"];
+                    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+                })
+                .map(name)
+                .collect();
+            let ips: Vec<String> = self
+                .pods
+                .iter()
+                .filter(|p| {
+                    p.namespace == ns
+                        && deployments
+                            .iter()
+                            .any(|d| p.name.strip_prefix(d.as_str()).is_some_and(is_replica))
+                })
+                .map(|p| format!("\"{}\"", p.ip))
+                .collect();
+            let ports: Vec<String> = svc["spec"]["ports"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let target = p["targetPort"].as_u64().or(p["port"].as_u64()).unwrap_or(0);
+                    match p["name"].as_str() {
+                        Some(n) => format!("{{name: {n}, port: {target}}}"),
+                        None => format!("{{port: {target}}}"),
+                    }
+                })
+                .collect();
+            let endpoints = if ips.is_empty() {
+                "[]".to_owned()
+            } else {
+                format!(
+                    "[{{addresses: [{}], conditions: {{ready: true}}}}]",
+                    ips.join(", ")
+                )
+            };
+            let svc_name = name(svc);
+            out.push_str(&format!(
+                "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+                 metadata: {{name: {svc_name}-pods, namespace: {ns}, \
+                 labels: {{kubernetes.io/service-name: {svc_name}}}}}\n\
+                 addressType: IPv4\nports: [{}]\nendpoints: {endpoints}\n",
+                ports.join(", ")
+            ));
+        }
+        write_atomic(&self.dir.path().join("endpoints.yaml"), &out)
+    }
+
+    fn spawn_proxy(&self) -> Result<(), SetupError> {
+        let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
+            .args(["serve", "--config-dir"])
+            .arg(self.dir.path())
+            .args(["--bind-address", &self.net.ip(240).to_string()])
+            .args(["--admin-addr", &self.admin.to_string()])
+            .args(["--drain-timeout", "1s"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start edgeplane: {e}"))?;
+        *self.server.lock().unwrap_or_else(|p| p.into_inner()) = Some(Server { child });
+        Ok(())
+    }
+
+    async fn wait_ready(&self) -> Result<(), SetupError> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Ok(r) = crate::expect::admin_get(self.admin, "/readyz").await {
+                if r.status == 200 {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!("edgeplane not ready within {READY_TIMEOUT:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// `-0`, `-1`, ...: the rest of a pod name after its Deployment's name.
+fn is_replica(rest: &str) -> bool {
+    rest.strip_prefix('-')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn parse(text: &str) -> Result<Vec<Value>, SetupError> {
+    let mut out = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let v = <Value as serde::Deserialize>::deserialize(doc)
+            .map_err(|e| format!("fixture does not parse: {e}"))?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+fn kind(doc: &Value) -> &str {
+    doc["kind"].as_str().unwrap_or("")
+}
+
+fn name(doc: &Value) -> String {
+    doc["metadata"]["name"].as_str().unwrap_or("").to_owned()
+}
+
+fn namespace(doc: &Value) -> String {
+    doc["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_owned()
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<(), SetupError> {
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("x");
+    let tmp: PathBuf = path.with_file_name(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).map_err(|e| format!("write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("rename {}: {e}", path.display()))
+}
+
+/// Fails with a clear message when this process cannot bind a loopback port 80 (the scenarios'
+/// listener port), which needs root or CAP_NET_BIND_SERVICE.
+pub fn ensure_privileged_ports() -> Result<(), String> {
+    let net = Net::next();
+    let addr = SocketAddr::new(net.ip(1), 80);
+    std::net::TcpListener::bind(addr).map(drop).map_err(|e| {
+        format!(
+            "cannot bind {addr}: {e}. The conformance scenarios listen on port 80 and 8080; \
+             binding port 80 needs root or CAP_NET_BIND_SERVICE \
+             (e.g. `sudo setcap cap_net_bind_service=+ep` on the test and edgeplane binaries)"
+        )
+    })
+}

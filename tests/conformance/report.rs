@@ -1,0 +1,288 @@
+//! Scenario results: the printed table, the upstream `ConformanceReport` YAML and the comparison
+//! of passing extended features with the features the GatewayClass claims.
+
+use std::collections::BTreeMap;
+
+use edgeplane::translate::SUPPORTED_FEATURES;
+
+/// The verdict of one scenario.
+#[derive(Debug, Clone)]
+pub enum Result {
+    Passed,
+    Failed(String),
+    Skipped(String),
+}
+
+/// One scenario's name, extended feature (`None`: core) and verdict.
+#[derive(Debug)]
+pub struct ScenarioResult {
+    pub name: &'static str,
+    pub feature: Option<&'static str>,
+    pub verdict: Result,
+}
+
+/// Passed/Failed/Skipped counts.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+}
+
+impl Stats {
+    fn add(&mut self, r: &Result) {
+        match r {
+            Result::Passed => self.passed += 1,
+            Result::Failed(_) => self.failed += 1,
+            Result::Skipped(_) => self.skipped += 1,
+        }
+    }
+
+    /// Upstream wording: `failure` with any failure, `partial` with skips, else `success`.
+    fn result(&self) -> &'static str {
+        if self.failed > 0 {
+            "failure"
+        } else if self.skipped > 0 {
+            "partial"
+        } else {
+            "success"
+        }
+    }
+}
+
+/// All results, summarised by profile part and by extended feature.
+pub struct Summary<'a> {
+    results: &'a [ScenarioResult],
+    core: Stats,
+    extended: Stats,
+    /// Extended feature -> stats of its scenarios.
+    features: BTreeMap<&'static str, Stats>,
+}
+
+impl<'a> Summary<'a> {
+    pub fn new(results: &'a [ScenarioResult]) -> Self {
+        let mut core = Stats::default();
+        let mut extended = Stats::default();
+        let mut features: BTreeMap<&'static str, Stats> = BTreeMap::new();
+        for r in results {
+            match r.feature {
+                None => core.add(&r.verdict),
+                Some(f) => {
+                    extended.add(&r.verdict);
+                    features.entry(f).or_default().add(&r.verdict);
+                }
+            }
+        }
+        Self {
+            results,
+            core,
+            extended,
+            features,
+        }
+    }
+
+    /// Extended features all of whose scenarios ran and passed.
+    pub fn supported(&self) -> Vec<&'static str> {
+        self.features
+            .iter()
+            .filter(|(_, s)| s.passed > 0 && s.failed == 0 && s.skipped == 0)
+            .map(|(f, _)| *f)
+            .collect()
+    }
+
+    fn unsupported(&self) -> Vec<&'static str> {
+        let ok = self.supported();
+        self.features
+            .keys()
+            .filter(|f| !ok.contains(f))
+            .copied()
+            .collect()
+    }
+
+    /// Extended features the GatewayClass lists in `supportedFeatures` whose scenarios do not
+    /// all pass: the list must not claim them.
+    pub fn overclaimed(&self) -> Vec<String> {
+        let passing = self.supported();
+        SUPPORTED_FEATURES
+            .iter()
+            .filter(|f| self.features.contains_key(*f) && !passing.contains(*f))
+            .map(|f| format!("{f}: listed in supportedFeatures but its scenarios do not all pass"))
+            .collect()
+    }
+
+    /// Extended features whose scenarios all pass but that `supportedFeatures` does not list.
+    pub fn unclaimed(&self) -> Vec<&'static str> {
+        self.supported()
+            .into_iter()
+            .filter(|f| !SUPPORTED_FEATURES.contains(f))
+            .collect()
+    }
+
+    /// A plain-text table of every scenario and a Markdown table of features x result.
+    pub fn table(&self) -> String {
+        let mut out = String::from("scenario                                                  feature                                   result\n");
+        for r in self.results {
+            let (verdict, why) = match &r.verdict {
+                Result::Passed => ("passed", String::new()),
+                Result::Failed(e) => ("FAILED", format!(" ({e})")),
+                Result::Skipped(e) => ("skipped", format!(" ({e})")),
+            };
+            out.push_str(&format!(
+                "{:<57} {:<41} {verdict}{why}\n",
+                r.name,
+                r.feature.unwrap_or("core")
+            ));
+        }
+        out.push_str("\n| Feature | Scenarios | Result |\n|---|---|---|\n");
+        out.push_str(&format!(
+            "| core (GATEWAY-HTTP) | {} | {} |\n",
+            self.core.passed + self.core.failed + self.core.skipped,
+            self.core.result()
+        ));
+        for (f, s) in &self.features {
+            let result = if s.failed > 0 {
+                "failed"
+            } else if s.skipped > 0 {
+                "skipped (not supported)"
+            } else {
+                "passed"
+            };
+            out.push_str(&format!(
+                "| {f} | {} | {result} |\n",
+                s.passed + s.failed + s.skipped
+            ));
+        }
+        out
+    }
+
+    /// The report in the upstream `ConformanceReport` shape.
+    pub fn yaml(&self) -> String {
+        let names = |pick: fn(&Result) -> bool, core: bool| -> Vec<&str> {
+            self.results
+                .iter()
+                .filter(|r| r.feature.is_none() == core && pick(&r.verdict))
+                .map(|r| r.name)
+                .collect()
+        };
+        let skipped = |r: &Result| matches!(r, Result::Skipped(_));
+        let failed = |r: &Result| matches!(r, Result::Failed(_));
+        let mut y = String::new();
+        for l in [
+            "apiVersion: gateway.networking.k8s.io/v1",
+            "kind: ConformanceReport",
+            "implementation:",
+            "  organization: edgeplane",
+            "  project: edgeplane",
+            "  url: https://edgeplane.dev",
+        ] {
+            line(&mut y, 0, l);
+        }
+        line(
+            &mut y,
+            2,
+            &format!("version: v{}", env!("CARGO_PKG_VERSION")),
+        );
+        list(&mut y, 2, "contact", &["https://edgeplane.dev"]);
+        let date = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
+        line(&mut y, 0, &format!("date: \"{date}\""));
+        line(&mut y, 0, "gatewayAPIVersion: v1.6.1");
+        line(&mut y, 0, "gatewayAPIChannel: standard");
+        line(&mut y, 0, "mode: default");
+        line(&mut y, 0, "profiles:");
+        line(&mut y, 0, "- name: GATEWAY-HTTP");
+        line(&mut y, 2, "core:");
+        stats(&mut y, &self.core);
+        list(&mut y, 4, "failedTests", &names(failed, true));
+        list(&mut y, 4, "skippedTests", &names(skipped, true));
+        line(&mut y, 2, "extended:");
+        stats(&mut y, &self.extended);
+        list(&mut y, 4, "failedTests", &names(failed, false));
+        list(&mut y, 4, "skippedTests", &names(skipped, false));
+        list(&mut y, 4, "supportedFeatures", &self.supported());
+        list(&mut y, 4, "unsupportedFeatures", &self.unsupported());
+        y
+    }
+}
+
+fn line(out: &mut String, indent: usize, text: &str) {
+    out.push_str(&" ".repeat(indent));
+    out.push_str(text);
+    out.push('\n');
+}
+
+fn list(out: &mut String, indent: usize, key: &str, items: &[&str]) {
+    if items.is_empty() {
+        line(out, indent, &format!("{key}: []"));
+        return;
+    }
+    line(out, indent, &format!("{key}:"));
+    for i in items {
+        line(out, indent, &format!("- {i}"));
+    }
+}
+
+fn stats(out: &mut String, s: &Stats) {
+    line(out, 4, &format!("result: {}", s.result()));
+    line(out, 4, "statistics:");
+    line(out, 6, &format!("Failed: {}", s.failed));
+    line(out, 6, &format!("Passed: {}", s.passed));
+    line(out, 6, &format!("Skipped: {}", s.skipped));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_is_yaml_in_the_upstream_shape() {
+        let results = [
+            ScenarioResult {
+                name: "CoreOne",
+                feature: None,
+                verdict: Result::Passed,
+            },
+            ScenarioResult {
+                name: "CoreTwo",
+                feature: None,
+                verdict: Result::Skipped("needs TLS".into()),
+            },
+            ScenarioResult {
+                name: "ExtOne",
+                feature: Some("HTTPRouteMethodMatching"),
+                verdict: Result::Passed,
+            },
+            ScenarioResult {
+                name: "ExtTwo",
+                feature: Some("HTTPRouteCORS"),
+                verdict: Result::Skipped("not supported".into()),
+            },
+        ];
+        let summary = Summary::new(&results);
+        let y: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(&summary.yaml()).expect("report parses as YAML");
+        assert_eq!(y["kind"].as_str(), Some("ConformanceReport"));
+        assert_eq!(y["gatewayAPIVersion"].as_str(), Some("v1.6.1"));
+        let p = &y["profiles"][0];
+        assert_eq!(p["name"].as_str(), Some("GATEWAY-HTTP"));
+        assert_eq!(p["core"]["result"].as_str(), Some("partial"));
+        assert_eq!(p["core"]["statistics"]["Passed"].as_u64(), Some(1));
+        assert_eq!(p["core"]["statistics"]["Skipped"].as_u64(), Some(1));
+        assert_eq!(p["core"]["skippedTests"][0].as_str(), Some("CoreTwo"));
+        let ext = &p["extended"];
+        assert_eq!(
+            ext["supportedFeatures"][0].as_str(),
+            Some("HTTPRouteMethodMatching")
+        );
+        assert_eq!(
+            ext["unsupportedFeatures"][0].as_str(),
+            Some("HTTPRouteCORS")
+        );
+        assert!(
+            summary
+                .overclaimed()
+                .iter()
+                .any(|m| m.starts_with("HTTPRouteCORS"))
+                == SUPPORTED_FEATURES.contains(&"HTTPRouteCORS")
+        );
+    }
+}

@@ -1,0 +1,455 @@
+//! The scenario list of profile GATEWAY-HTTP (names as in the upstream suite), each with its
+//! fixture, its extended feature (none for core) and, for scenarios that cannot run here, the
+//! reason they are skipped. Also runs one scenario to a verdict.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgeplane::translate::SUPPORTED_FEATURES;
+
+use crate::expect::Outcome;
+use crate::harness::Env;
+use crate::report::Result as Verdict;
+use crate::{backends, extended, gateway, httproute, tls};
+
+/// A scenario body: runs against a started environment.
+pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+/// One conformance scenario.
+pub struct Scenario {
+    pub name: &'static str,
+    /// Extended feature it belongs to; `None` for core.
+    pub feature: Option<&'static str>,
+    /// Its own manifests (the shared base is always added).
+    pub manifests: &'static str,
+    /// Why it cannot run here, if it cannot.
+    pub skip: Option<&'static str>,
+    pub run: Option<RunFn>,
+}
+
+macro_rules! core {
+    ($name:literal, $file:literal, $run:path) => {
+        Scenario {
+            name: $name,
+            feature: None,
+            manifests: include_str!(concat!("manifests/", $file)),
+            skip: None,
+            run: Some(|env| Box::pin($run(env))),
+        }
+    };
+}
+
+macro_rules! extended {
+    ($name:literal, $feature:literal, $file:literal, $run:path) => {
+        Scenario {
+            name: $name,
+            feature: Some($feature),
+            manifests: include_str!(concat!("manifests/", $file)),
+            skip: None,
+            run: Some(|env| Box::pin($run(env))),
+        }
+    };
+}
+
+/// A scenario that cannot run in this replay, with the reason (none at the moment).
+#[allow(dead_code)]
+fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static str) -> Scenario {
+    Scenario {
+        name,
+        feature,
+        manifests: "",
+        skip: Some(reason),
+        run: None,
+    }
+}
+
+/// Every scenario of the profile, in upstream order of appearance.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        core!(
+            "GatewayClassObservedGenerationBump",
+            "gatewayclass-generation.yaml",
+            gateway::class_generation
+        ),
+        core!(
+            "GatewayObservedGenerationBump",
+            "gateway-generation.yaml",
+            gateway::gateway_generation
+        ),
+        core!(
+            "GatewayModifyListeners",
+            "modify-listeners.yaml",
+            gateway::modify_listeners
+        ),
+        core!(
+            "GatewayInvalidRouteKind",
+            "invalid-route-kinds.yaml",
+            gateway::invalid_route_kinds
+        ),
+        core!(
+            "GatewayWithAttachedRoutes",
+            "attached-routes.yaml",
+            gateway::attached_routes
+        ),
+        core!(
+            "GatewayListenerUnsupportedProtocol",
+            "unsupported-protocol.yaml",
+            tls::unsupported_protocol
+        ),
+        core!(
+            "GatewayInvalidTLSConfiguration",
+            "invalid-tls.yaml",
+            tls::invalid_tls_configuration
+        ),
+        core!(
+            "GatewaySecretInvalidReferenceGrant",
+            "secret-invalid-grant.yaml",
+            tls::secret_invalid_reference_grant
+        ),
+        core!(
+            "GatewaySecretMissingReferenceGrant",
+            "secret-missing-grant.yaml",
+            tls::secret_missing_reference_grant
+        ),
+        core!(
+            "GatewaySecretReferenceGrantAllInNamespace",
+            "secret-grant-all.yaml",
+            tls::secret_reference_grant_all
+        ),
+        core!(
+            "GatewaySecretReferenceGrantSpecific",
+            "secret-grant-specific.yaml",
+            tls::secret_reference_grant_specific
+        ),
+        core!(
+            "HTTPRouteHTTPSListener",
+            "https-listener.yaml",
+            tls::https_listener_routes
+        ),
+        core!(
+            "HTTPRouteSimpleSameNamespace",
+            "simple-same-namespace.yaml",
+            httproute::simple_same_namespace
+        ),
+        core!(
+            "HTTPRouteCrossNamespace",
+            "cross-namespace.yaml",
+            httproute::cross_namespace
+        ),
+        core!(
+            "HTTPRouteExactPathMatching",
+            "exact-path.yaml",
+            httproute::exact_path
+        ),
+        core!(
+            "HTTPRouteHeaderMatching",
+            "header-matching.yaml",
+            httproute::header_matching
+        ),
+        core!(
+            "HTTPRouteHostnameIntersection",
+            "hostname-intersection.yaml",
+            httproute::hostname_intersection
+        ),
+        core!(
+            "HTTPRouteListenerHostnameMatching",
+            "listener-hostname-matching.yaml",
+            httproute::listener_hostname_matching
+        ),
+        core!(
+            "HTTPRouteMatchingAcrossRoutes",
+            "matching-across-routes.yaml",
+            httproute::matching_across_routes
+        ),
+        core!("HTTPRouteMatching", "matching.yaml", httproute::matching),
+        core!(
+            "HTTPRoutePartiallyInvalidViaInvalidReferenceGrant",
+            "partially-invalid-grant.yaml",
+            httproute::partially_invalid_grant
+        ),
+        core!(
+            "HTTPRouteReferenceGrant",
+            "reference-grant.yaml",
+            httproute::reference_grant
+        ),
+        core!(
+            "HTTPRouteInvalidReferenceGrant",
+            "invalid-reference-grant.yaml",
+            httproute::invalid_reference_grant
+        ),
+        core!(
+            "HTTPRouteInvalidCrossNamespaceParentRef",
+            "invalid-cross-namespace-parent.yaml",
+            httproute::invalid_cross_namespace_parent
+        ),
+        core!(
+            "HTTPRouteInvalidCrossNamespaceBackendRef",
+            "invalid-cross-namespace-backend.yaml",
+            httproute::invalid_cross_namespace_backend
+        ),
+        core!(
+            "HTTPRouteDisallowedKind",
+            "disallowed-kind.yaml",
+            httproute::disallowed_kind
+        ),
+        core!(
+            "HTTPRouteInvalidParentRefNotMatchingListenerPort",
+            "invalid-parentref.yaml",
+            httproute::parent_wrong_port
+        ),
+        core!(
+            "HTTPRouteInvalidParentRefNotMatchingSectionName",
+            "invalid-parentref.yaml",
+            httproute::parent_wrong_section
+        ),
+        core!(
+            "HTTPRouteInvalidParentRefSectionNameNotMatchingPort",
+            "invalid-parentref.yaml",
+            httproute::parent_section_other_port
+        ),
+        core!(
+            "HTTPRouteInvalidBackendRefs",
+            "invalid-backends.yaml",
+            httproute::invalid_backends
+        ),
+        core!("HTTPRouteWeight", "weight.yaml", httproute::weight),
+        core!(
+            "HTTPRouteRequestHeaderModifier",
+            "request-header-modifier.yaml",
+            httproute::request_header_modifier
+        ),
+        core!(
+            "HTTPRouteRedirectHostAndStatus",
+            "redirect-host-status.yaml",
+            httproute::redirect_host_and_status
+        ),
+        core!(
+            "HTTPRouteObservedGenerationBump",
+            "route-generation.yaml",
+            httproute::route_generation
+        ),
+        core!(
+            "HTTPRouteServiceTypes",
+            "service-types.yaml",
+            httproute::service_types
+        ),
+        core!(
+            "HTTPRouteMultipleGateways",
+            "multiple-gateways.yaml",
+            httproute::multiple_gateways
+        ),
+        core!(
+            "HTTPRouteNamespaceAttachment",
+            "namespace-attachment.yaml",
+            httproute::namespace_attachment
+        ),
+        core!(
+            "HTTPRouteAllowedRoutesLabelSelector",
+            "label-selector.yaml",
+            httproute::label_selector
+        ),
+        core!(
+            "HTTPRoutePathMatchOrder",
+            "path-match-order.yaml",
+            httproute::path_match_order
+        ),
+        core!(
+            "HTTPRouteNoBackendRefs",
+            "omitted-backendrefs.yaml",
+            backends::no_backend_refs
+        ),
+        extended!(
+            "HTTPRouteQueryParamMatching",
+            "HTTPRouteQueryParamMatching",
+            "query-param-matching.yaml",
+            extended::query_param_matching
+        ),
+        extended!(
+            "HTTPRouteMethodMatching",
+            "HTTPRouteMethodMatching",
+            "method-matching.yaml",
+            extended::method_matching
+        ),
+        extended!(
+            "HTTPRouteResponseHeaderModifier",
+            "HTTPRouteResponseHeaderModification",
+            "response-header-modifier.yaml",
+            extended::response_header_modifier
+        ),
+        extended!(
+            "HTTPRouteBackendRequestHeaderModifier",
+            "HTTPRouteBackendRequestHeaderModification",
+            "backend-request-header-modifier.yaml",
+            extended::backend_request_header_modifier
+        ),
+        extended!(
+            "HTTPRouteRequestHeaderModifierBackendWeights",
+            "HTTPRouteBackendRequestHeaderModification",
+            "backend-weights-header.yaml",
+            backends::header_modifier_backend_weights
+        ),
+        extended!(
+            "HTTPRouteRedirectPort",
+            "HTTPRoutePortRedirect",
+            "redirects.yaml",
+            extended::port_redirect
+        ),
+        extended!(
+            "HTTPRouteRedirectScheme",
+            "HTTPRouteSchemeRedirect",
+            "redirects.yaml",
+            extended::scheme_redirect
+        ),
+        extended!(
+            "HTTPRouteRedirectPath",
+            "HTTPRoutePathRedirect",
+            "redirects.yaml",
+            extended::path_redirect
+        ),
+        extended!(
+            "HTTPRoute303Redirect",
+            "HTTPRoute303RedirectStatusCode",
+            "redirects.yaml",
+            extended::redirect_303
+        ),
+        extended!(
+            "HTTPRoute307Redirect",
+            "HTTPRoute307RedirectStatusCode",
+            "redirects.yaml",
+            extended::redirect_307
+        ),
+        extended!(
+            "HTTPRoute308Redirect",
+            "HTTPRoute308RedirectStatusCode",
+            "redirects.yaml",
+            extended::redirect_308
+        ),
+        extended!(
+            "HTTPRouteRewriteHost",
+            "HTTPRouteHostRewrite",
+            "rewrites.yaml",
+            extended::host_rewrite
+        ),
+        extended!(
+            "HTTPRouteRewritePath",
+            "HTTPRoutePathRewrite",
+            "rewrites.yaml",
+            extended::path_rewrite
+        ),
+        extended!(
+            "HTTPRouteRequestMirror",
+            "HTTPRouteRequestMirror",
+            "mirror.yaml",
+            extended::request_mirror
+        ),
+        extended!(
+            "HTTPRouteRequestMultipleMirrors",
+            "HTTPRouteRequestMultipleMirrors",
+            "multiple-mirrors.yaml",
+            extended::multiple_mirrors
+        ),
+        extended!(
+            "HTTPRouteRequestPercentageMirror",
+            "HTTPRouteRequestPercentageMirror",
+            "percentage-mirror.yaml",
+            extended::percentage_mirror
+        ),
+        extended!(
+            "HTTPRouteTimeoutRequest",
+            "HTTPRouteRequestTimeout",
+            "request-timeout.yaml",
+            extended::request_timeout
+        ),
+        extended!(
+            "HTTPRouteTimeoutBackendRequest",
+            "HTTPRouteBackendTimeout",
+            "backend-timeout.yaml",
+            extended::backend_timeout
+        ),
+        extended!(
+            "HTTPRouteListenerPortMatching",
+            "HTTPRouteParentRefPort",
+            "parent-ref-port.yaml",
+            extended::parent_ref_port
+        ),
+        extended!(
+            "HTTPRouteBackendProtocolH2C",
+            "HTTPRouteBackendProtocolH2C",
+            "backend-protocols.yaml",
+            extended::backend_h2c
+        ),
+        extended!(
+            "HTTPRouteBackendProtocolWebSocket",
+            "HTTPRouteBackendProtocolWebSocket",
+            "backend-protocols.yaml",
+            extended::backend_websocket
+        ),
+        extended!(
+            "HTTPRouteNamedRule",
+            "HTTPRouteNamedRouteRule",
+            "named-rule.yaml",
+            extended::named_rule
+        ),
+        extended!(
+            "HTTPRouteCORS",
+            "HTTPRouteCORS",
+            "cors.yaml",
+            extended::cors
+        ),
+        extended!(
+            "GatewayWithAttachedRoutesWithPort8080",
+            "GatewayPort8080",
+            "port-8080.yaml",
+            extended::port_8080
+        ),
+        extended!(
+            "GatewayStaticAddresses",
+            "GatewayStaticAddresses",
+            "static-addresses.yaml",
+            extended::static_addresses
+        ),
+        extended!(
+            "GatewayHTTPListenerIsolation",
+            "GatewayHTTPListenerIsolation",
+            "listener-isolation.yaml",
+            extended::listener_isolation
+        ),
+        extended!(
+            "HTTPRouteHTTPSListenerDetectMisdirectedRequests",
+            "GatewayHTTPSListenerDetectMisdirectedRequests",
+            "https-misdirected.yaml",
+            tls::misdirected_requests
+        ),
+        extended!(
+            "GatewayOptionalAddressValue",
+            "GatewayAddressEmpty",
+            "address-empty.yaml",
+            extended::address_empty
+        ),
+    ]
+}
+
+/// Runs one scenario to a verdict. A failing scenario of an extended feature the GatewayClass
+/// does not claim is reported as skipped, naming the feature.
+pub async fn run(s: &Scenario, timeout: Duration) -> Verdict {
+    let Some(run) = s.run else {
+        return Verdict::Skipped(s.skip.unwrap_or("not runnable").to_owned());
+    };
+    let body = async {
+        let env = Arc::new(Env::start(s.manifests).await?);
+        run(env).await
+    };
+    let outcome = match tokio::time::timeout(timeout, body).await {
+        Ok(o) => o,
+        Err(_) => Err(format!("did not finish within {timeout:?}")),
+    };
+    match (outcome, s.feature) {
+        (Ok(()), _) => Verdict::Passed,
+        (Err(e), Some(f)) if !SUPPORTED_FEATURES.contains(&f) => {
+            Verdict::Skipped(format!("feature {f} not supported: {e}"))
+        }
+        (Err(e), _) => Verdict::Failed(e),
+    }
+}
