@@ -13,5 +13,6 @@ COPY --from=build /src/target/release/edgeplane /usr/local/bin/edgeplane
 USER 65532:65532
 EXPOSE 8080 9901
 ENTRYPOINT ["/usr/local/bin/edgeplane"]
-# Standalone mode on a mounted directory of manifests; admin reachable from outside the container.
-CMD ["serve", "--config-dir", "/etc/edgeplane/config", "--admin-addr", "0.0.0.0:9901", "--bind-address", "0.0.0.0"]
+# Kubernetes mode (in-cluster credentials); see deploy/ for the manifests. For standalone mode
+# run `serve --config-dir /etc/edgeplane/config` on a mounted directory instead.
+CMD ["serve", "--kubernetes", "--admin-addr", "0.0.0.0:9901", "--bind-address", "0.0.0.0"]

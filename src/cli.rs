@@ -84,6 +84,34 @@ pub struct ServeArgs {
     /// Time in-flight requests get to finish at shutdown (e.g. 30s, 500ms, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// Flags of `serve --kubernetes`.
+#[derive(Debug, Args)]
+pub struct KubeArgs {
+    /// The controller's namespace (its Lease and Gateway Services live there).
+    #[arg(long, env = "POD_NAMESPACE", default_value = crate::provider::kube::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+    /// Name of the Lease used for leader election.
+    #[arg(long, default_value = "edgeplane-leader")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease (defaults to the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// Full rebuild from the caches this often, even without changes.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub resync: Duration,
+    /// Type of the Service made for each Gateway.
+    #[arg(long, default_value = "LoadBalancer")]
+    pub gateway_service_type: String,
+    /// Pod labels the Gateway Services select (`key=value[,key=value]`).
+    #[arg(long, default_value = "app.kubernetes.io/name=edgeplane")]
+    pub gateway_service_selector: String,
+    /// First port handed out to Gateway listeners (each Gateway gets its own ports).
+    #[arg(long, default_value_t = 10080)]
+    pub gateway_port_base: u16,
 }
 
 #[derive(Debug, Args)]
@@ -239,12 +267,21 @@ impl Stack {
         });
         let reconciler = Reconciler::new(published.clone(), Some(proxy.clone()), reconcile);
         let reconcile = tokio::spawn(reconciler.run(snapshots));
-        Ok(Self {
+        Ok(Self::assemble(published, proxy, reconcile, admin))
+    }
+
+    fn assemble(
+        published: Arc<Published>,
+        proxy: Arc<Proxy>,
+        reconcile: JoinHandle<()>,
+        admin: JoinHandle<()>,
+    ) -> Self {
+        Self {
             published,
             proxy,
             reconcile,
             admin,
-        })
+        }
     }
 
     /// Waits up to `timeout` for the first table to be published.
@@ -271,7 +308,7 @@ impl Stack {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.kubernetes {
-        bail!("--kubernetes is not available in this build yet; use --config-dir");
+        return serve_kubernetes(args).await;
     }
     let Some(dir) = args.config_dir else {
         bail!("--config-dir is required");
@@ -300,6 +337,81 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     .await?;
     shutdown_signal().await;
     drop(watcher);
+    stack.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses `key=value[,key=value]` labels.
+pub fn parse_labels(s: &str) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+            _ => bail!("`{p}` is not key=value"),
+        })
+        .collect()
+}
+
+/// `serve --kubernetes`: reflectors feed the reconcile loop, which starts once every kind has
+/// been listed (so `/readyz` means a full sync was published); the leader writes status.
+async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    use crate::provider::kube::{KubeOptions, KubeProvider};
+    let client = kube::Client::try_default()
+        .await
+        .context("Kubernetes client (in-cluster or KUBECONFIG)")?;
+    let pod_name = match args.kube.pod_name {
+        Some(p) => p,
+        None => std::env::var("HOSTNAME").unwrap_or_else(|_| "edgeplane".to_owned()),
+    };
+    let mut options = KubeOptions::new(
+        &args.translate.controller_name,
+        &args.kube.namespace,
+        &pod_name,
+    );
+    options.lease_name = args.kube.lease_name;
+    options.resync = args.kube.resync;
+    options.service_type = args.kube.gateway_service_type;
+    options.service_selector = parse_labels(&args.kube.gateway_service_selector)?;
+    options.port_base = args.kube.gateway_port_base;
+    let metrics = Metrics::new();
+    let admin_listener = TcpListener::bind(args.admin_addr)
+        .await
+        .with_context(|| format!("admin server: listen on {}", args.admin_addr))?;
+    let published = Published::new(metrics.clone());
+    let proxy = Proxy::new(
+        published.table.clone(),
+        metrics.clone(),
+        ProxyOptions {
+            drain_timeout: args.drain_timeout,
+            ..ProxyOptions::default()
+        },
+    );
+    let p = published.clone();
+    let admin = tokio::spawn(async move {
+        if let Err(e) = serve_admin(admin_listener, p).await {
+            tracing::error!(error = %e, "admin server stopped");
+        }
+    });
+    tracing::info!(addr = %args.admin_addr, namespace = %options.namespace, pod = %pod_name, "watching the cluster");
+    let provider = KubeProvider::start(client, options, published.clone(), metrics);
+    let mut snapshots = provider.snapshots.clone();
+    let reconciler = Reconciler::new(
+        published.clone(),
+        Some(proxy.clone()),
+        ReconcileOptions {
+            controller_name: args.translate.controller_name,
+            bind_address: args.translate.bind_address,
+        },
+    );
+    let reconcile = tokio::spawn(async move {
+        // The channel's first value is a placeholder; the first full snapshot is a change.
+        if snapshots.changed().await.is_ok() {
+            reconciler.run(snapshots).await;
+        }
+    });
+    let stack = Stack::assemble(published, proxy, reconcile, admin);
+    shutdown_signal().await;
+    provider.stop().await;
     stack.stop().await;
     Ok(ExitCode::SUCCESS)
 }
@@ -404,5 +516,21 @@ mod tests {
         };
         assert_eq!(s.translate.controller_name, DEFAULT_CONTROLLER_NAME);
         assert_eq!(s.admin_addr, DEFAULT_ADMIN_ADDR.parse().unwrap());
+        let cli = Cli::try_parse_from(["edgeplane", "serve", "--kubernetes", "--namespace", "gw"])
+            .unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert!(s.kubernetes);
+        assert_eq!(s.kube.namespace, "gw");
+        assert_eq!(s.kube.gateway_port_base, 10080);
+        assert_eq!(s.kube.resync, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn labels_parse() {
+        let l = parse_labels("a=b, c=d").unwrap();
+        assert_eq!(l.get("c").map(String::as_str), Some("d"));
+        assert!(parse_labels("nope").is_err());
     }
 }

@@ -28,6 +28,9 @@ pub struct Published {
     /// True once the first table has been published (`/readyz`).
     pub ready: AtomicBool,
     pub metrics: Arc<Metrics>,
+    /// Generation of the last publication, so that followers (the status writer in a cluster)
+    /// learn of each new table and status without polling; `subscribe` to it.
+    pub generation: watch::Sender<u64>,
 }
 
 impl Published {
@@ -38,6 +41,7 @@ impl Published {
             status: ArcSwap::from_pointee(StatusReport::default()),
             ready: AtomicBool::new(false),
             metrics,
+            generation: watch::Sender::new(0),
         })
     }
 
@@ -145,6 +149,7 @@ impl Reconciler {
             tracing::error!(addr = %e.addr, error = %e.error, "cannot bind listener");
         }
         self.published.ready.store(true, Ordering::Release);
+        self.published.generation.send_replace(self.generation);
         let m = &self.published.metrics;
         m.table_generation
             .set(i64::try_from(self.generation).unwrap_or(i64::MAX));
@@ -227,6 +232,7 @@ mod tests {
         let out = r.publish(t, Instant::now()).await;
         assert_eq!(out.generation, 1);
         assert!(published.is_ready());
+        assert_eq!(*published.generation.subscribe().borrow(), 1);
         assert_eq!(published.table.load().generation, 1);
         assert_eq!(published.metrics.table_generation.get(), 1);
         let t = Translation {

@@ -1,6 +1,7 @@
 //! The provider-neutral input of one translation: every object the translator may read.
 //! Providers (a config directory, Kubernetes reflectors) fill it; `translate` only reads it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
@@ -29,6 +30,24 @@ pub struct Snapshot {
     /// Secrets that listeners may reference for TLS certificates (`tls.crt`, `tls.key`).
     /// Providers should pass only referenced Secrets: the translator reads nothing else.
     pub secrets: Vec<Arc<Secret>>,
+    /// Where listeners bind. `None` (standalone): every listener binds its own port on the
+    /// Gateway's addresses. `Some` (cluster): each Gateway binds the ports its Service maps to;
+    /// a Gateway without an entry is not bound yet.
+    pub gateway_bindings: Option<Arc<GatewayBindings>>,
+}
+
+/// Bindings of every Gateway, keyed by `(namespace, name)`.
+pub type GatewayBindings = BTreeMap<(String, String), GatewayBinding>;
+
+/// How one Gateway is exposed in a cluster: the ports of its Service and the addresses clients
+/// reach it on. Computed by the provider from the Service it keeps per Gateway, so that the
+/// translator can stay pure.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GatewayBinding {
+    /// Listener port -> the port every replica binds for it (the Service's `targetPort`).
+    pub ports: BTreeMap<u16, u16>,
+    /// `(type, value)` pairs for `status.addresses` (`IPAddress` or `Hostname`).
+    pub addresses: Vec<(String, String)>,
 }
 
 impl Snapshot {

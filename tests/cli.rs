@@ -308,13 +308,21 @@ fn serve_exits_nonzero_when_the_first_load_fails() {
 }
 
 #[test]
-fn serve_kubernetes_is_not_available_yet() {
+fn serve_kubernetes_without_a_cluster_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
-        .args(["serve", "--kubernetes"])
+        .args(["serve", "--kubernetes", "--admin-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", dir.path().join("missing"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("not available in this build yet"));
+    assert!(
+        text(&out.stderr).contains("Kubernetes client"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// Kills the child when a test ends early.

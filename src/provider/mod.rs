@@ -1,4 +1,6 @@
-//! Providers turn an outside source of Gateway API objects into [`crate::snapshot::Snapshot`]s.
+//! Providers turn an outside source of Gateway API objects (a config directory, a Kubernetes
+//! cluster) into [`crate::snapshot::Snapshot`]s.
 
 pub mod file;
+pub mod kube;
 pub mod manifest;

@@ -55,8 +55,11 @@ pub fn build_table(
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
         for (li, l) in g.listeners.iter().enumerate().filter(|(_, l)| l.valid()) {
+            let Some(port) = g.socket_port(l.port) else {
+                continue;
+            };
             for ip in &g.binds {
-                let s = sockets.entry(SocketAddr::new(*ip, l.port)).or_default();
+                let s = sockets.entry(SocketAddr::new(*ip, port)).or_default();
                 if s.protocol.is_empty() {
                     s.protocol = l.spec.protocol.clone();
                 } else if s.protocol != l.spec.protocol {
@@ -90,8 +93,11 @@ pub fn build_table(
             let g = &gateways[a.gateway];
             let l = &g.listeners[a.listener];
             let listener_host = l.hostname.map(str::to_owned);
+            let Some(port) = g.socket_port(l.port) else {
+                continue;
+            };
             for ip in &g.binds {
-                let Some(s) = sockets.get_mut(&SocketAddr::new(*ip, l.port)) else {
+                let Some(s) = sockets.get_mut(&SocketAddr::new(*ip, port)) else {
                     continue;
                 };
                 if !s.members.contains(&(a.gateway, a.listener)) {

@@ -21,6 +21,7 @@ pub const REASON_INVALID: &str = "Invalid";
 pub const REASON_LISTENERS_NOT_VALID: &str = "ListenersNotValid";
 pub const REASON_UNSUPPORTED_ADDRESS: &str = "UnsupportedAddress";
 pub const REASON_ADDRESS_NOT_USABLE: &str = "AddressNotUsable";
+pub const REASON_PENDING: &str = "Pending";
 
 /// Listener reasons.
 pub const REASON_NO_CONFLICTS: &str = "NoConflicts";

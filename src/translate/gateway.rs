@@ -16,6 +16,7 @@ use super::conditions::*;
 use super::listener::NamespacePolicy;
 use super::tls::{Certificates, ListenerTls, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
+use crate::snapshot::{GatewayBinding, GatewayBindings};
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
 pub const SUPPORTED_FEATURES: &[&str] = &[
@@ -98,7 +99,19 @@ pub struct GatewayModel<'a> {
     /// IPs every listener binds on.
     pub binds: Vec<IpAddr>,
     pub address_error: Option<AddressError>,
+    pub placement: Placement<'a>,
     pub listeners: Vec<ListenerModel<'a>>,
+}
+
+/// Where a Gateway's listeners bind.
+#[derive(Debug, Clone, Copy)]
+pub enum Placement<'a> {
+    /// Standalone: each listener binds its own port.
+    Own,
+    /// Cluster: listeners bind the ports their Gateway's Service maps them to.
+    Mapped(&'a GatewayBinding),
+    /// Cluster, but the Gateway's Service does not exist yet: nothing is bound.
+    Pending,
 }
 
 /// One listener, validated.
@@ -147,9 +160,22 @@ impl<'a> GatewayModel<'a> {
         gateway: &'a Gateway,
         options: &TranslateOptions,
         certificates: &mut Certificates<'_>,
+        bindings: Option<&'a GatewayBindings>,
     ) -> Self {
-        let (binds, address_error) = bind_addresses(gateway, options.bind_address);
         let namespace = gateway.metadata.namespace.as_deref().unwrap_or("default");
+        let name = gateway.metadata.name.as_deref().unwrap_or("");
+        let (mut binds, address_error) = bind_addresses(gateway, options.bind_address);
+        let placement = match bindings {
+            None => Placement::Own,
+            Some(b) => match b.get(&(namespace.to_owned(), name.to_owned())) {
+                Some(binding) => Placement::Mapped(binding),
+                None => Placement::Pending,
+            },
+        };
+        if !matches!(placement, Placement::Own) {
+            // In a cluster, spec.addresses are the Service's business; replicas bind locally.
+            binds = vec![options.bind_address];
+        }
         let mut listeners: Vec<ListenerModel<'a>> = gateway
             .spec
             .listeners
@@ -160,7 +186,8 @@ impl<'a> GatewayModel<'a> {
         Self {
             gateway,
             namespace,
-            name: gateway.metadata.name.as_deref().unwrap_or(""),
+            name,
+            placement,
             stamp: Stamp {
                 generation: gateway.metadata.generation,
                 now: options.now,
@@ -174,6 +201,16 @@ impl<'a> GatewayModel<'a> {
     /// Accepted: addresses usable and at least one accepted listener.
     pub fn accepted(&self) -> bool {
         self.address_error.is_none() && self.listeners.iter().any(ListenerModel::usable)
+    }
+
+    /// The port a listener's socket binds, or `None` while its Gateway's Service maps no port
+    /// for it (cluster mode).
+    pub fn socket_port(&self, listener_port: u16) -> Option<u16> {
+        match self.placement {
+            Placement::Own => Some(listener_port),
+            Placement::Mapped(b) => b.ports.get(&listener_port).copied(),
+            Placement::Pending => None,
+        }
     }
 
     /// The Gateway's status, including `attachedRoutes` counted during attachment.
@@ -212,13 +249,34 @@ impl<'a> GatewayModel<'a> {
                 s.fail(PROGRAMMED, REASON_INVALID, msg.clone())
             };
             (s.ok(ACCEPTED, REASON_LISTENERS_NOT_VALID, msg), programmed)
+        } else if matches!(self.placement, Placement::Pending) {
+            (
+                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                s.fail(
+                    PROGRAMMED,
+                    REASON_PENDING,
+                    "waiting for the Gateway's Service",
+                ),
+            )
         } else {
             (
                 s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
                 s.ok(PROGRAMMED, REASON_PROGRAMMED, "programmed"),
             )
         };
-        let addresses = if self.address_error.is_none() {
+        let addresses = if let Placement::Mapped(b) = self.placement {
+            Some(
+                b.addresses
+                    .iter()
+                    .map(|(ty, value)| GatewayStatusAddresses {
+                        r#type: Some(ty.clone()),
+                        value: value.clone(),
+                    })
+                    .collect(),
+            )
+        } else if matches!(self.placement, Placement::Pending) {
+            None
+        } else if self.address_error.is_none() {
             Some(
                 self.binds
                     .iter()
@@ -267,7 +325,13 @@ impl<'a> GatewayModel<'a> {
         } else {
             s.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
         };
-        let programmed = if l.valid() && self.accepted() {
+        let programmed = if l.valid() && self.accepted() && self.socket_port(l.port).is_none() {
+            s.fail(
+                PROGRAMMED,
+                REASON_PENDING,
+                "waiting for the Gateway's Service to map this port",
+            )
+        } else if l.valid() && self.accepted() {
             s.ok(PROGRAMMED, REASON_PROGRAMMED, "programmed")
         } else {
             s.fail(PROGRAMMED, REASON_INVALID, "listener is not programmed")
@@ -441,5 +505,59 @@ mod tests {
             bind_addresses(&mixed, default).0,
             vec!["127.0.0.3".parse::<IpAddr>().unwrap(), default]
         );
+    }
+
+    #[test]
+    fn cluster_placement_binds_mapped_ports_and_waits_for_a_service() {
+        use crate::snapshot::{GatewayBinding, Snapshot};
+        use std::sync::Arc;
+        let class: GatewayClass = serde_yaml_ng::from_str(
+            "metadata: {name: c, generation: 1}\nspec: {controllerName: x/y}",
+        )
+        .unwrap();
+        let gw = |name: &str| {
+            Arc::new(gateway(&format!(
+                "metadata: {{name: {name}, namespace: ns, generation: 1}}\nspec:\n  gatewayClassName: c\n  addresses: [{{value: 10.1.1.1}}]\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP}}\n  - {{name: alt, port: 81, protocol: HTTP}}\n"
+            )))
+        };
+        let binding = GatewayBinding {
+            ports: [(80, 10080)].into(),
+            addresses: vec![("Hostname".into(), "lb.example".into())],
+        };
+        let snapshot = Snapshot {
+            gateway_classes: vec![Arc::new(class)],
+            gateways: vec![gw("mapped"), gw("pending")],
+            gateway_bindings: Some(Arc::new(
+                [(("ns".to_owned(), "mapped".to_owned()), binding)].into(),
+            )),
+            ..Snapshot::default()
+        };
+        let options = TranslateOptions {
+            controller_name: "x/y".into(),
+            bind_address: "127.0.0.9".parse().unwrap(),
+            now: jiff::Timestamp::now(),
+            generation: 1,
+        };
+        let t = crate::translate::translate(&snapshot, &options);
+        let sockets: Vec<String> = t.table.listeners.keys().map(|a| a.to_string()).collect();
+        assert_eq!(sockets, ["127.0.0.9:10080"]);
+        let mapped = &t
+            .status
+            .get("Gateway", Some("ns"), "mapped")
+            .unwrap()
+            .status;
+        assert_eq!(mapped["addresses"][0]["value"], "lb.example");
+        assert_eq!(mapped["conditions"][1]["status"], "True");
+        assert_eq!(
+            mapped["listeners"][1]["conditions"][1]["reason"],
+            REASON_PENDING
+        );
+        let pending = &t
+            .status
+            .get("Gateway", Some("ns"), "pending")
+            .unwrap()
+            .status;
+        assert_eq!(pending["conditions"][1]["reason"], REASON_PENDING);
+        assert!(pending.get("addresses").is_none());
     }
 }

@@ -78,7 +78,14 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
         .gateways
         .iter()
         .filter(|g| classes.contains(&g.spec.gateway_class_name.as_str()))
-        .map(|g| gateway::GatewayModel::new(g, options, &mut certificates))
+        .map(|g| {
+            gateway::GatewayModel::new(
+                g,
+                options,
+                &mut certificates,
+                snapshot.gateway_bindings.as_deref(),
+            )
+        })
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
     let by_name: HashMap<(&str, &str), usize> = gateways

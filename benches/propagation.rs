@@ -1,0 +1,190 @@
+//! Route propagation in Kubernetes mode: the time from an HTTPRoute create (through the API
+//! emulator, over real HTTP) to the first correctly routed response from the proxy, with 100,
+//! 1,000 and 5,000 routes already in place. Prints p50/p99 per size as a table.
+//!
+//! `cargo bench --bench propagation` (set `PROPAGATION_SIZES=100,1000` to pick sizes). The
+//! replica runs as a follower (another identity holds the Lease), so the figures measure watch,
+//! snapshot, translation, table swap and routing, not status writes.
+
+#[path = "../tests/support/mod.rs"]
+#[allow(unused_imports)]
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use edgeplane::metrics::Metrics;
+use edgeplane::provider::kube::{KubeOptions, KubeProvider};
+use edgeplane::proxy::Proxy;
+use edgeplane::reconcile::{Published, ReconcileOptions, Reconciler};
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use kube::api::PostParams;
+use kube::Api;
+use serde_json::{json, Value};
+use support::apiserver::ApiServer;
+use support::client::{get, h1_client, send};
+
+const NS: &str = "bench";
+const SYSTEM_NS: &str = "edgeplane-system";
+const CONTROLLER: &str = "edgeplane.dev/gateway-controller";
+
+fn route(i: &str) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"namespace": NS, "name": format!("r-{i}")},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [format!("{i}.example")],
+            "rules": [{"backendRefs": [{"name": "echo", "port": 80}]}]}})
+}
+
+fn setup(api: &ApiServer, routes: usize, echo: SocketAddr, target_port: u16) {
+    api.insert(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": "ep"}, "spec": {"controllerName": CONTROLLER}}),
+    );
+    api.insert(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"namespace": NS, "name": "gw"},
+        "spec": {"gatewayClassName": "ep", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+            "allowedRoutes": {"namespaces": {"from": "Same"}}}]}}));
+    // What the leader would have made: the Gateway's Service and its target port.
+    api.insert(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"namespace": SYSTEM_NS, "name": "gw-bench",
+            "labels": {"edgeplane.dev/gateway": format!("{NS}.gw")}},
+        "spec": {"ports": [{"name": "port-80", "port": 80, "targetPort": target_port}]}}));
+    // A lease held by someone else for an hour: this replica stays a follower.
+    api.insert(
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"namespace": SYSTEM_NS, "name": "edgeplane-leader"},
+        "spec": {"holderIdentity": "elsewhere", "leaseDurationSeconds": 3600,
+            "renewTime": "2030-01-01T00:00:00.000000Z"}}),
+    );
+    api.insert(
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": NS, "name": "echo"},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": echo.port()}]}}),
+    );
+    api.insert(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"namespace": NS, "name": "echo-1", "labels": {"kubernetes.io/service-name": "echo"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": echo.port()}],
+        "endpoints": [{"addresses": [echo.ip().to_string()], "conditions": {"ready": true}}]}));
+    for i in 0..routes {
+        api.insert(route(&format!("base-{i}")));
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// p50, p99, max of propagation, and the mean rebuild (translate + publish) time.
+async fn measure(
+    routes: usize,
+    samples: usize,
+) -> Option<(Duration, Duration, Duration, Duration)> {
+    let api = ApiServer::start().await;
+    let echo = support::echo::start_echo("bench").await;
+    let target_port = support::net::free_addr().port();
+    setup(&api, routes, echo.addr, target_port);
+    let bind = support::net::loopback_ip();
+    let metrics = Metrics::new();
+    let published = Published::new(metrics.clone());
+    let proxy = Proxy::new(
+        published.table.clone(),
+        metrics.clone(),
+        support::proxy::test_options(),
+    );
+    let mut options = KubeOptions::new(CONTROLLER, SYSTEM_NS, "bench");
+    options.lease_renew = Duration::from_secs(1);
+    let provider = KubeProvider::start(api.client(), options, published.clone(), metrics.clone());
+    let mut snapshots = provider.snapshots.clone();
+    let reconciler = Reconciler::new(
+        published.clone(),
+        Some(proxy.clone()),
+        ReconcileOptions {
+            controller_name: CONTROLLER.to_owned(),
+            bind_address: bind,
+        },
+    );
+    let reconcile = tokio::spawn(async move {
+        if snapshots.changed().await.is_ok() {
+            reconciler.run(snapshots).await;
+        }
+    });
+    let addr = SocketAddr::new(bind, target_port);
+    let client = h1_client();
+    let ready = Instant::now() + Duration::from_secs(120);
+    while !published.is_ready()
+        || !matches!(send(&client, get(addr, "base-0.example", "/")).await, Ok(r) if r.status == 200)
+    {
+        if Instant::now() > ready {
+            eprintln!("{routes} routes: the first table never served");
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let routes_api: Api<HttpRoute> = Api::namespaced(api.client(), NS);
+    let mut times = Vec::with_capacity(samples);
+    for k in 0..samples {
+        let name = format!("new-{k}");
+        let obj: HttpRoute = serde_json::from_value(route(&name)).ok()?;
+        let host = format!("{name}.example");
+        let started = Instant::now();
+        routes_api.create(&PostParams::default(), &obj).await.ok()?;
+        let deadline = started + Duration::from_secs(60);
+        loop {
+            if let Ok(r) = send(&client, get(addr, &host, "/")).await {
+                if r.status == 200 {
+                    break;
+                }
+            }
+            if Instant::now() > deadline {
+                eprintln!("{routes} routes: sample {k} never served");
+                return None;
+            }
+            tokio::task::yield_now().await;
+        }
+        times.push(started.elapsed());
+        // Let any follow-up rebuild finish before the next sample.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rebuilds = metrics.rebuild_seconds.with_label_values(&["ok"]);
+    let mean_rebuild = Duration::from_secs_f64(
+        rebuilds.get_sample_sum() / rebuilds.get_sample_count().max(1) as f64,
+    );
+    reconcile.abort();
+    provider.stop().await;
+    proxy.shutdown().await;
+    times.sort();
+    Some((
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        times[times.len() - 1],
+        mean_rebuild,
+    ))
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    let sizes: Vec<usize> = std::env::var("PROPAGATION_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 1000, 5000]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    println!("| existing routes | samples | p50 | p99 | max | mean rebuild |");
+    println!("|---|---|---|---|---|---|");
+    for routes in sizes {
+        let samples = if routes >= 5000 { 20 } else { 50 };
+        match runtime.block_on(measure(routes, samples)) {
+            Some((p50, p99, max, rebuild)) => println!(
+                "| {routes} | {samples} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
+                p50.as_secs_f64() * 1e3,
+                p99.as_secs_f64() * 1e3,
+                max.as_secs_f64() * 1e3,
+                rebuild.as_secs_f64() * 1e3
+            ),
+            None => println!("| {routes} | {samples} | failed | | |"),
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! How a Gateway is exposed in a cluster, as pure functions: the name, labels, ports and owner
+//! of its Service, target-port allocation, and the bindings every replica reads back from
+//! those Services into the snapshot. No I/O; `gateway_service` does the writes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+
+use crate::snapshot::{GatewayBinding, GatewayBindings};
+
+/// Label on each Gateway Service: `<namespace>.<name>` of its Gateway (namespaces have no dots).
+pub const GATEWAY_LABEL: &str = "edgeplane.dev/gateway";
+/// Finalizer the leader puts on our Gateways: their Service goes before they do.
+pub const GATEWAY_FINALIZER: &str = "edgeplane.dev/gateway-cleanup";
+/// Finalizer on a GatewayClass while Gateways use it (Gateway API convention).
+pub const CLASS_FINALIZER: &str = "gateway-exists-finalizer.gateway.networking.k8s.io";
+
+/// How Gateway Services are made.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// The controller's namespace, where the Services live.
+    pub namespace: String,
+    /// `LoadBalancer`, `NodePort` or `ClusterIP`.
+    pub service_type: String,
+    /// Labels of the replicas' pods.
+    pub selector: BTreeMap<String, String>,
+    /// First port handed out to listeners; ports are taken from `port_base..port_base+port_count`.
+    pub port_base: u16,
+    pub port_count: u16,
+}
+
+/// The port range has no free port left for a Gateway.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no free port left in {base}..{end} for Gateway {gateway}")]
+pub struct PortsExhausted {
+    pub gateway: String,
+    pub base: u16,
+    pub end: u32,
+}
+
+/// The label value naming a Gateway.
+pub fn label_value(namespace: &str, name: &str) -> String {
+    format!("{namespace}.{name}")
+}
+
+/// A stable, DNS-label-safe Service name for a Gateway: readable prefix plus a hash of the full
+/// `namespace/name`, so long or look-alike names never collide.
+pub fn service_name(namespace: &str, name: &str) -> String {
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in format!("{namespace}/{name}").bytes() {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    let readable: String = format!("{namespace}-{name}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(50)
+        .collect();
+    format!("gw-{}-{hash:08x}", readable.trim_end_matches('-'))
+}
+
+/// Listener port -> target port of a Gateway Service.
+pub fn service_ports(svc: &Service) -> BTreeMap<u16, u16> {
+    svc.spec
+        .iter()
+        .flat_map(|s| s.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = u16::try_from(p.port).ok()?;
+            let target = match p.target_port.as_ref()? {
+                IntOrString::Int(t) => u16::try_from(*t).ok()?,
+                IntOrString::String(_) => return None,
+            };
+            Some((port, target))
+        })
+        .collect()
+}
+
+/// The Gateway a Service of the controller's namespace was made for.
+pub fn owner_gateway<'a>(svc: &'a Service, namespace: &str) -> Option<(&'a str, &'a str)> {
+    if svc.metadata.namespace.as_deref() != Some(namespace) {
+        return None;
+    }
+    svc.metadata
+        .labels
+        .as_ref()?
+        .get(GATEWAY_LABEL)?
+        .split_once('.')
+}
+
+/// Addresses of a Gateway Service: load-balancer ingress IPs and hostnames, else its clusterIP.
+pub fn service_addresses(svc: &Service) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let ingress = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref());
+    for i in ingress
+        .and_then(|l| l.ingress.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(ip) = i.ip.as_deref().filter(|v| !v.is_empty()) {
+            out.push(("IPAddress".to_owned(), ip.to_owned()));
+        } else if let Some(h) = i.hostname.as_deref().filter(|v| !v.is_empty()) {
+            out.push(("Hostname".to_owned(), h.to_owned()));
+        }
+    }
+    if out.is_empty() {
+        let ip = svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref());
+        if let Some(ip) = ip.filter(|ip| !ip.is_empty() && *ip != "None") {
+            out.push(("IPAddress".to_owned(), ip.to_owned()));
+        }
+    }
+    out
+}
+
+/// Every live Gateway's binding, read from the labelled Services of the controller namespace.
+pub fn bindings_from_services(
+    services: &[Arc<Service>],
+    namespace: &str,
+    gateways: &[Arc<Gateway>],
+) -> GatewayBindings {
+    let live: BTreeSet<(&str, &str)> = gateways
+        .iter()
+        .map(|g| {
+            (
+                g.metadata.namespace.as_deref().unwrap_or("default"),
+                g.metadata.name.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    let mut out = GatewayBindings::new();
+    for svc in services {
+        let Some(gw) = owner_gateway(svc, namespace) else {
+            continue;
+        };
+        if !live.contains(&gw) {
+            continue;
+        }
+        out.entry((gw.0.to_owned(), gw.1.to_owned()))
+            .or_insert_with(|| GatewayBinding {
+                ports: service_ports(svc),
+                addresses: service_addresses(svc),
+            });
+    }
+    out
+}
+
+/// Target ports for `wanted` listener ports: ports already mapped keep their target (never
+/// moved while the Gateway lives); new ones get the lowest port of the range not in `used`.
+pub fn allocate_ports(
+    gateway: &str,
+    wanted: &BTreeSet<u16>,
+    existing: &BTreeMap<u16, u16>,
+    used: &BTreeSet<u16>,
+    base: u16,
+    count: u16,
+) -> Result<BTreeMap<u16, u16>, PortsExhausted> {
+    let mut out: BTreeMap<u16, u16> = wanted
+        .iter()
+        .filter_map(|p| existing.get(p).map(|t| (*p, *t)))
+        .collect();
+    let end = u32::from(base) + u32::from(count);
+    let mut next = u32::from(base);
+    let missing: Vec<u16> = wanted
+        .iter()
+        .filter(|p| !out.contains_key(p))
+        .copied()
+        .collect();
+    for p in missing {
+        let taken: BTreeSet<u16> = out.values().copied().collect();
+        let free = loop {
+            if next >= end {
+                return Err(PortsExhausted {
+                    gateway: gateway.to_owned(),
+                    base,
+                    end,
+                });
+            }
+            let candidate = u16::try_from(next).unwrap_or(u16::MAX);
+            next += 1;
+            if !used.contains(&candidate) && !taken.contains(&candidate) {
+                break candidate;
+            }
+        };
+        out.insert(p, free);
+    }
+    Ok(out)
+}
+
+/// The Service the leader keeps for `gateway`, owned by its (cluster-scoped) GatewayClass.
+pub fn desired_service(
+    gateway: &Gateway,
+    class: &GatewayClass,
+    ports: &BTreeMap<u16, u16>,
+    options: &ServiceOptions,
+) -> Service {
+    let ns = gateway.metadata.namespace.as_deref().unwrap_or("default");
+    let name = gateway.name_any();
+    Service {
+        metadata: ObjectMeta {
+            name: Some(service_name(ns, &name)),
+            namespace: Some(options.namespace.clone()),
+            labels: Some(BTreeMap::from([
+                (GATEWAY_LABEL.to_owned(), label_value(ns, &name)),
+                (
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    "edgeplane".to_owned(),
+                ),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "gateway.networking.k8s.io/v1".into(),
+                kind: "GatewayClass".into(),
+                name: class.name_any(),
+                uid: class.metadata.uid.clone().unwrap_or_default(),
+                ..OwnerReference::default()
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some(options.service_type.clone()),
+            selector: Some(options.selector.clone()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(port, target)| ServicePort {
+                        name: Some(format!("port-{port}")),
+                        port: i32::from(*port),
+                        target_port: Some(IntOrString::Int(i32::from(*target))),
+                        protocol: Some("TCP".into()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// True when `current` already has what `desired` asks for (ports, type, selector, owner).
+pub fn service_matches(current: &Service, desired: &Service) -> bool {
+    let (Some(c), Some(d)) = (&current.spec, &desired.spec) else {
+        return false;
+    };
+    service_ports(current) == service_ports(desired)
+        && c.type_ == d.type_
+        && c.selector == d.selector
+        && current.metadata.owner_references == desired.metadata.owner_references
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ports_stay_put_and_new_ones_skip_used() {
+        let wanted = BTreeSet::from([80, 443, 8080]);
+        let existing = BTreeMap::from([(80, 10085), (9000, 10090)]);
+        let used = BTreeSet::from([10080, 10081, 10085]);
+        let got = allocate_ports("g", &wanted, &existing, &used, 10080, 100).unwrap();
+        assert_eq!(
+            got,
+            BTreeMap::from([(80, 10085), (443, 10082), (8080, 10083)])
+        );
+        let full = allocate_ports(
+            "g",
+            &BTreeSet::from([80, 81]),
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+            10080,
+            1,
+        );
+        assert!(full.is_err());
+    }
+
+    #[test]
+    fn service_names_are_dns_labels_and_distinct() {
+        let a = service_name("a-b", "c");
+        let b = service_name("a", "b-c");
+        assert_ne!(a, b);
+        let long = service_name(&"n".repeat(63), &"x.y".repeat(80));
+        assert!(long.len() <= 63, "{long}");
+        assert!(long
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
+        assert!(long.starts_with("gw-"));
+    }
+
+    fn gateway(ns: &str, name: &str, ports: &[u16]) -> Arc<Gateway> {
+        let listeners: Vec<_> = ports
+            .iter()
+            .map(|p| json!({"name": format!("l{p}"), "port": p, "protocol": "HTTP"}))
+            .collect();
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"namespace": ns, "name": name, "uid": "u"},
+                "spec": {"gatewayClassName": "c", "listeners": listeners}
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn bindings_come_from_labelled_services_of_live_gateways() {
+        let class: GatewayClass = serde_json::from_value(json!({
+            "metadata": {"name": "c", "uid": "cu"},
+            "spec": {"controllerName": "x/y"}
+        }))
+        .unwrap();
+        let opts = ServiceOptions {
+            namespace: "sys".into(),
+            service_type: "LoadBalancer".into(),
+            selector: BTreeMap::from([("app".into(), "ep".into())]),
+            port_base: 10080,
+            port_count: 10,
+        };
+        let g1 = gateway("web", "one", &[80]);
+        let g2 = gateway("web", "two", &[80]);
+        let mut s1 = desired_service(&g1, &class, &BTreeMap::from([(80, 10080)]), &opts);
+        s1.spec.as_mut().unwrap().cluster_ip = Some("10.0.0.7".into());
+        let mut s2 = desired_service(&g2, &class, &BTreeMap::from([(80, 10081)]), &opts);
+        s2.status = serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}, {"hostname": "lb.example"}]}})).unwrap();
+        assert_eq!(s1.metadata.owner_references.as_ref().unwrap()[0].uid, "cu");
+        let stale = desired_service(
+            &gateway("web", "gone", &[80]),
+            &class,
+            &BTreeMap::from([(80, 10082)]),
+            &opts,
+        );
+        let services = vec![Arc::new(s1.clone()), Arc::new(s2), Arc::new(stale)];
+        let b = bindings_from_services(&services, "sys", &[g1, g2]);
+        assert_eq!(b.len(), 2);
+        let one = &b[&("web".to_owned(), "one".to_owned())];
+        assert_eq!(one.ports, BTreeMap::from([(80, 10080)]));
+        assert_eq!(
+            one.addresses,
+            vec![("IPAddress".to_owned(), "10.0.0.7".to_owned())]
+        );
+        let two = &b[&("web".to_owned(), "two".to_owned())];
+        assert_eq!(two.ports, BTreeMap::from([(80, 10081)]));
+        assert_eq!(
+            two.addresses,
+            vec![
+                ("IPAddress".to_owned(), "203.0.113.9".to_owned()),
+                ("Hostname".to_owned(), "lb.example".to_owned())
+            ]
+        );
+        assert!(bindings_from_services(&services, "other", &[]).is_empty());
+        assert!(service_matches(&s1, &s1));
+    }
+}

@@ -1,0 +1,292 @@
+//! Side objects of the leader: one Service per Gateway in the controller's namespace (shaped by
+//! `binding`), the Gateway cleanup finalizer that removes that Service, and the GatewayClass
+//! finalizer while Gateways use the class. Writes only what differs from the caches.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use super::binding::{
+    allocate_ports, desired_service, label_value, owner_gateway, service_matches, service_name,
+    service_ports, PortsExhausted, ServiceOptions, CLASS_FINALIZER, GATEWAY_FINALIZER,
+};
+use super::watch::Stores;
+
+/// A side-object write failed or could not be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Ports(#[from] PortsExhausted),
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+fn has_finalizer<K: ResourceExt>(obj: &K, finalizer: &str) -> bool {
+    obj.finalizers().iter().any(|f| f == finalizer)
+}
+
+/// The leader's keeper of side objects. Remembers the ports it handed out until the Service
+/// store shows them, so a stale cache never hands one port to two Gateways.
+pub struct Keeper {
+    client: Client,
+    options: ServiceOptions,
+    controller_name: String,
+    allocated: HashMap<String, BTreeMap<u16, u16>>,
+}
+
+impl Keeper {
+    pub fn new(client: Client, options: ServiceOptions, controller_name: String) -> Self {
+        Self {
+            client,
+            options,
+            controller_name,
+            allocated: HashMap::new(),
+        }
+    }
+
+    /// One pass over every Gateway and class: writes only what differs. Returns the number of
+    /// writes; errors are collected so one bad object does not stop the others.
+    pub async fn sync(&mut self, stores: &Stores) -> (usize, Vec<ServiceError>) {
+        let mut writes = 0;
+        let mut errors = Vec::new();
+        let classes: Vec<Arc<GatewayClass>> = stores
+            .gateway_classes
+            .state()
+            .into_iter()
+            .filter(|c| c.spec.controller_name == self.controller_name)
+            .collect();
+        let gateways = stores.gateways.state();
+        let services: Vec<Arc<Service>> = stores
+            .services
+            .state()
+            .into_iter()
+            .filter(|s| owner_gateway(s, &self.options.namespace).is_some())
+            .collect();
+        let mut used: BTreeSet<u16> = services
+            .iter()
+            .flat_map(|s| service_ports(s).into_values())
+            .collect();
+        used.extend(self.allocated.values().flat_map(|m| m.values().copied()));
+        let mut live = BTreeSet::new();
+        for gw in &gateways {
+            let ns = gw
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            let name = gw.name_any();
+            let class = classes
+                .iter()
+                .find(|c| c.name_any() == gw.spec.gateway_class_name);
+            let r = if gw.metadata.deletion_timestamp.is_some() {
+                self.clean_up(gw, &ns, &name).await
+            } else if let Some(class) = class {
+                live.insert(service_name(&ns, &name));
+                self.ensure(gw, class, &services, &mut used).await
+            } else {
+                Ok(0)
+            };
+            match r {
+                Ok(n) => writes += n,
+                Err(e) => errors.push(e),
+            }
+        }
+        for svc in services.iter().filter(|s| !live.contains(&s.name_any())) {
+            match self.delete_service(&svc.name_any()).await {
+                Ok(n) => writes += n,
+                Err(e) => errors.push(e),
+            }
+        }
+        for class in &classes {
+            let used = gateways
+                .iter()
+                .any(|g| g.spec.gateway_class_name == class.name_any());
+            match self.class_finalizer(class, used).await {
+                Ok(n) => writes += n,
+                Err(e) => errors.push(e),
+            }
+        }
+        (writes, errors)
+    }
+
+    fn api_err(what: String) -> impl FnOnce(kube::Error) -> ServiceError {
+        move |source| ServiceError::Api {
+            what,
+            source: Box::new(source),
+        }
+    }
+
+    async fn ensure(
+        &mut self,
+        gw: &Gateway,
+        class: &GatewayClass,
+        services: &[Arc<Service>],
+        used: &mut BTreeSet<u16>,
+    ) -> Result<usize, ServiceError> {
+        let ns = gw.metadata.namespace.as_deref().unwrap_or("default");
+        let name = gw.name_any();
+        let mut writes = 0;
+        if !has_finalizer(gw, GATEWAY_FINALIZER) {
+            let mut finalizers = gw.finalizers().to_vec();
+            finalizers.push(GATEWAY_FINALIZER.to_owned());
+            let api: Api<Gateway> = Api::namespaced(self.client.clone(), ns);
+            writes += self
+                .patch_finalizers(&api, &name, gw.resource_version(), finalizers)
+                .await?;
+        }
+        let svc_name = service_name(ns, &name);
+        let current = services.iter().find(|s| s.name_any() == svc_name);
+        let existing = match (current, self.allocated.get(&svc_name)) {
+            (_, Some(mine)) => mine.clone(),
+            (Some(c), None) => service_ports(c),
+            (None, None) => BTreeMap::new(),
+        };
+        for t in existing.values() {
+            used.remove(t);
+        }
+        let wanted: BTreeSet<u16> = gw
+            .spec
+            .listeners
+            .iter()
+            .filter_map(|l| u16::try_from(l.port).ok())
+            .collect();
+        let label = label_value(ns, &name);
+        let ports = allocate_ports(
+            &label,
+            &wanted,
+            &existing,
+            used,
+            self.options.port_base,
+            self.options.port_count,
+        )?;
+        used.extend(ports.values().copied());
+        let desired = desired_service(gw, class, &ports, &self.options);
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
+        match current {
+            Some(c) if service_matches(c, &desired) => {
+                self.allocated.remove(&svc_name);
+                return Ok(writes);
+            }
+            Some(_) => {
+                let patch = json!({
+                    "metadata": {"ownerReferences": desired.metadata.owner_references},
+                    "spec": {
+                        "type": desired.spec.as_ref().and_then(|s| s.type_.clone()),
+                        "selector": desired.spec.as_ref().and_then(|s| s.selector.clone()),
+                        "ports": desired.spec.as_ref().and_then(|s| s.ports.clone()),
+                    }
+                });
+                api.patch(&svc_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(Self::api_err(format!("patch Service {svc_name}")))?;
+            }
+            None if self.allocated.contains_key(&svc_name) => return Ok(writes),
+            None => match api.create(&PostParams::default(), &desired).await {
+                Ok(_) => {
+                    tracing::info!(gateway = %label, service = %svc_name, ?ports, "created Gateway Service")
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(Self::api_err(format!("create Service {svc_name}"))(e)),
+            },
+        }
+        self.allocated.insert(svc_name, ports);
+        Ok(writes + 1)
+    }
+
+    async fn clean_up(
+        &mut self,
+        gw: &Gateway,
+        ns: &str,
+        name: &str,
+    ) -> Result<usize, ServiceError> {
+        if !has_finalizer(gw, GATEWAY_FINALIZER) {
+            return Ok(0);
+        }
+        let svc_name = service_name(ns, name);
+        let mut writes = self.delete_service(&svc_name).await?;
+        let finalizers: Vec<String> = gw
+            .finalizers()
+            .iter()
+            .filter(|f| *f != GATEWAY_FINALIZER)
+            .cloned()
+            .collect();
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), ns);
+        writes += self
+            .patch_finalizers(&api, name, gw.resource_version(), finalizers)
+            .await?;
+        tracing::info!(gateway = %label_value(ns, name), "Gateway cleaned up");
+        Ok(writes)
+    }
+
+    async fn delete_service(&mut self, svc_name: &str) -> Result<usize, ServiceError> {
+        self.allocated.remove(svc_name);
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
+        match api.delete(svc_name, &DeleteParams::default()).await {
+            Ok(_) => Ok(1),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(0),
+            Err(e) => Err(Self::api_err(format!("delete Service {svc_name}"))(e)),
+        }
+    }
+
+    async fn class_finalizer(
+        &self,
+        class: &GatewayClass,
+        used: bool,
+    ) -> Result<usize, ServiceError> {
+        let has = has_finalizer(class, CLASS_FINALIZER);
+        if has == used {
+            return Ok(0);
+        }
+        let mut finalizers: Vec<String> = class
+            .finalizers()
+            .iter()
+            .filter(|f| *f != CLASS_FINALIZER)
+            .cloned()
+            .collect();
+        if used {
+            finalizers.push(CLASS_FINALIZER.to_owned());
+        }
+        let api: Api<GatewayClass> = Api::all(self.client.clone());
+        self.patch_finalizers(
+            &api,
+            &class.name_any(),
+            class.resource_version(),
+            finalizers,
+        )
+        .await
+    }
+
+    /// Replaces the finalizer list, guarded by the read `resourceVersion`; a conflict means the
+    /// cache was stale and the next pass retries.
+    async fn patch_finalizers<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        resource_version: Option<String>,
+        finalizers: Vec<String>,
+    ) -> Result<usize, ServiceError>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let patch =
+            json!({"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(1),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(0),
+            Err(e) => Err(Self::api_err(format!("finalizers of {name}"))(e)),
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The Kubernetes provider: reflectors of every kind feed the same snapshot channel the
+//! reconcile loop consumes; leader election decides which replica writes status and keeps the
+//! side objects (Gateway Services, finalizers). Every replica translates and serves.
+
+pub mod binding;
+pub mod gateway_service;
+pub mod leader;
+pub mod secrets;
+pub mod status;
+pub mod status_diff;
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::events::{Recorder, Reporter};
+use kube::Client;
+use tokio::sync::watch as channel;
+use tokio::task::JoinHandle;
+
+use crate::metrics::Metrics;
+use crate::reconcile::Published;
+use crate::snapshot::Snapshot;
+
+pub use binding::ServiceOptions;
+pub use leader::LeaseOptions;
+
+/// Namespace used when neither `--namespace` nor the pod's namespace is known.
+pub const DEFAULT_NAMESPACE: &str = "edgeplane-system";
+
+/// Everything the provider needs besides the client.
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    pub controller_name: String,
+    /// The controller's namespace: its Lease and the Gateway Services live there.
+    pub namespace: String,
+    pub lease_name: String,
+    /// This replica's identity in the Lease.
+    pub pod_name: String,
+    pub lease_duration: Duration,
+    pub lease_renew: Duration,
+    /// A full snapshot is sent this often even without changes.
+    pub resync: Duration,
+    /// Delay before a failed status pass is retried when nothing else changes.
+    pub status_retry: Duration,
+    pub service_type: String,
+    pub service_selector: BTreeMap<String, String>,
+    pub port_base: u16,
+    pub port_count: u16,
+}
+
+impl KubeOptions {
+    /// Defaults for a controller named `controller_name` running as `pod_name`.
+    pub fn new(controller_name: &str, namespace: &str, pod_name: &str) -> Self {
+        Self {
+            controller_name: controller_name.to_owned(),
+            namespace: namespace.to_owned(),
+            lease_name: "edgeplane-leader".to_owned(),
+            pod_name: pod_name.to_owned(),
+            lease_duration: Duration::from_secs(15),
+            lease_renew: Duration::from_secs(5),
+            resync: Duration::from_secs(300),
+            status_retry: Duration::from_secs(2),
+            service_type: "LoadBalancer".to_owned(),
+            service_selector: BTreeMap::from([(
+                "app.kubernetes.io/name".to_owned(),
+                "edgeplane".to_owned(),
+            )]),
+            port_base: 10080,
+            port_count: 10000,
+        }
+    }
+}
+
+/// A running provider. Dropping it does not stop it; call [`KubeProvider::stop`].
+pub struct KubeProvider {
+    /// Snapshots for `Reconciler::run`. The first value is a placeholder: the first full
+    /// snapshot arrives as the first change, once every store has listed.
+    pub snapshots: channel::Receiver<Arc<Snapshot>>,
+    /// Whether this replica holds the lease.
+    pub leader: channel::Receiver<bool>,
+    pub stores: watch::Stores,
+    client: Client,
+    lease: LeaseOptions,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl KubeProvider {
+    /// Starts reflectors, the snapshot loop, the election and the status writer (which reads
+    /// what the reconcile loop publishes into `published`).
+    pub fn start(
+        client: Client,
+        options: KubeOptions,
+        published: Arc<Published>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let trigger = watch::Trigger::default();
+        let reflectors = watch::reflectors(&client, &trigger, &metrics);
+        let stores = reflectors.stores.clone();
+        let mut tasks: Vec<JoinHandle<()>> =
+            reflectors.tasks.into_iter().map(tokio::spawn).collect();
+        let (tx, snapshots) = channel::channel(Arc::new(Snapshot::default()));
+        tasks.push(tokio::spawn(watch::run_snapshots(
+            stores.clone(),
+            secrets::SecretCache::new(client.clone(), stores.secrets.clone()),
+            trigger,
+            tx,
+            options.namespace.clone(),
+            options.resync,
+        )));
+        let lease = LeaseOptions {
+            namespace: options.namespace.clone(),
+            name: options.lease_name.clone(),
+            identity: options.pod_name.clone(),
+            duration: options.lease_duration,
+            renew_every: options.lease_renew,
+        };
+        let (leader_tx, leader) = channel::channel(false);
+        let elector = leader::Elector::new(client.clone(), lease.clone());
+        tasks.push(tokio::spawn(elector.run(leader_tx)));
+        let keeper = gateway_service::Keeper::new(
+            client.clone(),
+            ServiceOptions {
+                namespace: options.namespace.clone(),
+                service_type: options.service_type.clone(),
+                selector: options.service_selector.clone(),
+                port_base: options.port_base,
+                port_count: options.port_count,
+            },
+            options.controller_name.clone(),
+        );
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "edgeplane".to_owned(),
+                instance: Some(options.pod_name.clone()),
+            },
+        );
+        let writer = status::StatusWriter::new(
+            client.clone(),
+            stores.clone(),
+            published,
+            leader.clone(),
+            options.controller_name.clone(),
+            recorder,
+            keeper,
+        );
+        tasks.push(tokio::spawn(writer.run(options.status_retry)));
+        Self {
+            snapshots,
+            leader,
+            stores,
+            client,
+            lease,
+            tasks,
+        }
+    }
+
+    /// Whether this replica currently holds the lease.
+    pub fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    /// Stops watching and writing, and gives the lease up if held so another replica takes
+    /// over at once. The last published table keeps serving until the proxy stops.
+    pub async fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        if *self.leader.borrow() {
+            let mut elector = leader::Elector::new(self.client, self.lease);
+            if let Err(e) = elector.release().await {
+                tracing::warn!(error = %e, "lease not released");
+            }
+        }
+    }
+}

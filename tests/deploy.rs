@@ -1,0 +1,160 @@
+//! Offline validation of `deploy/`: every manifest deserializes into its typed Kubernetes or
+//! Gateway API struct without losing a field (typed round trip), and every kustomization lists
+//! files and directories that exist.
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("deploy dir readable")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(p);
+        }
+    }
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path).expect("readable");
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Every field of `original` must be present, with an equal value, in `round`; `where_` names
+/// the path for the failure message.
+fn assert_kept(original: &Value, round: &Value, where_: &str) {
+    match (original, round) {
+        (Value::Object(o), Value::Object(r)) => {
+            for (k, v) in o {
+                let next = format!("{where_}.{k}");
+                let rv = r
+                    .get(k)
+                    .unwrap_or_else(|| panic!("field {next} was dropped by the typed struct"));
+                assert_kept(v, rv, &next);
+            }
+        }
+        (Value::Array(o), Value::Array(r)) => {
+            assert_eq!(o.len(), r.len(), "{where_}: list length changed");
+            for (i, (a, b)) in o.iter().zip(r).enumerate() {
+                assert_kept(a, b, &format!("{where_}[{i}]"));
+            }
+        }
+        (Value::Number(a), Value::Number(b)) => {
+            assert_eq!(a.as_f64(), b.as_f64(), "{where_}: number changed")
+        }
+        (a, b) => assert_eq!(a, b, "{where_}: value changed"),
+    }
+}
+
+fn round_trip<T: DeserializeOwned + Serialize>(doc: &Value, where_: &str) {
+    let typed: T = serde_json::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("{where_}: not a valid object: {e}"));
+    let round = serde_json::to_value(&typed).expect("serializes");
+    assert_kept(doc, &round, where_);
+}
+
+#[test]
+fn every_manifest_round_trips_through_its_typed_struct() {
+    use gateway_api::apis::standard::{gatewayclasses, gateways, httproutes};
+    use k8s_openapi::api::rbac::v1 as rbac;
+    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, discovery::v1 as disc};
+    let mut files = Vec::new();
+    yaml_files(&deploy_dir(), &mut files);
+    assert!(files.len() >= 8, "deploy/ files: {files:?}");
+    let mut kinds = std::collections::BTreeSet::new();
+    for f in &files {
+        for (i, doc) in documents(f).iter().enumerate() {
+            let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+            let where_ = format!("{}#{i} ({kind})", f.display());
+            match kind.as_str() {
+                "Kustomization" => continue,
+                "Namespace" => round_trip::<core::Namespace>(doc, &where_),
+                "ServiceAccount" => round_trip::<core::ServiceAccount>(doc, &where_),
+                "Service" => round_trip::<core::Service>(doc, &where_),
+                "ClusterRole" => round_trip::<rbac::ClusterRole>(doc, &where_),
+                "ClusterRoleBinding" => round_trip::<rbac::ClusterRoleBinding>(doc, &where_),
+                "Role" => round_trip::<rbac::Role>(doc, &where_),
+                "RoleBinding" => round_trip::<rbac::RoleBinding>(doc, &where_),
+                "Deployment" => round_trip::<apps::Deployment>(doc, &where_),
+                "DaemonSet" => round_trip::<apps::DaemonSet>(doc, &where_),
+                "EndpointSlice" => round_trip::<disc::EndpointSlice>(doc, &where_),
+                "GatewayClass" => round_trip::<gatewayclasses::GatewayClass>(doc, &where_),
+                "Gateway" => round_trip::<gateways::Gateway>(doc, &where_),
+                "HTTPRoute" => round_trip::<httproutes::HttpRoute>(doc, &where_),
+                other => panic!("{where_}: no typed check for kind {other}"),
+            }
+            kinds.insert(kind);
+        }
+    }
+    for k in [
+        "ClusterRole",
+        "Deployment",
+        "DaemonSet",
+        "GatewayClass",
+        "Gateway",
+        "HTTPRoute",
+    ] {
+        assert!(kinds.contains(k), "no {k} in deploy/");
+    }
+}
+
+#[test]
+fn round_trip_check_catches_unknown_fields() {
+    let doc: Value = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "x"}, "spec": {"finalizers": ["a"]}, "specc": 1});
+    let r =
+        std::panic::catch_unwind(|| round_trip::<k8s_openapi::api::core::v1::Namespace>(&doc, "t"));
+    assert!(r.is_err(), "a misspelt field must be reported");
+}
+
+#[test]
+fn kustomizations_list_existing_files() {
+    let mut files = Vec::new();
+    yaml_files(&deploy_dir(), &mut files);
+    let kustomizations: Vec<_> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n == "kustomization.yaml"))
+        .collect();
+    assert!(
+        kustomizations
+            .iter()
+            .any(|k| k.parent() == Some(&deploy_dir())),
+        "deploy/kustomization.yaml is missing"
+    );
+    for k in kustomizations {
+        let dir = k.parent().expect("has a parent");
+        let doc = &documents(k)[0];
+        let resources = doc["resources"].as_array().expect("resources list");
+        assert!(!resources.is_empty(), "{}: no resources", k.display());
+        for r in resources {
+            let p = dir.join(r.as_str().expect("string entry"));
+            let ok = p.is_file() || p.join("kustomization.yaml").is_file();
+            assert!(
+                ok,
+                "{}: lists {} which does not exist",
+                k.display(),
+                p.display()
+            );
+        }
+    }
+    // The standalone example is not for a cluster: no kustomization reaches it.
+    let top = &documents(&deploy_dir().join("kustomization.yaml"))[0];
+    let listed = top["resources"].as_array().expect("resources list");
+    assert!(listed.iter().all(|r| r.as_str() != Some("standalone")));
+}

@@ -1,0 +1,400 @@
+//! `serve --kubernetes` end to end against the in-process API emulator: real kube client,
+//! reflectors, leader election and status writes over HTTP; real proxy traffic on loopback.
+
+mod support;
+
+#[path = "kube/binary.rs"]
+mod binary;
+#[path = "kube/harness.rs"]
+mod harness;
+
+use std::time::Duration;
+
+use harness::*;
+use serde_json::json;
+use support::apiserver::ApiServer;
+use support::echo::start_fleet;
+
+pub const T: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_statuses_and_live_changes() {
+    let api = ApiServer::start().await;
+    let echoes = start_fleet(&["pod-a", "pod-b"]).await;
+    api.insert(class("ep"));
+    api.insert(gateway("web", "gw", "ep", 80));
+    for (name, e) in [("svc-a", &echoes[0]), ("svc-b", &echoes[1])] {
+        for o in backend("web", name, e.addr) {
+            api.insert(o);
+        }
+    }
+    let mut r = route("web", "r", "gw", "example.com", "/", "svc-a");
+    // Another controller's entry, which we must keep.
+    r["status"] = json!({"parents": [{"parentRef": {"name": "theirs"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+        "lastTransitionTime": "2020-01-01T00:00:00Z", "observedGeneration": 1}]}]});
+    api.insert(r);
+    let mut bad = route("web", "bad", "gw", "example.com", "/bad", "svc-a");
+    bad["spec"]["parentRefs"][0]["sectionName"] = json!("nope");
+    api.insert(bad);
+
+    let replica = Replica::start(&api, "one", port_base()).await;
+    let port = wait_gateway_port(&api, "web", "gw", 80).await;
+    replica
+        .wait_for(port, "example.com", "/x", 200, Some("pod-a"), T)
+        .await
+        .unwrap();
+    assert!(replica.published.is_ready());
+
+    // Statuses, with the right conditions and generations.
+    let ok = api
+        .wait_until(T, |a| {
+            let gw = a.object("gateways", "web", "gw").unwrap_or_default();
+            cond(&gw["status"]["conditions"], "Programmed").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
+    assert!(
+        ok,
+        "Gateway never Programmed: {:?}",
+        api.object("gateways", "web", "gw")
+    );
+    let gc = api.object("gatewayclasses", "", "ep").unwrap();
+    assert_eq!(
+        cond(&gc["status"]["conditions"], "Accepted").unwrap()["status"],
+        "True"
+    );
+    assert!(gc["status"]["supportedFeatures"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty()));
+    assert!(gc["metadata"]["finalizers"]
+        .to_string()
+        .contains("gateway-exists-finalizer"));
+    let gw = api.object("gateways", "web", "gw").unwrap();
+    let listener = &gw["status"]["listeners"][0];
+    assert_eq!(listener["attachedRoutes"], 1);
+    assert_eq!(listener["supportedKinds"][0]["kind"], "HTTPRoute");
+    let accepted = cond(&gw["status"]["conditions"], "Accepted").unwrap();
+    assert_eq!(accepted["observedGeneration"], gw["metadata"]["generation"]);
+    assert!(gw["metadata"]["finalizers"]
+        .to_string()
+        .contains("edgeplane.dev/gateway-cleanup"));
+    let ok = api
+        .wait_until(T, |a| {
+            let r = a.object("httproutes", "web", "r").unwrap_or_default();
+            r["status"]["parents"]
+                .as_array()
+                .is_some_and(|p| p.len() == 2)
+        })
+        .await;
+    let r = api.object("httproutes", "web", "r").unwrap();
+    assert!(ok, "route parents: {}", r["status"]);
+    let parents = r["status"]["parents"].as_array().unwrap();
+    assert!(parents
+        .iter()
+        .any(|p| p["controllerName"] == "example.com/other"));
+    let ours = parents
+        .iter()
+        .find(|p| p["controllerName"] == CONTROLLER)
+        .unwrap();
+    assert_eq!(
+        cond(&ours["conditions"], "Accepted").unwrap()["status"],
+        "True"
+    );
+    assert_eq!(
+        cond(&ours["conditions"], "ResolvedRefs").unwrap()["status"],
+        "True"
+    );
+    let bad = api.object("httproutes", "web", "bad").unwrap();
+    let bad_parent = &bad["status"]["parents"][0];
+    assert_eq!(
+        cond(&bad_parent["conditions"], "Accepted").unwrap()["status"],
+        "False"
+    );
+    let rejected = api
+        .wait_until(T, |a| {
+            a.objects("events.events.k8s.io")
+                .iter()
+                .any(|e| e["reason"] == "RouteRejected" && e["regarding"]["name"] == "bad")
+        })
+        .await;
+    assert!(rejected, "no RouteRejected event");
+
+    // Steady state: nothing more is written.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = controller_writes(&api);
+    churn(&api, &[&replica]).await;
+    assert_eq!(
+        controller_writes(&api),
+        before,
+        "writes in steady state: {:?}",
+        api.writes()
+    );
+
+    // Change the route: traffic follows without a failed request.
+    let mut changed = route("web", "r", "gw", "example.com", "/", "svc-b");
+    changed["status"] = api.object("httproutes", "web", "r").unwrap()["status"].clone();
+    api.insert(changed);
+    let mut switched = false;
+    for _ in 0..500 {
+        let reply = replica
+            .get(port, "example.com", "/x")
+            .await
+            .expect("request completes");
+        assert_eq!(reply.status, 200, "failed request during the change");
+        if reply.pod().as_deref() == Some("pod-b") {
+            switched = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(switched, "traffic never moved to pod-b");
+    let ok = api
+        .wait_until(T, |a| {
+            let r = a.object("httproutes", "web", "r").unwrap_or_default();
+            let gen = r["metadata"]["generation"].clone();
+            r["status"]["parents"].as_array().is_some_and(|ps| {
+                ps.iter().any(|p| {
+                    p["controllerName"] == CONTROLLER
+                        && cond(&p["conditions"], "Accepted")
+                            .is_some_and(|c| c["observedGeneration"] == gen)
+                })
+            })
+        })
+        .await;
+    assert!(ok, "observedGeneration not updated");
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_relists_and_outages() {
+    let api = ApiServer::start().await;
+    let echoes = start_fleet(&["pod-a"]).await;
+    api.insert(class("ep"));
+    api.insert(gateway("web", "gw", "ep", 80));
+    for o in backend("web", "svc", echoes[0].addr) {
+        api.insert(o);
+    }
+    api.insert(route("web", "keep", "gw", "keep.example", "/", "svc"));
+    api.insert(route("web", "gone", "gw", "gone.example", "/", "svc"));
+    let replica = Replica::start(&api, "one", port_base()).await;
+    let port = wait_gateway_port(&api, "web", "gw", 80).await;
+    replica
+        .wait_for(port, "gone.example", "/", 200, None, T)
+        .await
+        .unwrap();
+
+    // A watched delete.
+    api.remove("httproutes", "web", "gone").unwrap();
+    replica
+        .wait_for(port, "gone.example", "/", 404, None, T)
+        .await
+        .unwrap();
+
+    // A delete the watch never shows: only the relist after 410 reveals it.
+    api.insert(route("web", "missed", "gw", "missed.example", "/", "svc"));
+    replica
+        .wait_for(port, "missed.example", "/", 200, None, T)
+        .await
+        .unwrap();
+    api.remove_unseen("httproutes", "web", "missed").unwrap();
+    replica
+        .wait_for(port, "missed.example", "/", 404, None, T)
+        .await
+        .unwrap();
+
+    // Outage: the last good table keeps serving.
+    api.stop().await;
+    for _ in 0..10 {
+        let r = replica.get(port, "keep.example", "/").await.unwrap();
+        assert_eq!(r.status, 200);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    api.restart().await.unwrap();
+    api.insert(route("web", "after", "gw", "after.example", "/", "svc"));
+    replica
+        .wait_for(port, "after.example", "/", 200, None, T)
+        .await
+        .unwrap();
+
+    // Unavailable (503 on every request) then back: converges again.
+    api.set_unavailable(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        replica.get(port, "keep.example", "/").await.unwrap().status,
+        200
+    );
+    api.set_unavailable(false);
+    api.remove("httproutes", "web", "after").unwrap();
+    replica
+        .wait_for(port, "after.example", "/", 404, None, T)
+        .await
+        .unwrap();
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_leader_and_failover() {
+    let api = ApiServer::start().await;
+    let echoes = start_fleet(&["pod-a"]).await;
+    api.insert(class("ep"));
+    api.insert(gateway("web", "gw", "ep", 80));
+    for o in backend("web", "svc", echoes[0].addr) {
+        api.insert(o);
+    }
+    api.insert(route("web", "r", "gw", "example.com", "/", "svc"));
+    let base = port_base();
+    let mut a = Replica::start(&api, "a", base).await;
+    let mut b = Replica::start(&api, "b", base).await;
+    let port = wait_gateway_port(&api, "web", "gw", 80).await;
+    a.wait_for(port, "example.com", "/", 200, None, T)
+        .await
+        .unwrap();
+    b.wait_for(port, "example.com", "/", 200, None, T)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + T;
+    while !(a.is_leader() ^ b.is_leader()) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(a.is_leader() ^ b.is_leader(), "exactly one leader");
+    let ok = api
+        .wait_until(T, |a| {
+            let r = a.object("httproutes", "web", "r").unwrap_or_default();
+            r["status"]["parents"]
+                .as_array()
+                .is_some_and(|p| !p.is_empty())
+        })
+        .await;
+    assert!(ok, "route status not written");
+
+    // No write storm: two replicas in steady state write nothing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = controller_writes(&api);
+    churn(&api, &[&a, &b]).await;
+    assert_eq!(
+        controller_writes(&api),
+        before,
+        "writes in steady state: {:?}",
+        api.writes()
+    );
+
+    // The leader stops; the other takes over and writes the next change.
+    let (leader, follower) = if a.is_leader() {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    leader.stop_controller().await;
+    let deadline = std::time::Instant::now() + T;
+    while !follower.is_leader() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(follower.is_leader(), "no failover");
+    // The stopped replica still serves its last table.
+    leader
+        .wait_for(port, "example.com", "/", 200, None, T)
+        .await
+        .unwrap();
+    let mut bad = route("web", "r", "gw", "example.com", "/", "svc");
+    bad["spec"]["parentRefs"][0]["sectionName"] = json!("nope");
+    bad["status"] = api.object("httproutes", "web", "r").unwrap()["status"].clone();
+    api.insert(bad);
+    let ok = api
+        .wait_until(T, |a| {
+            let r = a.object("httproutes", "web", "r").unwrap_or_default();
+            r["status"]["parents"]
+                .as_array()
+                .and_then(|ps| ps.first())
+                .and_then(|p| cond(&p["conditions"], "Accepted"))
+                .is_some_and(|c| c["status"] == "False")
+        })
+        .await;
+    assert!(
+        ok,
+        "new leader did not write: {:?}",
+        api.object("httproutes", "web", "r")
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateways_get_own_ports_and_finalizers_clean_up() {
+    let api = ApiServer::start().await;
+    let echoes = start_fleet(&["pod-a", "pod-b"]).await;
+    api.insert(class("ep"));
+    api.insert(gateway("web", "one", "ep", 80));
+    api.insert(gateway("web", "two", "ep", 80));
+    for (name, e) in [("svc-a", &echoes[0]), ("svc-b", &echoes[1])] {
+        for o in backend("web", name, e.addr) {
+            api.insert(o);
+        }
+    }
+    api.insert(route("web", "r1", "one", "example.com", "/", "svc-a"));
+    api.insert(route("web", "r2", "two", "example.com", "/", "svc-b"));
+    let replica = Replica::start(&api, "one", port_base()).await;
+    let p1 = wait_gateway_port(&api, "web", "one", 80).await;
+    let p2 = wait_gateway_port(&api, "web", "two", 80).await;
+    assert_ne!(p1, p2, "each Gateway gets its own bound port");
+    // Same listener port and hostname, isolated by Gateway.
+    replica
+        .wait_for(p1, "example.com", "/", 200, Some("pod-a"), T)
+        .await
+        .unwrap();
+    replica
+        .wait_for(p2, "example.com", "/", 200, Some("pod-b"), T)
+        .await
+        .unwrap();
+    let svc = api
+        .objects("services")
+        .into_iter()
+        .find(|s| s["metadata"]["labels"]["edgeplane.dev/gateway"] == "web.one")
+        .unwrap();
+    assert_eq!(
+        svc["metadata"]["ownerReferences"][0]["kind"],
+        "GatewayClass"
+    );
+    assert_eq!(svc["metadata"]["namespace"], SYSTEM_NS);
+
+    // Deleting a Gateway: the finalizer removes its Service and listeners, then lets go.
+    api.remove("gateways", "web", "one").unwrap();
+    let gone = api
+        .wait_until(T, |a| {
+            a.object("gateways", "web", "one").is_none()
+                && gateway_port(a, "web", "one", 80).is_none()
+        })
+        .await;
+    assert!(gone, "Gateway or its Service still there");
+    replica
+        .wait_for(p2, "example.com", "/", 200, Some("pod-b"), T)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + T;
+    while replica.get(p1, "example.com", "/").await.is_ok() && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        replica.get(p1, "example.com", "/").await.is_err(),
+        "listener of a deleted Gateway still open"
+    );
+    assert_eq!(
+        gateway_port(&api, "web", "two", 80),
+        Some(p2),
+        "the other Gateway's port moved"
+    );
+
+    // The class keeps its finalizer while a Gateway uses it, and loses it after.
+    api.remove("gatewayclasses", "", "ep").unwrap();
+    assert!(api.object("gatewayclasses", "", "ep").is_some());
+    api.remove("gateways", "web", "two").unwrap();
+    let gone = api
+        .wait_until(T, |a| a.object("gatewayclasses", "", "ep").is_none())
+        .await;
+    assert!(
+        gone,
+        "class finalizer not removed: {:?}",
+        api.object("gatewayclasses", "", "ep")
+    );
+    replica.stop().await;
+}

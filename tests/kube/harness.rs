@@ -1,0 +1,245 @@
+//! A controller replica run in-process against the API emulator (the production kube client,
+//! reflectors, election and status writer, plus the real reconcile loop and proxy), and builders
+//! of the objects the tests apply.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use edgeplane::metrics::Metrics;
+use edgeplane::provider::kube::{KubeOptions, KubeProvider};
+use edgeplane::proxy::Proxy;
+use edgeplane::reconcile::{Published, ReconcileOptions, Reconciler};
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+use crate::support::apiserver::ApiServer;
+use crate::support::client::{get, h1_client, send, Reply};
+use crate::support::net::loopback_ip;
+use crate::support::proxy::test_options;
+
+pub const CONTROLLER: &str = "edgeplane.dev/gateway-controller";
+pub const SYSTEM_NS: &str = "edgeplane-system";
+
+/// One running replica.
+pub struct Replica {
+    pub bind: IpAddr,
+    pub provider: Option<KubeProvider>,
+    pub published: Arc<Published>,
+    pub proxy: Arc<Proxy>,
+    reconcile: JoinHandle<()>,
+}
+
+/// Options with short lease and retry times so failover and retries happen within seconds.
+pub fn options(name: &str, port_base: u16) -> KubeOptions {
+    let mut o = KubeOptions::new(CONTROLLER, SYSTEM_NS, name);
+    o.lease_duration = Duration::from_secs(2);
+    o.lease_renew = Duration::from_millis(200);
+    o.status_retry = Duration::from_millis(200);
+    o.port_base = port_base;
+    o.port_count = 50;
+    o
+}
+
+/// A port range of its own for each test, so tests running in parallel never share one.
+pub fn port_base() -> u16 {
+    fastrand::u16(20_000..60_000)
+}
+
+impl Replica {
+    /// Starts a replica binding on a random loopback IP; the reconcile loop starts with the
+    /// first full snapshot, as `serve --kubernetes` does.
+    pub async fn start(api: &ApiServer, name: &str, port_base: u16) -> Replica {
+        let bind = loopback_ip();
+        let metrics = Metrics::new();
+        let published = Published::new(metrics.clone());
+        let proxy = Proxy::new(published.table.clone(), metrics.clone(), test_options());
+        let provider = KubeProvider::start(
+            api.client(),
+            options(name, port_base),
+            published.clone(),
+            metrics,
+        );
+        let mut snapshots = provider.snapshots.clone();
+        let reconciler = Reconciler::new(
+            published.clone(),
+            Some(proxy.clone()),
+            ReconcileOptions {
+                controller_name: CONTROLLER.to_owned(),
+                bind_address: bind,
+            },
+        );
+        let reconcile = tokio::spawn(async move {
+            if snapshots.changed().await.is_ok() {
+                reconciler.run(snapshots).await;
+            }
+        });
+        Replica {
+            bind,
+            provider: Some(provider),
+            published,
+            proxy,
+            reconcile,
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.provider.as_ref().is_some_and(KubeProvider::is_leader)
+    }
+
+    /// Stops watching and writing (releasing the lease) but keeps serving the last table.
+    pub async fn stop_controller(&mut self) {
+        self.reconcile.abort();
+        if let Some(p) = self.provider.take() {
+            p.stop().await;
+        }
+    }
+
+    /// Stops everything, listeners included.
+    pub async fn stop(mut self) {
+        self.stop_controller().await;
+        self.proxy.shutdown().await;
+    }
+
+    /// Sends GET `path` with `host` to this replica's socket for `port`.
+    pub async fn get(&self, port: u16, host: &str, path: &str) -> Result<Reply, String> {
+        send(
+            &h1_client(),
+            get(SocketAddr::new(self.bind, port), host, path),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    /// Polls until a GET answers with `status` (and, when given, from `pod`); bounded.
+    pub async fn wait_for(
+        &self,
+        port: u16,
+        host: &str,
+        path: &str,
+        status: u16,
+        pod: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            match self.get(port, host, path).await {
+                Ok(r)
+                    if r.status.as_u16() == status
+                        && (pod.is_none() || r.pod().as_deref() == pod) =>
+                {
+                    return Ok(())
+                }
+                Ok(r) => last = format!("{} from {:?}", r.status, r.pod()),
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(format!(
+            "{host}{path} on {}:{port}: last answer {last}",
+            self.bind
+        ))
+    }
+}
+
+/// The Service the leader made for a Gateway, and the target port of listener port `port`.
+pub fn gateway_port(api: &ApiServer, gw_ns: &str, gw: &str, port: u16) -> Option<u16> {
+    let label = format!("{gw_ns}.{gw}");
+    api.objects("services")
+        .into_iter()
+        .filter(|s| s["metadata"]["namespace"] == SYSTEM_NS)
+        .find(|s| s["metadata"]["labels"]["edgeplane.dev/gateway"] == label.as_str())?["spec"]
+        ["ports"]
+        .as_array()?
+        .iter()
+        .find(|p| p["port"] == port)?["targetPort"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
+}
+
+/// Waits until the Gateway's Service maps `port`, and returns the target port.
+pub async fn wait_gateway_port(api: &ApiServer, gw_ns: &str, gw: &str, port: u16) -> u16 {
+    let mut found = None;
+    api.wait_until(Duration::from_secs(10), |a| {
+        found = gateway_port(a, gw_ns, gw, port);
+        found.is_some()
+    })
+    .await;
+    found.unwrap_or_else(|| panic!("no Service for Gateway {gw_ns}/{gw} port {port}"))
+}
+
+/// The status of condition `ty` in a `conditions` array.
+pub fn cond<'a>(conditions: &'a Value, ty: &str) -> Option<&'a Value> {
+    conditions.as_array()?.iter().find(|c| c["type"] == ty)
+}
+
+pub fn class(name: &str) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": name}, "spec": {"controllerName": CONTROLLER}})
+}
+
+pub fn gateway(ns: &str, name: &str, class: &str, port: u16) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"namespace": ns, "name": name},
+        "spec": {"gatewayClassName": class, "listeners": [
+            {"name": "http", "port": port, "protocol": "HTTP"}]}})
+}
+
+pub fn route(ns: &str, name: &str, gw: &str, host: &str, path: &str, service: &str) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"namespace": ns, "name": name},
+        "spec": {"parentRefs": [{"name": gw}], "hostnames": [host], "rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+            "backendRefs": [{"name": service, "port": 80}]}]}})
+}
+
+/// A Service on port 80 and its EndpointSlice pointing at `backend` (an echo server).
+pub fn backend(ns: &str, name: &str, backend: SocketAddr) -> [Value; 2] {
+    [
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": ns, "name": name},
+            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": backend.port()}]}}),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"namespace": ns, "name": format!("{name}-1"),
+                "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": backend.port()}],
+            "endpoints": [{"addresses": [backend.ip().to_string()], "conditions": {"ready": true}}]}),
+    ]
+}
+
+/// Sum of status writes to every Gateway API kind plus side-object writes (Services, main
+/// resources for finalizers): what "steady state writes nothing" is about.
+pub fn controller_writes(api: &ApiServer) -> u64 {
+    ["gatewayclasses", "gateways", "httproutes"]
+        .iter()
+        .map(|r| api.write_count(r, None, "status") + api.write_count(r, None, ""))
+        .sum::<u64>()
+        + api.write_count("services", None, "")
+}
+
+/// Steady-state load: changes unrelated objects so every replica rebuilds several times, then
+/// waits a little longer for any write those rebuilds would cause.
+pub async fn churn(api: &ApiServer, replicas: &[&Replica]) {
+    for i in 0..5 {
+        let start: Vec<u64> = replicas
+            .iter()
+            .map(|r| r.published.table.load().generation)
+            .collect();
+        api.insert(json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"namespace": "unrelated", "name": format!("churn-{i}")},
+            "spec": {"ports": [{"port": 80}]}}));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for (r, g) in replicas.iter().zip(start) {
+            while r.published.table.load().generation == g && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(
+                r.published.table.load().generation > g,
+                "no rebuild after a change"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+}
