@@ -126,21 +126,17 @@ impl Reconciler {
         Ok(self.publish(translation, started).await)
     }
 
-    /// Publishes a translation: carries condition times over, swaps table and status, syncs the
-    /// proxy's listeners, marks the process ready and updates the metrics.
+    /// Publishes a translation: swaps the table in and syncs the proxy's listeners first, so
+    /// propagation waits for nothing else; then, off the async workers, carries condition times
+    /// over, swaps the status and frees the previous table and status. Marks the process ready
+    /// and updates the metrics.
     pub async fn publish(&mut self, translation: Translation, started: Instant) -> Rebuilt {
-        let Translation {
-            mut table,
-            mut status,
-        } = translation;
+        let Translation { mut table, status } = translation;
         self.generation += 1;
         table.generation = self.generation;
-        status.carry_transition_times(&self.published.status.load());
         let rules = table.rule_count();
-        let problems = status.problems().len();
         let table = Arc::new(table);
-        self.published.table.store(table.clone());
-        self.published.status.store(Arc::new(status));
+        let previous_table = self.published.table.swap(table.clone());
         let bind_errors = match &self.proxy {
             Some(proxy) => proxy.sync_listeners(&table).await,
             None => Vec::new(),
@@ -148,6 +144,21 @@ impl Reconciler {
         for e in &bind_errors {
             tracing::error!(addr = %e.addr, error = %e.error, "cannot bind listener");
         }
+        let published = self.published.clone();
+        let problems = tokio::task::spawn_blocking(move || {
+            // Freeing a large table or report takes long enough to stall an async worker.
+            drop(previous_table);
+            let mut status = status;
+            status.carry_transition_times(&published.status.load());
+            let problems = status.problems().len();
+            drop(published.status.swap(Arc::new(status)));
+            problems
+        })
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "status bookkeeping failed");
+            0
+        });
         self.published.ready.store(true, Ordering::Release);
         self.published.generation.send_replace(self.generation);
         let m = &self.published.metrics;
