@@ -67,6 +67,25 @@ pub struct CompiledFilters {
     pub mirrors: Vec<MirrorSpec>,
 }
 
+/// Compiles a `RequestHeaderModifier` or `ResponseHeaderModifier` spec: two generated types of
+/// the same shape, so a macro rather than a function.
+macro_rules! modifier_of {
+    ($spec:expr) => {{
+        let spec = $spec;
+        header_modifier(
+            spec.set
+                .iter()
+                .flatten()
+                .map(|p| (p.name.as_str(), p.value.as_str())),
+            spec.add
+                .iter()
+                .flatten()
+                .map(|p| (p.name.as_str(), p.value.as_str())),
+            spec.remove.iter().flatten(),
+        )
+    }};
+}
+
 fn type_name(t: &Type) -> &'static str {
     match t {
         Type::RequestHeaderModifier => "RequestHeaderModifier",
@@ -95,17 +114,7 @@ pub fn compile_filters(
                     .request_header_modifier
                     .as_ref()
                     .ok_or(FilterError::Missing(name))?;
-                let m = header_modifier(
-                    spec.set
-                        .iter()
-                        .flatten()
-                        .map(|p| (p.name.as_str(), p.value.as_str())),
-                    spec.add
-                        .iter()
-                        .flatten()
-                        .map(|p| (p.name.as_str(), p.value.as_str())),
-                    spec.remove.iter().flatten(),
-                )?;
+                let m = modifier_of!(spec)?;
                 set_once(&mut out.request_headers, m, name)?;
             }
             Type::ResponseHeaderModifier => {
@@ -113,17 +122,7 @@ pub fn compile_filters(
                     .response_header_modifier
                     .as_ref()
                     .ok_or(FilterError::Missing(name))?;
-                let m = header_modifier(
-                    spec.set
-                        .iter()
-                        .flatten()
-                        .map(|p| (p.name.as_str(), p.value.as_str())),
-                    spec.add
-                        .iter()
-                        .flatten()
-                        .map(|p| (p.name.as_str(), p.value.as_str())),
-                    spec.remove.iter().flatten(),
-                )?;
+                let m = modifier_of!(spec)?;
                 set_once(&mut out.response_headers, m, name)?;
             }
             Type::RequestRedirect => {
