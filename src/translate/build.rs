@@ -15,7 +15,8 @@ use super::tls::ListenerTls;
 use crate::table::{ListenerTable, RouteRule, RouteTable, TlsListener, TlsListeners, VirtualHost};
 
 /// Identity of a rule in a virtual host, so a route attached twice is served once.
-type RuleKey = (String, String, u32, u32);
+/// (index of the route in the translation, rule index, match index).
+type RuleKey = (usize, u32, u32);
 
 #[derive(Default)]
 struct SocketBuild {
@@ -88,7 +89,7 @@ pub fn build_table(
             }
         }
     }
-    for (attachments, compiled) in routes {
+    for (route_index, (attachments, compiled)) in routes.iter().enumerate() {
         for a in attachments {
             let g = &gateways[a.gateway];
             let l = &g.listeners[a.listener];
@@ -109,12 +110,7 @@ pub fn build_table(
                     }
                     let rules = s.hosts.entry(host.clone()).or_default();
                     for r in &compiled.rules {
-                        let key = (
-                            r.route.namespace.clone(),
-                            r.route.name.clone(),
-                            r.rule_index,
-                            r.match_index,
-                        );
+                        let key = (route_index, r.rule_index, r.match_index);
                         rules.entry(key).or_insert_with(|| r.clone());
                     }
                 }
