@@ -25,6 +25,12 @@ use crate::table::{ServiceBackend, UpstreamProtocol};
 /// Idle pooled connections are closed after this long.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// Interval of HTTP/2 pings on h2c upstream connections.
+const H2C_PING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Time a ping may go unanswered before the h2c connection is closed.
+const H2C_PING_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Body of every request sent upstream: the client's body, possibly teed to mirrors.
 pub type UpstreamBody = UnsyncBoxBody<Bytes, BoxError>;
 
@@ -150,6 +156,10 @@ impl H2cPool {
         let _ = stream.set_nodelay(true);
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
+            // Pings find peers that vanished without closing (a deleted pod), so their
+            // connection ends and its pool entry is dropped.
+            .keep_alive_interval(H2C_PING_INTERVAL)
+            .keep_alive_timeout(H2C_PING_TIMEOUT)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|source| ProxyError::UpstreamH2 {
@@ -162,6 +172,9 @@ impl H2cPool {
             }
         });
         if let Ok(mut conns) = self.conns.lock() {
+            // Endpoints come and go with the table: forget connections that have ended, so the
+            // map holds live connections only.
+            conns.retain(|_, s| !s.is_closed());
             conns.insert(endpoint, sender.clone());
         }
         Ok(sender)
@@ -188,5 +201,65 @@ pub fn pick_endpoint(service: &ServiceBackend) -> Result<SocketAddr, ProxyError>
         }),
         1 => Ok(service.endpoints[0]),
         n => Ok(service.endpoints[fastrand::usize(..n)]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::echo::{serve_echo, EchoIdentity};
+    use http_body_util::{BodyExt, Empty};
+
+    async fn echo_on_loopback() -> (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind echo");
+        let addr = listener.local_addr().expect("echo address");
+        let identity = EchoIdentity {
+            pod: "p".into(),
+            namespace: "n".into(),
+        };
+        (addr, tokio::spawn(serve_echo(listener, identity)))
+    }
+
+    fn request(host: &str) -> Request<UpstreamBody> {
+        Request::get("/")
+            .header(header::HOST, host)
+            .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
+            .expect("valid request")
+    }
+
+    #[tokio::test]
+    async fn h2c_pool_forgets_ended_connections() {
+        let upstreams = Upstreams::new(Duration::from_secs(2));
+        let (a, server_a) = echo_on_loopback().await;
+        let resp = upstreams
+            .send(UpstreamProtocol::H2c, a, request("site"))
+            .await
+            .expect("h2c to a");
+        assert_eq!(resp.status(), 200);
+        drop(resp);
+        server_a.abort();
+        // The connection to `a` ends once its server is gone (bounded wait).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let ended = || {
+            let conns = upstreams.h2c.conns.lock().expect("pool lock");
+            conns.get(&a).is_none_or(|s| s.is_closed())
+        };
+        while !ended() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "connection to a never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (b, _server_b) = echo_on_loopback().await;
+        let resp = upstreams
+            .send(UpstreamProtocol::H2c, b, request("site"))
+            .await
+            .expect("h2c to b");
+        assert_eq!(resp.status(), 200);
+        let conns = upstreams.h2c.conns.lock().expect("pool lock");
+        assert_eq!(conns.keys().copied().collect::<Vec<_>>(), vec![b]);
     }
 }
