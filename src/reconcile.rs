@@ -214,7 +214,8 @@ mod tests {
                 generation: Some(1),
                 status: json!({"conditions": [{"type": "Accepted", "status": status,
                     "reason": "R", "message": "", "observedGeneration": 1,
-                    "lastTransitionTime": time}]}),
+                    "lastTransitionTime": time}]})
+                .into(),
             }],
         }
     }
@@ -253,7 +254,7 @@ mod tests {
         r.publish(t, Instant::now()).await;
         let status = published.status.load();
         assert_eq!(
-            status.entries[0].status["conditions"][0]["lastTransitionTime"],
+            status.entries[0].status.to_json()["conditions"][0]["lastTransitionTime"],
             "T0"
         );
         let t = Translation {
@@ -265,7 +266,7 @@ mod tests {
         assert_eq!(out.problems, 1);
         let status = published.status.load();
         assert_eq!(
-            status.entries[0].status["conditions"][0]["lastTransitionTime"],
+            status.entries[0].status.to_json()["conditions"][0]["lastTransitionTime"],
             "T2"
         );
         assert!(published

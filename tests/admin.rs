@@ -104,7 +104,8 @@ fn status() -> StatusReport {
             generation: Some(2),
             status: json!({"conditions": [{"type": "Accepted", "status": "True",
                 "reason": "Accepted", "message": "", "observedGeneration": 2,
-                "lastTransitionTime": "2026-01-01T00:00:00Z"}], "listeners": []}),
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}], "listeners": []})
+            .into(),
         }],
     }
 }

@@ -1,10 +1,14 @@
 //! The status every object should carry, as computed by `translate`: served at `/debug/status`,
 //! printed by `edgeplane check`, and written by the leader in a cluster. Pure.
 
+mod body;
+
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use body::StatusBody;
 
 /// The computed status of every object the translator owns (our GatewayClasses, their Gateways,
 /// and routes that reference those Gateways), sorted by kind, namespace and name.
@@ -25,8 +29,9 @@ pub struct ObjectStatus {
     pub name: String,
     #[serde(default)]
     pub generation: Option<i64>,
-    /// The typed status (`GatewayClassStatus`, `GatewayStatus`, `HTTPRouteStatus`) as JSON.
-    pub status: Value,
+    /// The typed status (`GatewayClassStatus`, `GatewayStatus`, `HTTPRouteStatus`); JSON when
+    /// serialized.
+    pub status: StatusBody,
 }
 
 /// A condition that reports a problem, found by [`StatusReport::problems`].
@@ -85,7 +90,7 @@ impl StatusReport {
                 Some(ns) => format!("{} {}/{}", e.kind, ns, e.name),
                 None => format!("{} {}", e.kind, e.name),
             };
-            collect_problems(&e.status, &object, &mut out);
+            e.status.problems(&object, &mut out);
         }
         out
     }
@@ -106,8 +111,7 @@ impl StatusReport {
         for e in &mut self.entries {
             let key = (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str());
             if let Some(p) = index.get(&key) {
-                let prev = &p.status;
-                carry(prev, &mut e.status);
+                e.status.carry_from(&p.status);
             }
         }
     }
@@ -168,7 +172,9 @@ fn identity(v: &Value) -> Option<String> {
     ))
 }
 
-fn carry(prev: &Value, next: &mut Value) {
+/// [`StatusReport::carry_transition_times`] on the JSON form of one status (also used by the
+/// status writer against what an object carries).
+pub fn carry_json(prev: &Value, next: &mut Value) {
     let (Value::Object(pm), Value::Object(nm)) = (prev, next) else {
         return;
     };
@@ -193,11 +199,11 @@ fn carry(prev: &Value, next: &mut Value) {
                     if let Some(p) =
                         id.and_then(|id| pa.iter().find(|p| identity(p).as_deref() == Some(&id)))
                     {
-                        carry(p, item);
+                        carry_json(p, item);
                     }
                 }
             }
-            (_, pv @ Value::Object(_), nv @ Value::Object(_)) => carry(pv, nv),
+            (_, pv @ Value::Object(_), nv @ Value::Object(_)) => carry_json(pv, nv),
             _ => {}
         }
     }
@@ -216,7 +222,7 @@ mod tests {
                 namespace: Some("ns".into()),
                 name: "gw".into(),
                 generation: Some(1),
-                status,
+                status: status.into(),
             }],
         }
     }
@@ -232,7 +238,7 @@ mod tests {
             {"type": "Programmed", "status": "False", "lastTransitionTime": "T1"}],
             "listeners": [{"name": "http", "conditions": [{"type": "Accepted", "status": "True", "lastTransitionTime": "T1"}]}]}));
         next.carry_transition_times(&prev);
-        let s = &next.entries[0].status;
+        let s = next.entries[0].status.to_json();
         assert_eq!(s["conditions"][0]["lastTransitionTime"], "T0");
         assert_eq!(s["conditions"][1]["lastTransitionTime"], "T1");
         assert_eq!(

@@ -84,7 +84,8 @@ pub struct Backends<'a> {
     services: HashMap<(&'a str, &'a str), &'a Service>,
     slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
     grants: Grants<'a>,
-    resolved: HashMap<ServiceKey, Arc<ServiceBackend>>,
+    /// Resolved Service ports by (namespace, name, port), keyed by the Service's own strings.
+    resolved: HashMap<(&'a str, &'a str, i32), Arc<ServiceBackend>>,
 }
 
 impl<'a> Backends<'a> {
@@ -154,14 +155,22 @@ impl<'a> Backends<'a> {
             namespace: namespace.to_owned(),
             name: r.name.to_owned(),
         };
-        let service = *self
+        let service: &'a Service = self
             .services
             .get(&(namespace, r.name))
             .ok_or_else(not_found)?;
+        // The Service's own strings outlive this call, so the cache borrows them.
+        let svc_ns = service.metadata.namespace.as_deref().unwrap_or("default");
+        let svc_name = service.metadata.name.as_deref().unwrap_or("");
         let port = r.port.ok_or_else(|| BackendError::NoPort {
             namespace: namespace.to_owned(),
             name: r.name.to_owned(),
         })?;
+        // Every check below depends only on the Service and port, so a port resolved once
+        // resolves the same way again.
+        if let Some(done) = self.resolved.get(&(svc_ns, svc_name, port)) {
+            return Ok(done.clone());
+        }
         let spec = service.spec.as_ref();
         let service_port = spec
             .and_then(|s| s.ports.as_ref())
@@ -194,16 +203,14 @@ impl<'a> Backends<'a> {
                 name: r.name.to_owned(),
             });
         }
-        if let Some(done) = self.resolved.get(&key) {
-            return Ok(done.clone());
-        }
         let endpoints = ready_endpoints(slices.map(Vec::as_slice).unwrap_or(&[]), service_port);
         let backend = Arc::new(ServiceBackend {
-            service: key.clone(),
+            service: key,
             endpoints,
             protocol,
         });
-        self.resolved.insert(key, backend.clone());
+        self.resolved
+            .insert((svc_ns, svc_name, port), backend.clone());
         Ok(backend)
     }
 }

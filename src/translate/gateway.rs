@@ -541,22 +541,24 @@ mod tests {
         let t = crate::translate::translate(&snapshot, &options);
         let sockets: Vec<String> = t.table.listeners.keys().map(|a| a.to_string()).collect();
         assert_eq!(sockets, ["127.0.0.9:10080"]);
-        let mapped = &t
+        let mapped = t
             .status
             .get("Gateway", Some("ns"), "mapped")
             .unwrap()
-            .status;
+            .status
+            .to_json();
         assert_eq!(mapped["addresses"][0]["value"], "lb.example");
         assert_eq!(mapped["conditions"][1]["status"], "True");
         assert_eq!(
             mapped["listeners"][1]["conditions"][1]["reason"],
             REASON_PENDING
         );
-        let pending = &t
+        let pending = t
             .status
             .get("Gateway", Some("ns"), "pending")
             .unwrap()
-            .status;
+            .status
+            .to_json();
         assert_eq!(pending["conditions"][1]["reason"], REASON_PENDING);
         assert!(pending.get("addresses").is_none());
     }

@@ -17,10 +17,8 @@ mod tls;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
-use serde::Serialize;
-
 use crate::snapshot::Snapshot;
-use crate::status::{ObjectStatus, StatusReport};
+use crate::status::{ObjectStatus, StatusBody, StatusReport};
 use crate::table::RouteTable;
 
 pub use backends::BackendError;
@@ -69,7 +67,7 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
                 None,
                 name,
                 class.metadata.generation,
-                &status,
+                StatusBody::GatewayClass(status),
             ));
         }
     }
@@ -120,7 +118,7 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
                 Some(ns),
                 name,
                 route.metadata.generation,
-                &status,
+                StatusBody::HttpRoute(status),
             ));
         }
         compiled.push((attachments, c));
@@ -132,7 +130,7 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
             Some(g.namespace),
             g.name,
             g.gateway.metadata.generation,
-            &status,
+            StatusBody::Gateway(status),
         ));
     }
     let table = build::build_table(&gateways, &compiled, options.generation);
@@ -176,12 +174,12 @@ fn namespace_labels(snapshot: &Snapshot) -> HashMap<&str, BTreeMap<String, Strin
         .collect()
 }
 
-fn entry<T: Serialize>(
+fn entry(
     kind: &str,
     namespace: Option<&str>,
     name: &str,
     generation: Option<i64>,
-    status: &T,
+    status: StatusBody,
 ) -> ObjectStatus {
     ObjectStatus {
         api_version: conditions::API_VERSION.to_owned(),
@@ -189,6 +187,6 @@ fn entry<T: Serialize>(
         namespace: namespace.map(str::to_owned),
         name: name.to_owned(),
         generation,
-        status: serde_json::to_value(status).unwrap_or(serde_json::Value::Null),
+        status,
     }
 }

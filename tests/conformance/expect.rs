@@ -428,7 +428,7 @@ impl Report {
     fn object(&self, kind: &str, ns: Option<&str>, name: &str) -> Result<&Value, String> {
         self.0
             .get(kind, ns, name)
-            .map(|o| &o.status)
+            .and_then(|o| o.status.as_json())
             .ok_or_else(|| format!("no status for {kind} {}/{name}", ns.unwrap_or("")))
     }
 

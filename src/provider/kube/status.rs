@@ -187,7 +187,14 @@ impl StatusWriter {
                 }
                 _ => continue,
             };
-            if let Some(w) = self.plan_one(&e.kind, ns, &e.name, &current, &e.status, meta_ref) {
+            if let Some(w) = self.plan_one(
+                &e.kind,
+                ns,
+                &e.name,
+                &current,
+                &e.status.to_json(),
+                meta_ref,
+            ) {
                 out.push(w);
             }
         }
@@ -233,7 +240,7 @@ impl StatusWriter {
             let parents = route_parents(&cur, &ours, &self.controller_name)?;
             json!({"metadata": {"resourceVersion": rv}, "status": {"parents": parents}})
         } else {
-            object_status_patch(kind, current, desired)?
+            object_status_patch(current, desired)?
         };
         let key = object_key(kind, namespace, name);
         if let Some((before, wrote)) = self.written.get(&key) {

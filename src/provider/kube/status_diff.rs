@@ -5,33 +5,17 @@
 
 use serde_json::{json, Value};
 
-use crate::status::{ObjectStatus, StatusReport};
-
 /// Copies `lastTransitionTime` from `current` into `desired` wherever a condition kept its
 /// status, so that the comparison (and the object) only changes on real transitions.
-fn carry_times(kind: &str, current: &Value, desired: &mut Value) {
-    let wrap = |status: Value| StatusReport {
-        entries: vec![ObjectStatus {
-            api_version: String::new(),
-            kind: kind.to_owned(),
-            namespace: None,
-            name: String::new(),
-            generation: None,
-            status,
-        }],
-    };
-    let mut next = wrap(std::mem::take(desired));
-    next.carry_transition_times(&wrap(current.clone()));
-    if let Some(e) = next.entries.pop() {
-        *desired = e.status;
-    }
+fn carry_times(current: &Value, desired: &mut Value) {
+    crate::status::carry_json(current, desired);
 }
 
 /// The merge patch of a GatewayClass or Gateway status, or `None` when every field we compute
 /// already has the value we want (fields we do not compute are left alone).
-pub fn object_status_patch(kind: &str, current: &Value, desired: &Value) -> Option<Value> {
+pub fn object_status_patch(current: &Value, desired: &Value) -> Option<Value> {
     let mut desired = desired.clone();
-    carry_times(kind, current, &mut desired);
+    carry_times(current, &mut desired);
     let Value::Object(fields) = &desired else {
         return None;
     };
@@ -62,7 +46,7 @@ pub fn route_parents(
         .cloned()
         .collect();
     let mut ours = json!({ "parents": desired_ours });
-    carry_times("HTTPRoute", &json!({ "parents": current_ours }), &mut ours);
+    carry_times(&json!({ "parents": current_ours }), &mut ours);
     let ours = match ours {
         Value::Object(mut m) => match m.remove("parents") {
             Some(Value::Array(a)) => a,
@@ -192,14 +176,14 @@ mod tests {
             "message": "", "observedGeneration": 1, "lastTransitionTime": "T0"}], "extra": 1});
         let same = json!({"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
             "message": "", "observedGeneration": 1, "lastTransitionTime": "T5"}]});
-        assert_eq!(object_status_patch("GatewayClass", &current, &same), None);
+        assert_eq!(object_status_patch(&current, &same), None);
         let newer_gen = json!({"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
             "message": "", "observedGeneration": 2, "lastTransitionTime": "T5"}]});
-        let p = object_status_patch("GatewayClass", &current, &newer_gen).unwrap();
+        let p = object_status_patch(&current, &newer_gen).unwrap();
         assert_eq!(p["status"]["conditions"][0]["observedGeneration"], 2);
         assert_eq!(p["status"]["conditions"][0]["lastTransitionTime"], "T0");
         assert!(p["status"].get("extra").is_none());
-        assert!(object_status_patch("Gateway", &Value::Null, &same).is_some());
+        assert!(object_status_patch(&Value::Null, &same).is_some());
     }
 
     #[test]
