@@ -79,6 +79,7 @@ pub(crate) struct Shared {
     metrics: Arc<Metrics>,
     options: ProxyOptions,
     upstreams: upstream::Upstreams,
+    tunnels: Arc<upgrade::Tunnels>,
 }
 
 /// The proxy: owns the bound sockets and the upstream connection pools.
@@ -101,6 +102,7 @@ impl Proxy {
                 metrics,
                 options,
                 upstreams,
+                tunnels: Arc::default(),
             }),
             listeners: listener::Listeners::default(),
         })
@@ -118,10 +120,18 @@ impl Proxy {
         self.listeners.bound()
     }
 
-    /// Stops accepting everywhere and waits up to the drain timeout for in-flight requests.
+    /// Stops accepting everywhere and waits up to the drain timeout for in-flight requests and
+    /// upgraded (WebSocket) connections; upgraded connections still open then are closed.
     pub async fn shutdown(&self) {
-        self.listeners
-            .shutdown(self.shared.options.drain_timeout)
-            .await;
+        let started = std::time::Instant::now();
+        let window = self.shared.options.drain_timeout;
+        self.listeners.shutdown(window).await;
+        let left = window.saturating_sub(started.elapsed());
+        self.shared.tunnels.drain(left).await;
+    }
+
+    /// Upgraded (WebSocket) connections currently open.
+    pub fn open_tunnels(&self) -> usize {
+        self.shared.tunnels.open()
     }
 }

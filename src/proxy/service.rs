@@ -114,7 +114,11 @@ impl Handler {
         let switched = match upgrade {
             Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
-                tunnel(client, hyper::upgrade::on(&mut resp));
+                tunnel(
+                    client,
+                    hyper::upgrade::on(&mut resp),
+                    self.shared.tunnels.clone(),
+                );
                 upgrade_value
             }
             _ => None,

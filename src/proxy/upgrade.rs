@@ -2,9 +2,77 @@
 //! stripping for a WebSocket handshake, and after the backend's `101 Switching Protocols` the two
 //! upgraded connections are joined and bytes are copied both ways until either side closes.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
 use http::header::{self, HeaderMap, HeaderValue};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use tokio::sync::{watch, Notify};
+
+/// The open tunnels, so shutdown can give them the drain window and then cut them: once
+/// upgraded, a connection is no longer tracked by the HTTP server's graceful shutdown.
+#[derive(Debug)]
+pub struct Tunnels {
+    open: AtomicUsize,
+    closed: Notify,
+    cut: watch::Sender<bool>,
+}
+
+impl Default for Tunnels {
+    fn default() -> Self {
+        Self {
+            open: AtomicUsize::new(0),
+            closed: Notify::new(),
+            cut: watch::channel(false).0,
+        }
+    }
+}
+
+impl Tunnels {
+    /// Number of tunnels currently open.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Waits up to `window` for every tunnel to close, then cuts the ones still open.
+    pub async fn drain(&self, window: Duration) {
+        let all_closed = async {
+            loop {
+                let closed = self.closed.notified();
+                if self.open() == 0 {
+                    return;
+                }
+                closed.await;
+            }
+        };
+        if tokio::time::timeout(window, all_closed).await.is_err() {
+            tracing::info!(
+                open = self.open(),
+                "drain window over: closing upgraded connections"
+            );
+        }
+        self.cut.send_replace(true);
+    }
+}
+
+/// Counts one open tunnel for as long as it lives.
+struct Open(Arc<Tunnels>);
+
+impl Open {
+    fn new(tunnels: Arc<Tunnels>) -> Self {
+        tunnels.open.fetch_add(1, Ordering::AcqRel);
+        Self(tunnels)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.closed.notify_waiters();
+    }
+}
 
 /// The `Upgrade` value of a WebSocket handshake (`Connection: upgrade` plus
 /// `Upgrade: websocket`), or `None` for every other request.
@@ -30,9 +98,13 @@ pub fn restore_upgrade_headers(headers: &mut HeaderMap, upgrade: HeaderValue) {
     headers.insert(header::UPGRADE, upgrade);
 }
 
-/// Joins the client's and the backend's upgraded connections on a task of their own.
-pub fn tunnel(client: OnUpgrade, upstream: OnUpgrade) {
+/// Joins the client's and the backend's upgraded connections on a task of their own, counted
+/// in `tunnels` until either side closes or shutdown cuts it.
+pub fn tunnel(client: OnUpgrade, upstream: OnUpgrade, tunnels: Arc<Tunnels>) {
+    let mut cut = tunnels.cut.subscribe();
+    let open = Open::new(tunnels);
     tokio::spawn(async move {
+        let _open = open;
         let (client, upstream) = match tokio::try_join!(client, upstream) {
             Ok(both) => both,
             Err(error) => {
@@ -42,8 +114,13 @@ pub fn tunnel(client: OnUpgrade, upstream: OnUpgrade) {
         };
         let mut client = TokioIo::new(client);
         let mut upstream = TokioIo::new(upstream);
-        if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-            tracing::debug!(%error, "upgraded connection ended with an error");
+        tokio::select! {
+            copied = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
+                if let Err(error) = copied {
+                    tracing::debug!(%error, "upgraded connection ended with an error");
+                }
+            }
+            _ = cut.wait_for(|cut| *cut) => {}
         }
     });
 }

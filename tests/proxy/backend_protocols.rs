@@ -8,7 +8,7 @@ use http::Method;
 use crate::support::client::{self, get_h1, H2c};
 use crate::support::mirror::start_recorder;
 use crate::support::net::free_addr;
-use crate::support::proxy::start;
+use crate::support::proxy::{start, start_with, test_options};
 use crate::support::tables::*;
 use crate::support::websocket::{start_ws_echo, ws_connect, ws_round_trip};
 
@@ -84,4 +84,69 @@ async fn websocket_handshake_and_frames_reach_a_ws_backend() {
         ws_round_trip(&mut conn, "again").await.unwrap(),
         "ws: again"
     );
+}
+
+/// A proxy with one WebSocket route to `backend` and the given drain window.
+async fn ws_proxy(
+    backend: std::net::SocketAddr,
+    drain: std::time::Duration,
+) -> (std::net::SocketAddr, crate::support::proxy::Running) {
+    let addr = free_addr();
+    let table = single(
+        addr,
+        vec![rule("ws")
+            .backend(to(&service_with("ws", &[backend], UpstreamProtocol::Http1)))
+            .build()],
+    );
+    let options = edgeplane::proxy::ProxyOptions {
+        drain_timeout: drain,
+        ..test_options()
+    };
+    (addr, start_with(table, options).await)
+}
+
+#[tokio::test]
+async fn shutdown_lets_open_websockets_finish_within_the_drain_window() {
+    let ws = start_ws_echo("ws").await;
+    let (addr, p) = ws_proxy(ws.addr, std::time::Duration::from_secs(10)).await;
+    let mut conn = ws_connect(addr, "chat.example", "/").await.unwrap();
+    assert_eq!(ws_round_trip(&mut conn, "one").await.unwrap(), "ws: one");
+    assert_eq!(p.proxy.open_tunnels(), 1);
+
+    let proxy = p.proxy.clone();
+    let shutdown = tokio::spawn(async move { proxy.shutdown().await });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        !shutdown.is_finished(),
+        "shutdown did not wait for the open WebSocket"
+    );
+    // The tunnel still carries messages while the proxy drains.
+    assert_eq!(ws_round_trip(&mut conn, "two").await.unwrap(), "ws: two");
+
+    conn.close(None).await.unwrap();
+    drop(conn);
+    tokio::time::timeout(std::time::Duration::from_secs(5), shutdown)
+        .await
+        .expect("shutdown finishes once the WebSocket closed")
+        .unwrap();
+    assert_eq!(p.proxy.open_tunnels(), 0);
+}
+
+#[tokio::test]
+async fn shutdown_closes_websockets_still_open_when_the_window_ends() {
+    let ws = start_ws_echo("ws").await;
+    let (addr, p) = ws_proxy(ws.addr, std::time::Duration::from_millis(300)).await;
+    let mut conn = ws_connect(addr, "chat.example", "/").await.unwrap();
+    assert_eq!(ws_round_trip(&mut conn, "one").await.unwrap(), "ws: one");
+
+    tokio::time::timeout(std::time::Duration::from_secs(5), p.proxy.shutdown())
+        .await
+        .expect("shutdown ends after the drain window");
+    // The proxy closed its side: the client sees the connection end.
+    assert!(ws_round_trip(&mut conn, "late").await.is_err());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while p.proxy.open_tunnels() != 0 {
+        assert!(std::time::Instant::now() < deadline, "tunnel never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
