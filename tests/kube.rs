@@ -21,13 +21,11 @@ pub const T: Duration = Duration::from_secs(10);
 async fn routes_statuses_and_live_changes() {
     let api = ApiServer::start().await;
     let echoes = start_fleet(&["pod-a", "pod-b"]).await;
-    api.insert(class("ep"));
-    api.insert(gateway("web", "gw", "ep", 80));
-    for (name, e) in [("svc-a", &echoes[0]), ("svc-b", &echoes[1])] {
-        for o in backend("web", name, e.addr) {
-            api.insert(o);
-        }
-    }
+    seed(
+        &api,
+        &["gw"],
+        &[("svc-a", echoes[0].addr), ("svc-b", echoes[1].addr)],
+    );
     let mut r = route("web", "r", "gw", "example.com", "/", "svc-a");
     // Another controller's entry, which we must keep.
     r["status"] = json!({"parents": [{"parentRef": {"name": "theirs"}, "controllerName": "example.com/other",
@@ -169,11 +167,7 @@ async fn routes_statuses_and_live_changes() {
 async fn deletes_relists_and_outages() {
     let api = ApiServer::start().await;
     let echoes = start_fleet(&["pod-a"]).await;
-    api.insert(class("ep"));
-    api.insert(gateway("web", "gw", "ep", 80));
-    for o in backend("web", "svc", echoes[0].addr) {
-        api.insert(o);
-    }
+    seed(&api, &["gw"], &[("svc", echoes[0].addr)]);
     api.insert(route("web", "keep", "gw", "keep.example", "/", "svc"));
     api.insert(route("web", "gone", "gw", "gone.example", "/", "svc"));
     let replica = Replica::start(&api, "one", port_base()).await;
@@ -236,11 +230,7 @@ async fn deletes_relists_and_outages() {
 async fn two_replicas_one_leader_and_failover() {
     let api = ApiServer::start().await;
     let echoes = start_fleet(&["pod-a"]).await;
-    api.insert(class("ep"));
-    api.insert(gateway("web", "gw", "ep", 80));
-    for o in backend("web", "svc", echoes[0].addr) {
-        api.insert(o);
-    }
+    seed(&api, &["gw"], &[("svc", echoes[0].addr)]);
     api.insert(route("web", "r", "gw", "example.com", "/", "svc"));
     let base = port_base();
     let mut a = Replica::start(&api, "a", base).await;
@@ -322,14 +312,11 @@ async fn two_replicas_one_leader_and_failover() {
 async fn gateways_get_own_ports_and_finalizers_clean_up() {
     let api = ApiServer::start().await;
     let echoes = start_fleet(&["pod-a", "pod-b"]).await;
-    api.insert(class("ep"));
-    api.insert(gateway("web", "one", "ep", 80));
-    api.insert(gateway("web", "two", "ep", 80));
-    for (name, e) in [("svc-a", &echoes[0]), ("svc-b", &echoes[1])] {
-        for o in backend("web", name, e.addr) {
-            api.insert(o);
-        }
-    }
+    seed(
+        &api,
+        &["one", "two"],
+        &[("svc-a", echoes[0].addr), ("svc-b", echoes[1].addr)],
+    );
     api.insert(route("web", "r1", "one", "example.com", "/", "svc-a"));
     api.insert(route("web", "r2", "two", "example.com", "/", "svc-b"));
     let replica = Replica::start(&api, "one", port_base()).await;

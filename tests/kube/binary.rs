@@ -15,11 +15,7 @@ use crate::T;
 async fn serve_kubernetes_binary() {
     let api = ApiServer::start().await;
     let echoes = start_fleet(&["pod-a"]).await;
-    api.insert(class("ep"));
-    api.insert(gateway("web", "gw", "ep", 80));
-    for o in backend("web", "svc", echoes[0].addr) {
-        api.insert(o);
-    }
+    seed(&api, &["gw"], &[("svc", echoes[0].addr)]);
     api.insert(route("web", "r", "gw", "example.com", "/", "svc"));
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

@@ -210,6 +210,20 @@ pub fn backend(ns: &str, name: &str, backend: SocketAddr) -> [Value; 2] {
 
 /// Sum of status writes to every Gateway API kind plus side-object writes (Services, main
 /// resources for finalizers): what "steady state writes nothing" is about.
+/// The usual starting point: class `ep`, the given Gateways in namespace `web` listening on
+/// port 80, and one Service (with its EndpointSlice) per `(name, address)` in `web`.
+pub fn seed(api: &ApiServer, gateways: &[&str], services: &[(&str, SocketAddr)]) {
+    api.insert(class("ep"));
+    for gw in gateways {
+        api.insert(gateway("web", gw, "ep", 80));
+    }
+    for (name, addr) in services {
+        for o in backend("web", name, *addr) {
+            api.insert(o);
+        }
+    }
+}
+
 pub fn controller_writes(api: &ApiServer) -> u64 {
     ["gatewayclasses", "gateways", "httproutes"]
         .iter()
