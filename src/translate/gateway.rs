@@ -13,6 +13,7 @@ use gateway_api::apis::standard::gateways::{
 };
 
 use super::conditions::*;
+use super::conflicts::mark_conflicts;
 use super::listener::NamespacePolicy;
 use super::tls::{Certificates, ListenerTls, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
@@ -389,7 +390,7 @@ fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Option<Ad
     (ips, None)
 }
 
-fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {
+pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {
     let allowed = spec.allowed_routes.as_ref();
     let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
     let namespaces = NamespacePolicy::from_spec(
@@ -433,54 +434,12 @@ fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_
     }
 }
 
-/// Listeners of one Gateway conflict when they share a port with different protocols
-/// (`ProtocolConflict`) or the same protocol and hostname (`HostnameConflict`). Every listener
-/// of a conflicting group is marked: none is picked as the winner.
-fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
-    let n = listeners.len();
-    let mut marks: Vec<Option<&'static str>> = vec![None; n];
-    for i in 0..n {
-        for j in 0..n {
-            if i == j || listeners[i].port != listeners[j].port {
-                continue;
-            }
-            let (a, b) = (&listeners[i], &listeners[j]);
-            if a.spec.protocol != b.spec.protocol {
-                marks[i] = Some(REASON_PROTOCOL_CONFLICT);
-            } else if a.hostname == b.hostname && marks[i].is_none() {
-                marks[i] = Some(REASON_HOSTNAME_CONFLICT);
-            }
-        }
-    }
-    for (l, m) in listeners.iter_mut().zip(marks) {
-        l.conflict = m;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn gateway(yaml: &str) -> Gateway {
         serde_yaml_ng::from_str(yaml).unwrap()
-    }
-
-    #[test]
-    fn conflicts_mark_every_listener_involved() {
-        let gw = gateway(
-            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP}\n  - {name: b, port: 80, protocol: HTTP}\n  - {name: c, port: 81, protocol: HTTP, hostname: x.com}\n  - {name: d, port: 81, protocol: HTTP, hostname: y.com}\n  - {name: e, port: 82, protocol: HTTP}\n  - {name: f, port: 82, protocol: TCP}\n",
-        );
-        let mut ls: Vec<_> = gw
-            .spec
-            .listeners
-            .iter()
-            .map(|l| listener_model(l, ListenerTls::Plain))
-            .collect();
-        mark_conflicts(&mut ls);
-        let got: Vec<_> = ls.iter().map(|l| l.conflict).collect();
-        let h = Some(REASON_HOSTNAME_CONFLICT);
-        let p = Some(REASON_PROTOCOL_CONFLICT);
-        assert_eq!(got, vec![h, h, None, None, p, p]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod backends;
 mod build;
 mod conditions;
+mod conflicts;
 mod duration;
 mod filters;
 mod gateway;
@@ -86,6 +87,7 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
         })
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
+    conflicts::mark_socket_conflicts(&mut gateways);
     let by_name: HashMap<(&str, &str), usize> = gateways
         .iter()
         .enumerate()

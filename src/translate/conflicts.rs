@@ -1,0 +1,98 @@
+//! Listener conflicts: within one Gateway (shared port, different protocol or same hostname) and
+//! across Gateways that bind the same socket. Pure.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use super::conditions::{REASON_HOSTNAME_CONFLICT, REASON_PROTOCOL_CONFLICT};
+use super::gateway::{GatewayModel, ListenerModel};
+
+/// Listeners of different Gateways that bind the same address and port share one socket, so they
+/// must speak the same protocol. Gateways are taken in `namespace/name` order (the order the
+/// table is built in): the first to bind a socket keeps it, and a later Gateway's listener of
+/// another protocol there gets `Conflicted` `ProtocolConflict` and is not programmed.
+pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
+    let mut sockets: HashMap<SocketAddr, (&str, usize)> = HashMap::new();
+    let mut marks = Vec::new();
+    for (gi, g) in gateways.iter().enumerate() {
+        if !g.accepted() {
+            continue;
+        }
+        for (li, l) in g.listeners.iter().enumerate() {
+            let Some(port) = g.socket_port(l.port).filter(|_| l.valid()) else {
+                continue;
+            };
+            for ip in &g.binds {
+                match sockets.entry(SocketAddr::new(*ip, port)) {
+                    Entry::Vacant(e) => {
+                        e.insert((l.spec.protocol.as_str(), gi));
+                    }
+                    Entry::Occupied(e) => {
+                        let (protocol, owner) = *e.get();
+                        if owner != gi && protocol != l.spec.protocol {
+                            marks.push((gi, li));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (gi, li) in marks {
+        gateways[gi].listeners[li].conflict = Some(REASON_PROTOCOL_CONFLICT);
+    }
+}
+
+/// Listeners of one Gateway conflict when they share a port with different protocols
+/// (`ProtocolConflict`) or the same protocol and hostname (`HostnameConflict`). Every listener
+/// of a conflicting group is marked: none is picked as the winner.
+pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
+    let n = listeners.len();
+    let mut marks: Vec<Option<&'static str>> = vec![None; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i == j || listeners[i].port != listeners[j].port {
+                continue;
+            }
+            let (a, b) = (&listeners[i], &listeners[j]);
+            if a.spec.protocol != b.spec.protocol {
+                marks[i] = Some(REASON_PROTOCOL_CONFLICT);
+            } else if a.hostname == b.hostname && marks[i].is_none() {
+                marks[i] = Some(REASON_HOSTNAME_CONFLICT);
+            }
+        }
+    }
+    for (l, m) in listeners.iter_mut().zip(marks) {
+        l.conflict = m;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::gateway::listener_model;
+    use crate::translate::tls::ListenerTls;
+    use gateway_api::apis::standard::gateways::Gateway;
+
+    fn gateway(yaml: &str) -> Gateway {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn conflicts_mark_every_listener_involved() {
+        let gw = gateway(
+            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP}\n  - {name: b, port: 80, protocol: HTTP}\n  - {name: c, port: 81, protocol: HTTP, hostname: x.com}\n  - {name: d, port: 81, protocol: HTTP, hostname: y.com}\n  - {name: e, port: 82, protocol: HTTP}\n  - {name: f, port: 82, protocol: TCP}\n",
+        );
+        let mut ls: Vec<_> = gw
+            .spec
+            .listeners
+            .iter()
+            .map(|l| listener_model(l, ListenerTls::Plain))
+            .collect();
+        mark_conflicts(&mut ls);
+        let got: Vec<_> = ls.iter().map(|l| l.conflict).collect();
+        let h = Some(REASON_HOSTNAME_CONFLICT);
+        let p = Some(REASON_PROTOCOL_CONFLICT);
+        assert_eq!(got, vec![h, h, None, None, p, p]);
+    }
+}
