@@ -2,6 +2,7 @@
 //! here (class ownership, listeners, attachment, ReferenceGrants, backends, filters, conditions).
 //! No I/O, no tokio, no kube client.
 
+mod address;
 mod backends;
 mod build;
 mod conditions;
@@ -22,10 +23,11 @@ use crate::snapshot::Snapshot;
 use crate::status::{ObjectStatus, StatusBody, StatusReport};
 use crate::table::RouteTable;
 
+pub use address::AddressError;
 pub use backends::BackendError;
 pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
-pub use gateway::{AddressError, SUPPORTED_FEATURES};
+pub use gateway::SUPPORTED_FEATURES;
 pub use httproute::AttachError;
 pub use listener::intersect_hostnames;
 pub use rules::MatchError;
