@@ -18,7 +18,10 @@ mod cluster;
 use crate::admin::{serve_admin, DEFAULT_ADMIN_ADDR};
 use crate::echo::{serve_echo, EchoIdentity};
 use crate::metrics::Metrics;
-use crate::provider::file::{load_dir, watch_dir};
+use crate::admission::Crds;
+use crate::provider::crds::load_crds;
+use crate::provider::file::{load_dir, report_errors, watch_dir, ConfigDir};
+use crate::provider::manifest::ManifestError;
 use crate::proxy::{Proxy, ProxyOptions};
 use crate::reconcile::{Published, ReconcileOptions, Reconciler};
 use crate::snapshot::Snapshot;
@@ -66,6 +69,27 @@ pub struct TranslateArgs {
     pub bind_address: IpAddr,
 }
 
+/// Flags of the commands that read manifests from files.
+#[derive(Debug, Args)]
+pub struct AdmissionArgs {
+    /// CustomResourceDefinitions (a file or a directory, repeatable), e.g. the Gateway API
+    /// standard-install.yaml: objects read from files are defaulted and validated against them
+    /// as the API server would. Without it, the Gateway API defaults are applied.
+    #[arg(long = "crds", value_name = "PATH")]
+    pub crds: Vec<PathBuf>,
+}
+
+impl AdmissionArgs {
+    /// The built-in schemas plus the CRDs of `--crds`.
+    pub fn load(&self) -> Result<Crds, ManifestError> {
+        let (crds, names) = load_crds(&self.crds)?;
+        if !names.is_empty() {
+            tracing::info!(crds = names.len(), "CustomResourceDefinitions loaded");
+        }
+        Ok(crds)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Directory of YAML/JSON manifests, read recursively.
@@ -80,6 +104,8 @@ pub struct ServeArgs {
     pub kubernetes: bool,
     #[command(flatten)]
     pub translate: TranslateArgs,
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
     /// Address of the admin server (health, metrics, debug).
     #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
@@ -123,6 +149,8 @@ pub struct CheckArgs {
     pub config_dir: PathBuf,
     #[command(flatten)]
     pub translate: TranslateArgs,
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
 }
 
 #[derive(Debug, Args)]
@@ -188,11 +216,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `check`: exit 0 when every condition is fine, 1 with problems, 2 when the directory does not
-/// load.
+/// `check`: exit 0 when every condition is fine, 1 with problems, 2 when a file does not parse,
+/// an object is rejected or the directory cannot be read.
 fn check(args: &CheckArgs) -> ExitCode {
-    let snapshot = match load_dir(&args.config_dir) {
-        Ok((s, _skipped)) => s,
+    let loaded = args
+        .admission
+        .load()
+        .and_then(|crds| load_dir(&args.config_dir, Arc::new(crds)));
+    let loaded = match loaded {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -204,7 +236,7 @@ fn check(args: &CheckArgs) -> ExitCode {
         now: jiff::Timestamp::now(),
         generation: 1,
     };
-    let translation = translate(&snapshot, &options);
+    let translation = translate(&loaded.snapshot, &options);
     match serde_yaml_ng::to_string(&translation.status) {
         Ok(yaml) => print!("{yaml}"),
         Err(e) => {
@@ -212,11 +244,16 @@ fn check(args: &CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    for e in &loaded.errors {
+        eprintln!("error: {e}");
+    }
     let problems = translation.status.problems();
     for p in &problems {
         eprintln!("problem: {p}");
     }
-    if problems.is_empty() {
+    if !loaded.errors.is_empty() {
+        ExitCode::from(2)
+    } else if problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -316,13 +353,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         bail!("--config-dir is required");
     };
     let metrics = Metrics::new();
-    let (snapshot, _skipped) = load_dir(&dir).map_err(|e| {
+    let crds = args.admission.load().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut config = ConfigDir::new(&dir, Arc::new(crds));
+    let loaded = config.load().map_err(|e| {
         metrics.config_errors.with_label_values(&["file"]).inc();
         anyhow::anyhow!("{e}")
     })?;
-    tracing::info!(dir = %dir.display(), objects = snapshot.len(), "configuration loaded");
-    let (tx, rx) = watch::channel(Arc::new(snapshot));
-    let watcher = watch_dir(&dir, tx, metrics.clone())?;
+    report_errors(&loaded.errors, &metrics);
+    tracing::info!(dir = %dir.display(), objects = loaded.snapshot.len(), "configuration loaded");
+    let (tx, rx) = watch::channel(Arc::new(loaded.snapshot));
+    let watcher = watch_dir(config, tx, metrics.clone())?;
     let stack = Stack::start(
         rx,
         metrics,

@@ -5,9 +5,33 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edgeplane::metrics::Metrics;
-use edgeplane::provider::file::{load_dir, watch_dir};
+use edgeplane::admission::builtin;
+use edgeplane::provider::file::{load_dir, watch_dir, ConfigDir, DirLoad, SkippedKind};
 use edgeplane::snapshot::Snapshot;
 use tokio::sync::watch;
+
+/// Loads `dir` with the built-in defaults and no error expected.
+fn load(dir: &Path) -> (Snapshot, Vec<SkippedKind>) {
+    let DirLoad {
+        snapshot,
+        skipped,
+        errors,
+    } = load_dir(dir, builtin::crds()).unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    (snapshot, skipped)
+}
+
+/// A watched directory, loaded once: its first snapshot and the watch.
+fn watched(
+    dir: &Path,
+    metrics: Arc<Metrics>,
+) -> (watch::Receiver<Arc<Snapshot>>, edgeplane::provider::file::DirWatcher) {
+    let mut config = ConfigDir::new(dir, builtin::crds());
+    let first = config.load().unwrap();
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    let (tx, rx) = watch::channel(Arc::new(first.snapshot));
+    (rx, watch_dir(config, tx, metrics).unwrap())
+}
 
 fn service(name: &str) -> String {
     format!(
@@ -61,7 +85,7 @@ fn loads_manifests_recursively_in_path_order() {
         write(d, ignored, &service("ignored"));
     }
     write(d, ".b.yaml.swp", "not yaml: [");
-    let (snapshot, skipped) = load_dir(d).unwrap();
+    let (snapshot, skipped) = load(d);
     assert_eq!(service_names(&snapshot), ["a1", "a2", "b", "c"]);
     assert_eq!(
         snapshot.services[0].metadata.namespace.as_deref(),
@@ -90,7 +114,7 @@ fn skipped_kinds_are_reported_once_each() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
     );
     write(dir.path(), "three.yaml", deployment);
-    let (snapshot, skipped) = load_dir(dir.path()).unwrap();
+    let (snapshot, skipped) = load(dir.path());
     assert!(snapshot.is_empty());
     let kinds: Vec<String> = skipped.iter().map(ToString::to_string).collect();
     assert_eq!(kinds, ["apps/v1 Deployment", "v1 ConfigMap"]);
@@ -108,17 +132,23 @@ fn a_parse_error_names_the_file_and_line() {
             service("ok")
         ),
     );
-    let e = load_dir(dir.path()).unwrap_err();
+    let loaded = load_dir(dir.path(), builtin::crds()).unwrap();
+    let [e] = loaded.errors.as_slice() else {
+        panic!("{:?}", loaded.errors)
+    };
     assert!(e.path.ends_with("sub/bad.yaml"), "{e}");
     assert_eq!(e.line, Some(13), "{e}");
     assert!(e.to_string().contains("bad.yaml:13"), "{e}");
+    // The other file is admitted; the broken one had nothing admitted before.
+    assert_eq!(service_names(&loaded.snapshot), ["good"]);
+    assert!(e.message.ends_with("none of the file's objects is admitted"), "{e}");
 }
 
 #[test]
 fn a_missing_directory_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    let e = load_dir(&missing).unwrap_err();
+    let e = load_dir(&missing, builtin::crds()).unwrap_err();
     assert_eq!(e.path, missing);
 }
 
@@ -157,10 +187,8 @@ async fn watch_picks_up_changes_and_keeps_the_last_good_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(d, "a.yaml", &service("a"));
-    let (first, _) = load_dir(d).unwrap();
-    let (tx, mut rx) = watch::channel(Arc::new(first));
     let metrics = Metrics::new();
-    let watcher = watch_dir(d, tx, metrics.clone()).unwrap();
+    let (mut rx, watcher) = watched(d, metrics.clone());
 
     write(d, "nested/b.yaml", &service("b"));
     wait_for(&mut rx, |s| service_names(s) == ["a", "b"]).await;
@@ -202,9 +230,7 @@ async fn a_burst_of_writes_coalesces() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(d, "s.yaml", &service("s-start"));
-    let (first, _) = load_dir(d).unwrap();
-    let (tx, mut rx) = watch::channel(Arc::new(first));
-    let watcher = watch_dir(d, tx, Metrics::new()).unwrap();
+    let (mut rx, watcher) = watched(d, Metrics::new());
 
     const WRITES: u64 = 50;
     for i in 0..WRITES {

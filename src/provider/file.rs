@@ -1,9 +1,7 @@
 //! The file provider: a directory of YAML/JSON manifests read into a [`Snapshot`], and re-read on
-//! change with `notify`. A directory that fails to load keeps the previous snapshot in place.
+//! change with `notify`. Objects are admitted as an API server would admit them (see
+//! [`super::admitted`]); a bad file or object never takes the others down.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::BTreeSet;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +12,10 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::manifest::{parse_manifests, ManifestError, Object};
+pub use super::admitted::SkippedKind;
+use super::admitted::{Admission, Applied};
+use super::manifest::ManifestError;
+use crate::admission::Crds;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
@@ -23,19 +24,6 @@ const MAX_DEPTH: usize = 32;
 
 /// Time given to a writer to finish a file after the first event of a burst.
 const SETTLE: Duration = Duration::from_millis(5);
-
-/// A kind the product does not read, found while loading a directory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct SkippedKind {
-    pub api_version: String,
-    pub kind: String,
-}
-
-impl std::fmt::Display for SkippedKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.api_version, self.kind)
-    }
-}
 
 /// Errors of the watcher itself (not of the files it reads).
 #[derive(Debug, thiserror::Error)]
@@ -48,51 +36,71 @@ pub enum WatchError {
     },
 }
 
-/// Reads every manifest below `dir` into one snapshot. Returns the distinct kinds it skipped
-/// (each logged once). The first file that cannot be read or parsed fails the whole load.
-pub fn load_dir(dir: &Path) -> Result<(Snapshot, Vec<SkippedKind>), ManifestError> {
-    load(dir).map(|l| (l.snapshot, l.skipped))
+/// One reading of a config directory: what is admitted now and what was not.
+#[derive(Debug)]
+pub struct DirLoad {
+    pub snapshot: Snapshot,
+    /// Kinds the product does not read, each logged once.
+    pub skipped: Vec<SkippedKind>,
+    /// Files that did not parse and objects that were not admitted.
+    pub errors: Vec<ManifestError>,
 }
 
-struct Loaded {
-    snapshot: Snapshot,
-    skipped: Vec<SkippedKind>,
-    /// Hash of every file's path and content, to skip reloads that change nothing.
-    fingerprint: u64,
+/// A config directory and the admission state of its objects across reloads.
+pub struct ConfigDir {
+    dir: PathBuf,
+    admission: Admission,
 }
 
-fn load(dir: &Path) -> Result<Loaded, ManifestError> {
-    let mut files = Vec::new();
-    collect_files(dir, 0, &mut files)?;
-    files.sort();
-    let mut hasher = DefaultHasher::new();
-    let mut objects = Vec::new();
-    for path in &files {
-        let text = std::fs::read_to_string(path).map_err(|e| io_error(path, &e))?;
-        path.hash(&mut hasher);
-        text.hash(&mut hasher);
-        objects.extend(parse_manifests(path, &text)?);
-    }
-    let mut skipped = BTreeSet::new();
-    for o in &objects {
-        if let Object::Skipped {
-            api_version, kind, ..
-        } = o
-        {
-            skipped.insert(SkippedKind {
-                api_version: api_version.clone(),
-                kind: kind.clone(),
-            });
+impl ConfigDir {
+    /// A directory whose objects are admitted through `crds`; nothing is read yet.
+    pub fn new(dir: &Path, crds: Arc<Crds>) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            admission: Admission::new(crds),
         }
     }
-    for s in &skipped {
-        tracing::info!(dir = %dir.display(), kind = %s, "ignoring objects of a kind edgeplane does not read");
+
+    /// The directory read.
+    pub fn path(&self) -> &Path {
+        &self.dir
     }
-    Ok(Loaded {
-        snapshot: Snapshot::from_objects(objects),
-        skipped: skipped.into_iter().collect(),
-        fingerprint: hasher.finish(),
-    })
+
+    /// Reads the directory again. Fails only when the directory itself cannot be listed; a
+    /// file that does not parse or an object that is rejected is an entry of `errors`, and
+    /// its objects keep their last admitted versions.
+    pub fn reload(&mut self) -> Result<(Applied, Snapshot), ManifestError> {
+        let mut files = Vec::new();
+        collect_files(&self.dir, 0, &mut files)?;
+        files.sort();
+        let reading = files
+            .into_iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(&path).map_err(|e| e.to_string());
+                (path, text)
+            })
+            .collect();
+        let applied = self.admission.apply(reading);
+        Ok((applied, self.admission.snapshot()))
+    }
+
+    /// Reads the directory once, logging each skipped kind.
+    pub fn load(&mut self) -> Result<DirLoad, ManifestError> {
+        let (applied, snapshot) = self.reload()?;
+        for s in &applied.skipped {
+            tracing::info!(dir = %self.dir.display(), kind = %s, "ignoring objects of a kind edgeplane does not read");
+        }
+        Ok(DirLoad {
+            snapshot,
+            skipped: applied.skipped.into_iter().collect(),
+            errors: applied.errors,
+        })
+    }
+}
+
+/// Reads every manifest below `dir` once, admitting objects through `crds`.
+pub fn load_dir(dir: &Path, crds: Arc<Crds>) -> Result<DirLoad, ManifestError> {
+    ConfigDir::new(dir, crds).load()
 }
 
 fn io_error(path: &Path, e: &std::io::Error) -> ManifestError {
@@ -181,17 +189,18 @@ fn relevant(event: &notify::Event) -> bool {
             }))
 }
 
-/// Watches `dir` recursively and sends a new snapshot on `sender` after every change that loads.
-/// Bursts coalesce: a reload starts at once when idle, and events during a reload cause exactly
-/// one follow-up reload. A failed load is logged with its path and line, counted in
-/// `config_errors_total{source="file"}`, and the previous snapshot stays.
-/// Must be called inside a tokio runtime.
+/// Watches `config`'s directory recursively and sends a new snapshot on `sender` after every
+/// change that alters what is admitted. Bursts coalesce: a reload starts at once when idle, and
+/// events during a reload cause exactly one follow-up reload. Every error (a file that does not
+/// parse, a rejected object) is logged with its path and line and counted in
+/// `config_errors_total{source="file"}`; the affected objects keep their last admitted versions
+/// while every other change goes live. Must be called inside a tokio runtime.
 pub fn watch_dir(
-    dir: &Path,
+    config: ConfigDir,
     sender: watch::Sender<Arc<Snapshot>>,
     metrics: Arc<Metrics>,
 ) -> Result<DirWatcher, WatchError> {
-    let dir = dir.to_owned();
+    let dir = config.path().to_owned();
     // Capacity one: a pending wake-up absorbs every further event until the reload takes it.
     let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
     let notify_err = |source| WatchError::Notify {
@@ -218,40 +227,40 @@ pub fn watch_dir(
     let counter = reloads.clone();
     let task = tokio::spawn(async move {
         // The caller's first load is what `sender` holds; only changes are sent from here.
-        let mut last = None;
+        let mut config = Some(config);
         while wake_rx.recv().await.is_some() {
             tokio::time::sleep(SETTLE).await;
             while wake_rx.try_recv().is_ok() {}
             counter.fetch_add(1, Ordering::Relaxed);
-            let d = dir.clone();
-            let result = match tokio::task::spawn_blocking(move || load(&d)).await {
+            let Some(mut c) = config.take() else { break };
+            let (c, result) = match tokio::task::spawn_blocking(move || {
+                let r = c.reload();
+                (c, r)
+            })
+            .await
+            {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(error = %e, "config reload task failed");
+                    break;
+                }
+            };
+            config = Some(c);
+            let (applied, snapshot) = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    metrics.config_errors.with_label_values(&["file"]).inc();
+                    tracing::error!(error = %e, "configuration directory not read; keeping the previous objects");
                     continue;
                 }
             };
-            match result {
-                Ok(loaded) => {
-                    if last == Some(loaded.fingerprint) {
-                        continue;
-                    }
-                    last = Some(loaded.fingerprint);
-                    tracing::info!(
-                        dir = %dir.display(),
-                        objects = loaded.snapshot.len(),
-                        "configuration reloaded"
-                    );
-                    if sender.send(Arc::new(loaded.snapshot)).is_err() {
-                        break; // nobody listens any more
-                    }
-                }
-                Err(e) => {
-                    // Forget the fingerprint so that restoring the last good files reloads.
-                    last = None;
-                    metrics.config_errors.with_label_values(&["file"]).inc();
-                    tracing::error!(error = %e, "configuration not loaded; keeping the previous one");
-                }
+            report_errors(&applied.errors, &metrics);
+            if !applied.changed {
+                continue;
+            }
+            tracing::info!(dir = %dir.display(), objects = snapshot.len(), "configuration reloaded");
+            if sender.send(Arc::new(snapshot)).is_err() {
+                break; // nobody listens any more
             }
         }
     });
@@ -260,6 +269,14 @@ pub fn watch_dir(
         task,
         reloads,
     })
+}
+
+/// Logs and counts the errors of one reading.
+pub fn report_errors(errors: &[ManifestError], metrics: &Metrics) {
+    for e in errors {
+        metrics.config_errors.with_label_values(&["file"]).inc();
+        tracing::error!(error = %e, "configuration error");
+    }
 }
 
 #[cfg(test)]

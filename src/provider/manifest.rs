@@ -10,28 +10,27 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_yaml_ng::Value;
+use serde_json::Value;
 
 use crate::snapshot::Snapshot;
 
 /// Namespace given to namespaced objects that name none, as `kubectl apply` would.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
-/// One object read from a manifest.
+/// One object read from a manifest, shared: a provider keeps it across reloads and a snapshot
+/// holds the same allocation.
 #[derive(Debug, Clone)]
 pub enum Object {
-    GatewayClass(GatewayClass),
-    Gateway(Gateway),
-    HttpRoute(HttpRoute),
-    ReferenceGrant(ReferenceGrant),
-    Namespace(Namespace),
-    Service(Service),
-    EndpointSlice(EndpointSlice),
+    GatewayClass(Arc<GatewayClass>),
+    Gateway(Arc<Gateway>),
+    HttpRoute(Arc<HttpRoute>),
+    ReferenceGrant(Arc<ReferenceGrant>),
+    Namespace(Arc<Namespace>),
+    Service(Arc<Service>),
+    EndpointSlice(Arc<EndpointSlice>),
     /// A Secret; `stringData` is merged into `data` when parsed, as the API server does.
-    Secret(Secret),
+    Secret(Arc<Secret>),
     /// A kind the product does not read (Deployments, ConfigMaps, ...), kept for one log line.
     Skipped {
         api_version: String,
@@ -40,7 +39,7 @@ pub enum Object {
     },
 }
 
-/// A manifest that could not be parsed.
+/// A manifest that could not be parsed, or an object that was not admitted.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{}{}: {message}", path.display(), location(*line, *column))]
 pub struct ManifestError {
@@ -60,6 +59,16 @@ fn location(line: Option<usize>, column: Option<usize>) -> String {
 }
 
 impl ManifestError {
+    /// An error about the document starting at `line` of `path`.
+    pub fn at(path: &Path, line: usize, message: impl Into<String>) -> Self {
+        Self {
+            path: path.to_owned(),
+            line: Some(line),
+            column: None,
+            message: message.into(),
+        }
+    }
+
     fn from_yaml(path: &Path, e: &serde_yaml_ng::Error, doc_line: usize) -> Self {
         let (line, column) = match e.location() {
             Some(l) => (Some(l.line()), Some(l.column())),
@@ -74,17 +83,117 @@ impl ManifestError {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TypeMeta {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
+/// One Kubernetes object of a manifest, as JSON, before defaulting: what `kubectl apply` would
+/// send to the API server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// 1-based line where its YAML document starts (items of a `List` share the list's line).
+    pub line: usize,
+    pub api_version: String,
+    pub kind: String,
+    pub value: Value,
 }
 
-/// Parses every document of `text`; `path` only labels errors. Empty documents are skipped.
-pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError> {
+impl Document {
+    /// The API group (`""` for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+
+    /// `metadata.name`, empty when missing.
+    pub fn name(&self) -> &str {
+        self.value["metadata"]["name"].as_str().unwrap_or("")
+    }
+
+    /// True for the kinds a [`Snapshot`] holds; other kinds are skipped.
+    pub fn is_read(&self) -> bool {
+        read_kind(self.group(), &self.kind).is_some()
+    }
+
+    /// Fills what `kubectl` and the API server set before defaulting: the namespace of a
+    /// namespaced object (`default`) and, in the absence of an API server counting them,
+    /// `metadata.generation` 1.
+    pub fn normalize(&mut self) {
+        let namespaced = read_kind(self.group(), &self.kind).is_some_and(|k| k.namespaced);
+        let Some(meta) = self.value.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if namespaced && meta.get("namespace").is_none_or(Value::is_null) {
+            meta.insert("namespace".into(), DEFAULT_NAMESPACE.into());
+        }
+        if meta.get("generation").is_none_or(Value::is_null) {
+            meta.insert("generation".into(), 1.into());
+        }
+        meta.remove("managedFields");
+    }
+
+    /// The typed object; kinds the product does not read become [`Object::Skipped`].
+    pub fn to_object(&self) -> Result<Object, String> {
+        let Some(kind) = read_kind(self.group(), &self.kind) else {
+            return Ok(Object::Skipped {
+                api_version: self.api_version.clone(),
+                kind: self.kind.clone(),
+                name: self.name().to_owned(),
+            });
+        };
+        let value = self.value.clone();
+        let e = |e: serde_json::Error| e.to_string();
+        Ok(match kind.kind {
+            Kind::GatewayClass => Object::GatewayClass(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::Gateway => Object::Gateway(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::HttpRoute => Object::HttpRoute(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::ReferenceGrant => {
+                Object::ReferenceGrant(Arc::new(serde_json::from_value(value).map_err(e)?))
+            }
+            Kind::Namespace => Object::Namespace(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::Service => Object::Service(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::EndpointSlice => {
+                Object::EndpointSlice(Arc::new(serde_json::from_value(value).map_err(e)?))
+            }
+            Kind::Secret => Object::Secret(Arc::new(merge_string_data(
+                serde_json::from_value(value).map_err(e)?,
+            ))),
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    ReferenceGrant,
+    Namespace,
+    Service,
+    EndpointSlice,
+    Secret,
+}
+
+#[derive(Clone, Copy)]
+struct ReadKind {
+    kind: Kind,
+    namespaced: bool,
+}
+
+/// The kinds a snapshot holds, by API group and kind.
+fn read_kind(group: &str, kind: &str) -> Option<ReadKind> {
+    let (kind, namespaced) = match (group, kind) {
+        ("gateway.networking.k8s.io", "GatewayClass") => (Kind::GatewayClass, false),
+        ("gateway.networking.k8s.io", "Gateway") => (Kind::Gateway, true),
+        ("gateway.networking.k8s.io", "HTTPRoute") => (Kind::HttpRoute, true),
+        ("gateway.networking.k8s.io", "ReferenceGrant") => (Kind::ReferenceGrant, true),
+        ("", "Namespace") => (Kind::Namespace, false),
+        ("", "Service") => (Kind::Service, true),
+        ("discovery.k8s.io", "EndpointSlice") => (Kind::EndpointSlice, true),
+        ("", "Secret") => (Kind::Secret, true),
+        _ => return None,
+    };
+    Some(ReadKind { kind, namespaced })
+}
+
+/// Splits `text` into its Kubernetes objects (`List`s expanded, empty documents skipped);
+/// `path` only labels errors. A document without `apiVersion` and `kind` is an error.
+pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Document>, ManifestError> {
     let mut out = Vec::new();
     // Document start lines, so errors inside a document without a location still name a line.
     let starts = document_lines(text);
@@ -95,9 +204,25 @@ pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Object>, ManifestE
         if value.is_null() {
             continue;
         }
-        parse_value(path, value, doc_line, &mut out)?;
+        split_value(path, value, doc_line, &mut out)?;
     }
     Ok(out)
+}
+
+/// Parses every document of `text` into typed objects, defaulted as the Gateway API CRDs
+/// declare ([`crate::admission::builtin`]); `path` only labels errors.
+pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError> {
+    let crds = crate::admission::builtin::crds();
+    parse_documents(path, text)?
+        .into_iter()
+        .map(|mut doc| {
+            doc.normalize();
+            let line = doc.line;
+            crds.admit(&mut doc.value, None)
+                .map_err(|r| ManifestError::at(path, line, r.to_string()))?;
+            doc.to_object().map_err(|m| ManifestError::at(path, line, m))
+        })
+        .collect()
 }
 
 fn document_lines(text: &str) -> Vec<usize> {
@@ -112,85 +237,43 @@ fn document_lines(text: &str) -> Vec<usize> {
     starts
 }
 
-fn parse_value(
+fn split_value(
     path: &Path,
     value: Value,
     line: usize,
-    out: &mut Vec<Object>,
+    out: &mut Vec<Document>,
 ) -> Result<(), ManifestError> {
-    let err = |message: String| ManifestError {
-        path: path.to_owned(),
-        line: Some(line),
-        column: None,
-        message,
-    };
-    let meta: TypeMeta = serde_yaml_ng::from_value(value.clone())
-        .map_err(|e| err(format!("document is not a Kubernetes object: {e}")))?;
-    if meta.kind.is_empty() || meta.api_version.is_empty() {
-        return Err(err("document has no `kind` or `apiVersion`".into()));
+    let field = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or("").to_owned();
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if !value.is_object() {
+        return Err(ManifestError::at(path, line, "document is not a Kubernetes object"));
     }
-    let group = meta.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    let obj = match (group, meta.kind.as_str()) {
-        ("gateway.networking.k8s.io", "GatewayClass") => {
-            Object::GatewayClass(de(path, value, line, false)?)
-        }
-        ("gateway.networking.k8s.io", "Gateway") => Object::Gateway(de(path, value, line, true)?),
-        ("gateway.networking.k8s.io", "HTTPRoute") => {
-            Object::HttpRoute(de(path, value, line, true)?)
-        }
-        ("gateway.networking.k8s.io", "ReferenceGrant") => {
-            Object::ReferenceGrant(de(path, value, line, true)?)
-        }
-        ("", "Namespace") => Object::Namespace(de(path, value, line, false)?),
-        ("", "Service") => Object::Service(de(path, value, line, true)?),
-        ("discovery.k8s.io", "EndpointSlice") => {
-            Object::EndpointSlice(de(path, value, line, true)?)
-        }
-        ("", "Secret") => Object::Secret(merge_string_data(de(path, value, line, true)?)),
-        ("", "List") => {
-            let items = value
-                .get("items")
-                .and_then(Value::as_sequence)
-                .cloned()
-                .unwrap_or_default();
-            for item in items {
-                parse_value(path, item, line, out)?;
-            }
+    if kind.is_empty() || api_version.is_empty() {
+        return Err(ManifestError::at(path, line, "document has no `kind` or `apiVersion`"));
+    }
+    if kind == "List" && !api_version.contains('/') {
+        let Value::Object(mut map) = value else {
             return Ok(());
+        };
+        if let Some(Value::Array(items)) = map.remove("items") {
+            for item in items {
+                split_value(path, item, line, out)?;
+            }
         }
-        (_, kind) => Object::Skipped {
-            api_version: meta.api_version.clone(),
-            kind: kind.to_owned(),
-            name: value
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-        },
+        return Ok(());
+    }
+    let doc = Document {
+        line,
+        api_version,
+        kind,
+        value,
     };
-    out.push(obj);
+    if doc.is_read() && doc.name().is_empty() {
+        return Err(ManifestError::at(path, line, "object has no metadata.name"));
+    }
+    out.push(doc);
     Ok(())
 }
-
-/// Objects whose metadata the parser normalizes.
-trait HasMeta {
-    fn meta_mut(&mut self) -> &mut ObjectMeta;
-}
-
-macro_rules! has_meta {
-    ($($t:ty),*) => { $(impl HasMeta for $t { fn meta_mut(&mut self) -> &mut ObjectMeta { &mut self.metadata } })* };
-}
-has_meta!(
-    GatewayClass,
-    Gateway,
-    HttpRoute,
-    ReferenceGrant,
-    Namespace,
-    Service,
-    EndpointSlice,
-    Secret
-);
 
 /// Moves `stringData` into `data` (`stringData` wins on equal keys), as the API server does on
 /// write, so the translator reads one map.
@@ -204,50 +287,18 @@ fn merge_string_data(mut secret: Secret) -> Secret {
     secret
 }
 
-fn de<T: DeserializeOwned + HasMeta>(
-    path: &Path,
-    value: Value,
-    line: usize,
-    namespaced: bool,
-) -> Result<T, ManifestError> {
-    let mut obj: T = serde_yaml_ng::from_value(value).map_err(|e| ManifestError {
-        path: path.to_owned(),
-        line: Some(line),
-        column: None,
-        message: e.to_string(),
-    })?;
-    let meta = obj.meta_mut();
-    if meta.name.as_deref().unwrap_or("").is_empty() {
-        return Err(ManifestError {
-            path: path.to_owned(),
-            line: Some(line),
-            column: None,
-            message: "object has no metadata.name".into(),
-        });
-    }
-    if namespaced && meta.namespace.is_none() {
-        meta.namespace = Some(DEFAULT_NAMESPACE.to_owned());
-    }
-    // Standalone objects have no API server to count generations: start at 1.
-    if meta.generation.is_none() {
-        meta.generation = Some(1);
-    }
-    meta.managed_fields = None;
-    Ok(obj)
-}
-
 impl Snapshot {
     /// Adds one parsed object; skipped kinds are ignored (the caller logs them).
     pub fn insert(&mut self, object: Object) {
         match object {
-            Object::GatewayClass(o) => self.gateway_classes.push(Arc::new(o)),
-            Object::Gateway(o) => self.gateways.push(Arc::new(o)),
-            Object::HttpRoute(o) => self.http_routes.push(Arc::new(o)),
-            Object::ReferenceGrant(o) => self.reference_grants.push(Arc::new(o)),
-            Object::Namespace(o) => self.namespaces.push(Arc::new(o)),
-            Object::Service(o) => self.services.push(Arc::new(o)),
-            Object::EndpointSlice(o) => self.endpoint_slices.push(Arc::new(o)),
-            Object::Secret(o) => self.secrets.push(Arc::new(o)),
+            Object::GatewayClass(o) => self.gateway_classes.push(o),
+            Object::Gateway(o) => self.gateways.push(o),
+            Object::HttpRoute(o) => self.http_routes.push(o),
+            Object::ReferenceGrant(o) => self.reference_grants.push(o),
+            Object::Namespace(o) => self.namespaces.push(o),
+            Object::Service(o) => self.services.push(o),
+            Object::EndpointSlice(o) => self.endpoint_slices.push(o),
+            Object::Secret(o) => self.secrets.push(o),
             Object::Skipped { .. } => {}
         }
     }

@@ -1,6 +1,8 @@
 //! Providers turn an outside source of Gateway API objects (a config directory, a Kubernetes
 //! cluster) into [`crate::snapshot::Snapshot`]s.
 
+pub mod admitted;
+pub mod crds;
 pub mod file;
 pub mod kube;
 pub mod manifest;

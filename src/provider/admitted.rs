@@ -1,0 +1,262 @@
+//! The objects of a config directory as an API server would hold them. Every document is
+//! defaulted and validated against its CRD before it is admitted; an object that is rejected,
+//! defined twice, or part of a file that does not parse keeps its last admitted version, as a
+//! rejected `kubectl apply` leaves the stored object unchanged. Pure: callers read the files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::manifest::{parse_documents, Document, ManifestError, Object};
+use crate::admission::Crds;
+use crate::snapshot::Snapshot;
+
+/// A kind the product does not read, found while loading a directory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SkippedKind {
+    pub api_version: String,
+    pub kind: String,
+}
+
+impl fmt::Display for SkippedKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.api_version, self.kind)
+    }
+}
+
+/// Identity of an object: two documents with the same key are the same object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub group: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    fn of(doc: &Document) -> Self {
+        Self {
+            group: doc.group().to_owned(),
+            kind: doc.kind.clone(),
+            namespace: doc.value["metadata"]["namespace"]
+                .as_str()
+                .map(str::to_owned),
+            name: doc.name().to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// One reading of a file: its text, or why it could not be read.
+pub type FileRead = Result<String, String>;
+
+/// What one [`Admission::apply`] found.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Files that did not parse and objects that were not admitted, each with file and line.
+    pub errors: Vec<ManifestError>,
+    /// Kinds that were skipped (not read by the product).
+    pub skipped: BTreeSet<SkippedKind>,
+    /// False when the admitted objects are exactly those of the previous reading.
+    pub changed: bool,
+}
+
+/// The last successful parse of one file.
+struct ParsedFile {
+    text: String,
+    documents: Vec<Document>,
+}
+
+/// An admitted object, with what it was admitted from.
+struct AdmittedObject {
+    path: PathBuf,
+    /// The document as written (after namespace and generation were filled in).
+    written: Value,
+    /// The document after defaulting: `oldSelf` of the next version.
+    admitted: Value,
+    object: Object,
+}
+
+/// The admission state of a config directory across reloads.
+pub struct Admission {
+    crds: Arc<Crds>,
+    files: BTreeMap<PathBuf, ParsedFile>,
+    admitted: BTreeMap<ObjectKey, AdmittedObject>,
+}
+
+impl Admission {
+    /// An empty directory state that admits objects through `crds`.
+    pub fn new(crds: Arc<Crds>) -> Self {
+        Self {
+            crds,
+            files: BTreeMap::new(),
+            admitted: BTreeMap::new(),
+        }
+    }
+
+    /// Applies one complete reading of the directory: every manifest file with its text. A file
+    /// whose text did not change is not parsed again; an unchanged document is not admitted
+    /// again.
+    pub fn apply(&mut self, reading: Vec<(PathBuf, FileRead)>) -> Applied {
+        let mut out = Applied::default();
+        let mut files = BTreeMap::new();
+        for (path, read) in reading {
+            let previous = self.files.remove(&path);
+            let parsed = match read {
+                Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
+                Ok(text) => match parse_documents(&path, &text) {
+                    Ok(documents) => Some(ParsedFile { text, documents }),
+                    Err(e) => {
+                        out.errors.push(kept_file(e, previous.is_some()));
+                        previous
+                    }
+                },
+                Err(message) => {
+                    out.errors.push(ManifestError {
+                        path: path.clone(),
+                        line: None,
+                        column: None,
+                        message: kept_message(message, previous.is_some()),
+                    });
+                    previous
+                }
+            };
+            if let Some(p) = parsed {
+                files.insert(path, p);
+            }
+        }
+        self.files = files;
+        let definitions = self.definitions(&mut out);
+        let mut admitted = BTreeMap::new();
+        for (key, defs) in definitions {
+            let previous = self.admitted.remove(&key);
+            if let [(path, doc)] = defs.as_slice() {
+                match self.admit(path, doc, previous.as_ref()) {
+                    Ok(None) => {
+                        admitted.extend(previous.map(|p| (key, p)));
+                    }
+                    Ok(Some(new)) => {
+                        out.changed = true;
+                        admitted.insert(key, new);
+                    }
+                    Err(message) => {
+                        let kept = previous.is_some();
+                        out.errors.push(ManifestError::at(
+                            path,
+                            doc.line,
+                            kept_message(message, kept),
+                        ));
+                        admitted.extend(previous.map(|p| (key, p)));
+                    }
+                }
+            } else {
+                let places: Vec<String> = defs
+                    .iter()
+                    .map(|(p, d)| format!("{}:{}", p.display(), d.line))
+                    .collect();
+                let (path, doc) = &defs[0];
+                let message = format!("{key} is defined more than once: {}", places.join(", "));
+                out.errors.push(ManifestError::at(
+                    path,
+                    doc.line,
+                    kept_message(message, previous.is_some()),
+                ));
+                admitted.extend(previous.map(|p| (key, p)));
+            }
+        }
+        // What is left of the previous objects was deleted.
+        out.changed |= !self.admitted.is_empty();
+        self.admitted = admitted;
+        out
+    }
+
+    /// Every definition of every object of the parsed files, normalized; skipped kinds are
+    /// recorded in `out`.
+    fn definitions(&self, out: &mut Applied) -> BTreeMap<ObjectKey, Vec<(PathBuf, Document)>> {
+        let mut definitions: BTreeMap<ObjectKey, Vec<(PathBuf, Document)>> = BTreeMap::new();
+        for (path, file) in &self.files {
+            for doc in &file.documents {
+                if !doc.is_read() {
+                    out.skipped.insert(SkippedKind {
+                        api_version: doc.api_version.clone(),
+                        kind: doc.kind.clone(),
+                    });
+                    continue;
+                }
+                let mut doc = doc.clone();
+                doc.normalize();
+                definitions
+                    .entry(ObjectKey::of(&doc))
+                    .or_default()
+                    .push((path.clone(), doc));
+            }
+        }
+        definitions
+    }
+
+    /// Admits one definition: `Ok(None)` when it is the previous version unchanged.
+    fn admit(
+        &self,
+        path: &Path,
+        doc: &Document,
+        previous: Option<&AdmittedObject>,
+    ) -> Result<Option<AdmittedObject>, String> {
+        if previous.is_some_and(|p| p.path == path && p.written == doc.value) {
+            return Ok(None);
+        }
+        let mut defaulted = doc.clone();
+        self.crds
+            .admit(&mut defaulted.value, previous.map(|p| &p.admitted))
+            .map_err(|r| r.to_string())?;
+        let object = defaulted.to_object()?;
+        Ok(Some(AdmittedObject {
+            path: path.to_owned(),
+            written: doc.value.clone(),
+            admitted: defaulted.value,
+            object,
+        }))
+    }
+
+    /// A snapshot of every admitted object.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::from_objects(self.admitted.values().map(|a| a.object.clone()))
+    }
+
+    /// Number of admitted objects.
+    pub fn len(&self) -> usize {
+        self.admitted.len()
+    }
+
+    /// True when nothing is admitted.
+    pub fn is_empty(&self) -> bool {
+        self.admitted.is_empty()
+    }
+}
+
+fn kept_file(mut e: ManifestError, kept: bool) -> ManifestError {
+    e.message.push_str(if kept {
+        "; the file's previously admitted objects stay in force"
+    } else {
+        "; none of the file's objects is admitted"
+    });
+    e
+}
+
+fn kept_message(message: String, kept: bool) -> String {
+    if kept {
+        format!("{message}; the previously admitted version stays in force")
+    } else {
+        format!("{message}; not admitted")
+    }
+}
