@@ -6,6 +6,7 @@
 //! bound is remembered with its error and retried with a doubling back-off until it binds or
 //! leaves the table; the failures are what the status reports as not programmed.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -121,17 +122,18 @@ impl Listeners {
             if lock(&self.running).contains_key(&addr) {
                 continue;
             }
-            if let Err(error) = self.start(shared, addr) {
-                tracing::warn!(%addr, %error, "cannot bind listener");
-                let mut failed = lock(&self.failed);
-                match failed.get_mut(&addr) {
-                    Some(f) => f.error = error.to_string(),
-                    None => {
-                        failed.insert(addr, Failed::new(error.to_string()));
-                    }
+            let Err(error) = self.start(shared, addr) else {
+                lock(&self.failed).remove(&addr);
+                continue;
+            };
+            tracing::warn!(%addr, %error, "cannot bind listener");
+            match lock(&self.failed).entry(addr) {
+                Entry::Occupied(mut f) => f.get_mut().error = error.to_string(),
+                Entry::Vacant(v) => {
+                    v.insert(Failed::new(error.to_string()));
                 }
-                errors.push(ListenerError { addr, error });
             }
+            errors.push(ListenerError { addr, error });
         }
         lock(&self.draining).retain(|t| !t.is_finished());
         errors
@@ -149,6 +151,11 @@ impl Listeners {
             .collect();
         let mut changed = false;
         for addr in due {
+            if lock(&self.running).contains_key(&addr) {
+                lock(&self.failed).remove(&addr);
+                changed = true;
+                continue;
+            }
             match self.start(shared, addr) {
                 Ok(()) => {
                     lock(&self.failed).remove(&addr);
