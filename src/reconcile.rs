@@ -1,6 +1,8 @@
 //! The reconcile loop: every new snapshot is translated whole, its table and status published
 //! atomically, and the proxy's listeners brought in line. Level-triggered: it never looks at what
 //! changed, and snapshots that arrive during a rebuild coalesce into one follow-up rebuild.
+//! Between rebuilds it retries the sockets the proxy could not bind, and republishes the status
+//! when that changes anything: status is what the listener manager did, not what it was asked.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,9 +15,9 @@ use tokio::sync::watch;
 use crate::metrics::Metrics;
 use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
-use crate::status::StatusReport;
+use crate::status::{ObjectStatus, StatusReport};
 use crate::table::RouteTable;
-use crate::translate::{translate, TranslateOptions, Translation};
+use crate::translate::{apply_bind_failures, translate, TranslateOptions, Translation};
 
 /// What the process currently serves: read by the proxy (table), the admin server (everything)
 /// and, in a cluster, the status writer.
@@ -29,7 +31,8 @@ pub struct Published {
     pub ready: AtomicBool,
     pub metrics: Arc<Metrics>,
     /// Generation of the last publication, so that followers (the status writer in a cluster)
-    /// learn of each new table and status without polling; `subscribe` to it.
+    /// learn of each new table and status without polling; `subscribe` to it. Also notified,
+    /// with the same value, when only the status is republished (a failed socket bound).
     pub generation: watch::Sender<u64>,
 }
 
@@ -81,6 +84,9 @@ pub struct Reconciler {
     proxy: Option<Arc<Proxy>>,
     options: ReconcileOptions,
     generation: u64,
+    /// The translator's Gateway statuses of the live table (with their index in the report),
+    /// before the bind outcome was overlaid: a retry that changes it recomputes from them.
+    gateways: Vec<(usize, ObjectStatus)>,
 }
 
 impl Reconciler {
@@ -96,6 +102,7 @@ impl Reconciler {
             proxy,
             options,
             generation: 0,
+            gateways: Vec::new(),
         }
     }
 
@@ -127,9 +134,10 @@ impl Reconciler {
     }
 
     /// Publishes a translation: swaps the table in and syncs the proxy's listeners first, so
-    /// propagation waits for nothing else; then, off the async workers, carries condition times
-    /// over, swaps the status and frees the previous table and status. Marks the process ready
-    /// and updates the metrics.
+    /// propagation waits for nothing else; then, off the async workers, overlays the sockets
+    /// that could not be bound on the status, carries condition times over, swaps the status
+    /// and frees the previous table and status. Marks the process ready and updates the
+    /// metrics.
     pub async fn publish(&mut self, translation: Translation, started: Instant) -> Rebuilt {
         let Translation { mut table, status } = translation;
         self.generation += 1;
@@ -144,21 +152,29 @@ impl Reconciler {
         for e in &bind_errors {
             tracing::error!(addr = %e.addr, error = %e.error, "cannot bind listener");
         }
+        let failures = self
+            .proxy
+            .as_ref()
+            .map(|p| p.bind_failures())
+            .unwrap_or_default();
         let published = self.published.clone();
-        let problems = tokio::task::spawn_blocking(move || {
+        let (problems, gateways) = tokio::task::spawn_blocking(move || {
             // Freeing a large table or report takes long enough to stall an async worker.
             drop(previous_table);
             let mut status = status;
+            let gateways = gateway_entries(&status);
+            apply_bind_failures(&mut status, &table, &failures);
             status.carry_transition_times(&published.status.load());
             let problems = status.problems().len();
             drop(published.status.swap(Arc::new(status)));
-            problems
+            (problems, gateways)
         })
         .await
         .unwrap_or_else(|e| {
             tracing::error!(error = %e, "status bookkeeping failed");
-            0
+            (0, Vec::new())
         });
+        self.gateways = gateways;
         self.published.ready.store(true, Ordering::Release);
         self.published.generation.send_replace(self.generation);
         let m = &self.published.metrics;
@@ -183,19 +199,95 @@ impl Reconciler {
         }
     }
 
+    /// Retries the proxy's failed sockets that are due; when that changes what is bound,
+    /// recomputes the status from the translator's Gateway statuses and the new bind outcome,
+    /// and republishes it (same table, same generation; followers are notified). True when it
+    /// republished.
+    pub async fn retry_binds(&mut self) -> bool {
+        let Some(proxy) = &self.proxy else {
+            return false;
+        };
+        if !proxy.retry_failed_binds().await {
+            return false;
+        }
+        let failures = proxy.bind_failures();
+        let unbound = failures.len();
+        let table = self.published.table.load_full();
+        let published = self.published.clone();
+        let gateways = self.gateways.clone();
+        let now = jiff::Timestamp::now();
+        let problems = tokio::task::spawn_blocking(move || {
+            let current = published.status.load_full();
+            let mut status = StatusReport::clone(&current);
+            for (i, mut raw) in gateways {
+                if let Some(slot) = status.entries.get_mut(i).filter(|e| same_object(e, &raw)) {
+                    // Conditions that change now, change now.
+                    raw.status.restamp(now);
+                    *slot = raw;
+                }
+            }
+            apply_bind_failures(&mut status, &table, &failures);
+            status.carry_transition_times(&current);
+            let problems = status.problems().len();
+            published.status.store(Arc::new(status));
+            problems
+        })
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "status bookkeeping failed");
+            0
+        });
+        self.published.generation.send_modify(|_| {});
+        tracing::info!(
+            generation = self.generation,
+            unbound,
+            problems,
+            "status republished after a bind retry"
+        );
+        true
+    }
+
     /// Rebuilds from the channel's current snapshot, then once per change until the sender is
-    /// dropped. Changes that arrive during a rebuild are seen as one change afterwards.
+    /// dropped. Changes that arrive during a rebuild are seen as one change afterwards. While
+    /// sockets are unbound, retries them when their back-off is due.
     pub async fn run(mut self, mut snapshots: watch::Receiver<Arc<Snapshot>>) {
         loop {
             let snapshot = snapshots.borrow_and_update().clone();
             if let Err(e) = self.rebuild(snapshot).await {
                 tracing::error!(error = %e, "keeping the previous route table");
             }
-            if snapshots.changed().await.is_err() {
-                return;
+            loop {
+                let retry = self.proxy.as_ref().and_then(|p| p.next_bind_retry());
+                let at = retry.map_or_else(tokio::time::Instant::now, Into::into);
+                tokio::select! {
+                    changed = snapshots.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                    () = tokio::time::sleep_until(at), if retry.is_some() => {
+                        self.retry_binds().await;
+                    }
+                }
             }
         }
     }
+}
+
+/// The Gateway entries of a translator's report, with their index.
+fn gateway_entries(report: &StatusReport) -> Vec<(usize, ObjectStatus)> {
+    report
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == "Gateway")
+        .map(|(i, e)| (i, e.clone()))
+        .collect()
+}
+
+fn same_object(a: &ObjectStatus, b: &ObjectStatus) -> bool {
+    a.kind == b.kind && a.namespace == b.namespace && a.name == b.name
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! End to end through the real binary: `edgeplane serve --config-dir` on a temporary directory,
 //! in-process echo backends, real sockets on a loopback address of the test's own.
 
+#[path = "e2e/binds.rs"]
+mod binds;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

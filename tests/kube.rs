@@ -385,3 +385,66 @@ async fn gateways_get_own_ports_and_finalizers_clean_up() {
     );
     replica.stop().await;
 }
+
+/// A target port held by another process on the replica: the leader writes `Programmed=False`
+/// (`AddressNotUsable` on the Gateway, `Pending` on the listener) and `Programmed=True` once the
+/// port is free and the retry binds it, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_port_in_use_is_reported_until_freed() {
+    let api = ApiServer::start().await;
+    let echoes = start_fleet(&["pod-a"]).await;
+    seed(&api, &["gw"], &[("svc", echoes[0].addr)]);
+    api.insert(route("web", "r", "gw", "example.com", "/", "svc"));
+    let base = port_base();
+    let bind = support::net::loopback_ip();
+    // The first port of the range, which the Gateway's only listener gets.
+    let occupier = std::net::TcpListener::bind((bind, base)).expect("occupy the target port");
+    let replica = Replica::start_on(&api, "one", base, bind).await;
+    assert_eq!(wait_gateway_port(&api, "web", "gw", 80).await, base);
+    // (reason, status) of the Gateway's Programmed condition.
+    let programmed = |a: &ApiServer| {
+        a.object("gateways", "web", "gw")
+            .and_then(|g| cond(&g["status"]["conditions"], "Programmed").cloned())
+            .map(|c| format!("{} {}", c["reason"], c["status"]))
+    };
+    let failed = api
+        .wait_until(T, |a| {
+            programmed(a).as_deref() == Some(r#""AddressNotUsable" "False""#)
+        })
+        .await;
+    let gw = api.object("gateways", "web", "gw").unwrap();
+    assert!(failed, "Programmed=False never written: {gw}");
+    let c = cond(&gw["status"]["conditions"], "Programmed").unwrap();
+    assert_eq!(c["reason"], "AddressNotUsable", "{gw}");
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("{bind}:{base}"))),
+        "{gw}"
+    );
+    let l = cond(&gw["status"]["listeners"][0]["conditions"], "Programmed").unwrap();
+    assert_eq!(
+        (&l["status"], &l["reason"]),
+        (&"False".into(), &"Pending".into())
+    );
+
+    drop(occupier);
+    // The retry back-off starts at 1 s and is capped at 30 s.
+    let recovered = api
+        .wait_until(Duration::from_secs(40), |a| {
+            programmed(a).as_deref() == Some(r#""Programmed" "True""#)
+        })
+        .await;
+    assert!(
+        recovered,
+        "{:?}\nbound {:?}\npublished {}",
+        api.object("gateways", "web", "gw"),
+        replica.proxy.bound(),
+        serde_json::to_string(&**replica.published.status.load()).unwrap()
+    );
+    replica
+        .wait_for(base, "example.com", "/", 200, Some("pod-a"), T)
+        .await
+        .unwrap();
+    replica.stop().await;
+}

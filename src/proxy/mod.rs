@@ -14,9 +14,10 @@ mod tls;
 mod upgrade;
 mod upstream;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -26,6 +27,7 @@ use crate::table::RouteTable;
 
 pub use error::ProxyError;
 pub use headers::{set_forwarded, strip_hop_by_hop};
+pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 
 /// Boxed error of a streamed body.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -109,10 +111,30 @@ impl Proxy {
     }
 
     /// Binds a socket for every listener of `table` not yet bound, and drains the sockets of
-    /// listeners it no longer has. Returns the listeners that could not be bound.
+    /// listeners it no longer has. Returns the listeners that could not be bound; they are
+    /// retried by [`Proxy::retry_failed_binds`] until they bind or leave the table.
     pub async fn sync_listeners(self: &Arc<Self>, table: &RouteTable) -> Vec<ListenerError> {
         let wanted: Vec<SocketAddr> = table.listeners.keys().copied().collect();
         self.listeners.sync(&self.shared, &wanted).await
+    }
+
+    /// Sockets of the current table that are not bound, with the last bind error of each: the
+    /// data plane's side of the `Programmed` conditions.
+    pub fn bind_failures(&self) -> BTreeMap<SocketAddr, String> {
+        self.listeners.failures()
+    }
+
+    /// When [`Proxy::retry_failed_binds`] next has something to do (`None`: nothing failed).
+    /// The wait after a failure starts at [`BIND_RETRY_FIRST`] and doubles up to
+    /// [`BIND_RETRY_MAX`].
+    pub fn next_bind_retry(&self) -> Option<Instant> {
+        self.listeners.next_retry()
+    }
+
+    /// Retries the failed sockets that are due. True when the failures changed (a socket bound,
+    /// or its error is a different one), so the status must be recomputed.
+    pub async fn retry_failed_binds(self: &Arc<Self>) -> bool {
+        self.listeners.retry(&self.shared).await
     }
 
     /// Addresses currently accepting connections.

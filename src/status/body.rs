@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gateway_api::apis::standard::httproutes::HttpRouteStatus;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -88,6 +88,32 @@ impl StatusBody {
                 super::carry_json(&prev.to_json(), &mut json);
                 *next = Self::Json(json);
             }
+        }
+    }
+
+    /// Stamps `now` as every condition's `lastTransitionTime`, for a status recomputed after
+    /// its translation: carrying times over from the previous status then leaves `now` only on
+    /// the conditions that really changed.
+    pub fn restamp(&mut self, now: jiff::Timestamp) {
+        let stamp = |conditions: &mut [Condition]| {
+            for c in conditions {
+                c.last_transition_time = Time(now);
+            }
+        };
+        match self {
+            Self::GatewayClass(s) => stamp(s.conditions.as_deref_mut().unwrap_or_default()),
+            Self::Gateway(s) => {
+                stamp(s.conditions.as_deref_mut().unwrap_or_default());
+                for l in s.listeners.iter_mut().flatten() {
+                    stamp(&mut l.conditions);
+                }
+            }
+            Self::HttpRoute(s) => {
+                for p in &mut s.parents {
+                    stamp(&mut p.conditions);
+                }
+            }
+            Self::Json(v) => super::restamp_json(v, &now.to_string()),
         }
     }
 

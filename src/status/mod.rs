@@ -160,6 +160,26 @@ fn collect_problems(v: &Value, object: &str, out: &mut Vec<Problem>) {
     }
 }
 
+/// [`StatusBody::restamp`] on JSON: every `lastTransitionTime` under a `conditions` list.
+fn restamp_json(v: &mut Value, now: &str) {
+    match v {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match (key.as_str(), value) {
+                    ("conditions", Value::Array(conds)) => {
+                        for c in conds.iter_mut().filter_map(Value::as_object_mut) {
+                            c.insert("lastTransitionTime".into(), Value::String(now.to_owned()));
+                        }
+                    }
+                    (_, value) => restamp_json(value, now),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| restamp_json(i, now)),
+        _ => {}
+    }
+}
+
 /// Identity of a list element across rebuilds: listener name, or route parent + controller.
 fn identity(v: &Value) -> Option<String> {
     if let Some(n) = v.get("name").and_then(Value::as_str) {

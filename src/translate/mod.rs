@@ -4,6 +4,7 @@
 
 mod address;
 mod backends;
+mod bind;
 mod build;
 mod conditions;
 mod conflicts;
@@ -25,6 +26,7 @@ use crate::table::RouteTable;
 
 pub use address::AddressError;
 pub use backends::BackendError;
+pub use bind::apply_bind_failures;
 pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
 pub use gateway::SUPPORTED_FEATURES;

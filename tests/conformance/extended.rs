@@ -522,6 +522,20 @@ pub async fn static_addresses(env: Arc<Env>) -> Outcome {
     .await?;
     env.apply(
         "scenario.yaml",
+        include_str!("manifests/static-addresses-unusable.yaml"),
+    )?;
+    wait_status(
+        &env,
+        "an address that cannot be bound is not programmed",
+        |r| {
+            let gw = r.gateway(INFRA, "fixed-address")?;
+            cond(gw, "Accepted", "True", "")?;
+            cond(gw, "Programmed", "False", "AddressNotUsable")
+        },
+    )
+    .await?;
+    env.apply(
+        "scenario.yaml",
         include_str!("manifests/static-addresses-valid.yaml"),
     )?;
     let ip = env.net.ip(200);

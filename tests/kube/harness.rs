@@ -50,7 +50,11 @@ impl Replica {
     /// Starts a replica binding on a random loopback IP; the reconcile loop starts with the
     /// first full snapshot, as `serve --kubernetes` does.
     pub async fn start(api: &ApiServer, name: &str, port_base: u16) -> Replica {
-        let bind = loopback_ip();
+        Self::start_on(api, name, port_base, loopback_ip()).await
+    }
+
+    /// [`Replica::start`] binding on `bind`.
+    pub async fn start_on(api: &ApiServer, name: &str, port_base: u16, bind: IpAddr) -> Replica {
         let metrics = Metrics::new();
         let published = Published::new(metrics.clone());
         let proxy = Proxy::new(published.table.clone(), metrics.clone(), test_options());
