@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod admission;
 pub mod cli;
 pub mod demo;
 pub mod echo;

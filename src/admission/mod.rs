@@ -1,0 +1,202 @@
+//! Admission of custom resources, as the Kubernetes API server does it before any controller
+//! sees an object: structural defaulting, then OpenAPI schema validation with strict field
+//! validation, then the CRD's `x-kubernetes-validations` CEL rules.
+//! Pure: JSON values in, results out; no I/O, no async, no Kubernetes client.
+
+mod cel;
+mod default;
+mod errors;
+mod formats;
+mod schema;
+mod validate;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+pub use errors::{render_value, FieldError, FieldErrorType, Rejection};
+use schema::Schema;
+
+/// Registry of CRD schemas by (group, kind) and version: what standalone mode admits objects
+/// against, so files are held to the same rules a cluster would hold them to.
+#[derive(Debug, Clone, Default)]
+pub struct Crds {
+    kinds: HashMap<(String, String), Arc<Crd>>,
+}
+
+/// One registered CRD: its display name and a parsed schema per served version.
+#[derive(Debug)]
+struct Crd {
+    name: String,
+    versions: HashMap<String, Schema>,
+}
+
+/// Why a CRD could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    /// The object is not an `apiextensions.k8s.io/v1` CustomResourceDefinition.
+    #[error("not an apiextensions.k8s.io/v1 CustomResourceDefinition (apiVersion {api_version:?}, kind {kind:?})")]
+    NotACrd { api_version: String, kind: String },
+    /// A field every CRD has is missing.
+    #[error("CRD is missing {field}")]
+    Missing { field: &'static str },
+    /// No served version carries an `openAPIV3Schema`.
+    #[error("CRD {crd} has no served version with an openAPIV3Schema")]
+    NoSchema { crd: String },
+    /// The schema is not a structural schema this engine understands.
+    #[error("schema {path}: {reason}")]
+    BadSchema { path: String, reason: String },
+    /// A `pattern` that is not a valid RE2 regular expression.
+    #[error("schema {path}: invalid pattern {pattern:?}: {reason}")]
+    BadPattern {
+        path: String,
+        pattern: String,
+        reason: String,
+    },
+    /// An `x-kubernetes-validations` rule that does not compile.
+    #[error("rule {rule:?} at {path}: {reason}")]
+    Rule {
+        path: String,
+        rule: String,
+        reason: String,
+    },
+    /// The CEL library could not be built (a bug, not a CRD problem).
+    #[error("CEL library: {0}")]
+    Library(String),
+    /// An error inside one version of a named CRD.
+    #[error("CRD {crd} version {version}: {source}")]
+    InVersion {
+        crd: String,
+        version: String,
+        #[source]
+        source: Box<CrdError>,
+    },
+}
+
+impl Crds {
+    /// An empty registry: every object is admitted unchanged until CRDs are registered.
+    pub fn new() -> Self {
+        Crds::default()
+    }
+
+    /// Registers every served version of one `apiextensions.k8s.io/v1` CustomResourceDefinition
+    /// object (as JSON). A CRD for a group/kind already registered replaces it. Returns
+    /// `"Kind.group"`. Every pattern and CEL rule is compiled here, once.
+    pub fn register(&mut self, crd: &Value) -> Result<String, CrdError> {
+        let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+        let api_version = text(crd, "/apiVersion").unwrap_or_default();
+        let kind = text(crd, "/kind").unwrap_or_default();
+        if api_version != "apiextensions.k8s.io/v1" || kind != "CustomResourceDefinition" {
+            return Err(CrdError::NotACrd { api_version, kind });
+        }
+        let group = text(crd, "/spec/group").ok_or(CrdError::Missing {
+            field: "spec.group",
+        })?;
+        let kind = text(crd, "/spec/names/kind").ok_or(CrdError::Missing {
+            field: "spec.names.kind",
+        })?;
+        let name = format!("{kind}.{group}");
+        let versions = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .ok_or(CrdError::Missing {
+                field: "spec.versions",
+            })?;
+        let mut parsed = HashMap::new();
+        for v in versions {
+            let served = v.get("served").and_then(Value::as_bool).unwrap_or(true);
+            let (Some(version), Some(schema), true) = (
+                text(v, "/name"),
+                v.pointer("/schema/openAPIV3Schema"),
+                served,
+            ) else {
+                continue;
+            };
+            let schema = Schema::parse(schema, "").map_err(|e| CrdError::InVersion {
+                crd: name.clone(),
+                version: version.clone(),
+                source: Box::new(e),
+            })?;
+            parsed.insert(version, schema);
+        }
+        if parsed.is_empty() {
+            return Err(CrdError::NoSchema { crd: name });
+        }
+        let entry = Crd {
+            name: name.clone(),
+            versions: parsed,
+        };
+        self.kinds.insert((group, kind), Arc::new(entry));
+        Ok(name)
+    }
+
+    /// True when a schema for this apiVersion ("group/version") and kind is registered.
+    pub fn contains(&self, api_version: &str, kind: &str) -> bool {
+        self.schema(api_version, kind).is_some()
+    }
+
+    /// `"Kind.group"` of every registered CRD, sorted, for logs and diagnostics.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.kinds.values().map(|c| c.name.clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// Every compiled CEL rule of one registered kind and version as (schema path, rule), so
+    /// callers can list what is enforced; empty when the kind is not registered.
+    pub fn rules(&self, api_version: &str, kind: &str) -> Vec<(String, String)> {
+        self.schema(api_version, kind)
+            .map(|(_, s)| cel::rule_sources(s))
+            .unwrap_or_default()
+    }
+
+    fn schema(&self, api_version: &str, kind: &str) -> Option<(&Crd, &Schema)> {
+        let (group, version) = api_version.split_once('/')?;
+        let crd = self.kinds.get(&(group.to_string(), kind.to_string()))?;
+        Some((crd, crd.versions.get(version)?))
+    }
+
+    /// Applies the schema's defaults to `object` in place (structural defaulting, as the API
+    /// server: missing property with a `default` gets a deep copy; recursion continues into
+    /// newly defaulted values; arrays recurse into items; additionalProperties too), then
+    /// validates it. `old` is the previously admitted version of the same object, for transition
+    /// rules (`oldSelf`); rules that use oldSelf are skipped when there is no old value at that
+    /// path (as Kubernetes does). Objects of unregistered kinds (or of a version the CRD does
+    /// not serve) are returned Ok unchanged.
+    pub fn admit(&self, object: &mut Value, old: Option<&Value>) -> Result<(), Rejection> {
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let kind = object.get("kind").and_then(Value::as_str);
+        let Some((crd, schema)) = api_version.zip(kind).and_then(|(a, k)| self.schema(a, k)) else {
+            return Ok(());
+        };
+        default::apply(schema, object);
+        let mut errors = Vec::new();
+        let meta = object.get("metadata");
+        let name = meta
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let generate_name = meta
+            .and_then(|m| m.get("generateName"))
+            .and_then(Value::as_str);
+        if name.is_empty() && generate_name.is_none_or(str::is_empty) {
+            errors.push(FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            ));
+        }
+        validate::validate_root(schema, object, &mut errors);
+        cel::validate(schema, object, old, &mut errors);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Rejection {
+                kind: crd.name.clone(),
+                name,
+                errors,
+            })
+        }
+    }
+}
