@@ -200,3 +200,17 @@ impl Crds {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_can_be_shared_across_threads() {
+        fn shareable<T: Send + Sync + Clone + 'static>() {}
+        shareable::<Crds>();
+        fn error<T: std::error::Error + Send + Sync + 'static>() {}
+        error::<CrdError>();
+        error::<Rejection>();
+    }
+}
