@@ -180,7 +180,10 @@ fn crd(kind: &str, defaults: &[(String, &str)]) -> Result<Value, CrdError> {
     let mut root = Node::default();
     for (path, value) in defaults {
         let value: Value = serde_json::from_str(value)
-            .map_err(|e| CrdError::NotACrd(format!("built-in default of {kind} {path}: {e}")))?;
+            .map_err(|e| CrdError::BadSchema {
+                path: format!("built-in {kind} {path}"),
+                reason: e.to_string(),
+            })?;
         root.at(path).default = Some(value);
     }
     let schema = root.schema();

@@ -1,121 +1,217 @@
-//! What the Kubernetes API server does to a custom resource before a controller sees it:
-//! structural defaulting, schema validation and CEL rules. Pure: JSON values in, results out.
-//! (Placeholder registry: keeps schemas and applies defaults; validation lands with the engine.)
+//! Admission of custom resources, as the Kubernetes API server does it before any controller
+//! sees an object: structural defaulting, then OpenAPI schema validation with strict field
+//! validation, then the CRD's `x-kubernetes-validations` CEL rules.
+//! Pure: JSON values in, results out; no I/O, no async, no Kubernetes client.
 
 pub mod builtin;
+mod cel;
+mod default;
+mod errors;
+mod formats;
+mod schema;
+mod validate;
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
-/// Registry of CRD schemas by (group, kind) and version.
+pub use errors::{render_value, FieldError, FieldErrorType, Rejection};
+use schema::Schema;
+
+/// Registry of CRD schemas by (group, kind) and version: what standalone mode admits objects
+/// against, so files are held to the same rules a cluster would hold them to.
 #[derive(Debug, Clone, Default)]
 pub struct Crds {
-    schemas: BTreeMap<(String, String), BTreeMap<String, Value>>,
+    kinds: HashMap<(String, String), Arc<Crd>>,
 }
 
-/// A CustomResourceDefinition that cannot be used.
+/// One registered CRD: its display name and a parsed schema per served version.
+#[derive(Debug)]
+struct Crd {
+    name: String,
+    versions: HashMap<String, Schema>,
+}
+
+/// Why a CRD could not be registered.
 #[derive(Debug, thiserror::Error)]
 pub enum CrdError {
-    #[error("not a CustomResourceDefinition: {0}")]
-    NotACrd(String),
-}
-
-/// Why an object was not admitted.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rejection {
-    pub kind: String,
-    pub name: String,
-    pub errors: Vec<FieldError>,
-}
-
-/// One field error.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FieldError {
-    pub field: String,
-    pub detail: String,
-}
-
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {:?} is invalid: ", self.kind, self.name)?;
-        for e in &self.errors {
-            write!(f, "{}: {}", e.field, e.detail)?;
-        }
-        Ok(())
-    }
+    /// The object is not an `apiextensions.k8s.io/v1` CustomResourceDefinition.
+    #[error("not an apiextensions.k8s.io/v1 CustomResourceDefinition (apiVersion {api_version:?}, kind {kind:?})")]
+    NotACrd { api_version: String, kind: String },
+    /// A field every CRD has is missing.
+    #[error("CRD is missing {field}")]
+    Missing { field: &'static str },
+    /// No served version carries an `openAPIV3Schema`.
+    #[error("CRD {crd} has no served version with an openAPIV3Schema")]
+    NoSchema { crd: String },
+    /// The schema is not a structural schema this engine understands.
+    #[error("schema {path}: {reason}")]
+    BadSchema { path: String, reason: String },
+    /// A `pattern` that is not a valid RE2 regular expression.
+    #[error("schema {path}: invalid pattern {pattern:?}: {reason}")]
+    BadPattern {
+        path: String,
+        pattern: String,
+        reason: String,
+    },
+    /// An `x-kubernetes-validations` rule that does not compile.
+    #[error("rule {rule:?} at {path}: {reason}")]
+    Rule {
+        path: String,
+        rule: String,
+        reason: String,
+    },
+    /// The CEL library could not be built (a bug, not a CRD problem).
+    #[error("CEL library: {0}")]
+    Library(String),
+    /// An error inside one version of a named CRD.
+    #[error("CRD {crd} version {version}: {source}")]
+    InVersion {
+        crd: String,
+        version: String,
+        #[source]
+        source: Box<CrdError>,
+    },
 }
 
 impl Crds {
+    /// An empty registry: every object is admitted unchanged until CRDs are registered.
     pub fn new() -> Self {
-        Self::default()
+        Crds::default()
     }
 
+    /// Registers every served version of one `apiextensions.k8s.io/v1` CustomResourceDefinition
+    /// object (as JSON). A CRD for a group/kind already registered replaces it. Returns
+    /// `"Kind.group"`. Every pattern and CEL rule is compiled here, once.
     pub fn register(&mut self, crd: &Value) -> Result<String, CrdError> {
-        let spec = crd
-            .get("spec")
-            .ok_or_else(|| CrdError::NotACrd("no spec".into()))?;
-        let group = spec["group"].as_str().unwrap_or("").to_owned();
-        let kind = spec["names"]["kind"].as_str().unwrap_or("").to_owned();
-        let mut versions = BTreeMap::new();
-        for v in spec["versions"].as_array().into_iter().flatten() {
-            versions.insert(
-                v["name"].as_str().unwrap_or("").to_owned(),
-                v["schema"]["openAPIV3Schema"].clone(),
-            );
+        let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+        let api_version = text(crd, "/apiVersion").unwrap_or_default();
+        let kind = text(crd, "/kind").unwrap_or_default();
+        if api_version != "apiextensions.k8s.io/v1" || kind != "CustomResourceDefinition" {
+            return Err(CrdError::NotACrd { api_version, kind });
         }
+        let group = text(crd, "/spec/group").ok_or(CrdError::Missing {
+            field: "spec.group",
+        })?;
+        let kind = text(crd, "/spec/names/kind").ok_or(CrdError::Missing {
+            field: "spec.names.kind",
+        })?;
         let name = format!("{kind}.{group}");
-        self.schemas.insert((group, kind), versions);
+        let versions = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .ok_or(CrdError::Missing {
+                field: "spec.versions",
+            })?;
+        let mut parsed = HashMap::new();
+        for v in versions {
+            let served = v.get("served").and_then(Value::as_bool).unwrap_or(true);
+            let (Some(version), Some(schema), true) = (
+                text(v, "/name"),
+                v.pointer("/schema/openAPIV3Schema"),
+                served,
+            ) else {
+                continue;
+            };
+            let schema = Schema::parse(schema, "").map_err(|e| CrdError::InVersion {
+                crd: name.clone(),
+                version: version.clone(),
+                source: Box::new(e),
+            })?;
+            parsed.insert(version, schema);
+        }
+        if parsed.is_empty() {
+            return Err(CrdError::NoSchema { crd: name });
+        }
+        let entry = Crd {
+            name: name.clone(),
+            versions: parsed,
+        };
+        self.kinds.insert((group, kind), Arc::new(entry));
         Ok(name)
     }
 
+    /// True when a schema for this apiVersion ("group/version") and kind is registered.
     pub fn contains(&self, api_version: &str, kind: &str) -> bool {
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        self.schemas
-            .get(&(group.to_owned(), kind.to_owned()))
-            .is_some_and(|v| v.contains_key(version))
+        self.schema(api_version, kind).is_some()
     }
 
-    pub fn admit(&self, object: &mut Value, _old: Option<&Value>) -> Result<(), Rejection> {
-        let api_version = object["apiVersion"].as_str().unwrap_or("").to_owned();
-        let kind = object["kind"].as_str().unwrap_or("").to_owned();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
-        if let Some(s) = self
-            .schemas
-            .get(&(group.to_owned(), kind))
-            .and_then(|v| v.get(version))
-        {
-            default(object, s);
+    /// `"Kind.group"` of every registered CRD, sorted, for logs and diagnostics.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.kinds.values().map(|c| c.name.clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// Every compiled CEL rule of one registered kind and version as (schema path, rule), so
+    /// callers can list what is enforced; empty when the kind is not registered.
+    pub fn rules(&self, api_version: &str, kind: &str) -> Vec<(String, String)> {
+        self.schema(api_version, kind)
+            .map(|(_, s)| cel::rule_sources(s))
+            .unwrap_or_default()
+    }
+
+    fn schema(&self, api_version: &str, kind: &str) -> Option<(&Crd, &Schema)> {
+        let (group, version) = api_version.split_once('/')?;
+        let crd = self.kinds.get(&(group.to_string(), kind.to_string()))?;
+        Some((crd, crd.versions.get(version)?))
+    }
+
+    /// Applies the schema's defaults to `object` in place (structural defaulting, as the API
+    /// server: missing property with a `default` gets a deep copy; recursion continues into
+    /// newly defaulted values; arrays recurse into items; additionalProperties too), then
+    /// validates it. `old` is the previously admitted version of the same object, for transition
+    /// rules (`oldSelf`); rules that use oldSelf are skipped when there is no old value at that
+    /// path (as Kubernetes does). Objects of unregistered kinds (or of a version the CRD does
+    /// not serve) are returned Ok unchanged.
+    pub fn admit(&self, object: &mut Value, old: Option<&Value>) -> Result<(), Rejection> {
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let kind = object.get("kind").and_then(Value::as_str);
+        let Some((crd, schema)) = api_version.zip(kind).and_then(|(a, k)| self.schema(a, k)) else {
+            return Ok(());
+        };
+        default::apply(schema, object);
+        let mut errors = Vec::new();
+        let meta = object.get("metadata");
+        let name = meta
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let generate_name = meta
+            .and_then(|m| m.get("generateName"))
+            .and_then(Value::as_str);
+        if name.is_empty() && generate_name.is_none_or(str::is_empty) {
+            errors.push(FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            ));
         }
-        Ok(())
+        validate::validate_root(schema, object, &mut errors);
+        cel::validate(schema, object, old, &mut errors);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Rejection {
+                kind: crd.name.clone(),
+                name,
+                errors,
+            })
+        }
     }
 }
 
-fn default(x: &mut Value, s: &Value) {
-    match x {
-        Value::Object(map) => {
-            if let Some(props) = s.get("properties").and_then(Value::as_object) {
-                for (k, p) in props {
-                    if let Some(d) = p.get("default") {
-                        if !map.contains_key(k) {
-                            map.insert(k.clone(), d.clone());
-                        }
-                    }
-                }
-                for (k, v) in map.iter_mut() {
-                    if let Some(p) = props.get(k) {
-                        default(v, p);
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(i) = s.get("items") {
-                for v in items {
-                    default(v, i);
-                }
-            }
-        }
-        _ => {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_can_be_shared_across_threads() {
+        fn shareable<T: Send + Sync + Clone + 'static>() {}
+        shareable::<Crds>();
+        fn error<T: std::error::Error + Send + Sync + 'static>() {}
+        error::<CrdError>();
+        error::<Rejection>();
     }
 }
