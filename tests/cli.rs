@@ -217,6 +217,9 @@ fn conformance_cases(root: &Path) -> Vec<(String, tempfile::TempDir)> {
     let fill = |s: String| {
         s.replace("{GATEWAY_CLASS_NAME}", "edgeplane")
             .replace("{GATEWAY_CONTROLLER_NAME}", CONTROLLER)
+            // The upstream suite fills these with addresses before applying the file.
+            .replace("PLACEHOLDER_UNUSABLE_ADDRS", "192.0.2.10")
+            .replace("PLACEHOLDER_USABLE_ADDRS", "127.0.0.1")
     };
     let base = fill(std::fs::read_to_string(root.join("base/manifests.yaml")).unwrap());
     let class = format!(

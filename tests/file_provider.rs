@@ -214,7 +214,7 @@ async fn watch_picks_up_changes_and_keeps_the_last_good_snapshot() {
 
     let failed = errors();
     write(d, "a.yaml", &service("fixed"));
-    wait_for(&mut rx, |s| service_names(s) == ["fixed", "b"]).await;
+    wait_for(&mut rx, |s| service_names(s) == ["b", "fixed"]).await;
 
     std::fs::remove_file(d.join("nested/b.yaml")).unwrap();
     wait_for(&mut rx, |s| service_names(s) == ["fixed"]).await;

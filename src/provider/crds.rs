@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::admission::{builtin, Crds};
 
-use super::manifest::{parse_documents, ManifestError};
+use super::manifest::{parse_values, ManifestError};
 
 /// Files below a directory, recursively, in name order; YAML and JSON only.
 fn manifest_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
@@ -64,14 +64,16 @@ pub fn load_crds(paths: &[PathBuf]) -> Result<(Crds, Vec<String>), ManifestError
             column: None,
             message: e.to_string(),
         })?;
-        for doc in parse_documents(&file, &text)? {
-            if doc.group() != "apiextensions.k8s.io" || doc.kind != "CustomResourceDefinition" {
-                continue;
+        // Other documents (kustomizations, policies) are not CRDs and are passed over.
+        for (line, value) in parse_values(&file, &text)? {
+            let is_crd = value["apiVersion"].as_str() == Some("apiextensions.k8s.io/v1")
+                && value["kind"].as_str() == Some("CustomResourceDefinition");
+            if is_crd {
+                let name = crds
+                    .register(&value)
+                    .map_err(|e| ManifestError::at(&file, line, e.to_string()))?;
+                names.push(name);
             }
-            let name = crds
-                .register(&doc.value)
-                .map_err(|e| ManifestError::at(&file, doc.line, e.to_string()))?;
-            names.push(name);
         }
     }
     Ok((crds, names))

@@ -191,9 +191,9 @@ fn read_kind(group: &str, kind: &str) -> Option<ReadKind> {
     Some(ReadKind { kind, namespaced })
 }
 
-/// Splits `text` into its Kubernetes objects (`List`s expanded, empty documents skipped);
-/// `path` only labels errors. A document without `apiVersion` and `kind` is an error.
-pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Document>, ManifestError> {
+/// Every non-empty YAML (or JSON) document of `text` with the line it starts on; `path` only
+/// labels errors.
+pub fn parse_values(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, ManifestError> {
     let mut out = Vec::new();
     // Document start lines, so errors inside a document without a location still name a line.
     let starts = document_lines(text);
@@ -201,10 +201,19 @@ pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Document>, Manifes
         let doc_line = starts.get(i).copied().unwrap_or(1);
         let value =
             Value::deserialize(doc).map_err(|e| ManifestError::from_yaml(path, &e, doc_line))?;
-        if value.is_null() {
-            continue;
+        if !value.is_null() {
+            out.push((doc_line, value));
         }
-        split_value(path, value, doc_line, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Splits `text` into its Kubernetes objects (`List`s expanded, empty documents skipped);
+/// `path` only labels errors. A document without `apiVersion` and `kind` is an error.
+pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Document>, ManifestError> {
+    let mut out = Vec::new();
+    for (line, value) in parse_values(path, text)? {
+        split_value(path, value, line, &mut out)?;
     }
     Ok(out)
 }
