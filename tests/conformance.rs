@@ -20,10 +20,18 @@ mod gateway;
 mod harness;
 #[path = "conformance/httproute.rs"]
 mod httproute;
+#[path = "conformance/redirects.rs"]
+mod redirects;
+#[path = "conformance/references.rs"]
+mod references;
 #[path = "conformance/report.rs"]
 mod report;
 #[path = "conformance/scenarios.rs"]
 mod scenarios;
+#[path = "conformance/skipped.rs"]
+mod skipped;
+#[path = "conformance/status.rs"]
+mod status;
 #[path = "conformance/tls.rs"]
 mod tls;
 

@@ -448,3 +448,82 @@ async fn target_port_in_use_is_reported_until_freed() {
         .unwrap();
     replica.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn infrastructure_labels_and_annotations_reach_the_gateway_service() {
+    let api = ApiServer::start().await;
+    let echoes = start_fleet(&["pod-a"]).await;
+    seed(&api, &[], &[("svc-a", echoes[0].addr)]);
+    let mut gw = gateway("web", "gw", "ep", 80);
+    gw["spec"]["infrastructure"] = json!({
+        "labels": {"team": "web", "edgeplane.dev/gateway": "other.gateway"},
+        "annotations": {"cost-center": "42"},
+    });
+    api.insert(gw);
+    let replica = Replica::start(&api, "one", port_base()).await;
+    wait_gateway_port(&api, "web", "gw", 80).await;
+    let service = |a: &ApiServer| {
+        a.objects("services")
+            .into_iter()
+            .find(|s| s["metadata"]["labels"]["edgeplane.dev/gateway"] == "web.gw")
+    };
+    // Added on create; edgeplane's own label wins over a propagated one of the same key.
+    let svc = service(&api).expect("the Gateway's Service");
+    assert_eq!(svc["metadata"]["labels"]["team"], "web");
+    assert_eq!(
+        svc["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "edgeplane"
+    );
+    assert_eq!(svc["metadata"]["annotations"]["cost-center"], "42");
+
+    // Kept current: a changed annotation, a new label and a dropped label follow the Gateway;
+    // a label another controller put on the Service stays.
+    let mut svc = svc;
+    svc["metadata"]["labels"]["cloud.example/zone"] = json!("a");
+    api.insert(svc);
+    let mut gw = api.object("gateways", "web", "gw").expect("Gateway");
+    gw["spec"]["infrastructure"] = json!({
+        "labels": {"tier": "edge"},
+        "annotations": {"cost-center": "7"},
+    });
+    api.insert(gw);
+    let updated = api
+        .wait_until(T, |a| {
+            service(a).is_some_and(|s| {
+                let m = &s["metadata"];
+                m["labels"]["tier"] == "edge"
+                    && m["labels"].get("team").is_none()
+                    && m["annotations"]["cost-center"] == "7"
+            })
+        })
+        .await;
+    let svc = service(&api).expect("the Gateway's Service");
+    assert!(updated, "Service not updated: {}", svc["metadata"]);
+    assert_eq!(svc["metadata"]["labels"]["cloud.example/zone"], "a");
+    assert_eq!(svc["metadata"]["labels"]["edgeplane.dev/gateway"], "web.gw");
+
+    // Nothing left to propagate: the propagated keys go, and steady state writes nothing.
+    let mut gw = api.object("gateways", "web", "gw").expect("Gateway");
+    gw["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("infrastructure");
+    api.insert(gw);
+    let cleared = api
+        .wait_until(T, |a| {
+            service(a).is_some_and(|s| {
+                s["metadata"]["labels"].get("tier").is_none()
+                    && s["metadata"]["annotations"].get("cost-center").is_none()
+            })
+        })
+        .await;
+    assert!(cleared, "propagated keys not removed: {:?}", service(&api));
+    let before = api.write_count("services", None, "");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        api.write_count("services", None, ""),
+        before,
+        "Service rewritten in steady state"
+    );
+    replica.stop().await;
+}

@@ -16,6 +16,8 @@ pub const REASON_ACCEPTED: &str = "Accepted";
 pub const REASON_PROGRAMMED: &str = "Programmed";
 pub const REASON_RESOLVED_REFS: &str = "ResolvedRefs";
 pub const REASON_INVALID: &str = "Invalid";
+/// GatewayClass and Gateway: `parametersRef` cannot be used.
+pub const REASON_INVALID_PARAMETERS: &str = "InvalidParameters";
 
 /// Gateway reasons.
 pub const REASON_LISTENERS_NOT_VALID: &str = "ListenersNotValid";

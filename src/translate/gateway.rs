@@ -16,6 +16,7 @@ use super::address::{bind_addresses, AddressError};
 use super::conditions::*;
 use super::conflicts::mark_conflicts;
 use super::listener::NamespacePolicy;
+use super::parameters::InvalidParameters;
 use super::tls::{Certificates, ListenerTls, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
@@ -26,6 +27,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayAddressEmpty",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayHTTPListenerIsolation",
+    "GatewayInfrastructurePropagation",
     "GatewayPort8080",
     "GatewayStaticAddresses",
     "HTTPRoute",
@@ -59,8 +61,13 @@ pub fn owns_class(class: &GatewayClass, options: &TranslateOptions) -> bool {
     class.spec.controller_name == options.controller_name
 }
 
-/// Status of one of our GatewayClasses: accepted, with the features we support.
-pub fn class_status(class: &GatewayClass, options: &TranslateOptions) -> GatewayClassStatus {
+/// Status of one of our GatewayClasses: accepted (unless its `parametersRef` cannot be used),
+/// with the features we support.
+pub fn class_status(
+    class: &GatewayClass,
+    options: &TranslateOptions,
+    parameters: Option<&InvalidParameters>,
+) -> GatewayClassStatus {
     let stamp = Stamp {
         generation: class.metadata.generation,
         now: options.now,
@@ -72,12 +79,16 @@ pub fn class_status(class: &GatewayClass, options: &TranslateOptions) -> Gateway
         })
         .collect();
     features.sort_by(|a, b| a.name.cmp(&b.name));
-    GatewayClassStatus {
-        conditions: Some(vec![stamp.ok(
+    let accepted = match parameters {
+        Some(e) => stamp.fail(ACCEPTED, REASON_INVALID_PARAMETERS, e.to_string()),
+        None => stamp.ok(
             ACCEPTED,
             REASON_ACCEPTED,
             format!("handled by {}", options.controller_name),
-        )]),
+        ),
+    };
+    GatewayClassStatus {
+        conditions: Some(vec![accepted]),
         supported_features: Some(features),
     }
 }
@@ -92,6 +103,8 @@ pub struct GatewayModel<'a> {
     /// IPs every listener binds on.
     pub binds: Vec<IpAddr>,
     pub address_error: Option<AddressError>,
+    /// Its own or its class's `parametersRef` cannot be used: nothing of it is served.
+    pub parameters_error: Option<InvalidParameters>,
     pub placement: Placement<'a>,
     pub listeners: Vec<ListenerModel<'a>>,
 }
@@ -148,12 +161,14 @@ impl ListenerModel<'_> {
 }
 
 impl<'a> GatewayModel<'a> {
-    /// Validates a Gateway of one of our classes.
+    /// Validates a Gateway of one of our classes (`parameters_error`: see
+    /// [`super::parameters::resolve_parameters`]).
     pub fn new(
         gateway: &'a Gateway,
         options: &TranslateOptions,
         certificates: &mut Certificates<'_>,
         bindings: Option<&'a GatewayBindings>,
+        parameters_error: Option<InvalidParameters>,
     ) -> Self {
         let namespace = gateway.metadata.namespace.as_deref().unwrap_or("default");
         let name = gateway.metadata.name.as_deref().unwrap_or("");
@@ -187,13 +202,16 @@ impl<'a> GatewayModel<'a> {
             },
             binds,
             address_error,
+            parameters_error,
             listeners,
         }
     }
 
-    /// Accepted: addresses usable and at least one accepted listener.
+    /// Accepted: parameters and addresses usable and at least one accepted listener.
     pub fn accepted(&self) -> bool {
-        self.address_error.is_none() && self.listeners.iter().any(ListenerModel::usable)
+        self.parameters_error.is_none()
+            && self.address_error.is_none()
+            && self.listeners.iter().any(ListenerModel::usable)
     }
 
     /// The port a listener's socket binds, or `None` while its Gateway's Service maps no port
@@ -215,7 +233,12 @@ impl<'a> GatewayModel<'a> {
             .filter(|l| !l.valid())
             .map(|l| l.spec.name.as_str())
             .collect();
-        let (accepted, programmed) = if let Some(e) = &self.address_error {
+        let (accepted, programmed) = if let Some(e) = &self.parameters_error {
+            (
+                s.fail(ACCEPTED, REASON_INVALID_PARAMETERS, e.to_string()),
+                s.fail(PROGRAMMED, REASON_INVALID, e.to_string()),
+            )
+        } else if let Some(e) = &self.address_error {
             let programmed_reason = match e {
                 AddressError::NotAnIp(_) => REASON_ADDRESS_NOT_USABLE,
                 AddressError::UnsupportedType(_) => REASON_INVALID,
@@ -269,7 +292,7 @@ impl<'a> GatewayModel<'a> {
             )
         } else if matches!(self.placement, Placement::Pending) {
             None
-        } else if self.address_error.is_none() {
+        } else if self.address_error.is_none() && self.parameters_error.is_none() {
             Some(
                 self.binds
                     .iter()

@@ -13,6 +13,7 @@ mod filters;
 mod gateway;
 mod httproute;
 mod listener;
+mod parameters;
 mod refgrant;
 mod rules;
 mod tls;
@@ -32,6 +33,7 @@ pub use filters::FilterError;
 pub use gateway::SUPPORTED_FEATURES;
 pub use httproute::AttachError;
 pub use listener::intersect_hostnames;
+pub use parameters::{resolve_parameters, InvalidParameters, ParametersRef};
 pub use rules::MatchError;
 pub use tls::TlsRefError;
 
@@ -61,12 +63,17 @@ pub struct Translation {
 /// Translates a snapshot into a route table and the status of every owned object.
 pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation {
     let mut report = StatusReport::default();
-    let mut classes = Vec::new();
+    let mut classes = HashMap::new();
     for class in &snapshot.gateway_classes {
         if gateway::owns_class(class, options) {
             let name = class.metadata.name.as_deref().unwrap_or("");
-            classes.push(name);
-            let status = gateway::class_status(class, options);
+            let invalid = class
+                .spec
+                .parameters_ref
+                .as_ref()
+                .and_then(|r| resolve_parameters(snapshot, &ParametersRef::of_class(r)).err());
+            let status = gateway::class_status(class, options, invalid.as_ref());
+            classes.insert(name, invalid);
             report.entries.push(entry(
                 "GatewayClass",
                 None,
@@ -80,14 +87,16 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()
-        .filter(|g| classes.contains(&g.spec.gateway_class_name.as_str()))
-        .map(|g| {
-            gateway::GatewayModel::new(
+        .filter_map(|g| {
+            let class = g.spec.gateway_class_name.as_str();
+            let invalid = gateway_parameters(snapshot, g, class, classes.get(class)?.as_ref());
+            Some(gateway::GatewayModel::new(
                 g,
                 options,
                 &mut certificates,
                 snapshot.gateway_bindings.as_deref(),
-            )
+                invalid,
+            ))
         })
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
@@ -145,6 +154,30 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
         table,
         status: report,
     }
+}
+
+/// Why a Gateway's parameters cannot be used: its class's, else its own
+/// `spec.infrastructure.parametersRef`.
+fn gateway_parameters(
+    snapshot: &Snapshot,
+    gateway: &gateway_api::apis::standard::gateways::Gateway,
+    class: &str,
+    class_invalid: Option<&InvalidParameters>,
+) -> Option<InvalidParameters> {
+    if let Some(e) = class_invalid {
+        return Some(InvalidParameters::Class {
+            class: class.to_owned(),
+            source: Box::new(e.clone()),
+        });
+    }
+    let ns = gateway.metadata.namespace.as_deref().unwrap_or("default");
+    let reference = gateway
+        .spec
+        .infrastructure
+        .as_ref()?
+        .parameters_ref
+        .as_ref()?;
+    resolve_parameters(snapshot, &ParametersRef::of_gateway(reference, ns)).err()
 }
 
 /// True when some parentRef of the route names one of our Gateways (cheap pre-check, so

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::expect::{accepted, check, check_all, Outcome, Req, Want};
+use crate::expect::{check, check_all, Outcome, Req, Want};
 use crate::harness::Env;
+use crate::status::accepted;
 use crate::support::client::{h1_client, send};
 use crate::INFRA;
 

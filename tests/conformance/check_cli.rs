@@ -72,7 +72,7 @@ async fn check_reports_scenario_conditions() {
             &["Accepted=False/NotAllowedByListeners"],
         ),
         (
-            include_str!("manifests/invalid-backends.yaml"),
+            include_str!("manifests/invalid-backend-nonexistent.yaml"),
             "HTTPRoute",
             "missing-service",
             &["ResolvedRefs=False/BackendNotFound"],

@@ -1,14 +1,12 @@
-//! Assertions with the upstream suite's semantics: a request check passes after 3 consecutive
-//! matching responses within a bounded time; status checks poll `/debug/status` until the
-//! expected conditions hold or time runs out. Every wait is bounded.
+//! Request assertions with the upstream suite's semantics: a request check passes after 3
+//! consecutive matching responses within a bounded time. Every wait is bounded. Status
+//! assertions are in `status`.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use edgeplane::status::StatusReport;
 use http::{Method, Request};
-use serde_json::Value;
 
 use crate::harness::Env;
 use crate::support::client::{empty, h1_client, send, Reply, TestClient};
@@ -396,152 +394,6 @@ pub async fn admin_get(admin: SocketAddr, path: &str) -> Result<Reply, String> {
     send(&h1_client(), req).await.map_err(|e| e.to_string())
 }
 
-/// The translator's status of every object, from `/debug/status`.
-pub async fn status(env: &Env) -> Result<StatusReport, String> {
-    let r = admin_get(env.admin, "/debug/status").await?;
-    serde_json::from_slice(&r.body).map_err(|e| format!("/debug/status: {e}"))
-}
-
-/// Polls `/debug/status` until `f` accepts it, within [`CONSISTENCY_TIMEOUT`].
-pub async fn wait_status<F>(env: &Env, what: &str, f: F) -> Outcome
-where
-    F: Fn(&Report) -> Outcome,
-{
-    let deadline = Instant::now() + CONSISTENCY_TIMEOUT;
-    loop {
-        let last = match status(env).await {
-            Ok(s) => f(&Report(s)),
-            Err(e) => Err(e),
-        };
-        match last {
-            Ok(()) => return Ok(()),
-            Err(e) if Instant::now() > deadline => return Err(format!("{what}: {e}")),
-            Err(_) => tokio::time::sleep(RETRY_PAUSE).await,
-        }
-    }
-}
-
-/// A status report with lookups that explain what is missing.
-pub struct Report(pub StatusReport);
-
-impl Report {
-    fn object(&self, kind: &str, ns: Option<&str>, name: &str) -> Result<&Value, String> {
-        self.0
-            .get(kind, ns, name)
-            .and_then(|o| o.status.as_json())
-            .ok_or_else(|| format!("no status for {kind} {}/{name}", ns.unwrap_or("")))
-    }
-
-    pub fn class(&self, name: &str) -> Result<&Value, String> {
-        self.object("GatewayClass", None, name)
-    }
-
-    pub fn gateway(&self, ns: &str, name: &str) -> Result<&Value, String> {
-        self.object("Gateway", Some(ns), name)
-    }
-
-    pub fn route(&self, ns: &str, name: &str) -> Result<&Value, String> {
-        self.object("HTTPRoute", Some(ns), name)
-    }
-
-    /// The route's `parents[]` entry for Gateway `gw` (and `section`, when given).
-    pub fn parent(
-        &self,
-        ns: &str,
-        route: &str,
-        gw: &str,
-        section: Option<&str>,
-    ) -> Result<&Value, String> {
-        let status = self.route(ns, route)?;
-        status["parents"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| {
-                p["parentRef"]["name"] == gw
-                    && section.is_none_or(|s| p["parentRef"]["sectionName"] == s)
-            })
-            .ok_or_else(|| {
-                format!("HTTPRoute {ns}/{route} has no parent {gw} {section:?}: {status}")
-            })
-    }
-
-    /// Listener `name` of a Gateway's status.
-    pub fn listener(&self, ns: &str, gw: &str, name: &str) -> Result<&Value, String> {
-        let status = self.gateway(ns, gw)?;
-        status["listeners"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|l| l["name"] == name)
-            .ok_or_else(|| format!("Gateway {ns}/{gw} has no listener {name}: {status}"))
-    }
-}
-
-/// Condition `kind` in `holder["conditions"]` has `status` and (unless empty) `reason`.
-pub fn cond(holder: &Value, kind: &str, status: &str, reason: &str) -> Outcome {
-    let c = holder["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == kind)
-        .ok_or_else(|| format!("no {kind} condition in {}", holder["conditions"]))?;
-    if c["status"] != status || (!reason.is_empty() && c["reason"] != reason) {
-        return Err(format!(
-            "{kind} is {}/{}, want {status}/{reason}: {}",
-            c["status"], c["reason"], c["message"]
-        ));
-    }
-    Ok(())
-}
-
-/// Every condition in `holder` has `observedGeneration` = `generation`.
-pub fn observed(holder: &Value, generation: i64) -> Outcome {
-    for c in holder["conditions"].as_array().into_iter().flatten() {
-        if c["observedGeneration"] != generation {
-            return Err(format!(
-                "{} observedGeneration {}, want {generation}",
-                c["type"], c["observedGeneration"]
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Gateway accepted and programmed, every listener accepted, programmed and resolved.
-pub fn gateway_ready(r: &Report, ns: &str, name: &str) -> Outcome {
-    let g = r.gateway(ns, name)?;
-    cond(g, "Accepted", "True", "")?;
-    cond(g, "Programmed", "True", "")?;
-    for l in g["listeners"].as_array().into_iter().flatten() {
-        cond(l, "Accepted", "True", "")?;
-        cond(l, "Programmed", "True", "")?;
-        cond(l, "ResolvedRefs", "True", "")?;
-    }
-    Ok(())
-}
-
-/// Route accepted with resolved refs by each of `gateways` (in `gateway-conformance-infra`).
-pub fn route_ready(r: &Report, ns: &str, route: &str, gateways: &[&str]) -> Outcome {
-    for gw in gateways {
-        let p = r.parent(ns, route, gw, None)?;
-        cond(p, "Accepted", "True", "Accepted")?;
-        cond(p, "ResolvedRefs", "True", "ResolvedRefs")?;
-    }
-    Ok(())
-}
-
-/// Waits for the route to be accepted by its Gateways and the Gateways to be ready.
-pub async fn accepted(env: &Env, ns: &str, route: &str, gateways: &[&str]) -> Outcome {
-    wait_status(env, &format!("HTTPRoute {ns}/{route} accepted"), |r| {
-        for gw in gateways {
-            gateway_ready(r, crate::INFRA, gw)?;
-        }
-        route_ready(r, ns, route, gateways)
-    })
-    .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -615,19 +467,5 @@ mod tests {
         assert!(Want::redirect(302, "http://a.test/y")
             .matches(&req, &redirect)
             .is_err());
-    }
-
-    #[test]
-    fn conditions_and_generations_are_checked() {
-        let holder = serde_json::json!({"conditions": [
-            {"type": "Accepted", "status": "True", "reason": "Accepted", "observedGeneration": 2},
-        ]});
-        assert_eq!(cond(&holder, "Accepted", "True", "Accepted"), Ok(()));
-        assert_eq!(cond(&holder, "Accepted", "True", ""), Ok(()));
-        assert!(cond(&holder, "Accepted", "False", "").is_err());
-        assert!(cond(&holder, "Accepted", "True", "Other").is_err());
-        assert!(cond(&holder, "Programmed", "True", "").is_err());
-        assert_eq!(observed(&holder, 2), Ok(()));
-        assert!(observed(&holder, 1).is_err());
     }
 }

@@ -1,5 +1,5 @@
 //! Extended GATEWAY-HTTP scenarios that need no TLS: matching by query and method, header
-//! edits, redirects, rewrites, mirrors, timeouts, parentRef port, backend protocols, named
+//! edits, mirrors, timeouts, parentRef port, backend protocols, named
 //! rules, CORS and the Gateway address and port features.
 
 use std::net::SocketAddr;
@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::expect::{
-    accepted, check, check_all, cond, gateway_ready, wait_status, Outcome, Req, Want,
-};
+use crate::expect::{check, check_all, Outcome, Req, Want};
 use crate::harness::Env;
+use crate::status::{accepted, cond, gateway_ready, wait_status};
 use crate::INFRA;
 
 pub async fn query_param_matching(env: Arc<Env>) -> Outcome {
@@ -91,145 +90,6 @@ pub async fn backend_request_header_modifier(env: Arc<Env>) -> Outcome {
             Want::ok("infra-backend-v2")
                 .header("X-Rule", "rule")
                 .header("X-Backend", "v2"),
-        ),
-    ];
-    check_all(env.gw("same-namespace"), &cases).await
-}
-
-/// One redirect case on `www.redirect.test`.
-fn redirect(path: &str, status: u16, location: &str) -> (Req, Want) {
-    (
-        Req::get(path).host("www.redirect.test"),
-        Want::redirect(status, location),
-    )
-}
-
-async fn redirects(env: &Env, cases: &[(Req, Want)]) -> Outcome {
-    accepted(env, INFRA, "redirects", &["same-namespace"]).await?;
-    check_all(env.gw("same-namespace"), cases).await
-}
-
-pub async fn port_redirect(env: Arc<Env>) -> Outcome {
-    let cases = [
-        redirect("/port", 302, "http://www.redirect.test:8083/port"),
-        redirect(
-            "/port-and-host/x",
-            302,
-            "http://other.redirect.test:8083/port-and-host/x",
-        ),
-        redirect(
-            "/http-port-80",
-            302,
-            "http://www.redirect.test/http-port-80",
-        ),
-    ];
-    redirects(&env, &cases).await
-}
-
-pub async fn scheme_redirect(env: Arc<Env>) -> Outcome {
-    let cases = [
-        redirect("/scheme", 302, "https://www.redirect.test/scheme"),
-        redirect(
-            "/scheme-and-port",
-            302,
-            "https://www.redirect.test:8443/scheme-and-port",
-        ),
-        redirect(
-            "/scheme-default-port",
-            302,
-            "https://www.redirect.test/scheme-default-port",
-        ),
-    ];
-    redirects(&env, &cases).await
-}
-
-pub async fn path_redirect(env: Arc<Env>) -> Outcome {
-    let cases = [
-        redirect("/full/x/y", 302, "http://www.redirect.test/replaced"),
-        redirect("/old/prefix", 302, "http://www.redirect.test/new"),
-        redirect("/old/prefix/rest", 302, "http://www.redirect.test/new/rest"),
-        redirect("/strip/rest", 302, "http://www.redirect.test/rest"),
-        redirect(
-            "/full-and-host/x",
-            302,
-            "http://other.redirect.test/landing",
-        ),
-    ];
-    redirects(&env, &cases).await
-}
-
-pub async fn redirect_303(env: Arc<Env>) -> Outcome {
-    redirects(
-        &env,
-        &[redirect(
-            "/see-other",
-            303,
-            "http://www.redirect.test/see-other",
-        )],
-    )
-    .await
-}
-
-pub async fn redirect_307(env: Arc<Env>) -> Outcome {
-    redirects(
-        &env,
-        &[redirect(
-            "/temporary",
-            307,
-            "http://www.redirect.test/temporary",
-        )],
-    )
-    .await
-}
-
-pub async fn redirect_308(env: Arc<Env>) -> Outcome {
-    redirects(
-        &env,
-        &[redirect(
-            "/permanent",
-            308,
-            "http://www.redirect.test/permanent",
-        )],
-    )
-    .await
-}
-
-fn rewrite(path: &str) -> Req {
-    Req::get(path).host("rewrite.test")
-}
-
-pub async fn host_rewrite(env: Arc<Env>) -> Outcome {
-    accepted(&env, INFRA, "rewrites", &["same-namespace"]).await?;
-    let cases = [
-        (
-            rewrite("/host"),
-            Want::ok("infra-backend-v1").host("internal.rewrite.test"),
-        ),
-        (
-            rewrite("/host-and-headers/x"),
-            Want::ok("infra-backend-v2")
-                .host("internal.rewrite.test")
-                .header("X-Rewritten", "yes"),
-        ),
-    ];
-    check_all(env.gw("same-namespace"), &cases).await
-}
-
-pub async fn path_rewrite(env: Arc<Env>) -> Outcome {
-    accepted(&env, INFRA, "rewrites", &["same-namespace"]).await?;
-    let ok = || Want::ok("infra-backend-v1");
-    let cases = [
-        (rewrite("/full/any/thing"), ok().path("/one")),
-        (rewrite("/prefix/old"), ok().path("/new")),
-        (rewrite("/prefix/old/rest"), ok().path("/new/rest")),
-        (rewrite("/prefix/old/rest?q=1"), ok().path("/new/rest?q=1")),
-        (rewrite("/strip-prefix/rest"), ok().path("/rest")),
-        (rewrite("/strip-prefix"), ok().path("/")),
-        (
-            rewrite("/both/users"),
-            Want::ok("infra-backend-v3")
-                .path("/api/users")
-                .host("internal.rewrite.test"),
         ),
     ];
     check_all(env.gw("same-namespace"), &cases).await
@@ -355,12 +215,7 @@ pub async fn parent_ref_port(env: Arc<Env>) -> Outcome {
     wait_status(&env, "routes attached by port", |r| {
         gateway_ready(r, INFRA, "by-port")?;
         for route in ["port-80", "port-8080", "port-8090-a"] {
-            cond(
-                r.parent(INFRA, route, "by-port", None)?,
-                "Accepted",
-                "True",
-                "",
-            )?;
+            crate::status::routes_accepted(r, "by-port", &[(INFRA, route)])?;
         }
         Ok(())
     })
@@ -558,12 +413,7 @@ pub async fn listener_isolation(env: Arc<Env>) -> Outcome {
     wait_status(&env, "isolation routes attached", |r| {
         gateway_ready(r, INFRA, "isolated")?;
         for route in ["iso-any", "iso-wild", "iso-deeper", "iso-exact"] {
-            cond(
-                r.parent(INFRA, route, "isolated", None)?,
-                "Accepted",
-                "True",
-                "",
-            )?;
+            crate::status::routes_accepted(r, "isolated", &[(INFRA, route)])?;
         }
         Ok(())
     })
@@ -600,12 +450,7 @@ pub async fn listener_isolation_intersection(env: Arc<Env>) -> Outcome {
             "overlap-deeper",
             "overlap-exact",
         ] {
-            cond(
-                r.parent(INFRA, route, "isolated-overlap", None)?,
-                "Accepted",
-                "True",
-                "",
-            )?;
+            crate::status::routes_accepted(r, "isolated-overlap", &[(INFRA, route)])?;
         }
         Ok(())
     })
@@ -636,8 +481,8 @@ pub async fn listener_isolation_intersection(env: Arc<Env>) -> Outcome {
 
 pub async fn address_empty(env: Arc<Env>) -> Outcome {
     accepted(&env, INFRA, "via-any-address", &["any-address"]).await?;
-    let s = crate::expect::status(&env).await?;
-    let g = crate::expect::Report(s);
+    let s = crate::status::status(&env).await?;
+    let g = crate::status::Report(s);
     let addrs = g.gateway(INFRA, "any-address")?["addresses"].clone();
     let ip = addrs[0]["value"]
         .as_str()

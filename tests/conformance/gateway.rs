@@ -3,15 +3,19 @@
 
 use std::sync::Arc;
 
-use crate::expect::{check, cond, gateway_ready, observed, wait_status, Outcome, Req, Want};
+use crate::expect::{check, Outcome, Req, Want};
 use crate::harness::Env;
+use crate::status::{
+    class_accepted, gateway_conditions, gateway_listeners, gateway_ready, observed,
+    route_condition, wait_status, Cond, Listener, Report,
+};
 use crate::INFRA;
 
 /// GatewayClass accepted with supportedFeatures; a new generation is observed.
 pub async fn class_generation(env: Arc<Env>) -> Outcome {
     wait_status(&env, "GatewayClass accepted at generation 1", |r| {
+        class_accepted(r, "bumped-class", "")?;
         let c = r.class("bumped-class")?;
-        cond(c, "Accepted", "True", "Accepted")?;
         observed(c, 1)?;
         let mut want: Vec<&str> = edgeplane::translate::SUPPORTED_FEATURES.to_vec();
         want.sort_unstable();
@@ -34,9 +38,8 @@ pub async fn class_generation(env: Arc<Env>) -> Outcome {
          spec: {controllerName: edgeplane.dev/gateway-controller, description: second}\n",
     )?;
     wait_status(&env, "GatewayClass observes generation 2", |r| {
-        let c = r.class("bumped-class")?;
-        cond(c, "Accepted", "True", "Accepted")?;
-        observed(c, 2)
+        class_accepted(r, "bumped-class", "")?;
+        observed(r.class("bumped-class")?, 2)
     })
     .await
 }
@@ -77,7 +80,7 @@ pub async fn modify_listeners(env: Arc<Env>) -> Outcome {
     wait_status(&env, "both Gateways ready", |r| {
         gateway_ready(r, INFRA, "grows")?;
         gateway_ready(r, INFRA, "shrinks")?;
-        attached(r, "shrinks", "dropped", 1)
+        gateway_listeners(r, INFRA, "shrinks", &[serving("kept"), serving("dropped")])
     })
     .await?;
     let (grows, shrinks) = (env.gw("grows"), env.gw("shrinks"));
@@ -100,14 +103,8 @@ pub async fn modify_listeners(env: Arc<Env>) -> Outcome {
     wait_status(&env, "listener added and removed", |r| {
         gateway_ready(r, INFRA, "grows")?;
         gateway_ready(r, INFRA, "shrinks")?;
-        attached(r, "grows", "second", 1)?;
-        let n = r.gateway(INFRA, "shrinks")?["listeners"]
-            .as_array()
-            .map_or(0, Vec::len);
-        if n != 1 {
-            return Err(format!("shrinks has {n} listeners in status, want 1"));
-        }
-        Ok(())
+        gateway_listeners(r, INFRA, "grows", &[serving("first"), serving("second")])?;
+        gateway_listeners(r, INFRA, "shrinks", &[serving("kept")])
     })
     .await?;
     check(
@@ -130,57 +127,71 @@ pub async fn modify_listeners(env: Arc<Env>) -> Outcome {
     .await
 }
 
-/// Listener `listener` of Gateway `gw` counts `n` attached routes.
-fn attached(r: &crate::expect::Report, gw: &str, listener: &str, n: i64) -> Outcome {
-    let l = r.listener(INFRA, gw, listener)?;
-    if l["attachedRoutes"] != n {
-        return Err(format!(
-            "{gw}/{listener} attachedRoutes {}, want {n}",
-            l["attachedRoutes"]
-        ));
-    }
-    Ok(())
+/// A listener for HTTPRoutes, accepted and resolved, with one attached route (upstream's
+/// expectation after listeners are added or removed).
+fn serving(name: &'static str) -> Listener {
+    Listener::http(name, 1, &ACCEPTED_AND_RESOLVED)
 }
+
+const ACCEPTED_AND_RESOLVED: [Cond; 2] = [
+    Cond("Accepted", "True", ""),
+    Cond("ResolvedRefs", "True", ""),
+];
 
 /// Unknown route kinds make the listener's refs unresolved; known kinds stay supported.
 pub async fn invalid_route_kinds(env: Arc<Env>) -> Outcome {
+    let invalid = Cond("ResolvedRefs", "False", "InvalidRouteKinds");
     wait_status(&env, "listeners report InvalidRouteKinds", |r| {
-        let only = r.listener(INFRA, "only-bogus-kind", "web")?;
-        cond(only, "ResolvedRefs", "False", "InvalidRouteKinds")?;
-        if only["supportedKinds"]
-            .as_array()
-            .is_some_and(|k| !k.is_empty())
-        {
-            return Err(format!(
-                "supportedKinds {}, want none",
-                only["supportedKinds"]
-            ));
-        }
-        let mixed = r.listener(INFRA, "bogus-and-http-kind", "web")?;
-        cond(mixed, "ResolvedRefs", "False", "InvalidRouteKinds")?;
-        let kinds = &mixed["supportedKinds"];
-        if kinds.as_array().map_or(0, Vec::len) != 1 || kinds[0]["kind"] != "HTTPRoute" {
-            return Err(format!("supportedKinds {kinds}, want [HTTPRoute]"));
-        }
-        Ok(())
+        gateway_listeners(
+            r,
+            INFRA,
+            "only-bogus-kind",
+            &[Listener::no_kinds("web", &[invalid])],
+        )?;
+        gateway_listeners(
+            r,
+            INFRA,
+            "bogus-and-http-kind",
+            &[Listener::http("web", 0, &[invalid])],
+        )
     })
     .await
 }
 
 /// attachedRoutes counts accepted routes, unresolved ones included, and nothing else.
 pub async fn attached_routes(env: Arc<Env>) -> Outcome {
-    wait_status(&env, "attachedRoutes counted", |r| {
-        attached(r, "one-route", "web", 1)?;
-        attached(r, "two-routes", "web", 2)?;
-        let p = r.parent(INFRA, "hostname-mismatch", "two-routes", None)?;
-        cond(p, "Accepted", "False", "NoMatchingListenerHostname")?;
+    wait_status(&env, "attachedRoutes counted", |r: &Report| {
+        let one = Listener::http("web", 1, &ACCEPTED_AND_RESOLVED);
+        gateway_listeners(r, INFRA, "one-route", &[one])?;
+        let two = Listener::http("web", 2, &ACCEPTED_AND_RESOLVED);
+        gateway_listeners(r, INFRA, "two-routes", &[two])?;
+        let refused = Cond("Accepted", "False", "NoMatchingListenerHostname");
+        route_condition(r, INFRA, "hostname-mismatch", INFRA, "two-routes", refused)?;
         // Routes count on a listener whose certificate does not resolve.
-        attached(r, "unresolved-tls", "tls", 1)?;
-        let l = r.listener(INFRA, "unresolved-tls", "tls")?;
-        cond(l, "Programmed", "False", "")?;
-        cond(l, "ResolvedRefs", "False", "")?;
-        let p = r.parent(INFRA, "on-unresolved-tls", "unresolved-tls", Some("tls"))?;
-        cond(p, "ResolvedRefs", "False", "")
+        let unresolved = [
+            Cond("Programmed", "False", ""),
+            Cond("ResolvedRefs", "False", ""),
+        ];
+        let tls = Listener::http("tls", 1, &unresolved);
+        gateway_listeners(r, INFRA, "unresolved-tls", &[tls])?;
+        let c = Cond("ResolvedRefs", "False", "");
+        route_condition(r, INFRA, "on-unresolved-tls", INFRA, "unresolved-tls", c)
     })
     .await
+}
+
+/// A Gateway whose `spec.infrastructure.parametersRef` cannot be used is not accepted
+/// (InvalidParameters) at its latest generation.
+pub async fn invalid_parameters_ref(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "Gateway refused for its parametersRef", |r| {
+        let refused = Cond("Accepted", "False", "InvalidParameters");
+        gateway_conditions(r, INFRA, "unknown-parameters", &[refused])
+    })
+    .await?;
+    // Nothing of it is served: its address does not listen.
+    let addr = std::net::SocketAddr::new(env.gw("unknown-parameters"), 80);
+    match tokio::net::TcpStream::connect(addr).await {
+        Ok(_) => Err(format!("the refused Gateway listens on {addr}")),
+        Err(_) => Ok(()),
+    }
 }

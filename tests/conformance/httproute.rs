@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::expect::{
-    accepted, check, check_all, cond, distribution, observed, wait_status, Outcome, Req, Want,
-};
+use crate::expect::{check, check_all, distribution, Outcome, Req, Want};
 use crate::harness::Env;
+use crate::status::{
+    accepted, observed, route_condition, route_parents, wait_status, Cond, Parent,
+};
 use crate::{APP, INFRA, WEB};
 
 pub async fn simple_same_namespace(env: Arc<Env>) -> Outcome {
@@ -77,25 +78,12 @@ pub async fn hostname_intersection(env: Arc<Env>) -> Outcome {
             "wildcard-on-exact",
             "wildcard-on-wildcard",
         ] {
-            cond(
-                r.parent(INFRA, route, "host-intersect", None)?,
-                "Accepted",
-                "True",
-                "Accepted",
-            )?;
+            crate::status::routes_accepted(r, "host-intersect", &[(INFRA, route)])?;
         }
-        cond(
-            r.parent(INFRA, "no-intersection", "host-intersect", None)?,
-            "Accepted",
-            "False",
-            "NoMatchingListenerHostname",
-        )?;
-        cond(
-            r.parent(INFRA, "any-listener", "host-intersect-any", None)?,
-            "Accepted",
-            "True",
-            "",
-        )
+        let refused = Cond("Accepted", "False", "NoMatchingListenerHostname");
+        let parent = Parent::gateway(INFRA, "host-intersect", &[refused]);
+        route_parents(r, INFRA, "no-intersection", &[parent], true)?;
+        crate::status::routes_accepted(r, "host-intersect-any", &[(INFRA, "any-listener")])
     })
     .await?;
     let gw = env.gw("host-intersect");
@@ -130,25 +118,10 @@ pub async fn hostname_intersection(env: Arc<Env>) -> Outcome {
 
 pub async fn listener_hostname_matching(env: Arc<Env>) -> Outcome {
     wait_status(&env, "routes attached per listener", |r| {
-        crate::expect::gateway_ready(r, INFRA, "listener-hosts")?;
-        cond(
-            r.parent(INFRA, "to-apex", "listener-hosts", Some("apex"))?,
-            "Accepted",
-            "True",
-            "",
-        )?;
-        cond(
-            r.parent(INFRA, "to-www", "listener-hosts", Some("www"))?,
-            "Accepted",
-            "True",
-            "",
-        )?;
-        cond(
-            r.parent(INFRA, "to-wildcards", "listener-hosts", Some("any-blog"))?,
-            "Accepted",
-            "True",
-            "",
-        )
+        crate::status::gateway_ready(r, INFRA, "listener-hosts")?;
+        crate::status::routes_accepted(r, "listener-hosts", &[(INFRA, "to-apex")])?;
+        crate::status::routes_accepted(r, "listener-hosts", &[(INFRA, "to-www")])?;
+        crate::status::routes_accepted(r, "listener-hosts", &[(INFRA, "to-wildcards")])
     })
     .await?;
     let at = |host: &str| Req::get("/").host(host);
@@ -211,121 +184,6 @@ pub async fn matching(env: Arc<Env>) -> Outcome {
         ),
     ];
     check_all(env.gw("same-namespace"), &cases).await
-}
-
-pub async fn partially_invalid_grant(env: Arc<Env>) -> Outcome {
-    wait_status(&env, "route accepted with a refused reference", |r| {
-        let p = r.parent(INFRA, "half-granted", "same-namespace", None)?;
-        cond(p, "Accepted", "True", "Accepted")?;
-        cond(p, "ResolvedRefs", "False", "RefNotPermitted")
-    })
-    .await?;
-    let gw = env.gw("same-namespace");
-    check(gw, &Req::get("/"), &Want::ok("app-backend-v1")).await?;
-    check(gw, &Req::get("/v2"), &Want::status(500)).await
-}
-
-pub async fn reference_grant(env: Arc<Env>) -> Outcome {
-    accepted(&env, INFRA, "granted", &["same-namespace"]).await?;
-    check(
-        env.gw("same-namespace"),
-        &Req::get("/"),
-        &Want::ok("web-backend"),
-    )
-    .await
-}
-
-/// A route whose only backend is not permitted (or not usable) answers 500.
-async fn refused(env: &Env, route: &str, reason: &str) -> Outcome {
-    wait_status(env, &format!("{route}: ResolvedRefs {reason}"), |r| {
-        let p = r.parent(INFRA, route, "same-namespace", None)?;
-        cond(p, "Accepted", "True", "Accepted")?;
-        cond(p, "ResolvedRefs", "False", reason)
-    })
-    .await
-}
-
-pub async fn invalid_reference_grant(env: Arc<Env>) -> Outcome {
-    refused(&env, "not-granted", "RefNotPermitted").await?;
-    check(env.gw("same-namespace"), &Req::get("/"), &Want::status(500)).await
-}
-
-pub async fn invalid_cross_namespace_backend(env: Arc<Env>) -> Outcome {
-    refused(&env, "foreign-backend", "RefNotPermitted").await?;
-    check(env.gw("same-namespace"), &Req::get("/"), &Want::status(500)).await
-}
-
-pub async fn invalid_cross_namespace_parent(env: Arc<Env>) -> Outcome {
-    wait_status(&env, "route refused by the listener", |r| {
-        let p = r.parent(WEB, "foreign-parent", "same-namespace", None)?;
-        cond(p, "Accepted", "False", "NotAllowedByListeners")?;
-        let l = r.listener(INFRA, "same-namespace", "http")?;
-        if l["attachedRoutes"] != 0 {
-            return Err(format!("attachedRoutes {}, want 0", l["attachedRoutes"]));
-        }
-        Ok(())
-    })
-    .await?;
-    check(env.gw("same-namespace"), &Req::get("/"), &Want::status(404)).await
-}
-
-pub async fn disallowed_kind(env: Arc<Env>) -> Outcome {
-    wait_status(
-        &env,
-        "HTTPRoute not allowed by a TLSRoute-only listener",
-        |r| {
-            let p = r.parent(INFRA, "wrong-kind", "tls-routes-only", None)?;
-            cond(p, "Accepted", "False", "NotAllowedByListeners")
-        },
-    )
-    .await
-}
-
-/// A parentRef that names no listener of its Gateway: the route is not accepted there and
-/// serves nothing.
-async fn invalid_parent_ref(env: &Env, route: &str) -> Outcome {
-    wait_status(
-        env,
-        &format!("{route}: parentRef matches no listener"),
-        |r| {
-            let p = r.parent(INFRA, route, "parent-checks", None)?;
-            cond(p, "Accepted", "False", "NoMatchingParent")?;
-            let l = r.listener(INFRA, "parent-checks", "web")?;
-            if l["attachedRoutes"] != 0 {
-                return Err(format!("attachedRoutes {}, want 0", l["attachedRoutes"]));
-            }
-            Ok(())
-        },
-    )
-    .await?;
-    check(env.gw("parent-checks"), &Req::get("/"), &Want::status(404)).await
-}
-
-pub async fn parent_wrong_port(env: Arc<Env>) -> Outcome {
-    invalid_parent_ref(&env, "wrong-port").await
-}
-
-pub async fn parent_wrong_section(env: Arc<Env>) -> Outcome {
-    invalid_parent_ref(&env, "wrong-section").await
-}
-
-pub async fn parent_section_other_port(env: Arc<Env>) -> Outcome {
-    invalid_parent_ref(&env, "section-other-port").await
-}
-
-pub async fn invalid_backends(env: Arc<Env>) -> Outcome {
-    wait_status(&env, "unresolvable backends reported", |r| {
-        let p = r.parent(INFRA, "missing-service", "same-namespace", None)?;
-        cond(p, "Accepted", "True", "")?;
-        cond(p, "ResolvedRefs", "False", "BackendNotFound")?;
-        let p = r.parent(INFRA, "unknown-kind", "same-namespace", None)?;
-        cond(p, "Accepted", "True", "")?;
-        cond(p, "ResolvedRefs", "False", "InvalidKind")
-    })
-    .await?;
-    let gw = env.gw("same-namespace");
-    check(gw, &Req::get("/missing"), &Want::status(500)).await?;
-    check(gw, &Req::get("/unknown"), &Want::status(500)).await
 }
 
 /// Weighted split 70/30/0 over 1,000 requests, each share within 5 points.
@@ -414,9 +272,8 @@ pub async fn redirect_host_and_status(env: Arc<Env>) -> Outcome {
 
 pub async fn route_generation(env: Arc<Env>) -> Outcome {
     wait_status(&env, "route accepted at generation 1", |r| {
-        let p = r.parent(INFRA, "bumped-route", "same-namespace", None)?;
-        cond(p, "Accepted", "True", "")?;
-        observed(p, 1)
+        crate::status::routes_accepted(r, "same-namespace", &[(INFRA, "bumped-route")])?;
+        observed(&r.route(INFRA, "bumped-route")?["parents"][0], 1)
     })
     .await?;
     env.apply(
@@ -427,9 +284,8 @@ pub async fn route_generation(env: Arc<Env>) -> Outcome {
          \x20 rules: [{backendRefs: [{name: infra-backend-v2, port: 8080}]}]\n",
     )?;
     wait_status(&env, "route observes generation 2", |r| {
-        let p = r.parent(INFRA, "bumped-route", "same-namespace", None)?;
-        cond(p, "Accepted", "True", "")?;
-        observed(p, 2)
+        crate::status::routes_accepted(r, "same-namespace", &[(INFRA, "bumped-route")])?;
+        observed(&r.route(INFRA, "bumped-route")?["parents"][0], 2)
     })
     .await?;
     check(
@@ -472,24 +328,16 @@ pub async fn namespace_attachment(env: Arc<Env>) -> Outcome {
         &env,
         "attachment follows allowedRoutes.namespaces.from",
         |r| {
-            cond(
-                r.parent(APP, "app-on-all", "all-namespaces", None)?,
-                "Accepted",
-                "True",
-                "",
+            crate::status::routes_accepted(r, "all-namespaces", &[(APP, "app-on-all")])?;
+            route_condition(
+                r,
+                APP,
+                "app-on-same",
+                INFRA,
+                "same-namespace",
+                Cond("Accepted", "False", "NotAllowedByListeners"),
             )?;
-            cond(
-                r.parent(APP, "app-on-same", "same-namespace", None)?,
-                "Accepted",
-                "False",
-                "NotAllowedByListeners",
-            )?;
-            cond(
-                r.parent(INFRA, "infra-on-same", "same-namespace", None)?,
-                "Accepted",
-                "True",
-                "",
-            )
+            crate::status::routes_accepted(r, "same-namespace", &[(INFRA, "infra-on-same")])
         },
     )
     .await?;
@@ -509,17 +357,14 @@ pub async fn namespace_attachment(env: Arc<Env>) -> Outcome {
 
 pub async fn label_selector(env: Arc<Env>) -> Outcome {
     wait_status(&env, "attachment follows the namespace selector", |r| {
-        cond(
-            r.parent(APP, "app-selected", "backend-namespaces", None)?,
-            "Accepted",
-            "True",
-            "",
-        )?;
-        cond(
-            r.parent(INFRA, "infra-not-selected", "backend-namespaces", None)?,
-            "Accepted",
-            "False",
-            "NotAllowedByListeners",
+        crate::status::routes_accepted(r, "backend-namespaces", &[(APP, "app-selected")])?;
+        route_condition(
+            r,
+            INFRA,
+            "infra-not-selected",
+            INFRA,
+            "backend-namespaces",
+            Cond("Accepted", "False", "NotAllowedByListeners"),
         )
     })
     .await?;

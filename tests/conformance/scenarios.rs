@@ -12,7 +12,7 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::{backends, extended, gateway, httproute, tls};
+use crate::{backends, extended, gateway, httproute, redirects, references, skipped, tls};
 
 /// A scenario body: runs against a started environment.
 pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -53,17 +53,6 @@ macro_rules! extended {
     };
 }
 
-/// A scenario of a feature the product does not implement yet, with the reason.
-fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static str) -> Scenario {
-    Scenario {
-        name,
-        feature,
-        manifests: "",
-        skip: Some(reason),
-        run: None,
-    }
-}
-
 /// Every scenario of the profile, in upstream order of appearance.
 pub fn all() -> Vec<Scenario> {
     vec![
@@ -81,6 +70,11 @@ pub fn all() -> Vec<Scenario> {
             "GatewayModifyListeners",
             "modify-listeners.yaml",
             gateway::modify_listeners
+        ),
+        core!(
+            "GatewayInvalidParametersRef",
+            "invalid-parameters-ref.yaml",
+            gateway::invalid_parameters_ref
         ),
         core!(
             "GatewayInvalidRouteKind",
@@ -166,52 +160,57 @@ pub fn all() -> Vec<Scenario> {
         core!(
             "HTTPRoutePartiallyInvalidViaInvalidReferenceGrant",
             "partially-invalid-grant.yaml",
-            httproute::partially_invalid_grant
+            references::partially_invalid_grant
         ),
         core!(
             "HTTPRouteReferenceGrant",
             "reference-grant.yaml",
-            httproute::reference_grant
+            references::reference_grant
         ),
         core!(
             "HTTPRouteInvalidReferenceGrant",
             "invalid-reference-grant.yaml",
-            httproute::invalid_reference_grant
+            references::invalid_reference_grant
         ),
         core!(
             "HTTPRouteInvalidCrossNamespaceParentRef",
             "invalid-cross-namespace-parent.yaml",
-            httproute::invalid_cross_namespace_parent
+            references::invalid_cross_namespace_parent
         ),
         core!(
             "HTTPRouteInvalidCrossNamespaceBackendRef",
             "invalid-cross-namespace-backend.yaml",
-            httproute::invalid_cross_namespace_backend
+            references::invalid_cross_namespace_backend
         ),
         core!(
             "HTTPRouteDisallowedKind",
             "disallowed-kind.yaml",
-            httproute::disallowed_kind
+            references::disallowed_kind
         ),
         core!(
             "HTTPRouteInvalidParentRefNotMatchingListenerPort",
             "invalid-parentref.yaml",
-            httproute::parent_wrong_port
+            references::parent_wrong_port
         ),
         core!(
             "HTTPRouteInvalidParentRefNotMatchingSectionName",
             "invalid-parentref.yaml",
-            httproute::parent_wrong_section
+            references::parent_wrong_section
         ),
         core!(
             "HTTPRouteInvalidParentRefSectionNameNotMatchingPort",
             "invalid-parentref.yaml",
-            httproute::parent_section_other_port
+            references::parent_section_other_port
         ),
         core!(
-            "HTTPRouteInvalidBackendRefs",
-            "invalid-backends.yaml",
-            httproute::invalid_backends
+            "HTTPRouteInvalidNonExistentBackendRef",
+            "invalid-backend-nonexistent.yaml",
+            references::nonexistent_backend
+        ),
+        core!(
+            "HTTPRouteInvalidBackendRefUnknownKind",
+            "invalid-backend-unknown-kind.yaml",
+            references::unknown_kind_backend
         ),
         core!("HTTPRouteWeight", "weight.yaml", httproute::weight),
         core!(
@@ -293,49 +292,49 @@ pub fn all() -> Vec<Scenario> {
             "HTTPRouteRedirectPort",
             "HTTPRoutePortRedirect",
             "redirects.yaml",
-            extended::port_redirect
+            redirects::port_redirect
         ),
         extended!(
             "HTTPRouteRedirectScheme",
             "HTTPRouteSchemeRedirect",
             "redirects.yaml",
-            extended::scheme_redirect
+            redirects::scheme_redirect
         ),
         extended!(
             "HTTPRouteRedirectPath",
             "HTTPRoutePathRedirect",
             "redirects.yaml",
-            extended::path_redirect
+            redirects::path_redirect
         ),
         extended!(
             "HTTPRoute303Redirect",
             "HTTPRoute303RedirectStatusCode",
             "redirects.yaml",
-            extended::redirect_303
+            redirects::redirect_303
         ),
         extended!(
             "HTTPRoute307Redirect",
             "HTTPRoute307RedirectStatusCode",
             "redirects.yaml",
-            extended::redirect_307
+            redirects::redirect_307
         ),
         extended!(
             "HTTPRoute308Redirect",
             "HTTPRoute308RedirectStatusCode",
             "redirects.yaml",
-            extended::redirect_308
+            redirects::redirect_308
         ),
         extended!(
             "HTTPRouteRewriteHost",
             "HTTPRouteHostRewrite",
             "rewrites.yaml",
-            extended::host_rewrite
+            redirects::host_rewrite
         ),
         extended!(
             "HTTPRouteRewritePath",
             "HTTPRoutePathRewrite",
             "rewrites.yaml",
-            extended::path_rewrite
+            redirects::path_rewrite
         ),
         extended!(
             "HTTPRouteRequestMirror",
@@ -433,32 +432,16 @@ pub fn all() -> Vec<Scenario> {
             "address-empty.yaml",
             extended::address_empty
         ),
-        skipped(
-            "HTTPRouteRetry",
-            Some("HTTPRouteRetry"),
-            "retries are not implemented (the retry field is in the experimental channel)",
-        ),
-        skipped(
-            "GatewayInfrastructure",
-            Some("GatewayInfrastructurePropagation"),
-            "spec.infrastructure labels and annotations are not propagated yet",
-        ),
-        skipped(
-            "GatewayFrontendClientCertificateValidation",
-            Some("GatewayFrontendClientCertificateValidation"),
-            "client certificate validation on HTTPS listeners is not implemented",
-        ),
-        skipped(
-            "GatewayBackendClientCertificate",
-            Some("GatewayBackendClientCertificate"),
-            "TLS to backends is not implemented",
-        ),
-        skipped(
-            "BackendTLSPolicy",
-            Some("BackendTLSPolicy"),
-            "BackendTLSPolicy is not implemented",
+        extended!(
+            "HTTPRouteRedirectPortAndScheme",
+            "HTTPRoutePortRedirect",
+            "redirect-port-and-scheme.yaml",
+            tls::redirect_port_and_scheme
         ),
     ]
+    .into_iter()
+    .chain(skipped::all())
+    .collect()
 }
 
 /// Runs one scenario to a verdict. A failing scenario of an extended feature the GatewayClass

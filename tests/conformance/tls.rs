@@ -4,30 +4,17 @@
 
 use std::sync::Arc;
 
-use crate::expect::{check_tls, cond, route_ready, wait_status, Outcome, Report, Req, Want};
+use crate::expect::{check, check_tls, Outcome, Req, Want};
 use crate::harness::Env;
+use crate::status::{
+    gateway_conditions, gateway_listeners, routes_accepted, wait_status, Cond, Listener, Report,
+};
 use crate::INFRA;
 
-/// Listener `https` of Gateway `gw`: the given ResolvedRefs status and reason, HTTPRoute as
-/// its supported kind, no attached routes.
-fn https_listener(r: &Report, gw: &str, resolved: &str, reason: &str) -> Outcome {
-    let l = r.listener(INFRA, gw, "https")?;
-    cond(l, "ResolvedRefs", resolved, reason)?;
-    let kinds: Vec<&str> = l["supportedKinds"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|k| k["kind"].as_str())
-        .collect();
-    if kinds != ["HTTPRoute"] {
-        return Err(format!(
-            "{gw}/https supportedKinds {kinds:?}, want [HTTPRoute]"
-        ));
-    }
-    if l["attachedRoutes"] != 0 {
-        return Err(format!("{gw}/https attachedRoutes {}", l["attachedRoutes"]));
-    }
-    Ok(())
+/// `GatewayStatusMustHaveListeners` with one listener `https` for HTTPRoutes, no attached
+/// route, and the given conditions.
+fn https_listener(r: &Report, gw: &str, conditions: &[Cond]) -> Outcome {
+    gateway_listeners(r, INFRA, gw, &[Listener::http("https", 0, conditions)])
 }
 
 /// A missing Secret, a ref of another group or kind, and a malformed Secret all leave the
@@ -40,8 +27,11 @@ pub async fn invalid_tls_configuration(env: Arc<Env>) -> Outcome {
             "unsupported-kind",
             "malformed-secret",
         ] {
-            https_listener(r, gw, "False", "InvalidCertificateRef")?;
-            cond(r.listener(INFRA, gw, "https")?, "Programmed", "False", "")?;
+            https_listener(
+                r,
+                gw,
+                &[Cond("ResolvedRefs", "False", "InvalidCertificateRef")],
+            )?;
         }
         Ok(())
     })
@@ -52,7 +42,11 @@ pub async fn invalid_tls_configuration(env: Arc<Env>) -> Outcome {
 /// to-name do not permit the Secret.
 pub async fn secret_invalid_reference_grant(env: Arc<Env>) -> Outcome {
     wait_status(&env, "listener reports RefNotPermitted", |r| {
-        https_listener(r, "secret-invalid-grant", "False", "RefNotPermitted")
+        https_listener(
+            r,
+            "secret-invalid-grant",
+            &[Cond("ResolvedRefs", "False", "RefNotPermitted")],
+        )
     })
     .await
 }
@@ -60,19 +54,24 @@ pub async fn secret_invalid_reference_grant(env: Arc<Env>) -> Outcome {
 /// No grant at all: RefNotPermitted.
 pub async fn secret_missing_reference_grant(env: Arc<Env>) -> Outcome {
     wait_status(&env, "listener reports RefNotPermitted", |r| {
-        https_listener(r, "secret-missing-grant", "False", "RefNotPermitted")
+        https_listener(
+            r,
+            "secret-missing-grant",
+            &[Cond("ResolvedRefs", "False", "RefNotPermitted")],
+        )
     })
     .await
 }
 
 async fn granted(env: &Env, gw: &'static str) -> Outcome {
     wait_status(env, "listener resolved and programmed", |r| {
-        https_listener(r, gw, "True", "")?;
-        cond(
-            r.listener(INFRA, gw, "https")?,
-            "Programmed",
-            "True",
-            "Programmed",
+        https_listener(
+            r,
+            gw,
+            &[
+                Cond("Programmed", "True", "Programmed"),
+                Cond("ResolvedRefs", "True", ""),
+            ],
         )
     })
     .await
@@ -92,11 +91,8 @@ const HTTPS_GW: &str = "same-namespace-with-https-listener";
 
 async fn https_routes_ready(env: &Env, routes: &[&str]) -> Outcome {
     wait_status(env, "HTTPS Gateway and routes ready", |r| {
-        crate::expect::gateway_ready(r, INFRA, HTTPS_GW)?;
-        for route in routes {
-            route_ready(r, INFRA, route, &[HTTPS_GW])?;
-        }
-        Ok(())
+        let routes: Vec<(&str, &str)> = routes.iter().map(|r| (INFRA, *r)).collect();
+        routes_accepted(r, HTTPS_GW, &routes)
     })
     .await
 }
@@ -196,29 +192,121 @@ pub async fn misdirected_requests(env: Arc<Env>) -> Outcome {
 /// Listeners of an unknown protocol are not accepted (UnsupportedProtocol, no supported
 /// kinds); a Gateway with no other listener is not accepted, one with an HTTP listener is.
 pub async fn unsupported_protocol(env: Arc<Env>) -> Outcome {
+    let unsupported = || {
+        Listener::no_kinds(
+            "invalid",
+            &[Cond("Accepted", "False", "UnsupportedProtocol")],
+        )
+    };
     wait_status(&env, "unsupported protocols rejected", |r| {
-        let only = r.gateway(INFRA, "only-unsupported-protocols")?;
-        cond(only, "Accepted", "False", "ListenersNotValid")?;
-        let mixed = r.gateway(INFRA, "supported-and-unsupported-protocols")?;
-        cond(mixed, "Accepted", "True", "ListenersNotValid")?;
-        for gw in [
-            "only-unsupported-protocols",
-            "supported-and-unsupported-protocols",
-        ] {
-            let l = r.listener(INFRA, gw, "invalid")?;
-            cond(l, "Accepted", "False", "UnsupportedProtocol")?;
-            if l["supportedKinds"]
-                .as_array()
-                .is_some_and(|k| !k.is_empty())
-            {
-                return Err(format!(
-                    "{gw}/invalid supportedKinds {}",
-                    l["supportedKinds"]
-                ));
-            }
-        }
-        let http = r.listener(INFRA, "supported-and-unsupported-protocols", "http")?;
-        cond(http, "Accepted", "True", "Accepted")
+        let only = "only-unsupported-protocols";
+        gateway_conditions(
+            r,
+            INFRA,
+            only,
+            &[Cond("Accepted", "False", "ListenersNotValid")],
+        )?;
+        gateway_listeners(r, INFRA, only, &[unsupported()])?;
+        let mixed = "supported-and-unsupported-protocols";
+        gateway_conditions(
+            r,
+            INFRA,
+            mixed,
+            &[Cond("Accepted", "True", "ListenersNotValid")],
+        )?;
+        let http = Listener::http("http", 0, &[Cond("Accepted", "True", "Accepted")]);
+        gateway_listeners(r, INFRA, mixed, &[http, unsupported()])
     })
     .await
+}
+
+/// Redirects without a port take the listener's port (HTTP on 80 and 8080) or the scheme's
+/// well-known port; HTTPS listeners redirect the same way over TLS.
+pub async fn redirect_port_and_scheme(env: Arc<Env>) -> Outcome {
+    const HTTP_8080: &str = "same-namespace-with-http-listener-on-8080";
+    wait_status(&env, "redirect routes accepted", |r| {
+        routes_accepted(r, "same-namespace", &[(INFRA, "redirect-on-80")])?;
+        routes_accepted(r, HTTP_8080, &[(INFRA, "redirect-on-8080")])?;
+        routes_accepted(r, HTTPS_GW, &[(INFRA, "redirect-on-443")])
+    })
+    .await?;
+    let to = |location: &str| Want::redirect(302, location);
+    let on_80 = [
+        (
+            "/scheme-nil-and-port-nil",
+            "http://example.org/scheme-nil-and-port-nil",
+        ),
+        (
+            "/scheme-nil-and-port-80",
+            "http://example.org/scheme-nil-and-port-80",
+        ),
+        (
+            "/scheme-nil-and-port-8080",
+            "http://example.org:8080/scheme-nil-and-port-8080",
+        ),
+        (
+            "/scheme-https-and-port-nil",
+            "https://example.org/scheme-https-and-port-nil",
+        ),
+        (
+            "/scheme-https-and-port-443",
+            "https://example.org/scheme-https-and-port-443",
+        ),
+        (
+            "/scheme-https-and-port-8443",
+            "https://example.org:8443/scheme-https-and-port-8443",
+        ),
+    ];
+    for (path, location) in on_80 {
+        check(env.gw("same-namespace"), &Req::get(path), &to(location)).await?;
+    }
+    let on_8080 = [
+        (
+            "/scheme-nil-and-port-nil",
+            "http://example.org:8080/scheme-nil-and-port-nil",
+        ),
+        (
+            "/scheme-nil-and-port-80",
+            "http://example.org/scheme-nil-and-port-80",
+        ),
+        (
+            "/scheme-https-and-port-nil",
+            "https://example.org/scheme-https-and-port-nil",
+        ),
+    ];
+    for (path, location) in on_8080 {
+        check(env.gw(HTTP_8080), &Req::get(path).port(8080), &to(location)).await?;
+    }
+    let on_443 = [
+        (
+            "/scheme-nil-and-port-nil",
+            "https://example.org/scheme-nil-and-port-nil",
+        ),
+        (
+            "/scheme-nil-and-port-443",
+            "https://example.org/scheme-nil-and-port-443",
+        ),
+        (
+            "/scheme-nil-and-port-8443",
+            "https://example.org:8443/scheme-nil-and-port-8443",
+        ),
+        (
+            "/scheme-http-and-port-nil",
+            "http://example.org/scheme-http-and-port-nil",
+        ),
+        (
+            "/scheme-http-and-port-80",
+            "http://example.org/scheme-http-and-port-80",
+        ),
+        (
+            "/scheme-http-and-port-8080",
+            "http://example.org:8080/scheme-http-and-port-8080",
+        ),
+    ];
+    let ip = env.gw(HTTPS_GW);
+    for (path, location) in on_443 {
+        let req = Req::get(path).host("example.org").port(443);
+        check_tls(&env, ip, "example.org", false, &req, &to(location)).await?;
+    }
+    Ok(())
 }

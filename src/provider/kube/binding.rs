@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
+use super::service_meta::service_metadata;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 
 /// Label on each Gateway Service: `<namespace>.<name>` of its Gateway (namespaces have no dots).
@@ -20,6 +21,12 @@ pub const GATEWAY_LABEL: &str = "edgeplane.dev/gateway";
 pub const GATEWAY_FINALIZER: &str = "edgeplane.dev/gateway-cleanup";
 /// Finalizer on a GatewayClass while Gateways use it (Gateway API convention).
 pub const CLASS_FINALIZER: &str = "gateway-exists-finalizer.gateway.networking.k8s.io";
+/// Label edgeplane sets on every Service it makes.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Annotation on a Gateway Service recording which label and annotation keys came from the
+/// Gateway's `spec.infrastructure`, so keys later dropped from the Gateway are removed from the
+/// Service while keys other controllers set on it are left alone.
+pub const INFRASTRUCTURE_KEYS: &str = "edgeplane.dev/infrastructure-keys";
 
 /// How Gateway Services are made.
 #[derive(Debug, Clone)]
@@ -206,17 +213,13 @@ pub fn desired_service(
 ) -> Service {
     let ns = gateway.metadata.namespace.as_deref().unwrap_or("default");
     let name = gateway.name_any();
+    let (labels, annotations) = service_metadata(gateway, &label_value(ns, &name));
     Service {
         metadata: ObjectMeta {
             name: Some(service_name(ns, &name)),
             namespace: Some(options.namespace.clone()),
-            labels: Some(BTreeMap::from([
-                (GATEWAY_LABEL.to_owned(), label_value(ns, &name)),
-                (
-                    "app.kubernetes.io/managed-by".to_owned(),
-                    "edgeplane".to_owned(),
-                ),
-            ])),
+            labels: Some(labels),
+            annotations: Some(annotations).filter(|a| !a.is_empty()),
             owner_references: Some(vec![OwnerReference {
                 api_version: "gateway.networking.k8s.io/v1".into(),
                 kind: "GatewayClass".into(),
@@ -247,15 +250,29 @@ pub fn desired_service(
     }
 }
 
-/// True when `current` already has what `desired` asks for (ports, type, selector, owner).
+/// True when `current` already has what `desired` asks for (ports, type, selector, owner,
+/// labels and annotations, and no propagated key the Gateway dropped).
 pub fn service_matches(current: &Service, desired: &Service) -> bool {
     let (Some(c), Some(d)) = (&current.spec, &desired.spec) else {
         return false;
+    };
+    let record = |s: &Service| {
+        s.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INFRASTRUCTURE_KEYS))
+            .cloned()
     };
     service_ports(current) == service_ports(desired)
         && c.type_ == d.type_
         && c.selector == d.selector
         && current.metadata.owner_references == desired.metadata.owner_references
+        && super::service_meta::contains_all(&current.metadata.labels, &desired.metadata.labels)
+        && super::service_meta::contains_all(
+            &current.metadata.annotations,
+            &desired.metadata.annotations,
+        )
+        && record(current) == record(desired)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use super::binding::{
     allocate_ports, desired_service, label_value, owner_gateway, service_matches, service_name,
     service_ports, PortsExhausted, ServiceOptions, CLASS_FINALIZER, GATEWAY_FINALIZER,
 };
+use super::service_meta::metadata_patch;
 use super::watch::Stores;
 
 /// A side-object write failed or could not be planned.
@@ -177,9 +178,9 @@ impl Keeper {
                 self.allocated.remove(&svc_name);
                 return Ok(writes);
             }
-            Some(_) => {
+            Some(c) => {
                 let patch = json!({
-                    "metadata": {"ownerReferences": desired.metadata.owner_references},
+                    "metadata": metadata_patch(c, &desired),
                     "spec": {
                         "type": desired.spec.as_ref().and_then(|s| s.type_.clone()),
                         "selector": desired.spec.as_ref().and_then(|s| s.selector.clone()),

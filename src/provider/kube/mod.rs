@@ -6,6 +6,7 @@ pub mod binding;
 pub mod gateway_service;
 pub mod leader;
 pub mod secrets;
+pub mod service_meta;
 pub mod status;
 pub mod status_diff;
 pub mod watch;
