@@ -16,9 +16,9 @@ use tokio::task::JoinHandle;
 mod cluster;
 
 use crate::admin::{serve_admin, DEFAULT_ADMIN_ADDR};
+use crate::admission::Crds;
 use crate::echo::{serve_echo, EchoIdentity};
 use crate::metrics::Metrics;
-use crate::admission::Crds;
 use crate::provider::crds::load_crds;
 use crate::provider::file::{load_dir, report_errors, watch_dir, ConfigDir};
 use crate::provider::manifest::ManifestError;

@@ -124,7 +124,11 @@ fn check_parse_error_exits_2_naming_file_and_line() {
     let err = text(&out.stderr);
     assert!(err.contains("bad.yaml:5"), "no file:line in {err}");
     // The status of what was admitted is still printed.
-    assert!(text(&out.stdout).is_empty() || text(&out.stdout).starts_with("[]"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).is_empty() || text(&out.stdout).starts_with("[]"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edgeplane::metrics::Metrics;
 use edgeplane::admission::builtin;
+use edgeplane::metrics::Metrics;
 use edgeplane::provider::file::{load_dir, watch_dir, ConfigDir, DirLoad, SkippedKind};
 use edgeplane::snapshot::Snapshot;
 use tokio::sync::watch;
@@ -25,7 +25,10 @@ fn load(dir: &Path) -> (Snapshot, Vec<SkippedKind>) {
 fn watched(
     dir: &Path,
     metrics: Arc<Metrics>,
-) -> (watch::Receiver<Arc<Snapshot>>, edgeplane::provider::file::DirWatcher) {
+) -> (
+    watch::Receiver<Arc<Snapshot>>,
+    edgeplane::provider::file::DirWatcher,
+) {
     let mut config = ConfigDir::new(dir, builtin::crds());
     let first = config.load().unwrap();
     assert!(first.errors.is_empty(), "{:?}", first.errors);
@@ -141,7 +144,11 @@ fn a_parse_error_names_the_file_and_line() {
     assert!(e.to_string().contains("bad.yaml:13"), "{e}");
     // The other file is admitted; the broken one had nothing admitted before.
     assert_eq!(service_names(&loaded.snapshot), ["good"]);
-    assert!(e.message.ends_with("none of the file's objects is admitted"), "{e}");
+    assert!(
+        e.message
+            .ends_with("none of the file's objects is admitted"),
+        "{e}"
+    );
 }
 
 #[test]

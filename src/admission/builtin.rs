@@ -52,7 +52,10 @@ const LISTENERS: &[(&str, &str)] = &[
     ("[].allowedRoutes", r#"{"namespaces": {"from": "Same"}}"#),
     ("[].allowedRoutes.namespaces", r#"{"from": "Same"}"#),
     ("[].allowedRoutes.namespaces.from", r#""Same""#),
-    ("[].allowedRoutes.kinds[].group", r#""gateway.networking.k8s.io""#),
+    (
+        "[].allowedRoutes.kinds[].group",
+        r#""gateway.networking.k8s.io""#,
+    ),
     ("[].tls.mode", r#""Terminate""#),
     ("[].tls.certificateRefs[].group", r#""""#),
     ("[].tls.certificateRefs[].kind", r#""Secret""#),
@@ -179,11 +182,10 @@ pub fn register(crds: &mut Crds) -> Result<(), CrdError> {
 fn crd(kind: &str, defaults: &[(String, &str)]) -> Result<Value, CrdError> {
     let mut root = Node::default();
     for (path, value) in defaults {
-        let value: Value = serde_json::from_str(value)
-            .map_err(|e| CrdError::BadSchema {
-                path: format!("built-in {kind} {path}"),
-                reason: e.to_string(),
-            })?;
+        let value: Value = serde_json::from_str(value).map_err(|e| CrdError::BadSchema {
+            path: format!("built-in {kind} {path}"),
+            reason: e.to_string(),
+        })?;
         root.at(path).default = Some(value);
     }
     let schema = root.schema();

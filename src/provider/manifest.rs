@@ -115,7 +115,11 @@ impl Document {
     /// `metadata.generation` 1.
     pub fn normalize(&mut self) {
         let namespaced = read_kind(self.group(), &self.kind).is_some_and(|k| k.namespaced);
-        let Some(meta) = self.value.get_mut("metadata").and_then(Value::as_object_mut) else {
+        let Some(meta) = self
+            .value
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+        else {
             return;
         };
         if namespaced && meta.get("namespace").is_none_or(Value::is_null) {
@@ -139,13 +143,19 @@ impl Document {
         let value = self.value.clone();
         let e = |e: serde_json::Error| e.to_string();
         Ok(match kind.kind {
-            Kind::GatewayClass => Object::GatewayClass(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::GatewayClass => {
+                Object::GatewayClass(Arc::new(serde_json::from_value(value).map_err(e)?))
+            }
             Kind::Gateway => Object::Gateway(Arc::new(serde_json::from_value(value).map_err(e)?)),
-            Kind::HttpRoute => Object::HttpRoute(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::HttpRoute => {
+                Object::HttpRoute(Arc::new(serde_json::from_value(value).map_err(e)?))
+            }
             Kind::ReferenceGrant => {
                 Object::ReferenceGrant(Arc::new(serde_json::from_value(value).map_err(e)?))
             }
-            Kind::Namespace => Object::Namespace(Arc::new(serde_json::from_value(value).map_err(e)?)),
+            Kind::Namespace => {
+                Object::Namespace(Arc::new(serde_json::from_value(value).map_err(e)?))
+            }
             Kind::Service => Object::Service(Arc::new(serde_json::from_value(value).map_err(e)?)),
             Kind::EndpointSlice => {
                 Object::EndpointSlice(Arc::new(serde_json::from_value(value).map_err(e)?))
@@ -229,7 +239,8 @@ pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Object>, ManifestE
             let line = doc.line;
             crds.admit(&mut doc.value, None)
                 .map_err(|r| ManifestError::at(path, line, r.to_string()))?;
-            doc.to_object().map_err(|m| ManifestError::at(path, line, m))
+            doc.to_object()
+                .map_err(|m| ManifestError::at(path, line, m))
         })
         .collect()
 }
@@ -252,13 +263,27 @@ fn split_value(
     line: usize,
     out: &mut Vec<Document>,
 ) -> Result<(), ManifestError> {
-    let field = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or("").to_owned();
+    let field = |name: &str| {
+        value
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if !value.is_object() {
-        return Err(ManifestError::at(path, line, "document is not a Kubernetes object"));
+        return Err(ManifestError::at(
+            path,
+            line,
+            "document is not a Kubernetes object",
+        ));
     }
     if kind.is_empty() || api_version.is_empty() {
-        return Err(ManifestError::at(path, line, "document has no `kind` or `apiVersion`"));
+        return Err(ManifestError::at(
+            path,
+            line,
+            "document has no `kind` or `apiVersion`",
+        ));
     }
     if kind == "List" && !api_version.contains('/') {
         let Value::Object(mut map) = value else {
