@@ -1,6 +1,8 @@
 //! End to end through the real binary: `edgeplane serve --config-dir` on a temporary directory,
 //! in-process echo backends, real sockets on a loopback address of the test's own.
 
+#[path = "e2e/admission.rs"]
+mod admission;
 #[path = "e2e/binds.rs"]
 mod binds;
 
@@ -106,6 +108,11 @@ impl Drop for Server {
 }
 
 async fn serve(dir: &Path, net: [u8; 3]) -> Server {
+    serve_with(dir, net, &[], Stdio::inherit()).await
+}
+
+/// `serve` with extra flags, its log going to `stderr`.
+async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> Server {
     let bind = ip(net, 1);
     let admin = SocketAddr::new(bind, 9901);
     let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
@@ -118,8 +125,9 @@ async fn serve(dir: &Path, net: [u8; 3]) -> Server {
             &admin.to_string(),
         ])
         .args(["--drain-timeout", "10s"])
+        .args(extra)
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("start edgeplane");
     let server = Server {

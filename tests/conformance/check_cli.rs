@@ -9,6 +9,7 @@ fn check(env: &Env) -> (Option<i32>, serde_yaml_ng::Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
         .args(["check", "--config-dir"])
         .arg(env.dir())
+        .args(crate::harness::crds_args())
         .output()
         .expect("run edgeplane check");
     let yaml = serde_yaml_ng::from_slice(&out.stdout).expect("check prints YAML");

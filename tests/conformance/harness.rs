@@ -339,6 +339,7 @@ impl Env {
         let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
             .args(["serve", "--config-dir"])
             .arg(self.dir.path())
+            .args(crds_args())
             .args(["--bind-address", &self.net.ip(240).to_string()])
             .args(["--admin-addr", &self.admin.to_string()])
             .args(["--drain-timeout", "1s"])
@@ -419,4 +420,17 @@ pub fn ensure_privileged_ports() -> Result<(), String> {
              (e.g. `sudo setcap cap_net_bind_service=+ep` on the test and edgeplane binaries)"
         )
     })
+}
+
+/// `--crds` with the upstream Gateway API CRDs (experimental channel, a superset of standard)
+/// when a copy is beside the project, so fixtures are defaulted and validated exactly as a
+/// cluster would; without it the built-in defaults apply.
+pub fn crds_args() -> Vec<std::ffi::OsString> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/gateway-api-v1.6.1/config/crd/experimental");
+    if dir.is_dir() {
+        vec!["--crds".into(), dir.into_os_string()]
+    } else {
+        Vec::new()
+    }
 }
