@@ -29,22 +29,20 @@ const BACKEND_REFS: &[(&str, &str)] = &[
     ("spec.rules[].backendRefs[].weight", "1"),
 ];
 
-/// Defaults of an HTTP filter list (rule filters and backendRef filters alike), relative to it.
-const HTTP_FILTERS: &[(&str, &str)] = &[
-    ("[].cors.maxAge", "5"),
+/// Defaults of a `RequestMirror` filter in a filter list (HTTP and gRPC), relative to it.
+const MIRROR_FILTER: &[(&str, &str)] = &[
     ("[].requestMirror.backendRef.group", r#""""#),
     ("[].requestMirror.backendRef.kind", r#""Service""#),
     ("[].requestMirror.fraction.denominator", "100"),
+];
+
+/// Defaults of the filters only HTTP filter lists have (rule and backendRef filters alike),
+/// relative to the list.
+const HTTP_ONLY_FILTERS: &[(&str, &str)] = &[
+    ("[].cors.maxAge", "5"),
     ("[].requestRedirect.statusCode", "302"),
     ("[].externalAuth.backendRef.group", r#""""#),
     ("[].externalAuth.backendRef.kind", r#""Service""#),
-];
-
-/// Defaults of a gRPC filter list, relative to it.
-const GRPC_FILTERS: &[(&str, &str)] = &[
-    ("[].requestMirror.backendRef.group", r#""""#),
-    ("[].requestMirror.backendRef.kind", r#""Service""#),
-    ("[].requestMirror.fraction.denominator", "100"),
 ];
 
 /// Defaults of a listener list (Gateway and ListenerSet), relative to it.
@@ -129,14 +127,17 @@ pub fn defaults() -> Vec<(&'static str, Vec<(String, &'static str)>)> {
     let mut http = own(PARENT_REFS);
     http.extend(own(BACKEND_REFS));
     http.extend(own(HTTPROUTE));
-    http.extend(under("spec.rules[].filters", HTTP_FILTERS));
-    http.extend(under("spec.rules[].backendRefs[].filters", HTTP_FILTERS));
+    for filters in ["spec.rules[].filters", "spec.rules[].backendRefs[].filters"] {
+        http.extend(under(filters, MIRROR_FILTER));
+        http.extend(under(filters, HTTP_ONLY_FILTERS));
+    }
     http.extend(under("spec.rules", SESSION_PERSISTENCE));
     let mut grpc = own(PARENT_REFS);
     grpc.extend(own(BACKEND_REFS));
     grpc.extend(own(GRPCROUTE));
-    grpc.extend(under("spec.rules[].filters", GRPC_FILTERS));
-    grpc.extend(under("spec.rules[].backendRefs[].filters", GRPC_FILTERS));
+    for filters in ["spec.rules[].filters", "spec.rules[].backendRefs[].filters"] {
+        grpc.extend(under(filters, MIRROR_FILTER));
+    }
     grpc.extend(under("spec.rules", SESSION_PERSISTENCE));
     let mut l4 = own(PARENT_REFS);
     l4.extend(own(BACKEND_REFS));

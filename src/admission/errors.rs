@@ -149,14 +149,7 @@ impl FieldError {
 pub fn render_value(value: &Value) -> String {
     match value {
         Value::Null => "null".to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => render_number(n),
-        Value::String(s) => go_quote(s),
-        Value::Array(items) => {
-            let inner: Vec<String> = items.iter().map(render_go_syntax).collect();
-            format!("[]interface {{}}{{{}}}", inner.join(", "))
-        }
-        Value::Object(_) => render_go_syntax(value),
+        _ => render_go_syntax(value),
     }
 }
 
