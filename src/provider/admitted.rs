@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::lines::field_line;
 use super::manifest::{parse_documents, Document, ManifestError, Object};
 use crate::admission::Crds;
 use crate::snapshot::Snapshot;
@@ -70,6 +71,12 @@ pub struct Applied {
     pub skipped: BTreeSet<SkippedKind>,
     /// False when the admitted objects are exactly those of the previous reading.
     pub changed: bool,
+}
+
+/// Why a document was not admitted, and the field the first error is about.
+struct Rejected {
+    field: Option<String>,
+    message: String,
 }
 
 /// The last successful parse of one file.
@@ -150,13 +157,13 @@ impl Admission {
                         out.changed = true;
                         admitted.insert(key, new);
                     }
-                    Err(message) => {
-                        let kept = previous.is_some();
-                        out.errors.push(ManifestError::at(
-                            path,
-                            doc.line,
-                            kept_message(message, kept),
-                        ));
+                    Err(rejected) => {
+                        let line = rejected
+                            .field
+                            .and_then(|f| self.field_line(path, doc, &f))
+                            .unwrap_or(doc.line);
+                        let message = kept_message(rejected.message, previous.is_some());
+                        out.errors.push(ManifestError::at(path, line, message));
                         admitted.extend(previous.map(|p| (key, p)));
                     }
                 }
@@ -211,21 +218,33 @@ impl Admission {
         path: &Path,
         doc: &Document,
         previous: Option<&AdmittedObject>,
-    ) -> Result<Option<AdmittedObject>, String> {
+    ) -> Result<Option<AdmittedObject>, Rejected> {
         if previous.is_some_and(|p| p.path == path && p.written == doc.value) {
             return Ok(None);
         }
         let mut defaulted = doc.clone();
         self.crds
             .admit(&mut defaulted.value, previous.map(|p| &p.admitted))
-            .map_err(|r| r.to_string())?;
-        let object = defaulted.to_object()?;
+            .map_err(|r| Rejected {
+                field: r.errors.first().map(|e| e.field.clone()),
+                message: r.to_string(),
+            })?;
+        let object = defaulted.to_object().map_err(|message| Rejected {
+            field: None,
+            message,
+        })?;
         Ok(Some(AdmittedObject {
             path: path.to_owned(),
             written: doc.value.clone(),
             admitted: defaulted.value,
             object,
         }))
+    }
+
+    /// The line of `field` of `doc` in its file's text, when it can be found.
+    fn field_line(&self, path: &Path, doc: &Document, field: &str) -> Option<usize> {
+        let text = &self.files.get(path)?.text;
+        field_line(text, doc.index, &format!("{}{field}", doc.field_prefix))
     }
 
     /// A snapshot of every admitted object.
@@ -258,5 +277,146 @@ fn kept_message(message: String, kept: bool) -> String {
         format!("{message}; the previously admitted version stays in force")
     } else {
         format!("{message}; not admitted")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The built-in defaults plus an HTTPRoute CRD whose hostnames have at most 10 characters.
+    fn crds() -> Arc<Crds> {
+        let mut crds = Crds::new();
+        crate::admission::builtin::register(&mut crds).unwrap();
+        crds.register(&json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
+            "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": "HTTPRoute", "plural": "httproutes"}, "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {"hostnames": {"type": "array",
+                            "items": {"type": "string", "maxLength": 10}}}}}}}}]}
+        }))
+        .unwrap();
+        Arc::new(crds)
+    }
+
+    fn route(name: &str, host: &str) -> String {
+        format!("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames:\n  - a.b\n  - {host}\n")
+    }
+
+    /// `(name, second hostname)` of every admitted route.
+    fn routes(a: &Admission) -> Vec<(String, String)> {
+        a.snapshot()
+            .http_routes
+            .iter()
+            .map(|r| {
+                let host = r.spec.hostnames.as_ref().map_or("", |h| h[1].as_str());
+                (r.metadata.name.clone().unwrap_or_default(), host.to_owned())
+            })
+            .collect()
+    }
+
+    fn read(files: &[(&str, &str)]) -> Vec<(PathBuf, FileRead)> {
+        files
+            .iter()
+            .map(|(p, t)| (PathBuf::from(p), Ok((*t).to_owned())))
+            .collect()
+    }
+
+    #[test]
+    fn a_rejected_update_keeps_the_admitted_version_and_names_the_field_line() {
+        let mut a = Admission::new(crds());
+        let first = a.apply(read(&[("a.yaml", &route("s", "s.io"))]));
+        assert!(
+            first.errors.is_empty() && first.changed,
+            "{:?}",
+            first.errors
+        );
+        let bad = a.apply(read(&[("a.yaml", &route("s", "long.example.com"))]));
+        let [e] = bad.errors.as_slice() else {
+            panic!("{:?}", bad.errors)
+        };
+        assert_eq!((e.path.to_str(), e.line), (Some("a.yaml"), Some(9)), "{e}");
+        assert!(e.message.contains("spec.hostnames[1]"), "{e}");
+        assert!(
+            e.message
+                .ends_with("the previously admitted version stays in force"),
+            "{e}"
+        );
+        assert!(!bad.changed);
+        assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
+        // A new object that is rejected is simply not admitted.
+        let other = a.apply(read(&[
+            ("a.yaml", &route("s", "s1.io")),
+            ("b.yaml", &route("t", "long.example.com")),
+        ]));
+        assert!(other.changed);
+        assert!(
+            other.errors[0].message.ends_with("not admitted"),
+            "{:?}",
+            other.errors
+        );
+        assert_eq!(routes(&a), [("s".to_owned(), "s1.io".to_owned())]);
+    }
+
+    #[test]
+    fn a_file_that_does_not_parse_keeps_its_objects_while_others_change() {
+        let mut a = Admission::new(crds());
+        a.apply(read(&[
+            ("a.yaml", &route("s", "s.io")),
+            ("b.yaml", &route("t", "t.io")),
+        ]));
+        let r = a.apply(read(&[
+            ("a.yaml", "kind: [\n"),
+            ("b.yaml", &route("t", "t1.io")),
+        ]));
+        assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+        assert!(r.errors[0]
+            .message
+            .contains("previously admitted objects stay in force"));
+        assert_eq!(
+            routes(&a),
+            [
+                ("s".to_owned(), "s.io".to_owned()),
+                ("t".to_owned(), "t1.io".to_owned())
+            ]
+        );
+        // Deleting the file deletes its objects.
+        let gone = a.apply(read(&[("b.yaml", &route("t", "t1.io"))]));
+        assert!(gone.changed && gone.errors.is_empty());
+        assert_eq!(routes(&a), [("t".to_owned(), "t1.io".to_owned())]);
+    }
+
+    #[test]
+    fn an_object_defined_twice_keeps_its_admitted_version() {
+        let mut a = Admission::new(crds());
+        a.apply(read(&[("a.yaml", &route("s", "s.io"))]));
+        let r = a.apply(read(&[
+            ("a.yaml", &route("s", "s.io")),
+            ("b.yaml", &route("s", "s2.io")),
+        ]));
+        let [e] = r.errors.as_slice() else {
+            panic!("{:?}", r.errors)
+        };
+        assert!(
+            e.message
+                .contains("HTTPRoute default/s is defined more than once: a.yaml:1, b.yaml:1"),
+            "{e}"
+        );
+        assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
+    }
+
+    #[test]
+    fn an_unchanged_reading_changes_nothing() {
+        let mut a = Admission::new(crds());
+        assert!(a.apply(read(&[("a.yaml", &route("s", "s.io"))])).changed);
+        let again = a.apply(read(&[("a.yaml", &route("s", "s.io"))]));
+        assert!(!again.changed && again.errors.is_empty());
+        assert_eq!(a.len(), 1);
     }
 }

@@ -65,13 +65,13 @@ pub fn load_crds(paths: &[PathBuf]) -> Result<(Crds, Vec<String>), ManifestError
             message: e.to_string(),
         })?;
         // Other documents (kustomizations, policies) are not CRDs and are passed over.
-        for (line, value) in parse_values(&file, &text)? {
-            let is_crd = value["apiVersion"].as_str() == Some("apiextensions.k8s.io/v1")
-                && value["kind"].as_str() == Some("CustomResourceDefinition");
+        for raw in parse_values(&file, &text)? {
+            let is_crd = raw.value["apiVersion"].as_str() == Some("apiextensions.k8s.io/v1")
+                && raw.value["kind"].as_str() == Some("CustomResourceDefinition");
             if is_crd {
                 let name = crds
-                    .register(&value)
-                    .map_err(|e| ManifestError::at(&file, line, e.to_string()))?;
+                    .register(&raw.value)
+                    .map_err(|e| ManifestError::at(&file, raw.line, e.to_string()))?;
                 names.push(name);
             }
         }

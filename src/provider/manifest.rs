@@ -89,6 +89,10 @@ impl ManifestError {
 pub struct Document {
     /// 1-based line where its YAML document starts (items of a `List` share the list's line).
     pub line: usize,
+    /// Index of its YAML document in the file, counting empty ones.
+    pub index: usize,
+    /// Where it sits in its YAML document: empty, or `items[3].` for an item of a `List`.
+    pub field_prefix: String,
     pub api_version: String,
     pub kind: String,
     pub value: Value,
@@ -201,9 +205,18 @@ fn read_kind(group: &str, kind: &str) -> Option<ReadKind> {
     Some(ReadKind { kind, namespaced })
 }
 
-/// Every non-empty YAML (or JSON) document of `text` with the line it starts on; `path` only
-/// labels errors.
-pub fn parse_values(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, ManifestError> {
+/// A non-empty YAML (or JSON) document of a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawDocument {
+    /// Index in the file, counting empty documents.
+    pub index: usize,
+    /// 1-based line where it starts.
+    pub line: usize,
+    pub value: Value,
+}
+
+/// Every non-empty YAML (or JSON) document of `text`; `path` only labels errors.
+pub fn parse_values(path: &Path, text: &str) -> Result<Vec<RawDocument>, ManifestError> {
     let mut out = Vec::new();
     // Document start lines, so errors inside a document without a location still name a line.
     let starts = document_lines(text);
@@ -212,7 +225,11 @@ pub fn parse_values(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, Mani
         let value =
             Value::deserialize(doc).map_err(|e| ManifestError::from_yaml(path, &e, doc_line))?;
         if !value.is_null() {
-            out.push((doc_line, value));
+            out.push(RawDocument {
+                index: i,
+                line: doc_line,
+                value,
+            });
         }
     }
     Ok(out)
@@ -222,8 +239,13 @@ pub fn parse_values(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, Mani
 /// `path` only labels errors. A document without `apiVersion` and `kind` is an error.
 pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Document>, ManifestError> {
     let mut out = Vec::new();
-    for (line, value) in parse_values(path, text)? {
-        split_value(path, value, line, &mut out)?;
+    for raw in parse_values(path, text)? {
+        let at = Position {
+            line: raw.line,
+            index: raw.index,
+            field_prefix: String::new(),
+        };
+        split_value(path, raw.value, at, &mut out)?;
     }
     Ok(out)
 }
@@ -257,12 +279,20 @@ fn document_lines(text: &str) -> Vec<usize> {
     starts
 }
 
+/// Where a document sits in its file.
+struct Position {
+    line: usize,
+    index: usize,
+    field_prefix: String,
+}
+
 fn split_value(
     path: &Path,
     value: Value,
-    line: usize,
+    at: Position,
     out: &mut Vec<Document>,
 ) -> Result<(), ManifestError> {
+    let line = at.line;
     let field = |name: &str| {
         value
             .get(name)
@@ -290,14 +320,21 @@ fn split_value(
             return Ok(());
         };
         if let Some(Value::Array(items)) = map.remove("items") {
-            for item in items {
-                split_value(path, item, line, out)?;
+            for (i, item) in items.into_iter().enumerate() {
+                let item_at = Position {
+                    line,
+                    index: at.index,
+                    field_prefix: format!("{}items[{i}].", at.field_prefix),
+                };
+                split_value(path, item, item_at, out)?;
             }
         }
         return Ok(());
     }
     let doc = Document {
         line,
+        index: at.index,
+        field_prefix: at.field_prefix,
         api_version,
         kind,
         value,

@@ -5,4 +5,5 @@ pub mod admitted;
 pub mod crds;
 pub mod file;
 pub mod kube;
+pub mod lines;
 pub mod manifest;

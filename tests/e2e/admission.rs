@@ -65,7 +65,7 @@ async fn a_rejected_update_keeps_the_admitted_version_serving() {
     write(&config, "other.yaml", &route("o", "/other", "v2"));
     wait_pod(server.proxy, "/other", "v2-a").await;
     wait_pod(server.proxy, "/app", "v1-a").await;
-    let line = wait_log(&log, &["route.yaml:2", "spec.rules[0].matches[0].path"]).await;
+    let line = wait_log(&log, &["route.yaml:8", "spec.rules[0].matches[0].path"]).await;
     assert!(
         line.contains("value must be an absolute path and start with '/'"),
         "{line}"
