@@ -70,6 +70,21 @@ pub struct Applied {
     pub skipped: BTreeSet<SkippedKind>,
     /// False when the admitted objects are exactly those of the previous reading.
     pub changed: bool,
+    /// Files that looked half-written in a [`Reading::Tentative`] reading (they did not parse,
+    /// could not be read, or became empty): they kept their previous documents and no error was
+    /// recorded for them; the caller reads again.
+    pub unsettled: Vec<PathBuf>,
+}
+
+/// How much to trust a reading of the directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Taken right after a change: a file that does not parse, cannot be read, or became
+    /// empty may be in the middle of being written, so it keeps its previous documents
+    /// silently and is listed in [`Applied::unsettled`].
+    Tentative,
+    /// Final: every file is taken as it is, and every problem is an error.
+    Final,
 }
 
 /// The last successful parse of one file.
@@ -108,20 +123,33 @@ impl Admission {
     /// Applies one complete reading of the directory: every manifest file with its text. A file
     /// whose text did not change is not parsed again; an unchanged document is not admitted
     /// again.
-    pub fn apply(&mut self, reading: Vec<(PathBuf, FileRead)>) -> Applied {
+    pub fn apply(&mut self, files_read: Vec<(PathBuf, FileRead)>, reading: Reading) -> Applied {
         let mut out = Applied::default();
         let mut files = BTreeMap::new();
-        for (path, read) in reading {
+        let tentative = reading == Reading::Tentative;
+        for (path, read) in files_read {
             let previous = self.files.remove(&path);
             let parsed = match read {
                 Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
+                Ok(text) if tentative && emptied(previous.as_ref(), &text) => {
+                    out.unsettled.push(path.clone());
+                    previous
+                }
                 Ok(text) => match parse_documents(&path, &text) {
                     Ok(documents) => Some(ParsedFile { text, documents }),
+                    Err(_) if tentative => {
+                        out.unsettled.push(path.clone());
+                        previous
+                    }
                     Err(e) => {
                         out.errors.push(kept_file(e, previous.is_some()));
                         previous
                     }
                 },
+                Err(_) if tentative => {
+                    out.unsettled.push(path.clone());
+                    previous
+                }
                 Err(message) => {
                     out.errors.push(ManifestError {
                         path: path.clone(),
@@ -242,6 +270,12 @@ impl Admission {
     pub fn is_empty(&self) -> bool {
         self.admitted.is_empty()
     }
+}
+
+/// True when a file that had documents now holds only blanks: what a file truncated for
+/// rewriting looks like.
+fn emptied(previous: Option<&ParsedFile>, text: &str) -> bool {
+    previous.is_some_and(|p| !p.documents.is_empty()) && text.trim().is_empty()
 }
 
 fn kept_file(mut e: ManifestError, kept: bool) -> ManifestError {

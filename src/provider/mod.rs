@@ -6,3 +6,5 @@ pub mod crds;
 pub mod file;
 pub mod kube;
 pub mod manifest;
+pub mod walk;
+pub mod yaml;
