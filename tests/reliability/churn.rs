@@ -3,7 +3,7 @@
 //! to routes that stay valid.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::standalone::{
     gateway, route, service, write, write_atomic, Load, Standalone, HTTP_PORT,
@@ -43,8 +43,54 @@ fn churn_file(f: usize, version: Option<usize>) -> String {
         .collect()
 }
 
+/// What one churn run did.
+#[derive(Debug)]
+pub struct ChurnReport {
+    pub route_changes: usize,
+    pub writes: usize,
+    pub rotations: usize,
+    /// From the first change to the last one live.
+    pub elapsed: Duration,
+    pub sent: u64,
+    pub failed: u64,
+    /// The first failures, for the assertion message.
+    pub failures: Vec<String>,
+}
+
+impl std::fmt::Display for ChurnReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = self.elapsed.as_secs_f64();
+        write!(
+            f,
+            "{} route changes in {} file writes and {} endpoint rotations in {secs:.1} s \
+             ({:.0} route changes/s, {:.0} file changes live/s); {} requests, {} non-2xx \
+             or failed",
+            self.route_changes,
+            self.writes,
+            self.rotations,
+            self.route_changes as f64 / secs,
+            (self.writes + 2 * self.rotations) as f64 / secs,
+            self.sent,
+            self.failed
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn route_and_endpoint_churn_fails_no_request() {
+    let report = run_churn(ROUTE_CHANGES, ROTATIONS).await;
+    println!("standalone churn: {report}");
+    assert!(report.route_changes >= ROUTE_CHANGES);
+    assert_eq!(report.rotations, ROTATIONS);
+    assert!(report.sent > 100, "the clients sent only {}", report.sent);
+    assert_eq!(report.failed, 0, "{:#?}", report.failures);
+}
+
+/// Starts a standalone stack with continuous clients on two stable routes (one to a Service
+/// whose endpoint rotates), then makes `route_changes` route changes (five per file write,
+/// alternating in-place and atomic writes; each waited for until live) and `rotations`
+/// rolling endpoint updates (the new endpoint added, then the old removed, then stopped).
+pub async fn run_churn(route_changes: usize, rotations: usize) -> ChurnReport {
     let web = start_echo("web").await;
     let mut rot: Echo = start_echo("rot-0").await;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -71,56 +117,41 @@ async fn route_and_endpoint_churn_fails_no_request() {
         ],
     );
     let started = Instant::now();
-
-    // Routes: each write adds, edits or deletes the 5 routes of one file, alternating in-place
-    // and atomic writes; each change is waited for so every one of them is served.
     let mut versions: Vec<Option<usize>> = vec![None; FILES];
-    let mut changes = 0;
-    let mut writes = 0;
-    let mut rotations = 0;
+    let (mut changes, mut writes, mut rotated) = (0, 0, 0);
     let mut retired: Vec<Echo> = Vec::new();
-    while changes < ROUTE_CHANGES {
-        let f = writes % FILES;
-        versions[f] = match versions[f] {
-            None => Some(writes),
-            Some(_) if (writes / FILES) % 3 == 2 => None,
-            Some(_) => Some(writes),
-        };
-        let text = churn_file(f, versions[f]);
-        let generation = stack.generation();
-        let file = format!("churn-{f}.yaml");
-        if writes % 2 == 0 {
-            write(stack.dir.path(), &file, &text);
-        } else {
-            write_atomic(stack.dir.path(), &file, &text);
+    while changes < route_changes || rotated < rotations {
+        if changes < route_changes {
+            let f = writes % FILES;
+            versions[f] = match versions[f] {
+                None => Some(writes),
+                Some(_) if (writes / FILES) % 3 == 2 => None,
+                Some(_) => Some(writes),
+            };
+            let text = churn_file(f, versions[f]);
+            let generation = stack.generation();
+            let file = format!("churn-{f}.yaml");
+            if writes % 2 == 0 {
+                write(stack.dir.path(), &file, &text);
+            } else {
+                write_atomic(stack.dir.path(), &file, &text);
+            }
+            stack.wait_past(generation).await;
+            changes += ROUTES_PER_FILE;
+            writes += 1;
         }
-        stack.wait_past(generation).await;
-        changes += ROUTES_PER_FILE;
-        writes += 1;
-
-        // Every 10 route changes, one rolling update of the rotating Service's endpoint:
-        // the new endpoint is added (ready), then the old one removed, then stopped.
-        if writes % 2 == 0 && rotations < ROTATIONS {
-            rotations += 1;
-            let next = start_echo(&format!("rot-{rotations}")).await;
+        // One rolling update every other write (every 10 route changes).
+        if rotated < rotations && (writes % 2 == 0 || changes >= route_changes) {
+            rotated += 1;
+            let next = start_echo(&format!("rot-{rotated}")).await;
             rotate(&stack, &[rot.addr, next.addr]).await;
             rotate(&stack, &[next.addr]).await;
             retired.push(std::mem::replace(&mut rot, next));
-            // The old endpoint stops a moment after it left the table (in-flight requests
-            // that picked it finish first).
+            // An old endpoint stops two rotations after it left the table, so requests that
+            // picked it on an older table finish first.
             if retired.len() > 2 {
                 retired.remove(0);
             }
-        }
-    }
-    while rotations < ROTATIONS {
-        rotations += 1;
-        let next = start_echo(&format!("rot-{rotations}")).await;
-        rotate(&stack, &[rot.addr, next.addr]).await;
-        rotate(&stack, &[next.addr]).await;
-        retired.push(std::mem::replace(&mut rot, next));
-        if retired.len() > 2 {
-            retired.remove(0);
         }
     }
     let elapsed = started.elapsed();
@@ -133,16 +164,17 @@ async fn route_and_endpoint_churn_fails_no_request() {
         }
     }
     let (sent, failed, failures) = load.finish().await;
-    println!(
-        "standalone churn: {changes} route changes in {writes} writes and {rotations} endpoint \
-         rotations in {:.1} s ({:.0} route changes/s); {sent} requests, {failed} failed",
-        elapsed.as_secs_f64(),
-        changes as f64 / elapsed.as_secs_f64(),
-    );
-    assert!(sent > 100, "the clients sent only {sent} requests");
-    assert_eq!(failed, 0, "{failures:#?}");
     drop(retired);
     stack.stop().await;
+    ChurnReport {
+        route_changes: changes,
+        writes,
+        rotations: rotated,
+        elapsed,
+        sent,
+        failed,
+        failures,
+    }
 }
 
 /// Rewrites the rotating Service's EndpointSlices to `endpoints` and waits for the table.
