@@ -388,7 +388,7 @@ fn stale_message(error: &TlsRefError, certificate: &Certificate) -> String {
     let expiry = certificate
         .not_after
         .and_then(|t| jiff::Timestamp::from_second(t).ok())
-        .map(|t| format!(", valid until {t}"))
+        .map(|t| format!(", valid until {t},"))
         .unwrap_or_default();
     format!(
         "{error}; the previous certificate from Secret {}{expiry} is still served",
