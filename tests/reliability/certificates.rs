@@ -47,6 +47,23 @@ fn gateway_status(stack: &Standalone) -> Value {
         .unwrap_or_default()
 }
 
+/// Waits (bounded) until the https listener's `ResolvedRefs` has `status`: the status is
+/// published just after the table it describes.
+async fn wait_resolved(stack: &Standalone, status: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let conditions = listener_conditions(&gateway_status(stack), "https");
+        if condition(&conditions, "ResolvedRefs")["status"] == status {
+            return conditions;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ResolvedRefs never {status}: {conditions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn handshake_ok(stack: &Standalone, trusted: &TestCert) -> Result<(), String> {
     let r = get_tls(
         stack.addr(HTTPS_PORT),
@@ -121,7 +138,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
         &secret("garbage", "more garbage"),
     );
     stack.wait_past(generation).await;
-    let conditions = listener_conditions(&gateway_status(&stack), "https");
+    let conditions = wait_resolved(&stack, "False").await;
     let resolved = condition(&conditions, "ResolvedRefs");
     assert_eq!(resolved["status"], "False", "{conditions:#?}");
     assert_eq!(resolved["reason"], "InvalidCertificateRef");
@@ -151,8 +168,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
         &secret(&second.cert_pem, &second.key_pem),
     );
     wait_served(&stack, &second).await;
-    let conditions = listener_conditions(&gateway_status(&stack), "https");
-    assert_eq!(condition(&conditions, "ResolvedRefs")["status"], "True");
+    wait_resolved(&stack, "True").await;
     assert!(
         handshake_ok(&stack, &first).await.is_err(),
         "the first certificate is no longer served"
