@@ -2,8 +2,11 @@
 
 use std::sync::Arc;
 
+use crate::table::{RouteTable, TlsListeners};
+
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// All metrics of the process, registered in one registry served at `/metrics`.
@@ -22,6 +25,10 @@ pub struct Metrics {
     pub rebuild_seconds: HistogramVec,
     /// Configuration load failures (unparsable files, unreachable API), by source.
     pub config_errors: IntCounterVec,
+    /// Expiry (Unix seconds) of the certificate each HTTPS listener serves, by Secret
+    /// (`namespace`, `name`) and Gateway listener (`namespace/gateway/listener`): alert on
+    /// `edgeplane_certificate_expiry_seconds - time() < 14 * 86400`.
+    pub certificate_expiry: IntGaugeVec,
 }
 
 impl Metrics {
@@ -66,8 +73,17 @@ impl Metrics {
             &["source"],
         )
         .expect("valid metric");
+        let certificate_expiry = IntGaugeVec::new(
+            Opts::new(
+                "certificate_expiry_seconds",
+                "Expiry (notAfter, Unix seconds) of the certificate served by each HTTPS listener",
+            ),
+            &["namespace", "name", "listener"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(certificate_expiry.clone()),
             Box::new(request_seconds.clone()),
             Box::new(table_generation.clone()),
             Box::new(table_rules.clone()),
@@ -84,6 +100,7 @@ impl Metrics {
             table_rules,
             rebuild_seconds,
             config_errors,
+            certificate_expiry,
         })
     }
 
@@ -93,6 +110,27 @@ impl Metrics {
         self.requests
             .with_label_values(&[route, code.as_str()])
             .inc();
+    }
+
+    /// Sets the certificate expiry gauge to what `table` serves, dropping listeners it no
+    /// longer has.
+    pub fn record_certificates(&self, table: &RouteTable) {
+        self.certificate_expiry.reset();
+        let served = table
+            .listeners
+            .values()
+            .filter_map(|l| l.tls.as_ref())
+            .flat_map(TlsListeners::iter);
+        for l in served {
+            let c = &l.certificate;
+            let (Some(not_after), Some((ns, name))) = (c.not_after, c.secret.split_once('/'))
+            else {
+                continue;
+            };
+            self.certificate_expiry
+                .with_label_values(&[ns, name, l.source.as_str()])
+                .set(not_after);
+        }
     }
 
     /// The Prometheus text exposition of every metric.

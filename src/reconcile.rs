@@ -16,8 +16,8 @@ use crate::metrics::Metrics;
 use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
 use crate::status::{ObjectStatus, StatusReport};
-use crate::table::RouteTable;
-use crate::translate::{apply_bind_failures, translate, TranslateOptions, Translation};
+use crate::table::{RouteTable, ServedCertificates};
+use crate::translate::{apply_bind_failures, translate_with, TranslateOptions, Translation};
 
 /// What the process currently serves: read by the proxy (table), the admin server (everything)
 /// and, in a cluster, the status writer.
@@ -120,16 +120,19 @@ impl Reconciler {
             now: jiff::Timestamp::now(),
             generation: self.generation + 1,
         };
-        let translation = tokio::task::spawn_blocking(move || translate(&snapshot, &options))
-            .await
-            .map_err(|e| {
-                self.published
-                    .metrics
-                    .rebuild_seconds
-                    .with_label_values(&["error"])
-                    .observe(started.elapsed().as_secs_f64());
-                ReconcileError::Translate(e.to_string())
-            })?;
+        // The certificates served now: a Secret updated to garbage keeps serving its last one.
+        let served = ServedCertificates::of(&self.published.table.load());
+        let translation =
+            tokio::task::spawn_blocking(move || translate_with(&snapshot, &options, &served))
+                .await
+                .map_err(|e| {
+                    self.published
+                        .metrics
+                        .rebuild_seconds
+                        .with_label_values(&["error"])
+                        .observe(started.elapsed().as_secs_f64());
+                    ReconcileError::Translate(e.to_string())
+                })?;
         Ok(self.publish(translation, started).await)
     }
 
@@ -181,6 +184,7 @@ impl Reconciler {
         m.table_generation
             .set(i64::try_from(self.generation).unwrap_or(i64::MAX));
         m.table_rules.set(i64::try_from(rules).unwrap_or(i64::MAX));
+        m.record_certificates(&self.published.table.load());
         m.rebuild_seconds
             .with_label_values(&["ok"])
             .observe(started.elapsed().as_secs_f64());

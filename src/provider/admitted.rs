@@ -71,6 +71,21 @@ pub struct Applied {
     pub skipped: BTreeSet<SkippedKind>,
     /// False when the admitted objects are exactly those of the previous reading.
     pub changed: bool,
+    /// Files that looked half-written in a [`Reading::Tentative`] reading (they did not parse,
+    /// could not be read, or became empty): they kept their previous documents and no error was
+    /// recorded for them; the caller reads again.
+    pub unsettled: Vec<PathBuf>,
+}
+
+/// How much to trust a reading of the directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Taken right after a change: a file that does not parse, cannot be read, or became
+    /// empty may be in the middle of being written, so it keeps its previous documents
+    /// silently and is listed in [`Applied::unsettled`].
+    Tentative,
+    /// Final: every file is taken as it is, and every problem is an error.
+    Final,
 }
 
 /// Why a document was not admitted, and the field the first error is about.
@@ -115,20 +130,33 @@ impl Admission {
     /// Applies one complete reading of the directory: every manifest file with its text. A file
     /// whose text did not change is not parsed again; an unchanged document is not admitted
     /// again.
-    pub fn apply(&mut self, reading: Vec<(PathBuf, FileRead)>) -> Applied {
+    pub fn apply(&mut self, files_read: Vec<(PathBuf, FileRead)>, reading: Reading) -> Applied {
         let mut out = Applied::default();
         let mut files = BTreeMap::new();
-        for (path, read) in reading {
+        let tentative = reading == Reading::Tentative;
+        for (path, read) in files_read {
             let previous = self.files.remove(&path);
             let parsed = match read {
                 Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
+                Ok(text) if tentative && emptied(previous.as_ref(), &text) => {
+                    out.unsettled.push(path.clone());
+                    previous
+                }
                 Ok(text) => match parse_documents(&path, &text) {
                     Ok(documents) => Some(ParsedFile { text, documents }),
+                    Err(_) if tentative => {
+                        out.unsettled.push(path.clone());
+                        previous
+                    }
                     Err(e) => {
                         out.errors.push(kept_file(e, previous.is_some()));
                         previous
                     }
                 },
+                Err(_) if tentative => {
+                    out.unsettled.push(path.clone());
+                    previous
+                }
                 Err(message) => {
                     out.errors.push(ManifestError {
                         path: path.clone(),
@@ -263,6 +291,12 @@ impl Admission {
     }
 }
 
+/// True when a file that had documents now holds only blanks: what a file truncated for
+/// rewriting looks like.
+fn emptied(previous: Option<&ParsedFile>, text: &str) -> bool {
+    previous.is_some_and(|p| !p.documents.is_empty()) && text.trim().is_empty()
+}
+
 fn kept_file(mut e: ManifestError, kept: bool) -> ManifestError {
     e.message.push_str(if kept {
         "; the file's previously admitted objects stay in force"
@@ -331,13 +365,16 @@ mod tests {
     #[test]
     fn a_rejected_update_keeps_the_admitted_version_and_names_the_field_line() {
         let mut a = Admission::new(crds());
-        let first = a.apply(read(&[("a.yaml", &route("s", "s.io"))]));
+        let first = a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
         assert!(
             first.errors.is_empty() && first.changed,
             "{:?}",
             first.errors
         );
-        let bad = a.apply(read(&[("a.yaml", &route("s", "long.example.com"))]));
+        let bad = a.apply(
+            read(&[("a.yaml", &route("s", "long.example.com"))]),
+            Reading::Final,
+        );
         let [e] = bad.errors.as_slice() else {
             panic!("{:?}", bad.errors)
         };
@@ -351,10 +388,13 @@ mod tests {
         assert!(!bad.changed);
         assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
         // A new object that is rejected is simply not admitted.
-        let other = a.apply(read(&[
-            ("a.yaml", &route("s", "s1.io")),
-            ("b.yaml", &route("t", "long.example.com")),
-        ]));
+        let other = a.apply(
+            read(&[
+                ("a.yaml", &route("s", "s1.io")),
+                ("b.yaml", &route("t", "long.example.com")),
+            ]),
+            Reading::Final,
+        );
         assert!(other.changed);
         assert!(
             other.errors[0].message.ends_with("not admitted"),
@@ -367,14 +407,17 @@ mod tests {
     #[test]
     fn a_file_that_does_not_parse_keeps_its_objects_while_others_change() {
         let mut a = Admission::new(crds());
-        a.apply(read(&[
-            ("a.yaml", &route("s", "s.io")),
-            ("b.yaml", &route("t", "t.io")),
-        ]));
-        let r = a.apply(read(&[
-            ("a.yaml", "kind: [\n"),
-            ("b.yaml", &route("t", "t1.io")),
-        ]));
+        a.apply(
+            read(&[
+                ("a.yaml", &route("s", "s.io")),
+                ("b.yaml", &route("t", "t.io")),
+            ]),
+            Reading::Final,
+        );
+        let r = a.apply(
+            read(&[("a.yaml", "kind: [\n"), ("b.yaml", &route("t", "t1.io"))]),
+            Reading::Final,
+        );
         assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
         assert!(r.errors[0]
             .message
@@ -387,7 +430,7 @@ mod tests {
             ]
         );
         // Deleting the file deletes its objects.
-        let gone = a.apply(read(&[("b.yaml", &route("t", "t1.io"))]));
+        let gone = a.apply(read(&[("b.yaml", &route("t", "t1.io"))]), Reading::Final);
         assert!(gone.changed && gone.errors.is_empty());
         assert_eq!(routes(&a), [("t".to_owned(), "t1.io".to_owned())]);
     }
@@ -395,11 +438,14 @@ mod tests {
     #[test]
     fn an_object_defined_twice_keeps_its_admitted_version() {
         let mut a = Admission::new(crds());
-        a.apply(read(&[("a.yaml", &route("s", "s.io"))]));
-        let r = a.apply(read(&[
-            ("a.yaml", &route("s", "s.io")),
-            ("b.yaml", &route("s", "s2.io")),
-        ]));
+        a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
+        let r = a.apply(
+            read(&[
+                ("a.yaml", &route("s", "s.io")),
+                ("b.yaml", &route("s", "s2.io")),
+            ]),
+            Reading::Final,
+        );
         let [e] = r.errors.as_slice() else {
             panic!("{:?}", r.errors)
         };
@@ -414,8 +460,11 @@ mod tests {
     #[test]
     fn an_unchanged_reading_changes_nothing() {
         let mut a = Admission::new(crds());
-        assert!(a.apply(read(&[("a.yaml", &route("s", "s.io"))])).changed);
-        let again = a.apply(read(&[("a.yaml", &route("s", "s.io"))]));
+        assert!(
+            a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final)
+                .changed
+        );
+        let again = a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
         assert!(!again.changed && again.errors.is_empty());
         assert_eq!(a.len(), 1);
     }

@@ -8,35 +8,20 @@ use std::path::{Path, PathBuf};
 use crate::admission::{builtin, Crds};
 
 use super::manifest::{parse_values, ManifestError};
+use super::walk::walk;
 
-/// Files below a directory, recursively, in name order; YAML and JSON only.
+/// `path` itself when it is a file, else the manifest files below it (see [`walk`]: hidden
+/// files skipped, symlinks followed once); a symlink loop is an error.
 fn manifest_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
-    let io = |e: std::io::Error| ManifestError {
-        path: path.to_owned(),
-        line: None,
-        column: None,
-        message: e.to_string(),
-    };
     if !path.is_dir() {
         out.push(path.to_owned());
         return Ok(());
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(io)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
-    entries.sort();
-    for entry in entries {
-        if entry.is_dir() {
-            manifest_files(&entry, out)?;
-        } else if matches!(
-            entry.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) {
-            out.push(entry);
-        }
+    let found = walk(path)?;
+    if let Some(e) = found.errors.into_iter().next() {
+        return Err(e);
     }
+    out.extend(found.files);
     Ok(())
 }
 

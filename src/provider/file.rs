@@ -2,28 +2,44 @@
 //! change with `notify`. Objects are admitted as an API server would admit them (see
 //! [`super::admitted`]); a bad file or object never takes the others down.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
-pub use super::admitted::SkippedKind;
 use super::admitted::{Admission, Applied};
+pub use super::admitted::{Reading, SkippedKind};
 use super::manifest::ManifestError;
+use super::walk::{ignored_name, walk};
 use crate::admission::Crds;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
-/// Directories nested deeper than this are not read (guards against symlink loops).
-const MAX_DEPTH: usize = 32;
+/// Quiet time after the last event of a burst before the directory is read.
+pub const SETTLE: Duration = Duration::from_millis(10);
 
-/// Time given to a writer to finish a file after the first event of a burst.
-const SETTLE: Duration = Duration::from_millis(5);
+/// A burst of events that never goes quiet is read at the latest this long after it started.
+pub const SETTLE_CAP: Duration = Duration::from_millis(100);
+
+/// A file being written (modified, not yet closed) holds the reading back this long at most.
+pub const WRITE_CAP: Duration = Duration::from_secs(1);
+
+/// A file that looks half-written after a change is read again after this delay...
+pub const RETRY_DELAY: Duration = Duration::from_millis(50);
+
+/// ...this many times, before the last reading is taken as final.
+pub const RETRIES: u32 = 3;
+
+/// The Kubernetes atomic writer's switch in a mounted ConfigMap or Secret: hidden, but its
+/// rename is the change.
+const ATOMIC_WRITER_LINK: &str = "..data";
 
 /// Errors of the watcher itself (not of the files it reads).
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +66,8 @@ pub struct DirLoad {
 pub struct ConfigDir {
     dir: PathBuf,
     admission: Admission,
+    /// Symlink loops reported by the last walk: reported once, not on every reload.
+    walk_errors: BTreeSet<String>,
 }
 
 impl ConfigDir {
@@ -58,6 +76,7 @@ impl ConfigDir {
         Self {
             dir: dir.to_owned(),
             admission: Admission::new(crds),
+            walk_errors: BTreeSet::new(),
         }
     }
 
@@ -66,21 +85,33 @@ impl ConfigDir {
         &self.dir
     }
 
+    /// Reads the directory again, taking every file as it is ([`Reading::Final`]).
+    pub fn reload(&mut self) -> Result<(Applied, Snapshot), ManifestError> {
+        self.read(Reading::Final)
+    }
+
     /// Reads the directory again. Fails only when the directory itself cannot be listed; a
     /// file that does not parse or an object that is rejected is an entry of `errors`, and
-    /// its objects keep their last admitted versions.
-    pub fn reload(&mut self) -> Result<(Applied, Snapshot), ManifestError> {
-        let mut files = Vec::new();
-        collect_files(&self.dir, 0, &mut files)?;
-        files.sort();
-        let reading = files
+    /// its objects keep their last admitted versions. A symlink loop is an error the first
+    /// time it is seen.
+    pub fn read(&mut self, reading: Reading) -> Result<(Applied, Snapshot), ManifestError> {
+        let found = walk(&self.dir)?;
+        let files = found
+            .files
             .into_iter()
             .map(|path| {
                 let text = std::fs::read_to_string(&path).map_err(|e| e.to_string());
                 (path, text)
             })
             .collect();
-        let applied = self.admission.apply(reading);
+        let mut applied = self.admission.apply(files, reading);
+        let seen: BTreeSet<String> = found.errors.iter().map(ToString::to_string).collect();
+        let new = found
+            .errors
+            .into_iter()
+            .filter(|e| !self.walk_errors.contains(&e.to_string()));
+        applied.errors.splice(0..0, new);
+        self.walk_errors = seen;
         Ok((applied, self.admission.snapshot()))
     }
 
@@ -103,57 +134,6 @@ pub fn load_dir(dir: &Path, crds: Arc<Crds>) -> Result<DirLoad, ManifestError> {
     ConfigDir::new(dir, crds).load()
 }
 
-fn io_error(path: &Path, e: &std::io::Error) -> ManifestError {
-    ManifestError {
-        path: path.to_owned(),
-        line: None,
-        column: None,
-        message: e.to_string(),
-    }
-}
-
-/// Hidden files and the temporary files of editors (`.x.swp`, `x~`, `#x#`) are never read.
-fn ignored_name(name: &str) -> bool {
-    name.starts_with('.')
-        || name.starts_with('#')
-        || name.ends_with('~')
-        || name.ends_with(".swp")
-        || name.ends_with(".swx")
-        || name.ends_with(".tmp")
-}
-
-fn is_manifest(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml" | "json")
-    )
-}
-
-fn collect_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
-    if depth > MAX_DEPTH {
-        return Ok(());
-    }
-    let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, &e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| io_error(dir, &e))?;
-        let path = entry.path();
-        let name = entry.file_name();
-        if ignored_name(&name.to_string_lossy()) {
-            continue;
-        }
-        // Follows symlinks, as in mounted ConfigMaps (`x.yaml -> ..data/x.yaml`).
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue; // a dangling link, or a file deleted while we list
-        };
-        if meta.is_dir() {
-            collect_files(&path, depth + 1, out)?;
-        } else if meta.is_file() && is_manifest(&path) {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
 /// Keeps a directory watched; dropping it stops the watcher and its reload task.
 pub struct DirWatcher {
     _watcher: notify::RecommendedWatcher,
@@ -162,7 +142,7 @@ pub struct DirWatcher {
 }
 
 impl DirWatcher {
-    /// Number of reloads attempted since the watch started (successful or not).
+    /// Number of readings since the watch started (successful or not, retries included).
     pub fn reloads(&self) -> u64 {
         self.reloads.load(Ordering::Relaxed)
     }
@@ -184,17 +164,87 @@ fn relevant(event: &notify::Event) -> bool {
     kind_matters
         && (event.paths.is_empty()
             || event.paths.iter().any(|p| {
-                p.file_name()
-                    .is_none_or(|n| !ignored_name(&n.to_string_lossy()))
+                p.file_name().is_none_or(|n| {
+                    let n = n.to_string_lossy();
+                    n == ATOMIC_WRITER_LINK || !ignored_name(&n)
+                })
             }))
 }
 
+/// What the watcher saw since the directory was last read.
+#[derive(Debug, Default)]
+struct Activity {
+    last_event: Option<Instant>,
+    /// Files modified and not closed since, with when their writing was first seen. The
+    /// kernel reports a close after writing (inotify `IN_CLOSE_WRITE`); until then the file
+    /// may be half-written.
+    writing: HashMap<PathBuf, Instant>,
+}
+
+impl Activity {
+    fn observe(&mut self, event: &notify::Event, now: Instant) {
+        match event.kind {
+            EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
+                for p in &event.paths {
+                    self.writing.entry(p.clone()).or_insert(now);
+                }
+            }
+            EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | EventKind::Remove(_)
+            | EventKind::Modify(ModifyKind::Name(_)) => {
+                for p in &event.paths {
+                    self.writing.remove(p);
+                }
+            }
+            _ => {}
+        }
+        self.last_event = Some(now);
+    }
+
+    /// When the burst that started at `started` may be read: [`SETTLE`] after its last event
+    /// (at most [`SETTLE_CAP`] after it started), and not while a file is being written (for
+    /// at most [`WRITE_CAP`] per file).
+    fn ready_at(&mut self, started: Instant, now: Instant) -> Instant {
+        self.writing.retain(|_, since| *since + WRITE_CAP > now);
+        let quiet = self
+            .last_event
+            .map_or(now, |t| t + SETTLE)
+            .min(started + SETTLE_CAP);
+        self.writing
+            .values()
+            .map(|since| *since + WRITE_CAP)
+            .fold(quiet, Instant::max)
+    }
+}
+
+/// Waits until the burst that started at `started` has settled; wake-ups that arrive meanwhile
+/// are consumed.
+async fn settle(activity: &Mutex<Activity>, wake: &mut mpsc::Receiver<()>, started: Instant) {
+    loop {
+        let now = Instant::now();
+        let at = match activity.lock() {
+            Ok(mut a) => a.ready_at(started, now),
+            Err(_) => return,
+        };
+        if at <= now {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(at) => {}
+            w = wake.recv() => if w.is_none() { return },
+        }
+    }
+}
+
 /// Watches `config`'s directory recursively and sends a new snapshot on `sender` after every
-/// change that alters what is admitted. Bursts coalesce: a reload starts at once when idle, and
-/// events during a reload cause exactly one follow-up reload. Every error (a file that does not
-/// parse, a rejected object) is logged with its path and line and counted in
-/// `config_errors_total{source="file"}`; the affected objects keep their last admitted versions
-/// while every other change goes live. Must be called inside a tokio runtime.
+/// change that alters what is admitted. A change is read once complete: [`SETTLE`] after the
+/// last event of a burst, and after files being written are closed. A file that then looks
+/// half-written (does not parse, or became empty) keeps its objects and is read again
+/// ([`RETRIES`] times, [`RETRY_DELAY`] apart) before it is reported; other files' changes go
+/// live at once. Bursts coalesce: events during a reading cause one follow-up reading. Every
+/// error (a file that does not parse, a rejected object, a symlink loop) is logged with its
+/// path and line and counted in `config_errors_total{source="file"}`; the affected objects
+/// keep their last admitted versions. Must be called inside a tokio runtime.
 pub fn watch_dir(
     config: ConfigDir,
     sender: watch::Sender<Arc<Snapshot>>,
@@ -203,6 +253,8 @@ pub fn watch_dir(
     let dir = config.path().to_owned();
     // Capacity one: a pending wake-up absorbs every further event until the reload takes it.
     let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
+    let activity = Arc::new(Mutex::new(Activity::default()));
+    let seen = activity.clone();
     let notify_err = |source| WatchError::Notify {
         path: dir.clone(),
         source,
@@ -210,7 +262,10 @@ pub fn watch_dir(
     let mut watcher =
         notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
             Ok(event) if !relevant(&event) => {}
-            Ok(_) => {
+            Ok(event) => {
+                if let Ok(mut a) = seen.lock() {
+                    a.observe(&event, Instant::now());
+                }
                 let _ = wake_tx.try_send(());
             }
             Err(e) => {
@@ -229,38 +284,44 @@ pub fn watch_dir(
         // The caller's first load is what `sender` holds; only changes are sent from here.
         let mut config = Some(config);
         while wake_rx.recv().await.is_some() {
-            tokio::time::sleep(SETTLE).await;
-            while wake_rx.try_recv().is_ok() {}
-            counter.fetch_add(1, Ordering::Relaxed);
-            let Some(mut c) = config.take() else { break };
-            let (c, result) = match tokio::task::spawn_blocking(move || {
-                let r = c.reload();
-                (c, r)
-            })
-            .await
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(error = %e, "config reload task failed");
+            let started = Instant::now();
+            settle(&activity, &mut wake_rx, started).await;
+            let mut attempt = 0;
+            loop {
+                let reading = if attempt < RETRIES {
+                    Reading::Tentative
+                } else {
+                    Reading::Final
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                let Some(c) = config.take() else { return };
+                let (c, result) = match read_blocking(c, reading).await {
+                    Some(r) => r,
+                    None => return,
+                };
+                config = Some(c);
+                let (applied, snapshot) = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        metrics.config_errors.with_label_values(&["file"]).inc();
+                        tracing::error!(error = %e, "configuration directory not read; keeping the previous objects");
+                        break;
+                    }
+                };
+                if applied.changed {
+                    tracing::info!(dir = %dir.display(), objects = snapshot.len(), "configuration reloaded");
+                    if sender.send(Arc::new(snapshot)).is_err() {
+                        return; // nobody listens any more
+                    }
+                }
+                if applied.unsettled.is_empty() || reading == Reading::Final {
+                    report_errors(&applied.errors, &metrics);
                     break;
                 }
-            };
-            config = Some(c);
-            let (applied, snapshot) = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    metrics.config_errors.with_label_values(&["file"]).inc();
-                    tracing::error!(error = %e, "configuration directory not read; keeping the previous objects");
-                    continue;
-                }
-            };
-            report_errors(&applied.errors, &metrics);
-            if !applied.changed {
-                continue;
-            }
-            tracing::info!(dir = %dir.display(), objects = snapshot.len(), "configuration reloaded");
-            if sender.send(Arc::new(snapshot)).is_err() {
-                break; // nobody listens any more
+                tracing::debug!(files = ?applied.unsettled, "files look half-written; reading them again");
+                attempt += 1;
+                tokio::time::sleep(RETRY_DELAY).await;
+                settle(&activity, &mut wake_rx, Instant::now()).await;
             }
         }
     });
@@ -269,6 +330,25 @@ pub fn watch_dir(
         task,
         reloads,
     })
+}
+
+/// One reading off the async workers; `None` when the blocking task failed.
+async fn read_blocking(
+    mut config: ConfigDir,
+    reading: Reading,
+) -> Option<(ConfigDir, Result<(Applied, Snapshot), ManifestError>)> {
+    match tokio::task::spawn_blocking(move || {
+        let r = config.read(reading);
+        (config, r)
+    })
+    .await
+    {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::error!(error = %e, "config reload task failed");
+            None
+        }
+    }
 }
 
 /// Logs and counts the errors of one reading.
@@ -283,33 +363,59 @@ pub fn report_errors(errors: &[ManifestError], metrics: &Metrics) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn editor_and_hidden_files_are_ignored() {
-        for n in [
-            ".x.yaml",
-            "x.yaml~",
-            "#x.yaml#",
-            ".x.yaml.swp",
-            "x.yaml.tmp",
-        ] {
-            assert!(ignored_name(n), "{n}");
-        }
-        assert!(!ignored_name("x.yaml"));
-        assert!(is_manifest(Path::new("a/b.yml")));
-        assert!(is_manifest(Path::new("b.json")));
-        assert!(!is_manifest(Path::new("b.txt")));
+    fn event(kind: EventKind, path: &str) -> notify::Event {
+        notify::Event::new(kind).add_path(PathBuf::from(path))
     }
 
     #[test]
     fn own_reads_do_not_trigger_reloads() {
-        let open = notify::Event::new(EventKind::Access(AccessKind::Open(AccessMode::Any)))
-            .add_path(PathBuf::from("/d/a.yaml"));
+        let open = event(
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            "/d/a.yaml",
+        );
         assert!(!relevant(&open));
-        let write = notify::Event::new(EventKind::Access(AccessKind::Close(AccessMode::Write)))
-            .add_path(PathBuf::from("/d/a.yaml"));
+        let write = event(
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            "/d/a.yaml",
+        );
         assert!(relevant(&write));
-        let swap = notify::Event::new(EventKind::Create(notify::event::CreateKind::File))
-            .add_path(PathBuf::from("/d/.a.yaml.swp"));
+        let swap = event(
+            EventKind::Create(notify::event::CreateKind::File),
+            "/d/.a.yaml.swp",
+        );
         assert!(!relevant(&swap));
+        let configmap = event(
+            EventKind::Modify(ModifyKind::Name(notify::event::RenameMode::To)),
+            "/d/..data",
+        );
+        assert!(relevant(&configmap));
+    }
+
+    #[test]
+    fn open_files_hold_the_reading_back_until_closed_or_capped() {
+        let t0 = Instant::now();
+        let mut a = Activity::default();
+        let modify = event(
+            EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any)),
+            "/d/a.yaml",
+        );
+        a.observe(&modify, t0);
+        assert_eq!(a.ready_at(t0, t0), t0 + WRITE_CAP);
+        let close = event(
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            "/d/a.yaml",
+        );
+        let t1 = t0 + Duration::from_millis(30);
+        a.observe(&close, t1);
+        assert_eq!(a.ready_at(t0, t1), t1 + SETTLE);
+        // A burst that never goes quiet is read at the cap.
+        let t2 = t0 + Duration::from_millis(95);
+        a.observe(&close, t2);
+        assert_eq!(a.ready_at(t0, t2), t0 + SETTLE_CAP);
+        // A writer that never closes is waited for at most WRITE_CAP.
+        a.observe(&modify, t2);
+        assert_eq!(a.ready_at(t0, t2), t2 + WRITE_CAP);
+        assert_eq!(a.ready_at(t0, t2 + WRITE_CAP), t0 + SETTLE_CAP);
+        assert!(a.writing.is_empty());
     }
 }

@@ -10,8 +10,10 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use serde::Deserialize;
+use serde::de::DeserializeSeed;
 use serde_json::Value;
+
+use super::yaml::{Bounded, Budget};
 
 use crate::snapshot::Snapshot;
 
@@ -215,15 +217,19 @@ pub struct RawDocument {
     pub value: Value,
 }
 
-/// Every non-empty YAML (or JSON) document of `text`; `path` only labels errors.
+/// Every non-empty YAML (or JSON) document of `text`; `path` only labels errors. What the
+/// documents expand to (aliases included) is bounded by [`Budget::for_text`]: beyond it the
+/// file is an error.
 pub fn parse_values(path: &Path, text: &str) -> Result<Vec<RawDocument>, ManifestError> {
     let mut out = Vec::new();
     // Document start lines, so errors inside a document without a location still name a line.
     let starts = document_lines(text);
+    let budget = Budget::for_text(text.len());
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let doc_line = starts.get(i).copied().unwrap_or(1);
-        let value =
-            Value::deserialize(doc).map_err(|e| ManifestError::from_yaml(path, &e, doc_line))?;
+        let value = Bounded(&budget)
+            .deserialize(doc)
+            .map_err(|e| ManifestError::from_yaml(path, &e, doc_line))?;
         if !value.is_null() {
             out.push(RawDocument {
                 index: i,

@@ -7,3 +7,5 @@ pub mod file;
 pub mod kube;
 pub mod lines;
 pub mod manifest;
+pub mod walk;
+pub mod yaml;

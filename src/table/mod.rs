@@ -8,6 +8,7 @@ mod matchers;
 mod model;
 mod path;
 mod tls;
+mod x509;
 
 pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
 pub use filters::{
@@ -22,4 +23,4 @@ pub use model::{
     ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 pub use path::PathIndex;
-pub use tls::{Certificate, CertificateError, TlsListener, TlsListeners};
+pub use tls::{Certificate, CertificateError, ServedCertificates, TlsListener, TlsListeners};

@@ -34,6 +34,9 @@ pub struct Certificate {
     pub secret: String,
     /// DNS names of the leaf certificate's subjectAltName extension.
     pub dns_names: Vec<String>,
+    /// Expiry of the leaf certificate (`notAfter`), in seconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<i64>,
     #[serde(skip)]
     pub key: Arc<CertifiedKey>,
 }
@@ -55,6 +58,7 @@ impl Certificate {
             .valid_dns_names()
             .map(str::to_owned)
             .collect();
+        let not_after = super::x509::not_after(leaf);
         let key = PrivateKeyDer::from_pem_slice(key_pem)
             .map_err(|e| CertificateError::NoKey(e.to_string()))?;
         let signer = rustls::crypto::ring::sign::any_supported_type(&key)
@@ -65,6 +69,7 @@ impl Certificate {
         Ok(Self {
             secret,
             dns_names,
+            not_after,
             key: Arc::new(key),
         })
     }
@@ -144,6 +149,37 @@ impl TlsListeners {
     /// True when no listener is indexed.
     pub fn is_empty(&self) -> bool {
         self.listeners.is_empty()
+    }
+}
+
+/// The certificates a table serves, by the `namespace/name` of their Secret: the input that lets
+/// the next translation keep serving a certificate whose Secret was updated to something that
+/// does not parse (see [`crate::translate::translate_with`]).
+#[derive(Debug, Default, Clone)]
+pub struct ServedCertificates(HashMap<String, Arc<Certificate>>);
+
+impl ServedCertificates {
+    /// Every certificate of `table`'s HTTPS sockets.
+    pub fn of(table: &super::RouteTable) -> Self {
+        let map = table
+            .listeners
+            .values()
+            .filter_map(|l| l.tls.as_ref())
+            .flat_map(TlsListeners::iter)
+            .map(|l| (l.certificate.secret.clone(), l.certificate.clone()))
+            .collect();
+        Self(map)
+    }
+
+    /// The certificate served for Secret `namespace/name`.
+    pub fn get(&self, secret: &str) -> Option<&Arc<Certificate>> {
+        self.0.get(secret)
+    }
+}
+
+impl FromIterator<Arc<Certificate>> for ServedCertificates {
+    fn from_iter<I: IntoIterator<Item = Arc<Certificate>>>(iter: I) -> Self {
+        Self(iter.into_iter().map(|c| (c.secret.clone(), c)).collect())
     }
 }
 

@@ -69,7 +69,9 @@ pub fn build_table(
                 }
                 s.members.insert((gi, li));
                 let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
-                if let ListenerTls::Ready(certificate) = &l.tls {
+                if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
+                    &l.tls
+                {
                     s.tls.push(TlsListener {
                         hostname: l.hostname.map(str::to_owned),
                         source: source.clone(),

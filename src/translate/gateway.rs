@@ -17,9 +17,10 @@ use super::conditions::*;
 use super::conflicts::mark_conflicts;
 use super::listener::NamespacePolicy;
 use super::parameters::InvalidParameters;
-use super::tls::{Certificates, ListenerTls, REASON_LISTENER_UNSUPPORTED_VALUE};
+use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
+use crate::table::Certificate;
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
 pub const SUPPORTED_FEATURES: &[&str] = &[
@@ -360,6 +361,12 @@ impl<'a> GatewayModel<'a> {
             )
         } else if let ListenerTls::Unresolved(e) = &l.tls {
             s.fail(RESOLVED_REFS, e.reason(), e.to_string())
+        } else if let ListenerTls::Stale { certificate, error } = &l.tls {
+            s.fail(
+                RESOLVED_REFS,
+                error.reason(),
+                stale_message(error, certificate),
+            )
         } else {
             s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")
         };
@@ -374,6 +381,19 @@ impl<'a> GatewayModel<'a> {
             supported_kinds: Some(l.supported_kinds.clone()),
         }
     }
+}
+
+/// The `ResolvedRefs` message of a listener serving its previous certificate.
+fn stale_message(error: &TlsRefError, certificate: &Certificate) -> String {
+    let expiry = certificate
+        .not_after
+        .and_then(|t| jiff::Timestamp::from_second(t).ok())
+        .map(|t| format!(", valid until {t},"))
+        .unwrap_or_default();
+    format!(
+        "{error}; the previous certificate from Secret {}{expiry} is still served",
+        certificate.secret
+    )
 }
 
 pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {

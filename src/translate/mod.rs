@@ -23,7 +23,7 @@ use std::net::IpAddr;
 
 use crate::snapshot::Snapshot;
 use crate::status::{ObjectStatus, StatusBody, StatusReport};
-use crate::table::RouteTable;
+use crate::table::{RouteTable, ServedCertificates};
 
 pub use address::AddressError;
 pub use backends::BackendError;
@@ -62,6 +62,19 @@ pub struct Translation {
 
 /// Translates a snapshot into a route table and the status of every owned object.
 pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation {
+    translate_with(snapshot, options, &ServedCertificates::default())
+}
+
+/// [`translate`], given the certificates the live table serves: a listener whose Secret was
+/// updated to contents that are not a usable certificate keeps serving the certificate the
+/// live table has for that Secret (`ResolvedRefs` False, still `Programmed`) instead of going
+/// dark. The previous certificates are an input like the snapshot, so the translation stays
+/// a pure function of its inputs.
+pub fn translate_with(
+    snapshot: &Snapshot,
+    options: &TranslateOptions,
+    served: &ServedCertificates,
+) -> Translation {
     let mut report = StatusReport::default();
     let mut classes = HashMap::new();
     for class in &snapshot.gateway_classes {
@@ -83,7 +96,7 @@ pub fn translate(snapshot: &Snapshot, options: &TranslateOptions) -> Translation
             ));
         }
     }
-    let mut certificates = tls::Certificates::new(snapshot);
+    let mut certificates = tls::Certificates::new(snapshot, served);
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use super::conditions::GATEWAY_GROUP;
 use super::refgrant::{Grants, RefSide};
 use crate::snapshot::Snapshot;
-use crate::table::{Certificate, CertificateError};
+use crate::table::{Certificate, CertificateError, ServedCertificates};
 
 /// Listener ResolvedRefs reason: a certificateRef is invalid or missing.
 pub const REASON_INVALID_CERTIFICATE_REF: &str = "InvalidCertificateRef";
@@ -52,6 +52,20 @@ pub enum TlsRefError {
 }
 
 impl TlsRefError {
+    /// `namespace/name` of the Secret when the error is about its contents (missing fields,
+    /// PEM that does not parse, a key of another certificate): the cases where the last
+    /// certificate served from that Secret keeps serving. A deleted Secret, a withdrawn
+    /// ReferenceGrant or a changed reference take effect.
+    pub fn bad_contents(&self) -> Option<String> {
+        match self {
+            Self::MissingField {
+                namespace, name, ..
+            } => Some(format!("{namespace}/{name}")),
+            Self::Invalid { secret, .. } => Some(secret.clone()),
+            _ => None,
+        }
+    }
+
     /// The listener's `ResolvedRefs` reason.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -68,6 +82,12 @@ pub enum ListenerTls {
     Plain,
     /// HTTPS with its serving certificate.
     Ready(Arc<Certificate>),
+    /// HTTPS whose Secret no longer holds a usable certificate, serving the certificate the
+    /// previous table served from it: programmed, `ResolvedRefs` False.
+    Stale {
+        certificate: Arc<Certificate>,
+        error: TlsRefError,
+    },
     /// HTTPS whose certificates do not resolve: not programmed, `ResolvedRefs` False.
     Unresolved(TlsRefError),
     /// `tls.mode: Passthrough` on HTTPS: not accepted.
@@ -79,11 +99,13 @@ pub struct Certificates<'a> {
     secrets: HashMap<(&'a str, &'a str), &'a Secret>,
     grants: Grants<'a>,
     parsed: HashMap<(String, String), Result<Arc<Certificate>, TlsRefError>>,
+    served: &'a ServedCertificates,
 }
 
 impl<'a> Certificates<'a> {
-    /// Indexes the snapshot's Secrets by namespace and name.
-    pub fn new(snapshot: &'a Snapshot) -> Self {
+    /// Indexes the snapshot's Secrets by namespace and name; `served` are the certificates of
+    /// the previous table, kept for Secrets whose contents became unusable.
+    pub fn new(snapshot: &'a Snapshot, served: &'a ServedCertificates) -> Self {
         let secrets = snapshot
             .secrets
             .iter()
@@ -96,6 +118,7 @@ impl<'a> Certificates<'a> {
             secrets,
             grants: Grants::new(&snapshot.reference_grants),
             parsed: HashMap::new(),
+            served,
         }
     }
 
@@ -119,18 +142,32 @@ impl<'a> Certificates<'a> {
             return ListenerTls::Unresolved(TlsRefError::NoCertificateRefs);
         }
         let mut first = None;
+        let mut stale = None;
         for r in refs {
             match self.resolve(gateway_ns, r) {
                 Ok(c) => {
                     first.get_or_insert(c);
                 }
-                Err(e) => return ListenerTls::Unresolved(e),
+                Err(e) => match self.previous(&e) {
+                    Some(c) => {
+                        first.get_or_insert(c);
+                        stale.get_or_insert(e);
+                    }
+                    None => return ListenerTls::Unresolved(e),
+                },
             }
         }
-        match first {
-            Some(c) => ListenerTls::Ready(c),
-            None => ListenerTls::Unresolved(TlsRefError::NoCertificateRefs),
+        match (first, stale) {
+            (Some(certificate), Some(error)) => ListenerTls::Stale { certificate, error },
+            (Some(c), None) => ListenerTls::Ready(c),
+            (None, _) => ListenerTls::Unresolved(TlsRefError::NoCertificateRefs),
         }
+    }
+
+    /// The certificate the previous table served from the Secret `e` is about, when `e` is
+    /// about the Secret's contents.
+    fn previous(&self, e: &TlsRefError) -> Option<Arc<Certificate>> {
+        self.served.get(&e.bad_contents()?).cloned()
     }
 
     /// One certificateRef: kind, then permission, then the Secret and its contents.
@@ -216,7 +253,8 @@ mod tests {
     #[test]
     fn refs_are_checked_in_spec_order() {
         let snapshot = Snapshot::default();
-        let mut certs = Certificates::new(&snapshot);
+        let served = ServedCertificates::default();
+        let mut certs = Certificates::new(&snapshot, &served);
         let check = |certs: &mut Certificates<'_>, yaml: &str| match certs
             .listener("gw", &listener(yaml))
         {
@@ -224,6 +262,7 @@ mod tests {
             ListenerTls::Passthrough => Some("passthrough"),
             ListenerTls::Plain => None,
             ListenerTls::Ready(_) => Some("ready"),
+            ListenerTls::Stale { .. } => Some("stale"),
         };
         assert_eq!(
             check(&mut certs, "{name: a, port: 80, protocol: HTTP}"),
@@ -255,5 +294,51 @@ mod tests {
             ),
             Some(REASON_INVALID_CERTIFICATE_REF)
         );
+    }
+
+    #[test]
+    fn unusable_contents_keep_the_served_certificate_other_errors_do_not() {
+        use k8s_openapi::ByteString;
+        let pair = rcgen::generate_simple_self_signed(vec!["a.example".to_owned()]).unwrap();
+        let good = Certificate::from_pem(
+            "default/c".into(),
+            pair.cert.pem().as_bytes(),
+            pair.signing_key.serialize_pem().as_bytes(),
+        )
+        .unwrap();
+        let served: ServedCertificates = [Arc::new(good)].into_iter().collect();
+        let secret = |crt: &str| {
+            let mut s = Secret::default();
+            s.metadata.namespace = Some("default".into());
+            s.metadata.name = Some("c".into());
+            s.data = Some(
+                [("tls.crt", crt), ("tls.key", "garbage")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+                    .collect(),
+            );
+            Arc::new(s)
+        };
+        let https =
+            listener("{name: a, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c}]}}");
+        let garbage = Snapshot {
+            secrets: vec![secret("not a certificate")],
+            ..Snapshot::default()
+        };
+        let mut certs = Certificates::new(&garbage, &served);
+        match certs.listener("default", &https) {
+            ListenerTls::Stale { certificate, error } => {
+                assert_eq!(certificate.secret, "default/c");
+                assert_eq!(error.reason(), REASON_INVALID_CERTIFICATE_REF);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A deleted Secret takes effect.
+        let empty = Snapshot::default();
+        let mut certs = Certificates::new(&empty, &served);
+        assert!(matches!(
+            certs.listener("default", &https),
+            ListenerTls::Unresolved(TlsRefError::SecretNotFound { .. })
+        ));
     }
 }
