@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// All metrics of the process, registered in one registry served at `/metrics`.
@@ -22,6 +23,12 @@ pub struct Metrics {
     pub rebuild_seconds: HistogramVec,
     /// Configuration load failures (unparsable files, unreachable API), by source.
     pub config_errors: IntCounterVec,
+    /// Open client connections by listener socket.
+    pub connections_open: IntGaugeVec,
+    /// Connections refused because their listener had `--max-connections` open, by socket.
+    pub connections_refused: IntCounterVec,
+    /// Connections the proxy closed on a timer, by reason (`handshake_timeout`, `idle`).
+    pub connections_closed: IntCounterVec,
 }
 
 impl Metrics {
@@ -66,6 +73,27 @@ impl Metrics {
             &["source"],
         )
         .expect("valid metric");
+        let connections_open = IntGaugeVec::new(
+            Opts::new("connections_open", "Open client connections by listener"),
+            &["listener"],
+        )
+        .expect("valid metric");
+        let connections_refused = IntCounterVec::new(
+            Opts::new(
+                "connections_refused_total",
+                "Connections closed at accept because the listener was at its connection limit",
+            ),
+            &["listener"],
+        )
+        .expect("valid metric");
+        let connections_closed = IntCounterVec::new(
+            Opts::new(
+                "connections_closed_total",
+                "Client connections closed by a timer, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(request_seconds.clone()),
@@ -73,6 +101,9 @@ impl Metrics {
             Box::new(table_rules.clone()),
             Box::new(rebuild_seconds.clone()),
             Box::new(config_errors.clone()),
+            Box::new(connections_open.clone()),
+            Box::new(connections_refused.clone()),
+            Box::new(connections_closed.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -84,6 +115,9 @@ impl Metrics {
             table_rules,
             rebuild_seconds,
             config_errors,
+            connections_open,
+            connections_refused,
+            connections_closed,
         })
     }
 
