@@ -14,6 +14,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod cluster;
+mod proxy_args;
+
+pub use proxy_args::ProxyArgs;
 
 use crate::admin::{serve_admin, DEFAULT_ADMIN_ADDR};
 use crate::admission::Crds;
@@ -45,6 +48,8 @@ pub enum LogFormat {
     Json,
 }
 
+// Parsed once at start-up: the size of the `serve` variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Gateways of a directory of manifests (reloaded on change), or of a cluster.
@@ -113,6 +118,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
     #[command(flatten)]
+    pub proxy: ProxyArgs,
+    #[command(flatten)]
     pub kube: KubeArgs,
 }
 
@@ -174,6 +181,11 @@ pub struct DemoArgs {
     /// Address of the admin server.
     #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
+    /// Time in-flight requests get to finish at shutdown.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
 }
 
 /// Parses `30s`, `500ms`, `2m`, `1h` or a plain number of seconds.
@@ -371,10 +383,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
         },
-        ProxyOptions {
-            drain_timeout: args.drain_timeout,
-            ..ProxyOptions::default()
-        },
+        args.proxy.options(args.drain_timeout),
     )
     .await?;
     shutdown_signal().await;
@@ -395,10 +404,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
         },
-        ProxyOptions {
-            drain_timeout: Duration::from_secs(2),
-            ..ProxyOptions::default()
-        },
+        args.proxy.options(args.drain_timeout),
     )
     .await?;
     if !stack.wait_ready(Duration::from_secs(10)).await {

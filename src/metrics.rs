@@ -29,6 +29,12 @@ pub struct Metrics {
     /// (`namespace`, `name`) and Gateway listener (`namespace/gateway/listener`): alert on
     /// `edgeplane_certificate_expiry_seconds - time() < 14 * 86400`.
     pub certificate_expiry: IntGaugeVec,
+    /// Open client connections by listener socket.
+    pub connections_open: IntGaugeVec,
+    /// Connections refused because their listener had `--max-connections` open, by socket.
+    pub connections_refused: IntCounterVec,
+    /// Connections the proxy closed on a timer, by reason (`handshake_timeout`, `idle`).
+    pub connections_closed: IntCounterVec,
 }
 
 impl Metrics {
@@ -81,6 +87,27 @@ impl Metrics {
             &["namespace", "name", "listener"],
         )
         .expect("valid metric");
+        let connections_open = IntGaugeVec::new(
+            Opts::new("connections_open", "Open client connections by listener"),
+            &["listener"],
+        )
+        .expect("valid metric");
+        let connections_refused = IntCounterVec::new(
+            Opts::new(
+                "connections_refused_total",
+                "Connections closed at accept because the listener was at its connection limit",
+            ),
+            &["listener"],
+        )
+        .expect("valid metric");
+        let connections_closed = IntCounterVec::new(
+            Opts::new(
+                "connections_closed_total",
+                "Client connections closed by a timer, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(certificate_expiry.clone()),
@@ -89,6 +116,9 @@ impl Metrics {
             Box::new(table_rules.clone()),
             Box::new(rebuild_seconds.clone()),
             Box::new(config_errors.clone()),
+            Box::new(connections_open.clone()),
+            Box::new(connections_refused.clone()),
+            Box::new(connections_closed.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -101,6 +131,9 @@ impl Metrics {
             rebuild_seconds,
             config_errors,
             certificate_expiry,
+            connections_open,
+            connections_refused,
+            connections_closed,
         })
     }
 

@@ -8,6 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "cli/rollout.rs"]
+mod rollout;
+
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CONTROLLER: &str = "edgeplane.dev/gateway-controller";
 

@@ -5,6 +5,8 @@ mod support;
 
 #[path = "proxy/backend_protocols.rs"]
 mod backend_protocols;
+#[path = "proxy/connections.rs"]
+mod connections;
 #[path = "proxy/cors.rs"]
 mod cors;
 #[path = "proxy/filters.rs"]

@@ -43,10 +43,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     let proxy = Proxy::new(
         published.table.clone(),
         metrics.clone(),
-        ProxyOptions {
-            drain_timeout: args.drain_timeout,
-            ..ProxyOptions::default()
-        },
+        args.proxy.options(args.drain_timeout),
     );
     let p = published.clone();
     let admin = tokio::spawn(async move {

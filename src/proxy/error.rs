@@ -67,8 +67,12 @@ pub enum ProxyError {
         #[source]
         source: hyper::Error,
     },
-    /// The rule's `timeouts.request` or `timeouts.backendRequest` passed before the response
-    /// head arrived.
+    /// The client's request body sent nothing for the body idle timeout before the response
+    /// head; the upstream exchange was aborted.
+    #[error("request body idle for {0:?}")]
+    BodyTimeout(std::time::Duration),
+    /// The rule's `timeouts.request` or `timeouts.backendRequest`, or the proxy's upstream
+    /// response timeout, passed before the response head arrived.
     #[error("{which} timeout of {after:?} exceeded")]
     Timeout {
         which: &'static str,
@@ -104,6 +108,7 @@ impl ProxyError {
             | Self::ConnectIo { .. }
             | Self::UpstreamH2 { .. } => StatusCode::BAD_GATEWAY,
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -173,6 +178,8 @@ mod tests {
             after: std::time::Duration::from_millis(500),
         };
         assert_eq!(timeout.status(), 504);
+        let body = ProxyError::BodyTimeout(std::time::Duration::from_secs(1));
+        assert_eq!(body.status(), 408);
     }
 
     #[test]

@@ -1,29 +1,25 @@
-//! Listener manager: one accept loop per bound socket. Binding is synchronous with the table
-//! sync; removing a listener closes its socket at once and drains its open connections in the
-//! background (graceful shutdown, bounded by the drain timeout, then the rest are cut). Each
-//! accepted connection looks at the live table: on an HTTPS socket it completes a TLS handshake
-//! first, so a socket follows its listener's protocol without rebinding. A socket that cannot be
+//! Listener manager: one accept loop per bound socket (SO_REUSEPORT, so a new process can take
+//! over a port during a rollout), with a cap on open connections. Binding is synchronous with
+//! the table sync; removing a listener closes its socket at once and drains its open
+//! connections in the background (idle ones closed at once, busy ones after their request,
+//! bounded by the drain timeout, then the rest are cut). Connections are served by `conn`. A
+//! socket that cannot be
 //! bound is remembered with its error and retried with a doubling back-off until it binds or
 //! leaves the table; the failures are what the status reports as not programmed.
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hyper::rt::{Read, Write};
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::oneshot;
+use futures_util::FutureExt;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::service::Handler;
-use super::tls::{acceptor, TlsInfo};
+use super::conn::{builder, handle, Accepted, OpenConns};
+use super::tls::acceptor;
 use super::{ListenerError, Shared};
 
 /// Pending connections the kernel queues per listener.
@@ -220,62 +216,33 @@ impl Listeners {
     }
 }
 
-/// Binds `addr` with SO_REUSEADDR so a restarted process can rebind at once.
+/// Binds `addr` with SO_REUSEADDR (rebind at once after a restart) and, on Linux, SO_REUSEPORT:
+/// a second process of the same user can bind the same port during a rollout and serve new
+/// connections while this one drains. The kernel only lets processes of the same effective user
+/// share the port, and a socket bound without SO_REUSEPORT still makes the bind fail.
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.set_nodelay(true)?;
-    socket.bind(addr)?;
-    socket.listen(BACKLOG)
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    #[cfg(target_os = "linux")]
+    socket.set_reuse_port(true)?;
+    socket.set_tcp_nodelay(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG as i32)?;
+    TcpListener::from_std(socket.into())
 }
 
-/// The connection builder: HTTP/1.1 and h2c prior knowledge on one port, with a header read
-/// timeout against slow clients.
-fn builder(shared: &Shared) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.options.header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
-    builder
-}
-
-/// Serves one connection (plain or TLS) until it closes or the drain cuts it.
-async fn serve<I>(
-    builder: &auto::Builder<TokioExecutor>,
-    watcher: hyper_util::server::graceful::Watcher,
-    io: I,
-    handler: Handler,
-) where
-    I: Read + Write + Unpin + Send + 'static,
-{
-    let peer = handler.peer;
-    let service = service_fn(move |req| {
-        let handler = handler.clone();
-        async move { Ok::<_, Infallible>(handler.handle(req).await) }
-    });
-    let conn = builder
-        .serve_connection_with_upgrades(io, service)
-        .into_owned();
-    if let Err(error) = watcher.watch(conn).await {
-        tracing::debug!(%peer, %error, "connection ended with an error");
-    }
-}
-
-/// Accepts until asked to stop, serving each connection on its own task; then closes the socket,
-/// acknowledges, and drains.
+/// Accepts until asked to stop, serving each connection on its own task; a connection over the
+/// listener's limit is closed at once. On stop: accepts what the kernel already queued, closes
+/// the socket, acknowledges, and drains.
 async fn accept_loop(
     listener: TcpListener,
     key: SocketAddr,
     shared: Arc<Shared>,
     mut stop: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
-    let builder = builder(&shared);
+    let builder = builder(&shared.options);
     let tls = match acceptor(shared.table.clone(), key) {
         Ok(a) => Some(a),
         Err(error) => {
@@ -283,54 +250,42 @@ async fn accept_loop(
             None
         }
     };
-    let graceful = GracefulShutdown::new();
+    let label = key.to_string();
+    let open = OpenConns::new(
+        shared
+            .metrics
+            .connections_open
+            .with_label_values(&[label.as_str()]),
+    );
+    let refused = shared
+        .metrics
+        .connections_refused
+        .with_label_values(&[label.as_str()]);
+    let (drain, drain_rx) = watch::channel(false);
     let mut conns: JoinSet<()> = JoinSet::new();
+    let spawn = |conns: &mut JoinSet<()>, stream, peer| {
+        if open.count() >= shared.options.max_connections {
+            refused.inc();
+            drop(stream);
+            return;
+        }
+        conns.spawn(handle(Accepted {
+            stream,
+            peer,
+            listener: key,
+            shared: shared.clone(),
+            tls: tls.clone(),
+            builder: builder.clone(),
+            drain: drain_rx.clone(),
+            open: open.add(),
+        }));
+    };
     let ack = loop {
         tokio::select! {
             ack = &mut stop => break ack.ok(),
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    let shared = shared.clone();
-                    let tls = tls.clone();
-                    let builder = builder.clone();
-                    let watcher = graceful.watcher();
-                    let first_byte = shared.options.header_read_timeout;
-                    conns.spawn(async move {
-                        // The protocol sniff waits for bytes with no timer of its own: a client
-                        // that connects and stays silent is closed after the header timeout.
-                        let mut probe = [0u8; 1];
-                        if !matches!(
-                            tokio::time::timeout(first_byte, stream.peek(&mut probe)).await,
-                            Ok(Ok(1..))
-                        ) {
-                            return;
-                        }
-                        let is_tls = shared
-                            .table
-                            .load()
-                            .listener(&key)
-                            .is_some_and(|l| l.tls.is_some());
-                        let mut handler = Handler { shared, listener: key, peer, tls: None };
-                        if !is_tls {
-                            serve(&builder, watcher, TokioIo::new(stream), handler).await;
-                            return;
-                        }
-                        let Some(tls) = tls else { return };
-                        let stream = match tokio::time::timeout(first_byte, tls.accept(stream)).await {
-                            Ok(Ok(s)) => s,
-                            Ok(Err(error)) => {
-                                tracing::debug!(%peer, %error, "TLS handshake failed");
-                                return;
-                            }
-                            Err(_) => return,
-                        };
-                        let sni = stream.get_ref().1.server_name().map(str::to_ascii_lowercase);
-                        handler.tls = Some(TlsInfo { sni });
-                        serve(&builder, watcher, TokioIo::new(stream), handler).await;
-                    });
-                }
+                Ok((stream, peer)) => spawn(&mut conns, stream, peer),
                 Err(error) => {
                     tracing::warn!(addr = %key, %error, "accept failed");
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
@@ -338,20 +293,28 @@ async fn accept_loop(
             },
         }
     };
+    // Connections the kernel completed before the socket closes would be reset with it: serve
+    // them (they are told to close after their request, as the drain has begun).
+    drain.send_replace(true);
+    while let Some(Ok((stream, peer))) = listener.accept().now_or_never() {
+        spawn(&mut conns, stream, peer);
+    }
     drop(listener);
     if let Some(ack) = ack {
         let _ = ack.send(());
     }
-    let open = conns.len();
-    if open > 0 {
-        tracing::info!(addr = %key, open, "draining connections");
+    let remaining = open.count();
+    if remaining > 0 {
+        tracing::info!(addr = %key, open = remaining, "draining connections");
     }
-    let drain = shared.options.drain_timeout;
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(addr = %key, remaining = conns.len(), "drain timeout, closing connections");
+    let drain_timeout = shared.options.drain_timeout;
+    let reap = async { while conns.join_next().await.is_some() {} };
+    tokio::select! {
+        _ = open.all_closed() => {}
+        _ = reap => {}
+        _ = tokio::time::sleep(drain_timeout) => {
+            tracing::warn!(addr = %key, remaining = open.count(), "drain timeout, closing connections");
+        }
     }
     conns.abort_all();
     while conns.join_next().await.is_some() {}

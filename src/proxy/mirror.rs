@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
+use super::body::ClientBody;
 use bytes::Bytes;
 use http::Request;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 use tokio::sync::mpsc;
 
 use super::upstream::{UpstreamBody, Upstreams};
@@ -47,7 +47,7 @@ impl Sink {
 /// The main request's body: passes every frame through and offers each data chunk to the
 /// mirrors without waiting (`try_send`).
 pub struct TeeBody {
-    inner: Incoming,
+    inner: ClientBody,
     sinks: Vec<Sink>,
 }
 
@@ -82,7 +82,7 @@ impl Body for TeeBody {
             }
             Some(Err(e)) => {
                 this.sinks.clear();
-                Poll::Ready(Some(Err(e.into())))
+                Poll::Ready(Some(Err(e)))
             }
             None => {
                 this.finish_all();
@@ -130,7 +130,7 @@ impl Body for MirrorBody {
 }
 
 /// Splits `body` into the main request's body and `copies` mirror bodies.
-pub fn tee(body: Incoming, copies: usize) -> (UpstreamBody, Vec<UpstreamBody>) {
+pub fn tee(body: ClientBody, copies: usize) -> (UpstreamBody, Vec<UpstreamBody>) {
     if body.is_end_stream() {
         let empty = || Empty::new().map_err(|never| match never {}).boxed_unsync();
         return (

@@ -1,14 +1,21 @@
 //! The data plane: a listener manager that keeps one accept loop per table listener, and the HTTP
 //! service that routes each request with the live table. Never imports kube.
 //!
-//! Modules: `listener` (bind, accept, drain), `service` (per-request phases), `upstream`
-//! (pooled clients), `tls` (TLS termination, certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and forwarded
-//! headers), `error` (the status mapping).
+//! Modules: `listener` (bind, accept, drain), `conn` (one connection: handshake, idle, drain),
+//! `detect` (HTTP/1 or HTTP/2 preface), `options` (timeouts and limits), `service` (per-request
+//! phases), `body` (request body idle timer, in-flight tracking), `upstream` (pooled clients),
+//! `tls` (TLS termination, certificates by SNI), `mirror` (request mirroring), `upgrade`
+//! (WebSocket tunnels), `headers` (hop-by-hop and forwarded headers), `error` (the status
+//! mapping).
 
+mod body;
+mod conn;
+mod detect;
 mod error;
 mod headers;
 mod listener;
 mod mirror;
+mod options;
 mod service;
 mod tls;
 mod upgrade;
@@ -17,7 +24,7 @@ mod upstream;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -28,33 +35,13 @@ use crate::table::RouteTable;
 pub use error::ProxyError;
 pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
+pub use options::ProxyOptions;
 
 /// Boxed error of a streamed body.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Body of every response the proxy sends: upstream bodies stream through, own answers are short.
 pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, BoxError>;
-
-/// Timeouts and limits of the data plane.
-#[derive(Debug, Clone)]
-pub struct ProxyOptions {
-    /// Time a client has to send a complete request head (slowloris guard).
-    pub header_read_timeout: Duration,
-    /// Time in-flight requests get to finish at shutdown or when their listener is removed.
-    pub drain_timeout: Duration,
-    /// Time to establish an upstream TCP connection before answering 502.
-    pub connect_timeout: Duration,
-}
-
-impl Default for ProxyOptions {
-    fn default() -> Self {
-        Self {
-            header_read_timeout: Duration::from_secs(10),
-            drain_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(5),
-        }
-    }
-}
 
 /// A listener the proxy could not bind.
 #[derive(Debug)]
@@ -97,7 +84,7 @@ impl Proxy {
         metrics: Arc<Metrics>,
         options: ProxyOptions,
     ) -> Arc<Self> {
-        let upstreams = upstream::Upstreams::new(options.connect_timeout);
+        let upstreams = upstream::Upstreams::new(&options);
         Arc::new(Self {
             shared: Arc::new(Shared {
                 table,

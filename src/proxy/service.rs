@@ -5,8 +5,9 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
@@ -14,6 +15,8 @@ use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
+use super::body::{ClientBody, Tracked};
+use super::conn::Activity;
 use super::error::ProxyError;
 use super::headers::{set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
@@ -39,6 +42,8 @@ pub(crate) struct Handler {
     pub peer: SocketAddr,
     /// Set on connections that arrived over TLS.
     pub tls: Option<TlsInfo>,
+    /// Requests in flight on the connection, for its idle timer and the drain.
+    pub activity: Arc<Activity>,
 }
 
 /// What routing decided for a request, kept for the metrics phase.
@@ -48,12 +53,34 @@ struct Outcome {
 }
 
 impl Handler {
-    /// Runs every phase and never fails: errors become their status response.
-    pub async fn handle(self, req: Request<Incoming>) -> Response<ProxyBody> {
+    /// The handler of a new connection (plain until `tls` is set).
+    pub fn new(shared: Arc<Shared>, listener: SocketAddr, peer: SocketAddr) -> Self {
+        Self {
+            shared,
+            listener,
+            peer,
+            tls: None,
+            activity: Activity::new(),
+        }
+    }
+
+    /// Runs every phase and never fails: errors become their status response. The connection
+    /// counts the request as in flight until its response body is dropped.
+    pub async fn handle(self, req: Request<Incoming>) -> Response<Tracked> {
+        let in_flight = self.activity.start();
         let start = Instant::now();
         let table = self.shared.table.load_full();
         let mut route = NO_ROUTE.to_owned();
-        let response = match self.serve(&table, req, &mut route, start).await {
+        let body_idle = Arc::new(AtomicBool::new(false));
+        let limit = self.shared.options.body_idle_timeout;
+        let req = req.map(|b| ClientBody::new(b, limit, body_idle.clone()));
+        let served = self.serve(&table, req, &mut route, start).await;
+        // A stalled body makes the upstream exchange fail: the client's fault, not the backend's.
+        let served = match served {
+            Err(_) if body_idle.load(Ordering::Acquire) => Err(ProxyError::BodyTimeout(limit)),
+            other => other,
+        };
+        let response = match served {
             Ok(resp) => resp,
             Err(err) => {
                 tracing::debug!(listener = %self.listener, route = %route, error = %err, "request failed");
@@ -62,13 +89,13 @@ impl Handler {
         };
         let outcome = Outcome { route, response };
         self.record(&outcome, start);
-        outcome.response
+        outcome.response.map(|body| Tracked::new(body, in_flight))
     }
 
     async fn serve(
         &self,
         table: &RouteTable,
-        req: Request<Incoming>,
+        req: Request<ClientBody>,
         route_label: &mut String,
         start: Instant,
     ) -> Result<Response<ProxyBody>, ProxyError> {
@@ -101,7 +128,7 @@ impl Handler {
             .map(|value| (value, hyper::upgrade::on(&mut req)));
         let req = self.upstream_request(req, &rule, backend, &service, raw_host)?;
         let mut req = if upgrade.is_some() {
-            req.map(|b| b.map_err(Into::into).boxed_unsync())
+            req.map(BodyExt::boxed_unsync)
         } else {
             self.mirror(req, &rule, backend)
         };
@@ -110,7 +137,8 @@ impl Handler {
             client
         });
         let send = self.shared.upstreams.send(service.protocol, endpoint, req);
-        let mut resp = within_timeouts(send, rule.filters.timeouts, start).await?;
+        let upstream_limit = self.shared.options.upstream_response_timeout;
+        let mut resp = within_timeouts(send, rule.filters.timeouts, upstream_limit, start).await?;
         let switched = match upgrade {
             Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
@@ -139,7 +167,7 @@ impl Handler {
     /// the picked backendRef whose share includes this request; the body is teed as it streams.
     fn mirror(
         &self,
-        req: Request<Incoming>,
+        req: Request<ClientBody>,
         rule: &RouteRule,
         backend: &WeightedBackend,
     ) -> Request<UpstreamBody> {
@@ -205,7 +233,7 @@ impl Handler {
     fn redirect(
         &self,
         rule: &RouteRule,
-        req: &Request<Incoming>,
+        req: &Request<ClientBody>,
         host: &str,
     ) -> Option<Response<ProxyBody>> {
         let redirect = rule.filters.redirect.as_ref()?;
@@ -236,12 +264,12 @@ impl Handler {
     /// request filters, the URL rewrite, and the upstream path, version and `Host`.
     fn upstream_request(
         &self,
-        req: Request<Incoming>,
+        req: Request<ClientBody>,
         rule: &RouteRule,
         backend: &WeightedBackend,
         service: &ServiceBackend,
         raw_host: Option<HeaderValue>,
-    ) -> Result<Request<Incoming>, ProxyError> {
+    ) -> Result<Request<ClientBody>, ProxyError> {
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         set_forwarded(
@@ -311,7 +339,7 @@ impl Handler {
 
 /// Phase 2: the authority the client asked for, as sent: the URI authority (HTTP/2, or an
 /// absolute-form HTTP/1 target, which takes precedence over `Host`), else the `Host` header.
-fn request_authority(req: &Request<Incoming>) -> Option<HeaderValue> {
+fn request_authority(req: &Request<ClientBody>) -> Option<HeaderValue> {
     if let Some(a) = req.uri().authority() {
         if let Ok(v) = HeaderValue::from_str(a.as_str()) {
             return Some(v);
@@ -323,7 +351,7 @@ fn request_authority(req: &Request<Incoming>) -> Option<HeaderValue> {
 /// Phase 3: the highest-precedence rule of the host that accepts the request.
 fn find_rule(
     listener: &ListenerTable,
-    req: &Request<Incoming>,
+    req: &Request<ClientBody>,
     host: &str,
 ) -> Result<Arc<RouteRule>, ProxyError> {
     let view = RequestView {
@@ -377,26 +405,29 @@ fn http_version(protocol: UpstreamProtocol) -> Version {
 }
 
 /// Phase 8: the upstream exchange, bounded by the rule's `timeouts.request` (counted from the
-/// start of the request) and `timeouts.backendRequest` (counted from now), whichever ends first.
+/// start of the request) and `timeouts.backendRequest` (counted from now), and by the proxy's
+/// `upstream` response timeout (from now) whichever ends first.
 async fn within_timeouts<T>(
     exchange: impl Future<Output = Result<T, ProxyError>>,
     timeouts: Timeouts,
+    upstream: Duration,
     start: Instant,
 ) -> Result<T, ProxyError> {
-    let request = timeouts.request.map(|d| (start + d, "request", d));
-    let backend = timeouts
-        .backend_request
-        .map(|d| (Instant::now() + d, "backendRequest", d));
-    let deadline = match (request, backend) {
-        (Some(r), Some(b)) => Some(if b.0 < r.0 { b } else { r }),
-        (r, b) => r.or(b),
-    };
-    match deadline {
-        None => exchange.await,
-        Some((at, which, after)) => tokio::time::timeout_at(at.into(), exchange)
-            .await
-            .map_err(|_| ProxyError::Timeout { which, after })?,
-    }
+    let now = Instant::now();
+    let (at, which, after) = [
+        timeouts.request.map(|d| (start + d, "request", d)),
+        timeouts
+            .backend_request
+            .map(|d| (now + d, "backendRequest", d)),
+        Some((now + upstream, "upstream response", upstream)),
+    ]
+    .into_iter()
+    .flatten()
+    .min_by_key(|(at, _, _)| *at)
+    .unwrap_or((now + upstream, "upstream response", upstream));
+    tokio::time::timeout_at(at.into(), exchange)
+        .await
+        .map_err(|_| ProxyError::Timeout { which, after })?
 }
 
 /// The proxy's own answer to a CORS preflight: 200, no body, the filter's headers (none when

@@ -1,9 +1,12 @@
 //! Upstream connection pools, shared by every table so pools survive table swaps: a keep-alive
-//! HTTP/1.1 client, and one multiplexed HTTP/2 (h2c prior knowledge) connection per endpoint
-//! whose requests carry the client's authority as `:authority`; endpoint choice.
+//! HTTP/1.1 client (idle connections capped per endpoint and closed after the pool idle
+//! timeout), and one multiplexed HTTP/2 (h2c prior knowledge) connection per endpoint whose
+//! requests carry the client's authority as `:authority`, let go when unused for the idle
+//! timeout; endpoint choice.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,11 +22,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::error::ProxyError;
-use super::BoxError;
+use super::{BoxError, ProxyOptions};
 use crate::table::{ServiceBackend, UpstreamProtocol};
-
-/// Idle pooled connections are closed after this long.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Interval of HTTP/2 pings on h2c upstream connections.
 const H2C_PING_INTERVAL: Duration = Duration::from_secs(30);
@@ -42,21 +42,25 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    /// Builds both pools with `connect_timeout` on every new TCP connection.
-    pub fn new(connect_timeout: Duration) -> Self {
+    /// Builds both pools with the options' connect timeout, per-endpoint idle cap and idle
+    /// timeout.
+    pub fn new(options: &ProxyOptions) -> Self {
         let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_connect_timeout(Some(options.connect_timeout));
         connector.set_nodelay(true);
         connector.enforce_http(true);
         let http1 = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_idle_timeout(options.upstream_idle_timeout)
+            .pool_max_idle_per_host(options.upstream_max_idle_per_endpoint)
             .build(connector);
         Self {
             http1,
             h2c: H2cPool {
                 conns: Arc::new(Mutex::new(HashMap::new())),
-                connect_timeout,
+                connect_timeout: options.connect_timeout,
+                idle_timeout: options.upstream_idle_timeout,
+                next_id: Arc::new(AtomicU64::new(0)),
             },
         }
     }
@@ -113,11 +117,23 @@ fn set_authority(req: &mut Request<UpstreamBody>, authority: String) -> Result<(
     Ok(())
 }
 
-/// One HTTP/2 connection per endpoint, reopened when it closes.
+/// A pooled h2c connection: its sender, an id (a reopened connection to the same endpoint gets
+/// a new one) and when a request last started on it.
+struct H2cConn {
+    sender: http2::SendRequest<UpstreamBody>,
+    id: u64,
+    last_used: Arc<Mutex<tokio::time::Instant>>,
+}
+
+/// One HTTP/2 connection per endpoint, reopened when it closes. A connection on which no
+/// request started for the idle timeout leaves the pool; hyper closes it once its last stream
+/// ends.
 #[derive(Clone)]
 struct H2cPool {
-    conns: Arc<Mutex<HashMap<SocketAddr, http2::SendRequest<UpstreamBody>>>>,
+    conns: Arc<Mutex<HashMap<SocketAddr, H2cConn>>>,
     connect_timeout: Duration,
+    idle_timeout: Duration,
+    next_id: Arc<AtomicU64>,
 }
 
 impl H2cPool {
@@ -166,24 +182,75 @@ impl H2cPool {
                 addr: endpoint,
                 source,
             })?;
-        tokio::spawn(async move {
-            if let Err(error) = conn.await {
-                tracing::debug!(%endpoint, %error, "h2c upstream connection ended");
-            }
-        });
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let last_used = Arc::new(Mutex::new(tokio::time::Instant::now()));
+        tokio::spawn(self.clone().run(endpoint, id, last_used.clone(), conn));
         if let Ok(mut conns) = self.conns.lock() {
             // Endpoints come and go with the table: forget connections that have ended, so the
             // map holds live connections only.
-            conns.retain(|_, s| !s.is_closed());
-            conns.insert(endpoint, sender.clone());
+            conns.retain(|_, c| !c.sender.is_closed());
+            let sender = sender.clone();
+            conns.insert(
+                endpoint,
+                H2cConn {
+                    sender,
+                    id,
+                    last_used,
+                },
+            );
         }
         Ok(sender)
+    }
+
+    /// Drives one connection; when no request started on it for the idle timeout, removes it
+    /// from the pool so it closes after its last stream.
+    async fn run(
+        self,
+        endpoint: SocketAddr,
+        id: u64,
+        last_used: Arc<Mutex<tokio::time::Instant>>,
+        conn: impl std::future::Future<Output = hyper::Result<()>>,
+    ) {
+        tokio::pin!(conn);
+        loop {
+            let since = last_used
+                .lock()
+                .map(|t| *t)
+                .unwrap_or_else(|p| *p.into_inner());
+            tokio::select! {
+                ended = conn.as_mut() => {
+                    if let Err(error) = ended {
+                        tracing::debug!(%endpoint, %error, "h2c upstream connection ended");
+                    }
+                    return;
+                }
+                _ = tokio::time::sleep_until(since + self.idle_timeout) => {
+                    let still = last_used.lock().map(|t| *t == since).unwrap_or(true);
+                    if still {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Ok(mut conns) = self.conns.lock() {
+            if conns.get(&endpoint).is_some_and(|c| c.id == id) {
+                conns.remove(&endpoint);
+            }
+        }
+        if let Err(error) = conn.await {
+            tracing::debug!(%endpoint, %error, "h2c upstream connection ended");
+        }
     }
 
     fn lookup(&self, endpoint: SocketAddr) -> Option<http2::SendRequest<UpstreamBody>> {
         let mut conns = self.conns.lock().ok()?;
         match conns.get(&endpoint) {
-            Some(s) if !s.is_closed() => Some(s.clone()),
+            Some(c) if !c.sender.is_closed() => {
+                if let Ok(mut t) = c.last_used.lock() {
+                    *t = tokio::time::Instant::now();
+                }
+                Some(c.sender.clone())
+            }
             Some(_) => {
                 conns.remove(&endpoint);
                 None
@@ -231,7 +298,10 @@ mod tests {
 
     #[tokio::test]
     async fn h2c_pool_forgets_ended_connections() {
-        let upstreams = Upstreams::new(Duration::from_secs(2));
+        let upstreams = Upstreams::new(&ProxyOptions {
+            connect_timeout: Duration::from_secs(2),
+            ..ProxyOptions::default()
+        });
         let (a, server_a) = echo_on_loopback().await;
         let resp = upstreams
             .send(UpstreamProtocol::H2c, a, request("site"))
@@ -244,7 +314,7 @@ mod tests {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         let ended = || {
             let conns = upstreams.h2c.conns.lock().expect("pool lock");
-            conns.get(&a).is_none_or(|s| s.is_closed())
+            conns.get(&a).is_none_or(|c| c.sender.is_closed())
         };
         while !ended() {
             assert!(

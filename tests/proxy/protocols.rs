@@ -223,6 +223,8 @@ async fn silent_and_slow_clients_are_disconnected() {
     let addr = free_addr();
     let mut options = crate::support::proxy::test_options();
     options.header_read_timeout = Duration::from_millis(300);
+    // Silence before the first byte is the handshake phase.
+    options.handshake_timeout = Duration::from_millis(300);
     let _p = crate::support::proxy::start_with(
         single(
             addr,

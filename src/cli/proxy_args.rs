@@ -1,0 +1,117 @@
+//! The data plane's flags, shared by `serve` and `demo`: one per connection and request phase,
+//! parsed into `ProxyOptions`. Defaults and their reasons live on `ProxyOptions`.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::parse_duration;
+use crate::proxy::ProxyOptions;
+
+/// Timeouts and limits of client connections and upstream pools.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Time a new connection has to finish the TLS handshake and show its protocol (for
+    /// HTTP/2: the whole client preface and SETTINGS); else it is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// Time an HTTP/1.1 client has to send a request head, counted from when the connection
+    /// waits for one (so it also bounds silent keep-alive connections).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// A request body that sends nothing for this long is aborted (408, or a reset stream once
+    /// the response has begun).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub body_idle_timeout: Duration,
+    /// Longest wait for an upstream response head (504); a route's shorter `timeouts` win.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub upstream_response_timeout: Duration,
+    /// Client connections with no request in flight for this long are closed (HTTP/1.1
+    /// keep-alive, HTTP/2 without streams).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Interval of HTTP/2 keep-alive PINGs to clients.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub http2_keepalive_interval: Duration,
+    /// An HTTP/2 PING unanswered for this long closes the connection.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub http2_keepalive_timeout: Duration,
+    /// Streams one HTTP/2 client connection may have open at once.
+    #[arg(long, default_value_t = 256)]
+    pub http2_max_concurrent_streams: u32,
+    /// Open client connections per listener socket; more are closed as soon as accepted.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint.
+    #[arg(long, default_value_t = 32)]
+    pub upstream_max_idle: usize,
+    /// Pooled upstream connections unused for this long are closed.
+    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    pub upstream_idle_timeout: Duration,
+    /// Time to open an upstream TCP connection (504 after it).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+}
+
+impl ProxyArgs {
+    /// The options these flags describe, with `drain_timeout`.
+    pub fn options(&self, drain_timeout: Duration) -> ProxyOptions {
+        ProxyOptions {
+            handshake_timeout: self.handshake_timeout,
+            header_read_timeout: self.header_read_timeout,
+            body_idle_timeout: self.body_idle_timeout,
+            upstream_response_timeout: self.upstream_response_timeout,
+            idle_timeout: self.idle_timeout,
+            http2_keepalive_interval: self.http2_keepalive_interval,
+            http2_keepalive_timeout: self.http2_keepalive_timeout,
+            http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+            max_connections: self.max_connections,
+            upstream_max_idle_per_endpoint: self.upstream_max_idle,
+            upstream_idle_timeout: self.upstream_idle_timeout,
+            drain_timeout,
+            connect_timeout: self.connect_timeout,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        proxy: ProxyArgs,
+    }
+
+    #[test]
+    fn defaults_match_the_options_defaults() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        let parsed = format!("{:?}", cli.proxy.options(Duration::from_secs(30)));
+        assert_eq!(parsed, format!("{:?}", ProxyOptions::default()));
+    }
+
+    #[test]
+    fn flags_parse_durations_and_counts() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--handshake-timeout",
+            "500ms",
+            "--idle-timeout",
+            "2m",
+            "--max-connections",
+            "7",
+            "--upstream-max-idle",
+            "3",
+        ])
+        .unwrap();
+        let o = cli.proxy.options(Duration::from_secs(1));
+        assert_eq!(o.handshake_timeout, Duration::from_millis(500));
+        assert_eq!(o.idle_timeout, Duration::from_secs(120));
+        assert_eq!(o.max_connections, 7);
+        assert_eq!(o.upstream_max_idle_per_endpoint, 3);
+        assert!(Cli::try_parse_from(["x", "--body-idle-timeout", "5x"]).is_err());
+    }
+}

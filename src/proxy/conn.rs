@@ -1,0 +1,312 @@
+//! One accepted connection from accept to close: the pre-HTTP phases (TLS handshake, protocol
+//! detection, HTTP/2 preface) under one handshake deadline; then hyper serving it, closed when
+//! idle for the idle timeout or, at drain, as soon as no request is in flight. Also the
+//! per-listener count of open connections that the connection limit and the drain read.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use prometheus::IntGauge;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+
+use super::detect::{detect, Prefixed};
+use super::service::Handler;
+use super::tls::TlsInfo;
+use super::{ProxyOptions, Shared};
+
+/// After a connection was asked to close (idle, drain), time given to flush the last response
+/// or the GOAWAY before a connection with nothing in flight is dropped: HTTP/2 peers that never
+/// answer the GOAWAY's PING would otherwise hold it.
+const CLOSE_GRACE: Duration = Duration::from_millis(250);
+
+/// The connection builder: HTTP/1.1 and HTTP/2 on one port with every timer of hyper that
+/// applies: the request head timeout (slowloris) and HTTP/2 keep-alive PINGs.
+pub(crate) fn builder(options: &ProxyOptions) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(options.http2_keepalive_interval)
+        .keep_alive_timeout(options.http2_keepalive_timeout)
+        .max_concurrent_streams(options.http2_max_concurrent_streams);
+    builder
+}
+
+/// Open connections of one listener socket, for the connection limit, the drain and the
+/// `connections_open` gauge.
+pub(crate) struct OpenConns {
+    open: AtomicUsize,
+    closed: Notify,
+    gauge: IntGauge,
+}
+
+impl OpenConns {
+    pub(crate) fn new(gauge: IntGauge) -> Arc<Self> {
+        Arc::new(Self {
+            open: AtomicUsize::new(0),
+            closed: Notify::new(),
+            gauge,
+        })
+    }
+
+    /// Connections open now.
+    pub(crate) fn count(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Counts one connection until the returned mark drops.
+    pub(crate) fn add(self: &Arc<Self>) -> Open {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        self.gauge.inc();
+        Open(self.clone())
+    }
+
+    /// Resolves when no connection is open.
+    pub(crate) async fn all_closed(&self) {
+        loop {
+            let closed = self.closed.notified();
+            if self.count() == 0 {
+                return;
+            }
+            closed.await;
+        }
+    }
+}
+
+/// One open connection, counted until dropped.
+pub(crate) struct Open(Arc<OpenConns>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.gauge.dec();
+        self.0.closed.notify_waiters();
+    }
+}
+
+/// Requests in flight on one connection and since when it has had none.
+pub(crate) struct Activity {
+    state: Mutex<(usize, Instant)>,
+    changed: Notify,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new((0, Instant::now())),
+            changed: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (usize, Instant)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks a request in flight until the returned mark drops.
+    pub(crate) fn start(self: &Arc<Self>) -> InFlight {
+        self.lock().0 += 1;
+        self.changed.notify_waiters();
+        InFlight(self.clone())
+    }
+
+    /// Resolves once no request has been in flight for `limit`.
+    pub(crate) async fn idle_for(&self, limit: Duration) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (busy, since) = *self.lock();
+            if busy > 0 {
+                changed.await;
+                continue;
+            }
+            let at = since + limit;
+            if Instant::now() >= at {
+                return;
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep_until(at) => {}
+            }
+        }
+    }
+}
+
+/// One request in flight, until its response body is dropped.
+pub(crate) struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        {
+            let mut state = self.0.lock();
+            state.0 = state.0.saturating_sub(1);
+            if state.0 == 0 {
+                state.1 = Instant::now();
+            }
+        }
+        self.0.changed.notify_waiters();
+    }
+}
+
+/// What a connection task needs from its accept loop.
+pub(crate) struct Accepted {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    pub listener: SocketAddr,
+    pub shared: Arc<Shared>,
+    pub tls: Option<TlsAcceptor>,
+    pub builder: auto::Builder<TokioExecutor>,
+    pub drain: watch::Receiver<bool>,
+    pub open: Open,
+}
+
+/// Serves one accepted connection (plain or TLS) until it closes.
+pub(crate) async fn handle(conn: Accepted) {
+    let Accepted {
+        stream,
+        peer,
+        listener,
+        shared,
+        tls,
+        builder,
+        mut drain,
+        open: _open,
+    } = conn;
+    let _ = stream.set_nodelay(true);
+    let deadline = Instant::now() + shared.options.handshake_timeout;
+    let is_tls = shared
+        .table
+        .load()
+        .listener(&listener)
+        .is_some_and(|l| l.tls.is_some());
+    let mut handler = Handler::new(shared.clone(), listener, peer);
+    if !is_tls {
+        if let Some(io) = before_http(stream, deadline, &mut drain, &shared).await {
+            serve_http(&builder, io, handler, drain).await;
+        }
+        return;
+    }
+    let Some(tls) = tls else { return };
+    let stream = match bounded(tls.accept(stream), deadline, &mut drain, &shared).await {
+        Some(Ok(s)) => s,
+        Some(Err(error)) => {
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            return;
+        }
+        None => return,
+    };
+    let sni = stream
+        .get_ref()
+        .1
+        .server_name()
+        .map(str::to_ascii_lowercase);
+    handler.tls = Some(TlsInfo { sni });
+    if let Some(io) = before_http(stream, deadline, &mut drain, &shared).await {
+        serve_http(&builder, io, handler, drain).await;
+    }
+}
+
+/// Reads until the protocol is known (for HTTP/2: the preface and SETTINGS), by `deadline`.
+async fn before_http<I: AsyncRead + Unpin>(
+    mut io: I,
+    deadline: Instant,
+    drain: &mut watch::Receiver<bool>,
+    shared: &Shared,
+) -> Option<Prefixed<I>> {
+    let mut buf = Vec::new();
+    match bounded(detect(&mut io, &mut buf), deadline, drain, shared).await {
+        Some(Ok(Some(_))) => Some(Prefixed::new(buf, io)),
+        _ => None,
+    }
+}
+
+/// Runs `fut` until `deadline`; once the drain starts, for at most [`CLOSE_GRACE`] more (a
+/// client already sending its request is served, a silent one does not delay the exit).
+/// `None` when time ran out (counted as a handshake timeout).
+async fn bounded<F: Future>(
+    fut: F,
+    deadline: Instant,
+    drain: &mut watch::Receiver<bool>,
+    shared: &Shared,
+) -> Option<F::Output> {
+    tokio::pin!(fut);
+    let mut deadline = deadline;
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            biased;
+            out = tokio::time::timeout_at(deadline, &mut fut) => {
+                if out.is_err() {
+                    shared.metrics.connections_closed.with_label_values(&["handshake_timeout"]).inc();
+                }
+                return out.ok();
+            }
+            _ = drain.wait_for(|d| *d), if !draining => {
+                draining = true;
+                deadline = deadline.min(Instant::now() + CLOSE_GRACE);
+            }
+        }
+    }
+}
+
+/// Serves HTTP until the peer closes, the connection has been idle for the idle timeout, or the
+/// drain asks it to close. Idle and drain close gracefully: hyper closes an idle HTTP/1.1
+/// connection at once and sends `Connection: close` on a response in flight; HTTP/2 gets a
+/// GOAWAY. A connection asked to close is dropped once nothing is in flight.
+async fn serve_http<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    handler: Handler,
+    mut drain: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = handler.activity.clone();
+    let shared = handler.shared.clone();
+    let peer = handler.peer;
+    let service = service_fn(move |req| {
+        let handler = handler.clone();
+        async move { Ok::<_, Infallible>(handler.handle(req).await) }
+    });
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let idle = shared.options.idle_timeout;
+    let mut closing = false;
+    let ended = loop {
+        tokio::select! {
+            biased;
+            ended = conn.as_mut() => break ended,
+            _ = activity.idle_for(idle), if !closing => {
+                shared.metrics.connections_closed.with_label_values(&["idle"]).inc();
+                conn.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            _ = drain.wait_for(|d| *d), if !closing => {
+                conn.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            _ = async {
+                tokio::time::sleep(CLOSE_GRACE).await;
+                activity.idle_for(CLOSE_GRACE).await;
+            }, if closing => return,
+        }
+    };
+    if let Err(error) = ended {
+        tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}

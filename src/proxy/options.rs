@@ -1,0 +1,68 @@
+//! The data plane's timeouts and limits: one typed struct, its defaults and why each is what it
+//! is. The command line fills it (`cli::proxy_args`); tests set short values.
+
+use std::time::Duration;
+
+/// Timeouts and limits of the data plane, one per phase of a connection and of a request.
+#[derive(Debug, Clone)]
+pub struct ProxyOptions {
+    /// Time a new connection has to finish everything before HTTP: the TLS handshake on HTTPS
+    /// sockets, the first bytes that tell HTTP/1.1 from HTTP/2, and for HTTP/2 the client
+    /// preface with its SETTINGS frame. 10 s: a real client needs a round trip or two; a
+    /// client that sends one byte of the preface and stops is closed after this.
+    pub handshake_timeout: Duration,
+    /// Time an HTTP/1.1 client has to send a complete request head (slowloris guard). hyper's
+    /// timer starts when the connection waits for a head, so it also bounds a silent keep-alive
+    /// connection. 10 s, like a browser's worst case on a slow link with room to spare.
+    pub header_read_timeout: Duration,
+    /// A request body that delivers no bytes for this long is aborted: 408 when no response head
+    /// was sent yet, else the stream is reset; its upstream connection is not reused. 30 s:
+    /// uploads on slow links pause, but not for half a minute.
+    pub body_idle_timeout: Duration,
+    /// Longest wait for an upstream response head when the rule sets no shorter
+    /// `timeouts.request` / `timeouts.backendRequest`; answered 504. 60 s: generous for slow
+    /// backends, yet a hung backend cannot hold a connection forever.
+    pub upstream_response_timeout: Duration,
+    /// A connection with no request in flight for this long is closed: HTTP/1.1 keep-alive
+    /// connections, and HTTP/2 connections without streams (GOAWAY first). 60 s.
+    pub idle_timeout: Duration,
+    /// Interval of HTTP/2 keep-alive PINGs to clients. 30 s.
+    pub http2_keepalive_interval: Duration,
+    /// A PING unanswered for this long closes the HTTP/2 connection (a vanished peer). 10 s.
+    pub http2_keepalive_timeout: Duration,
+    /// Streams one HTTP/2 client may have open at once. 256.
+    pub http2_max_concurrent_streams: u32,
+    /// Open connections per listener socket; over it a new connection is accepted and closed at
+    /// once, existing ones are served. 10,000: below the usual file descriptor limits.
+    pub max_connections: usize,
+    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint; a burst's extra connections
+    /// are closed when they return to the pool. 32.
+    pub upstream_max_idle_per_endpoint: usize,
+    /// Pooled upstream connections unused for this long are closed (HTTP/1.1 and h2c). 90 s,
+    /// below the common 120 s idle limit of backends, so the proxy closes first.
+    pub upstream_idle_timeout: Duration,
+    /// Time in-flight requests get to finish at shutdown or when their listener is removed.
+    pub drain_timeout: Duration,
+    /// Time to establish an upstream TCP connection before answering 504.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        Self {
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            body_idle_timeout: Duration::from_secs(30),
+            upstream_response_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            http2_keepalive_interval: Duration::from_secs(30),
+            http2_keepalive_timeout: Duration::from_secs(10),
+            http2_max_concurrent_streams: 256,
+            max_connections: 10_000,
+            upstream_max_idle_per_endpoint: 32,
+            upstream_idle_timeout: Duration::from_secs(90),
+            drain_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
