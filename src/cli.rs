@@ -14,6 +14,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod cluster;
+mod policy;
+
+pub use policy::PathPolicyArgs;
 
 use crate::admin::{serve_admin, DEFAULT_ADMIN_ADDR};
 use crate::admission::Crds;
@@ -112,6 +115,8 @@ pub struct ServeArgs {
     /// Time in-flight requests get to finish at shutdown (e.g. 30s, 500ms, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
+    #[command(flatten)]
+    pub path_policy: PathPolicyArgs,
     #[command(flatten)]
     pub kube: KubeArgs,
 }
@@ -373,6 +378,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         ProxyOptions {
             drain_timeout: args.drain_timeout,
+            path_policy: args.path_policy.policy(),
             ..ProxyOptions::default()
         },
     )

@@ -22,6 +22,9 @@ pub struct Metrics {
     pub rebuild_seconds: HistogramVec,
     /// Configuration load failures (unparsable files, unreachable API), by source.
     pub config_errors: IntCounterVec,
+    /// Requests the proxy answered itself with an error, by fault: `client` (malformed or
+    /// refused requests, 400/501), `route` (404, 421, 500) or `upstream` (502, 503, 504).
+    pub request_errors: IntCounterVec,
 }
 
 impl Metrics {
@@ -66,6 +69,14 @@ impl Metrics {
             &["source"],
         )
         .expect("valid metric");
+        let request_errors = IntCounterVec::new(
+            Opts::new(
+                "request_errors_total",
+                "Requests answered with an error by the proxy, by who is at fault",
+            ),
+            &["fault"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(request_seconds.clone()),
@@ -73,6 +84,7 @@ impl Metrics {
             Box::new(table_rules.clone()),
             Box::new(rebuild_seconds.clone()),
             Box::new(config_errors.clone()),
+            Box::new(request_errors.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -84,6 +96,7 @@ impl Metrics {
             table_rules,
             rebuild_seconds,
             config_errors,
+            request_errors,
         })
     }
 

@@ -5,6 +5,8 @@ mod support;
 
 #[path = "proxy/backend_protocols.rs"]
 mod backend_protocols;
+#[path = "proxy/client_faults.rs"]
+mod client_faults;
 #[path = "proxy/cors.rs"]
 mod cors;
 #[path = "proxy/filters.rs"]
@@ -13,6 +15,8 @@ mod filters;
 mod lifecycle;
 #[path = "proxy/mirror.rs"]
 mod mirror;
+#[path = "proxy/path_policy.rs"]
+mod path_policy;
 #[path = "proxy/protocols.rs"]
 mod protocols;
 #[path = "proxy/routing.rs"]

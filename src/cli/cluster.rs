@@ -45,6 +45,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
         metrics.clone(),
         ProxyOptions {
             drain_timeout: args.drain_timeout,
+            path_policy: args.path_policy.policy(),
             ..ProxyOptions::default()
         },
     );

@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use tokio::sync::mpsc;
 
+use super::error::ClientBodyError;
 use super::upstream::{UpstreamBody, Upstreams};
 use super::BoxError;
 use crate::table::UpstreamProtocol;
@@ -82,7 +83,7 @@ impl Body for TeeBody {
             }
             Some(Err(e)) => {
                 this.sinks.clear();
-                Poll::Ready(Some(Err(e.into())))
+                Poll::Ready(Some(Err(Box::new(ClientBodyError(e)))))
             }
             None => {
                 this.finish_all();
@@ -134,7 +135,8 @@ pub fn tee(body: Incoming, copies: usize) -> (UpstreamBody, Vec<UpstreamBody>) {
     if body.is_end_stream() {
         let empty = || Empty::new().map_err(|never| match never {}).boxed_unsync();
         return (
-            body.map_err(Into::into).boxed_unsync(),
+            body.map_err(|e| -> BoxError { Box::new(ClientBodyError(e)) })
+                .boxed_unsync(),
             (0..copies).map(|_| empty()).collect(),
         );
     }

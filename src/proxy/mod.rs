@@ -3,9 +3,11 @@
 //!
 //! Modules: `listener` (bind, accept, drain), `service` (per-request phases), `upstream`
 //! (pooled clients), `tls` (TLS termination, certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and forwarded
-//! headers), `error` (the status mapping).
+//! headers), `gate` (host, framing and path checks before routing), `error` (the status
+//! mapping).
 
 mod error;
+mod gate;
 mod headers;
 mod listener;
 mod mirror;
@@ -23,9 +25,10 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 
 use crate::metrics::Metrics;
+use crate::request::PathPolicy;
 use crate::table::RouteTable;
 
-pub use error::ProxyError;
+pub use error::{Fault, ProxyError};
 pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 
@@ -44,6 +47,9 @@ pub struct ProxyOptions {
     pub drain_timeout: Duration,
     /// Time to establish an upstream TCP connection before answering 502.
     pub connect_timeout: Duration,
+    /// How request paths are canonicalized before routing (docs/security.md); the default
+    /// rejects every ambiguous form.
+    pub path_policy: PathPolicy,
 }
 
 impl Default for ProxyOptions {
@@ -52,6 +58,7 @@ impl Default for ProxyOptions {
             header_read_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            path_policy: PathPolicy::default(),
         }
     }
 }

@@ -23,6 +23,7 @@ pub fn test_options() -> ProxyOptions {
         header_read_timeout: Duration::from_secs(5),
         drain_timeout: Duration::from_secs(5),
         connect_timeout: Duration::from_secs(2),
+        ..ProxyOptions::default()
     }
 }
 
