@@ -256,3 +256,55 @@ async fn redirects_and_rewrites_use_the_canonical_path_and_never_inject_headers(
     assert_eq!(r.status, 200, "{}", r.head);
     assert_eq!(r.field("path").as_deref(), Some("/v2/x"));
 }
+
+#[tokio::test]
+async fn tls_paths_follow_the_same_policy_on_http1_and_http2() {
+    use crate::support::tls::{client_config, connect, self_signed, tls_listeners, Session};
+    use edgeplane::table::ListenerTable;
+    let fleet = start_fleet(&["public", "private"]).await;
+    let public = service("public", &[fleet[0].addr]);
+    let private = service("private", &[fleet[1].addr]);
+    let cert = self_signed(&["site.example"]);
+    let addr = free_addr();
+    let listener = ListenerTable::new(
+        addr,
+        vec!["default/gw/https".into()],
+        vec![vhost(
+            "*",
+            vec![
+                rule("public")
+                    .path(PathMatch::prefix("/public"))
+                    .backend(to(&public))
+                    .build(),
+                rule("private")
+                    .path(PathMatch::prefix("/private"))
+                    .backend(to(&private))
+                    .build(),
+            ],
+        )],
+    )
+    .with_tls(tls_listeners(&[(None, &cert)]));
+    let _p = start_with(
+        table(1, vec![std::sync::Arc::new(listener)]),
+        test_options(),
+    )
+    .await;
+    for alpn in [&b"http/1.1"[..], &b"h2"[..]] {
+        let stream = connect(addr, "site.example", client_config(&[&cert], &[alpn]))
+            .await
+            .expect("TLS handshake");
+        let mut session = Session::start(stream).await.expect("HTTP session");
+        let r = session
+            .get("site.example", "/public/%2e%2e/private")
+            .await
+            .expect("reply");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.pod().as_deref(), Some("private"));
+        assert_eq!(r.field("path").as_deref(), Some("/private"));
+        let r = session
+            .get("site.example", "/public/..%2Fprivate")
+            .await
+            .expect("reply");
+        assert_eq!(r.status, 400);
+    }
+}
