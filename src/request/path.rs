@@ -3,8 +3,9 @@
 //! path changes.
 //!
 //! Rules, in order (docs/security.md explains each):
-//! 1. The path starts with `/`; only visible ASCII (0x21..=0x7E) is allowed, never `?` or `#`;
-//!    every `%` starts a two-digit hex escape.
+//! 1. The path starts with `/`; only visible ASCII (0x21..=0x7E) is allowed, never `?`, `#`,
+//!    `<`, `>` or a backtick (which no request target can carry); every `%` starts a two-digit
+//!    hex escape.
 //! 2. Escapes of unreserved characters (ALPHA / DIGIT / `-._~`) are decoded; every other escape
 //!    is kept with uppercase hex digits (RFC 3986 6.2.2.1-2). Nothing is decoded twice.
 //! 3. `%2F`, `%5C` and a raw `\`, `;` (path parameters) and `//` (empty segments) are rejected
@@ -182,7 +183,7 @@ fn scan(path: &[u8], policy: &PathPolicy) -> Result<bool, PathError> {
                 changed |= is_dot_segment(seg);
                 seg_start = i + 1;
             }
-            b'?' | b'#' => return Err(PathError::InvalidByte(b)),
+            b'?' | b'#' | b'<' | b'>' | b'`' => return Err(PathError::InvalidByte(b)),
             0x21..=0x7E => {}
             _ => return Err(PathError::InvalidByte(b)),
         }
@@ -337,6 +338,10 @@ mod tests {
             ("/a\u{e9}", DEFAULT, Err(InvalidByte(0xC3))),
             ("/a?b", DEFAULT, Err(InvalidByte(b'?'))),
             ("/a#b", DEFAULT, Err(InvalidByte(b'#'))),
+            // Found by fuzzing: the canonical form must be a valid request target.
+            ("//`````", ALLOW, Err(InvalidByte(b'`'))),
+            ("/a<b>", DEFAULT, Err(InvalidByte(b'<'))),
+            ("/a\"{}|^[]", DEFAULT, Ok("/a\"{}|^[]")),
             // %2F
             ("/public%2F..%2Fprivate", DEFAULT, Err(EncodedSlash)),
             ("/a%2fb", DEFAULT, Err(EncodedSlash)),
@@ -388,6 +393,18 @@ mod tests {
                 let twice = normalize_path(&once, &policy).expect("canonical form is accepted");
                 assert_eq!(twice, once, "{input:?}");
                 assert!(matches!(twice, Cow::Borrowed(_)), "{input:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn canonical_paths_are_valid_request_targets() {
+        for (input, policy, _) in cases() {
+            if let Ok(p) = normalize_path(input, &policy) {
+                assert!(
+                    http::uri::PathAndQuery::try_from(p.as_ref()).is_ok(),
+                    "{p:?}"
+                );
             }
         }
     }
