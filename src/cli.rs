@@ -17,6 +17,9 @@ mod cluster;
 mod proxy_args;
 
 pub use proxy_args::ProxyArgs;
+mod policy;
+
+pub use policy::PathPolicyArgs;
 
 use crate::admin::{serve_admin, DEFAULT_ADMIN_ADDR};
 use crate::admission::Crds;

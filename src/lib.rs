@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod provider;
 pub mod proxy;
 pub mod reconcile;
+pub mod request;
 pub mod snapshot;
 pub mod status;
 pub mod table;

@@ -35,6 +35,9 @@ pub struct Metrics {
     pub connections_refused: IntCounterVec,
     /// Connections the proxy closed on a timer, by reason (`handshake_timeout`, `idle`).
     pub connections_closed: IntCounterVec,
+    /// Requests the proxy answered itself with an error, by fault: `client` (malformed or
+    /// refused requests, 400/501), `route` (404, 421, 500) or `upstream` (502, 503, 504).
+    pub request_errors: IntCounterVec,
 }
 
 impl Metrics {
@@ -108,6 +111,14 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let request_errors = IntCounterVec::new(
+            Opts::new(
+                "request_errors_total",
+                "Requests answered with an error by the proxy, by who is at fault",
+            ),
+            &["fault"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(certificate_expiry.clone()),
@@ -119,6 +130,7 @@ impl Metrics {
             Box::new(connections_open.clone()),
             Box::new(connections_refused.clone()),
             Box::new(connections_closed.clone()),
+            Box::new(request_errors.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -134,6 +146,7 @@ impl Metrics {
             connections_open,
             connections_refused,
             connections_closed,
+            request_errors,
         })
     }
 

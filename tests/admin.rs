@@ -38,9 +38,14 @@ impl Reply {
 
 /// One HTTP/1.1 request on a fresh connection, read to the end (bounded in time).
 async fn request(addr: SocketAddr, method: &str, path: &str) -> Reply {
+    request_with_host(addr, method, path, &addr.to_string()).await
+}
+
+/// Like [`request`] with the given `Host` header.
+async fn request_with_host(addr: SocketAddr, method: &str, path: &str, host: &str) -> Reply {
     let fut = async {
         let mut s = TcpStream::connect(addr).await.expect("connect");
-        let head = format!("{method} {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
         s.write_all(head.as_bytes()).await.expect("write");
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).await.expect("read");
@@ -202,5 +207,30 @@ async fn debug_views_show_what_is_published() {
     assert_eq!(entry["generation"], 2);
     assert_eq!(entry["status"]["conditions"][0]["type"], "Accepted");
     assert_eq!(entry["status"]["conditions"][0]["observedGeneration"], 2);
+    task.abort();
+}
+
+#[tokio::test]
+async fn host_header_is_checked_against_dns_rebinding() {
+    let (addr, _published, task) = start().await;
+    let port = addr.port();
+    for host in [
+        addr.to_string(),
+        format!("localhost:{port}"),
+        "127.0.0.1".to_owned(),
+        format!("[::1]:{port}"),
+    ] {
+        let r = request_with_host(addr, "GET", "/healthz", &host).await;
+        assert_eq!(r.status, 200, "Host: {host}");
+    }
+    for host in [
+        format!("rebind.attacker.example:{port}"),
+        "admin".to_owned(),
+        format!("10.0.0.1:{port}"),
+    ] {
+        let r = request_with_host(addr, "GET", "/debug/config", &host).await;
+        assert_eq!(r.status, 403, "Host: {host}");
+        assert!(!r.body.contains("listeners"), "nothing leaks: {}", r.body);
+    }
     task.abort();
 }

@@ -137,7 +137,7 @@ async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> 
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok((200, _)) = get(admin, "/readyz").await {
+        if let Ok((200, _)) = admin_get(admin, "/readyz").await {
             return server;
         }
         assert!(Instant::now() < deadline, "edgeplane did not become ready");
@@ -161,8 +161,12 @@ impl Conn {
     }
 
     async fn get(&mut self, path: &str) -> Result<(u16, String), hyper::Error> {
+        self.get_for("example.com", path).await
+    }
+
+    async fn get_for(&mut self, host: &str, path: &str) -> Result<(u16, String), hyper::Error> {
         let req = hyper::Request::get(path)
-            .header("host", "example.com")
+            .header("host", host)
             .body(Full::new(Bytes::new()))
             .expect("valid request");
         self.sender.ready().await?;
@@ -176,6 +180,14 @@ impl Conn {
 async fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut conn = Conn::open(addr).await?;
     conn.get(path).await.map_err(std::io::Error::other)
+}
+
+/// A request to the admin server, whose `Host` must name it (DNS rebinding guard).
+async fn admin_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut conn = Conn::open(addr).await?;
+    conn.get_for(&addr.to_string(), path)
+        .await
+        .map_err(std::io::Error::other)
 }
 
 fn pod(body: &str) -> String {
@@ -263,7 +275,9 @@ async fn error_statuses_and_bad_files() {
         404
     );
 
-    let (_, status_before) = get(server.admin, "/debug/status").await.expect("status");
+    let (_, status_before) = admin_get(server.admin, "/debug/status")
+        .await
+        .expect("status");
     assert!(status_before.contains("BackendNotFound"), "{status_before}");
 
     // A broken file: reported, and the last good table keeps serving.
@@ -277,12 +291,14 @@ async fn error_statuses_and_bad_files() {
         get(server.proxy, "/ok").await.expect("still serving").0,
         200
     );
-    let (_, metrics) = get(server.admin, "/metrics").await.expect("metrics");
+    let (_, metrics) = admin_get(server.admin, "/metrics").await.expect("metrics");
     assert!(
         metrics.contains("edgeplane_config_errors_total"),
         "{metrics}"
     );
-    let (_, status_after) = get(server.admin, "/debug/status").await.expect("status");
+    let (_, status_after) = admin_get(server.admin, "/debug/status")
+        .await
+        .expect("status");
     assert_eq!(status_before, status_after);
 
     // Fixing the file is picked up.

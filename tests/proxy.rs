@@ -5,6 +5,8 @@ mod support;
 
 #[path = "proxy/backend_protocols.rs"]
 mod backend_protocols;
+#[path = "proxy/client_faults.rs"]
+mod client_faults;
 #[path = "proxy/connections.rs"]
 mod connections;
 #[path = "proxy/cors.rs"]
@@ -15,6 +17,8 @@ mod filters;
 mod lifecycle;
 #[path = "proxy/mirror.rs"]
 mod mirror;
+#[path = "proxy/path_policy.rs"]
+mod path_policy;
 #[path = "proxy/protocols.rs"]
 mod protocols;
 #[path = "proxy/routing.rs"]

@@ -1,11 +1,15 @@
 //! The admin server: health, readiness, Prometheus metrics and debug views of what is published.
-//! HTTP/1.1 on its own address; never on a request path of the proxy.
+//! HTTP/1.1 on its own address (loopback by default); never on a request path of the proxy.
+//! Every request's `Host` must name this server (a loopback IP, `localhost`, the admin address,
+//! or any IP literal when bound to all interfaces), so a web page cannot reach it through DNS
+//! rebinding: its requests carry the attacker's host name and get 403.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use http::header::{HeaderValue, ALLOW, CONTENT_TYPE, HOST};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::server::conn::http1;
@@ -15,6 +19,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 
 use crate::reconcile::Published;
+use crate::request::parse_authority;
 
 /// Default address of the admin server.
 pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9901";
@@ -24,6 +29,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the admin endpoints on `listener` until the task is dropped or the listener fails.
 pub async fn serve_admin(listener: TcpListener, published: Arc<Published>) -> std::io::Result<()> {
+    let local = listener.local_addr()?;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -38,7 +44,17 @@ pub async fn serve_admin(listener: TcpListener, published: Arc<Published>) -> st
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let published = published.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(&req, &published)) }
+                async move {
+                    let resp = if host_allowed(req.headers().get(HOST), local) {
+                        handle(&req, &published)
+                    } else {
+                        text(
+                            StatusCode::FORBIDDEN,
+                            "forbidden: Host does not name the admin server\n",
+                        )
+                    };
+                    Ok::<_, std::convert::Infallible>(resp)
+                }
             });
             let conn = http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -49,6 +65,24 @@ pub async fn serve_admin(listener: TcpListener, published: Arc<Published>) -> st
             }
         });
     }
+}
+
+/// The DNS-rebinding guard: the `Host` header must be `localhost`, a loopback IP, the IP the
+/// admin server is bound to, or (only when bound to an unspecified address such as `0.0.0.0`,
+/// where kubelet probes send the pod IP) any IP literal. A request without `Host` is refused.
+/// An IP literal cannot be rebound, so only host names other than `localhost` are at risk.
+pub fn host_allowed(host: Option<&HeaderValue>, admin: SocketAddr) -> bool {
+    let Some(authority) = host.and_then(|h| parse_authority(h.as_bytes()).ok()) else {
+        return false;
+    };
+    let name = authority.host.trim_end_matches('.');
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let Ok(ip) = name.parse::<IpAddr>() else {
+        return false;
+    };
+    ip.is_loopback() || ip == admin.ip() || admin.ip().is_unspecified()
 }
 
 const JSON: &str = "application/json";
@@ -116,6 +150,37 @@ mod tests {
     fn get(path: &str, p: &Published) -> Response<Full<Bytes>> {
         let req = Request::get(path).body(()).unwrap();
         handle(&req, p)
+    }
+
+    #[test]
+    fn host_check_against_dns_rebinding() {
+        let local: SocketAddr = "127.0.0.1:9901".parse().unwrap();
+        let pod: SocketAddr = "10.1.2.3:9901".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:9901".parse().unwrap();
+        let ok = |h: &str, a| host_allowed(Some(&HeaderValue::from_str(h).unwrap()), a);
+        for h in [
+            "localhost",
+            "LOCALHOST:9901",
+            "127.0.0.1:9901",
+            "127.9.9.9",
+            "[::1]:9901",
+        ] {
+            assert!(ok(h, local), "{h}");
+        }
+        for h in [
+            "evil.example",
+            "evil.example:9901",
+            "10.1.2.3:9901",
+            "admin",
+            "",
+        ] {
+            assert!(!ok(h, local), "{h}");
+        }
+        assert!(ok("10.1.2.3:9901", pod));
+        assert!(!ok("10.9.9.9:9901", pod));
+        assert!(ok("10.9.9.9:9901", any));
+        assert!(!ok("rebound.example:9901", any));
+        assert!(!host_allowed(None, local));
     }
 
     #[test]

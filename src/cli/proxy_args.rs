@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::parse_duration;
+use super::policy::PathPolicyArgs;
 use crate::proxy::ProxyOptions;
 
 /// Timeouts and limits of client connections and upstream pools.
@@ -51,6 +52,8 @@ pub struct ProxyArgs {
     /// Time to open an upstream TCP connection (504 after it).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
+    #[command(flatten)]
+    pub path_policy: PathPolicyArgs,
 }
 
 impl ProxyArgs {
@@ -70,6 +73,7 @@ impl ProxyArgs {
             upstream_idle_timeout: self.upstream_idle_timeout,
             drain_timeout,
             connect_timeout: self.connect_timeout,
+            path_policy: self.path_policy.policy(),
         }
     }
 }

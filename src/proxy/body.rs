@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::conn::InFlight;
+use super::error::ClientBodyError;
 use super::{BoxError, ProxyBody};
 
 /// The error a stalled request body ends with.
@@ -23,7 +24,8 @@ use super::{BoxError, ProxyBody};
 pub struct BodyIdle(pub Duration);
 
 /// The client's request body, aborted with [`BodyIdle`] when no frame arrives for the limit
-/// while someone is waiting for one. The timer runs only while the body is polled and pending,
+/// while someone is waiting for one; its other errors are marked [`ClientBodyError`], so a
+/// malformed body is blamed on the client (400), never on the backend. The timer runs only while the body is polled and pending,
 /// so a slow upstream that does not read is not blamed on the client.
 pub struct ClientBody {
     inner: Incoming,
@@ -58,7 +60,9 @@ impl Body for ClientBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.armed = false;
-                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+                Poll::Ready(
+                    frame.map(|f| f.map_err(|e| -> BoxError { Box::new(ClientBodyError(e)) })),
+                )
             }
             Poll::Pending => {
                 if !this.armed {

@@ -1,5 +1,5 @@
 //! Why the proxy could not serve a request, and the one place where each reason becomes an HTTP
-//! status code and a short text body.
+//! status code, a short text body and a fault class (client, route, backend) for the metrics.
 
 use std::error::Error as StdError;
 use std::net::SocketAddr;
@@ -9,11 +9,74 @@ use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::ProxyBody;
+use crate::request::{HostError, PathError};
 use crate::table::ServiceKey;
+
+/// Marks an error of the client's request body (a malformed chunk, a reset stream) as it passes
+/// through the upstream client, so the failure is blamed on the client, not the backend.
+#[derive(Debug, thiserror::Error)]
+#[error("client request body: {0}")]
+pub struct ClientBodyError(#[source] pub hyper::Error);
+
+/// Who caused a failed request: the label of `edgeplane_request_errors_total{fault}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The request itself is malformed or refused by policy (4xx, 501).
+    Client,
+    /// The configuration: no route, no backend, an unresolved backend (404, 421, 500).
+    Route,
+    /// The backend: no endpoints, connect or exchange failure, timeout (502, 503, 504).
+    Upstream,
+}
+
+impl Fault {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Route => "route",
+            Self::Upstream => "upstream",
+        }
+    }
+}
 
 /// A request the proxy answers itself instead of forwarding.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
+    /// The request names no host: no `Host` header and no `:authority` (RFC 9112 3.2).
+    #[error("request has no host")]
+    MissingHost,
+    /// More than one `Host` header line (RFC 9112 3.2).
+    #[error("request has more than one Host header")]
+    DuplicateHost,
+    /// `Host` or `:authority` is not a valid `host[:port]`.
+    #[error("invalid host: {0}")]
+    BadHost(HostError),
+    /// HTTP/2 `:authority` and `Host` name different sites (RFC 9113 8.3.1).
+    #[error(":authority and Host disagree")]
+    HostMismatch,
+    /// The path breaks the path policy (docs/security.md).
+    #[error("path refused: {0}")]
+    BadPath(PathError),
+    /// Asterisk-form target on a method other than OPTIONS.
+    #[error("'*' target is only allowed for OPTIONS")]
+    AsteriskForm,
+    /// The canonical target could not be turned back into a URI.
+    #[error("invalid request target: {0}")]
+    BadUri(String),
+    /// Contradictory or repeated framing (RFC 9112 6.1, 6.3).
+    #[error("invalid message framing: {0}")]
+    BadFraming(&'static str),
+    /// A transfer coding other than chunked (RFC 9112 6.1: 501).
+    #[error("transfer coding {0:?} is not implemented")]
+    UnsupportedTransferCoding(String),
+    /// The client's request body broke while it was forwarded (malformed chunked encoding,
+    /// a reset stream).
+    #[error("{0}")]
+    ClientBody(String),
+    /// The redirect location built from the request is not a valid header value.
+    #[error("redirect location is not a valid header value")]
+    BadRedirect,
     /// The socket's listener is gone from the live table (it is draining).
     #[error("no listener at {0}")]
     NoListener(SocketAddr),
@@ -94,9 +157,34 @@ impl ProxyError {
         }
     }
 
+    /// Reclassifies an upstream failure caused by the client's own request body as a client
+    /// fault: the backend is not to blame when the client sends a malformed chunk.
+    pub fn blame_client_body(self) -> Self {
+        let client = match &self {
+            Self::Upstream { source, .. } => client_body_in(source),
+            Self::UpstreamH2 { source, .. } => client_body_in(source),
+            _ => None,
+        };
+        match client {
+            Some(message) => Self::ClientBody(message),
+            None => self,
+        }
+    }
+
     /// The single mapping from failure to status code.
     pub fn status(&self) -> StatusCode {
         match self {
+            Self::MissingHost
+            | Self::DuplicateHost
+            | Self::BadHost(_)
+            | Self::HostMismatch
+            | Self::BadPath(_)
+            | Self::AsteriskForm
+            | Self::BadUri(_)
+            | Self::BadFraming(_)
+            | Self::ClientBody(_)
+            | Self::BadRedirect => StatusCode::BAD_REQUEST,
+            Self::UnsupportedTransferCoding(_) => StatusCode::NOT_IMPLEMENTED,
             Self::NoListener(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             Self::InvalidBackend { .. } | Self::NoBackend | Self::BadUpstreamRequest(_) => {
@@ -109,6 +197,23 @@ impl ProxyError {
             | Self::UpstreamH2 { .. } => StatusCode::BAD_GATEWAY,
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+        }
+    }
+
+    /// Who is to blame, for the metrics: derived from the status class so the two never
+    /// disagree.
+    pub fn fault(&self) -> Fault {
+        let status = self.status();
+        if status.is_client_error()
+            && status != StatusCode::NOT_FOUND
+            && status != StatusCode::MISDIRECTED_REQUEST
+            || status == StatusCode::NOT_IMPLEMENTED
+        {
+            Fault::Client
+        } else if matches!(status.as_u16(), 502..=504) {
+            Fault::Upstream
+        } else {
+            Fault::Route
         }
     }
 
@@ -132,6 +237,19 @@ impl ProxyError {
         );
         resp
     }
+}
+
+/// The message of a [`ClientBodyError`] somewhere in the chain of `err`.
+fn client_body_in(err: &(dyn StdError + 'static)) -> Option<String> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    for _ in 0..16 {
+        let e = cur?;
+        if let Some(c) = e.downcast_ref::<ClientBodyError>() {
+            return Some(c.to_string());
+        }
+        cur = e.source();
+    }
+    None
 }
 
 /// True when an I/O error somewhere in the chain says the operation timed out.
@@ -180,6 +298,16 @@ mod tests {
         assert_eq!(timeout.status(), 504);
         let body = ProxyError::BodyTimeout(std::time::Duration::from_secs(1));
         assert_eq!(body.status(), 408);
+        assert_eq!(timeout.fault(), Fault::Upstream);
+        assert_eq!(ProxyError::NoRoute.fault(), Fault::Route);
+        assert_eq!(ProxyError::NoBackend.fault(), Fault::Route);
+        assert_eq!(ProxyError::MissingHost.status(), 400);
+        assert_eq!(ProxyError::MissingHost.fault(), Fault::Client);
+        assert_eq!(ProxyError::ClientBody("x".into()).status(), 400);
+        assert_eq!(ProxyError::ClientBody("x".into()).fault(), Fault::Client);
+        let te = ProxyError::UnsupportedTransferCoding("gzip".into());
+        assert_eq!((te.status().as_u16(), te.fault()), (501, Fault::Client));
+        assert_eq!(ProxyError::BadPath(PathError::EmptySegment).status(), 400);
     }
 
     #[test]

@@ -133,10 +133,7 @@ impl Body for MirrorBody {
 pub fn tee(body: ClientBody, copies: usize) -> (UpstreamBody, Vec<UpstreamBody>) {
     if body.is_end_stream() {
         let empty = || Empty::new().map_err(|never| match never {}).boxed_unsync();
-        return (
-            body.map_err(Into::into).boxed_unsync(),
-            (0..copies).map(|_| empty()).collect(),
-        );
+        return (body.boxed_unsync(), (0..copies).map(|_| empty()).collect());
     }
     let hint = body.size_hint();
     let mut sinks = Vec::with_capacity(copies);

@@ -2,16 +2,18 @@
 //! service that routes each request with the live table. Never imports kube.
 //!
 //! Modules: `listener` (bind, accept, drain), `conn` (one connection: handshake, idle, drain),
-//! `detect` (HTTP/1 or HTTP/2 preface), `options` (timeouts and limits), `service` (per-request
-//! phases), `body` (request body idle timer, in-flight tracking), `upstream` (pooled clients),
-//! `tls` (TLS termination, certificates by SNI), `mirror` (request mirroring), `upgrade`
-//! (WebSocket tunnels), `headers` (hop-by-hop and forwarded headers), `error` (the status
+//! `detect` (HTTP/1 or HTTP/2 preface), `options` (timeouts and limits), `gate` (host, framing
+//! and path checks before routing), `service` (per-request phases), `body` (request body idle
+//! timer, in-flight tracking), `upstream` (pooled clients), `tls` (TLS termination,
+//! certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers`
+//! (hop-by-hop and forwarded headers), `error` (the status
 //! mapping).
 
 mod body;
 mod conn;
 mod detect;
 mod error;
+mod gate;
 mod headers;
 mod listener;
 mod mirror;
@@ -32,7 +34,7 @@ use bytes::Bytes;
 use crate::metrics::Metrics;
 use crate::table::RouteTable;
 
-pub use error::ProxyError;
+pub use error::{Fault, ProxyError};
 pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use options::ProxyOptions;

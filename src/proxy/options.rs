@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::request::PathPolicy;
+
 /// Timeouts and limits of the data plane, one per phase of a connection and of a request.
 #[derive(Debug, Clone)]
 pub struct ProxyOptions {
@@ -45,6 +47,9 @@ pub struct ProxyOptions {
     pub drain_timeout: Duration,
     /// Time to establish an upstream TCP connection before answering 504.
     pub connect_timeout: Duration,
+    /// How request paths are canonicalized before routing (docs/security.md); the default
+    /// rejects every ambiguous form.
+    pub path_policy: PathPolicy,
 }
 
 impl Default for ProxyOptions {
@@ -63,6 +68,7 @@ impl Default for ProxyOptions {
             upstream_idle_timeout: Duration::from_secs(90),
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            path_policy: PathPolicy::default(),
         }
     }
 }

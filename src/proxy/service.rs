@@ -1,5 +1,5 @@
 //! The HTTP service: one request through its phases, Pingora-style, one function per phase:
-//! listener -> host (421 when it belongs to another HTTPS listener than the SNI) -> rule -> redirect -> CORS preflight -> backend -> request filters ->
+//! listener -> gate (host, framing, canonical path: `gate.rs`) -> host (421 when it belongs to another HTTPS listener than the SNI) -> rule -> redirect -> CORS preflight -> backend -> request filters ->
 //! mirrors -> forward (within the rule's timeouts) -> response filters -> metrics. The table is loaded once per request, so a request finishes on the table it
 //! started with however often the table is swapped meanwhile.
 
@@ -18,6 +18,7 @@ use hyper::body::Incoming;
 use super::body::{ClientBody, Tracked};
 use super::conn::Activity;
 use super::error::ProxyError;
+use super::gate::{self, Target};
 use super::headers::{set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
 use super::tls::TlsInfo;
@@ -84,6 +85,11 @@ impl Handler {
             Ok(resp) => resp,
             Err(err) => {
                 tracing::debug!(listener = %self.listener, route = %route, error = %err, "request failed");
+                self.shared
+                    .metrics
+                    .request_errors
+                    .with_label_values(&[err.fault().label()])
+                    .inc();
                 err.to_response()
             }
         };
@@ -100,16 +106,17 @@ impl Handler {
         start: Instant,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let listener = self.find_listener(table)?;
-        let raw_host = request_authority(&req);
-        let host = raw_host
-            .as_ref()
-            .and_then(|h| h.to_str().ok())
-            .map(normalize_host)
-            .unwrap_or_default();
+        let mut req = req;
+        gate::check_framing(req.version(), req.headers())?;
+        let raw_host = gate::authority(&req)?;
+        if gate::normalize_target(&mut req, &self.shared.options.path_policy)? == Target::Asterisk {
+            return Ok(options_asterisk());
+        }
+        let host = raw_host.to_str().map(normalize_host).unwrap_or_default();
         self.check_misdirected(listener, &host)?;
         let rule = find_rule(listener, &req, &host)?;
         *route_label = rule.route.to_string();
-        if let Some(resp) = self.redirect(&rule, &req, &host) {
+        if let Some(resp) = self.redirect(&rule, &req, &host)? {
             return Ok(resp);
         }
         let cors_headers = match &rule.filters.cors {
@@ -121,12 +128,11 @@ impl Handler {
         };
         let (backend, service) = pick_backend(&rule)?;
         let endpoint = pick_endpoint(&service)?;
-        let mut req = req;
         // WebSocket handshakes go through to HTTP/1 backends only.
         let upgrade = websocket_upgrade(req.headers())
             .filter(|_| service.protocol == UpstreamProtocol::Http1)
             .map(|value| (value, hyper::upgrade::on(&mut req)));
-        let req = self.upstream_request(req, &rule, backend, &service, raw_host)?;
+        let req = self.upstream_request(req, &rule, backend, &service, Some(raw_host))?;
         let mut req = if upgrade.is_some() {
             req.map(BodyExt::boxed_unsync)
         } else {
@@ -138,7 +144,9 @@ impl Handler {
         });
         let send = self.shared.upstreams.send(service.protocol, endpoint, req);
         let upstream_limit = self.shared.options.upstream_response_timeout;
-        let mut resp = within_timeouts(send, rule.filters.timeouts, upstream_limit, start).await?;
+        let mut resp = within_timeouts(send, rule.filters.timeouts, upstream_limit, start)
+            .await
+            .map_err(ProxyError::blame_client_body)?;
         let switched = match upgrade {
             Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
@@ -229,14 +237,17 @@ impl Handler {
         }
     }
 
-    /// Phase 4: a rule with a redirect filter answers at once with its `Location`.
+    /// Phase 4: a rule with a redirect filter answers at once with its `Location`, built from
+    /// the canonical path; a location that is not a valid header value is refused (400).
     fn redirect(
         &self,
         rule: &RouteRule,
         req: &Request<ClientBody>,
         host: &str,
-    ) -> Option<Response<ProxyBody>> {
-        let redirect = rule.filters.redirect.as_ref()?;
+    ) -> Result<Option<Response<ProxyBody>>, ProxyError> {
+        let Some(redirect) = rule.filters.redirect.as_ref() else {
+            return Ok(None);
+        };
         let target = RedirectTarget {
             scheme: self.scheme(),
             host,
@@ -249,15 +260,11 @@ impl Handler {
             .ok()
             .filter(StatusCode::is_redirection)
             .unwrap_or(StatusCode::FOUND);
+        let location = HeaderValue::from_str(&location).map_err(|_| ProxyError::BadRedirect)?;
         let mut resp = Response::new(empty());
         *resp.status_mut() = status;
-        match HeaderValue::from_str(&location) {
-            Ok(v) => {
-                resp.headers_mut().insert(header::LOCATION, v);
-            }
-            Err(_) => *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR,
-        }
-        Some(resp)
+        resp.headers_mut().insert(header::LOCATION, location);
+        Ok(Some(resp))
     }
 
     /// Phase 6: hop-by-hop headers out, forwarded headers in, then the rule's and the backend's
@@ -335,17 +342,6 @@ impl Handler {
             .with_label_values(&[outcome.route.as_str()])
             .observe(start.elapsed().as_secs_f64());
     }
-}
-
-/// Phase 2: the authority the client asked for, as sent: the URI authority (HTTP/2, or an
-/// absolute-form HTTP/1 target, which takes precedence over `Host`), else the `Host` header.
-fn request_authority(req: &Request<ClientBody>) -> Option<HeaderValue> {
-    if let Some(a) = req.uri().authority() {
-        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
-            return Some(v);
-        }
-    }
-    req.headers().get(header::HOST).cloned()
 }
 
 /// Phase 3: the highest-precedence rule of the host that accepts the request.
@@ -435,6 +431,15 @@ async fn within_timeouts<T>(
 fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
     let mut resp = Response::new(empty());
     *resp.headers_mut() = headers;
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    resp
+}
+
+/// The proxy's own answer to `OPTIONS *` (RFC 9110 9.3.7): 200 without a body; the request
+/// concerns the server, not any route.
+fn options_asterisk() -> Response<ProxyBody> {
+    let mut resp = Response::new(empty());
     resp.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     resp

@@ -122,7 +122,8 @@ pub struct RedirectTarget<'a> {
 }
 
 impl Redirect {
-    /// The `Location` header value. Per the spec, a port follows the scheme's well-known port when
+    /// The `Location` header value. The host comes validated (from the table or the request
+    /// gate); path and query bytes outside visible ASCII are percent-encoded. Per the spec, a port follows the scheme's well-known port when
     /// the scheme is changed, else the listener's port, and is omitted when it is the default
     /// port of the resulting scheme (80 for http, 443 for https).
     pub fn location(&self, req: &RedirectTarget<'_>, matched: &PathMatch) -> String {
@@ -144,15 +145,31 @@ impl Redirect {
             host.to_owned()
         };
         let mut out = if default_port {
-            format!("{scheme}://{host}{path}")
+            format!("{scheme}://{host}")
         } else {
-            format!("{scheme}://{host}:{port}{path}")
+            format!("{scheme}://{host}:{port}")
         };
+        push_visible(&mut out, &path);
         if let Some(q) = req.query {
             out.push('?');
-            out.push_str(q);
+            push_visible(&mut out, q);
         }
         out
+    }
+}
+
+/// Appends `s`, percent-encoding every byte that is not visible ASCII (controls, CR, LF,
+/// space, non-ASCII): request-controlled text in a `Location` can never end the header line.
+fn push_visible(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for b in s.bytes() {
+        if (0x21..=0x7E).contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xF)]));
+        }
     }
 }
 
@@ -292,6 +309,30 @@ mod tests {
             plain.location(&http80, &prefix("/")),
             "http://h.example/new"
         );
+    }
+
+    #[test]
+    fn redirect_location_never_carries_control_bytes() {
+        let req = RedirectTarget {
+            scheme: "http",
+            host: "h.example",
+            listener_port: 80,
+            path: "/a\r\nSet-Cookie: x=1",
+            query: Some("q=\u{e9} \n"),
+        };
+        let r = Redirect {
+            scheme: None,
+            hostname: None,
+            port: None,
+            path: None,
+            status: 302,
+        };
+        let loc = r.location(&req, &prefix("/"));
+        assert_eq!(
+            loc,
+            "http://h.example/a%0D%0ASet-Cookie:%20x=1?q=%C3%A9%20%0A"
+        );
+        assert!(HeaderValue::from_str(&loc).is_ok());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use gateway_api::apis::standard::httproutes::{
 };
 use http::{HeaderName, HeaderValue};
 
+use crate::request::{validate_config_path, validate_hostname};
 use crate::table::{
     Cors, CorsList, Fraction, HeaderModifier, OriginPattern, PathModifier, Redirect, RuleFilters,
     UrlRewrite,
@@ -35,6 +36,10 @@ pub enum FilterError {
     PrefixWithoutPathPrefix,
     #[error("path modifier {0} has no value")]
     PathValue(&'static str),
+    #[error("hostname {0:?} is not a valid host name")]
+    Hostname(String),
+    #[error("path {0:?} is not a valid absolute path (visible ASCII, valid escapes)")]
+    PathChars(String),
     #[error("redirect status code {0} is not supported")]
     StatusCode(i64),
     #[error("redirect port {0} is out of range")]
@@ -152,7 +157,7 @@ pub fn compile_filters(
                         Scheme::Http => "http".to_owned(),
                         Scheme::Https => "https".to_owned(),
                     }),
-                    hostname: spec.hostname.clone(),
+                    hostname: hostname(spec.hostname.as_deref())?,
                     port,
                     path,
                     status,
@@ -171,7 +176,7 @@ pub fn compile_filters(
                     None => None,
                 };
                 let rewrite = UrlRewrite {
-                    hostname: spec.hostname.clone(),
+                    hostname: hostname(spec.hostname.as_deref())?,
                     path,
                 };
                 set_once(&mut out.rewrite, rewrite, name)?;
@@ -327,6 +332,28 @@ fn header_modifier<'s>(
     })
 }
 
+/// A configured redirect or rewrite hostname, checked with the rules a request host obeys: it
+/// ends up in `Location` or `Host`, so it may not carry anything but a name.
+fn hostname(name: Option<&str>) -> Result<Option<String>, FilterError> {
+    match name {
+        Some(n) => match validate_hostname(n) {
+            Ok(()) => Ok(Some(n.to_owned())),
+            Err(_) => Err(FilterError::Hostname(n.to_owned())),
+        },
+        None => Ok(None),
+    }
+}
+
+/// A configured path value: visible ASCII with valid escapes (empty for `ReplacePrefixMatch`
+/// means "strip the prefix").
+fn config_path(p: &str, may_be_empty: bool) -> Result<String, FilterError> {
+    if (p.is_empty() && may_be_empty) || validate_config_path(p).is_ok() {
+        Ok(p.to_owned())
+    } else {
+        Err(FilterError::PathChars(p.to_owned()))
+    }
+}
+
 fn path_modifier(
     full: bool,
     full_path: Option<&str>,
@@ -335,13 +362,13 @@ fn path_modifier(
 ) -> Result<PathModifier, FilterError> {
     if full {
         let p = full_path.ok_or(FilterError::PathValue("ReplaceFullPath"))?;
-        return Ok(PathModifier::ReplaceFullPath(p.to_owned()));
+        return Ok(PathModifier::ReplaceFullPath(config_path(p, false)?));
     }
     let p = prefix.ok_or(FilterError::PathValue("ReplacePrefixMatch"))?;
     if !all_prefix {
         return Err(FilterError::PrefixWithoutPathPrefix);
     }
-    Ok(PathModifier::ReplacePrefixMatch(p.to_owned()))
+    Ok(PathModifier::ReplacePrefixMatch(config_path(p, true)?))
 }
 
 #[cfg(test)]
@@ -384,6 +411,23 @@ mod tests {
             compile_filters(&twice, true).unwrap_err(),
             FilterError::Repeated("RequestRedirect")
         );
+    }
+
+    #[test]
+    fn injected_values_are_refused_at_build_time() {
+        let cases = [
+            ("- type: RequestRedirect\n  requestRedirect: {hostname: \"a.example\\r\\nSet-Cookie: x\"}\n", "Hostname"),
+            ("- type: URLRewrite\n  urlRewrite: {hostname: \"evil.com/x\"}\n", "Hostname"),
+            ("- type: URLRewrite\n  urlRewrite:\n    path: {type: ReplaceFullPath, replaceFullPath: \"/a\\nb\"}\n", "PathChars"),
+            ("- type: RequestRedirect\n  requestRedirect:\n    path: {type: ReplacePrefixMatch, replacePrefixMatch: \"/a b\"}\n", "PathChars"),
+            ("- type: RequestHeaderModifier\n  requestHeaderModifier:\n    set: [{name: x, value: \"a\\r\\nb: c\"}]\n", "HeaderValue"),
+        ];
+        for (yaml, want) in cases {
+            let err = compile_filters(&filters(yaml), true).expect_err(yaml);
+            assert!(format!("{err:?}").starts_with(want), "{yaml}: {err:?}");
+        }
+        let ok = filters("- type: URLRewrite\n  urlRewrite:\n    hostname: b.example\n    path: {type: ReplacePrefixMatch, replacePrefixMatch: \"\"}\n");
+        assert!(compile_filters(&ok, true).is_ok());
     }
 
     #[test]

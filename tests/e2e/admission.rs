@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::{echo_fleet, get, pod, route, serve_with, service, test_net, write, BASE};
+use super::{admin_get, echo_fleet, get, pod, route, serve_with, service, test_net, write, BASE};
 
 /// Polls until `path` answers 200 from pod `want`.
 async fn wait_pod(proxy: std::net::SocketAddr, path: &str, want: &str) {
@@ -74,7 +74,7 @@ async fn a_rejected_update_keeps_the_admitted_version_serving() {
         line.contains("the previously admitted version stays in force"),
         "{line}"
     );
-    let (_, metrics) = get(server.admin, "/metrics").await.expect("metrics");
+    let (_, metrics) = admin_get(server.admin, "/metrics").await.expect("metrics");
     let counted = metrics
         .lines()
         .find(|l| l.starts_with("edgeplane_config_errors_total{source=\"file\"}"))

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{echo_fleet, get, ip, route, serve, service, test_net, write};
+use super::{admin_get, echo_fleet, get, ip, route, serve, service, test_net, write};
 
 /// Longest wait for a status change: the retry back-off starts at 1 s and is capped at 30 s.
 const RECOVERY: Duration = Duration::from_secs(40);
@@ -34,7 +34,9 @@ fn manifests(addresses: &[IpAddr], backend: &[SocketAddr]) -> String {
 
 /// The Gateway's status as `/debug/status` serves it.
 async fn gateway(admin: SocketAddr) -> Value {
-    let (status, body) = get(admin, "/debug/status").await.expect("debug status");
+    let (status, body) = admin_get(admin, "/debug/status")
+        .await
+        .expect("debug status");
     assert_eq!(status, 200, "{body}");
     let all: Value = serde_json::from_str(&body).expect("status JSON");
     all.as_array()

@@ -50,10 +50,13 @@ async fn serve_kubernetes_binary() {
     let status = |path: &'static str| {
         let client = client.clone();
         async move {
-            support::client::send(&client, support::client::get(admin, "admin", path))
-                .await
-                .map(|r| r.status.as_u16())
-                .ok()
+            support::client::send(
+                &client,
+                support::client::get(admin, &admin.to_string(), path),
+            )
+            .await
+            .map(|r| r.status.as_u16())
+            .ok()
         }
     };
     let deadline = std::time::Instant::now() + T;

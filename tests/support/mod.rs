@@ -10,6 +10,7 @@ pub mod echo;
 pub mod mirror;
 pub mod net;
 pub mod proxy;
+pub mod raw;
 pub mod tables;
 pub mod tls;
 pub mod websocket;
