@@ -82,7 +82,7 @@ impl Handler {
         self.check_misdirected(listener, &host)?;
         let rule = find_rule(listener, &req, &host)?;
         *route_label = rule.route.to_string();
-        if let Some(resp) = self.redirect(&rule, &req, &host) {
+        if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port()) {
             return Ok(resp);
         }
         let cors_headers = match &rule.filters.cors {
@@ -201,18 +201,20 @@ impl Handler {
         }
     }
 
-    /// Phase 4: a rule with a redirect filter answers at once with its `Location`.
+    /// Phase 4: a rule with a redirect filter answers at once with its `Location` (without a
+    /// port of its own it keeps the Gateway listener's port, not a mapped socket's).
     fn redirect(
         &self,
         rule: &RouteRule,
         req: &Request<Incoming>,
         host: &str,
+        listener_port: u16,
     ) -> Option<Response<ProxyBody>> {
         let redirect = rule.filters.redirect.as_ref()?;
         let target = RedirectTarget {
             scheme: self.scheme(),
             host,
-            listener_port: self.listener.port(),
+            listener_port,
             path: req.uri().path(),
             query: req.uri().query(),
         };
