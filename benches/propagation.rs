@@ -101,6 +101,7 @@ async fn measure(
         ReconcileOptions {
             controller_name: CONTROLLER.to_owned(),
             bind_address: bind,
+            port_map: Default::default(),
         },
     );
     let reconcile = tokio::spawn(async move {

@@ -52,6 +52,7 @@ fn bench_translate(c: &mut Criterion) {
         bind_address: "127.0.0.1".parse().expect("valid address"),
         now: jiff::Timestamp::UNIX_EPOCH,
         generation: 1,
+        port_map: Default::default(),
     };
     let mut group = c.benchmark_group("translate");
     group.sample_size(10);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the Gateway API conformance replay (tests/conformance) and writes the upstream
 # ConformanceReport YAML to the given path (default: conformance-report.yaml).
-# Listener ports 80 and 8080 on loopback: run as root or with CAP_NET_BIND_SERVICE.
+# Runs as any user: listener ports 80 and 443 are bound on local ports 18080 and 18443.
 set -eu
 cd "$(dirname "$0")/.."
 out=${1:-conformance-report.yaml}

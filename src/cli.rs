@@ -31,7 +31,7 @@ use crate::provider::manifest::ManifestError;
 use crate::proxy::{Proxy, ProxyOptions};
 use crate::reconcile::{Published, ReconcileOptions, Reconciler};
 use crate::snapshot::Snapshot;
-use crate::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+use crate::translate::{translate, PortMap, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 
 /// A Kubernetes Gateway API controller and the edge proxy it programs, in one process.
 #[derive(Debug, Parser)]
@@ -56,7 +56,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Gateways of a directory of manifests (reloaded on change), or of a cluster.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Translate a directory once, print every object's status as YAML; exit 1 on problems,
     /// 2 on a manifest that cannot be parsed.
     Check(CheckArgs),
@@ -120,6 +120,10 @@ pub struct ServeArgs {
     /// Time in-flight requests get to finish at shutdown (e.g. 30s, 500ms, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
+    /// Standalone: bind listener ports on other local ports, as Service targetPorts do
+    /// (`80=18080,443=18443`, e.g. to run unprivileged); status keeps the Gateways' ports.
+    #[arg(long, value_name = "PORT=LOCAL,...", conflicts_with = "kubernetes")]
+    pub port_map: Option<PortMap>,
     #[command(flatten)]
     pub proxy: ProxyArgs,
     #[command(flatten)]
@@ -224,7 +228,7 @@ pub fn init_logging(format: LogFormat) {
 /// Runs one subcommand to completion and returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Check(args) => Ok(check(&args)),
         Command::Echo(args) => echo(args).await,
         Command::Demo(args) => demo(args).await,
@@ -250,6 +254,7 @@ fn check(args: &CheckArgs) -> ExitCode {
         bind_address: args.translate.bind_address,
         now: jiff::Timestamp::now(),
         generation: 1,
+        port_map: Default::default(),
     };
     let translation = translate(&loaded.snapshot, &options);
     match serde_yaml_ng::to_string(&translation.status) {
@@ -376,6 +381,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })?;
     report_errors(&loaded.errors, &metrics);
     tracing::info!(dir = %dir.display(), objects = loaded.snapshot.len(), "configuration loaded");
+    let port_map = args.port_map.unwrap_or_default();
+    if !port_map.is_empty() {
+        tracing::info!(%port_map, "listener ports bind mapped local ports");
+    }
     let (tx, rx) = watch::channel(Arc::new(loaded.snapshot));
     let watcher = watch_dir(config, tx, metrics.clone())?;
     let stack = Stack::start(
@@ -385,6 +394,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ReconcileOptions {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
+            port_map,
         },
         args.proxy.options(args.drain_timeout),
     )
@@ -406,6 +416,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         ReconcileOptions {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
+            port_map: Default::default(),
         },
         args.proxy.options(args.drain_timeout),
     )

@@ -17,7 +17,9 @@ use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
 use crate::status::{ObjectStatus, StatusReport};
 use crate::table::{RouteTable, ServedCertificates};
-use crate::translate::{apply_bind_failures, translate_with, TranslateOptions, Translation};
+use crate::translate::{
+    apply_bind_failures, translate_with, PortMap, TranslateOptions, Translation,
+};
 
 /// What the process currently serves: read by the proxy (table), the admin server (everything)
 /// and, in a cluster, the status writer.
@@ -66,6 +68,8 @@ pub enum ReconcileError {
 pub struct ReconcileOptions {
     pub controller_name: String,
     pub bind_address: IpAddr,
+    /// Standalone mode's `--port-map`: the local port each Gateway listener port binds.
+    pub port_map: PortMap,
 }
 
 /// What one publication did, for logs and tests.
@@ -119,6 +123,7 @@ impl Reconciler {
             bind_address: self.options.bind_address,
             now: jiff::Timestamp::now(),
             generation: self.generation + 1,
+            port_map: self.options.port_map.clone(),
         };
         // The certificates served now: a Secret updated to garbage keeps serving its last one.
         let served = ServedCertificates::of(&self.published.table.load());
@@ -324,6 +329,7 @@ mod tests {
             ReconcileOptions {
                 controller_name: "x/y".into(),
                 bind_address: IpAddr::from([127, 0, 0, 1]),
+                port_map: Default::default(),
             },
         );
         (published, r)

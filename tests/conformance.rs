@@ -54,9 +54,6 @@ const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gateway_http_profile() {
-    if let Err(e) = harness::ensure_privileged_ports() {
-        panic!("{e}");
-    }
     let filter: Vec<String> = std::env::var("CONFORMANCE_RUN")
         .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
         .unwrap_or_default();

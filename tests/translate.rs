@@ -15,6 +15,7 @@ fn options() -> TranslateOptions {
         bind_address: "127.0.0.1".parse().expect("ip"),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
         generation: 1,
+        port_map: Default::default(),
     }
 }
 

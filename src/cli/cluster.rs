@@ -60,6 +60,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
         ReconcileOptions {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
+            port_map: Default::default(),
         },
     );
     let reconcile = tokio::spawn(async move {

@@ -116,7 +116,7 @@ impl Handler {
         self.check_misdirected(listener, &host)?;
         let rule = find_rule(listener, &req, &host)?;
         *route_label = rule.route.to_string();
-        if let Some(resp) = self.redirect(&rule, &req, &host)? {
+        if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port())? {
             return Ok(resp);
         }
         let cors_headers = match &rule.filters.cors {
@@ -238,12 +238,14 @@ impl Handler {
     }
 
     /// Phase 4: a rule with a redirect filter answers at once with its `Location`, built from
-    /// the canonical path; a location that is not a valid header value is refused (400).
+    /// the canonical path; without a port of its own it keeps the Gateway listener's port, not a
+    /// mapped socket's. A location that is not a valid header value is refused (400).
     fn redirect(
         &self,
         rule: &RouteRule,
         req: &Request<ClientBody>,
         host: &str,
+        listener_port: u16,
     ) -> Result<Option<Response<ProxyBody>>, ProxyError> {
         let Some(redirect) = rule.filters.redirect.as_ref() else {
             return Ok(None);
@@ -251,7 +253,7 @@ impl Handler {
         let target = RedirectTarget {
             scheme: self.scheme(),
             host,
-            listener_port: self.listener.port(),
+            listener_port,
             path: req.uri().path(),
             query: req.uri().query(),
         };

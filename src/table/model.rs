@@ -48,6 +48,10 @@ impl RouteTable {
 #[derive(Debug, Serialize)]
 pub struct ListenerTable {
     pub bind: SocketAddr,
+    /// The Gateway listener port clients address when it is not `bind.port()` (the port is
+    /// mapped: a Service's `targetPort`, `--port-map`); see [`ListenerTable::listener_port`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// `namespace/gateway/listener` of every Gateway listener merged onto this socket.
     pub sources: Vec<String>,
     pub hosts: HostIndex,
@@ -61,10 +65,23 @@ impl ListenerTable {
     pub fn new(bind: SocketAddr, sources: Vec<String>, hosts: Vec<VirtualHost>) -> Self {
         Self {
             bind,
+            port: None,
             sources,
             hosts: HostIndex::build(hosts),
             tls: None,
         }
+    }
+
+    /// Sets the Gateway listener port served here (recorded only when it is not the socket's).
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = (port != self.bind.port()).then_some(port);
+        self
+    }
+
+    /// The Gateway listener port the requests on this socket were sent to: redirects without a
+    /// port keep it, so clients see the Gateway's port, never a mapped local one.
+    pub fn listener_port(&self) -> u16 {
+        self.port.unwrap_or(self.bind.port())
     }
 
     /// Makes the socket terminate TLS with these listeners' certificates.

@@ -186,6 +186,7 @@ mod tests {
             bind_address: "127.0.0.9".parse().unwrap(),
             now: "2026-01-01T00:00:00Z".parse().unwrap(),
             generation: 1,
+            port_map: Default::default(),
         };
         translate(&snapshot, &options)
     }

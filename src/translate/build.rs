@@ -22,6 +22,8 @@ type RuleKey = (usize, u32, u32);
 struct SocketBuild {
     /// `HTTP` or `HTTPS`: the protocol of the first listener bound here.
     protocol: String,
+    /// The Gateway listener port of the first listener bound here.
+    port: u16,
     /// `(gateway, listener)` indexes of the listeners bound here.
     members: HashSet<(usize, usize)>,
     tls: Vec<TlsListener>,
@@ -63,8 +65,10 @@ pub fn build_table(
                 let s = sockets.entry(SocketAddr::new(*ip, port)).or_default();
                 if s.protocol.is_empty() {
                     s.protocol = l.spec.protocol.clone();
-                } else if s.protocol != l.spec.protocol {
-                    // Another Gateway bound this address and port with the other protocol.
+                    s.port = l.port;
+                } else if s.protocol != l.spec.protocol || s.port != l.port {
+                    // Another Gateway bound this socket with the other protocol, or for another
+                    // listener port (marked conflicted already).
                     continue;
                 }
                 s.members.insert((gi, li));
@@ -134,7 +138,8 @@ pub fn build_table(
                     VirtualHost::new(name, rules.into_values().collect()).in_listener(group)
                 })
                 .collect();
-            let mut table = ListenerTable::new(addr, s.sources.into_iter().collect(), hosts);
+            let mut table =
+                ListenerTable::new(addr, s.sources.into_iter().collect(), hosts).with_port(s.port);
             if s.protocol == "HTTPS" {
                 table = table.with_tls(TlsListeners::new(s.tls));
             }

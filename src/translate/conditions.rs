@@ -29,6 +29,7 @@ pub const REASON_PENDING: &str = "Pending";
 pub const REASON_NO_CONFLICTS: &str = "NoConflicts";
 pub const REASON_HOSTNAME_CONFLICT: &str = "HostnameConflict";
 pub const REASON_PROTOCOL_CONFLICT: &str = "ProtocolConflict";
+pub const REASON_PORT_UNAVAILABLE: &str = "PortUnavailable";
 pub const REASON_UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
 pub const REASON_INVALID_ROUTE_KINDS: &str = "InvalidRouteKinds";
 

@@ -5,15 +5,20 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use super::conditions::{REASON_HOSTNAME_CONFLICT, REASON_PROTOCOL_CONFLICT};
+use super::conditions::{
+    REASON_HOSTNAME_CONFLICT, REASON_PORT_UNAVAILABLE, REASON_PROTOCOL_CONFLICT,
+};
 use super::gateway::{GatewayModel, ListenerModel};
 
 /// Listeners of different Gateways that bind the same address and port share one socket, so they
 /// must speak the same protocol. Gateways are taken in `namespace/name` order (the order the
 /// table is built in): the first to bind a socket keeps it, and a later Gateway's listener of
-/// another protocol there gets `Conflicted` `ProtocolConflict` and is not programmed.
+/// another protocol there gets `Conflicted` `ProtocolConflict` and is not programmed. A listener
+/// whose port is mapped onto a socket that serves another listener port (a port map target that
+/// is also a Gateway's port) gets `PortUnavailable` the same way: one socket answers for one
+/// listener port.
 pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
-    let mut sockets: HashMap<SocketAddr, (&str, usize)> = HashMap::new();
+    let mut sockets: HashMap<SocketAddr, (&str, usize, u16)> = HashMap::new();
     let mut marks = Vec::new();
     for (gi, g) in gateways.iter().enumerate() {
         if !g.accepted() {
@@ -26,20 +31,22 @@ pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
             for ip in &g.binds {
                 match sockets.entry(SocketAddr::new(*ip, port)) {
                     Entry::Vacant(e) => {
-                        e.insert((l.spec.protocol.as_str(), gi));
+                        e.insert((l.spec.protocol.as_str(), gi, l.port));
                     }
                     Entry::Occupied(e) => {
-                        let (protocol, owner) = *e.get();
-                        if owner != gi && protocol != l.spec.protocol {
-                            marks.push((gi, li));
+                        let (protocol, owner, listener_port) = *e.get();
+                        if listener_port != l.port {
+                            marks.push((gi, li, REASON_PORT_UNAVAILABLE));
+                        } else if owner != gi && protocol != l.spec.protocol {
+                            marks.push((gi, li, REASON_PROTOCOL_CONFLICT));
                         }
                     }
                 }
             }
         }
     }
-    for (gi, li) in marks {
-        gateways[gi].listeners[li].conflict = Some(REASON_PROTOCOL_CONFLICT);
+    for (gi, li, reason) in marks {
+        gateways[gi].listeners[li].conflict = Some(reason);
     }
 }
 

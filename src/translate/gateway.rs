@@ -17,6 +17,7 @@ use super::conditions::*;
 use super::conflicts::mark_conflicts;
 use super::listener::NamespacePolicy;
 use super::parameters::InvalidParameters;
+use super::ports::PortMap;
 use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
@@ -113,8 +114,8 @@ pub struct GatewayModel<'a> {
 /// Where a Gateway's listeners bind.
 #[derive(Debug, Clone, Copy)]
 pub enum Placement<'a> {
-    /// Standalone: each listener binds its own port.
-    Own,
+    /// Standalone: each listener binds its own port, or the local port `--port-map` gives it.
+    Own(&'a PortMap),
     /// Cluster: listeners bind the ports their Gateway's Service maps them to.
     Mapped(&'a GatewayBinding),
     /// Cluster, but the Gateway's Service does not exist yet: nothing is bound.
@@ -166,7 +167,7 @@ impl<'a> GatewayModel<'a> {
     /// [`super::parameters::resolve_parameters`]).
     pub fn new(
         gateway: &'a Gateway,
-        options: &TranslateOptions,
+        options: &'a TranslateOptions,
         certificates: &mut Certificates<'_>,
         bindings: Option<&'a GatewayBindings>,
         parameters_error: Option<InvalidParameters>,
@@ -175,13 +176,13 @@ impl<'a> GatewayModel<'a> {
         let name = gateway.metadata.name.as_deref().unwrap_or("");
         let (mut binds, address_error) = bind_addresses(gateway, options.bind_address);
         let placement = match bindings {
-            None => Placement::Own,
+            None => Placement::Own(&options.port_map),
             Some(b) => match b.get(&(namespace.to_owned(), name.to_owned())) {
                 Some(binding) => Placement::Mapped(binding),
                 None => Placement::Pending,
             },
         };
-        if !matches!(placement, Placement::Own) {
+        if !matches!(placement, Placement::Own(_)) {
             // In a cluster, spec.addresses are the Service's business; replicas bind locally.
             binds = vec![options.bind_address];
         }
@@ -219,7 +220,7 @@ impl<'a> GatewayModel<'a> {
     /// for it (cluster mode).
     pub fn socket_port(&self, listener_port: u16) -> Option<u16> {
         match self.placement {
-            Placement::Own => Some(listener_port),
+            Placement::Own(map) => Some(map.socket_port(listener_port)),
             Placement::Mapped(b) => b.ports.get(&listener_port).copied(),
             Placement::Pending => None,
         }
@@ -478,6 +479,7 @@ mod tests {
             bind_address: "127.0.0.9".parse().unwrap(),
             now: jiff::Timestamp::now(),
             generation: 1,
+            port_map: Default::default(),
         };
         let t = crate::translate::translate(&snapshot, &options);
         let sockets: Vec<String> = t.table.listeners.keys().map(|a| a.to_string()).collect();

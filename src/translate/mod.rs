@@ -14,6 +14,7 @@ mod gateway;
 mod httproute;
 mod listener;
 mod parameters;
+mod ports;
 mod refgrant;
 mod rules;
 mod tls;
@@ -34,6 +35,7 @@ pub use gateway::SUPPORTED_FEATURES;
 pub use httproute::AttachError;
 pub use listener::intersect_hostnames;
 pub use parameters::{resolve_parameters, InvalidParameters, ParametersRef};
+pub use ports::{PortMap, PortMapError};
 pub use rules::MatchError;
 pub use tls::TlsRefError;
 
@@ -51,6 +53,9 @@ pub struct TranslateOptions {
     pub now: jiff::Timestamp,
     /// Generation number of the table being built.
     pub generation: u64,
+    /// Standalone placement: the local port each listener port binds (Gateways placed by
+    /// `Snapshot::gateway_bindings` ignore it).
+    pub port_map: PortMap,
 }
 
 /// The output of one translation.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use http::{Method, Request};
 
-use crate::harness::Env;
+use crate::harness::{socket_port, Env};
 use crate::support::client::{empty, h1_client, send, Reply, TestClient};
 use crate::support::tls::{client_config, connect, Session};
 
@@ -64,7 +64,8 @@ impl Req {
         self
     }
 
-    /// The HTTP/1.1 request to Gateway address `ip`.
+    /// The HTTP/1.1 request to Gateway address `ip`, sent to the local port the listener port
+    /// is mapped to; `Host` names the listener port, as a client of the Gateway would.
     pub fn build(&self, ip: IpAddr) -> Request<crate::support::client::TestBody> {
         let authority = if self.port == 80 {
             ip.to_string()
@@ -73,7 +74,11 @@ impl Req {
         };
         let mut b = Request::builder()
             .method(self.method.clone())
-            .uri(format!("http://{ip}:{}{}", self.port, self.path))
+            .uri(format!(
+                "http://{ip}:{}{}",
+                socket_port(self.port),
+                self.path
+            ))
             .header(
                 http::header::HOST,
                 self.host.as_deref().unwrap_or(&authority),
@@ -297,7 +302,7 @@ pub async fn check(ip: IpAddr, req: &Req, want: &Want) -> Outcome {
     }
 }
 
-/// [`check`] over TLS: each attempt opens a connection to `ip` on the request's port with
+/// [`check`] over TLS: each attempt opens a connection to `ip` on the request's (mapped) port with
 /// `sni`, trusting only the scenario's certificate, and speaks HTTP/2 when `h2` (through ALPN),
 /// else HTTP/1.1.
 pub async fn check_tls(
@@ -310,7 +315,7 @@ pub async fn check_tls(
 ) -> Outcome {
     let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[b"http/1.1"] };
     let config = client_config(&[&env.cert], alpn);
-    let addr = SocketAddr::new(ip, req.port);
+    let addr = SocketAddr::new(ip, socket_port(req.port));
     let host = req.host.clone().unwrap_or_else(|| ip.to_string());
     let deadline = Instant::now() + CONSISTENCY_TIMEOUT;
     let mut streak = 0;

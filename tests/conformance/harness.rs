@@ -4,7 +4,8 @@
 //!
 //! Addresses: every scenario owns a loopback /24 `127.A.B.0`; Gateways get `.1`, `.2`, ... in the
 //! order they are first written, pods `.20` and up (ports 3000 and 3001), the admin server
-//! `.250:9901`, and Gateways without an `IPAddress` bind on `.240` (`--bind-address`).
+//! `.250:9901`, and Gateways without an `IPAddress` bind on `.240` (`--bind-address`). Listener
+//! ports 80 and 443 are bound as 18080 and 18443 ([`PORT_MAP`]), so no privilege is needed.
 //!
 //! TLS: each scenario gets its own self-signed certificate (rcgen, made at start) valid for
 //! [`CERT_NAMES`]; fixtures write it into Secrets as `{TLS_CRT}` / `{TLS_KEY}` (quoted YAML
@@ -343,6 +344,7 @@ impl Env {
             .args(["--bind-address", &self.net.ip(240).to_string()])
             .args(["--admin-addr", &self.admin.to_string()])
             .args(["--drain-timeout", "1s"])
+            .args(["--port-map", &port_map_arg()])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -408,18 +410,27 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), SetupError> {
     std::fs::rename(&tmp, path).map_err(|e| format!("rename {}: {e}", path.display()))
 }
 
-/// Fails with a clear message when this process cannot bind a loopback port 80 (the scenarios'
-/// listener port), which needs root or CAP_NET_BIND_SERVICE.
-pub fn ensure_privileged_ports() -> Result<(), String> {
-    let net = Net::next();
-    let addr = SocketAddr::new(net.ip(1), 80);
-    std::net::TcpListener::bind(addr).map(drop).map_err(|e| {
-        format!(
-            "cannot bind {addr}: {e}. The conformance scenarios listen on port 80 and 8080; \
-             binding port 80 needs root or CAP_NET_BIND_SERVICE \
-             (e.g. `sudo setcap cap_net_bind_service=+ep` on the test and edgeplane binaries)"
-        )
-    })
+/// The privileged listener ports of the fixtures and the local ports the proxy binds for them
+/// (`serve --port-map`), as a Gateway's Service maps its ports to targetPorts in a cluster: the
+/// replay needs no privilege, and statuses, `Host` headers and redirects still carry the
+/// Gateways' own ports. No fixture listens on a local port of this list.
+pub const PORT_MAP: [(u16, u16); 2] = [(80, 18080), (443, 18443)];
+
+/// The local port the proxy binds for Gateway listener port `port`.
+pub fn socket_port(port: u16) -> u16 {
+    PORT_MAP
+        .iter()
+        .find(|(listener, _)| *listener == port)
+        .map_or(port, |(_, local)| *local)
+}
+
+/// `--port-map` for [`PORT_MAP`].
+fn port_map_arg() -> String {
+    PORT_MAP
+        .iter()
+        .map(|(listener, local)| format!("{listener}={local}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `--crds` with the upstream Gateway API CRDs (experimental channel, a superset of standard)

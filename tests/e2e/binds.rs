@@ -1,5 +1,6 @@
 //! `Programmed` follows what the listener manager bound: an address that cannot be bound and a
-//! port held by another process, both reported and both recovered without a restart.
+//! port held by another process, both reported and both recovered without a restart; a
+//! `--port-map`ped listener binds its local port and keeps its own port in status and redirects.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -168,4 +169,63 @@ async fn port_in_use_recovers_when_freed() {
     );
     let (status, body) = get(socket, "/").await.expect("served after the retry");
     assert_eq!(status, 200, "{body}");
+}
+
+/// `--port-map 80=18080`: a Gateway listening on port 80 is served on local port 18080, which
+/// needs no privilege; its status is the one of port 80 and a redirect without a port keeps
+/// port 80 (the default, so the `Location` names none), never the local port.
+#[tokio::test]
+async fn port_map_binds_local_ports_and_keeps_listener_ports() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let net = test_net();
+    let v1 = echo_fleet(net, 10, &["v1-a"]).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let redirect = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+         metadata: {name: moved}\nspec:\n  parentRefs: [{name: gw}]\n  rules:\n\
+         \x20 - matches: [{path: {type: PathPrefix, value: /moved}}]\n\
+         \x20   filters: [{type: RequestRedirect, requestRedirect: {hostname: moved.example}}]\n";
+    let text = manifests(&[], &v1).replace("port: 8080,", "port: 80,") + redirect;
+    write(dir.path(), "all.yaml", &text);
+    let server = super::serve_with(
+        dir.path(),
+        net,
+        &["--port-map", "80=18080"],
+        std::process::Stdio::inherit(),
+    )
+    .await;
+
+    let gw = wait_programmed(server.admin, "True", Duration::from_secs(10)).await;
+    assert_eq!(gw["listeners"][0]["name"], "http", "{gw}");
+    assert_eq!(
+        programmed(&gw["listeners"][0]["conditions"])["status"],
+        "True"
+    );
+    assert_eq!(addresses(&gw), [ip(net, 1).to_string()]);
+    let local = SocketAddr::new(ip(net, 1), 18080);
+    let (status, body) = get(local, "/").await.expect("served on the local port");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        tokio::net::TcpStream::connect(SocketAddr::new(ip(net, 1), 80))
+            .await
+            .is_err(),
+        "port 80 itself is not bound"
+    );
+
+    let mut s = tokio::net::TcpStream::connect(local)
+        .await
+        .expect("connect");
+    s.write_all(b"GET /moved/x HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("send");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw))
+        .await
+        .expect("answer in time")
+        .expect("read");
+    let head = String::from_utf8_lossy(&raw).to_lowercase();
+    assert!(head.starts_with("http/1.1 302"), "{head}");
+    assert!(
+        head.contains("\r\nlocation: http://moved.example/moved/x\r\n"),
+        "{head}"
+    );
 }

@@ -71,6 +71,7 @@ impl Replica {
             ReconcileOptions {
                 controller_name: CONTROLLER.to_owned(),
                 bind_address: bind,
+                port_map: Default::default(),
             },
         );
         let reconcile = tokio::spawn(async move {

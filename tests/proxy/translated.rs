@@ -85,6 +85,7 @@ async fn manifests_drive_mirrors_timeouts_cors_and_websockets() {
         bind_address: bind.ip(),
         now: jiff::Timestamp::now(),
         generation: 1,
+        port_map: Default::default(),
     };
     let translation = translate(&Snapshot::from_objects(objects), &options);
     let mut problems = Vec::new();

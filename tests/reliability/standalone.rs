@@ -53,6 +53,7 @@ impl Standalone {
             ReconcileOptions {
                 controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
                 bind_address: bind,
+                port_map: Default::default(),
             },
         );
         let reconcile = tokio::spawn(reconciler.run(rx));
