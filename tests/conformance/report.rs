@@ -5,6 +5,15 @@ use std::collections::BTreeMap;
 
 use edgeplane::translate::SUPPORTED_FEATURES;
 
+/// Scenarios of our own that the upstream suite has no test of that name for (it checks the same
+/// behaviour inside other tests, or not at all). They run and fail the suite like any other, but
+/// are counted apart and left out of the `ConformanceReport`, which lists upstream tests only.
+pub const ADDITIONAL: &[&str] = &[
+    "HTTPRouteNamespaceAttachment",
+    "HTTPRouteAllowedRoutesLabelSelector",
+    "GatewayHTTPListenerIsolationWithHostnameIntersection",
+];
+
 /// The verdict of one scenario.
 #[derive(Debug, Clone)]
 pub enum Result {
@@ -53,6 +62,8 @@ impl Stats {
 /// All results, summarised by profile part and by extended feature.
 pub struct Summary<'a> {
     results: &'a [ScenarioResult],
+    /// Scenarios of [`ADDITIONAL`].
+    additional: Stats,
     core: Stats,
     extended: Stats,
     /// Extended feature -> stats of its scenarios.
@@ -64,7 +75,12 @@ impl<'a> Summary<'a> {
         let mut core = Stats::default();
         let mut extended = Stats::default();
         let mut features: BTreeMap<&'static str, Stats> = BTreeMap::new();
+        let mut additional = Stats::default();
         for r in results {
+            if ADDITIONAL.contains(&r.name) {
+                additional.add(&r.verdict);
+                continue;
+            }
             match r.feature {
                 None => core.add(&r.verdict),
                 Some(f) => {
@@ -75,6 +91,7 @@ impl<'a> Summary<'a> {
         }
         Self {
             results,
+            additional,
             core,
             extended,
             features,
@@ -140,6 +157,14 @@ impl<'a> Summary<'a> {
             self.core.passed + self.core.failed + self.core.skipped,
             self.core.result()
         ));
+        let extra = &self.additional;
+        if extra.passed + extra.failed + extra.skipped > 0 {
+            out.push_str(&format!(
+                "| additional (edgeplane's own, no upstream test of that name) | {} | {} |\n",
+                extra.passed + extra.failed + extra.skipped,
+                extra.result()
+            ));
+        }
         for (f, s) in &self.features {
             let result = if s.failed > 0 {
                 "failed"
@@ -162,6 +187,7 @@ impl<'a> Summary<'a> {
             self.results
                 .iter()
                 .filter(|r| r.feature.is_none() == core && pick(&r.verdict))
+                .filter(|r| !ADDITIONAL.contains(&r.name))
                 .map(|r| r.name)
                 .collect()
         };
