@@ -134,7 +134,7 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct KubeArgs {
     /// The controller's namespace (its Lease and Gateway Services live there).
-    #[arg(long, env = "POD_NAMESPACE", default_value = crate::provider::kube::DEFAULT_NAMESPACE)]
+    #[arg(long, env = "POD_NAMESPACE", default_value = crate::provider::kube::DEFAULT_CONTROLLER_NAMESPACE)]
     pub namespace: String,
     /// Name of the Lease used for leader election.
     #[arg(long, default_value = "edgeplane-leader")]

@@ -10,6 +10,21 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// Namespace of a namespaced object that names none, as `kubectl apply` and the API server
+/// treat it.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The namespace an object is in: its own, else [`DEFAULT_NAMESPACE`].
+pub fn namespace_of(meta: &ObjectMeta) -> &str {
+    or_default_namespace(meta.namespace.as_deref())
+}
+
+/// `namespace`, else [`DEFAULT_NAMESPACE`]: the one place that rule is written.
+pub fn or_default_namespace(namespace: Option<&str>) -> &str {
+    namespace.unwrap_or(DEFAULT_NAMESPACE)
+}
 
 /// Every object one translation reads. Objects are behind `Arc` so that a provider can hand over
 /// the contents of its caches without deep copies; cloning a snapshot is cheap.

@@ -17,8 +17,7 @@ use super::yaml::{Bounded, Budget};
 
 use crate::snapshot::Snapshot;
 
-/// Namespace given to namespaced objects that name none, as `kubectl apply` would.
-pub const DEFAULT_NAMESPACE: &str = "default";
+pub use crate::snapshot::DEFAULT_NAMESPACE;
 
 /// One object read from a manifest, shared: a provider keeps it across reloads and a snapshot
 /// holds the same allocation.

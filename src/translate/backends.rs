@@ -14,6 +14,7 @@ use super::conditions::{
 };
 use super::refgrant::{Grants, RefSide};
 use crate::snapshot::Snapshot;
+use crate::snapshot::{namespace_of, or_default_namespace};
 use crate::table::{ServiceBackend, ServiceKey, UpstreamProtocol};
 
 /// Label that ties an EndpointSlice to its Service.
@@ -91,7 +92,7 @@ pub struct Backends<'a> {
 impl<'a> Backends<'a> {
     /// Indexes the snapshot's Services (by namespace/name) and EndpointSlices (by Service).
     pub fn new(snapshot: &'a Snapshot) -> Self {
-        let ns = |m: &'a Option<String>| m.as_deref().unwrap_or("default");
+        let ns = |m: &'a Option<String>| or_default_namespace(m.as_deref());
         let mut services = HashMap::new();
         for s in &snapshot.services {
             if let Some(name) = s.metadata.name.as_deref() {
@@ -160,7 +161,7 @@ impl<'a> Backends<'a> {
             .get(&(namespace, r.name))
             .ok_or_else(not_found)?;
         // The Service's own strings outlive this call, so the cache borrows them.
-        let svc_ns = service.metadata.namespace.as_deref().unwrap_or("default");
+        let svc_ns = namespace_of(&service.metadata);
         let svc_name = service.metadata.name.as_deref().unwrap_or("");
         let port = r.port.ok_or_else(|| BackendError::NoPort {
             namespace: namespace.to_owned(),

@@ -9,7 +9,8 @@ use std::net::{IpAddr, SocketAddr};
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::conditions::{PROGRAMMED, REASON_ADDRESS_NOT_USABLE, REASON_PENDING};
+use super::conditions::{bounded_message, PROGRAMMED, REASON_ADDRESS_NOT_USABLE, REASON_PENDING};
+use crate::snapshot::or_default_namespace;
 use crate::status::{StatusBody, StatusReport};
 use crate::table::RouteTable;
 
@@ -42,7 +43,7 @@ pub fn apply_bind_failures(
         if entry.kind != "Gateway" {
             continue;
         }
-        let ns = entry.namespace.as_deref().unwrap_or("default");
+        let ns = or_default_namespace(entry.namespace.as_deref());
         let Some(sockets) = placed.get(&(ns, entry.name.as_str())) else {
             continue;
         };
@@ -87,7 +88,7 @@ fn programmed_true(conditions: &mut [Condition]) -> Option<&mut Condition> {
 fn set_false(c: &mut Condition, reason: &str, message: String) {
     "False".clone_into(&mut c.status);
     reason.clone_into(&mut c.reason);
-    c.message = message;
+    c.message = bounded_message(message);
 }
 
 fn overlay(

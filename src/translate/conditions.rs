@@ -47,6 +47,24 @@ pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 /// `apiVersion` written in every status entry.
 pub const API_VERSION: &str = "gateway.networking.k8s.io/v1";
 
+/// Longest condition message written, in bytes. The Condition schema allows 32,768; a route with
+/// hundreds of invalid rules could otherwise produce a status the API server refuses.
+pub const MAX_MESSAGE_BYTES: usize = 32_768;
+
+/// `message` cut to [`MAX_MESSAGE_BYTES`] at a character boundary, ending in `...` when cut.
+pub fn bounded_message(mut message: String) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_MESSAGE_BYTES - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message.truncate(end);
+    message.push_str("...");
+    message
+}
+
 /// Stamps conditions of one object: its generation and the translation time.
 #[derive(Debug, Clone, Copy)]
 pub struct Stamp {
@@ -59,7 +77,7 @@ impl Stamp {
     pub fn condition(&self, ty: &str, status: bool, reason: &str, message: String) -> Condition {
         Condition {
             last_transition_time: Time(self.now),
-            message,
+            message: bounded_message(message),
             observed_generation: self.generation,
             reason: reason.to_owned(),
             status: if status { "True" } else { "False" }.to_owned(),
@@ -94,5 +112,14 @@ mod tests {
         assert_eq!(c.observed_generation, Some(3));
         assert_eq!(c.last_transition_time.0, now);
         assert_eq!(stamp.ok(PROGRAMMED, REASON_PROGRAMMED, "").status, "True");
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_character_boundary() {
+        assert_eq!(bounded_message("short".into()), "short");
+        let cut = bounded_message("é".repeat(MAX_MESSAGE_BYTES));
+        assert!(cut.len() <= MAX_MESSAGE_BYTES, "{}", cut.len());
+        assert!(cut.ends_with("..."));
+        assert!(cut.trim_end_matches("...").chars().all(|c| c == 'é'));
     }
 }

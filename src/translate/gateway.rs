@@ -20,6 +20,7 @@ use super::parameters::InvalidParameters;
 use super::ports::PortMap;
 use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
+use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 use crate::table::Certificate;
 
@@ -172,7 +173,7 @@ impl<'a> GatewayModel<'a> {
         bindings: Option<&'a GatewayBindings>,
         parameters_error: Option<InvalidParameters>,
     ) -> Self {
-        let namespace = gateway.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace = namespace_of(&gateway.metadata);
         let name = gateway.metadata.name.as_deref().unwrap_or("");
         let (mut binds, address_error) = bind_addresses(gateway, options.bind_address);
         let placement = match bindings {

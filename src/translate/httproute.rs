@@ -14,6 +14,7 @@ use super::gateway::GatewayModel;
 use super::listener::intersect_hostnames;
 use super::rules::CompiledRoute;
 use super::TranslateOptions;
+use crate::snapshot::namespace_of;
 
 /// A route accepted on a valid listener of an accepted Gateway: it goes into the table.
 #[derive(Debug, Clone)]
@@ -57,7 +58,7 @@ pub fn attach_route(
     labels: &BTreeMap<String, String>,
     options: &TranslateOptions,
 ) -> (Option<HttpRouteStatus>, Vec<Attachment>) {
-    let route_ns = route.metadata.namespace.as_deref().unwrap_or("default");
+    let route_ns = namespace_of(&route.metadata);
     let key = format!(
         "{route_ns}/{}",
         route.metadata.name.as_deref().unwrap_or("")

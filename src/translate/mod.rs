@@ -22,6 +22,7 @@ mod tls;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
+use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
 use crate::status::{ObjectStatus, StatusBody, StatusReport};
 use crate::table::{RouteTable, ServedCertificates};
@@ -133,7 +134,7 @@ pub fn translate_with(
             continue;
         }
         let c = rules::compile_route(route, &mut backends);
-        let ns = route.metadata.namespace.as_deref().unwrap_or("default");
+        let ns = namespace_of(&route.metadata);
         let fallback;
         let ns_labels = match labels.get(ns) {
             Some(l) => l,
@@ -188,7 +189,7 @@ fn gateway_parameters(
             source: Box::new(e.clone()),
         });
     }
-    let ns = gateway.metadata.namespace.as_deref().unwrap_or("default");
+    let ns = namespace_of(&gateway.metadata);
     let reference = gateway
         .spec
         .infrastructure
@@ -204,7 +205,7 @@ fn names_our_gateway(
     route: &gateway_api::apis::standard::httproutes::HttpRoute,
     by_name: &HashMap<(&str, &str), usize>,
 ) -> bool {
-    let ns = route.metadata.namespace.as_deref().unwrap_or("default");
+    let ns = namespace_of(&route.metadata);
     route
         .spec
         .parent_refs

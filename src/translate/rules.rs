@@ -15,6 +15,7 @@ use http::{HeaderName, Method};
 use super::backends::{BackendError, BackendRef, Backends};
 use super::duration::compile_timeouts;
 use super::filters::{compile_backend_filters, compile_filters, CompiledFilters};
+use crate::snapshot::namespace_of;
 use crate::table::{
     BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex, RequestMatch,
     RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
@@ -46,7 +47,7 @@ pub struct CompiledRoute {
 
 /// Compiles every rule of `route`.
 pub fn compile_route(route: &HttpRoute, backends: &mut Backends<'_>) -> CompiledRoute {
-    let namespace = route.metadata.namespace.as_deref().unwrap_or("default");
+    let namespace = namespace_of(&route.metadata);
     let route_ref = Arc::new(RouteRef {
         kind: "HTTPRoute".into(),
         namespace: namespace.to_owned(),

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use super::conditions::GATEWAY_GROUP;
 use super::refgrant::{Grants, RefSide};
+use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
 use crate::table::{Certificate, CertificateError, ServedCertificates};
 
@@ -110,7 +111,7 @@ impl<'a> Certificates<'a> {
             .secrets
             .iter()
             .filter_map(|s| {
-                let ns = s.metadata.namespace.as_deref().unwrap_or("default");
+                let ns = namespace_of(&s.metadata);
                 Some(((ns, s.metadata.name.as_deref()?), s.as_ref()))
             })
             .collect();

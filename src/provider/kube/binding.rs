@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::service_meta::service_metadata;
+use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 
 /// Label on each Gateway Service: `<namespace>.<name>` of its Gateway (namespaces have no dots).
@@ -140,7 +141,7 @@ pub fn bindings_from_services(
         .iter()
         .map(|g| {
             (
-                g.metadata.namespace.as_deref().unwrap_or("default"),
+                namespace_of(&g.metadata),
                 g.metadata.name.as_deref().unwrap_or(""),
             )
         })
@@ -211,7 +212,7 @@ pub fn desired_service(
     ports: &BTreeMap<u16, u16>,
     options: &ServiceOptions,
 ) -> Service {
-    let ns = gateway.metadata.namespace.as_deref().unwrap_or("default");
+    let ns = namespace_of(&gateway.metadata);
     let name = gateway.name_any();
     let (labels, annotations) = service_metadata(gateway, &label_value(ns, &name));
     Service {

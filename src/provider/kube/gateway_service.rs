@@ -18,6 +18,7 @@ use super::binding::{
 };
 use super::service_meta::metadata_patch;
 use super::watch::Stores;
+use crate::snapshot::namespace_of;
 
 /// A side-object write failed or could not be planned.
 #[derive(Debug, thiserror::Error)]
@@ -134,7 +135,7 @@ impl Keeper {
         services: &[Arc<Service>],
         used: &mut BTreeSet<u16>,
     ) -> Result<usize, ServiceError> {
-        let ns = gw.metadata.namespace.as_deref().unwrap_or("default");
+        let ns = namespace_of(&gw.metadata);
         let name = gw.name_any();
         let mut writes = 0;
         if !has_finalizer(gw, GATEWAY_FINALIZER) {

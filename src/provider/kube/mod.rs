@@ -28,7 +28,7 @@ pub use binding::ServiceOptions;
 pub use leader::LeaseOptions;
 
 /// Namespace used when neither `--namespace` nor the pod's namespace is known.
-pub const DEFAULT_NAMESPACE: &str = "edgeplane-system";
+pub const DEFAULT_CONTROLLER_NAMESPACE: &str = "edgeplane-system";
 
 /// Everything the provider needs besides the client.
 #[derive(Debug, Clone)]

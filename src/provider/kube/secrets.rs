@@ -6,6 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::snapshot::namespace_of;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::Secret;
@@ -57,7 +58,7 @@ pub fn referenced_secrets(
 ) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for gw in gateways {
-        let gw_ns = gw.metadata.namespace.as_deref().unwrap_or("default");
+        let gw_ns = namespace_of(&gw.metadata);
         let refs = gw
             .spec
             .listeners

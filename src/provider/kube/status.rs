@@ -22,6 +22,7 @@ use super::gateway_service::Keeper;
 use super::status_diff::{is_ours, notable_transitions, object_status_patch, route_parents};
 use super::watch::Stores;
 use crate::reconcile::Published;
+use crate::snapshot::or_default_namespace;
 use crate::status::StatusReport;
 
 /// How many status patches are in flight at once.
@@ -166,7 +167,7 @@ impl StatusWriter {
                     )
                 }
                 "Gateway" => {
-                    let Some(o) = self.stores.gateway(ns.unwrap_or("default"), &e.name) else {
+                    let Some(o) = self.stores.gateway(or_default_namespace(ns), &e.name) else {
                         continue;
                     };
                     (
@@ -175,7 +176,7 @@ impl StatusWriter {
                     )
                 }
                 "HTTPRoute" => {
-                    let r = ObjectRef::new(&e.name).within(ns.unwrap_or("default"));
+                    let r = ObjectRef::new(&e.name).within(or_default_namespace(ns));
                     let Some(o) = self.stores.http_routes.get(&r) else {
                         continue;
                     };
@@ -276,7 +277,7 @@ impl StatusWriter {
             }
             (_, ns) => {
                 patch_status::<HttpRoute>(
-                    Api::namespaced(self.client.clone(), ns.unwrap_or("default")),
+                    Api::namespaced(self.client.clone(), or_default_namespace(ns)),
                     &w,
                     &pp,
                 )
