@@ -388,6 +388,21 @@ impl Running {
     }
 }
 
+/// `edgeplane serve` on `dir` with its admin server on `admin`, once `/readyz` answers 200.
+fn serve_ready(dir: &Path, admin: SocketAddr, drain_timeout: &str) -> Running {
+    let serve = Running::spawn(&[
+        "serve",
+        "--config-dir",
+        dir.to_str().unwrap(),
+        "--admin-addr",
+        &admin.to_string(),
+        "--drain-timeout",
+        drain_timeout,
+    ]);
+    wait_get(admin, "/readyz", |c, _| c == 200);
+    serve
+}
+
 /// One HTTP/1.1 GET on a fresh connection: (status, head, body). None when nothing answers.
 fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Option<(u16, String, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
@@ -435,16 +450,7 @@ fn serve_routes_reloads_and_drains_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "config.yaml", &config(port, backend, "/one"));
     let admin_addr: SocketAddr = ([127, 0, 0, 1], admin).into();
-    let mut serve = Running::spawn(&[
-        "serve",
-        "--config-dir",
-        dir.path().to_str().unwrap(),
-        "--admin-addr",
-        &admin_addr.to_string(),
-        "--drain-timeout",
-        "2s",
-    ]);
-    wait_get(admin_addr, "/readyz", |c, _| c == 200);
+    let mut serve = serve_ready(dir.path(), admin_addr, "2s");
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     let (_, body) = wait_get(proxy, "/one/x", |c, _| c == 200);
     assert!(body.contains("\"p1\""), "{body}");

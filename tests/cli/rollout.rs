@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{config, free_port, wait_get, write, Running};
+use super::{config, free_port, serve_ready, wait_get, write, Running};
 
 /// Sends SIGTERM without waiting.
 fn sigterm(r: &Running) {
@@ -112,16 +112,7 @@ fn sigterm_closes_idle_connections_at_once_and_exits_after_the_last_request() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "config.yaml", &config(port, backend, "/one"));
     let admin_addr: SocketAddr = ([127, 0, 0, 1], admin).into();
-    let mut serve = Running::spawn(&[
-        "serve",
-        "--config-dir",
-        dir.path().to_str().unwrap(),
-        "--admin-addr",
-        &admin_addr.to_string(),
-        "--drain-timeout",
-        "20s",
-    ]);
-    wait_get(admin_addr, "/readyz", |c, _| c == 200);
+    let mut serve = serve_ready(dir.path(), admin_addr, "20s");
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_get(proxy, "/one", |c, _| c == 200);
 
@@ -159,21 +150,8 @@ fn a_second_instance_takes_over_the_port_with_no_failed_request() {
     let _echo = Running::spawn(&["echo", "--listen", &format!("127.0.0.1:{backend}")]);
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "config.yaml", &config(port, backend, "/one"));
-    let start = |admin: u16| {
-        Running::spawn(&[
-            "serve",
-            "--config-dir",
-            dir.path().to_str().unwrap(),
-            "--admin-addr",
-            &format!("127.0.0.1:{admin}"),
-            "--drain-timeout",
-            "10s",
-        ])
-    };
+    let start = |admin: u16| serve_ready(dir.path(), ([127, 0, 0, 1], admin).into(), "10s");
     let mut old = start(admin_old);
-    wait_get(([127, 0, 0, 1], admin_old).into(), "/readyz", |c, _| {
-        c == 200
-    });
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_get(proxy, "/one", |c, _| c == 200);
 
@@ -203,7 +181,6 @@ fn a_second_instance_takes_over_the_port_with_no_failed_request() {
     std::thread::sleep(Duration::from_millis(300));
     let new_admin: SocketAddr = ([127, 0, 0, 1], admin_new).into();
     let _new = start(admin_new);
-    wait_get(new_admin, "/readyz", |c, _| c == 200);
     std::thread::sleep(Duration::from_millis(500));
     sigterm(&old);
     assert_eq!(exited_within(&mut old, Duration::from_secs(10)), Some(0));

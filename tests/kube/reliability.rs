@@ -10,7 +10,7 @@ use crate::harness::*;
 use crate::support::apiserver::ApiServer;
 use crate::support::client::{get, h1_client, send};
 use crate::support::echo::{start_echo, Echo};
-use crate::support::tls::{get_tls, self_signed, TestCert};
+use crate::support::tls::{self_signed, served_over_tls, TestCert};
 use crate::T;
 
 const ROUTE_CHANGES: usize = 1000;
@@ -198,20 +198,7 @@ fn base64_encode(bytes: &[u8]) -> String {
 }
 
 async fn served(addr: SocketAddr, trusted: &TestCert) -> Result<(), String> {
-    let r = get_tls(
-        addr,
-        "a.secure.example",
-        &[trusted],
-        "a.secure.example",
-        "/",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    if r.status.is_success() {
-        Ok(())
-    } else {
-        Err(r.status.to_string())
-    }
+    served_over_tls(addr, "a.secure.example", trusted).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,9 @@
 
 use edgeplane::proxy::ProxyOptions;
 use edgeplane::request::{PathPolicy, SegmentPolicy, SlashPolicy};
-use edgeplane::table::PathMatch;
+use std::sync::Arc;
+
+use edgeplane::table::{PathMatch, RouteRule};
 use http::{header, Method};
 
 use crate::support::client::{empty, H2c};
@@ -14,25 +16,29 @@ use crate::support::proxy::{start_with, test_options, Running};
 use crate::support::raw::{get_h1, h2_status};
 use crate::support::tables::*;
 
-/// `/public` and `/private` to their own backends, nothing else routed.
-async fn public_private(policy: PathPolicy) -> (std::net::SocketAddr, Running, Vec<Echo>) {
+/// Backends `public` and `private`, and the rules sending `/public` and `/private` to them.
+async fn public_private_rules() -> (Vec<Arc<RouteRule>>, Vec<Echo>) {
     let fleet = start_fleet(&["public", "private"]).await;
     let public = service("public", &[fleet[0].addr]);
     let private = service("private", &[fleet[1].addr]);
+    let rules = vec![
+        rule("public")
+            .path(PathMatch::prefix("/public"))
+            .backend(to(&public))
+            .build(),
+        rule("private")
+            .path(PathMatch::prefix("/private"))
+            .backend(to(&private))
+            .build(),
+    ];
+    (rules, fleet)
+}
+
+/// `/public` and `/private` to their own backends, nothing else routed.
+async fn public_private(policy: PathPolicy) -> (std::net::SocketAddr, Running, Vec<Echo>) {
+    let (rules, fleet) = public_private_rules().await;
     let addr = free_addr();
-    let table = single(
-        addr,
-        vec![
-            rule("public")
-                .path(PathMatch::prefix("/public"))
-                .backend(to(&public))
-                .build(),
-            rule("private")
-                .path(PathMatch::prefix("/private"))
-                .backend(to(&private))
-                .build(),
-        ],
-    );
+    let table = single(addr, rules);
     let options = ProxyOptions {
         path_policy: policy,
         ..test_options()
@@ -261,27 +267,13 @@ async fn redirects_and_rewrites_use_the_canonical_path_and_never_inject_headers(
 async fn tls_paths_follow_the_same_policy_on_http1_and_http2() {
     use crate::support::tls::{client_config, connect, self_signed, tls_listeners, Session};
     use edgeplane::table::ListenerTable;
-    let fleet = start_fleet(&["public", "private"]).await;
-    let public = service("public", &[fleet[0].addr]);
-    let private = service("private", &[fleet[1].addr]);
+    let (rules, _fleet) = public_private_rules().await;
     let cert = self_signed(&["site.example"]);
     let addr = free_addr();
     let listener = ListenerTable::new(
         addr,
         vec!["default/gw/https".into()],
-        vec![vhost(
-            "*",
-            vec![
-                rule("public")
-                    .path(PathMatch::prefix("/public"))
-                    .backend(to(&public))
-                    .build(),
-                rule("private")
-                    .path(PathMatch::prefix("/private"))
-                    .backend(to(&private))
-                    .build(),
-            ],
-        )],
+        vec![vhost("*", rules)],
     )
     .with_tls(tls_listeners(&[(None, &cert)]));
     let _p = start_with(

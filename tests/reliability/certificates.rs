@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::standalone::{gateway, route, service, write, Standalone, HTTPS_PORT};
 use crate::support::echo::start_echo;
-use crate::support::tls::{get_tls, self_signed, TestCert};
+use crate::support::tls::{self_signed, served_over_tls, TestCert};
 
 fn secret(crt: &str, key: &str) -> String {
     let indent = |pem: &str| pem.replace('\n', "\n    ");
@@ -65,20 +65,7 @@ async fn wait_resolved(stack: &Standalone, status: &str) -> Vec<Value> {
 }
 
 async fn handshake_ok(stack: &Standalone, trusted: &TestCert) -> Result<(), String> {
-    let r = get_tls(
-        stack.addr(HTTPS_PORT),
-        "a.secure.example",
-        &[trusted],
-        "a.secure.example",
-        "/",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    if r.status.is_success() {
-        Ok(())
-    } else {
-        Err(format!("status {}", r.status))
-    }
+    served_over_tls(stack.addr(HTTPS_PORT), "a.secure.example", trusted).await
 }
 
 /// Waits (bounded) until a handshake trusting only `trusted` succeeds.

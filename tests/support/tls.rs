@@ -175,3 +175,20 @@ pub async fn get_tls(
     let stream = connect(addr, sni, client_config(roots, &[b"http/1.1"])).await?;
     Session::start(stream).await?.get(host, path).await
 }
+
+/// `Ok` when `GET /` to `host` over TLS (SNI `host`, trusting only `trusted`) answers 2xx: the
+/// handshake verified a certificate `trusted` signs. Otherwise why not.
+pub async fn served_over_tls(
+    addr: SocketAddr,
+    host: &str,
+    trusted: &TestCert,
+) -> Result<(), String> {
+    let r = get_tls(addr, host, &[trusted], host, "/")
+        .await
+        .map_err(|e| e.to_string())?;
+    if r.status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("status {}", r.status))
+    }
+}
