@@ -352,6 +352,14 @@ async fn drain_closes_idle_connections_at_once_and_ends_with_the_last_request() 
         .unwrap();
     let mut buf = [0u8; 12];
     idle.read_exact(&mut buf).await.unwrap();
+    // An idle HTTP/2 connection (prior knowledge): its SETTINGS exchange done, no stream.
+    let mut h2 = connect(addr).await;
+    h2.write_all(&[PREFACE, SETTINGS].concat()).await.unwrap();
+    let mut settings = [0u8; 9];
+    h2.read_exact(&mut settings).await.unwrap();
+    assert_eq!(settings[3], 4, "server SETTINGS first: {settings:?}");
+    let len = u32::from_be_bytes([0, settings[0], settings[1], settings[2]]) as usize;
+    h2.read_exact(&mut vec![0u8; len]).await.unwrap();
     // A request in flight for a second.
     let mut busy = connect(addr).await;
     busy.write_all(b"GET /?delay=1s HTTP/1.1\r\nHost: h\r\n\r\n")
@@ -370,6 +378,10 @@ async fn drain_closes_idle_connections_at_once_and_ends_with_the_last_request() 
         idle_closed.is_ok(),
         "idle connection kept open while a request was in flight"
     );
+    let h2_out = server_closes(&mut h2)
+        .await
+        .expect("idle HTTP/2 connection kept open at shutdown");
+    assert!(has_frame(&h2_out, 7), "no GOAWAY at shutdown: {h2_out:?}");
     assert!(
         !shutdown.is_finished(),
         "shutdown did not wait for the in-flight request"
