@@ -25,6 +25,11 @@ use crate::snapshot::namespace_of;
 pub enum ServiceError {
     #[error(transparent)]
     Ports(#[from] PortsExhausted),
+    /// The patch was computed against a cached Service that has since changed; the next pass,
+    /// against the newer version, decides again. Merge patches of propagated keys depend on
+    /// the record the current version carries, so they are never sent against a stale one.
+    #[error("Service {0} changed since the cache saw it; trying again")]
+    Stale(String),
     #[error("{what}: {source}")]
     Api {
         what: String,
@@ -38,12 +43,15 @@ fn has_finalizer<K: ResourceExt>(obj: &K, finalizer: &str) -> bool {
 }
 
 /// The leader's keeper of side objects. Remembers the ports it handed out until the Service
-/// store shows them, so a stale cache never hands one port to two Gateways.
+/// store shows them, so a stale cache never hands one port to two Gateways, and the last patch
+/// it sent per Service, so a cache that has not yet seen that patch does not cause it again.
 pub struct Keeper {
     client: Client,
     options: ServiceOptions,
     controller_name: String,
     allocated: HashMap<String, BTreeMap<u16, u16>>,
+    /// Service name -> (resourceVersion the patch was computed against, the patch).
+    patched: HashMap<String, (Option<String>, serde_json::Value)>,
 }
 
 impl Keeper {
@@ -53,6 +61,7 @@ impl Keeper {
             options,
             controller_name,
             allocated: HashMap::new(),
+            patched: HashMap::new(),
         }
     }
 
@@ -177,20 +186,37 @@ impl Keeper {
         match current {
             Some(c) if service_matches(c, &desired) => {
                 self.allocated.remove(&svc_name);
+                self.patched.remove(&svc_name);
                 return Ok(writes);
             }
             Some(c) => {
+                let mut metadata = metadata_patch(c, &desired);
+                metadata["resourceVersion"] = json!(c.resource_version());
                 let patch = json!({
-                    "metadata": metadata_patch(c, &desired),
+                    "metadata": metadata,
                     "spec": {
                         "type": desired.spec.as_ref().and_then(|s| s.type_.clone()),
                         "selector": desired.spec.as_ref().and_then(|s| s.selector.clone()),
                         "ports": desired.spec.as_ref().and_then(|s| s.ports.clone()),
                     }
                 });
-                api.patch(&svc_name, &PatchParams::default(), &Patch::Merge(&patch))
+                let basis = c.resource_version();
+                if self.patched.get(&svc_name) == Some(&(basis.clone(), patch.clone())) {
+                    // Already sent against this very version: the cache is behind, not the
+                    // Service.
+                    return Ok(writes);
+                }
+                match api
+                    .patch(&svc_name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(Self::api_err(format!("patch Service {svc_name}")))?;
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                        return Err(ServiceError::Stale(svc_name));
+                    }
+                    Err(e) => return Err(Self::api_err(format!("patch Service {svc_name}"))(e)),
+                }
+                self.patched.insert(svc_name.clone(), (basis, patch));
             }
             None if self.allocated.contains_key(&svc_name) => return Ok(writes),
             None => match api.create(&PostParams::default(), &desired).await {
@@ -232,6 +258,7 @@ impl Keeper {
 
     async fn delete_service(&mut self, svc_name: &str) -> Result<usize, ServiceError> {
         self.allocated.remove(svc_name);
+        self.patched.remove(svc_name);
         let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
         match api.delete(svc_name, &DeleteParams::default()).await {
             Ok(_) => Ok(1),

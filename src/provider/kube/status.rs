@@ -18,7 +18,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::gateway_service::Keeper;
+use super::gateway_service::{Keeper, ServiceError};
 use super::status_diff::{is_ours, notable_transitions, object_status_patch, route_parents};
 use super::watch::Stores;
 use crate::reconcile::Published;
@@ -115,7 +115,11 @@ impl StatusWriter {
     pub async fn sync(&mut self) -> bool {
         let (side_writes, side_errors) = self.keeper.sync(&self.stores).await;
         for e in &side_errors {
-            tracing::warn!(error = %e, "side object not reconciled");
+            if matches!(e, ServiceError::Stale(_)) {
+                tracing::debug!(error = %e, "side object not reconciled");
+            } else {
+                tracing::warn!(error = %e, "side object not reconciled");
+            }
         }
         let report = self.published.status.load_full();
         let writes = self.plan(&report);
