@@ -1,10 +1,9 @@
-//! Hostname index of one listener socket: exact names, then wildcard suffixes (longest first),
-//! then the catch-all, each probed by hash. Pure: built once per table, read on every request.
-
-use std::collections::HashMap;
+//! Virtual hosts of one listener socket, indexed by [`super::hostname`]'s precedence. Pure:
+//! built once per table, read on every request.
 
 use serde::Serialize;
 
+use super::hostname::{HostnameMap, Pattern};
 use super::model::VirtualHost;
 
 /// Virtual hosts by hostname. A request is tried against every host pattern that matches it, most
@@ -12,51 +11,23 @@ use super::model::VirtualHost;
 /// hosts of the same Gateway listener as the most specific one: that keeps listeners with
 /// different hostnames isolated.
 #[derive(Debug, Default)]
-pub struct HostIndex {
-    exact: HashMap<String, VirtualHost>,
-    /// `".example.com"` for `*.example.com`.
-    wildcard: HashMap<String, VirtualHost>,
-    any: Option<VirtualHost>,
-}
+pub struct HostIndex(HostnameMap<VirtualHost>);
 
 impl HostIndex {
     /// Indexes virtual hosts by their hostname: `*` is the catch-all, `*.x` a wildcard.
     /// Hostnames must be unique; the translator merges rules of equal hostnames first.
     pub fn build(hosts: Vec<VirtualHost>) -> Self {
-        let mut index = Self::default();
+        let mut index = HostnameMap::default();
         for host in hosts {
-            if host.hostname == "*" {
-                index.any = Some(host);
-            } else if let Some(suffix) = host.hostname.strip_prefix('*') {
-                index.wildcard.insert(suffix.to_owned(), host);
-            } else {
-                index.exact.insert(host.hostname.clone(), host);
-            }
+            let name = host.hostname.clone();
+            index.insert(Pattern::of(Some(&name)), host);
         }
-        index
+        Self(index)
     }
 
-    /// Every virtual host whose pattern matches `host` (already normalized), most specific
-    /// first: the exact name, then wildcards from the longest suffix (one probe per label), then
-    /// the catch-all.
-    fn matching<'a, 'h>(
-        &'a self,
-        host: &'h str,
-    ) -> impl Iterator<Item = &'a VirtualHost> + use<'a, 'h> {
-        let wildcards = host
-            .char_indices()
-            .filter(|&(i, c)| c == '.' && i > 0)
-            .filter_map(move |(i, _)| self.wildcard.get(&host[i..]));
-        self.exact
-            .get(host)
-            .into_iter()
-            .chain(wildcards)
-            .chain(self.any.iter())
-    }
-
-    /// The most specific virtual host for `host`.
+    /// The most specific virtual host for `host` (already normalized).
     pub fn find(&self, host: &str) -> Option<&VirtualHost> {
-        self.matching(host).next()
+        self.0.find(host)
     }
 
     /// The virtual hosts a request for `host` may be served by, in precedence order: the most
@@ -66,22 +37,21 @@ impl HostIndex {
         host: &'h str,
     ) -> impl Iterator<Item = &'a VirtualHost> + use<'a, 'h> {
         let group = self.find(host).map(|v| v.listener);
-        self.matching(host)
+        self.0
+            .matching(host)
             .filter(move |v| Some(v.listener) == group)
     }
 
     /// All virtual hosts: exact names, wildcards (longest first), catch-all.
     pub fn iter(&self) -> impl Iterator<Item = &VirtualHost> {
-        let mut exact: Vec<&VirtualHost> = self.exact.values().collect();
-        exact.sort_by(|a, b| a.hostname.cmp(&b.hostname));
-        let mut wild: Vec<&VirtualHost> = self.wildcard.values().collect();
-        wild.sort_by(|a, b| {
-            b.hostname
-                .len()
-                .cmp(&a.hostname.len())
-                .then(a.hostname.cmp(&b.hostname))
+        let mut all: Vec<&VirtualHost> = self.0.values().collect();
+        // Exact names by name, wildcards longest first, the catch-all last.
+        all.sort_by_cached_key(|v| match Pattern::of(Some(&v.hostname)) {
+            Pattern::Exact(_) => (0, 0, v.hostname.as_str()),
+            Pattern::Wildcard(_) => (1, usize::MAX - v.hostname.len(), v.hostname.as_str()),
+            Pattern::Any => (2, 0, ""),
         });
-        exact.into_iter().chain(wild).chain(self.any.iter())
+        all.into_iter()
     }
 
     /// Number of rules across all hosts.

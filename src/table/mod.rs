@@ -4,6 +4,7 @@
 mod cors;
 mod filters;
 mod host;
+pub mod hostname;
 mod matchers;
 mod model;
 mod path;

@@ -11,6 +11,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Serialize;
 
+use super::hostname::{HostnameMap, Pattern};
+
 /// Why a Secret's `tls.crt` / `tls.key` cannot serve as a certificate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CertificateError {
@@ -91,49 +93,28 @@ pub struct TlsListener {
 #[derive(Debug, Default)]
 pub struct TlsListeners {
     listeners: Vec<TlsListener>,
-    exact: HashMap<String, usize>,
-    /// `".example.com"` for `*.example.com`.
-    wildcard: HashMap<String, usize>,
-    default: Option<usize>,
+    owners: HostnameMap<usize>,
 }
 
 impl TlsListeners {
     /// Indexes listeners by hostname; the first listener of a hostname wins.
     pub fn new(listeners: Vec<TlsListener>) -> Self {
-        let mut out = Self::default();
+        let mut owners = HostnameMap::default();
         for (i, l) in listeners.iter().enumerate() {
-            match l.hostname.as_deref() {
-                None | Some("*") => {
-                    out.default.get_or_insert(i);
-                }
-                Some(h) => match h.strip_prefix('*') {
-                    Some(suffix) => {
-                        out.wildcard.entry(suffix.to_ascii_lowercase()).or_insert(i);
-                    }
-                    None => {
-                        out.exact.entry(h.to_ascii_lowercase()).or_insert(i);
-                    }
-                },
-            }
+            let name = l.hostname.as_deref().map(str::to_ascii_lowercase);
+            owners.insert(Pattern::of(name.as_deref()), i);
         }
-        out.listeners = listeners;
-        out
+        Self { listeners, owners }
     }
 
     /// The index of the listener that owns `name` (an SNI or a normalized `Host`); `None` for
     /// no name picks the default listener.
     pub fn owner(&self, name: Option<&str>) -> Option<usize> {
-        let Some(name) = name else {
-            return self.default;
-        };
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
-        if let Some(&i) = self.exact.get(&name) {
-            return Some(i);
-        }
-        name.char_indices()
-            .filter(|&(i, c)| c == '.' && i > 0)
-            .find_map(|(i, _)| self.wildcard.get(&name[i..]).copied())
-            .or(self.default)
+        let name = name.map_or_else(
+            || "*".to_owned(),
+            |n| n.trim_end_matches('.').to_ascii_lowercase(),
+        );
+        self.owners.find(&name).copied()
     }
 
     /// The listener serving a handshake with this SNI.

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use super::gateway::GatewayModel;
 use super::httproute::Attachment;
-use super::listener::hostname_covers;
 use super::rules::CompiledRoute;
 use super::tls::ListenerTls;
+use crate::table::hostname::{HostnameMap, Pattern};
 use crate::table::{ListenerTable, RouteRule, RouteTable, TlsListener, TlsListeners, VirtualHost};
 
 /// Identity of a rule in a virtual host, so a route attached twice is served once.
@@ -30,23 +30,9 @@ struct SocketBuild {
     sources: BTreeSet<String>,
     /// Hostnames of the listeners bound here (`None`: any host).
     listener_hosts: Vec<Option<String>>,
+    /// Which of `listener_hosts` owns a host: the most specific pattern covering it.
+    owners: HostnameMap<usize>,
     hosts: BTreeMap<String, BTreeMap<RuleKey, Arc<RouteRule>>>,
-}
-
-/// Hostname of the most specific listener hostname covering `host`: exact, then the longest
-/// wildcard, then a listener without hostname.
-fn owner<'h>(listener_hosts: &'h [Option<String>], host: &str) -> Option<&'h Option<String>> {
-    listener_hosts
-        .iter()
-        .filter(|l| match l {
-            None => true,
-            Some(h) => hostname_covers(h, host),
-        })
-        .max_by_key(|l| match l {
-            None => (0, 0),
-            Some(h) if h.starts_with('*') => (1, h.len()),
-            Some(h) => (2, h.len()),
-        })
 }
 
 /// Builds the table from validated Gateways and each route's attachments and compiled rules.
@@ -89,7 +75,9 @@ pub fn build_table(
                     // specific listener's routes.
                     s.hosts.entry(h.clone()).or_default();
                 }
-                if !s.listener_hosts.contains(&host) {
+                if s.owners
+                    .insert(Pattern::of(host.as_deref()), s.listener_hosts.len())
+                {
                     s.listener_hosts.push(host);
                 }
             }
@@ -111,7 +99,8 @@ pub fn build_table(
                     continue;
                 }
                 for host in &a.hostnames {
-                    if owner(&s.listener_hosts, host) != Some(&listener_host) {
+                    let owner = s.owners.find(host).map(|&i| &s.listener_hosts[i]);
+                    if owner != Some(&listener_host) {
                         continue;
                     }
                     let rules = s.hosts.entry(host.clone()).or_default();
@@ -126,15 +115,13 @@ pub fn build_table(
     let listeners = sockets
         .into_iter()
         .map(|(addr, s)| {
-            let listener_hosts = s.listener_hosts;
+            let owners = s.owners;
             let hosts = s
                 .hosts
                 .into_iter()
                 .map(|(name, rules)| {
                     // Hosts of one listener fall back to each other, never to another listener's.
-                    let group = owner(&listener_hosts, &name)
-                        .and_then(|o| listener_hosts.iter().position(|l| l == o))
-                        .unwrap_or(0) as u32;
+                    let group = owners.find(&name).copied().unwrap_or(0) as u32;
                     VirtualHost::new(name, rules.into_values().collect()).in_listener(group)
                 })
                 .collect();
@@ -149,30 +136,5 @@ pub fn build_table(
     RouteTable {
         generation,
         listeners,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn most_specific_listener_owns_a_host() {
-        let hosts = vec![
-            None,
-            Some("*.example.com".to_string()),
-            Some("*.foo.example.com".to_string()),
-            Some("a.foo.example.com".to_string()),
-        ];
-        let o = |h: &str| owner(&hosts, h).cloned().flatten();
-        assert_eq!(o("a.foo.example.com").as_deref(), Some("a.foo.example.com"));
-        assert_eq!(o("b.foo.example.com").as_deref(), Some("*.foo.example.com"));
-        assert_eq!(
-            o("*.bar.foo.example.com").as_deref(),
-            Some("*.foo.example.com")
-        );
-        assert_eq!(o("x.example.com").as_deref(), Some("*.example.com"));
-        assert_eq!(o("example.com"), None);
-        assert_eq!(o("*"), None);
     }
 }

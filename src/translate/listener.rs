@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::table::hostname::Pattern;
+
 use gateway_api::apis::standard::gateways::{
     GatewayListenersAllowedRoutesNamespacesFrom as From,
     GatewayListenersAllowedRoutesNamespacesSelector as Selector,
@@ -11,28 +13,9 @@ use gateway_api::apis::standard::gateways::{
 /// Label every namespace carries with its own name.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// True when `host` (exact) is covered by `wildcard` (`*.example.com`): any deeper subdomain
-/// matches, the bare suffix does not.
-pub fn wildcard_covers(wildcard: &str, host: &str) -> bool {
-    match wildcard.strip_prefix('*') {
-        Some(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
-        None => false,
-    }
-}
-
 /// True when hostname `general` matches every host `specific` matches (`*` for no hostname).
 pub fn hostname_covers(general: &str, specific: &str) -> bool {
-    if general == "*" || general == specific {
-        return true;
-    }
-    let Some(suffix) = general.strip_prefix('*') else {
-        return false;
-    };
-    match specific.strip_prefix('*') {
-        // `*.a.example.com` is within `*.example.com`.
-        Some(inner) => inner.len() > suffix.len() && inner.ends_with(suffix),
-        None => wildcard_covers(general, specific),
-    }
+    Pattern::of(Some(general)).covers(specific)
 }
 
 /// The hostnames a route serves on a listener (Gateway API, "hostnames"): the intersection of
