@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::gateway::GatewayModel;
 use super::httproute::Attachment;
+use super::protocol::ListenerProtocol;
 use super::rules::CompiledRoute;
 use super::tls::ListenerTls;
 use crate::table::hostname::{HostnameMap, Pattern};
@@ -20,8 +21,8 @@ type RuleKey = (usize, u32, u32);
 
 #[derive(Default)]
 struct SocketBuild {
-    /// `HTTP` or `HTTPS`: the protocol of the first listener bound here.
-    protocol: String,
+    /// The protocol of the listeners bound here (`conflicts` keeps the first one's).
+    protocol: Option<ListenerProtocol>,
     /// The Gateway listener port of the first listener bound here.
     port: u16,
     /// `(gateway, listener)` indexes of the listeners bound here.
@@ -49,14 +50,11 @@ pub fn build_table(
             };
             for ip in &g.binds {
                 let s = sockets.entry(SocketAddr::new(*ip, port)).or_default();
-                if s.protocol.is_empty() {
-                    s.protocol = l.spec.protocol.clone();
-                    s.port = l.port;
-                } else if s.protocol != l.spec.protocol || s.port != l.port {
-                    // Another Gateway bound this socket with the other protocol, or for another
-                    // listener port (marked conflicted already).
-                    continue;
-                }
+                // `conflicts` marked every listener that would take a socket from the first
+                // protocol and listener port bound there; valid ones agree with the first.
+                let first = s.protocol.get_or_insert_with(|| l.protocol.clone());
+                debug_assert!(*first == l.protocol && (s.members.is_empty() || s.port == l.port));
+                s.port = l.port;
                 s.members.insert((gi, li));
                 let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
@@ -127,7 +125,10 @@ pub fn build_table(
                 .collect();
             let mut table =
                 ListenerTable::new(addr, s.sources.into_iter().collect(), hosts).with_port(s.port);
-            if s.protocol == "HTTPS" {
+            if s.protocol
+                .as_ref()
+                .is_some_and(ListenerProtocol::terminates_tls)
+            {
                 table = table.with_tls(TlsListeners::new(s.tls));
             }
             (addr, Arc::new(table))

@@ -9,6 +9,7 @@ use super::conditions::{
     REASON_HOSTNAME_CONFLICT, REASON_PORT_UNAVAILABLE, REASON_PROTOCOL_CONFLICT,
 };
 use super::gateway::{GatewayModel, ListenerModel};
+use super::protocol::ListenerProtocol;
 
 /// Listeners of different Gateways that bind the same address and port share one socket, so they
 /// must speak the same protocol. Gateways are taken in `namespace/name` order (the order the
@@ -18,7 +19,7 @@ use super::gateway::{GatewayModel, ListenerModel};
 /// is also a Gateway's port) gets `PortUnavailable` the same way: one socket answers for one
 /// listener port.
 pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
-    let mut sockets: HashMap<SocketAddr, (&str, usize, u16)> = HashMap::new();
+    let mut sockets: HashMap<SocketAddr, (&ListenerProtocol, usize, u16)> = HashMap::new();
     let mut marks = Vec::new();
     for (gi, g) in gateways.iter().enumerate() {
         if !g.accepted() {
@@ -31,13 +32,13 @@ pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
             for ip in &g.binds {
                 match sockets.entry(SocketAddr::new(*ip, port)) {
                     Entry::Vacant(e) => {
-                        e.insert((l.spec.protocol.as_str(), gi, l.port));
+                        e.insert((&l.protocol, gi, l.port));
                     }
                     Entry::Occupied(e) => {
                         let (protocol, owner, listener_port) = *e.get();
                         if listener_port != l.port {
                             marks.push((gi, li, REASON_PORT_UNAVAILABLE));
-                        } else if owner != gi && protocol != l.spec.protocol {
+                        } else if owner != gi && *protocol != l.protocol {
                             marks.push((gi, li, REASON_PROTOCOL_CONFLICT));
                         }
                     }
@@ -62,7 +63,7 @@ pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
                 continue;
             }
             let (a, b) = (&listeners[i], &listeners[j]);
-            if a.spec.protocol != b.spec.protocol {
+            if a.protocol != b.protocol {
                 marks[i] = Some(REASON_PROTOCOL_CONFLICT);
             } else if a.hostname == b.hostname && marks[i].is_none() {
                 marks[i] = Some(REASON_HOSTNAME_CONFLICT);

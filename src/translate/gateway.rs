@@ -18,6 +18,7 @@ use super::conflicts::mark_conflicts;
 use super::listener::NamespacePolicy;
 use super::parameters::InvalidParameters;
 use super::ports::PortMap;
+use super::protocol::ListenerProtocol;
 use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
 use crate::snapshot::namespace_of;
@@ -132,7 +133,7 @@ pub struct ListenerModel<'a> {
     pub supported_kinds: Vec<GatewayStatusListenersSupportedKinds>,
     /// Names of `allowedRoutes.kinds` entries we cannot serve.
     pub invalid_kinds: Vec<String>,
-    pub unsupported_protocol: bool,
+    pub protocol: ListenerProtocol,
     /// HTTPS listeners: the certificate, or why there is none.
     pub tls: ListenerTls,
     /// `HostnameConflict` or `ProtocolConflict`.
@@ -147,7 +148,7 @@ impl ListenerModel<'_> {
     /// among the allowed kinds). Routes attach (and are counted) even while the listener's
     /// certificates do not resolve.
     pub fn accepts_http_routes(&self) -> bool {
-        !self.unsupported_protocol
+        self.protocol.is_supported()
             && !matches!(self.tls, ListenerTls::Passthrough)
             && !self.supported_kinds.is_empty()
     }
@@ -323,7 +324,7 @@ impl<'a> GatewayModel<'a> {
 
     fn listener_status(&self, l: &ListenerModel<'_>) -> GatewayStatusListeners {
         let s = &self.stamp;
-        let accepted = if l.unsupported_protocol {
+        let accepted = if !l.protocol.is_supported() {
             s.fail(
                 ACCEPTED,
                 REASON_UNSUPPORTED_PROTOCOL,
@@ -405,7 +406,8 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         namespaces.and_then(|n| n.from.as_ref()),
         namespaces.and_then(|n| n.selector.as_ref()),
     );
-    let unsupported_protocol = !matches!(spec.protocol.as_str(), "HTTP" | "HTTPS");
+    let protocol = ListenerProtocol::parse(&spec.protocol);
+    let unsupported_protocol = !protocol.is_supported();
     let http_route = || GatewayStatusListenersSupportedKinds {
         group: Some(GATEWAY_GROUP.into()),
         kind: "HTTPRoute".into(),
@@ -434,7 +436,7 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         hostname: spec.hostname.as_deref().filter(|h| !h.is_empty()),
         supported_kinds,
         invalid_kinds,
-        unsupported_protocol,
+        protocol,
         tls,
         conflict: None,
         namespaces,

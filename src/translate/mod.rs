@@ -15,6 +15,7 @@ mod httproute;
 mod listener;
 mod parameters;
 mod ports;
+mod protocol;
 mod refgrant;
 mod rules;
 mod tls;

@@ -12,6 +12,7 @@ use gateway_api::apis::standard::gateways::{
 use k8s_openapi::api::core::v1::Secret;
 
 use super::conditions::GATEWAY_GROUP;
+use super::protocol::ListenerProtocol;
 use super::refgrant::{Grants, RefSide};
 use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
@@ -126,7 +127,7 @@ impl<'a> Certificates<'a> {
     /// Validates the TLS configuration of an HTTPS listener of a Gateway in `gateway_ns`. Every
     /// certificateRef must resolve (the first refused one names the reason); the first one serves.
     pub fn listener(&mut self, gateway_ns: &str, spec: &GatewayListeners) -> ListenerTls {
-        if spec.protocol != "HTTPS" {
+        if !ListenerProtocol::parse(&spec.protocol).terminates_tls() {
             return ListenerTls::Plain;
         }
         let tls = spec.tls.as_ref();

@@ -1,0 +1,59 @@
+//! The protocol of a Gateway listener, parsed once when the listener is modelled, so that
+//! conflicts, attachment and the table compare a type instead of the spec's strings. Pure.
+
+/// `spec.listeners[].protocol`. The core protocols are variants; anything else (an
+/// implementation-specific `domain/name`, or a typo) is kept as written, so that two different
+/// unknown protocols on one port still conflict with each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenerProtocol {
+    Http,
+    Https,
+    Tls,
+    Tcp,
+    Udp,
+    Other(String),
+}
+
+impl ListenerProtocol {
+    /// Parses the spec's spelling (case-sensitive, as the CRD defines the values).
+    pub fn parse(protocol: &str) -> Self {
+        match protocol {
+            "HTTP" => Self::Http,
+            "HTTPS" => Self::Https,
+            "TLS" => Self::Tls,
+            "TCP" => Self::Tcp,
+            "UDP" => Self::Udp,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// True for the protocols this data plane serves routes on.
+    pub fn is_supported(&self) -> bool {
+        matches!(self, Self::Http | Self::Https)
+    }
+
+    /// True when the socket terminates TLS before HTTP (certificates come from the listener).
+    pub fn terminates_tls(&self) -> bool {
+        matches!(self, Self::Https)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_protocols_parse_and_others_stay_distinct() {
+        assert_eq!(ListenerProtocol::parse("HTTPS"), ListenerProtocol::Https);
+        assert!(ListenerProtocol::parse("HTTP").is_supported());
+        assert!(!ListenerProtocol::parse("TCP").is_supported());
+        assert!(
+            !ListenerProtocol::parse("http").is_supported(),
+            "values are case-sensitive"
+        );
+        assert_ne!(
+            ListenerProtocol::parse("example.com/a"),
+            ListenerProtocol::parse("example.com/b")
+        );
+    }
+}
