@@ -4,7 +4,7 @@
 #![no_main]
 
 use edgeplane::request::{normalize_path, parse_authority, PathPolicy};
-use edgeplane::table::{PathMatch, PathModifier, Redirect, RedirectTarget};
+use edgeplane::table::{PathMatch, PathModifier, Redirect, RedirectTarget, Scheme};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         .enumerate()
     {
         let target = RedirectTarget {
-            scheme: if i == 0 { "http" } else { "https" },
+            scheme: if i == 0 { Scheme::Http } else { Scheme::Https },
             host: authority.host,
             listener_port: authority.port.unwrap_or(8080),
             path,

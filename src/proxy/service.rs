@@ -27,7 +27,7 @@ use super::upstream::{pick_endpoint, UpstreamBody};
 use super::{ProxyBody, Shared};
 use crate::table::{
     normalize_host, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView,
-    RouteRule, RouteTable, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
+    RouteRule, RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -214,11 +214,11 @@ impl Handler {
     }
 
     /// The scheme the client used: `https` on TLS connections.
-    fn scheme(&self) -> &'static str {
+    fn scheme(&self) -> Scheme {
         if self.tls.is_some() {
-            "https"
+            Scheme::Https
         } else {
-            "http"
+            Scheme::Http
         }
     }
 
@@ -284,7 +284,7 @@ impl Handler {
         set_forwarded(
             &mut parts.headers,
             self.peer.ip(),
-            self.scheme(),
+            self.scheme().as_str(),
             raw_host.as_ref(),
         );
         if let Some(m) = &rule.filters.request_headers {
@@ -306,10 +306,7 @@ impl Handler {
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         if let Some(rewrite) = rewrite {
             if let Some(name) = &rewrite.hostname {
-                host = Some(
-                    HeaderValue::from_str(name)
-                        .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?,
-                );
+                host = Some(name.clone());
             }
             if let Some(modifier) = &rewrite.path {
                 let path = modifier.apply(&rule.matcher.path, path_and_query.path());

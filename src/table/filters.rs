@@ -87,17 +87,51 @@ impl PathModifier {
 /// `URLRewrite`: hostname and path of the request sent upstream.
 #[derive(Debug, Default, Serialize)]
 pub struct UrlRewrite {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    /// The `Host` sent upstream, a validated name compiled into its header form.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_value")]
+    pub hostname: Option<HeaderValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathModifier>,
+}
+
+fn ser_value<S: Serializer>(value: &Option<HeaderValue>, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => s.serialize_str(&String::from_utf8_lossy(v.as_bytes())),
+        None => s.serialize_none(),
+    }
+}
+
+/// The scheme a client used, or a redirect asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    /// `http` or `https`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Https => "https",
+        }
+    }
+
+    /// 80 or 443: a URL on this port leaves the port out.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Self::Http => 80,
+            Self::Https => 443,
+        }
+    }
 }
 
 /// `RequestRedirect`, compiled.
 #[derive(Debug, Serialize)]
 pub struct Redirect {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scheme: Option<String>,
+    pub scheme: Option<Scheme>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,8 +145,8 @@ pub struct Redirect {
 /// The request facts a redirect location depends on.
 #[derive(Debug, Clone, Copy)]
 pub struct RedirectTarget<'a> {
-    /// `http` or `https`, as the client reached the listener.
-    pub scheme: &'a str,
+    /// As the client reached the listener.
+    pub scheme: Scheme,
     /// Request host without port.
     pub host: &'a str,
     /// Port of the Gateway listener the request arrived on.
@@ -127,14 +161,13 @@ impl Redirect {
     /// the scheme is changed, else the listener's port, and is omitted when it is the default
     /// port of the resulting scheme (80 for http, 443 for https).
     pub fn location(&self, req: &RedirectTarget<'_>, matched: &PathMatch) -> String {
-        let scheme = self.scheme.as_deref().unwrap_or(req.scheme);
+        let scheme = self.scheme.unwrap_or(req.scheme);
         let host = self.hostname.as_deref().unwrap_or(req.host);
-        let port = self.port.unwrap_or(match self.scheme.as_deref() {
-            Some("http") => 80,
-            Some("https") => 443,
-            _ => req.listener_port,
-        });
-        let default_port = matches!((scheme, port), ("http", 80) | ("https", 443));
+        let port = self
+            .port
+            .unwrap_or(self.scheme.map_or(req.listener_port, Scheme::default_port));
+        let default_port = port == scheme.default_port();
+        let scheme = scheme.as_str();
         let path = match &self.path {
             Some(m) => m.apply(matched, req.path),
             None => req.path.to_owned(),
@@ -260,7 +293,7 @@ mod tests {
     #[test]
     fn redirect_ports_follow_the_spec() {
         let req = RedirectTarget {
-            scheme: "http",
+            scheme: Scheme::Http,
             host: "h.example",
             listener_port: 8080,
             path: "/p",
@@ -278,7 +311,7 @@ mod tests {
             "http://h.example:8080/p?q=1"
         );
         let https = Redirect {
-            scheme: Some("https".into()),
+            scheme: Some(Scheme::Https),
             ..base
         };
         assert_eq!(
@@ -314,7 +347,7 @@ mod tests {
     #[test]
     fn redirect_location_never_carries_control_bytes() {
         let req = RedirectTarget {
-            scheme: "http",
+            scheme: Scheme::Http,
             host: "h.example",
             listener_port: 80,
             path: "/a\r\nSet-Cookie: x=1",

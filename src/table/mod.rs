@@ -13,7 +13,8 @@ mod x509;
 
 pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
 pub use filters::{
-    Fraction, HeaderModifier, Mirror, PathModifier, Redirect, RedirectTarget, Timeouts, UrlRewrite,
+    Fraction, HeaderModifier, Mirror, PathModifier, Redirect, RedirectTarget, Scheme, Timeouts,
+    UrlRewrite,
 };
 pub use host::{normalize_host, HostIndex};
 pub use matchers::{

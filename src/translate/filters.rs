@@ -6,7 +6,7 @@ use gateway_api::apis::standard::httproutes::{
     HttpRouteRulesBackendRefsFilters, HttpRouteRulesFilters as Filter, HttpRouteRulesFiltersCors,
     HttpRouteRulesFiltersRequestMirror,
     HttpRouteRulesFiltersRequestRedirectPathType as RedirectPathType,
-    HttpRouteRulesFiltersRequestRedirectScheme as Scheme, HttpRouteRulesFiltersType as Type,
+    HttpRouteRulesFiltersRequestRedirectScheme as SpecScheme, HttpRouteRulesFiltersType as Type,
     HttpRouteRulesFiltersUrlRewritePathType as RewritePathType,
 };
 use http::{HeaderName, HeaderValue};
@@ -14,7 +14,7 @@ use http::{HeaderName, HeaderValue};
 use crate::request::{validate_config_path, validate_hostname};
 use crate::table::{
     Cors, CorsList, Fraction, HeaderModifier, OriginPattern, PathModifier, Redirect, RuleFilters,
-    UrlRewrite,
+    Scheme, UrlRewrite,
 };
 
 /// Why a rule's filters cannot be served as written.
@@ -154,8 +154,8 @@ pub fn compile_filters(
                 };
                 let redirect = Redirect {
                     scheme: spec.scheme.as_ref().map(|s| match s {
-                        Scheme::Http => "http".to_owned(),
-                        Scheme::Https => "https".to_owned(),
+                        SpecScheme::Http => Scheme::Http,
+                        SpecScheme::Https => Scheme::Https,
                     }),
                     hostname: hostname(spec.hostname.as_deref())?,
                     port,
@@ -176,7 +176,9 @@ pub fn compile_filters(
                     None => None,
                 };
                 let rewrite = UrlRewrite {
-                    hostname: hostname(spec.hostname.as_deref())?,
+                    hostname: hostname(spec.hostname.as_deref())?
+                        .map(|h| host_header(&h))
+                        .transpose()?,
                     path,
                 };
                 set_once(&mut out.rewrite, rewrite, name)?;
@@ -342,6 +344,11 @@ fn hostname(name: Option<&str>) -> Result<Option<String>, FilterError> {
         },
         None => Ok(None),
     }
+}
+
+/// A validated hostname in the form the proxy sends as `Host`.
+fn host_header(name: &str) -> Result<HeaderValue, FilterError> {
+    HeaderValue::from_str(name).map_err(|_| FilterError::Hostname(name.to_owned()))
 }
 
 /// A configured path value: visible ASCII with valid escapes (empty for `ReplacePrefixMatch`

@@ -1,8 +1,8 @@
 //! Filters and header hygiene: header modifiers, redirects, URL rewrites, hop-by-hop and
 //! forwarded headers.
 
-use edgeplane::table::{PathMatch, PathModifier, Redirect, RuleFilters, UrlRewrite};
-use http::Method;
+use edgeplane::table::{PathMatch, PathModifier, Redirect, RuleFilters, Scheme, UrlRewrite};
+use http::{HeaderValue, Method};
 
 use crate::support::client::{self, get_h1, h1_client, send};
 use crate::support::echo::start_echo;
@@ -88,7 +88,7 @@ async fn redirects_build_location_from_the_request() {
                 "https",
                 "/https",
                 Redirect {
-                    scheme: Some("https".into()),
+                    scheme: Some(Scheme::Https),
                     status: 301,
                     ..base()
                 },
@@ -154,16 +154,16 @@ async fn redirects_build_location_from_the_request() {
 async fn url_rewrite_host_and_path() {
     let echo = start_echo("e").await;
     let svc = service("e", &[echo.addr]);
-    let rewrite = |host: Option<&str>, path: Option<PathModifier>| RuleFilters {
+    let rewrite = |host: Option<&'static str>, path: Option<PathModifier>| RuleFilters {
         rewrite: Some(UrlRewrite {
-            hostname: host.map(str::to_owned),
+            hostname: host.map(HeaderValue::from_static),
             path,
         }),
         ..Default::default()
     };
     let mut backend_rewrite = to(&svc);
     backend_rewrite.filters.rewrite = Some(UrlRewrite {
-        hostname: Some("backend.example".into()),
+        hostname: Some(HeaderValue::from_static("backend.example")),
         path: None,
     });
     let addr = free_addr();
