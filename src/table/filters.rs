@@ -12,6 +12,7 @@ use super::model::ServiceBackend;
 
 /// `RequestHeaderModifier` / `ResponseHeaderModifier`: set, then add, then remove.
 #[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HeaderModifier {
     #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_pairs")]
     pub set: Vec<(HeaderName, HeaderValue)>,
@@ -86,6 +87,7 @@ impl PathModifier {
 
 /// `URLRewrite`: hostname and path of the request sent upstream.
 #[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct UrlRewrite {
     /// The `Host` sent upstream, a validated name compiled into its header form.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_value")]
@@ -129,6 +131,7 @@ impl Scheme {
 
 /// `RequestRedirect`, compiled.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Redirect {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheme: Option<Scheme>,
@@ -209,6 +212,7 @@ fn push_visible(out: &mut String, s: &str) {
 /// `RequestMirror`: a resolved Service that gets a copy of a share of the requests; its
 /// responses are discarded.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Mirror {
     #[serde(serialize_with = "ser_service")]
     pub backend: Arc<ServiceBackend>,
@@ -223,6 +227,7 @@ fn ser_service<S: Serializer>(b: &Arc<ServiceBackend>, s: S) -> Result<S::Ok, S:
 
 /// `numerator / denominator` of the requests (`percent: 20` is `20 / 100`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Fraction {
     pub numerator: u32,
     pub denominator: u32,

@@ -19,6 +19,7 @@ pub struct RequestView<'a> {
 
 /// All conditions of one `matches[]` entry; every condition must hold.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RequestMatch {
     pub path: PathMatch,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_method")]
@@ -139,6 +140,7 @@ impl ValueMatch {
 
 /// A header condition; names compare case-insensitively, any of a repeated header's values may match.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HeaderMatch {
     #[serde(serialize_with = "ser_header_name")]
     pub name: HeaderName,
@@ -160,6 +162,7 @@ impl HeaderMatch {
 
 /// A query parameter condition; names compare exactly, any of a repeated parameter's values may match.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct QueryMatch {
     pub name: String,
     pub value: ValueMatch,

@@ -17,6 +17,7 @@ use super::tls::TlsListeners;
 /// The whole data-plane configuration at one point in time. The proxy loads it once per request,
 /// so a request always finishes on the table it started with.
 #[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RouteTable {
     /// Increases by one with every published table; shown in `/metrics` and `/debug/config`.
     pub generation: u64,
@@ -46,6 +47,7 @@ impl RouteTable {
 
 /// Everything served on one socket: the virtual hosts of every Gateway listener bound there.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ListenerTable {
     pub bind: SocketAddr,
     /// The Gateway listener port clients address when it is not `bind.port()` (the port is
@@ -101,6 +103,7 @@ impl ListenerTable {
 
 /// The rules that serve one hostname (exact, `*.suffix` wildcard, or `*` for any host).
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct VirtualHost {
     pub hostname: String,
     /// The Gateway listener (numbered per socket) whose routes this host serves; a request only
@@ -141,6 +144,7 @@ impl VirtualHost {
 
 /// Names a route object, for metrics labels, logs and `/debug/config`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RouteRef {
     pub kind: String,
     pub namespace: String,
@@ -155,6 +159,7 @@ impl std::fmt::Display for RouteRef {
 
 /// One match of one rule of one route, with everything needed to serve it.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RouteRule {
     pub route: Arc<RouteRef>,
     /// Creation time of the route in seconds since the epoch (older wins ties).
@@ -194,6 +199,7 @@ impl RouteRule {
 
 /// Filters of a rule (or of one backendRef), compiled at table build time.
 #[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RuleFilters {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_headers: Option<HeaderModifier>,
@@ -217,6 +223,7 @@ pub struct RuleFilters {
 
 /// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.
 #[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct BackendSet {
     pub backends: Vec<WeightedBackend>,
     total_weight: u64,
@@ -256,6 +263,7 @@ impl BackendSet {
 
 /// One `backendRefs` entry: its weight, where it goes, and its own filters.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WeightedBackend {
     pub weight: u32,
     pub target: BackendTarget,
@@ -274,6 +282,7 @@ pub enum BackendTarget {
 
 /// Identifies a Service port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ServiceKey {
     pub namespace: String,
     pub name: String,
@@ -288,6 +297,7 @@ impl std::fmt::Display for ServiceKey {
 
 /// A Service port resolved to ready endpoints.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ServiceBackend {
     pub service: ServiceKey,
     pub endpoints: Vec<SocketAddr>,

@@ -31,6 +31,7 @@ pub enum CertificateError {
 /// A certificate chain and its private key, ready for handshakes. `/debug/config` shows where
 /// it came from and the names it is valid for, never the key.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Certificate {
     /// `namespace/name` of the Secret it was read from.
     pub secret: String,
@@ -79,6 +80,7 @@ impl Certificate {
 
 /// One HTTPS Gateway listener bound on the socket.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TlsListener {
     /// The listener's hostname (`None`: any SNI, the default certificate).
     pub hostname: Option<String>,
