@@ -39,7 +39,7 @@ pub use listener::intersect_hostnames;
 pub use parameters::{resolve_parameters, InvalidParameters, ParametersRef};
 pub use ports::{PortMap, PortMapError};
 pub use rules::MatchError;
-pub use tls::TlsRefError;
+pub use tls::{referenced_secrets, TlsRefError};
 
 /// The controller name a GatewayClass must carry in `spec.controllerName` for us to own it.
 pub const DEFAULT_CONTROLLER_NAME: &str = "edgeplane.dev/gateway-controller";

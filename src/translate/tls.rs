@@ -3,12 +3,13 @@
 //! reason. Each referenced Secret is parsed once per translation, however many listeners use it.
 //! Pure.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::{
-    GatewayListeners, GatewayListenersTlsCertificateRefs, GatewayListenersTlsMode,
+    Gateway, GatewayListeners, GatewayListenersTlsCertificateRefs, GatewayListenersTlsMode,
 };
+use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::Secret;
 
 use super::conditions::GATEWAY_GROUP;
@@ -172,38 +173,13 @@ impl<'a> Certificates<'a> {
         self.served.get(&e.bad_contents()?).cloned()
     }
 
-    /// One certificateRef: kind, then permission, then the Secret and its contents.
+    /// One certificateRef: kind and permission, then the Secret and its contents.
     fn resolve(
         &mut self,
         gateway_ns: &str,
         r: &GatewayListenersTlsCertificateRefs,
     ) -> Result<Arc<Certificate>, TlsRefError> {
-        let group = r.group.as_deref().unwrap_or("");
-        let kind = r.kind.as_deref().unwrap_or("Secret");
-        if !group.is_empty() || kind != "Secret" {
-            return Err(TlsRefError::UnsupportedKind {
-                group: group.to_owned(),
-                kind: kind.to_owned(),
-                name: r.name.clone(),
-            });
-        }
-        let ns = r.namespace.as_deref().unwrap_or(gateway_ns);
-        let from = RefSide {
-            group: GATEWAY_GROUP,
-            kind: "Gateway",
-            namespace: gateway_ns,
-        };
-        let to = RefSide {
-            group: "",
-            kind: "Secret",
-            namespace: ns,
-        };
-        if !self.grants.allows(from, to, &r.name) {
-            return Err(TlsRefError::NotPermitted {
-                namespace: ns.to_owned(),
-                name: r.name.clone(),
-            });
-        }
+        let (ns, _) = permitted_secret(&self.grants, gateway_ns, r)?;
         let key = (ns.to_owned(), r.name.clone());
         if let Some(done) = self.parsed.get(&key) {
             return done.clone();
@@ -242,6 +218,68 @@ impl<'a> Certificates<'a> {
                 error,
             })
     }
+}
+
+/// The Secret `(namespace, name)` a certificateRef of a Gateway in `gateway_ns` names, when
+/// it is a core Secret and the reference is permitted (same namespace, or a ReferenceGrant).
+fn permitted_secret<'r>(
+    grants: &Grants<'_>,
+    gateway_ns: &'r str,
+    r: &'r GatewayListenersTlsCertificateRefs,
+) -> Result<(&'r str, &'r str), TlsRefError> {
+    let group = r.group.as_deref().unwrap_or("");
+    let kind = r.kind.as_deref().unwrap_or("Secret");
+    if !group.is_empty() || kind != "Secret" {
+        return Err(TlsRefError::UnsupportedKind {
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            name: r.name.clone(),
+        });
+    }
+    let ns = r.namespace.as_deref().unwrap_or(gateway_ns);
+    let from = RefSide {
+        group: GATEWAY_GROUP,
+        kind: "Gateway",
+        namespace: gateway_ns,
+    };
+    let to = RefSide {
+        group: "",
+        kind: "Secret",
+        namespace: ns,
+    };
+    if !grants.allows(from, to, &r.name) {
+        return Err(TlsRefError::NotPermitted {
+            namespace: ns.to_owned(),
+            name: r.name.clone(),
+        });
+    }
+    Ok((ns, &r.name))
+}
+
+/// `(namespace, name)` of every Secret a listener of `gateways` may use: the certificateRefs
+/// [`Certificates`] would read. A provider that fetches Secrets on demand fetches these, so it
+/// never holds a Secret the translator could not use.
+pub fn referenced_secrets(
+    gateways: &[Arc<Gateway>],
+    grants: &[Arc<ReferenceGrant>],
+) -> BTreeSet<(String, String)> {
+    let grants = Grants::new(grants);
+    let mut out = BTreeSet::new();
+    for gw in gateways {
+        let gw_ns = namespace_of(&gw.metadata);
+        let refs = gw
+            .spec
+            .listeners
+            .iter()
+            .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
+            .flatten();
+        for r in refs {
+            if let Ok((ns, name)) = permitted_secret(&grants, gw_ns, r) {
+                out.insert((ns.to_owned(), name.to_owned()));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -342,5 +380,33 @@ mod tests {
             certs.listener("default", &https),
             ListenerTls::Unresolved(TlsRefError::SecretNotFound { .. })
         ));
+    }
+
+    #[test]
+    fn only_same_namespace_or_granted_secrets_are_referenced() {
+        let gw: Gateway = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "web", "name": "gw"},
+            "spec": {"gatewayClassName": "c", "listeners": [
+                {"name": "a", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [
+                    {"name": "local"},
+                    {"name": "shared", "namespace": "certs"},
+                    {"name": "other", "namespace": "certs"},
+                    {"name": "denied", "namespace": "secret-ns"},
+                    {"name": "cm", "kind": "ConfigMap"}]}},
+                {"name": "b", "port": 80, "protocol": "HTTP"}]}
+        }))
+        .unwrap();
+        let grant: ReferenceGrant = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "certs", "name": "g"},
+            "spec": {"from": [{"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": "web"}],
+                "to": [{"group": "", "kind": "Secret", "name": "shared"}]}
+        }))
+        .unwrap();
+        let got = referenced_secrets(&[Arc::new(gw)], &[Arc::new(grant)]);
+        let want: BTreeSet<(String, String)> = [("certs", "shared"), ("web", "local")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(got, want);
     }
 }

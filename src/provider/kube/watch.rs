@@ -24,9 +24,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{watch, Notify};
 
 use super::binding::bindings_from_services;
-use super::secrets::{referenced_secrets, SecretCache, SecretMetaStore};
+use super::secrets::{SecretCache, SecretMetaStore};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use crate::translate::referenced_secrets;
 
 /// Wakes the snapshot loop. Any number of fires before the loop looks again count as one, so a
 /// burst of watch events costs one rebuild, never a queue.
