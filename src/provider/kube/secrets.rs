@@ -1,7 +1,7 @@
 //! Secrets: watched metadata-only (names, resourceVersions; never the data of every Secret in
-//! the cluster). Only Secrets that a listener's `tls.certificateRefs` names (through a
-//! ReferenceGrant when cross-namespace; `translate::referenced_secrets` decides) are fetched, and fetched again only when their
-//! resourceVersion changes.
+//! the cluster). Only Secrets that a listener's `tls.certificateRefs` may use (through a
+//! ReferenceGrant when cross-namespace; `translate::referenced_secrets` decides) are fetched,
+//! and fetched again only when their resourceVersion changes.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
