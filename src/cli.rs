@@ -5,32 +5,33 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 mod cluster;
-mod proxy_args;
-
-pub use proxy_args::ProxyArgs;
+mod flags;
 mod policy;
+mod proxy_args;
+mod stack;
 
+pub use cluster::KubeArgs;
+pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
+pub use proxy_args::ProxyArgs;
+use stack::{shutdown_signal, Stack};
 
-use crate::admin::{serve_admin, DEFAULT_ADMIN_ADDR};
+use crate::admin::DEFAULT_ADMIN_ADDR;
 use crate::admission::Crds;
 use crate::echo::{serve_echo, EchoIdentity};
 use crate::metrics::Metrics;
 use crate::provider::crds::load_crds;
 use crate::provider::file::{load_dir, report_errors, watch_dir, ConfigDir};
 use crate::provider::manifest::ManifestError;
-use crate::proxy::{Proxy, ProxyOptions};
-use crate::reconcile::{Published, ReconcileOptions, Reconciler};
-use crate::snapshot::Snapshot;
+use crate::reconcile::ReconcileOptions;
 use crate::translate::{translate, PortMap, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 
 /// A Kubernetes Gateway API controller and the edge proxy it programs, in one process.
@@ -127,33 +128,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub proxy: ProxyArgs,
     #[command(flatten)]
-    pub kube: KubeArgs,
-}
-
-/// Flags of `serve --kubernetes`.
-#[derive(Debug, Args)]
-pub struct KubeArgs {
-    /// The controller's namespace (its Lease and Gateway Services live there).
-    #[arg(long, env = "POD_NAMESPACE", default_value = crate::provider::kube::DEFAULT_CONTROLLER_NAMESPACE)]
-    pub namespace: String,
-    /// Name of the Lease used for leader election.
-    #[arg(long, default_value = "edgeplane-leader")]
-    pub lease_name: String,
-    /// This replica's identity in the Lease (defaults to the host name).
-    #[arg(long, env = "POD_NAME")]
-    pub pod_name: Option<String>,
-    /// Full rebuild from the caches this often, even without changes.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    pub resync: Duration,
-    /// Type of the Service made for each Gateway.
-    #[arg(long, default_value = "LoadBalancer")]
-    pub gateway_service_type: String,
-    /// Pod labels the Gateway Services select (`key=value[,key=value]`).
-    #[arg(long, default_value = "app.kubernetes.io/name=edgeplane")]
-    pub gateway_service_selector: String,
-    /// First port handed out to Gateway listeners (each Gateway gets its own ports).
-    #[arg(long, default_value_t = 10080)]
-    pub gateway_port_base: u16,
+    pub kube: cluster::KubeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -193,23 +168,6 @@ pub struct DemoArgs {
     pub drain_timeout: Duration,
     #[command(flatten)]
     pub proxy: ProxyArgs,
-}
-
-/// Parses `30s`, `500ms`, `2m`, `1h` or a plain number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 30s or 500ms"))?;
-    match unit {
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "ms" => Ok(Duration::from_millis(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
-    }
 }
 
 /// Sets up logging to stderr, level from `RUST_LOG` (default info).
@@ -296,75 +254,6 @@ async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The running data plane: reconcile loop, proxy and admin server.
-struct Stack {
-    published: Arc<Published>,
-    proxy: Arc<Proxy>,
-    reconcile: JoinHandle<()>,
-    admin: JoinHandle<()>,
-}
-
-impl Stack {
-    async fn start(
-        snapshots: watch::Receiver<Arc<Snapshot>>,
-        metrics: Arc<Metrics>,
-        admin_addr: SocketAddr,
-        reconcile: ReconcileOptions,
-        proxy: ProxyOptions,
-    ) -> anyhow::Result<Self> {
-        let admin_listener = TcpListener::bind(admin_addr)
-            .await
-            .with_context(|| format!("admin server: listen on {admin_addr}"))?;
-        tracing::info!(addr = %admin_addr, "admin server listening");
-        let published = Published::new(metrics.clone());
-        let proxy = Proxy::new(published.table.clone(), metrics, proxy);
-        let p = published.clone();
-        let admin = tokio::spawn(async move {
-            if let Err(e) = serve_admin(admin_listener, p).await {
-                tracing::error!(error = %e, "admin server stopped");
-            }
-        });
-        let reconciler = Reconciler::new(published.clone(), Some(proxy.clone()), reconcile);
-        let reconcile = tokio::spawn(reconciler.run(snapshots));
-        Ok(Self::assemble(published, proxy, reconcile, admin))
-    }
-
-    fn assemble(
-        published: Arc<Published>,
-        proxy: Arc<Proxy>,
-        reconcile: JoinHandle<()>,
-        admin: JoinHandle<()>,
-    ) -> Self {
-        Self {
-            published,
-            proxy,
-            reconcile,
-            admin,
-        }
-    }
-
-    /// Waits up to `timeout` for the first table to be published.
-    async fn wait_ready(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while !self.published.is_ready() {
-            if Instant::now() >= deadline || self.reconcile.is_finished() {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        true
-    }
-
-    /// Stops publishing, drains the proxy, then stops the admin server.
-    async fn stop(self) {
-        self.reconcile.abort();
-        tracing::info!("draining");
-        self.proxy.shutdown().await;
-        self.admin.abort();
-        tracing::info!("stopped");
-    }
-}
-
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.kubernetes {
         return cluster::serve_kubernetes(args).await;
@@ -387,18 +276,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let (tx, rx) = watch::channel(Arc::new(loaded.snapshot));
     let watcher = watch_dir(config, tx, metrics.clone())?;
-    let stack = Stack::start(
-        rx,
+    let mut stack = Stack::serve(
         metrics,
         args.admin_addr,
+        args.proxy.options(args.drain_timeout),
+    )
+    .await?;
+    stack.reconcile(
+        std::future::ready(Some(rx)),
         ReconcileOptions {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map,
         },
-        args.proxy.options(args.drain_timeout),
-    )
-    .await?;
+    );
     shutdown_signal().await;
     drop(watcher);
     stack.stop().await;
@@ -409,18 +300,20 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let backends = crate::demo::start_backends().await?;
     let snapshot = crate::demo::snapshot(args.listen, &backends.pods)?;
     let (_tx, rx) = watch::channel(Arc::new(snapshot));
-    let stack = Stack::start(
-        rx,
+    let mut stack = Stack::serve(
         Metrics::new(),
         args.admin_addr,
+        args.proxy.options(args.drain_timeout),
+    )
+    .await?;
+    stack.reconcile(
+        std::future::ready(Some(rx)),
         ReconcileOptions {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
             port_map: Default::default(),
         },
-        args.proxy.options(args.drain_timeout),
-    )
-    .await?;
+    );
     if !stack.wait_ready(Duration::from_secs(10)).await {
         stack.stop().await;
         bail!("the demo configuration was not published");
@@ -451,44 +344,9 @@ fn print_demo(args: &DemoArgs, pods: &[crate::demo::EchoPod]) {
     println!("Press Ctrl-C to stop.");
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGTERM; Ctrl-C only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    tracing::info!("shutdown requested");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("s").is_err());
-    }
 
     #[test]
     fn serve_needs_a_source() {
@@ -512,12 +370,5 @@ mod tests {
         assert_eq!(s.kube.namespace, "gw");
         assert_eq!(s.kube.gateway_port_base, 10080);
         assert_eq!(s.kube.resync, Duration::from_secs(300));
-    }
-
-    #[test]
-    fn labels_parse() {
-        let l = cluster::parse_labels("a=b, c=d").unwrap();
-        assert_eq!(l.get("c").map(String::as_str), Some("d"));
-        assert!(cluster::parse_labels("nope").is_err());
     }
 }

@@ -1,56 +1,62 @@
 //! The data plane's flags, shared by `serve` and `demo`: one per connection and request phase,
-//! parsed into `ProxyOptions`. Defaults and their reasons live on `ProxyOptions`.
+//! parsed into `ProxyOptions`. Defaults and their reasons live on `ProxyOptions`; the flags
+//! read them from there.
 
 use std::time::Duration;
 
 use clap::Args;
 
-use super::parse_duration;
+use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
 use crate::proxy::ProxyOptions;
+
+/// Each flag's default is the option's own default.
+fn defaults() -> ProxyOptions {
+    ProxyOptions::default()
+}
 
 /// Timeouts and limits of client connections and upstream pools.
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
     /// Time a new connection has to finish the TLS handshake and show its protocol (for
     /// HTTP/2: the whole client preface and SETTINGS); else it is closed.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().handshake_timeout), value_parser = parse_duration)]
     pub handshake_timeout: Duration,
     /// Time an HTTP/1.1 client has to send a request head, counted from when the connection
     /// waits for one (so it also bounds silent keep-alive connections).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().header_read_timeout), value_parser = parse_duration)]
     pub header_read_timeout: Duration,
     /// A request body that sends nothing for this long is aborted (408, or a reset stream once
     /// the response has begun).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().body_idle_timeout), value_parser = parse_duration)]
     pub body_idle_timeout: Duration,
     /// Longest wait for an upstream response head (504); a route's shorter `timeouts` win.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().upstream_response_timeout), value_parser = parse_duration)]
     pub upstream_response_timeout: Duration,
     /// Client connections with no request in flight for this long are closed (HTTP/1.1
     /// keep-alive, HTTP/2 without streams).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().idle_timeout), value_parser = parse_duration)]
     pub idle_timeout: Duration,
     /// Interval of HTTP/2 keep-alive PINGs to clients.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().http2_keepalive_interval), value_parser = parse_duration)]
     pub http2_keepalive_interval: Duration,
     /// An HTTP/2 PING unanswered for this long closes the connection.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().http2_keepalive_timeout), value_parser = parse_duration)]
     pub http2_keepalive_timeout: Duration,
     /// Streams one HTTP/2 client connection may have open at once.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = defaults().http2_max_concurrent_streams)]
     pub http2_max_concurrent_streams: u32,
     /// Open client connections per listener socket; more are closed as soon as accepted.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = defaults().max_connections)]
     pub max_connections: usize,
     /// Idle pooled HTTP/1.1 connections kept per upstream endpoint.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = defaults().upstream_max_idle_per_endpoint)]
     pub upstream_max_idle: usize,
     /// Pooled upstream connections unused for this long are closed.
-    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().upstream_idle_timeout), value_parser = parse_duration)]
     pub upstream_idle_timeout: Duration,
     /// Time to open an upstream TCP connection (504 after it).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = duration_text(defaults().connect_timeout), value_parser = parse_duration)]
     pub connect_timeout: Duration,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,

@@ -1,0 +1,122 @@
+//! The running data plane every serving command shares: admin server, proxy, the published
+//! table and the reconcile loop fed by a provider's snapshots. Start-up code (`anyhow`).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::admin::serve_admin;
+use crate::metrics::Metrics;
+use crate::proxy::{Proxy, ProxyOptions};
+use crate::reconcile::{Published, ReconcileOptions, Reconciler};
+use crate::snapshot::Snapshot;
+
+/// Snapshots for the reconcile loop: the receiver once the provider has its first full
+/// snapshot (`None`: the provider stopped before that).
+pub type Snapshots = watch::Receiver<Arc<Snapshot>>;
+
+/// The running data plane: reconcile loop, proxy and admin server.
+pub struct Stack {
+    pub published: Arc<Published>,
+    pub proxy: Arc<Proxy>,
+    reconcile: Option<JoinHandle<()>>,
+    admin: JoinHandle<()>,
+}
+
+impl Stack {
+    /// Binds the admin server and creates the proxy and the (empty) published state. Nothing
+    /// is served until [`Stack::reconcile`] publishes a table.
+    pub async fn serve(
+        metrics: Arc<Metrics>,
+        admin_addr: SocketAddr,
+        proxy: ProxyOptions,
+    ) -> anyhow::Result<Self> {
+        let admin_listener = TcpListener::bind(admin_addr)
+            .await
+            .with_context(|| format!("admin server: listen on {admin_addr}"))?;
+        tracing::info!(addr = %admin_addr, "admin server listening");
+        let published = Published::new(metrics.clone());
+        let proxy = Proxy::new(published.table.clone(), metrics, proxy);
+        let p = published.clone();
+        let admin = tokio::spawn(async move {
+            if let Err(e) = serve_admin(admin_listener, p).await {
+                tracing::error!(error = %e, "admin server stopped");
+            }
+        });
+        Ok(Self {
+            published,
+            proxy,
+            reconcile: None,
+            admin,
+        })
+    }
+
+    /// Starts the reconcile loop on the snapshots `first` resolves to: at once for a config
+    /// directory, after the first full sync for a cluster.
+    pub fn reconcile<F>(&mut self, first: F, options: ReconcileOptions)
+    where
+        F: Future<Output = Option<Snapshots>> + Send + 'static,
+    {
+        let reconciler = Reconciler::new(self.published.clone(), Some(self.proxy.clone()), options);
+        self.reconcile = Some(tokio::spawn(async move {
+            if let Some(snapshots) = first.await {
+                reconciler.run(snapshots).await;
+            }
+        }));
+    }
+
+    /// Waits up to `timeout` for the first table to be published.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.published.is_ready() {
+            let stopped = self.reconcile.as_ref().is_none_or(JoinHandle::is_finished);
+            if Instant::now() >= deadline || stopped {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    /// Stops publishing, drains the proxy, then stops the admin server.
+    pub async fn stop(self) {
+        if let Some(r) = &self.reconcile {
+            r.abort();
+        }
+        tracing::info!("draining");
+        self.proxy.shutdown().await;
+        self.admin.abort();
+        tracing::info!("stopped");
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM; Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutdown requested");
+}
