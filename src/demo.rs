@@ -150,46 +150,54 @@ pub struct Hint {
     pub command: String,
 }
 
+/// What each hint shows, and its command with `{base}` (the demo listener's URL) and
+/// `{admin}` (the admin server's URL) to fill in.
+const HINTS: &[(&str, &str)] = &[
+    (
+        "path routing: /v1 goes to demo-v1 (two pods, balanced)",
+        "curl -s {base}/v1/hello",
+    ),
+    (
+        "path routing: /v2 goes to demo-v2",
+        "curl -s {base}/v2/hello",
+    ),
+    (
+        "header match: x-version: v2 goes to demo-v2 on any path",
+        "curl -s -H 'x-version: v2' {base}/",
+    ),
+    (
+        "weighted split: /split sends 90% to demo-v1 and 10% to demo-v2",
+        "for i in $(seq 20); do curl -s {base}/split | grep -o '\"pod\": *\"[^\"]*\"'; done | sort | uniq -c",
+    ),
+    (
+        "redirect: /old/... answers 301 to /v2/...",
+        "curl -si {base}/old/page",
+    ),
+    (
+        "header modifiers: request gets x-demo, response gets x-served-by",
+        "curl -si {base}/headers",
+    ),
+    (
+        "computed status of every object",
+        "curl -s {admin}/debug/status",
+    ),
+    (
+        "the live route table and metrics",
+        "curl -s {admin}/debug/config; curl -s {admin}/metrics",
+    ),
+];
+
 /// The curl commands printed at start; each works against the running demo.
 pub fn hints(listen: SocketAddr, admin: SocketAddr) -> Vec<Hint> {
     let base = format!("http://{listen}");
     let admin = format!("http://{admin}");
-    vec![
-        Hint {
-            what: "path routing: /v1 goes to demo-v1 (two pods, balanced)",
-            command: format!("curl -s {base}/v1/hello"),
-        },
-        Hint {
-            what: "path routing: /v2 goes to demo-v2",
-            command: format!("curl -s {base}/v2/hello"),
-        },
-        Hint {
-            what: "header match: x-version: v2 goes to demo-v2 on any path",
-            command: format!("curl -s -H 'x-version: v2' {base}/"),
-        },
-        Hint {
-            what: "weighted split: /split sends 90% to demo-v1 and 10% to demo-v2",
-            command: format!(
-                "for i in $(seq 20); do curl -s {base}/split | grep -o '\"pod\": *\"[^\"]*\"'; done | sort | uniq -c"
-            ),
-        },
-        Hint {
-            what: "redirect: /old/... answers 301 to /v2/...",
-            command: format!("curl -si {base}/old/page"),
-        },
-        Hint {
-            what: "header modifiers: request gets x-demo, response gets x-served-by",
-            command: format!("curl -si {base}/headers"),
-        },
-        Hint {
-            what: "computed status of every object",
-            command: format!("curl -s {admin}/debug/status"),
-        },
-        Hint {
-            what: "the live route table and metrics",
-            command: format!("curl -s {admin}/debug/config; curl -s {admin}/metrics"),
-        },
-    ]
+    HINTS
+        .iter()
+        .map(|(what, command)| Hint {
+            what,
+            command: command.replace("{base}", &base).replace("{admin}", &admin),
+        })
+        .collect()
 }
 
 #[cfg(test)]

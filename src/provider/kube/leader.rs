@@ -69,15 +69,18 @@ impl Elector {
         }
     }
 
+    /// The Lease as the API server has it now (`None`: not created yet).
+    async fn current(&self) -> Result<Option<Lease>, LeaseError> {
+        self.api
+            .get_opt(&self.options.name)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     /// One round: create, renew or take over the lease. `Ok(true)` while this replica holds it.
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
         let now = MicroTime(jiff::Timestamp::now());
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.options.name)
-            .await
-            .map_err(|e| self.err(e))?
-        else {
+        let Some(mut lease) = self.current().await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.options.name.clone()),
@@ -155,12 +158,7 @@ impl Elector {
 
     /// Gives the lease up (on shutdown) so another replica takes over without waiting.
     pub async fn release(&mut self) -> Result<(), LeaseError> {
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.options.name)
-            .await
-            .map_err(|e| self.err(e))?
-        else {
+        let Some(mut lease) = self.current().await? else {
             return Ok(());
         };
         let Some(spec) = lease.spec.as_mut() else {
