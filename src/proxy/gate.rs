@@ -22,24 +22,46 @@ pub(crate) enum Target {
     Asterisk,
 }
 
+/// The host a request is for: the header value forwarded upstream as `Host`, and the name
+/// it is routed by.
+#[derive(Debug)]
+pub(crate) struct RequestHost {
+    pub header: HeaderValue,
+    /// See [`crate::request::Authority::routing_name`].
+    pub name: String,
+}
+
 /// The authority the client asked for, validated: HTTP/2 `:authority` (which must agree with
 /// a `Host` header if both are sent) or `Host`; an HTTP/1 absolute-form target's authority
 /// takes precedence over `Host` (RFC 9112 3.2.2). Exactly one valid `Host` line is required
 /// whenever `Host` is sent, and a request naming no host at all is refused.
-pub(crate) fn authority<B>(req: &Request<B>) -> Result<HeaderValue, ProxyError> {
+pub(crate) fn authority<B>(req: &Request<B>) -> Result<RequestHost, ProxyError> {
     let mut hosts = req.headers().get_all(header::HOST).iter();
     let host = hosts.next();
     if hosts.next().is_some() {
         return Err(ProxyError::DuplicateHost);
     }
-    if let Some(h) = host {
-        parse_authority(h.as_bytes()).map_err(ProxyError::BadHost)?;
-    }
+    let host_name = match host {
+        Some(h) => Some(
+            parse_authority(h.as_bytes())
+                .map_err(ProxyError::BadHost)?
+                .routing_name(),
+        ),
+        None => None,
+    };
     let Some(uri_authority) = req.uri().authority() else {
-        return host.cloned().ok_or(ProxyError::MissingHost);
+        return match (host, host_name) {
+            (Some(header), Some(name)) => Ok(RequestHost {
+                header: header.clone(),
+                name,
+            }),
+            _ => Err(ProxyError::MissingHost),
+        };
     };
     let a = uri_authority.as_str();
-    parse_authority(a.as_bytes()).map_err(ProxyError::BadHost)?;
+    let name = parse_authority(a.as_bytes())
+        .map_err(ProxyError::BadHost)?
+        .routing_name();
     if req.version() == Version::HTTP_2 {
         if let Some(h) = host {
             if !h.as_bytes().eq_ignore_ascii_case(a.as_bytes()) {
@@ -47,7 +69,8 @@ pub(crate) fn authority<B>(req: &Request<B>) -> Result<HeaderValue, ProxyError> 
             }
         }
     }
-    HeaderValue::from_str(a).map_err(|_| ProxyError::MissingHost)
+    let header = HeaderValue::from_str(a).map_err(|_| ProxyError::MissingHost)?;
+    Ok(RequestHost { header, name })
 }
 
 /// Message framing of HTTP/1 requests (RFC 9112 6.1, 6.3): `chunked` is the only transfer
@@ -128,7 +151,7 @@ mod tests {
     fn host_rules() {
         let h1 = Version::HTTP_11;
         let h2 = Version::HTTP_2;
-        let ok = |r: Request<()>| authority(&r).map(|v| v.to_str().unwrap_or("").to_owned());
+        let ok = |r: Request<()>| authority(&r).map(|v| v.header.to_str().unwrap_or("").to_owned());
         assert_eq!(
             ok(req(h1, "/", &["a.example"])).ok().as_deref(),
             Some("a.example")

@@ -26,8 +26,8 @@ use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::{pick_endpoint, UpstreamBody};
 use super::{ProxyBody, Shared};
 use crate::table::{
-    normalize_host, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView,
-    RouteRule, RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
+    BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRule, RouteTable,
+    Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -108,11 +108,13 @@ impl Handler {
         let listener = self.find_listener(table)?;
         let mut req = req;
         gate::check_framing(req.version(), req.headers())?;
-        let raw_host = gate::authority(&req)?;
+        let gate::RequestHost {
+            header: raw_host,
+            name: host,
+        } = gate::authority(&req)?;
         if gate::normalize_target(&mut req, &self.shared.options.path_policy)? == Target::Asterisk {
             return Ok(options_asterisk());
         }
-        let host = raw_host.to_str().map(normalize_host).unwrap_or_default();
         self.check_misdirected(listener, &host)?;
         let rule = find_rule(listener, &req, &host)?;
         *route_label = rule.route.to_string();

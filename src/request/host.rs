@@ -24,6 +24,14 @@ pub struct Authority<'a> {
     pub port: Option<u16>,
 }
 
+impl Authority<'_> {
+    /// The host as routes and listeners name it: lower-case, without port, brackets or a
+    /// trailing dot.
+    pub fn routing_name(&self) -> String {
+        self.host.trim_end_matches('.').to_ascii_lowercase()
+    }
+}
+
 /// Why a Host header or `:authority` is refused (a client fault: 400).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {
@@ -123,6 +131,15 @@ fn port(digits: &[u8]) -> Result<u16, HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routing_names_drop_port_brackets_case_and_trailing_dot() {
+        let name = |v: &str| parse_authority(v.as_bytes()).unwrap().routing_name();
+        assert_eq!(name("Example.COM:8080"), "example.com");
+        assert_eq!(name("example.com."), "example.com");
+        assert_eq!(name("[::1]:80"), "::1");
+        assert_eq!(name("host"), "host");
+    }
 
     #[test]
     fn valid_authorities() {

@@ -66,23 +66,6 @@ impl Serialize for HostIndex {
     }
 }
 
-/// Lower-cases a Host header or `:authority`, dropping the port and a trailing dot, so it can be
-/// compared with listener and route hostnames. Handles bracketed IPv6 literals.
-pub fn normalize_host(authority: &str) -> String {
-    let host = if let Some(rest) = authority.strip_prefix('[') {
-        rest.split(']').next().unwrap_or(rest)
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(h, port)| {
-            if port.bytes().all(|b| b.is_ascii_digit()) {
-                h
-            } else {
-                authority
-            }
-        })
-    };
-    host.trim_end_matches('.').to_ascii_lowercase()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,13 +111,5 @@ mod tests {
         assert_eq!(name("x.y.example.com").as_deref(), Some("*.example.com"));
         assert_eq!(name("example.com").as_deref(), Some("*"));
         assert_eq!(name("other.org").as_deref(), Some("*"));
-    }
-
-    #[test]
-    fn normalizes_authorities() {
-        assert_eq!(normalize_host("Example.COM:8080"), "example.com");
-        assert_eq!(normalize_host("example.com."), "example.com");
-        assert_eq!(normalize_host("[::1]:80"), "::1");
-        assert_eq!(normalize_host("host"), "host");
     }
 }

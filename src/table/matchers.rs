@@ -7,7 +7,7 @@ use serde::{Serialize, Serializer};
 /// The parts of a request that routing reads, borrowed from the request.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestView<'a> {
-    /// Lower-case host without port (see [`super::normalize_host`]).
+    /// Lower-case host without port (see `request::Authority::routing_name`).
     pub host: &'a str,
     /// Path without the query string.
     pub path: &'a str,

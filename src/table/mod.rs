@@ -16,7 +16,7 @@ pub use filters::{
     Fraction, HeaderModifier, Mirror, PathModifier, Redirect, RedirectTarget, Scheme, Timeouts,
     UrlRewrite,
 };
-pub use host::{normalize_host, HostIndex};
+pub use host::HostIndex;
 pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
 };
