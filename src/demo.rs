@@ -17,7 +17,7 @@ const GATEWAY_YAML: &str = include_str!("demo/gateway.yaml");
 const ROUTES_YAML: &str = include_str!("demo/routes.yaml");
 
 /// Namespace of every demo object.
-pub const NAMESPACE: &str = "default";
+pub const NAMESPACE: &str = crate::snapshot::DEFAULT_NAMESPACE;
 
 /// Echo pods the demo starts: (service, pod count).
 const BACKENDS: &[(&str, usize)] = &[("demo-v1", 2), ("demo-v2", 1)];

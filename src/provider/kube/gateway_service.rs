@@ -90,11 +90,7 @@ impl Keeper {
         used.extend(self.allocated.values().flat_map(|m| m.values().copied()));
         let mut live = BTreeSet::new();
         for gw in &gateways {
-            let ns = gw
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into());
+            let ns = namespace_of(&gw.metadata).to_owned();
             let name = gw.name_any();
             let class = classes
                 .iter()
