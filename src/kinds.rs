@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 /// Whether a kind's objects live in a namespace, from its kube `Resource::Scope`.
 pub trait KindScope {
+    /// True for namespaced kinds, false for cluster-scoped ones.
     const NAMESPACED: bool;
 }
 
@@ -62,12 +63,17 @@ pub enum Watch<S, K> {
     Objects,
     /// Only metadata is listed and watched (`PartialObjectMetadata`); the snapshot gets
     /// objects that carry nothing but their metadata.
-    Metadata { from_metadata: fn(ObjectMeta) -> K },
+    Metadata {
+        /// An object carrying only the watched metadata.
+        from_metadata: fn(ObjectMeta) -> K,
+    },
     /// Only metadata is listed and watched; the snapshot gets the whole objects that
     /// `wanted` names (computed from the rest of the snapshot), each fetched when first
     /// wanted and again only when its resourceVersion changes.
     Referenced {
+        /// An object carrying only the watched metadata (for its resourceVersion).
         from_metadata: fn(ObjectMeta) -> K,
+        /// The objects to fetch, read from the snapshot assembled so far.
         wanted: fn(&S) -> Wanted,
     },
 }
@@ -228,8 +234,11 @@ pub fn not_being_deleted<K: Resource>(object: &K) -> bool {
 /// One declared kind as plain data: for tests, logs and tools that list a set's kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindInfo {
+    /// The snapshot field.
     pub field: &'static str,
+    /// API group, `""` for the core group.
     pub group: String,
+    /// The version watched in a cluster (files may use any version of the group).
     pub version: String,
     pub kind: String,
     pub plural: String,
@@ -239,6 +248,7 @@ pub struct KindInfo {
 
 /// Receives every kind of a set, typed: what the providers implement to act on a declaration.
 pub trait Visitor<S> {
+    /// Called once per declared kind, with its Rust type and declaration.
     fn kind<K: Kind>(&mut self, declared: Declared<S, K>);
 }
 
