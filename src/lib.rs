@@ -10,6 +10,7 @@ pub mod admission;
 pub mod cli;
 pub mod demo;
 pub mod echo;
+pub mod kinds;
 pub mod metrics;
 pub mod provider;
 pub mod proxy;

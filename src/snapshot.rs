@@ -1,5 +1,6 @@
-//! The provider-neutral input of one translation: every object the translator may read.
-//! Providers (a config directory, Kubernetes reflectors) fill it; `translate` only reads it.
+//! The provider-neutral input of one translation: every object the translator may read, with
+//! the declaration of each kind in it. Providers (a config directory, Kubernetes reflectors)
+//! fill it as the declaration says; `translate` only reads it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,10 @@ use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::kinds::{not_being_deleted, Wanted};
+use crate::provider::manifest::merge_string_data;
+use crate::translate::referenced_secrets;
 
 /// Namespace of a namespaced object that names none, as `kubectl apply` and the API server
 /// treat it.
@@ -26,29 +31,45 @@ pub fn or_default_namespace(namespace: Option<&str>) -> &str {
     namespace.unwrap_or(DEFAULT_NAMESPACE)
 }
 
-/// Every object one translation reads. Objects are behind `Arc` so that a provider can hand over
-/// the contents of its caches without deep copies; cloning a snapshot is cheap.
-///
-/// Objects without `metadata.namespace` are treated as being in `default` by the translator, so
-/// providers may pass them through unchanged.
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    pub gateway_classes: Vec<Arc<GatewayClass>>,
-    pub gateways: Vec<Arc<Gateway>>,
-    pub http_routes: Vec<Arc<HttpRoute>>,
-    pub reference_grants: Vec<Arc<ReferenceGrant>>,
-    /// Only labels are read (for `allowedRoutes.namespaces.selector`).
-    pub namespaces: Vec<Arc<Namespace>>,
-    pub services: Vec<Arc<Service>>,
-    /// Matched to Services by the `kubernetes.io/service-name` label.
-    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
-    /// Secrets that listeners may reference for TLS certificates (`tls.crt`, `tls.key`).
-    /// Providers should pass only referenced Secrets: the translator reads nothing else.
-    pub secrets: Vec<Arc<Secret>>,
-    /// Where listeners bind. `None` (standalone): every listener binds its own port on the
-    /// Gateway's addresses. `Some` (cluster): each Gateway binds the ports its Service maps to;
-    /// a Gateway without an entry is not bound yet.
-    pub gateway_bindings: Option<Arc<GatewayBindings>>,
+crate::kinds! {
+    /// Every object one translation reads, and the one declaration of each kind the product
+    /// reads: its field, its Rust type (which says what is read from files and what is
+    /// watched) and how the providers treat it (see [`crate::kinds!`]). Adding a kind is one
+    /// line here plus the translator's rules for it.
+    ///
+    /// Objects are behind `Arc` so that a provider can hand over the contents of its caches
+    /// without deep copies; cloning a snapshot is cheap. Objects without `metadata.namespace`
+    /// are treated as being in `default` by the translator, so providers may pass them through
+    /// unchanged.
+    #[derive(Debug, Clone, Default)]
+    pub struct Snapshot {
+        kinds {
+            gateway_classes: GatewayClass,
+            /// In a cluster, Gateways being deleted are left out, so every replica closes their
+            /// listeners before the finalizer lets them go.
+            gateways: Gateway { watched_if(not_being_deleted) },
+            http_routes: HttpRoute,
+            reference_grants: ReferenceGrant,
+            /// Only labels are read (for `allowedRoutes.namespaces.selector`).
+            namespaces: Namespace { metadata_only },
+            services: Service,
+            /// Matched to Services by the `kubernetes.io/service-name` label.
+            endpoint_slices: EndpointSlice,
+            /// Secrets that listeners may reference for TLS certificates (`tls.crt`, `tls.key`).
+            /// Providers should pass only referenced Secrets: the translator reads nothing else.
+            /// In a cluster only their metadata is watched and referenced ones are fetched.
+            secrets: Secret { on_read(merge_string_data), referenced(listener_secrets) },
+        }
+        /// Where listeners bind. `None` (standalone): every listener binds its own port on the
+        /// Gateway's addresses. `Some` (cluster): each Gateway binds the ports its Service maps
+        /// to; a Gateway without an entry is not bound yet.
+        pub gateway_bindings: Option<Arc<GatewayBindings>>,
+    }
+}
+
+/// The Secrets listeners reference, as [`Snapshot::secrets`] fetches them in a cluster.
+fn listener_secrets(snapshot: &Snapshot) -> Wanted {
+    referenced_secrets(&snapshot.gateways, &snapshot.reference_grants)
 }
 
 /// Bindings of every Gateway, keyed by `(namespace, name)`.
@@ -65,21 +86,53 @@ pub struct GatewayBinding {
     pub addresses: Vec<(String, String)>,
 }
 
-impl Snapshot {
-    /// Number of objects of all kinds, for logs and metrics.
-    pub fn len(&self) -> usize {
-        self.gateway_classes.len()
-            + self.gateways.len()
-            + self.http_routes.len()
-            + self.reference_grants.len()
-            + self.namespaces.len()
-            + self.services.len()
-            + self.endpoint_slices.len()
-            + self.secrets.len()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::KindSet;
+
+    /// The declaration, as the providers read it: what each field is read from and how it is
+    /// watched. A change here changes what edgeplane reads in a cluster and from files.
+    #[test]
+    fn every_kind_is_declared_once_with_its_source_and_watch() {
+        let kinds: Vec<String> = Snapshot::describe()
+            .iter()
+            .map(|k| {
+                let scope = if k.namespaced {
+                    "namespaced"
+                } else {
+                    "cluster"
+                };
+                format!(
+                    "{} <- {}/{} {} ({}, {scope}, {:?})",
+                    k.field, k.group, k.version, k.kind, k.plural, k.watch
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "gateway_classes <- gateway.networking.k8s.io/v1 GatewayClass (gatewayclasses, cluster, Objects)",
+                "gateways <- gateway.networking.k8s.io/v1 Gateway (gateways, namespaced, Objects)",
+                "http_routes <- gateway.networking.k8s.io/v1 HTTPRoute (httproutes, namespaced, Objects)",
+                "reference_grants <- gateway.networking.k8s.io/v1 ReferenceGrant (referencegrants, namespaced, Objects)",
+                "namespaces <- /v1 Namespace (namespaces, cluster, Metadata)",
+                "services <- /v1 Service (services, namespaced, Objects)",
+                "endpoint_slices <- discovery.k8s.io/v1 EndpointSlice (endpointslices, namespaced, Objects)",
+                "secrets <- /v1 Secret (secrets, namespaced, Referenced)",
+            ]
+        );
     }
 
-    /// True when the snapshot holds no object at all.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    #[test]
+    fn len_counts_objects_of_every_kind() {
+        let s = Snapshot {
+            services: vec![Arc::default(), Arc::default()],
+            secrets: vec![Arc::default()],
+            gateway_bindings: Some(Arc::default()),
+            ..Snapshot::default()
+        };
+        assert_eq!((s.len(), s.is_empty()), (3, false));
+        assert!(Snapshot::default().is_empty());
     }
 }

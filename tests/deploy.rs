@@ -1,6 +1,6 @@
 //! Offline validation of `deploy/`: every manifest deserializes into its typed Kubernetes or
-//! Gateway API struct without losing a field (typed round trip), and every kustomization lists
-//! files and directories that exist.
+//! Gateway API struct without losing a field (typed round trip), every kustomization lists
+//! files and directories that exist, and the ClusterRole covers every declared kind.
 
 use std::path::{Path, PathBuf};
 
@@ -157,4 +157,46 @@ fn kustomizations_list_existing_files() {
     let top = &documents(&deploy_dir().join("kustomization.yaml"))[0];
     let listed = top["resources"].as_array().expect("resources list");
     assert!(listed.iter().all(|r| r.as_str() != Some("standalone")));
+}
+
+/// The ClusterRole lets the controller list and watch every kind its `Snapshot` declares, and
+/// get the objects of referenced kinds, so a new kind cannot ship without its permission.
+#[test]
+fn the_cluster_role_covers_every_declared_kind() {
+    use edgeplane::kinds::{KindSet, WatchMode};
+    use edgeplane::snapshot::Snapshot;
+
+    let rbac = deploy_dir().join("base/rbac.yaml");
+    let role = documents(&rbac)
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .expect("a ClusterRole in deploy/base/rbac.yaml");
+    let allows = |group: &str, resource: &str, verb: &str| {
+        let has = |rule: &Value, field: &str, want: &str| {
+            rule[field]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|x| x == want || x == "*"))
+        };
+        role["rules"].as_array().is_some_and(|rules| {
+            rules.iter().any(|r| {
+                has(r, "apiGroups", group) && has(r, "resources", resource) && has(r, "verbs", verb)
+            })
+        })
+    };
+    for kind in Snapshot::describe() {
+        let mut verbs = vec!["list", "watch"];
+        if kind.watch == WatchMode::Referenced {
+            verbs.push("get");
+        }
+        for verb in verbs {
+            assert!(
+                allows(&kind.group, &kind.plural, verb),
+                "{}: the ClusterRole does not allow {verb} on {} (group {:?}) for Snapshot::{}",
+                rbac.display(),
+                kind.plural,
+                kind.group,
+                kind.field
+            );
+        }
+    }
 }

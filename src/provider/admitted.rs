@@ -11,8 +11,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::lines::field_line;
-use super::manifest::{parse_documents, Document, ManifestError, Object};
+use super::manifest::{parse_documents_for, Document, ManifestError};
+use super::objects::{collect, FileKinds, Object};
 use crate::admission::Crds;
+use crate::kinds::KindSet;
 use crate::snapshot::Snapshot;
 
 /// A kind the product does not read, found while loading a directory.
@@ -101,27 +103,37 @@ struct ParsedFile {
 }
 
 /// An admitted object, with what it was admitted from.
-struct AdmittedObject {
+struct AdmittedObject<S> {
     path: PathBuf,
     /// The document as written (after namespace and generation were filled in).
     written: Value,
     /// The document after defaulting: `oldSelf` of the next version.
     admitted: Value,
-    object: Object,
+    object: Object<S>,
 }
 
-/// The admission state of a config directory across reloads.
-pub struct Admission {
+/// The admission state of a config directory across reloads, for the kinds of `S`.
+pub struct Admission<S = Snapshot> {
     crds: Arc<Crds>,
+    kinds: FileKinds<S>,
     files: BTreeMap<PathBuf, ParsedFile>,
-    admitted: BTreeMap<ObjectKey, AdmittedObject>,
+    admitted: BTreeMap<ObjectKey, AdmittedObject<S>>,
 }
 
 impl Admission {
-    /// An empty directory state that admits objects through `crds`.
+    /// An empty directory state that admits objects of the kinds of a [`Snapshot`] through
+    /// `crds`.
     pub fn new(crds: Arc<Crds>) -> Self {
+        Self::for_kinds(crds)
+    }
+}
+
+impl<S: KindSet> Admission<S> {
+    /// An empty directory state that admits objects of the kinds of `S` through `crds`.
+    pub fn for_kinds(crds: Arc<Crds>) -> Self {
         Self {
             crds,
+            kinds: FileKinds::default(),
             files: BTreeMap::new(),
             admitted: BTreeMap::new(),
         }
@@ -142,7 +154,7 @@ impl Admission {
                     out.unsettled.push(path.clone());
                     previous
                 }
-                Ok(text) => match parse_documents(&path, &text) {
+                Ok(text) => match parse_documents_for(&self.kinds, &path, &text) {
                     Ok(documents) => Some(ParsedFile { text, documents }),
                     Err(_) if tentative => {
                         out.unsettled.push(path.clone());
@@ -222,7 +234,7 @@ impl Admission {
         let mut definitions: BTreeMap<ObjectKey, Vec<(PathBuf, Document)>> = BTreeMap::new();
         for (path, file) in &self.files {
             for doc in &file.documents {
-                if !doc.is_read() {
+                if !self.kinds.reads(doc) {
                     out.skipped.insert(SkippedKind {
                         api_version: doc.api_version.clone(),
                         kind: doc.kind.clone(),
@@ -230,7 +242,7 @@ impl Admission {
                     continue;
                 }
                 let mut doc = doc.clone();
-                doc.normalize();
+                self.kinds.normalize(&mut doc);
                 definitions
                     .entry(ObjectKey::of(&doc))
                     .or_default()
@@ -245,8 +257,8 @@ impl Admission {
         &self,
         path: &Path,
         doc: &Document,
-        previous: Option<&AdmittedObject>,
-    ) -> Result<Option<AdmittedObject>, Rejected> {
+        previous: Option<&AdmittedObject<S>>,
+    ) -> Result<Option<AdmittedObject<S>>, Rejected> {
         if previous.is_some_and(|p| p.path == path && p.written == doc.value) {
             return Ok(None);
         }
@@ -257,7 +269,7 @@ impl Admission {
                 field: r.errors.first().map(|e| e.field.clone()),
                 message: r.to_string(),
             })?;
-        let object = defaulted.to_object().map_err(|message| Rejected {
+        let object = self.kinds.decode(&defaulted).map_err(|message| Rejected {
             field: None,
             message,
         })?;
@@ -276,8 +288,8 @@ impl Admission {
     }
 
     /// A snapshot of every admitted object.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot::from_objects(self.admitted.values().map(|a| a.object.clone()))
+    pub fn snapshot(&self) -> S {
+        collect(self.admitted.values().map(|a| a.object.clone()))
     }
 
     /// Number of admitted objects.

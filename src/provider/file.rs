@@ -19,6 +19,7 @@ pub use super::admitted::{Reading, SkippedKind};
 use super::manifest::ManifestError;
 use super::walk::{ignored_name, walk};
 use crate::admission::Crds;
+use crate::kinds::KindSet;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
@@ -54,18 +55,20 @@ pub enum WatchError {
 
 /// One reading of a config directory: what is admitted now and what was not.
 #[derive(Debug)]
-pub struct DirLoad {
-    pub snapshot: Snapshot,
+pub struct DirLoad<S = Snapshot> {
+    pub snapshot: S,
     /// Kinds the product does not read, each logged once.
     pub skipped: Vec<SkippedKind>,
     /// Files that did not parse and objects that were not admitted.
     pub errors: Vec<ManifestError>,
 }
 
-/// A config directory and the admission state of its objects across reloads.
-pub struct ConfigDir {
+/// A config directory and the admission state of its objects across reloads. `S` is the set
+/// of kinds read ([`Snapshot`]'s unless built with [`ConfigDir::for_kinds`]); documents of
+/// other kinds are skipped.
+pub struct ConfigDir<S = Snapshot> {
     dir: PathBuf,
-    admission: Admission,
+    admission: Admission<S>,
     /// Symlink loops reported by the last walk: reported once, not on every reload.
     walk_errors: BTreeSet<String>,
 }
@@ -73,9 +76,17 @@ pub struct ConfigDir {
 impl ConfigDir {
     /// A directory whose objects are admitted through `crds`; nothing is read yet.
     pub fn new(dir: &Path, crds: Arc<Crds>) -> Self {
+        Self::for_kinds(dir, crds)
+    }
+}
+
+impl<S: KindSet> ConfigDir<S> {
+    /// A directory read into snapshots of the kinds of `S`, admitted through `crds`; nothing
+    /// is read yet.
+    pub fn for_kinds(dir: &Path, crds: Arc<Crds>) -> Self {
         Self {
             dir: dir.to_owned(),
-            admission: Admission::new(crds),
+            admission: Admission::for_kinds(crds),
             walk_errors: BTreeSet::new(),
         }
     }
@@ -86,7 +97,7 @@ impl ConfigDir {
     }
 
     /// Reads the directory again, taking every file as it is ([`Reading::Final`]).
-    pub fn reload(&mut self) -> Result<(Applied, Snapshot), ManifestError> {
+    pub fn reload(&mut self) -> Result<(Applied, S), ManifestError> {
         self.read(Reading::Final)
     }
 
@@ -94,7 +105,7 @@ impl ConfigDir {
     /// file that does not parse or an object that is rejected is an entry of `errors`, and
     /// its objects keep their last admitted versions. A symlink loop is an error the first
     /// time it is seen.
-    pub fn read(&mut self, reading: Reading) -> Result<(Applied, Snapshot), ManifestError> {
+    pub fn read(&mut self, reading: Reading) -> Result<(Applied, S), ManifestError> {
         let found = walk(&self.dir)?;
         let files = found
             .files
@@ -116,7 +127,7 @@ impl ConfigDir {
     }
 
     /// Reads the directory once, logging each skipped kind.
-    pub fn load(&mut self) -> Result<DirLoad, ManifestError> {
+    pub fn load(&mut self) -> Result<DirLoad<S>, ManifestError> {
         let (applied, snapshot) = self.reload()?;
         for s in &applied.skipped {
             tracing::info!(dir = %self.dir.display(), kind = %s, "ignoring objects of a kind edgeplane does not read");
@@ -245,9 +256,9 @@ async fn settle(activity: &Mutex<Activity>, wake: &mut mpsc::Receiver<()>, start
 /// error (a file that does not parse, a rejected object, a symlink loop) is logged with its
 /// path and line and counted in `config_errors_total{source="file"}`; the affected objects
 /// keep their last admitted versions. Must be called inside a tokio runtime.
-pub fn watch_dir(
-    config: ConfigDir,
-    sender: watch::Sender<Arc<Snapshot>>,
+pub fn watch_dir<S: KindSet>(
+    config: ConfigDir<S>,
+    sender: watch::Sender<Arc<S>>,
     metrics: Arc<Metrics>,
 ) -> Result<DirWatcher, WatchError> {
     let dir = config.path().to_owned();
@@ -309,7 +320,7 @@ pub fn watch_dir(
                     }
                 };
                 if applied.changed {
-                    tracing::info!(dir = %dir.display(), objects = snapshot.len(), "configuration reloaded");
+                    tracing::info!(dir = %dir.display(), objects = snapshot.count(), "configuration reloaded");
                     if sender.send(Arc::new(snapshot)).is_err() {
                         return; // nobody listens any more
                     }
@@ -333,10 +344,10 @@ pub fn watch_dir(
 }
 
 /// One reading off the async workers; `None` when the blocking task failed.
-async fn read_blocking(
-    mut config: ConfigDir,
+async fn read_blocking<S: KindSet>(
+    mut config: ConfigDir<S>,
     reading: Reading,
-) -> Option<(ConfigDir, Result<(Applied, Snapshot), ManifestError>)> {
+) -> Option<(ConfigDir<S>, ReadResult<S>)> {
     match tokio::task::spawn_blocking(move || {
         let r = config.read(reading);
         (config, r)
@@ -350,6 +361,9 @@ async fn read_blocking(
         }
     }
 }
+
+/// One reading's outcome: what changed and the snapshot, or why the directory was not read.
+type ReadResult<S> = Result<(Applied, S), ManifestError>;
 
 /// Logs and counts the errors of one reading.
 pub fn report_errors(errors: &[ManifestError], metrics: &Metrics) {

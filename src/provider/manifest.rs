@@ -1,44 +1,20 @@
-//! Kubernetes manifests (multi-document YAML or JSON, `List` kinds expanded) parsed into the typed
-//! objects a [`Snapshot`] holds. Errors name the file, line and column. No I/O: callers read files.
+//! Kubernetes manifests (multi-document YAML or JSON, `List` kinds expanded) parsed into
+//! documents, and into the typed objects a [`crate::snapshot::Snapshot`] holds (see
+//! [`super::objects`] for which kinds go where). Errors name the file, line and column. No I/O:
+//! callers read files.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
-use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::Secret;
 use serde::de::DeserializeSeed;
 use serde_json::Value;
 
+use super::objects::FileKinds;
 use super::yaml::{Bounded, Budget};
+use crate::kinds::KindSet;
 
-use crate::snapshot::Snapshot;
-
+pub use super::objects::Object;
 pub use crate::snapshot::DEFAULT_NAMESPACE;
-
-/// One object read from a manifest, shared: a provider keeps it across reloads and a snapshot
-/// holds the same allocation.
-#[derive(Debug, Clone)]
-pub enum Object {
-    GatewayClass(Arc<GatewayClass>),
-    Gateway(Arc<Gateway>),
-    HttpRoute(Arc<HttpRoute>),
-    ReferenceGrant(Arc<ReferenceGrant>),
-    Namespace(Arc<Namespace>),
-    Service(Arc<Service>),
-    EndpointSlice(Arc<EndpointSlice>),
-    /// A Secret; `stringData` is merged into `data` when parsed, as the API server does.
-    Secret(Arc<Secret>),
-    /// A kind the product does not read (Deployments, ConfigMaps, ...), kept for one log line.
-    Skipped {
-        api_version: String,
-        kind: String,
-        name: String,
-    },
-}
 
 /// A manifest that could not be parsed, or an object that was not admitted.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -109,101 +85,6 @@ impl Document {
     pub fn name(&self) -> &str {
         self.value["metadata"]["name"].as_str().unwrap_or("")
     }
-
-    /// True for the kinds a [`Snapshot`] holds; other kinds are skipped.
-    pub fn is_read(&self) -> bool {
-        read_kind(self.group(), &self.kind).is_some()
-    }
-
-    /// Fills what `kubectl` and the API server set before defaulting: the namespace of a
-    /// namespaced object (`default`) and, in the absence of an API server counting them,
-    /// `metadata.generation` 1.
-    pub fn normalize(&mut self) {
-        let namespaced = read_kind(self.group(), &self.kind).is_some_and(|k| k.namespaced);
-        let Some(meta) = self
-            .value
-            .get_mut("metadata")
-            .and_then(Value::as_object_mut)
-        else {
-            return;
-        };
-        if namespaced && meta.get("namespace").is_none_or(Value::is_null) {
-            meta.insert("namespace".into(), DEFAULT_NAMESPACE.into());
-        }
-        if meta.get("generation").is_none_or(Value::is_null) {
-            meta.insert("generation".into(), 1.into());
-        }
-        meta.remove("managedFields");
-    }
-
-    /// The typed object; kinds the product does not read become [`Object::Skipped`].
-    pub fn to_object(&self) -> Result<Object, String> {
-        let Some(kind) = read_kind(self.group(), &self.kind) else {
-            return Ok(Object::Skipped {
-                api_version: self.api_version.clone(),
-                kind: self.kind.clone(),
-                name: self.name().to_owned(),
-            });
-        };
-        let value = self.value.clone();
-        let e = |e: serde_json::Error| e.to_string();
-        Ok(match kind.kind {
-            Kind::GatewayClass => {
-                Object::GatewayClass(Arc::new(serde_json::from_value(value).map_err(e)?))
-            }
-            Kind::Gateway => Object::Gateway(Arc::new(serde_json::from_value(value).map_err(e)?)),
-            Kind::HttpRoute => {
-                Object::HttpRoute(Arc::new(serde_json::from_value(value).map_err(e)?))
-            }
-            Kind::ReferenceGrant => {
-                Object::ReferenceGrant(Arc::new(serde_json::from_value(value).map_err(e)?))
-            }
-            Kind::Namespace => {
-                Object::Namespace(Arc::new(serde_json::from_value(value).map_err(e)?))
-            }
-            Kind::Service => Object::Service(Arc::new(serde_json::from_value(value).map_err(e)?)),
-            Kind::EndpointSlice => {
-                Object::EndpointSlice(Arc::new(serde_json::from_value(value).map_err(e)?))
-            }
-            Kind::Secret => Object::Secret(Arc::new(merge_string_data(
-                serde_json::from_value(value).map_err(e)?,
-            ))),
-        })
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    GatewayClass,
-    Gateway,
-    HttpRoute,
-    ReferenceGrant,
-    Namespace,
-    Service,
-    EndpointSlice,
-    Secret,
-}
-
-#[derive(Clone, Copy)]
-struct ReadKind {
-    kind: Kind,
-    namespaced: bool,
-}
-
-/// The kinds a snapshot holds, by API group and kind.
-fn read_kind(group: &str, kind: &str) -> Option<ReadKind> {
-    let (kind, namespaced) = match (group, kind) {
-        ("gateway.networking.k8s.io", "GatewayClass") => (Kind::GatewayClass, false),
-        ("gateway.networking.k8s.io", "Gateway") => (Kind::Gateway, true),
-        ("gateway.networking.k8s.io", "HTTPRoute") => (Kind::HttpRoute, true),
-        ("gateway.networking.k8s.io", "ReferenceGrant") => (Kind::ReferenceGrant, true),
-        ("", "Namespace") => (Kind::Namespace, false),
-        ("", "Service") => (Kind::Service, true),
-        ("discovery.k8s.io", "EndpointSlice") => (Kind::EndpointSlice, true),
-        ("", "Secret") => (Kind::Secret, true),
-        _ => return None,
-    };
-    Some(ReadKind { kind, namespaced })
 }
 
 /// A non-empty YAML (or JSON) document of a file.
@@ -241,16 +122,27 @@ pub fn parse_values(path: &Path, text: &str) -> Result<Vec<RawDocument>, Manifes
 }
 
 /// Splits `text` into its Kubernetes objects (`List`s expanded, empty documents skipped);
-/// `path` only labels errors. A document without `apiVersion` and `kind` is an error.
+/// `path` only labels errors. A document without `apiVersion` and `kind`, or one of a kind a
+/// [`crate::snapshot::Snapshot`] holds without `metadata.name`, is an error.
 pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Document>, ManifestError> {
+    parse_documents_for(FileKinds::snapshot(), path, text)
+}
+
+/// [`parse_documents`] for the kinds of any set: documents of its kinds need a name.
+pub fn parse_documents_for<S: KindSet>(
+    kinds: &FileKinds<S>,
+    path: &Path,
+    text: &str,
+) -> Result<Vec<Document>, ManifestError> {
     let mut out = Vec::new();
+    let named = |doc: &Document| !kinds.reads(doc) || !doc.name().is_empty();
     for raw in parse_values(path, text)? {
         let at = Position {
             line: raw.line,
             index: raw.index,
             field_prefix: String::new(),
         };
-        split_value(path, raw.value, at, &mut out)?;
+        split_value(path, raw.value, at, &named, &mut out)?;
     }
     Ok(out)
 }
@@ -295,6 +187,7 @@ fn split_value(
     path: &Path,
     value: Value,
     at: Position,
+    named: &dyn Fn(&Document) -> bool,
     out: &mut Vec<Document>,
 ) -> Result<(), ManifestError> {
     let line = at.line;
@@ -331,7 +224,7 @@ fn split_value(
                     index: at.index,
                     field_prefix: format!("{}items[{i}].", at.field_prefix),
                 };
-                split_value(path, item, item_at, out)?;
+                split_value(path, item, item_at, named, out)?;
             }
         }
         return Ok(());
@@ -344,7 +237,7 @@ fn split_value(
         kind,
         value,
     };
-    if doc.is_read() && doc.name().is_empty() {
+    if !named(&doc) {
         return Err(ManifestError::at(path, line, "object has no metadata.name"));
     }
     out.push(doc);
@@ -353,7 +246,7 @@ fn split_value(
 
 /// Moves `stringData` into `data` (`stringData` wins on equal keys), as the API server does on
 /// write, so the translator reads one map.
-fn merge_string_data(mut secret: Secret) -> Secret {
+pub fn merge_string_data(mut secret: Secret) -> Secret {
     if let Some(strings) = secret.string_data.take() {
         let data = secret.data.get_or_insert_with(Default::default);
         for (k, v) in strings {
@@ -363,34 +256,11 @@ fn merge_string_data(mut secret: Secret) -> Secret {
     secret
 }
 
-impl Snapshot {
-    /// Adds one parsed object; skipped kinds are ignored (the caller logs them).
-    pub fn insert(&mut self, object: Object) {
-        match object {
-            Object::GatewayClass(o) => self.gateway_classes.push(o),
-            Object::Gateway(o) => self.gateways.push(o),
-            Object::HttpRoute(o) => self.http_routes.push(o),
-            Object::ReferenceGrant(o) => self.reference_grants.push(o),
-            Object::Namespace(o) => self.namespaces.push(o),
-            Object::Service(o) => self.services.push(o),
-            Object::EndpointSlice(o) => self.endpoint_slices.push(o),
-            Object::Secret(o) => self.secrets.push(o),
-            Object::Skipped { .. } => {}
-        }
-    }
-
-    /// A snapshot of the given objects.
-    pub fn from_objects(objects: impl IntoIterator<Item = Object>) -> Self {
-        let mut s = Self::default();
-        for o in objects {
-            s.insert(o);
-        }
-        s
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use gateway_api::apis::standard::httproutes::HttpRoute;
+    use k8s_openapi::api::core::v1::Namespace;
+
     use super::*;
 
     #[test]
@@ -398,7 +268,7 @@ mod tests {
         let text = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: r\nspec: {}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n---\n";
         let objs = parse_manifests(Path::new("a.yaml"), text).unwrap();
         assert_eq!(objs.len(), 2);
-        let Object::HttpRoute(r) = &objs[0] else {
+        let Some(r) = objs[0].get::<HttpRoute>() else {
             panic!("not a route: {:?}", objs[0])
         };
         assert_eq!(r.metadata.namespace.as_deref(), Some("default"));
@@ -425,7 +295,7 @@ mod tests {
     fn secrets_decode_data_and_merge_string_data() {
         let text = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: SGVsbG8=\n  tls.key: b2xk\nstringData:\n  tls.key: new\n";
         let objs = parse_manifests(Path::new("s.yaml"), text).unwrap();
-        let Object::Secret(s) = &objs[0] else {
+        let Some(s) = objs[0].get::<Secret>() else {
             panic!("not a secret: {:?}", objs[0])
         };
         assert_eq!(s.metadata.namespace.as_deref(), Some("default"));
@@ -441,6 +311,8 @@ mod tests {
     fn lists_are_expanded() {
         let text = r#"{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}]}"#;
         let objs = parse_manifests(Path::new("l.json"), text).unwrap();
-        assert!(matches!(&objs[0], Object::Namespace(n) if n.metadata.namespace.is_none()));
+        assert!(objs[0]
+            .get::<Namespace>()
+            .is_some_and(|n| n.metadata.namespace.is_none()));
     }
 }

@@ -7,5 +7,6 @@ pub mod file;
 pub mod kube;
 pub mod lines;
 pub mod manifest;
+pub mod objects;
 pub mod walk;
 pub mod yaml;

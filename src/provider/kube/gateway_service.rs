@@ -71,14 +71,14 @@ impl Keeper {
         let mut writes = 0;
         let mut errors = Vec::new();
         let classes: Vec<Arc<GatewayClass>> = stores
-            .gateway_classes
+            .of::<GatewayClass>()
             .state()
             .into_iter()
             .filter(|c| c.spec.controller_name == self.controller_name)
             .collect();
-        let gateways = stores.gateways.state();
+        let gateways = stores.of::<Gateway>().state();
         let services: Vec<Arc<Service>> = stores
-            .services
+            .of::<Service>()
             .state()
             .into_iter()
             .filter(|s| owner_gateway(s, &self.options.namespace).is_some())

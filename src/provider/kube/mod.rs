@@ -5,10 +5,10 @@
 pub mod binding;
 pub mod gateway_service;
 pub mod leader;
-pub mod secrets;
 pub mod service_meta;
 pub mod status;
 pub mod status_diff;
+pub mod stores;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -97,18 +97,18 @@ impl KubeProvider {
         metrics: Arc<Metrics>,
     ) -> Self {
         let trigger = watch::Trigger::default();
-        let reflectors = watch::reflectors(&client, &trigger, &metrics);
+        let reflectors = watch::reflectors::<Snapshot>(&client, &trigger, &metrics);
         let stores = reflectors.stores.clone();
         let mut tasks: Vec<JoinHandle<()>> =
             reflectors.tasks.into_iter().map(tokio::spawn).collect();
         let (tx, snapshots) = channel::channel(Arc::new(Snapshot::default()));
+        let controller_namespace = options.namespace.clone();
         tasks.push(tokio::spawn(watch::run_snapshots(
             stores.clone(),
-            secrets::SecretCache::new(client.clone(), stores.secrets.clone()),
             trigger,
             tx,
-            options.namespace.clone(),
             options.resync,
+            move |s: &mut Snapshot| watch::bind_gateways(s, &controller_namespace),
         )));
         let lease = LeaseOptions {
             namespace: options.namespace.clone(),

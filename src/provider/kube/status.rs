@@ -162,7 +162,11 @@ impl StatusWriter {
             let ns = e.namespace.as_deref();
             let (current, meta_ref) = match e.kind.as_str() {
                 "GatewayClass" => {
-                    let Some(o) = self.stores.gateway_classes.get(&ObjectRef::new(&e.name)) else {
+                    let Some(o) = self
+                        .stores
+                        .of::<GatewayClass>()
+                        .get(&ObjectRef::new(&e.name))
+                    else {
                         continue;
                     };
                     (
@@ -181,7 +185,7 @@ impl StatusWriter {
                 }
                 "HTTPRoute" => {
                     let r = ObjectRef::new(&e.name).within(or_default_namespace(ns));
-                    let Some(o) = self.stores.http_routes.get(&r) else {
+                    let Some(o) = self.stores.of::<HttpRoute>().get(&r) else {
                         continue;
                     };
                     routes_seen.insert((o.namespace(), o.name_any()));
@@ -204,7 +208,7 @@ impl StatusWriter {
             }
         }
         // Routes that no longer name one of our Gateways lose our stale entries.
-        for route in self.stores.http_routes.state() {
+        for route in self.stores.of::<HttpRoute>().state() {
             if routes_seen.contains(&(route.namespace(), route.name_any())) {
                 continue;
             }

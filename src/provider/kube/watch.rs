@@ -1,6 +1,6 @@
-//! Reflectors: one store per kind the translator reads, all feeding one [`Trigger`], and the loop
-//! that assembles a whole [`Snapshot`] from the stores on every change (level-triggered).
-//! Owns no Gateway API rule; it only copies `Arc`s out of the stores.
+//! Reflectors: one store per declared kind (see [`crate::kinds`]), all feeding one
+//! [`Trigger`], and the loop that assembles a whole snapshot from the stores on every change
+//! (level-triggered). Owns no Gateway API rule; it only copies `Arc`s out of the stores.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -9,14 +9,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
-use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use k8s_openapi::api::core::v1::{Namespace, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -24,10 +18,11 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{watch, Notify};
 
 use super::binding::bindings_from_services;
-use super::secrets::{SecretCache, SecretMetaStore};
+use super::stores::Open;
+pub use super::stores::Stores;
+use crate::kinds::{Kind, KindSet};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
-use crate::translate::referenced_secrets;
 
 /// Wakes the snapshot loop. Any number of fires before the loop looks again count as one, so a
 /// burst of watch events costs one rebuild, never a queue.
@@ -49,7 +44,7 @@ impl Trigger {
 /// Starts a reflector for `K`: a watcher with backoff, `managedFields` stripped, reflected into
 /// a store. The returned future drives it; every raw event that changes the store fires
 /// `trigger` (including `InitDone`, where a relist reveals deletes missed while disconnected).
-/// New kinds plug in by calling this with their `Api`.
+/// [`reflectors`] calls it for every kind a set declares.
 pub fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -106,143 +101,98 @@ where
     .boxed()
 }
 
-/// Readers of every store. Cheap to clone; shared by the snapshot loop, the status writer and
-/// the side-object keeper.
-#[derive(Clone)]
-pub struct Stores {
-    pub gateway_classes: Store<GatewayClass>,
-    pub gateways: Store<Gateway>,
-    pub http_routes: Store<HttpRoute>,
-    pub reference_grants: Store<ReferenceGrant>,
-    pub namespaces: Store<PartialObjectMeta<Namespace>>,
-    pub services: Store<Service>,
-    pub endpoint_slices: Store<EndpointSlice>,
-    pub secrets: SecretMetaStore,
-}
-
 /// The stores and the futures that fill them.
-pub struct Reflectors {
-    pub stores: Stores,
+pub struct Reflectors<S = Snapshot> {
+    pub stores: Stores<S>,
     pub tasks: Vec<BoxFuture<'static, ()>>,
 }
 
-/// Creates one reflector per kind, cluster-wide. Nothing runs until the tasks are polled.
-pub fn reflectors(client: &Client, trigger: &Trigger, metrics: &Arc<Metrics>) -> Reflectors {
-    let cfg = watcher::Config::default;
-    let mut tasks = Vec::new();
-    macro_rules! full {
-        ($k:ty) => {{
-            let (s, t) = reflect(
-                Api::<$k>::all(client.clone()),
-                cfg(),
-                trigger.clone(),
-                metrics.clone(),
-            );
-            tasks.push(t);
-            s
-        }};
-    }
-    macro_rules! meta {
-        ($k:ty) => {{
-            // `Api<PartialObjectMeta<K>>` makes metadata-only list and watch requests.
-            let (s, t) = reflect(
-                Api::<PartialObjectMeta<$k>>::all(client.clone()),
-                cfg(),
-                trigger.clone(),
-                metrics.clone(),
-            );
-            tasks.push(t);
-            s
-        }};
-    }
-    let stores = Stores {
-        gateway_classes: full!(GatewayClass),
-        gateways: full!(Gateway),
-        http_routes: full!(HttpRoute),
-        reference_grants: full!(ReferenceGrant),
-        namespaces: meta!(Namespace),
-        services: full!(Service),
-        endpoint_slices: full!(EndpointSlice),
-        secrets: meta!(k8s_openapi::api::core::v1::Secret),
-    };
-    Reflectors { stores, tasks }
+/// Opens stores as reflectors, cluster-wide, collecting the futures that drive them.
+struct Reflect<'a> {
+    client: &'a Client,
+    trigger: &'a Trigger,
+    metrics: &'a Arc<Metrics>,
+    tasks: Vec<BoxFuture<'static, ()>>,
 }
 
-impl Stores {
-    /// Resolves once every store has completed its first list.
-    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.gateway_classes.wait_until_ready().await?;
-        self.gateways.wait_until_ready().await?;
-        self.http_routes.wait_until_ready().await?;
-        self.reference_grants.wait_until_ready().await?;
-        self.namespaces.wait_until_ready().await?;
-        self.services.wait_until_ready().await?;
-        self.endpoint_slices.wait_until_ready().await?;
-        self.secrets.wait_until_ready().await?;
-        Ok(())
+impl Open for Reflect<'_> {
+    fn objects<K: Kind>(&mut self) -> Store<K> {
+        self.start(Api::<K>::all(self.client.clone()))
     }
 
-    /// The whole current input of the translator. Gateways being deleted are left out, so every
-    /// replica unbinds their listeners before the finalizer lets them go; Services of the
-    /// controller's namespace labelled for a Gateway give each Gateway its bound ports.
-    pub fn snapshot(&self, controller_namespace: &str) -> Snapshot {
-        let gateways: Vec<Arc<Gateway>> = self
-            .gateways
-            .state()
-            .into_iter()
-            .filter(|g| g.metadata.deletion_timestamp.is_none())
-            .collect();
-        let services = self.services.state();
-        let bindings = bindings_from_services(&services, controller_namespace, &gateways);
-        Snapshot {
-            gateway_classes: self.gateway_classes.state(),
-            gateways,
-            http_routes: self.http_routes.state(),
-            reference_grants: self.reference_grants.state(),
-            namespaces: self
-                .namespaces
-                .state()
-                .iter()
-                .map(|m| {
-                    Arc::new(Namespace {
-                        metadata: m.metadata.clone(),
-                        ..Namespace::default()
-                    })
-                })
-                .collect(),
-            services,
-            endpoint_slices: self.endpoint_slices.state(),
-            gateway_bindings: Some(Arc::new(bindings)),
-            // Filled by the snapshot loop, which fetches referenced Secrets.
-            secrets: Vec::new(),
-        }
+    fn metadata<K: Kind>(&mut self) -> Store<PartialObjectMeta<K>> {
+        // `Api<PartialObjectMeta<K>>` makes metadata-only list and watch requests.
+        self.start(Api::<PartialObjectMeta<K>>::all(self.client.clone()))
     }
 
-    /// The current Gateway `namespace/name`, if cached.
-    pub fn gateway(&self, namespace: &str, name: &str) -> Option<Arc<Gateway>> {
-        self.gateways.get(&ObjectRef::new(name).within(namespace))
+    fn client(&self) -> Option<Client> {
+        Some(self.client.clone())
     }
+}
+
+impl Reflect<'_> {
+    fn start<K>(&mut self, api: Api<K>) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (store, task) = reflect(
+            api,
+            watcher::Config::default(),
+            self.trigger.clone(),
+            self.metrics.clone(),
+        );
+        self.tasks.push(task);
+        store
+    }
+}
+
+/// Creates one reflector per kind `S` declares, as it declares it (whole objects or metadata
+/// only), cluster-wide. Nothing runs until the tasks are polled.
+pub fn reflectors<S: KindSet>(
+    client: &Client,
+    trigger: &Trigger,
+    metrics: &Arc<Metrics>,
+) -> Reflectors<S> {
+    let mut reflect = Reflect {
+        client,
+        trigger,
+        metrics,
+        tasks: Vec::new(),
+    };
+    let stores = Stores::open(&mut reflect);
+    Reflectors {
+        stores,
+        tasks: reflect.tasks,
+    }
+}
+
+/// What the cluster adds to a [`Snapshot`] besides objects: the bound ports of each Gateway,
+/// from the Services of the controller's namespace labelled for it.
+pub fn bind_gateways(snapshot: &mut Snapshot, controller_namespace: &str) {
+    let bindings =
+        bindings_from_services(&snapshot.services, controller_namespace, &snapshot.gateways);
+    snapshot.gateway_bindings = Some(Arc::new(bindings));
 }
 
 /// Waits for every store's first list, then sends a snapshot at once and again after every
-/// trigger and every `resync`, until the receiver side is gone. Referenced Secrets are fetched
-/// into each snapshot (only those whose resourceVersion changed cost an API call).
-pub async fn run_snapshots(
-    stores: Stores,
-    mut secrets: SecretCache,
+/// trigger and every `resync`, until the receiver side is gone. Referenced objects are fetched
+/// into each snapshot (only those whose resourceVersion changed cost an API call), then
+/// `finish` adds what is not an object (a [`Snapshot`]'s Gateway bindings: [`bind_gateways`]).
+pub async fn run_snapshots<S: KindSet>(
+    stores: Stores<S>,
     trigger: Trigger,
-    tx: watch::Sender<Arc<Snapshot>>,
-    controller_namespace: String,
+    tx: watch::Sender<Arc<S>>,
     resync: Duration,
+    finish: impl Fn(&mut S) + Send,
 ) {
     if stores.wait_until_ready().await.is_err() {
         return;
     }
     tracing::info!("initial list of every kind complete");
     loop {
-        let mut snapshot = stores.snapshot(&controller_namespace);
-        let wanted = referenced_secrets(&snapshot.gateways, &snapshot.reference_grants);
-        snapshot.secrets = secrets.referenced(&wanted).await;
+        let mut snapshot = stores.snapshot();
+        stores.fetch_referenced(&mut snapshot).await;
+        finish(&mut snapshot);
         if tx.send(Arc::new(snapshot)).is_err() {
             return;
         }
@@ -255,6 +205,12 @@ pub async fn run_snapshots(
 
 #[cfg(test)]
 mod tests {
+    use std::any::Any;
+
+    use gateway_api::apis::standard::gateways::Gateway;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::runtime::reflector::store::Writer;
+
     use super::*;
 
     fn gateway(ns: &str, name: &str, deleting: bool) -> Gateway {
@@ -271,53 +227,47 @@ mod tests {
         g
     }
 
-    fn stores() -> (Stores, Vec<Box<dyn std::any::Any>>) {
-        // Writers are kept alive so the readers stay valid.
-        let (gc, gcw) = reflector::store::<GatewayClass>();
-        let (g, gw) = reflector::store::<Gateway>();
-        let (r, rw) = reflector::store::<HttpRoute>();
-        let (rg, rgw) = reflector::store::<ReferenceGrant>();
-        let (n, nw) = reflector::store::<PartialObjectMeta<Namespace>>();
-        let (s, sw) = reflector::store::<Service>();
-        let (e, ew) = reflector::store::<EndpointSlice>();
-        let (sec, secw) = reflector::store();
-        let writers: Vec<Box<dyn std::any::Any>> = vec![
-            Box::new(gcw),
-            Box::new(gw),
-            Box::new(rw),
-            Box::new(rgw),
-            Box::new(nw),
-            Box::new(sw),
-            Box::new(ew),
-            Box::new(secw),
-        ];
-        (
-            Stores {
-                gateway_classes: gc,
-                gateways: g,
-                http_routes: r,
-                reference_grants: rg,
-                namespaces: n,
-                services: s,
-                endpoint_slices: e,
-                secrets: sec,
-            },
-            writers,
-        )
+    /// Bare stores, without a server; their writers are kept so tests can fill them.
+    #[derive(Default)]
+    struct Bare(Vec<Box<dyn Any>>);
+
+    impl Open for Bare {
+        fn objects<K: Kind>(&mut self) -> Store<K> {
+            let (reader, writer) = reflector::store::<K>();
+            self.0.push(Box::new(writer));
+            reader
+        }
+
+        fn metadata<K: Kind>(&mut self) -> Store<PartialObjectMeta<K>> {
+            self.objects::<PartialObjectMeta<K>>()
+        }
+
+        fn client(&self) -> Option<Client> {
+            None
+        }
+    }
+
+    impl Bare {
+        fn writer<K: Resource<DynamicType = ()> + Clone + 'static>(&mut self) -> &mut Writer<K> {
+            self.0
+                .iter_mut()
+                .find_map(|w| w.downcast_mut())
+                .expect("a writer of that kind")
+        }
     }
 
     #[test]
     fn relist_drops_objects_deleted_while_disconnected_and_skips_deleting_gateways() {
-        let (stores, mut writers) = stores();
-        let w = writers[1]
-            .downcast_mut::<reflector::store::Writer<Gateway>>()
-            .unwrap();
+        let mut bare = Bare::default();
+        let stores: Stores = Stores::open(&mut bare);
+        let w = bare.writer::<Gateway>();
         w.apply_watcher_event(&Event::Init);
         w.apply_watcher_event(&Event::InitApply(gateway("a", "one", false)));
         w.apply_watcher_event(&Event::InitApply(gateway("a", "two", false)));
         w.apply_watcher_event(&Event::InitApply(gateway("a", "gone", true)));
         w.apply_watcher_event(&Event::InitDone);
-        let snap = stores.snapshot("edgeplane-system");
+        let mut snap = stores.snapshot();
+        bind_gateways(&mut snap, "edgeplane-system");
         let mut names: Vec<_> = snap.gateways.iter().map(|g| g.name_any()).collect();
         names.sort();
         assert_eq!(names, ["one", "two"]);
@@ -325,12 +275,34 @@ mod tests {
         // A relist that no longer contains "two": the store swaps at InitDone, not before.
         w.apply_watcher_event(&Event::Init);
         w.apply_watcher_event(&Event::InitApply(gateway("a", "one", false)));
-        assert_eq!(stores.snapshot("x").gateways.len(), 2);
+        assert_eq!(stores.snapshot().gateways.len(), 2);
         w.apply_watcher_event(&Event::InitDone);
-        let snap = stores.snapshot("x");
+        let snap = stores.snapshot();
         assert_eq!(snap.gateways.len(), 1);
         assert_eq!(snap.gateways[0].name_any(), "one");
         assert!(stores.gateway("a", "one").is_some());
+    }
+
+    #[test]
+    fn metadata_kinds_carry_only_metadata_and_referenced_kinds_wait_for_a_fetch() {
+        let mut bare = Bare::default();
+        let stores: Stores = Stores::open(&mut bare);
+        let ns: PartialObjectMeta<Namespace> = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "labels": {"team": "a"}, "resourceVersion": "1"}
+        }))
+        .unwrap();
+        let w = bare.writer::<PartialObjectMeta<Namespace>>();
+        w.apply_watcher_event(&Event::Init);
+        w.apply_watcher_event(&Event::InitApply(ns));
+        w.apply_watcher_event(&Event::InitDone);
+        let snap = stores.snapshot();
+        assert_eq!(snap.namespaces.len(), 1);
+        let labels = snap.namespaces[0].metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["team"], "a");
+        assert!(snap.namespaces[0].spec.is_none());
+        assert_eq!(stores.of::<Namespace>().state().len(), 1);
+        // Secrets are watched as metadata and only fetched when referenced.
+        assert!(snap.secrets.is_empty());
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use edgeplane::kinds::KindSet;
 use serde_json::Value;
 
 use super::{ApiError, ApiServer, FailRule, Kind, RequestRecord, Target, WriteKey};
@@ -42,6 +43,13 @@ impl ApiServer {
     /// Adds a served kind (for example an `edgeplane.dev` CRD).
     pub fn register(&self, kind: Kind) {
         self.shared.store().kinds.register(kind);
+    }
+
+    /// Serves every kind a declaration reads (a test's own `edgeplane::kinds!` set).
+    pub fn register_declared<S: KindSet>(&self) {
+        for kind in super::kinds::declared::<S>() {
+            self.register(kind);
+        }
     }
 
     /// Forgets the event history and closes open watches: watches resuming from any earlier

@@ -2,6 +2,8 @@
 //! whether a `/status` subresource exists. Storage is shared by all versions of one
 //! (group, plural), as in a real API server.
 
+use edgeplane::kinds::KindSet;
+use edgeplane::snapshot::Snapshot;
 use serde_json::Value;
 
 /// One served resource at one version. Tests register more with `ApiServer::register`.
@@ -115,23 +117,57 @@ impl Table {
 
 const GATEWAY: &str = "gateway.networking.k8s.io";
 
-/// The kinds every emulator serves from the start.
+/// Resources a real API server serves without a `/status` subresource.
+const WITHOUT_STATUS: &[&str] = &[
+    "secrets",
+    "configmaps",
+    "events",
+    "endpointslices",
+    "leases",
+    "referencegrants",
+];
+
+/// Every kind the declaration `S` reads (see `edgeplane::kinds!`), at the version its reflector
+/// watches; with a `/status` subresource unless the API server serves none for it.
+pub fn declared<S: KindSet>() -> Vec<Kind> {
+    S::describe()
+        .into_iter()
+        .map(|k| {
+            let status = !WITHOUT_STATUS.contains(&k.plural.as_str());
+            Kind::new(
+                &k.group,
+                &k.version,
+                &k.plural,
+                &k.kind,
+                k.namespaced,
+                status,
+            )
+        })
+        .collect()
+}
+
+/// The kinds every emulator serves from the start: every kind edgeplane reads (its
+/// `Snapshot` declaration), then the rest of a cluster the tests use.
 pub fn builtin() -> Vec<Kind> {
+    let mut table = Table(declared::<Snapshot>());
+    for kind in cluster() {
+        if table
+            .lookup(&kind.group, &kind.version, &kind.plural)
+            .is_none()
+        {
+            table.0.push(kind);
+        }
+    }
+    table.0
+}
+
+/// What a cluster serves besides the kinds edgeplane reads: other core and API kinds, other
+/// versions, other route kinds.
+fn cluster() -> Vec<Kind> {
     let mut kinds = vec![
-        Kind::new("", "v1", "namespaces", "Namespace", false, true),
-        Kind::new("", "v1", "services", "Service", true, true),
-        Kind::new("", "v1", "secrets", "Secret", true, false),
         Kind::new("", "v1", "configmaps", "ConfigMap", true, false),
         Kind::new("", "v1", "events", "Event", true, false),
         Kind::new("", "v1", "pods", "Pod", true, true),
-        Kind::new(
-            "discovery.k8s.io",
-            "v1",
-            "endpointslices",
-            "EndpointSlice",
-            true,
-            false,
-        ),
         Kind::new("coordination.k8s.io", "v1", "leases", "Lease", true, false),
         Kind::new("events.k8s.io", "v1", "events", "Event", true, false),
         Kind::new(
@@ -143,35 +179,33 @@ pub fn builtin() -> Vec<Kind> {
             true,
         ),
     ];
-    for version in ["v1", "v1beta1"] {
-        kinds.push(Kind::new(
-            GATEWAY,
-            version,
-            "gatewayclasses",
-            "GatewayClass",
-            false,
-            true,
-        ));
-        kinds.push(Kind::new(
-            GATEWAY, version, "gateways", "Gateway", true, true,
-        ));
-        kinds.push(Kind::new(
-            GATEWAY,
-            version,
-            "httproutes",
-            "HTTPRoute",
-            true,
-            true,
-        ));
-        kinds.push(Kind::new(
-            GATEWAY,
-            version,
-            "referencegrants",
-            "ReferenceGrant",
-            true,
-            false,
-        ));
-    }
+    kinds.push(Kind::new(
+        GATEWAY,
+        "v1beta1",
+        "gatewayclasses",
+        "GatewayClass",
+        false,
+        true,
+    ));
+    kinds.push(Kind::new(
+        GATEWAY, "v1beta1", "gateways", "Gateway", true, true,
+    ));
+    kinds.push(Kind::new(
+        GATEWAY,
+        "v1beta1",
+        "httproutes",
+        "HTTPRoute",
+        true,
+        true,
+    ));
+    kinds.push(Kind::new(
+        GATEWAY,
+        "v1beta1",
+        "referencegrants",
+        "ReferenceGrant",
+        true,
+        false,
+    ));
     kinds.push(Kind::new(
         GATEWAY,
         "v1",
