@@ -1,7 +1,6 @@
 //! Admin server over real sockets, against a `Published` filled by hand.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,7 +133,7 @@ async fn health_and_readiness() {
     assert_eq!(r.body.trim(), "ok");
     let r = request(addr, "GET", "/readyz").await;
     assert_eq!(r.status, 503, "not ready before the first publish");
-    published.ready.store(true, Ordering::Release);
+    published.mark_ready();
     let r = request(addr, "GET", "/readyz").await;
     assert_eq!(r.status, 200);
     assert_eq!(request(addr, "GET", "/nowhere").await.status, 404);
@@ -145,10 +144,10 @@ async fn health_and_readiness() {
 #[tokio::test]
 async fn metrics_are_prometheus_text() {
     let (addr, published, task) = start().await;
-    published.metrics.table_generation.set(7);
-    published.metrics.record_request("default/web", 200);
+    published.metrics().table_generation.set(7);
+    published.metrics().record_request("default/web", 200);
     published
-        .metrics
+        .metrics()
         .config_errors
         .with_label_values(&["file"])
         .inc();
@@ -174,8 +173,8 @@ async fn debug_views_show_what_is_published() {
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), json!([]), "empty before the first publish");
 
-    published.table.store(Arc::new(table()));
-    published.status.store(Arc::new(status()));
+    published.publish_table(Arc::new(table()));
+    published.publish_status(status());
 
     let r = request(addr, "GET", "/debug/config").await;
     assert_eq!(r.status, 200);

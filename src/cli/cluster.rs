@@ -41,7 +41,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
         .with_context(|| format!("admin server: listen on {}", args.admin_addr))?;
     let published = Published::new(metrics.clone());
     let proxy = Proxy::new(
-        published.table.clone(),
+        published.shared_table(),
         metrics.clone(),
         args.proxy.options(args.drain_timeout),
     );

@@ -38,8 +38,7 @@ pub fn condition<'a>(conditions: &'a [Value], ty: &str) -> &'a Value {
 fn gateway_status(stack: &Standalone) -> Value {
     stack
         .published
-        .status
-        .load()
+        .status()
         .entries
         .iter()
         .find(|e| e.kind == "Gateway" && e.name == "gw")
@@ -100,7 +99,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
     write(d, "secret.yaml", &secret(&first.cert_pem, &first.key_pem));
     let stack = Standalone::start(dir).await;
     wait_served(&stack, &first).await;
-    let metrics = stack.published.metrics.encode();
+    let metrics = stack.published.metrics().encode();
     let expiry = metrics
         .lines()
         .find(|l| {
@@ -143,7 +142,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
             .expect("the previous certificate is still served");
     }
     assert!(
-        stack.published.metrics.encode().contains(expiry),
+        stack.published.metrics().encode().contains(expiry),
         "the expiry of the served certificate stays exported"
     );
 

@@ -21,7 +21,7 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
-use crate::reconcile::Published;
+use crate::published::Published;
 use crate::snapshot::Snapshot;
 
 pub use binding::ServiceOptions;

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use super::gateway_service::{Keeper, ServiceError};
 use super::status_diff::{is_ours, notable_transitions, object_status_patch, route_parents};
 use super::watch::Stores;
-use crate::reconcile::Published;
+use crate::published::Published;
 use crate::snapshot::or_default_namespace;
 use crate::status::StatusReport;
 
@@ -93,7 +93,7 @@ impl StatusWriter {
     /// Waits for publications and leadership; syncs whenever leading. Retries failed passes
     /// after `retry` even if nothing new is published.
     pub async fn run(mut self, retry: Duration) {
-        let mut generation = self.published.generation.subscribe();
+        let mut generation = self.published.subscribe();
         let mut failed = false;
         loop {
             let leading = *self.leader.borrow_and_update();
@@ -121,7 +121,7 @@ impl StatusWriter {
                 tracing::warn!(error = %e, "side object not reconciled");
             }
         }
-        let report = self.published.status.load_full();
+        let report = self.published.status();
         let writes = self.plan(&report);
         let count = writes.len();
         // Forget writes of objects that are gone, so the memory stays bounded.
