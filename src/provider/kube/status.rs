@@ -18,7 +18,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::gateway_service::{Keeper, ServiceError};
+use super::leader::{run_leader_pass, LeaderPass};
 use super::status_diff::{is_ours, notable_transitions, object_status_patch, route_parents};
 use super::watch::Stores;
 use crate::published::Published;
@@ -54,7 +54,7 @@ struct Write {
     rv: Option<String>,
 }
 
-/// The leader-only writer of statuses and side objects.
+/// The leader-only writer of statuses.
 pub struct StatusWriter {
     pub client: Client,
     pub stores: Stores,
@@ -62,7 +62,6 @@ pub struct StatusWriter {
     pub leader: watch::Receiver<bool>,
     pub controller_name: String,
     pub recorder: Recorder,
-    pub keeper: Keeper,
     /// Object key -> (resourceVersion read before our write, status we wrote), so a write the
     /// cache has not seen yet is not repeated.
     written: HashMap<String, (Option<String>, Value)>,
@@ -76,7 +75,6 @@ impl StatusWriter {
         leader: watch::Receiver<bool>,
         controller_name: String,
         recorder: Recorder,
-        keeper: Keeper,
     ) -> Self {
         Self {
             client,
@@ -85,42 +83,18 @@ impl StatusWriter {
             leader,
             controller_name,
             recorder,
-            keeper,
             written: HashMap::new(),
         }
     }
 
-    /// Waits for publications and leadership; syncs whenever leading. Retries failed passes
-    /// after `retry` even if nothing new is published.
-    pub async fn run(mut self, retry: Duration) {
-        let mut generation = self.published.subscribe();
-        let mut failed = false;
-        loop {
-            let leading = *self.leader.borrow_and_update();
-            if !leading {
-                self.written.clear();
-            }
-            if leading && self.published.is_ready() {
-                failed = !self.sync().await;
-            }
-            tokio::select! {
-                r = generation.changed() => if r.is_err() { return },
-                r = self.leader.changed() => if r.is_err() { return },
-                () = tokio::time::sleep(retry), if failed => {}
-            }
-        }
+    /// Writes after every publication while leading; retries a failed pass after `retry`.
+    pub async fn run(self, retry: Duration) {
+        let (published, leader) = (self.published.clone(), self.leader.clone());
+        run_leader_pass(self, published, leader, retry).await;
     }
 
-    /// One pass: side objects, then every status. True when everything succeeded.
+    /// One pass over every status. True when every write succeeded.
     pub async fn sync(&mut self) -> bool {
-        let (side_writes, side_errors) = self.keeper.sync(&self.stores).await;
-        for e in &side_errors {
-            if matches!(e, ServiceError::Stale(_)) {
-                tracing::debug!(error = %e, "side object not reconciled");
-            } else {
-                tracing::warn!(error = %e, "side object not reconciled");
-            }
-        }
         let report = self.published.status();
         let writes = self.plan(&report);
         let count = writes.len();
@@ -136,7 +110,7 @@ impl StatusWriter {
             .buffer_unordered(CONCURRENT_WRITES)
             .collect()
             .await;
-        let mut ok = side_errors.is_empty();
+        let mut ok = true;
         for r in results {
             match r {
                 Ok((key, rv, patch)) => {
@@ -149,8 +123,8 @@ impl StatusWriter {
                 }
             }
         }
-        if count + side_writes > 0 {
-            tracing::info!(status_writes = count, side_writes, "status synced");
+        if count > 0 {
+            tracing::info!(status_writes = count, "status synced");
         }
         ok
     }
@@ -306,6 +280,16 @@ impl StatusWriter {
             }
         }
         Ok((w.key, w.rv, w.patch))
+    }
+}
+
+impl LeaderPass for StatusWriter {
+    async fn run(&mut self) -> bool {
+        self.sync().await
+    }
+
+    fn forget(&mut self) {
+        self.written.clear();
     }
 }
 
