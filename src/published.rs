@@ -10,7 +10,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
-use crate::status::StatusReport;
+use crate::status::SealedReport;
 use crate::table::RouteTable;
 
 /// The current publication. Readers load the table or status and subscribe to the counter;
@@ -18,7 +18,7 @@ use crate::table::RouteTable;
 #[derive(Debug)]
 pub struct Published {
     table: Arc<ArcSwap<RouteTable>>,
-    status: ArcSwap<StatusReport>,
+    status: ArcSwap<SealedReport>,
     ready: AtomicBool,
     metrics: Arc<Metrics>,
     generation: watch::Sender<u64>,
@@ -29,7 +29,7 @@ impl Published {
     pub fn new(metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             table: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
-            status: ArcSwap::from_pointee(StatusReport::default()),
+            status: ArcSwap::from_pointee(SealedReport::default()),
             ready: AtomicBool::new(false),
             metrics,
             generation: watch::Sender::new(0),
@@ -47,8 +47,8 @@ impl Published {
         self.table.clone()
     }
 
-    /// The status computed with the live table.
-    pub fn status(&self) -> Arc<StatusReport> {
+    /// The status computed with the live table (transition times carried, digests computed).
+    pub fn status(&self) -> Arc<SealedReport> {
         self.status.load_full()
     }
 
@@ -77,7 +77,7 @@ impl Published {
 
     /// Reconciler side: swaps a new status in; returns the previous one, to be freed off the
     /// async workers.
-    pub fn publish_status(&self, status: StatusReport) -> Arc<StatusReport> {
+    pub fn publish_status(&self, status: SealedReport) -> Arc<SealedReport> {
         self.status.swap(Arc::new(status))
     }
 
@@ -100,8 +100,7 @@ impl Published {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::ObjectStatus;
-    use serde_json::json;
+    use crate::status::{ObjectKind, ObjectStatus, StatusReport};
 
     #[test]
     fn readers_see_what_the_reconciler_side_published() {
@@ -116,18 +115,17 @@ mod tests {
         assert_eq!(p.publish_table(Arc::new(table)).generation, 0);
         assert_eq!(p.table().generation, 3);
         assert_eq!(p.shared_table().load().generation, 3);
-        let entry = ObjectStatus {
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "GatewayClass".into(),
-            namespace: None,
-            name: "c".into(),
-            generation: None,
-            status: json!({}).into(),
-        };
+        let entry = ObjectStatus::new(
+            ObjectKind::GatewayClass,
+            None,
+            "c",
+            None,
+            Default::default(),
+        );
         let report = StatusReport {
             entries: vec![entry],
         };
-        p.publish_status(report);
+        p.publish_status(report.into());
         assert_eq!(p.status().entries.len(), 1);
         p.mark_ready();
         assert!(p.is_ready());

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
-use crate::status::{ObjectStatus, StatusReport};
+use crate::status::{ObjectKind, ObjectStatus, StatusReport};
 use crate::table::ServedCertificates;
 use crate::translate::{
     apply_bind_failures, translate_with, PortMap, TranslateOptions, Translation,
@@ -137,7 +137,7 @@ impl Reconciler {
             let mut status = status;
             let gateways = gateway_entries(&status);
             apply_bind_failures(&mut status, &table, &failures);
-            status.carry_transition_times(&published.status());
+            let status = status.seal(&published.status());
             let problems = status.problems().len();
             drop(published.publish_status(status));
             (problems, gateways)
@@ -194,14 +194,14 @@ impl Reconciler {
             let current = published.status();
             let mut status = StatusReport::clone(&current);
             for (i, mut raw) in gateways {
-                if let Some(slot) = status.entries.get_mut(i).filter(|e| same_object(e, &raw)) {
+                if let Some(slot) = status.entries.get_mut(i).filter(|e| e.same_object(&raw)) {
                     // Conditions that change now, change now.
-                    raw.status.restamp(now);
+                    raw.restamp(now);
                     *slot = raw;
                 }
             }
             apply_bind_failures(&mut status, &table, &failures);
-            status.carry_transition_times(&current);
+            let status = status.seal(&current);
             let problems = status.problems().len();
             drop(published.publish_status(status));
             problems
@@ -255,13 +255,9 @@ fn gateway_entries(report: &StatusReport) -> Vec<(usize, ObjectStatus)> {
         .entries
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.kind == "Gateway")
+        .filter(|(_, e)| e.kind == ObjectKind::Gateway)
         .map(|(i, e)| (i, e.clone()))
         .collect()
-}
-
-fn same_object(a: &ObjectStatus, b: &ObjectStatus) -> bool {
-    a.kind == b.kind && a.namespace == b.namespace && a.name == b.name
 }
 
 #[cfg(test)]
@@ -271,19 +267,17 @@ mod tests {
     use crate::table::RouteTable;
     use serde_json::json;
 
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-02T00:00:00Z";
+    const T2: &str = "2026-01-03T00:00:00Z";
+
     fn report(status: &str, time: &str) -> StatusReport {
+        let status = json!({"conditions": [{"type": "Accepted", "status": status,
+            "reason": "R", "message": "", "observedGeneration": 1,
+            "lastTransitionTime": time}]});
+        let entry = ObjectStatus::new(ObjectKind::GatewayClass, None, "c", Some(1), status.into());
         StatusReport {
-            entries: vec![ObjectStatus {
-                api_version: "gateway.networking.k8s.io/v1".into(),
-                kind: "GatewayClass".into(),
-                namespace: None,
-                name: "c".into(),
-                generation: Some(1),
-                status: json!({"conditions": [{"type": "Accepted", "status": status,
-                    "reason": "R", "message": "", "observedGeneration": 1,
-                    "lastTransitionTime": time}]})
-                .into(),
-            }],
+            entries: vec![entry],
         }
     }
 
@@ -307,7 +301,7 @@ mod tests {
         assert!(!published.is_ready());
         let t = Translation {
             table: RouteTable::default(),
-            status: report("True", "T0"),
+            status: report("True", T0),
         };
         let out = r.publish(t, Instant::now()).await;
         assert_eq!(out.generation, 1);
@@ -317,17 +311,17 @@ mod tests {
         assert_eq!(published.metrics().table_generation.get(), 1);
         let t = Translation {
             table: RouteTable::default(),
-            status: report("True", "T1"),
+            status: report("True", T1),
         };
         r.publish(t, Instant::now()).await;
         let status = published.status();
         assert_eq!(
             status.entries[0].status.to_json()["conditions"][0]["lastTransitionTime"],
-            "T0"
+            T0
         );
         let t = Translation {
             table: RouteTable::default(),
-            status: report("False", "T2"),
+            status: report("False", T2),
         };
         let out = r.publish(t, Instant::now()).await;
         assert_eq!(out.generation, 3);
@@ -335,7 +329,7 @@ mod tests {
         let status = published.status();
         assert_eq!(
             status.entries[0].status.to_json()["conditions"][0]["lastTransitionTime"],
-            "T2"
+            T2
         );
         assert!(published
             .metrics()

@@ -7,7 +7,7 @@ use std::time::Duration;
 use edgeplane::admin::serve_admin;
 use edgeplane::metrics::Metrics;
 use edgeplane::reconcile::Published;
-use edgeplane::status::{ObjectStatus, StatusReport};
+use edgeplane::status::{ObjectKind, ObjectStatus, StatusReport};
 use edgeplane::table::{
     BackendSet, ListenerTable, RequestMatch, RouteRef, RouteRule, RouteTable, RuleFilters,
     VirtualHost,
@@ -101,8 +101,7 @@ fn table() -> RouteTable {
 fn status() -> StatusReport {
     StatusReport {
         entries: vec![ObjectStatus {
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
+            kind: ObjectKind::Gateway,
             namespace: Some("default".into()),
             name: "gw".into(),
             generation: Some(2),
@@ -174,7 +173,7 @@ async fn debug_views_show_what_is_published() {
     assert_eq!(r.json(), json!([]), "empty before the first publish");
 
     published.publish_table(Arc::new(table()));
-    published.publish_status(status());
+    published.publish_status(status().into());
 
     let r = request(addr, "GET", "/debug/config").await;
     assert_eq!(r.status, 200);

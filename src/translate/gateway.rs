@@ -22,6 +22,7 @@ use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPO
 use super::TranslateOptions;
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
+use crate::status::GATEWAY_GROUP;
 use crate::table::Certificate;
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
@@ -487,7 +488,7 @@ mod tests {
         assert_eq!(sockets, ["127.0.0.9:10080"]);
         let mapped = t
             .status
-            .get("Gateway", Some("ns"), "mapped")
+            .get(crate::status::ObjectKind::Gateway, Some("ns"), "mapped")
             .unwrap()
             .status
             .to_json();
@@ -499,7 +500,7 @@ mod tests {
         );
         let pending = t
             .status
-            .get("Gateway", Some("ns"), "pending")
+            .get(crate::status::ObjectKind::Gateway, Some("ns"), "pending")
             .unwrap()
             .status
             .to_json();

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use edgeplane::status::ObjectKind;
 use serde_json::Value;
 
 use crate::standalone::{gateway, route, service, write, Standalone, HTTPS_PORT};
@@ -41,7 +42,7 @@ fn gateway_status(stack: &Standalone) -> Value {
         .status()
         .entries
         .iter()
-        .find(|e| e.kind == "Gateway" && e.name == "gw")
+        .find(|e| e.kind == ObjectKind::Gateway && e.name == "gw")
         .map(|e| e.status.to_json().into_owned())
         .unwrap_or_default()
 }

@@ -9,7 +9,6 @@ pub mod leader;
 pub mod secrets;
 pub mod service_meta;
 pub mod status;
-pub mod status_diff;
 pub mod watch;
 
 use std::collections::BTreeMap;

@@ -1,9 +1,11 @@
-//! The status writer: after each publication, the leader compares the computed
-//! [`StatusReport`] with what every object carries and patches only the differences. Routes'
-//! `parents[]` entries of other controllers are kept (the list is atomic: read, replace ours,
-//! keep theirs, patch with the read `resourceVersion`). Notable transitions become Events.
+//! The status writer: after each publication, the leader hands every entry of the published
+//! report, with the status its object carries in the cache, to [`crate::status::diff`] and
+//! sends the patches it gets back; notable transitions become Events. It holds no status rule:
+//! it reads caches, writes, and remembers what it compared and wrote, so an entry whose digest
+//! and object are unchanged costs a lookup, and a write the cache has not yet seen is not
+//! repeated.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,19 +13,20 @@ use futures_util::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use super::leader::{run_leader_pass, LeaderPass};
-use super::status_diff::{is_ours, notable_transitions, object_status_patch, route_parents};
 use super::watch::Stores;
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
-use crate::status::StatusReport;
+use crate::status::diff::{self, Carried, DiffError, StatusPatch};
+use crate::status::{ObjectKind, ObjectStatus, SealedReport};
 
 /// How many status patches are in flight at once.
 const CONCURRENT_WRITES: usize = 16;
@@ -35,36 +38,62 @@ pub enum StatusError {
     NotLeader,
     #[error("patch status of {kind} {object}: {source}")]
     Patch {
-        kind: String,
+        kind: ObjectKind,
         object: String,
         #[source]
         source: Box<kube::Error>,
     },
 }
 
-/// One planned write.
-struct Write {
-    kind: String,
+/// An object whose status the writer tracks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ObjectKey {
+    kind: ObjectKind,
     namespace: Option<String>,
     name: String,
-    patch: Value,
-    events: Vec<(String, String)>,
-    reference: k8s_openapi::api::core::v1::ObjectReference,
-    key: String,
-    rv: Option<String>,
+}
+
+impl ObjectKey {
+    fn of(entry: &ObjectStatus) -> Self {
+        Self {
+            kind: entry.kind,
+            namespace: entry.namespace.clone(),
+            name: entry.name.clone(),
+        }
+    }
+}
+
+/// What the writer last settled for one object.
+#[derive(Debug)]
+struct Settled {
+    /// The object's `resourceVersion` when it was compared or written.
+    version: Option<String>,
+    /// Digest of the computed status it was compared with; `None` for a route released.
+    digest: Option<u64>,
+    /// The status part of the patch written at `version`, if one was.
+    wrote: Option<Value>,
+}
+
+/// One planned write.
+struct Write {
+    key: ObjectKey,
+    digest: Option<u64>,
+    version: Option<String>,
+    patch: StatusPatch,
+    reference: ObjectReference,
 }
 
 /// The leader-only writer of statuses.
 pub struct StatusWriter {
-    pub client: Client,
-    pub stores: Stores,
-    pub published: Arc<Published>,
-    pub leader: watch::Receiver<bool>,
-    pub controller_name: String,
-    pub recorder: Recorder,
-    /// Object key -> (resourceVersion read before our write, status we wrote), so a write the
-    /// cache has not seen yet is not repeated.
-    written: HashMap<String, (Option<String>, Value)>,
+    client: Client,
+    stores: Stores,
+    published: Arc<Published>,
+    leader: watch::Receiver<bool>,
+    controller_name: String,
+    recorder: Recorder,
+    /// Per object, what was compared or written last, while the object is in the report (or
+    /// a route still carries our entries).
+    settled: HashMap<ObjectKey, Settled>,
 }
 
 impl StatusWriter {
@@ -83,7 +112,7 @@ impl StatusWriter {
             leader,
             controller_name,
             recorder,
-            written: HashMap::new(),
+            settled: HashMap::new(),
         }
     }
 
@@ -96,16 +125,9 @@ impl StatusWriter {
     /// One pass over every status. True when every write succeeded.
     pub async fn sync(&mut self) -> bool {
         let report = self.published.status();
-        let writes = self.plan(&report);
+        let (writes, live) = self.plan(&report);
+        self.settled.retain(|k, _| live.contains(k));
         let count = writes.len();
-        // Forget writes of objects that are gone, so the memory stays bounded.
-        let live: std::collections::HashSet<String> = report
-            .entries
-            .iter()
-            .map(|e| object_key(&e.kind, e.namespace.as_deref(), &e.name))
-            .chain(writes.iter().map(|w| w.key.clone()))
-            .collect();
-        self.written.retain(|k, _| live.contains(k));
         let results: Vec<_> = futures_util::stream::iter(writes.into_iter().map(|w| self.apply(w)))
             .buffer_unordered(CONCURRENT_WRITES)
             .collect()
@@ -113,8 +135,14 @@ impl StatusWriter {
         let mut ok = true;
         for r in results {
             match r {
-                Ok((key, rv, patch)) => {
-                    self.written.insert(key, (rv, patch));
+                Ok(w) => {
+                    let wrote = Some(w.patch.status().clone());
+                    let settled = Settled {
+                        version: w.version,
+                        digest: w.digest,
+                        wrote,
+                    };
+                    self.settled.insert(w.key, settled);
                 }
                 Err(StatusError::NotLeader) => {}
                 Err(e) => {
@@ -129,149 +157,148 @@ impl StatusWriter {
         ok
     }
 
-    fn plan(&self, report: &StatusReport) -> Vec<Write> {
+    /// The writes of one pass, and the objects to keep remembering.
+    fn plan(&mut self, report: &SealedReport) -> (Vec<Write>, HashSet<ObjectKey>) {
         let mut out = Vec::new();
-        let mut routes_seen = std::collections::HashSet::new();
-        for e in &report.entries {
-            let ns = e.namespace.as_deref();
-            let (current, meta_ref) = match e.kind.as_str() {
-                "GatewayClass" => {
+        let mut live = HashSet::new();
+        let mut routes_seen = HashSet::new();
+        let controller = self.controller_name.clone();
+        for (e, digest) in report.entries_with_digests() {
+            let key = ObjectKey::of(e);
+            live.insert(key.clone());
+            let ns = or_default_namespace(e.namespace.as_deref());
+            let digest = Some(digest);
+            let write = match e.kind {
+                ObjectKind::GatewayClass => {
                     let Some(o) = self.stores.gateway_classes.get(&ObjectRef::new(&e.name)) else {
                         continue;
                     };
-                    (
-                        serde_json::to_value(&o.status).unwrap_or(Value::Null),
-                        (o.object_ref(&()), o.resource_version()),
-                    )
+                    self.plan_one(key, digest, &*o, |rv| {
+                        diff::patch(e, Carried::GatewayClass(o.status.as_ref()), rv, &controller)
+                    })
                 }
-                "Gateway" => {
-                    let Some(o) = self.stores.gateway(or_default_namespace(ns), &e.name) else {
+                ObjectKind::Gateway => {
+                    let Some(o) = self.stores.gateway(ns, &e.name) else {
                         continue;
                     };
-                    (
-                        serde_json::to_value(&o.status).unwrap_or(Value::Null),
-                        (o.object_ref(&()), o.resource_version()),
-                    )
+                    self.plan_one(key, digest, &*o, |rv| {
+                        diff::patch(e, Carried::Gateway(o.status.as_ref()), rv, &controller)
+                    })
                 }
-                "HTTPRoute" => {
-                    let r = ObjectRef::new(&e.name).within(or_default_namespace(ns));
+                ObjectKind::HttpRoute => {
+                    let r = ObjectRef::new(&e.name).within(ns);
                     let Some(o) = self.stores.http_routes.get(&r) else {
                         continue;
                     };
                     routes_seen.insert((o.namespace(), o.name_any()));
-                    (
-                        serde_json::to_value(&o.status).unwrap_or(Value::Null),
-                        (o.object_ref(&()), o.resource_version()),
-                    )
+                    self.plan_one(key, digest, &*o, |rv| {
+                        diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
+                    })
                 }
-                _ => continue,
             };
-            if let Some(w) = self.plan_one(
-                &e.kind,
-                ns,
-                &e.name,
-                &current,
-                &e.status.to_json(),
-                meta_ref,
-            ) {
-                out.push(w);
-            }
+            out.extend(write);
         }
         // Routes that no longer name one of our Gateways lose our stale entries.
         for route in self.stores.http_routes.state() {
-            if routes_seen.contains(&(route.namespace(), route.name_any())) {
+            if routes_seen.contains(&(route.namespace(), route.name_any()))
+                || !diff::has_parents_of(route.status.as_ref(), &controller)
+            {
                 continue;
             }
-            let current = serde_json::to_value(&route.status).unwrap_or(Value::Null);
-            let has_ours = current["parents"]
-                .as_array()
-                .is_some_and(|ps| ps.iter().any(|p| is_ours(p, &self.controller_name)));
-            if has_ours {
-                let meta = (route.object_ref(&()), route.resource_version());
-                let ns = route.namespace();
-                if let Some(w) = self.plan_one(
-                    "HTTPRoute",
-                    ns.as_deref(),
-                    &route.name_any(),
-                    &current,
-                    &json!({"parents": []}),
-                    meta,
-                ) {
-                    out.push(w);
-                }
-            }
+            let key = ObjectKey {
+                kind: ObjectKind::HttpRoute,
+                namespace: route.namespace(),
+                name: route.name_any(),
+            };
+            live.insert(key.clone());
+            let write = self.plan_one(key, None, &*route, |rv| {
+                Ok(diff::release_route(route.status.as_ref(), rv, &controller))
+            });
+            out.extend(write);
         }
-        out
+        (out, live)
     }
 
-    fn plan_one(
-        &self,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-        current: &Value,
-        desired: &Value,
-        (reference, rv): (k8s_openapi::api::core::v1::ObjectReference, Option<String>),
-    ) -> Option<Write> {
-        let patch = if kind == "HTTPRoute" {
-            let cur = current["parents"].as_array().cloned().unwrap_or_default();
-            let ours = desired["parents"].as_array().cloned().unwrap_or_default();
-            let parents = route_parents(&cur, &ours, &self.controller_name)?;
-            json!({"metadata": {"resourceVersion": rv}, "status": {"parents": parents}})
-        } else {
-            object_status_patch(current, desired)?
+    /// Plans the write of one object, unless the object and its computed status (by digest)
+    /// are those last settled, the diff finds nothing to change, or the same patch was already
+    /// written against this very version (the cache is behind, not the object).
+    fn plan_one<K>(
+        &mut self,
+        key: ObjectKey,
+        digest: Option<u64>,
+        object: &K,
+        diff: impl FnOnce(Option<&str>) -> Result<Option<StatusPatch>, DiffError>,
+    ) -> Option<Write>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let version = object.resource_version();
+        let settled = self.settled.get(&key);
+        if settled.is_some_and(|s| s.version == version && s.digest == digest) {
+            return None;
+        }
+        let patch = match diff(version.as_deref()) {
+            Ok(Some(patch)) => patch,
+            Ok(None) => {
+                let wrote = None;
+                self.settled.insert(
+                    key,
+                    Settled {
+                        version,
+                        digest,
+                        wrote,
+                    },
+                );
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "status not compared");
+                return None;
+            }
         };
-        let key = object_key(kind, namespace, name);
-        if let Some((before, wrote)) = self.written.get(&key) {
-            if *before == rv && strip_rv(wrote) == strip_rv(&patch) {
-                return None; // already written; the cache has not caught up yet
+        if let Some(s) = self.settled.get_mut(&key) {
+            if s.version == version && s.wrote.as_ref() == Some(patch.status()) {
+                s.digest = digest;
+                return None;
             }
         }
-        let events = notable_transitions(kind, current, &patch["status"]);
         Some(Write {
-            kind: kind.to_owned(),
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
-            patch,
-            events,
-            reference,
+            reference: object.object_ref(&()),
             key,
-            rv,
+            digest,
+            version,
+            patch,
         })
     }
 
-    async fn apply(&self, w: Write) -> Result<(String, Option<String>, Value), StatusError> {
+    async fn apply(&self, w: Write) -> Result<Write, StatusError> {
         // Leadership can end in the middle of a pass: from then on, nothing is written.
         if !*self.leader.borrow() {
             return Err(StatusError::NotLeader);
         }
-        let pp = PatchParams::default();
-        let result = match (w.kind.as_str(), w.namespace.as_deref()) {
-            ("GatewayClass", _) => {
-                patch_status::<GatewayClass>(Api::all(self.client.clone()), &w, &pp).await
-            }
-            ("Gateway", Some(ns)) => {
-                patch_status::<Gateway>(Api::namespaced(self.client.clone(), ns), &w, &pp).await
-            }
-            (_, ns) => {
-                patch_status::<HttpRoute>(
-                    Api::namespaced(self.client.clone(), or_default_namespace(ns)),
-                    &w,
-                    &pp,
-                )
-                .await
+        let client = self.client.clone();
+        let ns = or_default_namespace(w.key.namespace.as_deref());
+        let result = match w.key.kind {
+            ObjectKind::GatewayClass => patch_status::<GatewayClass>(Api::all(client), &w).await,
+            ObjectKind::Gateway => patch_status::<Gateway>(Api::namespaced(client, ns), &w).await,
+            ObjectKind::HttpRoute => {
+                patch_status::<HttpRoute>(Api::namespaced(client, ns), &w).await
             }
         };
         result.map_err(|source| StatusError::Patch {
-            kind: w.kind.clone(),
-            object: format!("{}/{}", w.namespace.as_deref().unwrap_or(""), w.name),
+            kind: w.key.kind,
+            object: format!(
+                "{}/{}",
+                w.key.namespace.as_deref().unwrap_or(""),
+                w.key.name
+            ),
             source: Box::new(source),
         })?;
-        for (reason, note) in &w.events {
+        for n in &w.patch.notable {
             let ev = Event {
                 type_: EventType::Warning,
-                reason: reason.clone(),
-                note: Some(note.clone()),
+                reason: n.reason.to_owned(),
+                note: Some(n.note.clone()),
                 action: "Reconcile".into(),
                 secondary: None,
             };
@@ -279,7 +306,7 @@ impl StatusWriter {
                 tracing::debug!(error = %e, "event not recorded");
             }
         }
-        Ok((w.key, w.rv, w.patch))
+        Ok(w)
     }
 }
 
@@ -289,23 +316,19 @@ impl LeaderPass for StatusWriter {
     }
 
     fn forget(&mut self) {
-        self.written.clear();
+        self.settled.clear();
     }
 }
 
-fn object_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
-    format!("{kind}/{}/{name}", namespace.unwrap_or(""))
-}
-
-fn strip_rv(v: &Value) -> &Value {
-    &v["status"]
-}
-
-async fn patch_status<K>(api: Api<K>, w: &Write, pp: &PatchParams) -> Result<(), kube::Error>
+async fn patch_status<K>(api: Api<K>, w: &Write) -> Result<(), kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch_status(&w.name, pp, &Patch::Merge(&w.patch))
-        .await
-        .map(|_| ())
+    api.patch_status(
+        &w.key.name,
+        &PatchParams::default(),
+        &Patch::Merge(&w.patch.body),
+    )
+    .await
+    .map(|_| ())
 }
