@@ -47,7 +47,7 @@ impl Published {
         self.table.clone()
     }
 
-    /// The status computed with the live table (transition times carried, digests computed).
+    /// The status computed with the live table (transition times carried, revisions given).
     pub fn status(&self) -> Arc<SealedReport> {
         self.status.load_full()
     }

@@ -11,6 +11,7 @@ pub mod diff;
 mod kind;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
@@ -167,11 +168,11 @@ impl StatusReport {
     }
 
     /// The report as published after `previous`: JSON bodies that parse as their kind's status
-    /// become typed, each condition keeps its `lastTransitionTime`
-    /// from `previous` when its status did not change (times move only on real transitions,
-    /// and unchanged output compares equal), and each entry gets the digest the status writer
-    /// compares. An entry equal to its previous one keeps that one's digest, so a publication
-    /// serializes only the entries that changed. Runs on the reconciler's blocking thread.
+    /// become typed, each condition keeps its `lastTransitionTime` from `previous` when its
+    /// status did not change (times move only on real transitions, and unchanged output
+    /// compares equal), and each entry gets the [`Revision`] the status writer compares: the
+    /// previous one's when the entry is equal to it, else a new one. Sealing serializes
+    /// nothing. Runs on the reconciler's blocking thread.
     pub fn seal(mut self, previous: &SealedReport) -> SealedReport {
         let index: HashMap<ObjectId<'_>, usize> = previous
             .report
@@ -180,43 +181,59 @@ impl StatusReport {
             .enumerate()
             .map(|(i, e)| (id(e), i))
             .collect();
-        let digests = self
+        let revisions = self
             .entries
             .iter_mut()
             .map(|e| {
                 e.status.make_typed(e.kind);
                 let Some(&i) = index.get(&id(e)) else {
-                    return e.status.digest();
+                    return Revision::new();
                 };
                 let prev = &previous.report.entries[i];
                 e.carry_from(prev);
-                match previous.digests.get(i) {
-                    Some(&d) if e.status == prev.status => d,
-                    _ => e.status.digest(),
+                match previous.revisions.get(i) {
+                    Some(&r) if e.status == prev.status => r,
+                    _ => Revision::new(),
                 }
             })
             .collect();
         SealedReport {
             report: self,
-            digests,
+            revisions,
         }
     }
 }
 
-/// A report as published: transition times carried over from the previous publication, and a
-/// digest of every entry's status, computed when it was sealed. Immutable: a changed report is
-/// sealed again, so a digest always matches its entry. Reads as the [`StatusReport`] it holds.
+/// One version of one entry's status, as sealed: an entry keeps its revision while its status
+/// stays equal across publications and gets a new one when it changes. Revisions are unique
+/// in the process, so equal revisions mean equal statuses, even between reports sealed from
+/// different predecessors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Revision(u64);
+
+impl Revision {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A report as published: transition times carried over from the previous publication, and
+/// the [`Revision`] of every entry's status. Immutable: a changed report is sealed again, so a
+/// revision always matches its entry. Reads as the [`StatusReport`] it holds.
 #[derive(Debug, Clone, Default)]
 pub struct SealedReport {
     report: StatusReport,
-    digests: Vec<u64>,
+    revisions: Vec<Revision>,
 }
 
 impl SealedReport {
-    /// Every entry with the digest of its status: equal digests, equal statuses (up to a 64-bit
-    /// hash collision).
-    pub fn entries_with_digests(&self) -> impl Iterator<Item = (&ObjectStatus, u64)> {
-        self.report.entries.iter().zip(self.digests.iter().copied())
+    /// Every entry with the revision of its status.
+    pub fn entries_with_revisions(&self) -> impl Iterator<Item = (&ObjectStatus, Revision)> {
+        self.report
+            .entries
+            .iter()
+            .zip(self.revisions.iter().copied())
     }
 }
 
@@ -280,14 +297,19 @@ mod tests {
     }
 
     #[test]
-    fn digests_change_with_the_status_only() {
+    fn revisions_change_with_the_status_only() {
         let first = SealedReport::from(gateway("True", T0));
         let same = gateway("True", T1).seal(&first);
         let changed = gateway("False", T1).seal(&same);
-        let digest = |r: &SealedReport| r.entries_with_digests().next().unwrap().1;
-        assert_eq!(digest(&first), digest(&same), "only times differed");
-        assert_ne!(digest(&same), digest(&changed));
-        assert_eq!(digest(&changed), changed.entries[0].status.digest());
+        let revision = |r: &SealedReport| r.entries_with_revisions().next().unwrap().1;
+        assert_eq!(revision(&first), revision(&same), "only times differed");
+        assert_ne!(revision(&same), revision(&changed));
+        let forked = gateway("False", T1).seal(&same);
+        assert_ne!(
+            revision(&changed),
+            revision(&forked),
+            "unique in the process"
+        );
     }
 
     #[test]

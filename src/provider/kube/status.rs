@@ -1,9 +1,9 @@
 //! The status writer: after each publication, the leader hands every entry of the published
 //! report, with the status its object carries in the cache, to [`crate::status::diff`] and
 //! sends the patches it gets back; notable transitions become Events. It holds no status rule:
-//! it reads caches, writes, and remembers what it compared and wrote, so an entry whose digest
-//! and object are unchanged costs a lookup, and a write the cache has not yet seen is not
-//! repeated.
+//! it reads caches, writes, and remembers what it compared and wrote, so an entry whose
+//! revision and object are unchanged costs a lookup, and a write the cache has not yet seen is
+//! not repeated.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use super::watch::Stores;
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
 use crate::status::diff::{self, Carried, DiffError, StatusPatch};
-use crate::status::{ObjectKind, ObjectStatus, SealedReport};
+use crate::status::{ObjectKind, ObjectStatus, Revision, SealedReport};
 
 /// How many status patches are in flight at once.
 const CONCURRENT_WRITES: usize = 16;
@@ -68,8 +68,8 @@ impl ObjectKey {
 struct Settled {
     /// The object's `resourceVersion` when it was compared or written.
     version: Option<String>,
-    /// Digest of the computed status it was compared with; `None` for a route released.
-    digest: Option<u64>,
+    /// Revision of the computed status it was compared with; `None` for a route released.
+    revision: Option<Revision>,
     /// The status part of the patch written at `version`, if one was.
     wrote: Option<Value>,
 }
@@ -77,7 +77,7 @@ struct Settled {
 /// One planned write.
 struct Write {
     key: ObjectKey,
-    digest: Option<u64>,
+    revision: Option<Revision>,
     version: Option<String>,
     patch: StatusPatch,
     reference: ObjectReference,
@@ -139,7 +139,7 @@ impl StatusWriter {
                     let wrote = Some(w.patch.status().clone());
                     let settled = Settled {
                         version: w.version,
-                        digest: w.digest,
+                        revision: w.revision,
                         wrote,
                     };
                     self.settled.insert(w.key, settled);
@@ -163,17 +163,17 @@ impl StatusWriter {
         let mut live = HashSet::new();
         let mut routes_seen = HashSet::new();
         let controller = self.controller_name.clone();
-        for (e, digest) in report.entries_with_digests() {
+        for (e, revision) in report.entries_with_revisions() {
             let key = ObjectKey::of(e);
             live.insert(key.clone());
             let ns = or_default_namespace(e.namespace.as_deref());
-            let digest = Some(digest);
+            let revision = Some(revision);
             let write = match e.kind {
                 ObjectKind::GatewayClass => {
                     let Some(o) = self.stores.gateway_classes.get(&ObjectRef::new(&e.name)) else {
                         continue;
                     };
-                    self.plan_one(key, digest, &*o, |rv| {
+                    self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::GatewayClass(o.status.as_ref()), rv, &controller)
                     })
                 }
@@ -181,7 +181,7 @@ impl StatusWriter {
                     let Some(o) = self.stores.gateway(ns, &e.name) else {
                         continue;
                     };
-                    self.plan_one(key, digest, &*o, |rv| {
+                    self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::Gateway(o.status.as_ref()), rv, &controller)
                     })
                 }
@@ -191,7 +191,7 @@ impl StatusWriter {
                         continue;
                     };
                     routes_seen.insert((o.namespace(), o.name_any()));
-                    self.plan_one(key, digest, &*o, |rv| {
+                    self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
                     })
                 }
@@ -219,13 +219,13 @@ impl StatusWriter {
         (out, live)
     }
 
-    /// Plans the write of one object, unless the object and its computed status (by digest)
+    /// Plans the write of one object, unless the object and its computed status (by revision)
     /// are those last settled, the diff finds nothing to change, or the same patch was already
     /// written against this very version (the cache is behind, not the object).
     fn plan_one<K>(
         &mut self,
         key: ObjectKey,
-        digest: Option<u64>,
+        revision: Option<Revision>,
         object: &K,
         diff: impl FnOnce(Option<&str>) -> Result<Option<StatusPatch>, DiffError>,
     ) -> Option<Write>
@@ -234,21 +234,19 @@ impl StatusWriter {
     {
         let version = object.resource_version();
         let settled = self.settled.get(&key);
-        if settled.is_some_and(|s| s.version == version && s.digest == digest) {
+        if settled.is_some_and(|s| s.version == version && s.revision == revision) {
             return None;
         }
         let patch = match diff(version.as_deref()) {
             Ok(Some(patch)) => patch,
             Ok(None) => {
                 let wrote = None;
-                self.settled.insert(
-                    key,
-                    Settled {
-                        version,
-                        digest,
-                        wrote,
-                    },
-                );
+                let settled = Settled {
+                    version,
+                    revision,
+                    wrote,
+                };
+                self.settled.insert(key, settled);
                 return None;
             }
             Err(e) => {
@@ -258,14 +256,14 @@ impl StatusWriter {
         };
         if let Some(s) = self.settled.get_mut(&key) {
             if s.version == version && s.wrote.as_ref() == Some(patch.status()) {
-                s.digest = digest;
+                s.revision = revision;
                 return None;
             }
         }
         Some(Write {
             reference: object.object_ref(&()),
             key,
-            digest,
+            revision,
             version,
             patch,
         })
