@@ -74,6 +74,76 @@ struct Settled {
     wrote: Option<Value>,
 }
 
+/// What the writer remembers per object, while the object is in the report (or a route still
+/// carries our entries): enough to skip a comparison whose answer is known, and a write the
+/// cache has not shown yet.
+#[derive(Debug, Default)]
+struct Memory {
+    objects: HashMap<ObjectKey, Settled>,
+}
+
+impl Memory {
+    /// True when the object (by `resourceVersion`) and its computed status (by revision) are
+    /// those last settled: comparing them again would give the same answer.
+    fn unchanged(
+        &self,
+        key: &ObjectKey,
+        version: &Option<String>,
+        revision: Option<Revision>,
+    ) -> bool {
+        self.objects
+            .get(key)
+            .is_some_and(|s| s.version == *version && s.revision == revision)
+    }
+
+    /// The object already carries its computed status.
+    fn matched(&mut self, key: ObjectKey, version: Option<String>, revision: Option<Revision>) {
+        let settled = Settled {
+            version,
+            revision,
+            wrote: None,
+        };
+        self.objects.insert(key, settled);
+    }
+
+    /// True when `status` was already written against this very `version`: the cache is
+    /// behind, not the object, so the write is not repeated.
+    fn already_written(
+        &mut self,
+        key: &ObjectKey,
+        version: &Option<String>,
+        revision: Option<Revision>,
+        status: &Value,
+    ) -> bool {
+        let Some(s) = self.objects.get_mut(key) else {
+            return false;
+        };
+        let same = s.version == *version && s.wrote.as_ref() == Some(status);
+        if same {
+            s.revision = revision;
+        }
+        same
+    }
+
+    /// `status` was written against `version`.
+    fn wrote(&mut self, w: Write) {
+        let settled = Settled {
+            version: w.version,
+            revision: w.revision,
+            wrote: Some(w.patch.status().clone()),
+        };
+        self.objects.insert(w.key, settled);
+    }
+
+    fn retain(&mut self, live: &HashSet<ObjectKey>) {
+        self.objects.retain(|k, _| live.contains(k));
+    }
+
+    fn clear(&mut self) {
+        self.objects.clear();
+    }
+}
+
 /// One planned write.
 struct Write {
     key: ObjectKey,
@@ -91,9 +161,7 @@ pub struct StatusWriter {
     leader: watch::Receiver<bool>,
     controller_name: String,
     recorder: Recorder,
-    /// Per object, what was compared or written last, while the object is in the report (or
-    /// a route still carries our entries).
-    settled: HashMap<ObjectKey, Settled>,
+    memory: Memory,
 }
 
 impl StatusWriter {
@@ -112,7 +180,7 @@ impl StatusWriter {
             leader,
             controller_name,
             recorder,
-            settled: HashMap::new(),
+            memory: Memory::default(),
         }
     }
 
@@ -126,7 +194,7 @@ impl StatusWriter {
     pub async fn sync(&mut self) -> bool {
         let report = self.published.status();
         let (writes, live) = self.plan(&report);
-        self.settled.retain(|k, _| live.contains(k));
+        self.memory.retain(&live);
         let count = writes.len();
         let results: Vec<_> = futures_util::stream::iter(writes.into_iter().map(|w| self.apply(w)))
             .buffer_unordered(CONCURRENT_WRITES)
@@ -135,15 +203,7 @@ impl StatusWriter {
         let mut ok = true;
         for r in results {
             match r {
-                Ok(w) => {
-                    let wrote = Some(w.patch.status().clone());
-                    let settled = Settled {
-                        version: w.version,
-                        revision: w.revision,
-                        wrote,
-                    };
-                    self.settled.insert(w.key, settled);
-                }
+                Ok(w) => self.memory.wrote(w),
                 Err(StatusError::NotLeader) => {}
                 Err(e) => {
                     ok = false;
@@ -233,20 +293,13 @@ impl StatusWriter {
         K: Resource<DynamicType = ()>,
     {
         let version = object.resource_version();
-        let settled = self.settled.get(&key);
-        if settled.is_some_and(|s| s.version == version && s.revision == revision) {
+        if self.memory.unchanged(&key, &version, revision) {
             return None;
         }
         let patch = match diff(version.as_deref()) {
             Ok(Some(patch)) => patch,
             Ok(None) => {
-                let wrote = None;
-                let settled = Settled {
-                    version,
-                    revision,
-                    wrote,
-                };
-                self.settled.insert(key, settled);
+                self.memory.matched(key, version, revision);
                 return None;
             }
             Err(e) => {
@@ -254,11 +307,11 @@ impl StatusWriter {
                 return None;
             }
         };
-        if let Some(s) = self.settled.get_mut(&key) {
-            if s.version == version && s.wrote.as_ref() == Some(patch.status()) {
-                s.revision = revision;
-                return None;
-            }
+        if self
+            .memory
+            .already_written(&key, &version, revision, patch.status())
+        {
+            return None;
         }
         Some(Write {
             reference: object.object_ref(&()),
@@ -314,7 +367,7 @@ impl LeaderPass for StatusWriter {
     }
 
     fn forget(&mut self) {
-        self.settled.clear();
+        self.memory.clear();
     }
 }
 
@@ -329,4 +382,87 @@ where
     )
     .await
     .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{StatusBody, StatusReport};
+    use serde_json::json;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            kind: ObjectKind::HttpRoute,
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    /// Two different revisions of one entry, as sealing hands them out.
+    fn revisions() -> (Revision, Revision) {
+        let report = |accepted: &str| StatusReport {
+            entries: vec![ObjectStatus::new(
+                ObjectKind::GatewayClass,
+                None,
+                "c",
+                Some(1),
+                StatusBody::from(
+                    json!({"conditions": [{"type": "Accepted", "status": accepted,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+                ),
+            )],
+        };
+        let first = SealedReport::from(report("True"));
+        let second = report("False").seal(&first);
+        let revision = |r: &SealedReport| r.entries_with_revisions().next().map(|e| e.1);
+        (revision(&first).unwrap(), revision(&second).unwrap())
+    }
+
+    #[test]
+    fn memory_skips_known_answers_and_repeated_writes() {
+        let (r1, r2) = revisions();
+        let v = |s: &str| Some(s.to_owned());
+        let mut m = Memory::default();
+        assert!(!m.unchanged(&key("a"), &v("1"), Some(r1)));
+        m.matched(key("a"), v("1"), Some(r1));
+        assert!(m.unchanged(&key("a"), &v("1"), Some(r1)));
+        assert!(
+            !m.unchanged(&key("a"), &v("2"), Some(r1)),
+            "the object changed"
+        );
+        assert!(
+            !m.unchanged(&key("a"), &v("1"), Some(r2)),
+            "the status changed"
+        );
+
+        let status = json!({"parents": []});
+        let reference = ObjectReference::default();
+        let patch = StatusPatch {
+            body: json!({"status": status}),
+            notable: Vec::new(),
+        };
+        let (revision, version) = (Some(r1), v("1"));
+        let (key_b, patch_b) = (key("b"), patch.clone());
+        m.wrote(Write {
+            key: key_b,
+            revision,
+            version,
+            patch: patch_b,
+            reference,
+        });
+        // The cache still shows version 1: the same write is not sent again, whatever the
+        // revision, and the new revision is remembered.
+        assert!(m.already_written(&key("b"), &v("1"), Some(r2), &status));
+        assert!(m.unchanged(&key("b"), &v("1"), Some(r2)));
+        assert!(!m.already_written(&key("b"), &v("2"), Some(r2), &status));
+        assert!(!m.already_written(&key("b"), &v("1"), Some(r2), &json!({})));
+
+        m.retain(&HashSet::from([key("b")]));
+        assert!(
+            !m.unchanged(&key("a"), &v("1"), Some(r1)),
+            "gone from the report"
+        );
+        m.clear();
+        assert!(!m.unchanged(&key("b"), &v("1"), Some(r2)));
+    }
 }
