@@ -87,7 +87,7 @@ async fn measure(
     let metrics = Metrics::new();
     let published = Published::new(metrics.clone());
     let proxy = Proxy::new(
-        published.table.clone(),
+        published.shared_table(),
         metrics.clone(),
         support::proxy::test_options(),
     );

@@ -2,7 +2,8 @@
 //!
 //! Data flow: `provider` (config directory or Kubernetes) -> [`snapshot::Snapshot`] ->
 //! [`translate`] (pure) -> [`table::RouteTable`] + [`status::StatusReport`] -> `ArcSwap` ->
-//! [`proxy`]. [`reconcile`] runs that loop; [`admin`] exposes health, metrics and debug views.
+//! [`proxy`]. [`reconcile`] runs that loop and publishes into [`published`]; [`admin`] exposes
+//! health, metrics and debug views.
 #![forbid(unsafe_code)]
 
 pub mod admin;
@@ -14,6 +15,7 @@ pub mod kinds;
 pub mod metrics;
 pub mod provider;
 pub mod proxy;
+pub mod published;
 pub mod reconcile;
 pub mod request;
 pub mod snapshot;

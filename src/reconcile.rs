@@ -5,56 +5,21 @@
 //! when that changes anything: status is what the listener manager did, not what it was asked.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use crate::metrics::Metrics;
 use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
-use crate::status::{ObjectStatus, StatusReport};
-use crate::table::{RouteTable, ServedCertificates};
+use crate::status::{ObjectKind, ObjectStatus, StatusReport};
+use crate::table::ServedCertificates;
 use crate::translate::{
     apply_bind_failures, translate_with, PortMap, TranslateOptions, Translation,
 };
 
-/// What the process currently serves: read by the proxy (table), the admin server (everything)
-/// and, in a cluster, the status writer.
-#[derive(Debug)]
-pub struct Published {
-    /// The live route table; the proxy loads it once per request.
-    pub table: Arc<ArcSwap<RouteTable>>,
-    /// The status computed with that table.
-    pub status: ArcSwap<StatusReport>,
-    /// True once the first table has been published (`/readyz`).
-    pub ready: AtomicBool,
-    pub metrics: Arc<Metrics>,
-    /// Generation of the last publication, so that followers (the status writer in a cluster)
-    /// learn of each new table and status without polling; `subscribe` to it. Also notified,
-    /// with the same value, when only the status is republished (a failed socket bound).
-    pub generation: watch::Sender<u64>,
-}
-
-impl Published {
-    /// Nothing published yet: an empty table, no status, not ready.
-    pub fn new(metrics: Arc<Metrics>) -> Arc<Self> {
-        Arc::new(Self {
-            table: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
-            status: ArcSwap::from_pointee(StatusReport::default()),
-            ready: AtomicBool::new(false),
-            metrics,
-            generation: watch::Sender::new(0),
-        })
-    }
-
-    /// Whether the first full table has been published.
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-}
+/// Where publications go; it lives in its own module so readers do not depend on the loop.
+pub use crate::published::Published;
 
 /// A rebuild that published nothing; the previous table keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -126,13 +91,13 @@ impl Reconciler {
             port_map: self.options.port_map.clone(),
         };
         // The certificates served now: a Secret updated to garbage keeps serving its last one.
-        let served = ServedCertificates::of(&self.published.table.load());
+        let served = ServedCertificates::of(&self.published.table());
         let translation =
             tokio::task::spawn_blocking(move || translate_with(&snapshot, &options, &served))
                 .await
                 .map_err(|e| {
                     self.published
-                        .metrics
+                        .metrics()
                         .rebuild_seconds
                         .with_label_values(&["error"])
                         .observe(started.elapsed().as_secs_f64());
@@ -152,7 +117,7 @@ impl Reconciler {
         table.generation = self.generation;
         let rules = table.rule_count();
         let table = Arc::new(table);
-        let previous_table = self.published.table.swap(table.clone());
+        let previous_table = self.published.publish_table(table.clone());
         let bind_errors = match &self.proxy {
             Some(proxy) => proxy.sync_listeners(&table).await,
             None => Vec::new(),
@@ -172,9 +137,9 @@ impl Reconciler {
             let mut status = status;
             let gateways = gateway_entries(&status);
             apply_bind_failures(&mut status, &table, &failures);
-            status.carry_transition_times(&published.status.load());
+            let status = status.seal(&published.status());
             let problems = status.problems().len();
-            drop(published.status.swap(Arc::new(status)));
+            drop(published.publish_status(status));
             (problems, gateways)
         })
         .await
@@ -183,13 +148,13 @@ impl Reconciler {
             (0, Vec::new())
         });
         self.gateways = gateways;
-        self.published.ready.store(true, Ordering::Release);
-        self.published.generation.send_replace(self.generation);
-        let m = &self.published.metrics;
+        self.published.mark_ready();
+        self.published.announce(self.generation);
+        let m = self.published.metrics();
         m.table_generation
             .set(i64::try_from(self.generation).unwrap_or(i64::MAX));
         m.table_rules.set(i64::try_from(rules).unwrap_or(i64::MAX));
-        m.record_certificates(&self.published.table.load());
+        m.record_certificates(&self.published.table());
         m.rebuild_seconds
             .with_label_values(&["ok"])
             .observe(started.elapsed().as_secs_f64());
@@ -221,24 +186,24 @@ impl Reconciler {
         }
         let failures = proxy.bind_failures();
         let unbound = failures.len();
-        let table = self.published.table.load_full();
+        let table = self.published.table();
         let published = self.published.clone();
         let gateways = self.gateways.clone();
         let now = jiff::Timestamp::now();
         let problems = tokio::task::spawn_blocking(move || {
-            let current = published.status.load_full();
+            let current = published.status();
             let mut status = StatusReport::clone(&current);
             for (i, mut raw) in gateways {
-                if let Some(slot) = status.entries.get_mut(i).filter(|e| same_object(e, &raw)) {
+                if let Some(slot) = status.entries.get_mut(i).filter(|e| e.same_object(&raw)) {
                     // Conditions that change now, change now.
-                    raw.status.restamp(now);
+                    raw.restamp(now);
                     *slot = raw;
                 }
             }
             apply_bind_failures(&mut status, &table, &failures);
-            status.carry_transition_times(&current);
+            let status = status.seal(&current);
             let problems = status.problems().len();
-            published.status.store(Arc::new(status));
+            drop(published.publish_status(status));
             problems
         })
         .await
@@ -246,7 +211,7 @@ impl Reconciler {
             tracing::error!(error = %e, "status bookkeeping failed");
             0
         });
-        self.published.generation.send_modify(|_| {});
+        self.published.announce_status();
         tracing::info!(
             generation = self.generation,
             unbound,
@@ -290,34 +255,29 @@ fn gateway_entries(report: &StatusReport) -> Vec<(usize, ObjectStatus)> {
         .entries
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.kind == "Gateway")
+        .filter(|(_, e)| e.kind == ObjectKind::Gateway)
         .map(|(i, e)| (i, e.clone()))
         .collect()
-}
-
-fn same_object(a: &ObjectStatus, b: &ObjectStatus) -> bool {
-    a.kind == b.kind && a.namespace == b.namespace && a.name == b.name
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::ObjectStatus;
+    use crate::metrics::Metrics;
+    use crate::table::RouteTable;
     use serde_json::json;
 
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-02T00:00:00Z";
+    const T2: &str = "2026-01-03T00:00:00Z";
+
     fn report(status: &str, time: &str) -> StatusReport {
+        let status = json!({"conditions": [{"type": "Accepted", "status": status,
+            "reason": "R", "message": "", "observedGeneration": 1,
+            "lastTransitionTime": time}]});
+        let entry = ObjectStatus::new(ObjectKind::GatewayClass, None, "c", Some(1), status.into());
         StatusReport {
-            entries: vec![ObjectStatus {
-                api_version: "gateway.networking.k8s.io/v1".into(),
-                kind: "GatewayClass".into(),
-                namespace: None,
-                name: "c".into(),
-                generation: Some(1),
-                status: json!({"conditions": [{"type": "Accepted", "status": status,
-                    "reason": "R", "message": "", "observedGeneration": 1,
-                    "lastTransitionTime": time}]})
-                .into(),
-            }],
+            entries: vec![entry],
         }
     }
 
@@ -341,38 +301,38 @@ mod tests {
         assert!(!published.is_ready());
         let t = Translation {
             table: RouteTable::default(),
-            status: report("True", "T0"),
+            status: report("True", T0),
         };
         let out = r.publish(t, Instant::now()).await;
         assert_eq!(out.generation, 1);
         assert!(published.is_ready());
-        assert_eq!(*published.generation.subscribe().borrow(), 1);
-        assert_eq!(published.table.load().generation, 1);
-        assert_eq!(published.metrics.table_generation.get(), 1);
+        assert_eq!(*published.subscribe().borrow(), 1);
+        assert_eq!(published.table().generation, 1);
+        assert_eq!(published.metrics().table_generation.get(), 1);
         let t = Translation {
             table: RouteTable::default(),
-            status: report("True", "T1"),
+            status: report("True", T1),
         };
         r.publish(t, Instant::now()).await;
-        let status = published.status.load();
+        let status = published.status();
         assert_eq!(
             status.entries[0].status.to_json()["conditions"][0]["lastTransitionTime"],
-            "T0"
+            T0
         );
         let t = Translation {
             table: RouteTable::default(),
-            status: report("False", "T2"),
+            status: report("False", T2),
         };
         let out = r.publish(t, Instant::now()).await;
         assert_eq!(out.generation, 3);
         assert_eq!(out.problems, 1);
-        let status = published.status.load();
+        let status = published.status();
         assert_eq!(
             status.entries[0].status.to_json()["conditions"][0]["lastTransitionTime"],
-            "T2"
+            T2
         );
         assert!(published
-            .metrics
+            .metrics()
             .encode()
             .contains("edgeplane_table_generation 3"));
     }
@@ -388,10 +348,10 @@ mod tests {
         }
         assert!(published.is_ready());
         tx.send(Arc::new(Snapshot::default())).ok();
-        while published.table.load().generation < 2 && Instant::now() < deadline {
+        while published.table().generation < 2 && Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        assert_eq!(published.table.load().generation, 2);
+        assert_eq!(published.table().generation, 2);
         drop(tx);
         tokio::time::timeout(std::time::Duration::from_secs(5), task)
             .await

@@ -1,14 +1,13 @@
 //! Admin server over real sockets, against a `Published` filled by hand.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use edgeplane::admin::serve_admin;
 use edgeplane::metrics::Metrics;
 use edgeplane::reconcile::Published;
-use edgeplane::status::{ObjectStatus, StatusReport};
+use edgeplane::status::{ObjectKind, ObjectStatus, StatusReport};
 use edgeplane::table::{
     BackendSet, ListenerTable, RequestMatch, RouteRef, RouteRule, RouteTable, RuleFilters,
     VirtualHost,
@@ -102,8 +101,7 @@ fn table() -> RouteTable {
 fn status() -> StatusReport {
     StatusReport {
         entries: vec![ObjectStatus {
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
+            kind: ObjectKind::Gateway,
             namespace: Some("default".into()),
             name: "gw".into(),
             generation: Some(2),
@@ -134,7 +132,7 @@ async fn health_and_readiness() {
     assert_eq!(r.body.trim(), "ok");
     let r = request(addr, "GET", "/readyz").await;
     assert_eq!(r.status, 503, "not ready before the first publish");
-    published.ready.store(true, Ordering::Release);
+    published.mark_ready();
     let r = request(addr, "GET", "/readyz").await;
     assert_eq!(r.status, 200);
     assert_eq!(request(addr, "GET", "/nowhere").await.status, 404);
@@ -145,10 +143,10 @@ async fn health_and_readiness() {
 #[tokio::test]
 async fn metrics_are_prometheus_text() {
     let (addr, published, task) = start().await;
-    published.metrics.table_generation.set(7);
-    published.metrics.record_request("default/web", 200);
+    published.metrics().table_generation.set(7);
+    published.metrics().record_request("default/web", 200);
     published
-        .metrics
+        .metrics()
         .config_errors
         .with_label_values(&["file"])
         .inc();
@@ -174,8 +172,8 @@ async fn debug_views_show_what_is_published() {
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), json!([]), "empty before the first publish");
 
-    published.table.store(Arc::new(table()));
-    published.status.store(Arc::new(status()));
+    published.publish_table(Arc::new(table()));
+    published.publish_status(status().into());
 
     let r = request(addr, "GET", "/debug/config").await;
     assert_eq!(r.status, 200);

@@ -442,7 +442,7 @@ async fn target_port_in_use_is_reported_until_freed() {
         "{:?}\nbound {:?}\npublished {}",
         api.object("gateways", "web", "gw"),
         replica.proxy.bound(),
-        serde_json::to_string(&**replica.published.status.load()).unwrap()
+        serde_json::to_string(&*replica.published.status()).unwrap()
     );
     replica
         .wait_for(base, "example.com", "/", 200, Some("pod-a"), T)

@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
-use crate::reconcile::Published;
+use crate::published::Published;
 use crate::request::parse_authority;
 
 /// Default address of the admin server.
@@ -105,9 +105,9 @@ pub fn handle<B>(req: &Request<B>, published: &Published) -> Response<Full<Bytes
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: no route table published yet\n",
         ),
-        "/metrics" => body(StatusCode::OK, PROMETHEUS, published.metrics.encode()),
-        "/debug/config" => json(&**published.table.load()),
-        "/debug/status" => json(&**published.status.load()),
+        "/metrics" => body(StatusCode::OK, PROMETHEUS, published.metrics().encode()),
+        "/debug/config" => json(&*published.table()),
+        "/debug/status" => json(&*published.status()),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
@@ -145,7 +145,6 @@ fn body(
 mod tests {
     use super::*;
     use crate::metrics::Metrics;
-    use std::sync::atomic::Ordering;
 
     fn get(path: &str, p: &Published) -> Response<Full<Bytes>> {
         let req = Request::get(path).body(()).unwrap();
@@ -187,7 +186,7 @@ mod tests {
     fn readiness_follows_the_flag() {
         let p = Published::new(Metrics::new());
         assert_eq!(get("/readyz", &p).status(), StatusCode::SERVICE_UNAVAILABLE);
-        p.ready.store(true, Ordering::Release);
+        p.mark_ready();
         assert_eq!(get("/readyz", &p).status(), StatusCode::OK);
         assert_eq!(get("/nope", &p).status(), StatusCode::NOT_FOUND);
         let post = Request::post("/healthz").body(()).unwrap();

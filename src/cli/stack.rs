@@ -42,7 +42,7 @@ impl Stack {
             .with_context(|| format!("admin server: listen on {admin_addr}"))?;
         tracing::info!(addr = %admin_addr, "admin server listening");
         let published = Published::new(metrics.clone());
-        let proxy = Proxy::new(published.table.clone(), metrics, proxy);
+        let proxy = Proxy::new(published.shared_table(), metrics, proxy);
         let p = published.clone();
         let admin = tokio::spawn(async move {
             if let Err(e) = serve_admin(admin_listener, p).await {

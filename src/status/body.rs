@@ -1,6 +1,8 @@
 //! The status body of one object: the typed Gateway API status the translator builds, or JSON
 //! read back from outside. Keeping the translator's output typed spares a JSON tree per object
-//! on every translation; it becomes JSON only when it is served, printed or written. Pure.
+//! on every translation; it becomes JSON only when it is served, printed or written. Every walk
+//! over a status (transition times, problems, restamping) is written once, on the typed form; a
+//! JSON body takes part through its typed form when it parses as one. Pure.
 
 use std::borrow::Cow;
 
@@ -11,7 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use super::Problem;
+use super::conditions::{carry_times, is_problem};
+use super::{ObjectKind, Problem};
 
 /// One object's status. Serializes exactly as the JSON of the typed status (object keys sorted),
 /// and deserializes into [`StatusBody::Json`].
@@ -56,45 +59,54 @@ impl StatusBody {
         }
     }
 
-    /// Keeps each condition's `lastTransitionTime` from `prev` when its status did not change.
-    pub(super) fn carry_from(&mut self, prev: &StatusBody) {
-        match (prev, self) {
-            (Self::GatewayClass(p), Self::GatewayClass(n)) => {
-                carry_opt(p.conditions.as_deref(), n.conditions.as_deref_mut());
-            }
-            (Self::Gateway(p), Self::Gateway(n)) => {
-                carry_opt(p.conditions.as_deref(), n.conditions.as_deref_mut());
-                let (Some(pl), Some(nl)) = (&p.listeners, &mut n.listeners) else {
-                    return;
+    /// The kind's typed status: this body when it is typed as `kind`, else parsed from its
+    /// JSON. `None` when it is neither (the JSON is not a valid status of that kind).
+    pub fn typed(&self, kind: ObjectKind) -> Option<Cow<'_, StatusBody>> {
+        match (kind, self) {
+            (ObjectKind::GatewayClass, Self::GatewayClass(_))
+            | (ObjectKind::Gateway, Self::Gateway(_))
+            | (ObjectKind::HttpRoute, Self::HttpRoute(_)) => Some(Cow::Borrowed(self)),
+            (_, Self::Json(v)) => {
+                let typed = match kind {
+                    ObjectKind::GatewayClass => {
+                        Self::GatewayClass(GatewayClassStatus::deserialize(v).ok()?)
+                    }
+                    ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
+                    ObjectKind::HttpRoute => Self::HttpRoute(HttpRouteStatus::deserialize(v).ok()?),
                 };
-                for l in nl.iter_mut() {
-                    if let Some(q) = pl.iter().find(|q| q.name == l.name) {
-                        carry_conditions(&q.conditions, &mut l.conditions);
-                    }
-                }
+                Some(Cow::Owned(typed))
             }
-            (Self::HttpRoute(p), Self::HttpRoute(n)) => {
-                for r in &mut n.parents {
-                    let same = p.parents.iter().find(|q| {
-                        q.parent_ref == r.parent_ref && q.controller_name == r.controller_name
-                    });
-                    if let Some(q) = same {
-                        carry_conditions(&q.conditions, &mut r.conditions);
-                    }
-                }
-            }
-            (prev, next) => {
-                let mut json = next.to_json().into_owned();
-                super::carry_json(&prev.to_json(), &mut json);
-                *next = Self::Json(json);
-            }
+            _ => None,
         }
     }
 
-    /// Stamps `now` as every condition's `lastTransitionTime`, for a status recomputed after
-    /// its translation: carrying times over from the previous status then leaves `now` only on
-    /// the conditions that really changed.
-    pub fn restamp(&mut self, now: jiff::Timestamp) {
+    /// Turns a JSON body into its typed form for `kind`; false when it stays JSON.
+    pub(super) fn make_typed(&mut self, kind: ObjectKind) -> bool {
+        match self.typed(kind) {
+            Some(Cow::Borrowed(_)) => true,
+            Some(Cow::Owned(typed)) => {
+                *self = typed;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Keeps each condition's `lastTransitionTime` from `prev` when its status did not change.
+    /// Both bodies must be typed as the same kind; otherwise nothing is carried.
+    pub(super) fn carry_from(&mut self, prev: &StatusBody) {
+        match (prev, self) {
+            (Self::GatewayClass(p), Self::GatewayClass(n)) => carry_class(p, n),
+            (Self::Gateway(p), Self::Gateway(n)) => carry_gateway(p, n),
+            (Self::HttpRoute(p), Self::HttpRoute(n)) => carry_route(p, n),
+            _ => {}
+        }
+    }
+
+    /// Stamps `now` as every condition's `lastTransitionTime` (JSON bodies are left as they
+    /// are), for a status recomputed after its translation: carrying times over from the
+    /// previous status then leaves `now` only on the conditions that really changed.
+    pub(super) fn restamp(&mut self, now: jiff::Timestamp) {
         let stamp = |conditions: &mut [Condition]| {
             for c in conditions {
                 c.last_transition_time = Time(now);
@@ -113,56 +125,73 @@ impl StatusBody {
                     stamp(&mut p.conditions);
                 }
             }
-            Self::Json(v) => super::restamp_json(v, &now.to_string()),
+            Self::Json(_) => {}
         }
     }
 
-    /// Appends every condition that reports a problem, in the order of the serialized status.
+    /// Appends every condition that reports a problem, in the order of the serialized status,
+    /// each named by where it sits: `object`, a listener of it, or a route parent.
     pub(super) fn problems(&self, object: &str, out: &mut Vec<Problem>) {
         match self {
-            Self::GatewayClass(s) => push_bad(object, s.conditions.as_deref(), out),
+            Self::GatewayClass(s) => push_problems(object, s.conditions.as_deref(), out),
             Self::Gateway(s) => {
-                push_bad(object, s.conditions.as_deref(), out);
+                push_problems(object, s.conditions.as_deref(), out);
                 for l in s.listeners.iter().flatten() {
                     let scope = format!("{object} listener {}", l.name);
-                    push_bad(&scope, Some(&l.conditions), out);
+                    push_problems(&scope, Some(&l.conditions), out);
                 }
             }
             Self::HttpRoute(s) => {
                 for p in &s.parents {
                     let scope = format!("{object} parent {}", p.parent_ref.name);
-                    push_bad(&scope, Some(&p.conditions), out);
+                    push_problems(&scope, Some(&p.conditions), out);
                 }
             }
-            Self::Json(v) => super::collect_problems(v, object, out),
+            Self::Json(_) => {}
         }
     }
 }
 
-fn carry_opt(prev: Option<&[Condition]>, next: Option<&mut [Condition]>) {
-    if let (Some(p), Some(n)) = (prev, next) {
-        carry_conditions(p, n);
+/// [`StatusBody::carry_from`] for a GatewayClass: its conditions.
+pub(super) fn carry_class(prev: &GatewayClassStatus, next: &mut GatewayClassStatus) {
+    if let (Some(p), Some(n)) = (&prev.conditions, &mut next.conditions) {
+        carry_times(p, n);
     }
 }
 
-fn carry_conditions(prev: &[Condition], next: &mut [Condition]) {
-    for c in next {
-        if let Some(p) = prev.iter().find(|p| p.type_ == c.type_) {
-            if p.status == c.status {
-                c.last_transition_time = p.last_transition_time.clone();
-            }
+/// [`StatusBody::carry_from`] for a Gateway: its conditions, and each listener's, matched by
+/// listener name.
+pub(super) fn carry_gateway(prev: &GatewayStatus, next: &mut GatewayStatus) {
+    if let (Some(p), Some(n)) = (&prev.conditions, &mut next.conditions) {
+        carry_times(p, n);
+    }
+    let (Some(pl), Some(nl)) = (&prev.listeners, &mut next.listeners) else {
+        return;
+    };
+    for l in nl.iter_mut() {
+        if let Some(q) = pl.iter().find(|q| q.name == l.name) {
+            carry_times(&q.conditions, &mut l.conditions);
         }
     }
 }
 
-fn push_bad(scope: &str, conditions: Option<&[Condition]>, out: &mut Vec<Problem>) {
+/// [`StatusBody::carry_from`] for a route: each parent's conditions, the parent matched by
+/// `parentRef` and `controllerName`.
+pub(super) fn carry_route(prev: &HttpRouteStatus, next: &mut HttpRouteStatus) {
+    for r in &mut next.parents {
+        let same = prev
+            .parents
+            .iter()
+            .find(|q| q.parent_ref == r.parent_ref && q.controller_name == r.controller_name);
+        if let Some(q) = same {
+            carry_times(&q.conditions, &mut r.conditions);
+        }
+    }
+}
+
+fn push_problems(scope: &str, conditions: Option<&[Condition]>, out: &mut Vec<Problem>) {
     for c in conditions.unwrap_or_default() {
-        let bad = match c.type_.as_str() {
-            "Accepted" | "ResolvedRefs" | "Programmed" => c.status == "False",
-            "Conflicted" => c.status == "True",
-            _ => false,
-        };
-        if bad {
+        if is_problem(c) {
             out.push(Problem {
                 object: scope.to_owned(),
                 condition: c.type_.clone(),
@@ -191,16 +220,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn gateway(programmed: &str, time: &str) -> StatusBody {
-        let v = json!({"conditions": [
+    fn gateway_json(programmed: &str, time: &str) -> Value {
+        json!({"conditions": [
             {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
              "lastTransitionTime": time},
             {"type": "Programmed", "status": programmed, "reason": "P", "message": "m",
              "lastTransitionTime": time}],
             "listeners": [{"name": "http", "attachedRoutes": 1, "supportedKinds": [], "conditions": [
                 {"type": "ResolvedRefs", "status": programmed, "reason": "R", "message": "",
-                 "lastTransitionTime": time}]}]});
-        StatusBody::Gateway(serde_json::from_value(v).unwrap())
+                 "lastTransitionTime": time}]}]})
+    }
+
+    fn gateway(programmed: &str, time: &str) -> StatusBody {
+        StatusBody::Gateway(serde_json::from_value(gateway_json(programmed, time)).unwrap())
     }
 
     fn route(accepted: &str, time: &str) -> StatusBody {
@@ -210,36 +242,64 @@ mod tests {
         StatusBody::HttpRoute(serde_json::from_value(v).unwrap())
     }
 
-    /// The typed walk must agree with the JSON walk it replaces.
-    fn same_as_json(prev: &StatusBody, next: &StatusBody) {
-        let mut typed = next.clone();
-        typed.carry_from(prev);
-        let mut json = next.to_json().into_owned();
-        super::super::carry_json(&prev.to_json(), &mut json);
-        assert_eq!(typed.to_json().into_owned(), json);
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        typed.problems("X ns/n", &mut a);
-        super::super::collect_problems(&json, "X ns/n", &mut b);
-        assert_eq!(a, b);
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-02T00:00:00Z";
+
+    #[test]
+    fn times_carry_over_only_where_the_status_stayed() {
+        let mut next = gateway("False", T1);
+        next.carry_from(&gateway("True", T0));
+        let j = next.to_json();
+        assert_eq!(j["conditions"][0]["lastTransitionTime"], T0);
+        assert_eq!(j["conditions"][1]["lastTransitionTime"], T1);
+        assert_eq!(j["listeners"][0]["conditions"][0]["lastTransitionTime"], T1);
+        let mut next = route("True", T1);
+        next.carry_from(&route("True", T0));
+        assert_eq!(
+            next.to_json()["parents"][0]["conditions"][0]["lastTransitionTime"],
+            T0
+        );
+        let mut next = route("True", T1);
+        next.carry_from(&gateway("True", T0));
+        assert_eq!(next, route("True", T1), "another kind carries nothing");
     }
 
     #[test]
-    fn typed_carry_and_problems_match_the_json_walk() {
-        let t0 = "2026-01-01T00:00:00Z";
-        let t1 = "2026-01-02T00:00:00Z";
-        same_as_json(&gateway("True", t0), &gateway("False", t1));
-        same_as_json(&gateway("False", t0), &gateway("False", t1));
-        same_as_json(&route("True", t0), &route("False", t1));
-        same_as_json(&route("False", t0), &route("False", t1));
-        let mut next = route("True", t1);
-        next.carry_from(&route("True", t0));
-        assert_eq!(
-            next.to_json()["parents"][0]["conditions"][0]["lastTransitionTime"],
-            t0
+    fn json_bodies_take_part_through_their_typed_form() {
+        let json = StatusBody::from(gateway_json("True", T0));
+        let typed = json.typed(ObjectKind::Gateway).unwrap();
+        assert_eq!(*typed, gateway("True", T0));
+        assert!(json.typed(ObjectKind::HttpRoute).is_none());
+        assert!(
+            StatusBody::from(json!({"conditions": [{"type": "Accepted"}]}))
+                .typed(ObjectKind::GatewayClass)
+                .is_none()
         );
+        assert!(gateway("True", T0)
+            .typed(ObjectKind::GatewayClass)
+            .is_none());
+    }
+
+    #[test]
+    fn problems_are_named_by_where_they_sit() {
         let mut problems = Vec::new();
-        gateway("False", t0).problems("Gateway ns/gw", &mut problems);
+        gateway("False", T0).problems("Gateway ns/gw", &mut problems);
+        route("False", T0).problems("HTTPRoute ns/r", &mut problems);
         let scopes: Vec<&str> = problems.iter().map(|p| p.object.as_str()).collect();
-        assert_eq!(scopes, ["Gateway ns/gw", "Gateway ns/gw listener http"]);
+        assert_eq!(
+            scopes,
+            [
+                "Gateway ns/gw",
+                "Gateway ns/gw listener http",
+                "HTTPRoute ns/r parent gw"
+            ]
+        );
+    }
+
+    #[test]
+    fn restamping_sets_every_time() {
+        let mut restamped = gateway("True", T0);
+        restamped.restamp(T1.parse().unwrap());
+        assert_eq!(restamped, gateway("True", T1));
     }
 }

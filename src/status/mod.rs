@@ -1,14 +1,23 @@
-//! The status every object should carry, as computed by `translate`: served at `/debug/status`,
-//! printed by `edgeplane check`, and written by the leader in a cluster. Pure.
+//! Status, owned in one place: the conditions the translator builds ([`conditions`]), the
+//! computed status of every object ([`StatusReport`]), `lastTransitionTime` carried across
+//! publications, the report as published ([`SealedReport`]), and what the leader must change on
+//! the objects to match it ([`diff`]: merge patches and the transitions worth an Event). Served
+//! at `/debug/status`, printed by `edgeplane check`, written by the Kubernetes provider, which
+//! only sends what it is handed. Pure: no I/O, no tokio, no kube client.
 
 mod body;
+pub mod conditions;
+pub mod diff;
+mod kind;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 pub use body::StatusBody;
+pub use kind::{ObjectKind, UnknownKind, API_VERSION, GATEWAY_GROUP};
 
 /// The computed status of every object the translator owns (our GatewayClasses, their Gateways,
 /// and routes that reference those Gateways), sorted by kind, namespace and name.
@@ -18,13 +27,13 @@ pub struct StatusReport {
     pub entries: Vec<ObjectStatus>,
 }
 
-/// One object's status, in the exact shape of its status subresource.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One object's status, in the exact shape of its status subresource. Serializes with the
+/// kind's `apiVersion` first, as `/debug/status` and `check` show it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStatus {
-    pub api_version: String,
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: ObjectKind,
+    #[serde(default)]
     pub namespace: Option<String>,
     pub name: String,
     #[serde(default)]
@@ -32,6 +41,73 @@ pub struct ObjectStatus {
     /// The typed status (`GatewayClassStatus`, `GatewayStatus`, `HTTPRouteStatus`); JSON when
     /// serialized.
     pub status: StatusBody,
+}
+
+impl ObjectStatus {
+    /// The status of one object; `namespace` is `None` for cluster-scoped kinds.
+    pub fn new(
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+        generation: Option<i64>,
+        status: StatusBody,
+    ) -> Self {
+        Self {
+            kind,
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+            generation,
+            status,
+        }
+    }
+
+    /// Whether `other` is the status of the same object.
+    pub fn same_object(&self, other: &ObjectStatus) -> bool {
+        self.kind == other.kind && self.namespace == other.namespace && self.name == other.name
+    }
+
+    /// Stamps `now` as every condition's `lastTransitionTime`, for a status recomputed after
+    /// its translation: carrying times over from the previous status then leaves `now` only
+    /// on the conditions that really changed.
+    pub fn restamp(&mut self, now: jiff::Timestamp) {
+        if self.status.make_typed(self.kind) {
+            self.status.restamp(now);
+        }
+    }
+
+    /// Keeps each condition's `lastTransitionTime` from `prev`, the status of the same object,
+    /// when its status did not change. A JSON body takes part through its typed form.
+    fn carry_from(&mut self, prev: &ObjectStatus) {
+        let Some(p) = prev.status.typed(prev.kind) else {
+            return;
+        };
+        if self.status.make_typed(self.kind) {
+            self.status.carry_from(&p);
+        }
+    }
+
+    fn label(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {}/{}", self.kind, ns, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+impl Serialize for ObjectStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("ObjectStatus", 6)?;
+        s.serialize_field("apiVersion", self.kind.api_version())?;
+        s.serialize_field("kind", &self.kind)?;
+        match &self.namespace {
+            Some(ns) => s.serialize_field("namespace", ns)?,
+            None => s.skip_field("namespace")?,
+        }
+        s.serialize_field("name", &self.name)?;
+        s.serialize_field("generation", &self.generation)?;
+        s.serialize_field("status", &self.status)?;
+        s.end()
+    }
 }
 
 /// A condition that reports a problem, found by [`StatusReport::problems`].
@@ -55,229 +131,212 @@ impl std::fmt::Display for Problem {
     }
 }
 
+type ObjectId<'a> = (ObjectKind, Option<&'a str>, &'a str);
+
+fn id(e: &ObjectStatus) -> ObjectId<'_> {
+    (e.kind, e.namespace.as_deref(), e.name.as_str())
+}
+
 impl StatusReport {
     /// Sorts entries by kind order, namespace and name, so output is stable.
     pub fn sort(&mut self) {
-        fn kind_rank(kind: &str) -> u8 {
-            match kind {
-                "GatewayClass" => 0,
-                "Gateway" => 1,
-                _ => 2,
-            }
-        }
-        self.entries.sort_by(|a, b| {
-            kind_rank(&a.kind)
-                .cmp(&kind_rank(&b.kind))
-                .then_with(|| a.kind.cmp(&b.kind))
-                .then_with(|| a.namespace.cmp(&b.namespace))
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        self.entries.sort_by(|a, b| id(a).cmp(&id(b)));
     }
 
     /// The entry of one object, if the translator owns it.
-    pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<&ObjectStatus> {
+    pub fn get(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<&ObjectStatus> {
         self.entries
             .iter()
-            .find(|e| e.kind == kind && e.namespace.as_deref() == namespace && e.name == name)
+            .find(|e| id(e) == (kind, namespace, name))
     }
 
-    /// Every condition that reports a problem: `Accepted`, `ResolvedRefs` or `Programmed` False,
-    /// or `Conflicted` True, wherever it appears (object, listener or route parent).
+    /// Every condition that reports a problem (see [`conditions::is_problem`]), wherever it
+    /// appears (object, listener or route parent).
     pub fn problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         for e in &self.entries {
-            let object = match &e.namespace {
-                Some(ns) => format!("{} {}/{}", e.kind, ns, e.name),
-                None => format!("{} {}", e.kind, e.name),
-            };
-            e.status.problems(&object, &mut out);
+            if let Some(body) = e.status.typed(e.kind) {
+                body.problems(&e.label(), &mut out);
+            }
         }
         out
     }
 
-    /// Keeps each condition's `lastTransitionTime` from `previous` when its status did not change,
-    /// so times move only on real transitions and unchanged output compares equal.
-    pub fn carry_transition_times(&mut self, previous: &StatusReport) {
-        let index: HashMap<(&str, Option<&str>, &str), &ObjectStatus> = previous
+    /// The report as published after `previous`: JSON bodies that parse as their kind's status
+    /// become typed, each condition keeps its `lastTransitionTime` from `previous` when its
+    /// status did not change (times move only on real transitions, and unchanged output
+    /// compares equal), and each entry gets the [`Revision`] the status writer compares: the
+    /// previous one's when the entry is equal to it, else a new one. Sealing serializes
+    /// nothing. Runs on the reconciler's blocking thread.
+    pub fn seal(mut self, previous: &SealedReport) -> SealedReport {
+        let index: HashMap<ObjectId<'_>, usize> = previous
+            .report
             .entries
             .iter()
+            .enumerate()
+            .map(|(i, e)| (id(e), i))
+            .collect();
+        let revisions = self
+            .entries
+            .iter_mut()
             .map(|e| {
-                (
-                    (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str()),
-                    e,
-                )
+                e.status.make_typed(e.kind);
+                let Some(&i) = index.get(&id(e)) else {
+                    return Revision::new();
+                };
+                let prev = &previous.report.entries[i];
+                e.carry_from(prev);
+                match previous.revisions.get(i) {
+                    Some(&r) if e.status == prev.status => r,
+                    _ => Revision::new(),
+                }
             })
             .collect();
-        for e in &mut self.entries {
-            let key = (e.kind.as_str(), e.namespace.as_deref(), e.name.as_str());
-            if let Some(p) = index.get(&key) {
-                e.status.carry_from(&p.status);
-            }
+        SealedReport {
+            report: self,
+            revisions,
         }
     }
 }
 
-fn collect_problems(v: &Value, object: &str, out: &mut Vec<Problem>) {
-    let Value::Object(map) = v else { return };
-    let scope = match (map.get("name"), map.get("parentRef")) {
-        (Some(Value::String(n)), _) => format!("{object} listener {n}"),
-        (_, Some(p)) => format!(
-            "{object} parent {}",
-            p.get("name").and_then(Value::as_str).unwrap_or("?")
-        ),
-        _ => object.to_owned(),
-    };
-    for (key, value) in map {
-        match (key.as_str(), value) {
-            ("conditions", Value::Array(conds)) => {
-                for c in conds {
-                    let field = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-                    let (ty, status) = (field("type"), field("status"));
-                    let bad = match ty.as_str() {
-                        "Accepted" | "ResolvedRefs" | "Programmed" => status == "False",
-                        "Conflicted" => status == "True",
-                        _ => false,
-                    };
-                    if bad {
-                        out.push(Problem {
-                            object: scope.clone(),
-                            condition: ty,
-                            status,
-                            reason: field("reason"),
-                            message: field("message"),
-                        });
-                    }
-                }
-            }
-            (_, Value::Array(items)) => {
-                for item in items {
-                    collect_problems(item, object, out);
-                }
-            }
-            (_, Value::Object(_)) => collect_problems(value, &scope, out),
-            _ => {}
-        }
+/// One version of one entry's status, as sealed: an entry keeps its revision while its status
+/// stays equal across publications and gets a new one when it changes. Revisions are unique
+/// in the process, so equal revisions mean equal statuses, even between reports sealed from
+/// different predecessors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Revision(u64);
+
+impl Revision {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 }
 
-/// [`StatusBody::restamp`] on JSON: every `lastTransitionTime` under a `conditions` list.
-fn restamp_json(v: &mut Value, now: &str) {
-    match v {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                match (key.as_str(), value) {
-                    ("conditions", Value::Array(conds)) => {
-                        for c in conds.iter_mut().filter_map(Value::as_object_mut) {
-                            c.insert("lastTransitionTime".into(), Value::String(now.to_owned()));
-                        }
-                    }
-                    (_, value) => restamp_json(value, now),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|i| restamp_json(i, now)),
-        _ => {}
+/// A report as published: transition times carried over from the previous publication, and
+/// the [`Revision`] of every entry's status. Immutable: a changed report is sealed again, so a
+/// revision always matches its entry. Reads as the [`StatusReport`] it holds.
+#[derive(Debug, Clone, Default)]
+pub struct SealedReport {
+    report: StatusReport,
+    revisions: Vec<Revision>,
+}
+
+impl SealedReport {
+    /// Every entry with the revision of its status.
+    pub fn entries_with_revisions(&self) -> impl Iterator<Item = (&ObjectStatus, Revision)> {
+        self.report
+            .entries
+            .iter()
+            .zip(self.revisions.iter().copied())
     }
 }
 
-/// Identity of a list element across rebuilds: listener name, or route parent + controller.
-fn identity(v: &Value) -> Option<String> {
-    if let Some(n) = v.get("name").and_then(Value::as_str) {
-        return Some(n.to_owned());
+impl From<StatusReport> for SealedReport {
+    /// A report sealed without a previous publication: its times are its own.
+    fn from(report: StatusReport) -> Self {
+        report.seal(&SealedReport::default())
     }
-    let p = v.get("parentRef")?;
-    Some(format!(
-        "{p}|{}",
-        v.get("controllerName").unwrap_or(&Value::Null)
-    ))
 }
 
-/// [`StatusReport::carry_transition_times`] on the JSON form of one status (also used by the
-/// status writer against what an object carries).
-pub fn carry_json(prev: &Value, next: &mut Value) {
-    let (Value::Object(pm), Value::Object(nm)) = (prev, next) else {
-        return;
-    };
-    for (key, nv) in nm.iter_mut() {
-        let Some(pv) = pm.get(key) else { continue };
-        match (key.as_str(), pv, nv) {
-            ("conditions", Value::Array(pc), Value::Array(nc)) => {
-                for c in nc.iter_mut() {
-                    let same = pc.iter().find(|p| p.get("type") == c.get("type"));
-                    if let (Some(p), Value::Object(cm)) = (same, c) {
-                        if p.get("status") == cm.get("status") {
-                            if let Some(t) = p.get("lastTransitionTime") {
-                                cm.insert("lastTransitionTime".into(), t.clone());
-                            }
-                        }
-                    }
-                }
-            }
-            (_, Value::Array(pa), Value::Array(na)) => {
-                for item in na.iter_mut() {
-                    let id = identity(item);
-                    if let Some(p) =
-                        id.and_then(|id| pa.iter().find(|p| identity(p).as_deref() == Some(&id)))
-                    {
-                        carry_json(p, item);
-                    }
-                }
-            }
-            (_, pv @ Value::Object(_), nv @ Value::Object(_)) => carry_json(pv, nv),
-            _ => {}
-        }
+impl std::ops::Deref for SealedReport {
+    type Target = StatusReport;
+
+    fn deref(&self) -> &StatusReport {
+        &self.report
+    }
+}
+
+impl Serialize for SealedReport {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.report.serialize(serializer)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-02T00:00:00Z";
 
     fn entry(status: Value) -> StatusReport {
         StatusReport {
-            entries: vec![ObjectStatus {
-                api_version: "gateway.networking.k8s.io/v1".into(),
-                kind: "Gateway".into(),
-                namespace: Some("ns".into()),
-                name: "gw".into(),
-                generation: Some(1),
-                status: status.into(),
-            }],
+            entries: vec![ObjectStatus::new(
+                ObjectKind::Gateway,
+                Some("ns"),
+                "gw",
+                Some(1),
+                status.into(),
+            )],
         }
+    }
+
+    fn gateway(programmed: &str, time: &str) -> StatusReport {
+        entry(json!({"conditions": [
+            {"type": "Accepted", "status": "True", "lastTransitionTime": time},
+            {"type": "Programmed", "status": programmed, "lastTransitionTime": time}],
+            "listeners": [{"name": "http", "attachedRoutes": 0, "supportedKinds": [],
+                "conditions": [{"type": "Accepted", "status": "True", "lastTransitionTime": time}]}]}))
     }
 
     #[test]
     fn transition_time_moves_only_on_status_change() {
-        let prev = entry(json!({"conditions": [
-            {"type": "Accepted", "status": "True", "lastTransitionTime": "T0"},
-            {"type": "Programmed", "status": "True", "lastTransitionTime": "T0"}],
-            "listeners": [{"name": "http", "conditions": [{"type": "Accepted", "status": "True", "lastTransitionTime": "T0"}]}]}));
-        let mut next = entry(json!({"conditions": [
-            {"type": "Accepted", "status": "True", "lastTransitionTime": "T1"},
-            {"type": "Programmed", "status": "False", "lastTransitionTime": "T1"}],
-            "listeners": [{"name": "http", "conditions": [{"type": "Accepted", "status": "True", "lastTransitionTime": "T1"}]}]}));
-        next.carry_transition_times(&prev);
+        let prev = SealedReport::from(gateway("True", T0));
+        let next = gateway("False", T1).seal(&prev);
         let s = next.entries[0].status.to_json();
-        assert_eq!(s["conditions"][0]["lastTransitionTime"], "T0");
-        assert_eq!(s["conditions"][1]["lastTransitionTime"], "T1");
-        assert_eq!(
-            s["listeners"][0]["conditions"][0]["lastTransitionTime"],
-            "T0"
+        assert_eq!(s["conditions"][0]["lastTransitionTime"], T0);
+        assert_eq!(s["conditions"][1]["lastTransitionTime"], T1);
+        assert_eq!(s["listeners"][0]["conditions"][0]["lastTransitionTime"], T0);
+    }
+
+    #[test]
+    fn revisions_change_with_the_status_only() {
+        let first = SealedReport::from(gateway("True", T0));
+        let same = gateway("True", T1).seal(&first);
+        let changed = gateway("False", T1).seal(&same);
+        let revision = |r: &SealedReport| r.entries_with_revisions().next().unwrap().1;
+        assert_eq!(revision(&first), revision(&same), "only times differed");
+        assert_ne!(revision(&same), revision(&changed));
+        let forked = gateway("False", T1).seal(&same);
+        assert_ne!(
+            revision(&changed),
+            revision(&forked),
+            "unique in the process"
         );
     }
 
     #[test]
     fn problems_name_the_listener() {
         let r = entry(
-            json!({"conditions": [{"type": "Accepted", "status": "True"}],
-            "listeners": [{"name": "https", "conditions": [
-                {"type": "Accepted", "status": "False", "reason": "UnsupportedProtocol", "message": "m"},
-                {"type": "Conflicted", "status": "False", "reason": "NoConflicts"}]}]}),
+            json!({"conditions": [{"type": "Accepted", "status": "True", "lastTransitionTime": T0}],
+            "listeners": [{"name": "https", "attachedRoutes": 0, "supportedKinds": [], "conditions": [
+                {"type": "Accepted", "status": "False", "reason": "UnsupportedProtocol", "message": "m", "lastTransitionTime": T0},
+                {"type": "Conflicted", "status": "False", "reason": "NoConflicts", "lastTransitionTime": T0}]}]}),
         );
         let p = r.problems();
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].object, "Gateway ns/gw listener https");
         assert_eq!(p[0].reason, "UnsupportedProtocol");
+    }
+
+    #[test]
+    fn entries_serialize_with_their_api_version_and_read_back() {
+        let r = gateway("True", T0);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(
+            text.starts_with(r#"[{"apiVersion":"gateway.networking.k8s.io/v1","kind":"Gateway","namespace":"ns","name":"gw","generation":1,"status":"#),
+            "{text}"
+        );
+        let back: StatusReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert!(back.get(ObjectKind::Gateway, Some("ns"), "gw").is_some());
+        assert!(back.get(ObjectKind::HttpRoute, Some("ns"), "gw").is_none());
     }
 }

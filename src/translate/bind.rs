@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::conditions::{bounded_message, PROGRAMMED, REASON_ADDRESS_NOT_USABLE, REASON_PENDING};
 use crate::snapshot::or_default_namespace;
-use crate::status::{StatusBody, StatusReport};
+use crate::status::{ObjectKind, StatusBody, StatusReport};
 use crate::table::RouteTable;
 
 /// Marks, in `report`, what the sockets of `table` listed in `failures` (socket -> bind error)
@@ -40,7 +40,7 @@ pub fn apply_bind_failures(
         }
     }
     for entry in &mut report.entries {
-        if entry.kind != "Gateway" {
+        if entry.kind != ObjectKind::Gateway {
             continue;
         }
         let ns = or_default_namespace(entry.namespace.as_deref());
@@ -194,7 +194,7 @@ mod tests {
 
     fn gateway(report: &StatusReport, name: &str) -> serde_json::Value {
         report
-            .get("Gateway", Some("ns"), name)
+            .get(ObjectKind::Gateway, Some("ns"), name)
             .unwrap()
             .status
             .to_json()

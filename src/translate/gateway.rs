@@ -23,6 +23,7 @@ use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPO
 use super::TranslateOptions;
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
+use crate::status::GATEWAY_GROUP;
 use crate::table::Certificate;
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
@@ -489,7 +490,7 @@ mod tests {
         assert_eq!(sockets, ["127.0.0.9:10080"]);
         let mapped = t
             .status
-            .get("Gateway", Some("ns"), "mapped")
+            .get(crate::status::ObjectKind::Gateway, Some("ns"), "mapped")
             .unwrap()
             .status
             .to_json();
@@ -501,7 +502,7 @@ mod tests {
         );
         let pending = t
             .status
-            .get("Gateway", Some("ns"), "pending")
+            .get(crate::status::ObjectKind::Gateway, Some("ns"), "pending")
             .unwrap()
             .status
             .to_json();

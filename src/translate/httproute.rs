@@ -15,6 +15,7 @@ use super::listener::intersect_hostnames;
 use super::rules::CompiledRoute;
 use super::TranslateOptions;
 use crate::snapshot::namespace_of;
+use crate::status::GATEWAY_GROUP;
 
 /// A route accepted on a valid listener of an accepted Gateway: it goes into the table.
 #[derive(Debug, Clone)]

@@ -1,12 +1,13 @@
 //! The pure translator: `Snapshot -> (RouteTable, StatusReport)`. Every Gateway API rule lives
-//! here (class ownership, listeners, attachment, ReferenceGrants, backends, filters, conditions).
+//! here (class ownership, listeners, attachment, ReferenceGrants, backends, filters, and which
+//! condition each object gets). Condition types, reasons and their builder belong to the status
+//! module; its `conditions` is imported below so the rules name them `super::conditions`.
 //! No I/O, no tokio, no kube client.
 
 mod address;
 mod backends;
 mod bind;
 mod build;
-mod conditions;
 mod conflicts;
 mod duration;
 mod filters;
@@ -25,7 +26,7 @@ use std::net::IpAddr;
 
 use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
-use crate::status::{ObjectStatus, StatusBody, StatusReport};
+use crate::status::{conditions, ObjectKind, ObjectStatus, StatusBody, StatusReport};
 use crate::table::{RouteTable, ServedCertificates};
 
 pub use address::AddressError;
@@ -94,8 +95,8 @@ pub fn translate_with(
                 .and_then(|r| resolve_parameters(snapshot, &ParametersRef::of_class(r)).err());
             let status = gateway::class_status(class, options, invalid.as_ref());
             classes.insert(name, invalid);
-            report.entries.push(entry(
-                "GatewayClass",
+            report.entries.push(ObjectStatus::new(
+                ObjectKind::GatewayClass,
                 None,
                 name,
                 class.metadata.generation,
@@ -148,8 +149,8 @@ pub fn translate_with(
             httproute::attach_route(route, &c, &mut gateways, &by_name, ns_labels, options);
         if let Some(status) = status {
             let name = route.metadata.name.as_deref().unwrap_or("");
-            report.entries.push(entry(
-                "HTTPRoute",
+            report.entries.push(ObjectStatus::new(
+                ObjectKind::HttpRoute,
                 Some(ns),
                 name,
                 route.metadata.generation,
@@ -160,8 +161,8 @@ pub fn translate_with(
     }
     for g in &gateways {
         let status = g.status();
-        report.entries.push(entry(
-            "Gateway",
+        report.entries.push(ObjectStatus::new(
+            ObjectKind::Gateway,
             Some(g.namespace),
             g.name,
             g.gateway.metadata.generation,
@@ -231,21 +232,4 @@ fn namespace_labels(snapshot: &Snapshot) -> HashMap<&str, BTreeMap<String, Strin
             Some((name, labels))
         })
         .collect()
-}
-
-fn entry(
-    kind: &str,
-    namespace: Option<&str>,
-    name: &str,
-    generation: Option<i64>,
-    status: StatusBody,
-) -> ObjectStatus {
-    ObjectStatus {
-        api_version: conditions::API_VERSION.to_owned(),
-        kind: kind.to_owned(),
-        namespace: namespace.map(str::to_owned),
-        name: name.to_owned(),
-        generation,
-        status,
-    }
 }

@@ -166,7 +166,7 @@ mod tests {
         );
         let a = t
             .status
-            .get("Gateway", Some("ns"), "a")
+            .get(crate::status::ObjectKind::Gateway, Some("ns"), "a")
             .unwrap()
             .status
             .to_json();
@@ -186,7 +186,7 @@ mod tests {
         let t = translate(&shared, &options);
         let b = t
             .status
-            .get("Gateway", Some("ns"), "b")
+            .get(crate::status::ObjectKind::Gateway, Some("ns"), "b")
             .unwrap()
             .status
             .to_json();

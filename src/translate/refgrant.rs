@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 
-use super::conditions::GATEWAY_GROUP;
+use crate::status::GATEWAY_GROUP;
 
 /// One side of a reference: API group (empty for core), kind and namespace.
 #[derive(Debug, Clone, Copy)]

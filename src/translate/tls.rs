@@ -12,11 +12,11 @@ use gateway_api::apis::standard::gateways::{
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::Secret;
 
-use super::conditions::GATEWAY_GROUP;
 use super::protocol::ListenerProtocol;
 use super::refgrant::{Grants, RefSide};
 use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
+use crate::status::GATEWAY_GROUP;
 use crate::table::{Certificate, CertificateError, ServedCertificates};
 
 /// Listener ResolvedRefs reason: a certificateRef is invalid or missing.

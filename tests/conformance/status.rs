@@ -59,7 +59,7 @@ impl Report {
     fn object(&self, kind: &str, ns: Option<&str>, name: &str) -> Result<(&Value, i64), String> {
         let o = self
             .0
-            .get(kind, ns, name)
+            .get(kind.parse().map_err(|e| format!("{e}"))?, ns, name)
             .ok_or_else(|| format!("no status for {kind} {}/{name}", ns.unwrap_or("")))?;
         let status = o
             .status

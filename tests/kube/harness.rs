@@ -57,7 +57,7 @@ impl Replica {
     pub async fn start_on(api: &ApiServer, name: &str, port_base: u16, bind: IpAddr) -> Replica {
         let metrics = Metrics::new();
         let published = Published::new(metrics.clone());
-        let proxy = Proxy::new(published.table.clone(), metrics.clone(), test_options());
+        let proxy = Proxy::new(published.shared_table(), metrics.clone(), test_options());
         let provider = KubeProvider::start(
             api.client(),
             options(name, port_base),
@@ -243,18 +243,18 @@ pub async fn churn(api: &ApiServer, replicas: &[&Replica]) {
     for i in 0..5 {
         let start: Vec<u64> = replicas
             .iter()
-            .map(|r| r.published.table.load().generation)
+            .map(|r| r.published.table().generation)
             .collect();
         api.insert(json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"namespace": "unrelated", "name": format!("churn-{i}")},
             "spec": {"ports": [{"port": 80}]}}));
         let deadline = Instant::now() + Duration::from_secs(5);
         for (r, g) in replicas.iter().zip(start) {
-            while r.published.table.load().generation == g && Instant::now() < deadline {
+            while r.published.table().generation == g && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             assert!(
-                r.published.table.load().generation > g,
+                r.published.table().generation > g,
                 "no rebuild after a change"
             );
         }

@@ -36,7 +36,7 @@ fn slice(service: &str, slice: &str, addr: SocketAddr) -> Value {
 /// Waits (bounded) until the replica publishes a table newer than `generation`.
 async fn wait_past(replica: &Replica, generation: u64) {
     let deadline = Instant::now() + T;
-    while replica.published.table.load().generation <= generation {
+    while replica.published.table().generation <= generation {
         assert!(Instant::now() < deadline, "no new table after a change");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -112,7 +112,7 @@ async fn route_and_endpoint_churn_fails_no_request() {
     for change in 0..ROUTE_CHANGES {
         // Ten routes, each added, edited, then deleted in turn.
         let name = format!("churn-{}", change % 10);
-        let generation = replica.published.table.load().generation;
+        let generation = replica.published.table().generation;
         match (change / 10) % 3 {
             0 | 1 => {
                 let host = format!("{name}.example");
@@ -129,10 +129,10 @@ async fn route_and_endpoint_churn_fails_no_request() {
             // A rolling update: the new endpoint's slice first, then the old slice goes.
             rotations += 1;
             let next = start_echo(&format!("rot-{rotations}")).await;
-            let generation = replica.published.table.load().generation;
+            let generation = replica.published.table().generation;
             api.insert(slice("rot", &format!("rot-{rotations}"), next.addr));
             wait_past(&replica, generation).await;
-            let generation = replica.published.table.load().generation;
+            let generation = replica.published.table().generation;
             api.remove("endpointslices", "web", &format!("rot-{}", rotations - 1))
                 .expect("delete slice");
             wait_past(&replica, generation).await;
@@ -225,7 +225,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    let generation = replica.published.table.load().generation;
+    let generation = replica.published.table().generation;
     api.insert(tls_secret("garbage", "more garbage"));
     wait_past(&replica, generation).await;
     let listener_condition = |a: &ApiServer, ty: &str| {
@@ -255,7 +255,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
             .await
             .expect("the previous certificate is still served");
     }
-    let metrics = replica.published.metrics.encode();
+    let metrics = replica.published.metrics().encode();
     assert!(
         metrics
             .lines()

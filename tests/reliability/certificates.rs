@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use edgeplane::status::ObjectKind;
 use serde_json::Value;
 
 use crate::standalone::{gateway, route, service, write, Standalone, HTTPS_PORT};
@@ -38,11 +39,10 @@ pub fn condition<'a>(conditions: &'a [Value], ty: &str) -> &'a Value {
 fn gateway_status(stack: &Standalone) -> Value {
     stack
         .published
-        .status
-        .load()
+        .status()
         .entries
         .iter()
-        .find(|e| e.kind == "Gateway" && e.name == "gw")
+        .find(|e| e.kind == ObjectKind::Gateway && e.name == "gw")
         .map(|e| e.status.to_json().into_owned())
         .unwrap_or_default()
 }
@@ -100,7 +100,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
     write(d, "secret.yaml", &secret(&first.cert_pem, &first.key_pem));
     let stack = Standalone::start(dir).await;
     wait_served(&stack, &first).await;
-    let metrics = stack.published.metrics.encode();
+    let metrics = stack.published.metrics().encode();
     let expiry = metrics
         .lines()
         .find(|l| {
@@ -143,7 +143,7 @@ async fn garbage_secret_keeps_the_last_good_certificate_serving() {
             .expect("the previous certificate is still served");
     }
     assert!(
-        stack.published.metrics.encode().contains(expiry),
+        stack.published.metrics().encode().contains(expiry),
         "the expiry of the served certificate stays exported"
     );
 

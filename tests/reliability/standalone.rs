@@ -46,7 +46,7 @@ impl Standalone {
         let (tx, rx) = watch::channel(Arc::new(loaded.snapshot));
         let watcher = watch_dir(config, tx, metrics.clone()).expect("watch");
         let published = Published::new(metrics.clone());
-        let proxy = Proxy::new(published.table.clone(), metrics, test_options());
+        let proxy = Proxy::new(published.shared_table(), metrics, test_options());
         let reconciler = Reconciler::new(
             published.clone(),
             Some(proxy.clone()),
@@ -77,7 +77,7 @@ impl Standalone {
     }
 
     pub fn generation(&self) -> u64 {
-        self.published.table.load().generation
+        self.published.table().generation
     }
 
     /// Waits (bounded) until a table newer than `generation` is live.

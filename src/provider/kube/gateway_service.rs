@@ -1,6 +1,7 @@
 //! Side objects of the leader: one Service per Gateway in the controller's namespace (shaped by
 //! `binding`), the Gateway cleanup finalizer that removes that Service, and the GatewayClass
-//! finalizer while Gateways use the class. Writes only what differs from the caches.
+//! finalizer while Gateways use the class. Writes only what differs from the caches. Runs as
+//! its own [`LeaderPass`], beside the status writer.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use super::binding::{
     allocate_ports, desired_service, label_value, owner_gateway, service_matches, service_name,
     service_ports, PortsExhausted, ServiceOptions, CLASS_FINALIZER, GATEWAY_FINALIZER,
 };
+use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
 use super::watch::Stores;
 use crate::snapshot::namespace_of;
@@ -47,6 +49,7 @@ fn has_finalizer<K: ResourceExt>(obj: &K, finalizer: &str) -> bool {
 /// it sent per Service, so a cache that has not yet seen that patch does not cause it again.
 pub struct Keeper {
     client: Client,
+    stores: Stores,
     options: ServiceOptions,
     controller_name: String,
     allocated: HashMap<String, BTreeMap<u16, u16>>,
@@ -55,9 +58,15 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    pub fn new(client: Client, options: ServiceOptions, controller_name: String) -> Self {
+    pub fn new(
+        client: Client,
+        stores: Stores,
+        options: ServiceOptions,
+        controller_name: String,
+    ) -> Self {
         Self {
             client,
+            stores,
             options,
             controller_name,
             allocated: HashMap::new(),
@@ -67,9 +76,10 @@ impl Keeper {
 
     /// One pass over every Gateway and class: writes only what differs. Returns the number of
     /// writes; errors are collected so one bad object does not stop the others.
-    pub async fn sync(&mut self, stores: &Stores) -> (usize, Vec<ServiceError>) {
+    pub async fn sync(&mut self) -> (usize, Vec<ServiceError>) {
         let mut writes = 0;
         let mut errors = Vec::new();
+        let stores = self.stores.clone();
         let classes: Vec<Arc<GatewayClass>> = stores
             .of::<GatewayClass>()
             .state()
@@ -124,6 +134,23 @@ impl Keeper {
             }
         }
         (writes, errors)
+    }
+
+    /// One pass, logged; true when every side object is as wanted. A Service that changed
+    /// under the pass is only logged at debug level: the next pass decides again.
+    async fn pass(&mut self) -> bool {
+        let (writes, errors) = self.sync().await;
+        for e in &errors {
+            if matches!(e, ServiceError::Stale(_)) {
+                tracing::debug!(error = %e, "side object not reconciled");
+            } else {
+                tracing::warn!(error = %e, "side object not reconciled");
+            }
+        }
+        if writes > 0 {
+            tracing::info!(side_writes = writes, "side objects synced");
+        }
+        errors.is_empty()
     }
 
     fn api_err(what: String) -> impl FnOnce(kube::Error) -> ServiceError {
@@ -313,5 +340,11 @@ impl Keeper {
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(0),
             Err(e) => Err(Self::api_err(format!("finalizers of {name}"))(e)),
         }
+    }
+}
+
+impl LeaderPass for Keeper {
+    async fn run(&mut self) -> bool {
+        self.pass().await
     }
 }

@@ -1,7 +1,10 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease: get, then create or replace with the
 //! read `resourceVersion`, so two replicas never both win. Only the holder writes status and
-//! side objects; every replica serves traffic regardless.
+//! side objects (each a [`LeaderPass`] on its own task); every replica serves traffic
+//! regardless.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -9,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
+
+use crate::published::Published;
 
 /// Settings of the election.
 #[derive(Debug, Clone)]
@@ -207,6 +212,44 @@ impl Elector {
                 changed
             });
             tokio::time::sleep(self.options.renew_every).await;
+        }
+    }
+}
+
+/// Work only the leader does after each publication: status writes, side objects. Each runs on
+/// its own task through [`run_leader_pass`], so one never waits for the other.
+pub trait LeaderPass: Send {
+    /// One pass over the current publication and caches; false when something failed and the
+    /// pass should run again after the retry delay even if nothing new is published.
+    fn run(&mut self) -> impl Future<Output = bool> + Send;
+
+    /// Leadership is not held: forget what was remembered of earlier writes.
+    fn forget(&mut self) {}
+}
+
+/// Runs `pass` while this replica leads and a table has been published: after each
+/// publication and each change of leadership, and again `retry` after a failed pass. Returns
+/// when the publisher or the election is gone.
+pub async fn run_leader_pass<P: LeaderPass>(
+    mut pass: P,
+    published: Arc<Published>,
+    mut leader: watch::Receiver<bool>,
+    retry: Duration,
+) {
+    let mut publications = published.subscribe();
+    let mut failed = false;
+    loop {
+        let leading = *leader.borrow_and_update();
+        if !leading {
+            pass.forget();
+        }
+        if leading && published.is_ready() {
+            failed = !pass.run().await;
+        }
+        tokio::select! {
+            r = publications.changed() => if r.is_err() { return },
+            r = leader.changed() => if r.is_err() { return },
+            () = tokio::time::sleep(retry), if failed => {}
         }
     }
 }

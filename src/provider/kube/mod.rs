@@ -1,13 +1,13 @@
 //! The Kubernetes provider: reflectors of every kind feed the same snapshot channel the
 //! reconcile loop consumes; leader election decides which replica writes status and keeps the
-//! side objects (Gateway Services, finalizers). Every replica translates and serves.
+//! side objects (Gateway Services, finalizers), each on its own task following what the
+//! reconcile loop publishes. Every replica translates and serves.
 
 pub mod binding;
 pub mod gateway_service;
 pub mod leader;
 pub mod service_meta;
 pub mod status;
-pub mod status_diff;
 pub mod stores;
 pub mod watch;
 
@@ -21,7 +21,7 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
-use crate::reconcile::Published;
+use crate::published::Published;
 use crate::snapshot::Snapshot;
 
 pub use binding::ServiceOptions;
@@ -43,7 +43,7 @@ pub struct KubeOptions {
     pub lease_renew: Duration,
     /// A full snapshot is sent this often even without changes.
     pub resync: Duration,
-    /// Delay before a failed status pass is retried when nothing else changes.
+    /// Delay before a failed status or side-object pass is retried when nothing else changes.
     pub status_retry: Duration,
     pub service_type: String,
     pub service_selector: BTreeMap<String, String>,
@@ -88,8 +88,9 @@ pub struct KubeProvider {
 }
 
 impl KubeProvider {
-    /// Starts reflectors, the snapshot loop, the election and the status writer (which reads
-    /// what the reconcile loop publishes into `published`).
+    /// Starts reflectors, the snapshot loop, the election, the status writer and the keeper of
+    /// side objects (both follow what the reconcile loop publishes into `published`, and act
+    /// only while this replica leads).
     pub fn start(
         client: Client,
         options: KubeOptions,
@@ -122,6 +123,7 @@ impl KubeProvider {
         tasks.push(tokio::spawn(elector.run(leader_tx)));
         let keeper = gateway_service::Keeper::new(
             client.clone(),
+            stores.clone(),
             ServiceOptions {
                 namespace: options.namespace.clone(),
                 service_type: options.service_type.clone(),
@@ -138,6 +140,12 @@ impl KubeProvider {
                 instance: Some(options.pod_name.clone()),
             },
         );
+        tasks.push(tokio::spawn(leader::run_leader_pass(
+            keeper,
+            published.clone(),
+            leader.clone(),
+            options.status_retry,
+        )));
         let writer = status::StatusWriter::new(
             client.clone(),
             stores.clone(),
@@ -145,7 +153,6 @@ impl KubeProvider {
             leader.clone(),
             options.controller_name.clone(),
             recorder,
-            keeper,
         );
         tasks.push(tokio::spawn(writer.run(options.status_retry)));
         Self {

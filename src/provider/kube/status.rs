@@ -1,9 +1,11 @@
-//! The status writer: after each publication, the leader compares the computed
-//! [`StatusReport`] with what every object carries and patches only the differences. Routes'
-//! `parents[]` entries of other controllers are kept (the list is atomic: read, replace ours,
-//! keep theirs, patch with the read `resourceVersion`). Notable transitions become Events.
+//! The status writer: after each publication, the leader hands every entry of the published
+//! report, with the status its object carries in the cache, to [`crate::status::diff`] and
+//! sends the patches it gets back; notable transitions become Events. It holds no status rule:
+//! it reads caches, writes, and remembers what it compared and wrote, so an entry whose
+//! revision and object are unchanged costs a lookup, and a write the cache has not yet seen is
+//! not repeated.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,19 +13,20 @@ use futures_util::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::watch;
 
-use super::gateway_service::{Keeper, ServiceError};
-use super::status_diff::{is_ours, notable_transitions, object_status_patch, route_parents};
+use super::leader::{run_leader_pass, LeaderPass};
 use super::watch::Stores;
-use crate::reconcile::Published;
+use crate::published::Published;
 use crate::snapshot::or_default_namespace;
-use crate::status::StatusReport;
+use crate::status::diff::{self, Carried, DiffError, StatusPatch};
+use crate::status::{ObjectKind, ObjectStatus, Revision, SealedReport};
 
 /// How many status patches are in flight at once.
 const CONCURRENT_WRITES: usize = 16;
@@ -35,37 +38,130 @@ pub enum StatusError {
     NotLeader,
     #[error("patch status of {kind} {object}: {source}")]
     Patch {
-        kind: String,
+        kind: ObjectKind,
         object: String,
         #[source]
         source: Box<kube::Error>,
     },
 }
 
-/// One planned write.
-struct Write {
-    kind: String,
+/// An object whose status the writer tracks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ObjectKey {
+    kind: ObjectKind,
     namespace: Option<String>,
     name: String,
-    patch: Value,
-    events: Vec<(String, String)>,
-    reference: k8s_openapi::api::core::v1::ObjectReference,
-    key: String,
-    rv: Option<String>,
 }
 
-/// The leader-only writer of statuses and side objects.
+impl ObjectKey {
+    fn of(entry: &ObjectStatus) -> Self {
+        Self {
+            kind: entry.kind,
+            namespace: entry.namespace.clone(),
+            name: entry.name.clone(),
+        }
+    }
+}
+
+/// What the writer last settled for one object.
+#[derive(Debug)]
+struct Settled {
+    /// The object's `resourceVersion` when it was compared or written.
+    version: Option<String>,
+    /// Revision of the computed status it was compared with; `None` for a route released.
+    revision: Option<Revision>,
+    /// The status part of the patch written at `version`, if one was.
+    wrote: Option<Value>,
+}
+
+/// What the writer remembers per object, while the object is in the report (or a route still
+/// carries our entries): enough to skip a comparison whose answer is known, and a write the
+/// cache has not shown yet.
+#[derive(Debug, Default)]
+struct Memory {
+    objects: HashMap<ObjectKey, Settled>,
+}
+
+impl Memory {
+    /// True when the object (by `resourceVersion`) and its computed status (by revision) are
+    /// those last settled: comparing them again would give the same answer.
+    fn unchanged(
+        &self,
+        key: &ObjectKey,
+        version: &Option<String>,
+        revision: Option<Revision>,
+    ) -> bool {
+        self.objects
+            .get(key)
+            .is_some_and(|s| s.version == *version && s.revision == revision)
+    }
+
+    /// The object already carries its computed status.
+    fn matched(&mut self, key: ObjectKey, version: Option<String>, revision: Option<Revision>) {
+        let settled = Settled {
+            version,
+            revision,
+            wrote: None,
+        };
+        self.objects.insert(key, settled);
+    }
+
+    /// True when `status` was already written against this very `version`: the cache is
+    /// behind, not the object, so the write is not repeated.
+    fn already_written(
+        &mut self,
+        key: &ObjectKey,
+        version: &Option<String>,
+        revision: Option<Revision>,
+        status: &Value,
+    ) -> bool {
+        let Some(s) = self.objects.get_mut(key) else {
+            return false;
+        };
+        let same = s.version == *version && s.wrote.as_ref() == Some(status);
+        if same {
+            s.revision = revision;
+        }
+        same
+    }
+
+    /// `status` was written against `version`.
+    fn wrote(&mut self, w: Write) {
+        let settled = Settled {
+            version: w.version,
+            revision: w.revision,
+            wrote: Some(w.patch.status().clone()),
+        };
+        self.objects.insert(w.key, settled);
+    }
+
+    fn retain(&mut self, live: &HashSet<ObjectKey>) {
+        self.objects.retain(|k, _| live.contains(k));
+    }
+
+    fn clear(&mut self) {
+        self.objects.clear();
+    }
+}
+
+/// One planned write.
+struct Write {
+    key: ObjectKey,
+    revision: Option<Revision>,
+    version: Option<String>,
+    patch: StatusPatch,
+    reference: ObjectReference,
+}
+
+/// The leader-only writer of statuses.
 pub struct StatusWriter {
-    pub client: Client,
-    pub stores: Stores,
-    pub published: Arc<Published>,
-    pub leader: watch::Receiver<bool>,
-    pub controller_name: String,
-    pub recorder: Recorder,
-    pub keeper: Keeper,
-    /// Object key -> (resourceVersion read before our write, status we wrote), so a write the
-    /// cache has not seen yet is not repeated.
-    written: HashMap<String, (Option<String>, Value)>,
+    client: Client,
+    stores: Stores,
+    published: Arc<Published>,
+    leader: watch::Receiver<bool>,
+    controller_name: String,
+    recorder: Recorder,
+    memory: Memory,
 }
 
 impl StatusWriter {
@@ -76,7 +172,6 @@ impl StatusWriter {
         leader: watch::Receiver<bool>,
         controller_name: String,
         recorder: Recorder,
-        keeper: Keeper,
     ) -> Self {
         Self {
             client,
@@ -85,63 +180,30 @@ impl StatusWriter {
             leader,
             controller_name,
             recorder,
-            keeper,
-            written: HashMap::new(),
+            memory: Memory::default(),
         }
     }
 
-    /// Waits for publications and leadership; syncs whenever leading. Retries failed passes
-    /// after `retry` even if nothing new is published.
-    pub async fn run(mut self, retry: Duration) {
-        let mut generation = self.published.generation.subscribe();
-        let mut failed = false;
-        loop {
-            let leading = *self.leader.borrow_and_update();
-            if !leading {
-                self.written.clear();
-            }
-            if leading && self.published.is_ready() {
-                failed = !self.sync().await;
-            }
-            tokio::select! {
-                r = generation.changed() => if r.is_err() { return },
-                r = self.leader.changed() => if r.is_err() { return },
-                () = tokio::time::sleep(retry), if failed => {}
-            }
-        }
+    /// Writes after every publication while leading; retries a failed pass after `retry`.
+    pub async fn run(self, retry: Duration) {
+        let (published, leader) = (self.published.clone(), self.leader.clone());
+        run_leader_pass(self, published, leader, retry).await;
     }
 
-    /// One pass: side objects, then every status. True when everything succeeded.
+    /// One pass over every status. True when every write succeeded.
     pub async fn sync(&mut self) -> bool {
-        let (side_writes, side_errors) = self.keeper.sync(&self.stores).await;
-        for e in &side_errors {
-            if matches!(e, ServiceError::Stale(_)) {
-                tracing::debug!(error = %e, "side object not reconciled");
-            } else {
-                tracing::warn!(error = %e, "side object not reconciled");
-            }
-        }
-        let report = self.published.status.load_full();
-        let writes = self.plan(&report);
+        let report = self.published.status();
+        let (writes, live) = self.plan(&report);
+        self.memory.retain(&live);
         let count = writes.len();
-        // Forget writes of objects that are gone, so the memory stays bounded.
-        let live: std::collections::HashSet<String> = report
-            .entries
-            .iter()
-            .map(|e| object_key(&e.kind, e.namespace.as_deref(), &e.name))
-            .chain(writes.iter().map(|w| w.key.clone()))
-            .collect();
-        self.written.retain(|k, _| live.contains(k));
         let results: Vec<_> = futures_util::stream::iter(writes.into_iter().map(|w| self.apply(w)))
             .buffer_unordered(CONCURRENT_WRITES)
             .collect()
             .await;
-        let mut ok = side_errors.is_empty();
+        let mut ok = true;
         for r in results {
             match r {
-                Ok((key, rv, patch)) => {
-                    self.written.insert(key, (rv, patch));
-                }
+                Ok(w) => self.memory.wrote(w),
                 Err(StatusError::NotLeader) => {}
                 Err(e) => {
                     ok = false;
@@ -149,19 +211,25 @@ impl StatusWriter {
                 }
             }
         }
-        if count + side_writes > 0 {
-            tracing::info!(status_writes = count, side_writes, "status synced");
+        if count > 0 {
+            tracing::info!(status_writes = count, "status synced");
         }
         ok
     }
 
-    fn plan(&self, report: &StatusReport) -> Vec<Write> {
+    /// The writes of one pass, and the objects to keep remembering.
+    fn plan(&mut self, report: &SealedReport) -> (Vec<Write>, HashSet<ObjectKey>) {
         let mut out = Vec::new();
-        let mut routes_seen = std::collections::HashSet::new();
-        for e in &report.entries {
-            let ns = e.namespace.as_deref();
-            let (current, meta_ref) = match e.kind.as_str() {
-                "GatewayClass" => {
+        let mut live = HashSet::new();
+        let mut routes_seen = HashSet::new();
+        let controller = self.controller_name.clone();
+        for (e, revision) in report.entries_with_revisions() {
+            let key = ObjectKey::of(e);
+            live.insert(key.clone());
+            let ns = or_default_namespace(e.namespace.as_deref());
+            let revision = Some(revision);
+            let write = match e.kind {
+                ObjectKind::GatewayClass => {
                     let Some(o) = self
                         .stores
                         .of::<GatewayClass>()
@@ -169,139 +237,123 @@ impl StatusWriter {
                     else {
                         continue;
                     };
-                    (
-                        serde_json::to_value(&o.status).unwrap_or(Value::Null),
-                        (o.object_ref(&()), o.resource_version()),
-                    )
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::GatewayClass(o.status.as_ref()), rv, &controller)
+                    })
                 }
-                "Gateway" => {
-                    let Some(o) = self.stores.gateway(or_default_namespace(ns), &e.name) else {
+                ObjectKind::Gateway => {
+                    let Some(o) = self.stores.gateway(ns, &e.name) else {
                         continue;
                     };
-                    (
-                        serde_json::to_value(&o.status).unwrap_or(Value::Null),
-                        (o.object_ref(&()), o.resource_version()),
-                    )
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::Gateway(o.status.as_ref()), rv, &controller)
+                    })
                 }
-                "HTTPRoute" => {
-                    let r = ObjectRef::new(&e.name).within(or_default_namespace(ns));
+                ObjectKind::HttpRoute => {
+                    let r = ObjectRef::new(&e.name).within(ns);
                     let Some(o) = self.stores.of::<HttpRoute>().get(&r) else {
                         continue;
                     };
                     routes_seen.insert((o.namespace(), o.name_any()));
-                    (
-                        serde_json::to_value(&o.status).unwrap_or(Value::Null),
-                        (o.object_ref(&()), o.resource_version()),
-                    )
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
+                    })
                 }
-                _ => continue,
             };
-            if let Some(w) = self.plan_one(
-                &e.kind,
-                ns,
-                &e.name,
-                &current,
-                &e.status.to_json(),
-                meta_ref,
-            ) {
-                out.push(w);
-            }
+            out.extend(write);
         }
         // Routes that no longer name one of our Gateways lose our stale entries.
         for route in self.stores.of::<HttpRoute>().state() {
-            if routes_seen.contains(&(route.namespace(), route.name_any())) {
+            if routes_seen.contains(&(route.namespace(), route.name_any()))
+                || !diff::has_parents_of(route.status.as_ref(), &controller)
+            {
                 continue;
             }
-            let current = serde_json::to_value(&route.status).unwrap_or(Value::Null);
-            let has_ours = current["parents"]
-                .as_array()
-                .is_some_and(|ps| ps.iter().any(|p| is_ours(p, &self.controller_name)));
-            if has_ours {
-                let meta = (route.object_ref(&()), route.resource_version());
-                let ns = route.namespace();
-                if let Some(w) = self.plan_one(
-                    "HTTPRoute",
-                    ns.as_deref(),
-                    &route.name_any(),
-                    &current,
-                    &json!({"parents": []}),
-                    meta,
-                ) {
-                    out.push(w);
-                }
-            }
+            let key = ObjectKey {
+                kind: ObjectKind::HttpRoute,
+                namespace: route.namespace(),
+                name: route.name_any(),
+            };
+            live.insert(key.clone());
+            let write = self.plan_one(key, None, &*route, |rv| {
+                Ok(diff::release_route(route.status.as_ref(), rv, &controller))
+            });
+            out.extend(write);
         }
-        out
+        (out, live)
     }
 
-    fn plan_one(
-        &self,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-        current: &Value,
-        desired: &Value,
-        (reference, rv): (k8s_openapi::api::core::v1::ObjectReference, Option<String>),
-    ) -> Option<Write> {
-        let patch = if kind == "HTTPRoute" {
-            let cur = current["parents"].as_array().cloned().unwrap_or_default();
-            let ours = desired["parents"].as_array().cloned().unwrap_or_default();
-            let parents = route_parents(&cur, &ours, &self.controller_name)?;
-            json!({"metadata": {"resourceVersion": rv}, "status": {"parents": parents}})
-        } else {
-            object_status_patch(current, desired)?
-        };
-        let key = object_key(kind, namespace, name);
-        if let Some((before, wrote)) = self.written.get(&key) {
-            if *before == rv && strip_rv(wrote) == strip_rv(&patch) {
-                return None; // already written; the cache has not caught up yet
-            }
+    /// Plans the write of one object, unless the object and its computed status (by revision)
+    /// are those last settled, the diff finds nothing to change, or the same patch was already
+    /// written against this very version (the cache is behind, not the object).
+    fn plan_one<K>(
+        &mut self,
+        key: ObjectKey,
+        revision: Option<Revision>,
+        object: &K,
+        diff: impl FnOnce(Option<&str>) -> Result<Option<StatusPatch>, DiffError>,
+    ) -> Option<Write>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let version = object.resource_version();
+        if self.memory.unchanged(&key, &version, revision) {
+            return None;
         }
-        let events = notable_transitions(kind, current, &patch["status"]);
+        let patch = match diff(version.as_deref()) {
+            Ok(Some(patch)) => patch,
+            Ok(None) => {
+                self.memory.matched(key, version, revision);
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "status not compared");
+                return None;
+            }
+        };
+        if self
+            .memory
+            .already_written(&key, &version, revision, patch.status())
+        {
+            return None;
+        }
         Some(Write {
-            kind: kind.to_owned(),
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
-            patch,
-            events,
-            reference,
+            reference: object.object_ref(&()),
             key,
-            rv,
+            revision,
+            version,
+            patch,
         })
     }
 
-    async fn apply(&self, w: Write) -> Result<(String, Option<String>, Value), StatusError> {
+    async fn apply(&self, w: Write) -> Result<Write, StatusError> {
         // Leadership can end in the middle of a pass: from then on, nothing is written.
         if !*self.leader.borrow() {
             return Err(StatusError::NotLeader);
         }
-        let pp = PatchParams::default();
-        let result = match (w.kind.as_str(), w.namespace.as_deref()) {
-            ("GatewayClass", _) => {
-                patch_status::<GatewayClass>(Api::all(self.client.clone()), &w, &pp).await
-            }
-            ("Gateway", Some(ns)) => {
-                patch_status::<Gateway>(Api::namespaced(self.client.clone(), ns), &w, &pp).await
-            }
-            (_, ns) => {
-                patch_status::<HttpRoute>(
-                    Api::namespaced(self.client.clone(), or_default_namespace(ns)),
-                    &w,
-                    &pp,
-                )
-                .await
+        let client = self.client.clone();
+        let ns = or_default_namespace(w.key.namespace.as_deref());
+        let result = match w.key.kind {
+            ObjectKind::GatewayClass => patch_status::<GatewayClass>(Api::all(client), &w).await,
+            ObjectKind::Gateway => patch_status::<Gateway>(Api::namespaced(client, ns), &w).await,
+            ObjectKind::HttpRoute => {
+                patch_status::<HttpRoute>(Api::namespaced(client, ns), &w).await
             }
         };
         result.map_err(|source| StatusError::Patch {
-            kind: w.kind.clone(),
-            object: format!("{}/{}", w.namespace.as_deref().unwrap_or(""), w.name),
+            kind: w.key.kind,
+            object: format!(
+                "{}/{}",
+                w.key.namespace.as_deref().unwrap_or(""),
+                w.key.name
+            ),
             source: Box::new(source),
         })?;
-        for (reason, note) in &w.events {
+        for n in &w.patch.notable {
             let ev = Event {
                 type_: EventType::Warning,
-                reason: reason.clone(),
-                note: Some(note.clone()),
+                reason: n.reason.to_owned(),
+                note: Some(n.note.clone()),
                 action: "Reconcile".into(),
                 secondary: None,
             };
@@ -309,23 +361,112 @@ impl StatusWriter {
                 tracing::debug!(error = %e, "event not recorded");
             }
         }
-        Ok((w.key, w.rv, w.patch))
+        Ok(w)
     }
 }
 
-fn object_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
-    format!("{kind}/{}/{name}", namespace.unwrap_or(""))
+impl LeaderPass for StatusWriter {
+    async fn run(&mut self) -> bool {
+        self.sync().await
+    }
+
+    fn forget(&mut self) {
+        self.memory.clear();
+    }
 }
 
-fn strip_rv(v: &Value) -> &Value {
-    &v["status"]
-}
-
-async fn patch_status<K>(api: Api<K>, w: &Write, pp: &PatchParams) -> Result<(), kube::Error>
+async fn patch_status<K>(api: Api<K>, w: &Write) -> Result<(), kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch_status(&w.name, pp, &Patch::Merge(&w.patch))
-        .await
-        .map(|_| ())
+    api.patch_status(
+        &w.key.name,
+        &PatchParams::default(),
+        &Patch::Merge(&w.patch.body),
+    )
+    .await
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{StatusBody, StatusReport};
+    use serde_json::json;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            kind: ObjectKind::HttpRoute,
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    /// Two different revisions of one entry, as sealing hands them out.
+    fn revisions() -> (Revision, Revision) {
+        let report = |accepted: &str| StatusReport {
+            entries: vec![ObjectStatus::new(
+                ObjectKind::GatewayClass,
+                None,
+                "c",
+                Some(1),
+                StatusBody::from(
+                    json!({"conditions": [{"type": "Accepted", "status": accepted,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+                ),
+            )],
+        };
+        let first = SealedReport::from(report("True"));
+        let second = report("False").seal(&first);
+        let revision = |r: &SealedReport| r.entries_with_revisions().next().map(|e| e.1);
+        (revision(&first).unwrap(), revision(&second).unwrap())
+    }
+
+    #[test]
+    fn memory_skips_known_answers_and_repeated_writes() {
+        let (r1, r2) = revisions();
+        let v = |s: &str| Some(s.to_owned());
+        let mut m = Memory::default();
+        assert!(!m.unchanged(&key("a"), &v("1"), Some(r1)));
+        m.matched(key("a"), v("1"), Some(r1));
+        assert!(m.unchanged(&key("a"), &v("1"), Some(r1)));
+        assert!(
+            !m.unchanged(&key("a"), &v("2"), Some(r1)),
+            "the object changed"
+        );
+        assert!(
+            !m.unchanged(&key("a"), &v("1"), Some(r2)),
+            "the status changed"
+        );
+
+        let status = json!({"parents": []});
+        let reference = ObjectReference::default();
+        let patch = StatusPatch {
+            body: json!({"status": status}),
+            notable: Vec::new(),
+        };
+        let (revision, version) = (Some(r1), v("1"));
+        let (key_b, patch_b) = (key("b"), patch.clone());
+        m.wrote(Write {
+            key: key_b,
+            revision,
+            version,
+            patch: patch_b,
+            reference,
+        });
+        // The cache still shows version 1: the same write is not sent again, whatever the
+        // revision, and the new revision is remembered.
+        assert!(m.already_written(&key("b"), &v("1"), Some(r2), &status));
+        assert!(m.unchanged(&key("b"), &v("1"), Some(r2)));
+        assert!(!m.already_written(&key("b"), &v("2"), Some(r2), &status));
+        assert!(!m.already_written(&key("b"), &v("1"), Some(r2), &json!({})));
+
+        m.retain(&HashSet::from([key("b")]));
+        assert!(
+            !m.unchanged(&key("a"), &v("1"), Some(r1)),
+            "gone from the report"
+        );
+        m.clear();
+        assert!(!m.unchanged(&key("b"), &v("1"), Some(r2)));
+    }
 }

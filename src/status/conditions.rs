@@ -1,6 +1,7 @@
-//! Condition types and reasons of the Gateway API (route reasons are not in the `gateway-api`
-//! crate), and the one builder every status uses so `observedGeneration` and
-//! `lastTransitionTime` are never forgotten. Pure.
+//! Conditions: the Gateway API's condition types and reasons (route reasons are not in the
+//! `gateway-api` crate), the one builder every status uses so `observedGeneration` and
+//! `lastTransitionTime` are never forgotten, and the two rules about single conditions: which
+//! ones report a problem, and when `lastTransitionTime` moves. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -41,11 +42,6 @@ pub const REASON_UNSUPPORTED_VALUE: &str = "UnsupportedValue";
 pub const REASON_REF_NOT_PERMITTED: &str = "RefNotPermitted";
 pub const REASON_INVALID_KIND: &str = "InvalidKind";
 pub const REASON_BACKEND_NOT_FOUND: &str = "BackendNotFound";
-
-/// The API group of every Gateway API kind.
-pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
-/// `apiVersion` written in every status entry.
-pub const API_VERSION: &str = "gateway.networking.k8s.io/v1";
 
 /// Longest condition message written, in bytes. The Condition schema allows 32,768; a route with
 /// hundreds of invalid rules could otherwise produce a status the API server refuses.
@@ -96,6 +92,34 @@ impl Stamp {
     }
 }
 
+/// Whether a condition reports a problem: `Accepted`, `ResolvedRefs` or `Programmed` False, or
+/// `Conflicted` True. `edgeplane check` fails on these, and they are counted per publication.
+pub fn is_problem(condition: &Condition) -> bool {
+    match condition.type_.as_str() {
+        ACCEPTED | RESOLVED_REFS | PROGRAMMED => condition.status == "False",
+        CONFLICTED => condition.status == "True",
+        _ => false,
+    }
+}
+
+/// Whether `condition` has type `ty` and reports a problem (see [`is_problem`]).
+pub fn is_problem_of_type(condition: &Condition, ty: &str) -> bool {
+    condition.type_ == ty && is_problem(condition)
+}
+
+/// Keeps each condition's `lastTransitionTime` from the condition of the same type in `prev`
+/// when its status did not change, so times move only on real transitions and unchanged output
+/// compares equal. The only place this rule is written.
+pub fn carry_times(prev: &[Condition], next: &mut [Condition]) {
+    for c in next {
+        if let Some(p) = prev.iter().find(|p| p.type_ == c.type_) {
+            if p.status == c.status {
+                c.last_transition_time = p.last_transition_time.clone();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +136,41 @@ mod tests {
         assert_eq!(c.observed_generation, Some(3));
         assert_eq!(c.last_transition_time.0, now);
         assert_eq!(stamp.ok(PROGRAMMED, REASON_PROGRAMMED, "").status, "True");
+    }
+
+    #[test]
+    fn problems_and_transition_times() {
+        let at = |s: &str| Stamp {
+            generation: Some(1),
+            now: s.parse().unwrap(),
+        };
+        let (t0, t1) = (at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"));
+        assert!(is_problem(&t0.fail(ACCEPTED, REASON_INVALID, "")));
+        assert!(is_problem(&t0.fail(RESOLVED_REFS, REASON_INVALID, "")));
+        assert!(is_problem(&t0.ok(CONFLICTED, REASON_HOSTNAME_CONFLICT, "")));
+        assert!(!is_problem(&t0.fail(CONFLICTED, REASON_NO_CONFLICTS, "")));
+        assert!(!is_problem(&t0.fail(PARTIALLY_INVALID, REASON_INVALID, "")));
+        assert!(is_problem_of_type(
+            &t0.fail(PROGRAMMED, REASON_PENDING, ""),
+            PROGRAMMED
+        ));
+        assert!(!is_problem_of_type(
+            &t0.fail(PROGRAMMED, REASON_PENDING, ""),
+            ACCEPTED
+        ));
+
+        let prev = [
+            t0.ok(ACCEPTED, REASON_ACCEPTED, ""),
+            t0.ok(PROGRAMMED, REASON_PROGRAMMED, ""),
+        ];
+        let mut next = [
+            t1.ok(ACCEPTED, REASON_ACCEPTED, "other message"),
+            t1.fail(PROGRAMMED, REASON_PENDING, ""),
+            t1.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, ""),
+        ];
+        carry_times(&prev, &mut next);
+        let times: Vec<_> = next.iter().map(|c| c.last_transition_time.0).collect();
+        assert_eq!(times, [t0.now, t1.now, t1.now]);
     }
 
     #[test]
