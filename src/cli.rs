@@ -276,20 +276,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let (tx, rx) = watch::channel(Arc::new(loaded.snapshot));
     let watcher = watch_dir(config, tx, metrics.clone())?;
-    let mut stack = Stack::serve(
+    let stack = Stack::standalone(
+        rx,
         metrics,
         args.admin_addr,
         args.proxy.options(args.drain_timeout),
-    )
-    .await?;
-    stack.reconcile(
-        std::future::ready(Some(rx)),
         ReconcileOptions {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map,
         },
-    );
+    )
+    .await?;
     shutdown_signal().await;
     drop(watcher);
     stack.stop().await;
@@ -300,20 +298,18 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let backends = crate::demo::start_backends().await?;
     let snapshot = crate::demo::snapshot(args.listen, &backends.pods)?;
     let (_tx, rx) = watch::channel(Arc::new(snapshot));
-    let mut stack = Stack::serve(
+    let stack = Stack::standalone(
+        rx,
         Metrics::new(),
         args.admin_addr,
         args.proxy.options(args.drain_timeout),
-    )
-    .await?;
-    stack.reconcile(
-        std::future::ready(Some(rx)),
         ReconcileOptions {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
             port_map: Default::default(),
         },
-    );
+    )
+    .await?;
     if !stack.wait_ready(Duration::from_secs(10)).await {
         stack.stop().await;
         bail!("the demo configuration was not published");

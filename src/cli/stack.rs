@@ -57,6 +57,20 @@ impl Stack {
         })
     }
 
+    /// [`Stack::serve`], then [`Stack::reconcile`] on snapshots that are there from the start
+    /// (a config directory, the demo).
+    pub async fn standalone(
+        snapshots: Snapshots,
+        metrics: Arc<Metrics>,
+        admin_addr: SocketAddr,
+        proxy: ProxyOptions,
+        options: ReconcileOptions,
+    ) -> anyhow::Result<Self> {
+        let mut stack = Self::serve(metrics, admin_addr, proxy).await?;
+        stack.reconcile(std::future::ready(Some(snapshots)), options);
+        Ok(stack)
+    }
+
     /// Starts the reconcile loop on the snapshots `first` resolves to: at once for a config
     /// directory, after the first full sync for a cluster.
     pub fn reconcile<F>(&mut self, first: F, options: ReconcileOptions)

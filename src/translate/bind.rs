@@ -157,39 +157,19 @@ fn overlay(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Snapshot;
-    use crate::translate::{translate, TranslateOptions};
-    use std::sync::Arc;
+    use crate::translate::{testing, translate};
 
     fn translated(addresses: &str) -> crate::translate::Translation {
-        let class = serde_yaml_ng::from_str(
-            "metadata: {name: c, generation: 1}\nspec: {controllerName: x/y}",
-        )
-        .unwrap();
         let gw = |name: &str, port: u16| {
-            Arc::new(
-                serde_yaml_ng::from_str(&format!(
-                    "metadata: {{name: {name}, namespace: ns, generation: 2}}\nspec:\n  \
-                     gatewayClassName: c\n  addresses: {addresses}\n  listeners:\n  \
-                     - {{name: http, port: {port}, protocol: HTTP}}\n  \
-                     - {{name: alt, port: 81, protocol: HTTP}}\n"
-                ))
-                .unwrap(),
+            format!(
+                "metadata: {{name: {name}, namespace: ns, generation: 2}}\nspec:\n  \
+                 gatewayClassName: c\n  addresses: {addresses}\n  listeners:\n  \
+                 - {{name: http, port: {port}, protocol: HTTP}}\n  \
+                 - {{name: alt, port: 81, protocol: HTTP}}\n"
             )
         };
-        let snapshot = Snapshot {
-            gateway_classes: vec![Arc::new(class)],
-            gateways: vec![gw("a", 80), gw("b", 82)],
-            ..Snapshot::default()
-        };
-        let options = TranslateOptions {
-            controller_name: "x/y".into(),
-            bind_address: "127.0.0.9".parse().unwrap(),
-            now: "2026-01-01T00:00:00Z".parse().unwrap(),
-            generation: 1,
-            port_map: Default::default(),
-        };
-        translate(&snapshot, &options)
+        let snapshot = testing::snapshot(&[gw("a", 80), gw("b", 82)]);
+        translate(&snapshot, &testing::options(Default::default()))
     }
 
     fn gateway(report: &StatusReport, name: &str) -> serde_json::Value {

@@ -19,6 +19,8 @@ mod ports;
 mod protocol;
 mod refgrant;
 mod rules;
+#[cfg(test)]
+mod testing;
 mod tls;
 
 use std::collections::{BTreeMap, HashMap};

@@ -118,36 +118,17 @@ mod tests {
     /// that is also a listener port of the same address cannot serve both.
     #[test]
     fn translation_binds_mapped_ports_and_reports_listener_ports() {
-        use crate::snapshot::Snapshot;
-        use crate::translate::{translate, TranslateOptions};
-        use std::sync::Arc;
-        let class = serde_yaml_ng::from_str(
-            "metadata: {name: c, generation: 1}\nspec: {controllerName: x/y}",
-        )
-        .unwrap();
+        use crate::translate::{testing, translate};
         let gw = |name: &str, ip: &str, port: u16| {
-            Arc::new(
-                serde_yaml_ng::from_str(&format!(
-                    "metadata: {{name: {name}, namespace: ns, generation: 1}}\nspec:\n  \
-                     gatewayClassName: c\n  addresses: [{{value: {ip}}}]\n  listeners:\n  \
-                     - {{name: http, port: {port}, protocol: HTTP}}\n  \
-                     - {{name: alt, port: 8080, protocol: HTTP}}\n"
-                ))
-                .unwrap(),
+            format!(
+                "metadata: {{name: {name}, namespace: ns, generation: 1}}\nspec:\n  \
+                 gatewayClassName: c\n  addresses: [{{value: {ip}}}]\n  listeners:\n  \
+                 - {{name: http, port: {port}, protocol: HTTP}}\n  \
+                 - {{name: alt, port: 8080, protocol: HTTP}}\n"
             )
         };
-        let snapshot = Snapshot {
-            gateway_classes: vec![Arc::new(class)],
-            gateways: vec![gw("a", "127.0.0.2", 80), gw("b", "127.0.0.3", 18080)],
-            ..Snapshot::default()
-        };
-        let options = TranslateOptions {
-            controller_name: "x/y".into(),
-            bind_address: "127.0.0.9".parse().unwrap(),
-            now: "2026-01-01T00:00:00Z".parse().unwrap(),
-            generation: 1,
-            port_map: "80=18080,18080=28080".parse().unwrap(),
-        };
+        let snapshot = testing::snapshot(&[gw("a", "127.0.0.2", 80), gw("b", "127.0.0.3", 18080)]);
+        let options = testing::options("80=18080,18080=28080".parse().unwrap());
         let t = translate(&snapshot, &options);
         let sockets: Vec<(String, u16)> = t
             .table
@@ -175,15 +156,8 @@ mod tests {
         assert_eq!(a["listeners"][0]["conditions"][1]["status"], "True");
 
         // Without the chain, `b`'s 18080 listener meets `a`'s mapped 80 on one socket.
-        let shared = Snapshot {
-            gateways: vec![gw("a", "127.0.0.2", 80), gw("b", "127.0.0.2", 18080)],
-            ..snapshot
-        };
-        let options = TranslateOptions {
-            port_map: "80=18080".parse().unwrap(),
-            ..options
-        };
-        let t = translate(&shared, &options);
+        let shared = testing::snapshot(&[gw("a", "127.0.0.2", 80), gw("b", "127.0.0.2", 18080)]);
+        let t = translate(&shared, &testing::options("80=18080".parse().unwrap()));
         let b = t
             .status
             .get(crate::status::ObjectKind::Gateway, Some("ns"), "b")

@@ -222,7 +222,7 @@ pub fn desired_service(
             labels: Some(labels),
             annotations: Some(annotations).filter(|a| !a.is_empty()),
             owner_references: Some(vec![OwnerReference {
-                api_version: "gateway.networking.k8s.io/v1".into(),
+                api_version: crate::status::API_VERSION.into(),
                 kind: "GatewayClass".into(),
                 name: class.name_any(),
                 uid: class.metadata.uid.clone().unwrap_or_default(),
