@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use super::conditions::{
     REASON_HOSTNAME_CONFLICT, REASON_PORT_UNAVAILABLE, REASON_PROTOCOL_CONFLICT,
 };
-use super::gateway::{GatewayModel, ListenerModel};
+use super::gateway::GatewayModel;
+use super::listener::ListenerModel;
 use super::protocol::ListenerProtocol;
 
 /// Listeners of different Gateways that bind the same address and port share one socket, so they
@@ -78,7 +79,7 @@ pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::translate::gateway::listener_model;
+    use crate::translate::listener::listener_model;
     use crate::translate::tls::ListenerTls;
     use gateway_api::apis::standard::gateways::Gateway;
 

@@ -1,29 +1,25 @@
 //! GatewayClass ownership and status; Gateway validation: addresses, listener protocols, route
 //! kinds, conflicts between listeners; the Gateway status once routes have been attached. Pure.
 
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use gateway_api::apis::standard::gatewayclasses::{
     GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
 };
 use gateway_api::apis::standard::gateways::{
-    Gateway, GatewayListeners, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
-    GatewayStatusListenersSupportedKinds,
+    Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
 };
 
 use super::address::{bind_addresses, AddressError};
 use super::conditions::*;
 use super::conflicts::mark_conflicts;
-use super::listener::NamespacePolicy;
+use super::listener::{listener_model, ListenerModel};
 use super::parameters::InvalidParameters;
 use super::ports::PortMap;
-use super::protocol::ListenerProtocol;
 use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
-use crate::status::GATEWAY_GROUP;
 use crate::table::Certificate;
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
@@ -123,46 +119,6 @@ pub enum Placement<'a> {
     Mapped(&'a GatewayBinding),
     /// Cluster, but the Gateway's Service does not exist yet: nothing is bound.
     Pending,
-}
-
-/// One listener, validated.
-#[derive(Debug)]
-pub struct ListenerModel<'a> {
-    pub spec: &'a GatewayListeners,
-    pub port: u16,
-    pub hostname: Option<&'a str>,
-    pub supported_kinds: Vec<GatewayStatusListenersSupportedKinds>,
-    /// Names of `allowedRoutes.kinds` entries we cannot serve.
-    pub invalid_kinds: Vec<String>,
-    pub protocol: ListenerProtocol,
-    /// HTTPS listeners: the certificate, or why there is none.
-    pub tls: ListenerTls,
-    /// `HostnameConflict` or `ProtocolConflict`.
-    pub conflict: Option<&'static str>,
-    pub namespaces: NamespacePolicy,
-    /// `namespace/name` of every route accepted on this listener.
-    pub attached: BTreeSet<String>,
-}
-
-impl ListenerModel<'_> {
-    /// True when HTTPRoutes may attach (protocol HTTP or HTTPS in Terminate mode, and HTTPRoute
-    /// among the allowed kinds). Routes attach (and are counted) even while the listener's
-    /// certificates do not resolve.
-    pub fn accepts_http_routes(&self) -> bool {
-        self.protocol.is_supported()
-            && !matches!(self.tls, ListenerTls::Passthrough)
-            && !self.supported_kinds.is_empty()
-    }
-
-    /// True when the listener is accepted: it can serve once its references resolve.
-    pub fn usable(&self) -> bool {
-        self.accepts_http_routes() && self.conflict.is_none()
-    }
-
-    /// True when the listener is valid, its certificates resolved, and it goes into the table.
-    pub fn valid(&self) -> bool {
-        self.usable() && !matches!(self.tls, ListenerTls::Unresolved(_))
-    }
 }
 
 impl<'a> GatewayModel<'a> {
@@ -398,51 +354,6 @@ fn stale_message(error: &TlsRefError, certificate: &Certificate) -> String {
         "{error}; the previous certificate from Secret {}{expiry} is still served",
         certificate.secret
     )
-}
-
-pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {
-    let allowed = spec.allowed_routes.as_ref();
-    let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
-    let namespaces = NamespacePolicy::from_spec(
-        namespaces.and_then(|n| n.from.as_ref()),
-        namespaces.and_then(|n| n.selector.as_ref()),
-    );
-    let protocol = ListenerProtocol::parse(&spec.protocol);
-    let unsupported_protocol = !protocol.is_supported();
-    let http_route = || GatewayStatusListenersSupportedKinds {
-        group: Some(GATEWAY_GROUP.into()),
-        kind: "HTTPRoute".into(),
-    };
-    let mut supported_kinds = Vec::new();
-    let mut invalid_kinds = Vec::new();
-    match allowed.and_then(|a| a.kinds.as_deref()) {
-        Some(kinds) if !kinds.is_empty() => {
-            for k in kinds {
-                let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
-                if group == GATEWAY_GROUP && k.kind == "HTTPRoute" && !unsupported_protocol {
-                    if supported_kinds.is_empty() {
-                        supported_kinds.push(http_route());
-                    }
-                } else {
-                    invalid_kinds.push(format!("{group}/{}", k.kind));
-                }
-            }
-        }
-        _ if !unsupported_protocol => supported_kinds.push(http_route()),
-        _ => {}
-    }
-    ListenerModel {
-        spec,
-        port: u16::try_from(spec.port).unwrap_or(0),
-        hostname: spec.hostname.as_deref().filter(|h| !h.is_empty()),
-        supported_kinds,
-        invalid_kinds,
-        protocol,
-        tls,
-        conflict: None,
-        namespaces,
-        attached: BTreeSet::new(),
-    }
 }
 
 #[cfg(test)]

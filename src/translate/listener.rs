@@ -1,13 +1,18 @@
-//! Rules of one listener that decide whether a route may attach to it: hostname intersection,
-//! `allowedRoutes.namespaces` (Same, All, label Selector) and `allowedRoutes.kinds`. Pure.
+//! One listener, validated (`ListenerModel`), and the rules that decide whether a route may
+//! attach to it: hostname intersection, `allowedRoutes.namespaces` (Same, All, label Selector)
+//! and `allowedRoutes.kinds`. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::protocol::ListenerProtocol;
+use super::tls::ListenerTls;
+use crate::status::GATEWAY_GROUP;
 use crate::table::hostname::Pattern;
 
 use gateway_api::apis::standard::gateways::{
-    GatewayListenersAllowedRoutesNamespacesFrom as From,
+    GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as From,
     GatewayListenersAllowedRoutesNamespacesSelector as Selector,
+    GatewayStatusListenersSupportedKinds,
 };
 
 /// Label every namespace carries with its own name.
@@ -102,6 +107,92 @@ pub fn selector_matches(selector: &Selector, labels: &BTreeMap<String, String>) 
         }
     });
     labels_ok && exprs_ok
+}
+
+/// One listener, validated.
+#[derive(Debug)]
+pub struct ListenerModel<'a> {
+    pub spec: &'a GatewayListeners,
+    pub port: u16,
+    pub hostname: Option<&'a str>,
+    pub supported_kinds: Vec<GatewayStatusListenersSupportedKinds>,
+    /// Names of `allowedRoutes.kinds` entries we cannot serve.
+    pub invalid_kinds: Vec<String>,
+    pub protocol: ListenerProtocol,
+    /// HTTPS listeners: the certificate, or why there is none.
+    pub tls: ListenerTls,
+    /// `HostnameConflict` or `ProtocolConflict`.
+    pub conflict: Option<&'static str>,
+    pub namespaces: NamespacePolicy,
+    /// `namespace/name` of every route accepted on this listener.
+    pub attached: BTreeSet<String>,
+}
+
+impl ListenerModel<'_> {
+    /// True when HTTPRoutes may attach (protocol HTTP or HTTPS in Terminate mode, and HTTPRoute
+    /// among the allowed kinds). Routes attach (and are counted) even while the listener's
+    /// certificates do not resolve.
+    pub fn accepts_http_routes(&self) -> bool {
+        self.protocol.is_supported()
+            && !matches!(self.tls, ListenerTls::Passthrough)
+            && !self.supported_kinds.is_empty()
+    }
+
+    /// True when the listener is accepted: it can serve once its references resolve.
+    pub fn usable(&self) -> bool {
+        self.accepts_http_routes() && self.conflict.is_none()
+    }
+
+    /// True when the listener is valid, its certificates resolved, and it goes into the table.
+    pub fn valid(&self) -> bool {
+        self.usable() && !matches!(self.tls, ListenerTls::Unresolved(_))
+    }
+}
+
+/// Validates one listener's protocol and `allowedRoutes`; TLS is resolved by the caller.
+pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {
+    let allowed = spec.allowed_routes.as_ref();
+    let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
+    let namespaces = NamespacePolicy::from_spec(
+        namespaces.and_then(|n| n.from.as_ref()),
+        namespaces.and_then(|n| n.selector.as_ref()),
+    );
+    let protocol = ListenerProtocol::parse(&spec.protocol);
+    let unsupported_protocol = !protocol.is_supported();
+    let http_route = || GatewayStatusListenersSupportedKinds {
+        group: Some(GATEWAY_GROUP.into()),
+        kind: "HTTPRoute".into(),
+    };
+    let mut supported_kinds = Vec::new();
+    let mut invalid_kinds = Vec::new();
+    match allowed.and_then(|a| a.kinds.as_deref()) {
+        Some(kinds) if !kinds.is_empty() => {
+            for k in kinds {
+                let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
+                if group == GATEWAY_GROUP && k.kind == "HTTPRoute" && !unsupported_protocol {
+                    if supported_kinds.is_empty() {
+                        supported_kinds.push(http_route());
+                    }
+                } else {
+                    invalid_kinds.push(format!("{group}/{}", k.kind));
+                }
+            }
+        }
+        _ if !unsupported_protocol => supported_kinds.push(http_route()),
+        _ => {}
+    }
+    ListenerModel {
+        spec,
+        port: u16::try_from(spec.port).unwrap_or(0),
+        hostname: spec.hostname.as_deref().filter(|h| !h.is_empty()),
+        supported_kinds,
+        invalid_kinds,
+        protocol,
+        tls,
+        conflict: None,
+        namespaces,
+        attached: BTreeSet::new(),
+    }
 }
 
 #[cfg(test)]
