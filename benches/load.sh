@@ -136,11 +136,18 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/edgeplane-load.XXXXXX")
 chmod 755 "$work" # nginx workers may run as another user when started by root
 pids=()
 
+# Running, as opposed to gone or exited and not yet waited for (a zombie).
+running() {
+    local state
+    state=$(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+
 stop_pid() {
     local pid=$1 i
     kill -TERM "$pid" 2>/dev/null || return 0
     for i in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || break
+        running "$pid" || break
         sleep 0.1
     done
     kill -KILL "$pid" 2>/dev/null || true
@@ -627,7 +634,7 @@ for layout in "${layout_list[@]}"; do
             printf '%s\t%s\t%s\t%s\n' "$proto" "$layout" "$proxy" "$r" >>"$results"
         done
         if [ -n "$proxy_pid" ]; then
-            if ! kill -0 "$proxy_pid" 2>/dev/null; then
+            if ! running "$proxy_pid"; then
                 log "  $proxy exited during the run; its last output:"
                 tail -n 20 "$work/$proxy/out.log" | sed 's/^/    | /' >&2
             fi
