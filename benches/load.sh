@@ -121,10 +121,12 @@ edgeplane_bin=""
 if wants edgeplane "${proxy_list[@]}"; then
     if [ -n "${EDGEPLANE_BIN:-}" ]; then
         edgeplane_bin=$EDGEPLANE_BIN
+        edgeplane_source="prebuilt binary from EDGEPLANE_BIN"
     else
         log "building edgeplane (cargo build --release)"
         (cd "$repo" && cargo build --release --locked)
         edgeplane_bin="${CARGO_TARGET_DIR:-$repo/target}/release/edgeplane"
+        edgeplane_source="release build of $(git -C "$repo" describe --always --dirty 2>/dev/null || echo "an unknown commit")"
     fi
     [ -x "$edgeplane_bin" ] || die "edgeplane binary not found: $edgeplane_bin"
 fi
@@ -560,7 +562,8 @@ start_proxy() { # start_proxy PROXY WORKERS CPUS; 0 when it serves every wanted 
         write_edgeplane_conf
         "$edgeplane_bin" check --config-dir "$work/edgeplane/config" >"$work/edgeplane/check.log" 2>&1 ||
             { cat "$work/edgeplane/check.log" >&2; return 1; }
-        start "$cpus" "$work/edgeplane/out.log" env TOKIO_WORKER_THREADS="$workers" \
+        # wrk sends the IP address as SNI, which rustls ignores with a warning per handshake.
+        start "$cpus" "$work/edgeplane/out.log" env TOKIO_WORKER_THREADS="$workers" RUST_LOG=info,rustls=error \
             "$edgeplane_bin" serve --config-dir "$work/edgeplane/config" \
             --admin-addr "127.0.0.1:$edgeplane_admin" --drain-timeout 1s \
             --upstream-max-idle "$pool"
@@ -581,14 +584,10 @@ tls_info() {
 
 proxy_version() {
     case "$1" in
-    direct) nginx -v 2>&1 | sed 's/^nginx version: //' ;;
+    direct) echo "backend $(nginx -v 2>&1 | sed 's/^nginx version: //')" ;;
     nginx) nginx -v 2>&1 | sed 's/^nginx version: //' ;;
     haproxy) haproxy -v | awk 'NR == 1 { print "haproxy " $3 }' ;;
-    edgeplane)
-        local rev
-        rev=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
-        echo "$("$edgeplane_bin" --version) ($rev)"
-        ;;
+    edgeplane) echo "$("$edgeplane_bin" --version) ($edgeplane_source)" ;;
     esac
 }
 
@@ -680,7 +679,8 @@ rows() {
 
 header=$'protocol\tlayout\tproxy\tRPS\tp50 ms\tp99 ms\tvs nginx\tvs direct\terrors\tCPU us/req'
 machine="$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^model name[[:space:]]*: //'), $(nproc) CPUs, Linux $(uname -r)"
-versions=$(for p in "${proxy_list[@]}"; do [ "$p" = direct ] || printf '%s; ' "$(proxy_version "$p")"; done)
+versions="$(proxy_version direct); "
+for p in "${proxy_list[@]}"; do [ "$p" = direct ] || versions="$versions$(proxy_version "$p"); "; done
 versions="${versions}$(wrk -v 2>&1 | awk 'NR == 1 { print $1 " " $2 }'); $(h2load --version | head -n 1)"
 settings="${duration} s per cell after ${warmup} s warm-up; wrk ${h1_conns} connections; h2load ${h2_conns} connections x ${h2_streams} streams; load generator threads = workers"
 [ "$quick" = 1 ] && settings="$settings (--quick: a smoke test, not a measurement)"
