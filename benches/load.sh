@@ -18,6 +18,7 @@ usage: benches/load.sh [--quick] [--proxies LIST] [--protocols LIST] [--layouts 
   --proxies LIST     comma-separated subset of: direct,nginx,haproxy,edgeplane (default: all)
   --protocols LIST   subset of: http1,https1,h2,h2c (default: all)
   --layouts LIST     subset of: 1x1,2x2 (default: both)
+  (LOAD_PROXIES, LOAD_PROTOCOLS and LOAD_LAYOUTS set the same lists)
 
 Environment:
   LOAD_DURATION        seconds measured per cell (default 10; --quick: 2)
@@ -111,7 +112,7 @@ ensure_tools() {
     fi
     log "installing nginx haproxy wrk nghttp2-client openssl with apt-get"
     $sudo apt-get update
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y nginx haproxy wrk nghttp2-client openssl util-linux
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y nginx haproxy wrk nghttp2-client openssl util-linux
 }
 # Debian installs nginx and haproxy in /usr/sbin, often not on a non-root user's PATH.
 case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
@@ -532,6 +533,7 @@ measure() {
         [ "$proto" = h2c ] && want=h2c
         grep -q "^Application protocol: $want\$" "$out" || { echo FAIL; return; }
         r=$(h2load_parse "$out" "$reqlog")
+        [ "${LOAD_KEEP:-0}" = 1 ] || rm -f "$reqlog" # a line per request: tens of MB per cell
         ;;
     esac
     [ "$r" = FAIL ] && { echo FAIL; return; }
