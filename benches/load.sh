@@ -504,31 +504,39 @@ cpu_ticks() {
 }
 clk_tck=$(getconf CLK_TCK)
 
+# Busy and total jiffies of the two cores of the layouts: "busy0 total0 busy1 total1".
+core_jiffies() {
+    awk -v a="cpu$cpu_gen" -v b="cpu$cpu_proxy" '
+        $1 == a || $1 == b { t = 0; for (i = 2; i <= NF; i++) t += $i; busy[$1] = t - $5 - $6; tot[$1] = t }
+        END { print busy[a], tot[a], busy[b], tot[b] }' /proc/stat
+}
+
 # Runs one cell: a warm-up run of the same tool (discarded), then the measured run, with the
 # CPU time the serving process (the proxy; for direct, the backend) used during it.
-# Prints "RPS P50MS P99MS ERRORS CPU_US_PER_REQUEST" or "FAIL".
+# Prints "RPS P50MS P99MS ERRORS CPU_US_PER_REQUEST BUSY0/BUSY1" (percent busy of the two
+# cores over the measured run, whatever ran on them) or "FAIL".
 # measure PROTOCOL URL CPUS THREADS TAG SERVER_PID
 measure() {
     local proto=$1 u=$2 cpus=$3 threads=$4 tag=$5 server=$6
-    local out="$work/raw/$tag.out" reqlog="$work/raw/$tag.requests" r t0 t1
+    local out="$work/raw/$tag.out" reqlog="$work/raw/$tag.requests" r t0 t1 j0 j1
     local h2flags=(-t "$threads" -c "$h2_conns" -m "$h2_streams")
     case "$proto" in
     http1 | https1)
         taskset -c "$cpus" timeout $((warmup + 30)) \
             wrk -t "$threads" -c "$h1_conns" -d "${warmup}s" "$u" >"$work/raw/$tag.warmup" 2>&1 || true
-        t0=$(cpu_ticks "$server")
+        t0=$(cpu_ticks "$server"); j0=$(core_jiffies)
         taskset -c "$cpus" timeout $((duration + 30)) \
             wrk -t "$threads" -c "$h1_conns" -d "${duration}s" --latency "$u" >"$out" 2>&1 || { echo FAIL; return; }
-        t1=$(cpu_ticks "$server")
+        t1=$(cpu_ticks "$server"); j1=$(core_jiffies)
         r=$(wrk_parse <"$out")
         ;;
     h2 | h2c)
         taskset -c "$cpus" timeout $((warmup + 30)) \
             h2load "${h2flags[@]}" -D "$warmup" "$u" >"$work/raw/$tag.warmup" 2>&1 || true
-        t0=$(cpu_ticks "$server")
+        t0=$(cpu_ticks "$server"); j0=$(core_jiffies)
         taskset -c "$cpus" timeout $((duration + 30)) \
             h2load "${h2flags[@]}" -D "$duration" --log-file="$reqlog" "$u" >"$out" 2>&1 || { echo FAIL; return; }
-        t1=$(cpu_ticks "$server")
+        t1=$(cpu_ticks "$server"); j1=$(core_jiffies)
         local want=h2
         [ "$proto" = h2c ] && want=h2c
         grep -q "^Application protocol: $want\$" "$out" || { echo FAIL; return; }
@@ -537,8 +545,11 @@ measure() {
         ;;
     esac
     [ "$r" = FAIL ] && { echo FAIL; return; }
-    echo "$r" | awk -v ticks=$((t1 - t0)) -v hz="$clk_tck" \
-        '{ printf "%s %s %s %s %.1f\n", $1, $2, $3, $4, ticks / hz * 1e6 / $5 }'
+    echo "$r $j0 $j1" | awk -v ticks=$((t1 - t0)) -v hz="$clk_tck" '{
+        b0 = ($10 - $6) / ($11 - $7 + ($11 == $7)) * 100
+        b1 = ($12 - $8) / ($13 - $9 + ($13 == $9)) * 100
+        printf "%s %s %s %s %.1f %.0f/%.0f\n", $1, $2, $3, $4, ticks / hz * 1e6 / $5, b0, b1
+    }'
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -667,26 +678,26 @@ rows() {
                     END {
                         split(line[proxy], f, " ")
                         if (f[1] == "FAIL" || f[1] == "") {
-                            printf "%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\n", pname, layout, proxy
+                            printf "%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\t-\n", pname, layout, proxy
                             exit
                         }
                         rn = (rps["nginx"] != "" && rps["nginx"] != "FAIL" && rps["nginx"] > 0) ? sprintf("%.2f", f[1] / rps["nginx"]) : "-"
                         rd = (rps["direct"] != "" && rps["direct"] != "FAIL" && rps["direct"] > 0) ? sprintf("%.2f", f[1] / rps["direct"]) : "-"
-                        printf "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t%d\t%s\n", pname, layout, proxy, f[1], f[2], f[3], rn, rd, f[4], f[5]
+                        printf "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t%d\t%s\t%s\n", pname, layout, proxy, f[1], f[2], f[3], rn, rd, f[4], f[5], f[6]
                     }' "$results"
             done
         done
     done
 }
 
-header=$'protocol\tlayout\tproxy\tRPS\tp50 ms\tp99 ms\tvs nginx\tvs direct\terrors\tCPU us/req'
+header=$'protocol\tlayout\tproxy\tRPS\tp50 ms\tp99 ms\tvs nginx\tvs direct\terrors\tCPU us/req\tbusy %'
 machine="$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^model name[[:space:]]*: //'), $(nproc) CPUs, Linux $(uname -r)"
 versions="$(proxy_version direct); "
 for p in "${proxy_list[@]}"; do [ "$p" = direct ] || versions="$versions$(proxy_version "$p"); "; done
 versions="${versions}$(wrk -v 2>&1 | awk 'NR == 1 { print $1 " " $2 }'); $(h2load --version | head -n 1)"
 settings="${duration} s per cell after ${warmup} s warm-up; wrk ${h1_conns} connections; h2load ${h2_conns} connections x ${h2_streams} streams; load generator threads = workers"
 [ "$quick" = 1 ] && settings="$settings (--quick: a smoke test, not a measurement)"
-layouts_text="1x1 = 1 worker, the proxy alone on core $cpu_proxy, the load generator and the backend on core $cpu_gen; 2x2 = 2 workers, the proxy and the load generator share cores $cpu_gen,$cpu_proxy with the backend (pinned to core $cpu_gen). CPU us/req: CPU time of the proxy (for direct: the backend) per request"
+layouts_text="1x1 = 1 worker, the proxy alone on core $cpu_proxy, the load generator and the backend on core $cpu_gen; 2x2 = 2 workers, the proxy and the load generator share cores $cpu_gen,$cpu_proxy with the backend (pinned to core $cpu_gen). CPU us/req: CPU time of the proxy (for direct: the backend) per request; busy %: how busy cores $cpu_gen/$cpu_proxy were during the cell, whatever ran on them"
 
 echo
 echo "Side-by-side load, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -714,9 +725,9 @@ if [ -n "${LOAD_RESULTS_MD:-}" ]; then
         echo "- Settings: $settings."
         echo "- Layouts: $layouts_text."
         echo
-        echo "| Protocol | Layout | Proxy | RPS | p50 (ms) | p99 (ms) | vs nginx | vs direct | errors | CPU µs/req |"
-        echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
-        rows | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
+        echo "| Protocol | Layout | Proxy | RPS | p50 (ms) | p99 (ms) | vs nginx | vs direct | errors | CPU µs/req | busy % |"
+        echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        rows | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }'
     } >"$LOAD_RESULTS_MD"
     log "Markdown written to $LOAD_RESULTS_MD"
 fi
