@@ -170,10 +170,15 @@ pub struct DemoArgs {
     pub proxy: ProxyArgs,
 }
 
-/// Sets up logging to stderr, level from `RUST_LOG` (default info).
+/// The log filter without `RUST_LOG`: `info`, but rustls only on errors, since it warns once
+/// per handshake about what clients send (an IP address as SNI, say), which any client could
+/// use to flood the log.
+const DEFAULT_LOG_FILTER: &str = "info,rustls=error";
+
+/// Sets up logging to stderr, filtered by `RUST_LOG` (default [`DEFAULT_LOG_FILTER`]).
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
