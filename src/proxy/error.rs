@@ -99,33 +99,19 @@ pub enum ProxyError {
     /// The upstream URI could not be built from the (rewritten) request.
     #[error("cannot build upstream request: {0}")]
     BadUpstreamRequest(String),
-    /// TCP connect to the endpoint failed (refused, unreachable).
-    #[error("connect to {addr}: {source}")]
-    Connect {
-        addr: SocketAddr,
-        #[source]
-        source: hyper_util::client::legacy::Error,
-    },
     /// TCP connect to the endpoint did not finish within the connect timeout.
     #[error("connect to {addr} timed out")]
     ConnectTimeout { addr: SocketAddr },
-    /// The endpoint accepted the connection but the exchange failed.
-    #[error("upstream {addr}: {source}")]
-    Upstream {
-        addr: SocketAddr,
-        #[source]
-        source: hyper_util::client::legacy::Error,
-    },
-    /// TCP connect to an h2c endpoint failed.
+    /// TCP connect to the endpoint failed (refused, unreachable).
     #[error("connect to {addr}: {source}")]
     ConnectIo {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    /// The HTTP/2 handshake or exchange with an h2c endpoint failed.
+    /// The endpoint accepted the connection but the HTTP handshake or exchange failed.
     #[error("upstream {addr}: {source}")]
-    UpstreamH2 {
+    UpstreamHttp {
         addr: SocketAddr,
         #[source]
         source: hyper::Error,
@@ -144,25 +130,11 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
-    /// Classifies a client error from talking to `addr`.
-    pub fn from_upstream(addr: SocketAddr, source: hyper_util::client::legacy::Error) -> Self {
-        if source.is_connect() {
-            if is_timeout(&source) {
-                Self::ConnectTimeout { addr }
-            } else {
-                Self::Connect { addr, source }
-            }
-        } else {
-            Self::Upstream { addr, source }
-        }
-    }
-
     /// Reclassifies an upstream failure caused by the client's own request body as a client
     /// fault: the backend is not to blame when the client sends a malformed chunk.
     pub fn blame_client_body(self) -> Self {
         let client = match &self {
-            Self::Upstream { source, .. } => client_body_in(source),
-            Self::UpstreamH2 { source, .. } => client_body_in(source),
+            Self::UpstreamHttp { source, .. } => client_body_in(source),
             _ => None,
         };
         match client {
@@ -191,10 +163,7 @@ impl ProxyError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             Self::NoEndpoints { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Connect { .. }
-            | Self::Upstream { .. }
-            | Self::ConnectIo { .. }
-            | Self::UpstreamH2 { .. } => StatusCode::BAD_GATEWAY,
+            Self::ConnectIo { .. } | Self::UpstreamHttp { .. } => StatusCode::BAD_GATEWAY,
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         }
@@ -228,7 +197,7 @@ impl ProxyError {
         let mut resp = Response::new(
             Full::new(Bytes::from(text))
                 .map_err(|never| match never {})
-                .boxed(),
+                .boxed_unsync(),
         );
         *resp.status_mut() = status;
         resp.headers_mut().insert(
@@ -250,25 +219,6 @@ fn client_body_in(err: &(dyn StdError + 'static)) -> Option<String> {
         cur = e.source();
     }
     None
-}
-
-/// True when an I/O error somewhere in the chain says the operation timed out.
-fn is_timeout(err: &(dyn StdError + 'static)) -> bool {
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
-    let mut depth = 0;
-    while let Some(e) = cur {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::TimedOut {
-                return true;
-            }
-        }
-        depth += 1;
-        if depth > 16 {
-            break;
-        }
-        cur = e.source();
-    }
-    false
 }
 
 #[cfg(test)]
@@ -308,19 +258,5 @@ mod tests {
         let te = ProxyError::UnsupportedTransferCoding("gzip".into());
         assert_eq!((te.status().as_u16(), te.fault()), (501, Fault::Client));
         assert_eq!(ProxyError::BadPath(PathError::EmptySegment).status(), 400);
-    }
-
-    #[test]
-    fn timeout_is_found_in_the_chain() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("outer")]
-        struct Outer(#[source] std::io::Error);
-        let e = Outer(std::io::Error::new(std::io::ErrorKind::TimedOut, "slow"));
-        assert!(is_timeout(&e));
-        let e = Outer(std::io::Error::new(
-            std::io::ErrorKind::ConnectionRefused,
-            "no",
-        ));
-        assert!(!is_timeout(&e));
     }
 }

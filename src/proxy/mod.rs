@@ -18,6 +18,7 @@ mod headers;
 mod listener;
 mod mirror;
 mod options;
+mod pool;
 mod service;
 mod tls;
 mod upgrade;
@@ -43,7 +44,7 @@ pub use options::ProxyOptions;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Body of every response the proxy sends: upstream bodies stream through, own answers are short.
-pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, BoxError>;
+pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
 /// A listener the proxy could not bind.
 #[derive(Debug)]

@@ -21,6 +21,7 @@ use super::error::ProxyError;
 use super::gate::{self, Target};
 use super::headers::{set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
+use super::pool::ResponseBody;
 use super::tls::TlsInfo;
 use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::{pick_endpoint, UpstreamBody};
@@ -378,7 +379,7 @@ fn pick_backend(rule: &RouteRule) -> Result<(&WeightedBackend, Arc<ServiceBacken
 /// Phase 8: hop-by-hop headers out of the response, then the rule's and the backend's response
 /// header filters. The body streams through untouched.
 fn response_filters(
-    resp: Response<Incoming>,
+    resp: Response<ResponseBody>,
     rule: &RouteRule,
     backend: &WeightedBackend,
 ) -> Response<ProxyBody> {
@@ -390,7 +391,7 @@ fn response_filters(
     if let Some(m) = &backend.filters.response_headers {
         m.apply(&mut parts.headers);
     }
-    Response::from_parts(parts, body.map_err(Into::into).boxed())
+    Response::from_parts(parts, body.map_err(Into::into).boxed_unsync())
 }
 
 /// The HTTP version spoken to a backend.
@@ -447,5 +448,5 @@ fn options_asterisk() -> Response<ProxyBody> {
 }
 
 fn empty() -> ProxyBody {
-    Empty::new().map_err(|never| match never {}).boxed()
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
 }

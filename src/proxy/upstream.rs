@@ -1,6 +1,6 @@
-//! Upstream connection pools, shared by every table so pools survive table swaps: a keep-alive
-//! HTTP/1.1 client (idle connections capped per endpoint and closed after the pool idle
-//! timeout), and one multiplexed HTTP/2 (h2c prior knowledge) connection per endpoint whose
+//! Upstream connection pools, shared by every table so pools survive table swaps: keep-alive
+//! HTTP/1.1 connections driven by the requests that use them (`pool`: idle connections capped
+//! per endpoint and closed after the pool idle timeout), and one multiplexed HTTP/2 (h2c prior knowledge) connection per endpoint whose
 //! requests carry the client's authority as `:authority`, let go when unused for the idle
 //! timeout; endpoint choice.
 
@@ -13,15 +13,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header;
 use http::uri::{Authority, Scheme};
-use http::{Request, Uri};
+use http::{Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper::body::Incoming;
 use hyper::client::conn::http2;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::error::ProxyError;
+use super::pool::{Http1Pool, ResponseBody};
 use super::{BoxError, ProxyOptions};
 use crate::table::{ServiceBackend, UpstreamProtocol};
 
@@ -37,7 +35,7 @@ pub type UpstreamBody = UnsyncBoxBody<Bytes, BoxError>;
 /// The pooled clients, keyed internally by endpoint address.
 #[derive(Clone)]
 pub struct Upstreams {
-    http1: Client<HttpConnector, UpstreamBody>,
+    http1: Http1Pool,
     h2c: H2cPool,
 }
 
@@ -45,15 +43,11 @@ impl Upstreams {
     /// Builds both pools with the options' connect timeout, per-endpoint idle cap and idle
     /// timeout.
     pub fn new(options: &ProxyOptions) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(options.connect_timeout));
-        connector.set_nodelay(true);
-        connector.enforce_http(true);
-        let http1 = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(options.upstream_idle_timeout)
-            .pool_max_idle_per_host(options.upstream_max_idle_per_endpoint)
-            .build(connector);
+        let http1 = Http1Pool::new(
+            options.upstream_max_idle_per_endpoint,
+            options.upstream_idle_timeout,
+            options.connect_timeout,
+        );
         Self {
             http1,
             h2c: H2cPool {
@@ -65,23 +59,18 @@ impl Upstreams {
         }
     }
 
-    /// Sends `req` (origin-form URI, `Host` header naming the site) to `endpoint` with the client
+    /// Sends `req` (origin-form URI, `Host` header naming the site) to `endpoint` with the pool
     /// for `protocol`; the response body streams.
     pub async fn send(
         &self,
         protocol: UpstreamProtocol,
         endpoint: SocketAddr,
         mut req: Request<UpstreamBody>,
-    ) -> Result<http::Response<Incoming>, ProxyError> {
+    ) -> Result<Response<ResponseBody>, ProxyError> {
         match protocol {
-            UpstreamProtocol::Http1 => {
-                // The pool is keyed by the URI's authority: the endpoint.
-                set_authority(&mut req, endpoint.to_string())?;
-                self.http1
-                    .request(req)
-                    .await
-                    .map_err(|e| ProxyError::from_upstream(endpoint, e))
-            }
+            // Origin-form, as it comes: the connection is chosen by endpoint, and `Host`
+            // names the site.
+            UpstreamProtocol::Http1 => self.http1.send(endpoint, req).await,
             UpstreamProtocol::H2c => {
                 // `:authority` comes from the URI: the site the client asked for, not the
                 // endpoint; the connection is chosen by endpoint below.
@@ -90,7 +79,8 @@ impl Upstreams {
                     None => endpoint.to_string(),
                 };
                 set_authority(&mut req, authority)?;
-                self.h2c.send(endpoint, req).await
+                let resp = self.h2c.send(endpoint, req).await?;
+                Ok(resp.map(ResponseBody::plain))
             }
         }
     }
@@ -141,9 +131,9 @@ impl H2cPool {
         &self,
         endpoint: SocketAddr,
         req: Request<UpstreamBody>,
-    ) -> Result<http::Response<Incoming>, ProxyError> {
+    ) -> Result<http::Response<hyper::body::Incoming>, ProxyError> {
         let mut sender = self.sender(endpoint).await?;
-        let upstream = |source| ProxyError::UpstreamH2 {
+        let upstream = |source| ProxyError::UpstreamHttp {
             addr: endpoint,
             source,
         };
@@ -178,7 +168,7 @@ impl H2cPool {
             .keep_alive_timeout(H2C_PING_TIMEOUT)
             .handshake(TokioIo::new(stream))
             .await
-            .map_err(|source| ProxyError::UpstreamH2 {
+            .map_err(|source| ProxyError::UpstreamHttp {
                 addr: endpoint,
                 source,
             })?;

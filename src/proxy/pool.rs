@@ -1,0 +1,410 @@
+//! The HTTP/1.1 upstream pool. A pooled connection has no task of its own: the request that
+//! checks it out drives it (while waiting for the response head, then from the response body's
+//! `poll_frame`), so a proxied request never hops to a connection task and back through a
+//! channel. When the response body ends and the connection is idle again, the body hands it
+//! back; a connection whose body is dropped early, or whose peer closed, is closed instead.
+//! Idle connections are capped per endpoint and expire after the pool idle timeout. Requests
+//! that upgrade (WebSocket) get a connection of their own, driven by a task, since the tunnel
+//! outlives the response.
+
+use std::collections::HashMap;
+use std::future::{poll_fn, Future};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::error::ProxyError;
+use super::upstream::UpstreamBody;
+
+type Connection = http1::Connection<TokioIo<TcpStream>, UpstreamBody>;
+
+/// A connection and its request handle, driven by whoever holds it.
+struct Conn {
+    sender: http1::SendRequest<UpstreamBody>,
+    conn: Connection,
+}
+
+impl Conn {
+    /// Polls the connection once: false when it has ended (peer closed, error).
+    #[must_use = "an ended connection cannot be reused"]
+    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        Pin::new(&mut self.conn).poll(cx).is_pending()
+    }
+
+    /// True when the connection is alive and can take the next request now.
+    fn reusable(&mut self, cx: &mut Context<'_>) -> bool {
+        self.drive(cx) && self.sender.is_ready() && !self.sender.is_closed()
+    }
+}
+
+/// Idle connections by endpoint, each with when it became idle, newest last.
+type IdleConns = HashMap<SocketAddr, Vec<(Conn, Instant)>>;
+
+/// The pool: idle connections by endpoint, shared by every request and table.
+#[derive(Clone)]
+pub struct Http1Pool {
+    idle: Arc<Mutex<IdleConns>>,
+    max_idle: usize,
+    idle_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl Http1Pool {
+    /// A pool keeping at most `max_idle` idle connections per endpoint, each for at most
+    /// `idle_timeout`.
+    pub fn new(max_idle: usize, idle_timeout: Duration, connect_timeout: Duration) -> Self {
+        let pool = Self {
+            idle: Arc::new(Mutex::new(HashMap::new())),
+            max_idle,
+            idle_timeout,
+            connect_timeout,
+        };
+        pool.start_sweeper();
+        pool
+    }
+
+    /// Sends `req` (origin-form URI, `Host` naming the site) on a pooled or new connection. The
+    /// response body drives the connection and returns it to the pool when it ends.
+    pub async fn send(
+        &self,
+        endpoint: SocketAddr,
+        mut req: Request<UpstreamBody>,
+    ) -> Result<Response<ResponseBody>, ProxyError> {
+        if req.headers().contains_key(http::header::UPGRADE) {
+            return self.send_upgrade(endpoint, req).await;
+        }
+        loop {
+            let reused = self.checkout(endpoint).await;
+            let fresh = reused.is_none();
+            let mut conn = match reused {
+                Some(c) => c,
+                None => self.connect(endpoint).await?,
+            };
+            let sent = conn.sender.try_send_request(req);
+            tokio::pin!(sent);
+            let head = poll_fn(|cx| {
+                if let Poll::Ready(r) = sent.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                // The connection writes the request and reads the response only when polled.
+                // If the connection ended, the request future resolves with the reason.
+                let _ = conn.drive(cx);
+                sent.as_mut().poll(cx)
+            })
+            .await;
+            match head {
+                Ok(resp) => {
+                    let (parts, inner) = resp.into_parts();
+                    let mut body = ResponseBody {
+                        inner,
+                        driver: Some(Driver {
+                            conn,
+                            endpoint,
+                            pool: self.clone(),
+                        }),
+                    };
+                    if body.inner.is_end_stream() {
+                        body.release();
+                    }
+                    return Ok(Response::from_parts(parts, body));
+                }
+                Err(mut e) => match e.take_message() {
+                    // The request never left: a reused connection the peer had closed. Try
+                    // again on another one.
+                    Some(unsent) if !fresh => req = unsent,
+                    _ => return Err(upstream_error(endpoint)(e.into_error())),
+                },
+            }
+        }
+    }
+
+    /// An upgrade gets a connection of its own, driven by a task: the tunnel outlives the
+    /// response.
+    async fn send_upgrade(
+        &self,
+        endpoint: SocketAddr,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<ResponseBody>, ProxyError> {
+        let Conn { mut sender, conn } = self.connect(endpoint).await?;
+        tokio::spawn(conn.with_upgrades());
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(upstream_error(endpoint))?;
+        Ok(resp.map(ResponseBody::plain))
+    }
+
+    /// The newest idle connection to `endpoint` that is still alive.
+    async fn checkout(&self, endpoint: SocketAddr) -> Option<Conn> {
+        loop {
+            let (mut conn, since) = {
+                let mut idle = self.idle.lock().ok()?;
+                let list = idle.get_mut(&endpoint)?;
+                let entry = list.pop()?;
+                if list.is_empty() {
+                    idle.remove(&endpoint);
+                }
+                entry
+            };
+            if since.elapsed() >= self.idle_timeout {
+                continue;
+            }
+            if poll_fn(|cx| Poll::Ready(conn.reusable(cx))).await {
+                return Some(conn);
+            }
+        }
+    }
+
+    async fn connect(&self, endpoint: SocketAddr) -> Result<Conn, ProxyError> {
+        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(endpoint))
+            .await
+            .map_err(|_| ProxyError::ConnectTimeout { addr: endpoint })?
+            .map_err(|source| ProxyError::ConnectIo {
+                addr: endpoint,
+                source,
+            })?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(upstream_error(endpoint))?;
+        Ok(Conn { sender, conn })
+    }
+
+    /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones.
+    fn put_back(&self, endpoint: SocketAddr, conn: Conn) {
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        let timeout = self.idle_timeout;
+        let list = idle.entry(endpoint).or_default();
+        list.retain(|(_, since)| since.elapsed() < timeout);
+        if list.len() < self.max_idle {
+            list.push((conn, Instant::now()));
+        }
+    }
+
+    /// Closes idle connections as they expire, for as long as the pool exists. Needs a
+    /// runtime; without one (a pool built outside tokio) expiry happens at checkout only.
+    fn start_sweeper(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let idle = Arc::downgrade(&self.idle);
+        let timeout = self.idle_timeout;
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval((timeout / 2).max(Duration::from_millis(10)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(idle) = idle.upgrade() else {
+                    return;
+                };
+                let Ok(mut idle) = idle.lock() else {
+                    return;
+                };
+                idle.retain(|_, list| {
+                    list.retain(|(_, since)| since.elapsed() < timeout);
+                    !list.is_empty()
+                });
+            }
+        });
+    }
+
+    /// Number of idle connections.
+    #[cfg(test)]
+    fn idle_count(&self) -> usize {
+        self.idle
+            .lock()
+            .map(|i| i.values().map(Vec::len).sum())
+            .unwrap_or(0)
+    }
+}
+
+/// The error of a failed handshake or exchange with `endpoint`.
+fn upstream_error(endpoint: SocketAddr) -> impl FnOnce(hyper::Error) -> ProxyError {
+    move |source| ProxyError::UpstreamHttp {
+        addr: endpoint,
+        source,
+    }
+}
+
+/// What a response body needs to drive its connection and give it back.
+struct Driver {
+    conn: Conn,
+    endpoint: SocketAddr,
+    pool: Http1Pool,
+}
+
+/// The body of an upstream response: for a pooled HTTP/1.1 connection it drives the
+/// connection and gives it back at its end; otherwise (h2c, upgrades) a task drives it.
+pub struct ResponseBody {
+    inner: Incoming,
+    driver: Option<Driver>,
+}
+
+impl ResponseBody {
+    /// A body whose connection a task drives.
+    pub fn plain(inner: Incoming) -> Self {
+        Self {
+            inner,
+            driver: None,
+        }
+    }
+
+    /// Hands the connection back if it can take another request.
+    fn release(&mut self) {
+        if let Some(mut d) = self.driver.take() {
+            let waker = futures_util::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            if d.conn.reusable(&mut cx) {
+                d.pool.put_back(d.endpoint, d.conn);
+            }
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        if let Some(d) = &mut this.driver {
+            if !d.conn.drive(cx) {
+                // Ended: whatever the body still holds is all there is.
+                this.driver = None;
+            }
+        }
+        let frame = Pin::new(&mut this.inner).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None)) || this.inner.is_end_stream() {
+            this.release();
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::{BodyExt, Empty};
+
+    use super::*;
+
+    /// A keep-alive backend answering `ok`, counting the connections it accepted; it closes a
+    /// connection idle for `idle`.
+    async fn backend_closing_after(idle: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::AcqRel);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(|_req| async {
+                        Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(
+                            Bytes::from_static(b"ok"),
+                        )))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(idle)
+                        .serve_connection(TokioIo::new(s), service)
+                        .await;
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    async fn backend() -> (SocketAddr, Arc<AtomicUsize>) {
+        backend_closing_after(Duration::from_secs(60)).await
+    }
+
+    fn get() -> Request<UpstreamBody> {
+        Request::get("/")
+            .header(http::header::HOST, "site")
+            .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
+            .expect("request")
+    }
+
+    #[tokio::test]
+    async fn a_finished_response_gives_its_connection_back_and_a_dropped_one_does_not() {
+        let (addr, accepted) = backend().await;
+        let pool = Http1Pool::new(4, Duration::from_secs(60), Duration::from_secs(2));
+        for _ in 0..3 {
+            let resp = pool.send(addr, get()).await.expect("response");
+            let body = resp.into_body().collect().await.expect("body").to_bytes();
+            assert_eq!(&body[..], b"ok");
+        }
+        assert_eq!(
+            accepted.load(Ordering::Acquire),
+            1,
+            "one connection, reused"
+        );
+        assert_eq!(pool.idle_count(), 1);
+        // A response dropped before its body was read takes its connection with it.
+        let resp = pool.send(addr, get()).await.expect("response");
+        assert_eq!(pool.idle_count(), 0);
+        drop(resp);
+        assert_eq!(pool.idle_count(), 0);
+        let resp = pool.send(addr, get()).await.expect("response");
+        resp.into_body().collect().await.expect("body");
+        assert_eq!(accepted.load(Ordering::Acquire), 2);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_peer_closed_is_not_reused() {
+        let (addr, accepted) = backend_closing_after(Duration::from_millis(50)).await;
+        let pool = Http1Pool::new(4, Duration::from_secs(60), Duration::from_secs(2));
+        for round in 1..=2 {
+            let resp = pool.send(addr, get()).await.expect("response");
+            resp.into_body().collect().await.expect("body");
+            assert_eq!(pool.idle_count(), 1);
+            // The backend closes the idle connection meanwhile.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(accepted.load(Ordering::Acquire), round);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_expired_idle_connection_is_closed() {
+        let (addr, accepted) = backend().await;
+        let pool = Http1Pool::new(4, Duration::from_millis(100), Duration::from_secs(2));
+        let resp = pool.send(addr, get()).await.expect("response");
+        resp.into_body().collect().await.expect("body");
+        assert_eq!(pool.idle_count(), 1);
+        // Expired: the sweeper closes it, the next request opens a new connection.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(pool.idle_count(), 0);
+        let resp = pool.send(addr, get()).await.expect("response");
+        resp.into_body().collect().await.expect("body");
+        assert_eq!(accepted.load(Ordering::Acquire), 2);
+    }
+}
