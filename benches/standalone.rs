@@ -11,7 +11,8 @@
 //! `cargo bench --bench standalone`. Environment: `STANDALONE_SIZES=100,1000` (sizes),
 //! `STANDALONE_SAMPLES` (propagation samples, default 50; 20 from 5,000 routes),
 //! `STANDALONE_CHANGES` (K, default 1000), `STANDALONE_CHANGE_SECS` (time bound of the K
-//! changes, default 900), `STANDALONE_LOG=1` (the server's log on stderr).
+//! changes, default 900), `STANDALONE_LOG=1` (the server's log on stderr),
+//! `STANDALONE_BIN=path` (measure another build of `edgeplane`, e.g. to compare two commits).
 
 #[path = "../tests/support/mod.rs"]
 #[allow(unused_imports)]

@@ -63,8 +63,8 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts the binary on `dir` on a loopback IP of its own; its log goes to stderr when
-    /// `STANDALONE_LOG` is set, else nowhere.
+    /// Starts the binary (or the one `STANDALONE_BIN` names) on `dir` on a loopback IP of
+    /// its own; its log goes to stderr when `STANDALONE_LOG` is set, else nowhere.
     pub fn start(dir: &Path) -> std::io::Result<Self> {
         let bind = loopback_ip();
         let admin = SocketAddr::new(bind, free_addr().port());
@@ -73,7 +73,10 @@ impl Server {
         } else {
             Stdio::null()
         };
-        let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
+        // `STANDALONE_BIN` measures another build of the binary (to compare two versions).
+        let bin = std::env::var_os("STANDALONE_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_edgeplane").into());
+        let child = Command::new(bin)
             .args(["serve", "--config-dir"])
             .arg(dir)
             .args(["--bind-address", &bind.to_string()])
