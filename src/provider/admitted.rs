@@ -287,6 +287,11 @@ impl<S: KindSet> Admission<S> {
         field_line(text, doc.index, &format!("{}{field}", doc.field_prefix))
     }
 
+    /// The text of `path` as last taken (parsed, or read again unchanged), if any.
+    pub fn text(&self, path: &Path) -> Option<&str> {
+        self.files.get(path).map(|f| f.text.as_str())
+    }
+
     /// A snapshot of every admitted object.
     pub fn snapshot(&self) -> S {
         collect(self.admitted.values().map(|a| a.object.clone()))

@@ -8,5 +8,6 @@ pub mod kube;
 pub mod lines;
 pub mod manifest;
 pub mod objects;
+pub mod stamp;
 pub mod walk;
 pub mod yaml;
