@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::lines::field_line;
 use super::manifest::{parse_documents_for, Document, ManifestError};
 use super::objects::{collect, FileKinds, Object};
+use super::parsed::{Definition, ParsedFile};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
 use crate::snapshot::Snapshot;
@@ -40,7 +41,7 @@ pub struct ObjectKey {
 }
 
 impl ObjectKey {
-    fn of(doc: &Document) -> Self {
+    pub(super) fn of(doc: &Document) -> Self {
         Self {
             group: doc.group().to_owned(),
             kind: doc.kind.clone(),
@@ -94,83 +95,6 @@ pub enum Reading {
 struct Rejected {
     field: Option<String>,
     message: String,
-}
-
-/// The last successful parse of one file.
-struct ParsedFile {
-    text: String,
-    /// Whether the file held any document, of any kind.
-    had_documents: bool,
-    /// Its documents of the kinds read, normalized, in file order.
-    definitions: Vec<Definition>,
-    /// Kinds of its documents that are not read.
-    skipped: Vec<SkippedKind>,
-}
-
-/// One document of a file, normalized, as kept between readings. The document is kept as
-/// compact JSON, not as a JSON tree: a tree of maps takes about ten times the memory, and
-/// it is needed again only when the document changes.
-struct Definition {
-    key: ObjectKey,
-    line: usize,
-    index: usize,
-    field_prefix: String,
-    api_version: String,
-    kind: String,
-    /// The document as written (after namespace and generation were filled in).
-    written: Arc<str>,
-}
-
-impl Definition {
-    fn new(doc: Document) -> Self {
-        let written = serde_json::to_string(&doc.value).unwrap_or_default();
-        Self {
-            key: ObjectKey::of(&doc),
-            line: doc.line,
-            index: doc.index,
-            field_prefix: doc.field_prefix,
-            api_version: doc.api_version,
-            kind: doc.kind,
-            written: written.into(),
-        }
-    }
-
-    /// The document again, as parsed from its file.
-    fn document(&self) -> Result<Document, serde_json::Error> {
-        Ok(Document {
-            line: self.line,
-            index: self.index,
-            field_prefix: self.field_prefix.clone(),
-            api_version: self.api_version.clone(),
-            kind: self.kind.clone(),
-            value: serde_json::from_str(&self.written)?,
-        })
-    }
-}
-
-impl ParsedFile {
-    fn new<S: KindSet>(kinds: &FileKinds<S>, text: String, documents: Vec<Document>) -> Self {
-        let had_documents = !documents.is_empty();
-        let mut definitions = Vec::new();
-        let mut skipped = Vec::new();
-        for mut doc in documents {
-            if !kinds.reads(&doc) {
-                skipped.push(SkippedKind {
-                    api_version: doc.api_version,
-                    kind: doc.kind,
-                });
-                continue;
-            }
-            kinds.normalize(&mut doc);
-            definitions.push(Definition::new(doc));
-        }
-        Self {
-            text,
-            had_documents,
-            definitions,
-            skipped,
-        }
-    }
 }
 
 /// An admitted object, with what it was admitted from.
