@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::lines::field_line;
 use super::manifest::{parse_documents_for, Document, ManifestError};
 use super::objects::{collect, FileKinds, Object};
+use super::parsed::{Definition, ParsedFile};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
 use crate::snapshot::Snapshot;
@@ -40,7 +41,7 @@ pub struct ObjectKey {
 }
 
 impl ObjectKey {
-    fn of(doc: &Document) -> Self {
+    pub(super) fn of(doc: &Document) -> Self {
         Self {
             group: doc.group().to_owned(),
             kind: doc.kind.clone(),
@@ -96,19 +97,13 @@ struct Rejected {
     message: String,
 }
 
-/// The last successful parse of one file.
-struct ParsedFile {
-    text: String,
-    documents: Vec<Document>,
-}
-
 /// An admitted object, with what it was admitted from.
 struct AdmittedObject<S> {
     path: PathBuf,
-    /// The document as written (after namespace and generation were filled in).
-    written: Value,
-    /// The document after defaulting: `oldSelf` of the next version.
-    admitted: Value,
+    /// The document as written, shared with its [`Definition`].
+    written: Arc<str>,
+    /// The document after defaulting, as compact JSON: `oldSelf` of the next version.
+    admitted: String,
     object: Object<S>,
 }
 
@@ -155,7 +150,7 @@ impl<S: KindSet> Admission<S> {
                     previous
                 }
                 Ok(text) => match parse_documents_for(&self.kinds, &path, &text) {
-                    Ok(documents) => Some(ParsedFile { text, documents }),
+                    Ok(documents) => Some(ParsedFile::new(&self.kinds, text, documents)),
                     Err(_) if tentative => {
                         out.unsettled.push(path.clone());
                         previous
@@ -184,10 +179,12 @@ impl<S: KindSet> Admission<S> {
             }
         }
         self.files = files;
-        let definitions = self.definitions(&mut out);
+        let definitions = definitions(&self.files, &mut out);
+        let mut before = std::mem::take(&mut self.admitted);
         let mut admitted = BTreeMap::new();
         for (key, defs) in definitions {
-            let previous = self.admitted.remove(&key);
+            let previous = before.remove(key);
+            let key = key.clone();
             if let [(path, doc)] = defs.as_slice() {
                 match self.admit(path, doc, previous.as_ref()) {
                     Ok(None) => {
@@ -212,7 +209,7 @@ impl<S: KindSet> Admission<S> {
                     .iter()
                     .map(|(p, d)| format!("{}:{}", p.display(), d.line))
                     .collect();
-                let (path, doc) = &defs[0];
+                let (path, doc) = defs[0];
                 let message = format!("{key} is defined more than once: {}", places.join(", "));
                 out.errors.push(ManifestError::at(
                     path,
@@ -223,48 +220,32 @@ impl<S: KindSet> Admission<S> {
             }
         }
         // What is left of the previous objects was deleted.
-        out.changed |= !self.admitted.is_empty();
+        out.changed |= !before.is_empty();
         self.admitted = admitted;
         out
-    }
-
-    /// Every definition of every object of the parsed files, normalized; skipped kinds are
-    /// recorded in `out`.
-    fn definitions(&self, out: &mut Applied) -> BTreeMap<ObjectKey, Vec<(PathBuf, Document)>> {
-        let mut definitions: BTreeMap<ObjectKey, Vec<(PathBuf, Document)>> = BTreeMap::new();
-        for (path, file) in &self.files {
-            for doc in &file.documents {
-                if !self.kinds.reads(doc) {
-                    out.skipped.insert(SkippedKind {
-                        api_version: doc.api_version.clone(),
-                        kind: doc.kind.clone(),
-                    });
-                    continue;
-                }
-                let mut doc = doc.clone();
-                self.kinds.normalize(&mut doc);
-                definitions
-                    .entry(ObjectKey::of(&doc))
-                    .or_default()
-                    .push((path.clone(), doc));
-            }
-        }
-        definitions
     }
 
     /// Admits one definition: `Ok(None)` when it is the previous version unchanged.
     fn admit(
         &self,
         path: &Path,
-        doc: &Document,
+        def: &Definition,
         previous: Option<&AdmittedObject<S>>,
     ) -> Result<Option<AdmittedObject<S>>, Rejected> {
-        if previous.is_some_and(|p| p.path == path && p.written == doc.value) {
+        if previous.is_some_and(|p| p.path == path && p.written == def.written) {
             return Ok(None);
         }
-        let mut defaulted = doc.clone();
+        let internal = |e: serde_json::Error| Rejected {
+            field: None,
+            message: format!("internal error: a stored document does not parse: {e}"),
+        };
+        let mut defaulted = def.document().map_err(internal)?;
+        let old: Option<Value> = previous
+            .map(|p| serde_json::from_str(&p.admitted))
+            .transpose()
+            .map_err(internal)?;
         self.crds
-            .admit(&mut defaulted.value, previous.map(|p| &p.admitted))
+            .admit(&mut defaulted.value, old.as_ref())
             .map_err(|r| Rejected {
                 field: r.errors.first().map(|e| e.field.clone()),
                 message: r.to_string(),
@@ -275,16 +256,21 @@ impl<S: KindSet> Admission<S> {
         })?;
         Ok(Some(AdmittedObject {
             path: path.to_owned(),
-            written: doc.value.clone(),
-            admitted: defaulted.value,
+            written: def.written.clone(),
+            admitted: serde_json::to_string(&defaulted.value).map_err(internal)?,
             object,
         }))
     }
 
     /// The line of `field` of `doc` in its file's text, when it can be found.
-    fn field_line(&self, path: &Path, doc: &Document, field: &str) -> Option<usize> {
+    fn field_line(&self, path: &Path, doc: &Definition, field: &str) -> Option<usize> {
         let text = &self.files.get(path)?.text;
         field_line(text, doc.index, &format!("{}{field}", doc.field_prefix))
+    }
+
+    /// The text of `path` as last taken (parsed, or read again unchanged), if any.
+    pub fn text(&self, path: &Path) -> Option<&str> {
+        self.files.get(path).map(|f| f.text.as_str())
     }
 
     /// A snapshot of every admitted object.
@@ -303,10 +289,28 @@ impl<S: KindSet> Admission<S> {
     }
 }
 
+/// Every definition of every object of the parsed files; skipped kinds are recorded in `out`.
+fn definitions<'a>(
+    files: &'a BTreeMap<PathBuf, ParsedFile>,
+    out: &mut Applied,
+) -> BTreeMap<&'a ObjectKey, Vec<(&'a Path, &'a Definition)>> {
+    let mut definitions: BTreeMap<&ObjectKey, Vec<(&Path, &Definition)>> = BTreeMap::new();
+    for (path, file) in files {
+        out.skipped.extend(file.skipped.iter().cloned());
+        for def in &file.definitions {
+            definitions
+                .entry(&def.key)
+                .or_default()
+                .push((path.as_path(), def));
+        }
+    }
+    definitions
+}
+
 /// True when a file that had documents now holds only blanks: what a file truncated for
 /// rewriting looks like.
 fn emptied(previous: Option<&ParsedFile>, text: &str) -> bool {
-    previous.is_some_and(|p| !p.documents.is_empty()) && text.trim().is_empty()
+    previous.is_some_and(|p| p.had_documents) && text.trim().is_empty()
 }
 
 fn kept_file(mut e: ManifestError, kept: bool) -> ManifestError {

@@ -2,7 +2,7 @@
 //! change with `notify`. Objects are admitted as an API server would admit them (see
 //! [`super::admitted`]); a bad file or object never takes the others down.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::admitted::{Admission, Applied};
 pub use super::admitted::{Reading, SkippedKind};
 use super::manifest::ManifestError;
+use super::stamp::Stamps;
 use super::walk::{ignored_name, walk};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
@@ -71,6 +72,8 @@ pub struct ConfigDir<S = Snapshot> {
     admission: Admission<S>,
     /// Symlink loops reported by the last walk: reported once, not on every reload.
     walk_errors: BTreeSet<String>,
+    /// What each file looked like when its held text was read.
+    stamps: Stamps,
 }
 
 impl ConfigDir {
@@ -88,6 +91,7 @@ impl<S: KindSet> ConfigDir<S> {
             dir: dir.to_owned(),
             admission: Admission::for_kinds(crds),
             walk_errors: BTreeSet::new(),
+            stamps: Stamps::default(),
         }
     }
 
@@ -107,15 +111,34 @@ impl<S: KindSet> ConfigDir<S> {
     /// time it is seen.
     pub fn read(&mut self, reading: Reading) -> Result<(Applied, S), ManifestError> {
         let found = walk(&self.dir)?;
+        let present: HashSet<&Path> = found.files.iter().map(PathBuf::as_path).collect();
+        self.stamps.retain(&present);
+        // Files unchanged since a trusted stamp are not opened: their text is the one held.
+        let mut opened = Vec::new();
         let files = found
             .files
-            .into_iter()
+            .iter()
             .map(|path| {
-                let text = std::fs::read_to_string(&path).map_err(|e| e.to_string());
-                (path, text)
+                let held = self.stamps.check(path).map_err(|pending| {
+                    let text = std::fs::read_to_string(path).map_err(|e| e.to_string());
+                    opened.push((path.clone(), pending, text.clone().ok()));
+                    text
+                });
+                let text = match held {
+                    Ok(()) => match self.admission.text(path) {
+                        Some(t) => Ok(t.to_owned()),
+                        None => std::fs::read_to_string(path).map_err(|e| e.to_string()),
+                    },
+                    Err(text) => text,
+                };
+                (path.clone(), text)
             })
             .collect();
         let mut applied = self.admission.apply(files, reading);
+        for (path, pending, text) in opened {
+            let kept = text.is_some() && self.admission.text(&path) == text.as_deref();
+            self.stamps.keep(path, pending, kept);
+        }
         let seen: BTreeSet<String> = found.errors.iter().map(ToString::to_string).collect();
         let new = found
             .errors
@@ -297,6 +320,7 @@ pub fn watch_dir<S: KindSet>(
         while wake_rx.recv().await.is_some() {
             let started = Instant::now();
             settle(&activity, &mut wake_rx, started).await;
+            let settled_us = started.elapsed().as_micros() as u64;
             let mut attempt = 0;
             loop {
                 let reading = if attempt < RETRIES {
@@ -305,6 +329,7 @@ pub fn watch_dir<S: KindSet>(
                     Reading::Final
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
+                let read_started = Instant::now();
                 let Some(c) = config.take() else { return };
                 let (c, result) = match read_blocking(c, reading).await {
                     Some(r) => r,
@@ -320,7 +345,13 @@ pub fn watch_dir<S: KindSet>(
                     }
                 };
                 if applied.changed {
-                    tracing::info!(dir = %dir.display(), objects = snapshot.count(), "configuration reloaded");
+                    tracing::info!(
+                        dir = %dir.display(),
+                        objects = snapshot.count(),
+                        settled_us,
+                        read_us = read_started.elapsed().as_micros() as u64,
+                        "configuration reloaded"
+                    );
                     if sender.send(Arc::new(snapshot)).is_err() {
                         return; // nobody listens any more
                     }

@@ -8,5 +8,7 @@ pub mod kube;
 pub mod lines;
 pub mod manifest;
 pub mod objects;
+mod parsed;
+pub mod stamp;
 pub mod walk;
 pub mod yaml;
