@@ -280,8 +280,10 @@ async fn serve_http<I>(
     let shared = handler.shared.clone();
     let peer = handler.peer;
     let service = service_fn(move |req| {
-        let handler = handler.clone();
-        async move { Ok::<_, Infallible>(handler.handle(req).await) }
+        // Boxed: a request's future is large, and hyper moves the future it is given into
+        // place; moving a box copies a pointer, not the whole state machine.
+        let handling = Box::pin(handler.clone().handle(req));
+        async move { Ok::<_, Infallible>(handling.await) }
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
