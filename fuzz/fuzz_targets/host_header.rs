@@ -1,5 +1,6 @@
 //! Host validation on arbitrary bytes: never panics; an accepted value is a valid header value
-//! and URI authority, and its host holds only name characters or an IPv6 literal.
+//! and URI authority, its host holds only name characters or an IPv6 literal, and its routing
+//! name is lower-case without a trailing dot.
 #![no_main]
 
 use edgeplane::request::parse_authority;
@@ -22,5 +23,7 @@ fuzz_target!(|data: &[u8]| {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')));
     }
-    let _ = edgeplane::table::normalize_host(std::str::from_utf8(data).expect("ASCII"));
+    let name = a.routing_name();
+    assert!(!name.ends_with('.'));
+    assert_eq!(name, name.to_ascii_lowercase());
 });
