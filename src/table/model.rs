@@ -296,7 +296,7 @@ impl std::fmt::Display for ServiceKey {
 }
 
 /// A Service port resolved to ready endpoints.
-#[derive(Debug, Serialize)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceBackend {
     pub service: ServiceKey,

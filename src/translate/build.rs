@@ -39,7 +39,7 @@ struct SocketBuild {
 /// Builds the table from validated Gateways and each route's attachments and compiled rules.
 pub fn build_table(
     gateways: &[GatewayModel<'_>],
-    routes: &[(Vec<Attachment>, CompiledRoute)],
+    routes: &[(Vec<Attachment>, Arc<CompiledRoute>)],
     generation: u64,
 ) -> RouteTable {
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
