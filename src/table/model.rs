@@ -63,8 +63,12 @@ pub struct ListenerTable {
 }
 
 impl ListenerTable {
-    /// Builds a listener from its virtual hosts.
-    pub fn new(bind: SocketAddr, sources: Vec<String>, hosts: Vec<VirtualHost>) -> Self {
+    /// Builds a listener from its virtual hosts (new ones, or shared with an earlier table).
+    pub fn new(
+        bind: SocketAddr,
+        sources: Vec<String>,
+        hosts: impl IntoIterator<Item = impl Into<Arc<VirtualHost>>>,
+    ) -> Self {
         Self {
             bind,
             port: None,

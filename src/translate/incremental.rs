@@ -9,7 +9,9 @@
 //!   namespace and name, valid while the route is the same object (or an equal one) and each
 //!   backendRef it resolved (rules and mirrors) still resolves to the same outcome;
 //! - each resolved Service port (its ready endpoints), valid while its Service and its
-//!   EndpointSlices are the same objects (or equal ones).
+//!   EndpointSlices are the same objects (or equal ones);
+//! - each virtual host of the table (rules sorted by precedence, path index), by socket and
+//!   hostname, valid while it serves the same rule `Arc`s for the same listener.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
+use super::build::HostCache;
 use super::rules::{compile_route, CompiledRoute};
 use super::{Snapshot, TranslateOptions, Translation};
 use crate::snapshot::namespace_of;
@@ -38,6 +41,7 @@ pub struct Reuse {
 pub struct Incremental {
     routes: HashMap<(String, String), RouteEntry>,
     backends: BackendCache,
+    hosts: HostCache,
     last: Reuse,
 }
 
@@ -65,6 +69,11 @@ impl Incremental {
     /// What the last translation reused.
     pub fn last(&self) -> Reuse {
         self.last
+    }
+
+    /// The virtual hosts of the last table, for the next one to reuse.
+    pub(super) fn hosts(&mut self) -> &mut HostCache {
+        &mut self.hosts
     }
 
     /// Starts one translation's use of the cache.

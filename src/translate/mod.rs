@@ -185,7 +185,7 @@ fn translate_cached(
         ));
     }
     cache.finish(compiler);
-    let table = build::build_table(&gateways, &compiled, options.generation);
+    let table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
     report.sort();
     Translation {
         table,
