@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use edgeplane::snapshot::Snapshot;
-use edgeplane::table::ServedCertificates;
+use edgeplane::table::{RouteTable, RuleFilters, ServedCertificates};
 use edgeplane::translate::{translate_with, Incremental, TranslateOptions};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
@@ -294,6 +294,26 @@ fn initial(g: &mut Gen) -> Snapshot {
     }
 }
 
+/// Every mirror target with its endpoints: `/debug/config` names a mirror's Service only, but
+/// the proxy sends copies to its endpoints, so they must be as fresh as the backends'.
+fn mirror_endpoints(table: &RouteTable) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut add = |f: &RuleFilters| {
+        for m in &f.mirrors {
+            out.push(format!("{} {:?}", m.backend.service, m.backend.endpoints));
+        }
+    };
+    for l in table.listeners.values() {
+        for h in l.hosts.iter() {
+            for r in &h.rules {
+                add(&r.filters);
+                r.backends.backends.iter().for_each(|b| add(&b.filters));
+            }
+        }
+    }
+    out
+}
+
 fn assert_same(seed: u64, at: usize, s: &Snapshot, cache: &mut Incremental) {
     let served = ServedCertificates::default();
     let full = translate_with(s, &options(), &served);
@@ -304,6 +324,11 @@ fn assert_same(seed: u64, at: usize, s: &Snapshot, cache: &mut Incremental) {
             serde_json::to_value(&t.status).expect("status serializes"),
         )
     };
+    assert_eq!(
+        mirror_endpoints(&full.table),
+        mirror_endpoints(&incremental.table),
+        "seed {seed} step {at}: mirror endpoints differ"
+    );
     let (full, incremental) = (json(&full), json(&incremental));
     assert!(
         full.0 == incremental.0,
@@ -347,5 +372,55 @@ fn incremental_equals_full_translation_after_every_change() {
     assert!(
         compiled_reused > 1000,
         "only {compiled_reused} routes reused"
+    );
+}
+
+/// An EndpointSlice change recompiles no route: the routes using its Service are relinked to
+/// the new endpoints, the others reused.
+#[test]
+fn endpoint_changes_relink_routes_without_compiling() {
+    let mut g = Gen {
+        rng: fastrand::Rng::with_seed(7),
+        certs: vec![("garbage".into(), "garbage".into())],
+    };
+    let route = |name: &str, service: &str| {
+        object(json!({"metadata": {"name": name, "namespace": "a"},
+            "spec": {"parentRefs": [{"name": "g0"}], "rules": [{"backendRefs": [{"name": service, "port": 80}],
+                "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": service, "port": 80}}}]}]}}))
+    };
+    let service = |name: &str| {
+        object(json!({"metadata": {"name": name, "namespace": "a"},
+            "spec": {"ports": [{"name": "http", "port": 80}]}}))
+    };
+    let slice = |service: &str, ip: &str| {
+        object(json!({"metadata": {"name": service, "namespace": "a",
+                "labels": {"kubernetes.io/service-name": service}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": [ip]}]}))
+    };
+    let mut gateway = g.gateway("g0".into());
+    gateway["spec"]["listeners"] = json!([{"name": "l0", "port": 80, "protocol": "HTTP"}]);
+    let mut s = initial(&mut g);
+    s.gateways = vec![object(gateway)];
+    s.http_routes = vec![route("r0", "s0"), route("r1", "s1")];
+    s.services = vec![service("s0"), service("s1")];
+    s.endpoint_slices = vec![slice("s0", "10.0.0.1"), slice("s1", "10.0.0.2")];
+    s.reference_grants.clear();
+    s.secrets.clear();
+    let mut cache = Incremental::default();
+    assert_same(7, 0, &s, &mut cache);
+    s.endpoint_slices[0] = slice("s0", "10.0.0.3");
+    assert_same(7, 1, &s, &mut cache);
+    let reuse = cache.last();
+    assert_eq!((reuse.reused, reuse.relinked, reuse.compiled), (1, 1, 0));
+    let table = serde_json::to_string(
+        &cache
+            .translate(&s, &options(), &ServedCertificates::default())
+            .table,
+    )
+    .expect("table serializes");
+    assert!(
+        table.contains("10.0.0.3:8080") && !table.contains("10.0.0.1:8080"),
+        "{table}"
     );
 }

@@ -202,7 +202,7 @@ impl RouteRule {
 }
 
 /// Filters of a rule (or of one backendRef), compiled at table build time.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleFilters {
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -7,7 +7,9 @@
 //! Cached today:
 //! - each HTTPRoute's compiled rules (matchers, filters, backend sets), by the route's
 //!   namespace and name, valid while the route is the same object (or an equal one) and each
-//!   backendRef it resolved (rules and mirrors) still resolves to the same outcome;
+//!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
+//!   only difference is the endpoints of some Service ports, the rules are relinked to the
+//!   new ones (`relink`) rather than compiled;
 //! - each resolved Service port (its ready endpoints), valid while its Service and its
 //!   EndpointSlices are the same objects (or equal ones);
 //! - each virtual host of the table (rules sorted by precedence, path index), by socket and
@@ -20,6 +22,7 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
 use super::build::HostCache;
+use super::relink::{endpoints_only, relink};
 use super::rules::{compile_route, CompiledRoute};
 use super::{Snapshot, TranslateOptions, Translation};
 use crate::snapshot::namespace_of;
@@ -30,8 +33,21 @@ use crate::table::ServedCertificates;
 pub struct Reuse {
     /// Routes whose compiled rules were taken from the previous translation.
     pub reused: usize,
+    /// Routes whose compiled rules were copied with new endpoint sets (only endpoints of
+    /// their Service ports changed).
+    pub relinked: usize,
     /// Routes compiled anew.
     pub compiled: usize,
+}
+
+/// How a cached route compares with the current inputs.
+enum Check {
+    /// Compiling it now would give the cached result.
+    Same,
+    /// Only endpoints of its Service ports changed: these are the current outcomes.
+    Endpoints(Vec<Resolved>),
+    /// The route or the outcome of one of its references changed.
+    Stale,
 }
 
 /// The memory of earlier translations. The reconciler owns one and passes it with every
@@ -112,14 +128,29 @@ impl RouteCompiler<'_> {
             ns.to_owned(),
             route.metadata.name.clone().unwrap_or_default(),
         );
-        if let Some(entry) = self.previous.remove(&id) {
-            if self.still_valid(&entry, route) {
-                let compiled = entry.compiled.clone();
-                self.next.insert(id, entry);
-                self.reuse.reused += 1;
-                return compiled;
+        if let Some(mut entry) = self.previous.remove(&id) {
+            match self.check(&entry, route) {
+                Check::Same => {
+                    self.reuse.reused += 1;
+                }
+                Check::Endpoints(current) => {
+                    entry.compiled = Arc::new(relink(&entry.compiled, &current));
+                    for ((_, before), now) in entry.resolutions.iter_mut().zip(current) {
+                        *before = now;
+                    }
+                    entry.route = route.clone();
+                    self.reuse.relinked += 1;
+                }
+                Check::Stale => return self.compile_new(id, route),
             }
+            let compiled = entry.compiled.clone();
+            self.next.insert(id, entry);
+            return compiled;
         }
+        self.compile_new(id, route)
+    }
+
+    fn compile_new(&mut self, id: (String, String), route: &Arc<HttpRoute>) -> Arc<CompiledRoute> {
         self.backends.record();
         let compiled = Arc::new(compile_route(route, &mut self.backends));
         let resolutions = self.backends.recorded();
@@ -135,16 +166,30 @@ impl RouteCompiler<'_> {
         compiled
     }
 
-    /// True when compiling `route` now would give `entry`'s result: compilation reads only
-    /// the route and the outcomes of its backendRefs, resolved in the same order.
-    fn still_valid(&mut self, entry: &RouteEntry, route: &Arc<HttpRoute>) -> bool {
+    /// Whether compiling `route` now would give `entry`'s result: compilation reads only the
+    /// route and the outcomes of its backendRefs, resolved in the same order, so replaying
+    /// them tells.
+    fn check(&mut self, entry: &RouteEntry, route: &Arc<HttpRoute>) -> Check {
         if !(Arc::ptr_eq(&entry.route, route) || entry.route == *route) {
-            return false;
+            return Check::Stale;
         }
         let ns = namespace_of(&route.metadata);
-        entry
-            .resolutions
-            .iter()
-            .all(|(r, before)| same_outcome(&self.backends.resolve(ns, &r.as_ref()), before))
+        let mut current = Vec::with_capacity(entry.resolutions.len());
+        let mut relink = false;
+        for (r, before) in &entry.resolutions {
+            let now = self.backends.resolve(ns, &r.as_ref());
+            if !same_outcome(&now, before) {
+                if !endpoints_only(before, &now) {
+                    return Check::Stale;
+                }
+                relink = true;
+            }
+            current.push(now);
+        }
+        if relink {
+            Check::Endpoints(current)
+        } else {
+            Check::Same
+        }
     }
 }

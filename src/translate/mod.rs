@@ -19,6 +19,7 @@ mod parameters;
 mod ports;
 mod protocol;
 mod refgrant;
+mod relink;
 mod rules;
 #[cfg(test)]
 mod testing;
