@@ -39,7 +39,7 @@ fn listener(routes: usize, hosts: usize) -> ListenerTable {
         rules.push(rule(r, PathMatch::prefix(&format!("/svc-{r}/api"))));
         rules.push(rule(r, PathMatch::Exact(format!("/svc-{r}/health"))));
     }
-    let vhosts = per_host
+    let vhosts: Vec<VirtualHost> = per_host
         .into_iter()
         .enumerate()
         .map(|(h, rules)| VirtualHost::new(format!("host-{h}.example.com"), rules))

@@ -1,13 +1,16 @@
 //! Full translation (snapshot -> route table + status) of 1,000 and 10,000 HTTPRoutes attached to
-//! one Gateway, each with its own Service and EndpointSlice.
+//! one Gateway, each with its own Service and EndpointSlice; and incremental translation of one
+//! changed route, or one changed EndpointSlice, at 1,000, 5,000 and 10,000 routes.
 
 use std::fmt::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use edgeplane::provider::manifest::parse_manifests;
 use edgeplane::snapshot::Snapshot;
-use edgeplane::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+use edgeplane::table::ServedCertificates;
+use edgeplane::translate::{translate, Incremental, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 
 /// Manifests of one class, one Gateway with an HTTP listener, and `routes` routes with backends.
 pub fn manifests(routes: usize) -> String {
@@ -46,14 +49,79 @@ fn snapshot(routes: usize) -> Snapshot {
     Snapshot::from_objects(objects)
 }
 
-fn bench_translate(c: &mut Criterion) {
-    let options = TranslateOptions {
+fn options() -> TranslateOptions {
+    TranslateOptions {
         controller_name: DEFAULT_CONTROLLER_NAME.into(),
         bind_address: "127.0.0.1".parse().expect("valid address"),
         now: jiff::Timestamp::UNIX_EPOCH,
         generation: 1,
         port_map: Default::default(),
-    };
+    }
+}
+
+/// `snap` with route `r0`'s first path changed (a new object, as a provider hands over).
+fn with_changed_route(snap: &Snapshot) -> Snapshot {
+    let mut out = snap.clone();
+    let mut route = (*out.http_routes[0]).clone();
+    if let Some(path) = route
+        .spec
+        .rules
+        .as_mut()
+        .and_then(|r| r.first_mut())
+        .and_then(|r| r.matches.as_mut())
+        .and_then(|m| m.first_mut())
+        .and_then(|m| m.path.as_mut())
+    {
+        path.value = Some("/changed".into());
+    }
+    out.http_routes[0] = Arc::new(route);
+    out
+}
+
+/// `snap` with the first EndpointSlice's address changed.
+fn with_changed_endpoints(snap: &Snapshot) -> Snapshot {
+    let mut out = snap.clone();
+    let mut slice = (*out.endpoint_slices[0]).clone();
+    if let Some(e) = slice.endpoints.first_mut() {
+        e.addresses = vec!["10.255.0.1".into()];
+    }
+    out.endpoint_slices[0] = Arc::new(slice);
+    out
+}
+
+/// One change per iteration: translations alternate between two snapshots that differ in one
+/// object, through one long-lived `Incremental`.
+fn bench_incremental(c: &mut Criterion) {
+    let options = options();
+    let served = ServedCertificates::default();
+    let mut group = c.benchmark_group("incremental");
+    group.sample_size(20);
+    for routes in [1_000, 5_000, 10_000] {
+        let base = snapshot(routes);
+        let cases = [
+            ("route", with_changed_route(&base)),
+            ("endpoints", with_changed_endpoints(&base)),
+        ];
+        for (what, changed) in cases {
+            let pair = [base.clone(), changed];
+            let mut memory = Incremental::default();
+            memory.translate(&pair[0], &options, &served);
+            let mut next = 1;
+            group.bench_function(BenchmarkId::new(what, routes), |b| {
+                b.iter(|| {
+                    let out = memory.translate(&pair[next], &options, &served);
+                    next = 1 - next;
+                    assert_eq!(out.table.rule_count(), routes * 2);
+                    out
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn bench_translate(c: &mut Criterion) {
+    let options = options();
     let mut group = c.benchmark_group("translate");
     group.sample_size(10);
     for routes in [1_000, 10_000] {
@@ -68,5 +136,5 @@ fn bench_translate(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_translate);
+criterion_group!(benches, bench_translate, bench_incremental);
 criterion_main!(benches);

@@ -1,6 +1,8 @@
-//! The reconcile loop: every new snapshot is translated whole, its table and status published
-//! atomically, and the proxy's listeners brought in line. Level-triggered: it never looks at what
-//! changed, and snapshots that arrive during a rebuild coalesce into one follow-up rebuild.
+//! The reconcile loop: every new snapshot is translated whole (reusing, through the
+//! translator's `Incremental` memory, what unchanged inputs produced last time), its table and
+//! status published atomically, and the proxy's listeners brought in line. Level-triggered: it
+//! never looks at what changed, and snapshots that arrive during a rebuild coalesce into one
+//! follow-up rebuild.
 //! Between rebuilds it retries the sockets the proxy could not bind, and republishes the status
 //! when that changes anything: status is what the listener manager did, not what it was asked.
 
@@ -14,9 +16,7 @@ use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
 use crate::status::{ObjectKind, ObjectStatus, StatusReport};
 use crate::table::ServedCertificates;
-use crate::translate::{
-    apply_bind_failures, translate_with, PortMap, TranslateOptions, Translation,
-};
+use crate::translate::{apply_bind_failures, Incremental, PortMap, TranslateOptions, Translation};
 
 /// Where publications go; it lives in its own module so readers do not depend on the loop.
 pub use crate::published::Published;
@@ -56,6 +56,9 @@ pub struct Reconciler {
     /// The translator's Gateway statuses of the live table (with their index in the report),
     /// before the bind outcome was overlaid: a retry that changes it recomputes from them.
     gateways: Vec<(usize, ObjectStatus)>,
+    /// What earlier translations computed from inputs that may still be unchanged; empty
+    /// after a translation that failed, so the next one is full.
+    memory: Incremental,
 }
 
 impl Reconciler {
@@ -72,6 +75,7 @@ impl Reconciler {
             options,
             generation: 0,
             gateways: Vec::new(),
+            memory: Incremental::default(),
         }
     }
 
@@ -92,17 +96,27 @@ impl Reconciler {
         };
         // The certificates served now: a Secret updated to garbage keeps serving its last one.
         let served = ServedCertificates::of(&self.published.table());
-        let translation =
-            tokio::task::spawn_blocking(move || translate_with(&snapshot, &options, &served))
-                .await
-                .map_err(|e| {
-                    self.published
-                        .metrics()
-                        .rebuild_seconds
-                        .with_label_values(&["error"])
-                        .observe(started.elapsed().as_secs_f64());
-                    ReconcileError::Translate(e.to_string())
-                })?;
+        let mut memory = std::mem::take(&mut self.memory);
+        let (translation, memory) = tokio::task::spawn_blocking(move || {
+            let translation = memory.translate(&snapshot, &options, &served);
+            (translation, memory)
+        })
+        .await
+        .map_err(|e| {
+            self.published
+                .metrics()
+                .rebuild_seconds
+                .with_label_values(&["error"])
+                .observe(started.elapsed().as_secs_f64());
+            ReconcileError::Translate(e.to_string())
+        })?;
+        let reuse = memory.last();
+        tracing::debug!(
+            reused = reuse.reused,
+            compiled = reuse.compiled,
+            "routes reused from the previous translation"
+        );
+        self.memory = memory;
         Ok(self.publish(translation, started).await)
     }
 

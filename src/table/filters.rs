@@ -11,7 +11,7 @@ use super::matchers::PathMatch;
 use super::model::ServiceBackend;
 
 /// `RequestHeaderModifier` / `ResponseHeaderModifier`: set, then add, then remove.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderModifier {
     #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_pairs")]
@@ -86,7 +86,7 @@ impl PathModifier {
 }
 
 /// `URLRewrite`: hostname and path of the request sent upstream.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UrlRewrite {
     /// The `Host` sent upstream, a validated name compiled into its header form.
@@ -130,7 +130,7 @@ impl Scheme {
 }
 
 /// `RequestRedirect`, compiled.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Redirect {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -211,7 +211,7 @@ fn push_visible(out: &mut String, s: &str) {
 
 /// `RequestMirror`: a resolved Service that gets a copy of a share of the requests; its
 /// responses are discarded.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Mirror {
     #[serde(serialize_with = "ser_service")]

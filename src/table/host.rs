@@ -1,5 +1,8 @@
 //! Virtual hosts of one listener socket, indexed by [`super::hostname`]'s precedence. Pure:
-//! built once per table, read on every request.
+//! built once per table, read on every request. Hosts are shared: a table built from an
+//! unchanged set of rules reuses the previous table's host.
+
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -11,14 +14,15 @@ use super::model::VirtualHost;
 /// hosts of the same Gateway listener as the most specific one: that keeps listeners with
 /// different hostnames isolated.
 #[derive(Debug, Default)]
-pub struct HostIndex(HostnameMap<VirtualHost>);
+pub struct HostIndex(HostnameMap<Arc<VirtualHost>>);
 
 impl HostIndex {
     /// Indexes virtual hosts by their hostname: `*` is the catch-all, `*.x` a wildcard.
     /// Hostnames must be unique; the translator merges rules of equal hostnames first.
-    pub fn build(hosts: Vec<VirtualHost>) -> Self {
+    pub fn build(hosts: impl IntoIterator<Item = impl Into<Arc<VirtualHost>>>) -> Self {
         let mut index = HostnameMap::default();
         for host in hosts {
+            let host = host.into();
             let name = host.hostname.clone();
             index.insert(Pattern::of(Some(&name)), host);
         }
@@ -27,7 +31,7 @@ impl HostIndex {
 
     /// The most specific virtual host for `host` (already normalized).
     pub fn find(&self, host: &str) -> Option<&VirtualHost> {
-        self.0.find(host)
+        self.0.find(host).map(|v| &**v)
     }
 
     /// The virtual hosts a request for `host` may be served by, in precedence order: the most
@@ -39,12 +43,13 @@ impl HostIndex {
         let group = self.find(host).map(|v| v.listener);
         self.0
             .matching(host)
+            .map(|v| &**v)
             .filter(move |v| Some(v.listener) == group)
     }
 
     /// All virtual hosts: exact names, wildcards (longest first), catch-all.
     pub fn iter(&self) -> impl Iterator<Item = &VirtualHost> {
-        let mut all: Vec<&VirtualHost> = self.0.values().collect();
+        let mut all: Vec<&VirtualHost> = self.0.values().map(|v| &**v).collect();
         // Exact names by name, wildcards longest first, the catch-all last.
         all.sort_by_cached_key(|v| match Pattern::of(Some(&v.hostname)) {
             Pattern::Exact(_) => (0, 0, v.hostname.as_str()),
@@ -70,17 +75,17 @@ impl Serialize for HostIndex {
 mod tests {
     use super::*;
 
-    fn vhost(name: &str) -> VirtualHost {
-        VirtualHost::new(name.into(), vec![])
+    fn vhost(name: &str) -> Arc<VirtualHost> {
+        Arc::new(VirtualHost::new(name.into(), vec![]))
     }
 
     #[test]
     fn candidates_stay_within_one_listener() {
         let index = HostIndex::build(vec![
-            vhost("*").in_listener(0),
-            vhost("*.example.com").in_listener(1),
-            vhost("a.example.com").in_listener(1),
-            vhost("b.example.com").in_listener(2),
+            VirtualHost::new("*".into(), vec![]).in_listener(0),
+            VirtualHost::new("*.example.com".into(), vec![]).in_listener(1),
+            VirtualHost::new("a.example.com".into(), vec![]).in_listener(1),
+            VirtualHost::new("b.example.com".into(), vec![]).in_listener(2),
         ]);
         let names = |h: &'static str| -> Vec<String> {
             index.candidates(h).map(|v| v.hostname.clone()).collect()

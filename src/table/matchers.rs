@@ -18,7 +18,7 @@ pub struct RequestView<'a> {
 }
 
 /// All conditions of one `matches[]` entry; every condition must hold.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestMatch {
     pub path: PathMatch,
@@ -58,7 +58,7 @@ impl RequestMatch {
 }
 
 /// A path condition.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", content = "value")]
 pub enum PathMatch {
     /// The whole path, byte for byte.
@@ -120,7 +120,7 @@ pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
 }
 
 /// A value condition on a header or query parameter.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", content = "value")]
 pub enum ValueMatch {
     Exact(String),
@@ -139,7 +139,7 @@ impl ValueMatch {
 }
 
 /// A header condition; names compare case-insensitively, any of a repeated header's values may match.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderMatch {
     #[serde(serialize_with = "ser_header_name")]
@@ -161,7 +161,7 @@ impl HeaderMatch {
 }
 
 /// A query parameter condition; names compare exactly, any of a repeated parameter's values may match.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryMatch {
     pub name: String,

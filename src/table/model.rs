@@ -63,8 +63,12 @@ pub struct ListenerTable {
 }
 
 impl ListenerTable {
-    /// Builds a listener from its virtual hosts.
-    pub fn new(bind: SocketAddr, sources: Vec<String>, hosts: Vec<VirtualHost>) -> Self {
+    /// Builds a listener from its virtual hosts (new ones, or shared with an earlier table).
+    pub fn new(
+        bind: SocketAddr,
+        sources: Vec<String>,
+        hosts: impl IntoIterator<Item = impl Into<Arc<VirtualHost>>>,
+    ) -> Self {
         Self {
             bind,
             port: None,
@@ -198,7 +202,7 @@ impl RouteRule {
 }
 
 /// Filters of a rule (or of one backendRef), compiled at table build time.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleFilters {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -296,7 +300,7 @@ impl std::fmt::Display for ServiceKey {
 }
 
 /// A Service port resolved to ready endpoints.
-#[derive(Debug, Serialize)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceBackend {
     pub service: ServiceKey,

@@ -79,27 +79,89 @@ pub struct BackendRef<'a> {
     pub port: Option<i32>,
 }
 
+/// An owned copy of a [`BackendRef`], kept with its outcome so a cached route can check that
+/// each of its references still resolves the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedRef {
+    group: Option<String>,
+    kind: Option<String>,
+    name: String,
+    namespace: Option<String>,
+    port: Option<i32>,
+}
+
+impl OwnedRef {
+    /// Borrows it back as the reference resolution reads.
+    pub fn as_ref(&self) -> BackendRef<'_> {
+        BackendRef {
+            group: self.group.as_deref(),
+            kind: self.kind.as_deref(),
+            name: &self.name,
+            namespace: self.namespace.as_deref(),
+            port: self.port,
+        }
+    }
+}
+
+/// The outcome of resolving one backendRef.
+pub type Resolved = Result<Arc<ServiceBackend>, BackendError>;
+
+/// True when two outcomes put the same thing into a table: the same (or an equal) Service
+/// port with equal endpoints, or the same error.
+pub fn same_outcome(a: &Resolved, b: &Resolved) -> bool {
+    match (a, b) {
+        (Ok(a), Ok(b)) => Arc::ptr_eq(a, b) || a == b,
+        (Err(a), Err(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// A resolved Service port of an earlier translation with the objects it was computed from:
+/// valid again while the Service and its EndpointSlices are the same objects (or equal ones).
+#[derive(Debug, Clone)]
+pub struct CachedBackend {
+    service: Arc<Service>,
+    slices: Vec<Arc<EndpointSlice>>,
+    backend: Arc<ServiceBackend>,
+}
+
+/// Resolved Service ports by key and Service port number, carried from one translation to
+/// the next.
+pub type BackendCache = HashMap<(ServiceKey, i32), CachedBackend>;
+
+fn same_object<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
 /// Services and EndpointSlices indexed once per translation; resolved ports are shared.
 #[derive(Debug)]
 pub struct Backends<'a> {
-    services: HashMap<(&'a str, &'a str), &'a Service>,
-    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    services: HashMap<(&'a str, &'a str), &'a Arc<Service>>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a Arc<EndpointSlice>>>,
     grants: Grants<'a>,
     /// Resolved Service ports by (namespace, name, port), keyed by the Service's own strings.
     resolved: HashMap<(&'a str, &'a str, i32), Arc<ServiceBackend>>,
+    /// Service ports resolved by the previous translation.
+    previous: BackendCache,
+    /// Service ports resolved by this one, to hand to the next.
+    next: BackendCache,
+    /// Every resolution since [`Backends::record`], with its reference.
+    recording: Option<Vec<(OwnedRef, Resolved)>>,
 }
 
 impl<'a> Backends<'a> {
-    /// Indexes the snapshot's Services (by namespace/name) and EndpointSlices (by Service).
-    pub fn new(snapshot: &'a Snapshot) -> Self {
+    /// Indexes the snapshot's Services (by namespace/name) and EndpointSlices (by Service),
+    /// reusing the Service ports of `previous` whose Service and EndpointSlices are unchanged
+    /// (an empty cache resolves everything).
+    pub fn with_cache(snapshot: &'a Snapshot, previous: BackendCache) -> Self {
         let ns = |m: &'a Option<String>| or_default_namespace(m.as_deref());
         let mut services = HashMap::new();
         for s in &snapshot.services {
             if let Some(name) = s.metadata.name.as_deref() {
-                services.insert((ns(&s.metadata.namespace), name), &**s);
+                services.insert((ns(&s.metadata.namespace), name), s);
             }
         }
-        let mut slices: HashMap<_, Vec<&EndpointSlice>> = HashMap::new();
+        let mut slices: HashMap<_, Vec<&Arc<EndpointSlice>>> = HashMap::new();
         for e in &snapshot.endpoint_slices {
             let svc = e
                 .metadata
@@ -110,7 +172,7 @@ impl<'a> Backends<'a> {
                 slices
                     .entry((ns(&e.metadata.namespace), svc.as_str()))
                     .or_default()
-                    .push(&**e);
+                    .push(e);
             }
         }
         Self {
@@ -118,15 +180,44 @@ impl<'a> Backends<'a> {
             slices,
             grants: Grants::new(&snapshot.reference_grants),
             resolved: HashMap::new(),
+            previous,
+            next: BackendCache::new(),
+            recording: None,
         }
     }
 
+    /// Starts recording every resolution (with its reference) until [`Backends::recorded`].
+    pub fn record(&mut self) {
+        self.recording = Some(Vec::new());
+    }
+
+    /// The resolutions since [`Backends::record`]; stops recording.
+    pub fn recorded(&mut self) -> Vec<(OwnedRef, Resolved)> {
+        self.recording.take().unwrap_or_default()
+    }
+
+    /// The Service ports this translation resolved, for the next one.
+    pub fn into_cache(self) -> BackendCache {
+        self.next
+    }
+
     /// Resolves a backendRef of a route in `route_ns` to a Service port and its ready endpoints.
-    pub fn resolve(
-        &mut self,
-        route_ns: &str,
-        r: &BackendRef<'_>,
-    ) -> Result<Arc<ServiceBackend>, BackendError> {
+    pub fn resolve(&mut self, route_ns: &str, r: &BackendRef<'_>) -> Resolved {
+        let out = self.resolve_uncached(route_ns, r);
+        if let Some(recording) = &mut self.recording {
+            let owned = OwnedRef {
+                group: r.group.map(str::to_owned),
+                kind: r.kind.map(str::to_owned),
+                name: r.name.to_owned(),
+                namespace: r.namespace.map(str::to_owned),
+                port: r.port,
+            };
+            recording.push((owned, out.clone()));
+        }
+        out
+    }
+
+    fn resolve_uncached(&mut self, route_ns: &str, r: &BackendRef<'_>) -> Resolved {
         let group = r.group.unwrap_or("");
         let kind = r.kind.unwrap_or("Service");
         if !group.is_empty() || kind != "Service" {
@@ -156,7 +247,7 @@ impl<'a> Backends<'a> {
             namespace: namespace.to_owned(),
             name: r.name.to_owned(),
         };
-        let service: &'a Service = self
+        let service: &'a Arc<Service> = self
             .services
             .get(&(namespace, r.name))
             .ok_or_else(not_found)?;
@@ -186,6 +277,21 @@ impl<'a> Backends<'a> {
             name: r.name.to_owned(),
             port: u16::try_from(port).unwrap_or(0),
         };
+        let slices = self.slices.get(&(namespace, r.name));
+        let cache_key = (key, port);
+        if let Some(c) = self.previous.remove(&cache_key).filter(|c| {
+            let now = slices.map(Vec::as_slice).unwrap_or(&[]);
+            same_object(&c.service, service)
+                && c.slices.len() == now.len()
+                && c.slices.iter().zip(now).all(|(a, b)| same_object(a, b))
+        }) {
+            let backend = c.backend.clone();
+            self.next.insert(cache_key, c);
+            self.resolved
+                .insert((svc_ns, svc_name, port), backend.clone());
+            return Ok(backend);
+        }
+        let (key, _) = cache_key;
         let protocol = match service_port.app_protocol.as_deref() {
             None | Some("http") | Some("kubernetes.io/ws") => UpstreamProtocol::Http1,
             Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
@@ -196,7 +302,6 @@ impl<'a> Backends<'a> {
                 })
             }
         };
-        let slices = self.slices.get(&(namespace, r.name));
         let external = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
         if external && slices.is_none_or(Vec::is_empty) {
             return Err(BackendError::ExternalName {
@@ -204,21 +309,30 @@ impl<'a> Backends<'a> {
                 name: r.name.to_owned(),
             });
         }
-        let endpoints = ready_endpoints(slices.map(Vec::as_slice).unwrap_or(&[]), service_port);
+        let slices: Vec<Arc<EndpointSlice>> = slices
+            .map(|v| v.iter().map(|s| Arc::clone(s)).collect())
+            .unwrap_or_default();
+        let endpoints = ready_endpoints(&slices, service_port);
         let backend = Arc::new(ServiceBackend {
-            service: key,
+            service: key.clone(),
             endpoints,
             protocol,
         });
         self.resolved
             .insert((svc_ns, svc_name, port), backend.clone());
+        let cached = CachedBackend {
+            service: Arc::clone(service),
+            slices,
+            backend: backend.clone(),
+        };
+        self.next.insert((key, port), cached);
         Ok(backend)
     }
 }
 
 /// Ready, non-terminating endpoint addresses of the Service port, from the slice port with the
 /// same name (which is how a named `targetPort` resolves), sorted and deduplicated.
-pub fn ready_endpoints(slices: &[&EndpointSlice], port: &ServicePort) -> Vec<SocketAddr> {
+pub fn ready_endpoints(slices: &[Arc<EndpointSlice>], port: &ServicePort) -> Vec<SocketAddr> {
     let want = port.name.as_deref().unwrap_or("");
     let mut out = Vec::new();
     for slice in slices {
@@ -297,7 +411,8 @@ mod tests {
             port: 80,
             ..Default::default()
         };
-        let got = ready_endpoints(&[&slice], &port);
+        let slice = Arc::new(slice);
+        let got = ready_endpoints(std::slice::from_ref(&slice), &port);
         let want: Vec<SocketAddr> = vec![
             "10.0.0.1:8080".parse().unwrap(),
             "10.0.0.2:8080".parse().unwrap(),
@@ -307,6 +422,6 @@ mod tests {
             port: 80,
             ..Default::default()
         };
-        assert!(ready_endpoints(&[&slice], &unnamed).is_empty());
+        assert!(ready_endpoints(&[slice], &unnamed).is_empty());
     }
 }

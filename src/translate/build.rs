@@ -1,9 +1,10 @@
 //! Assembles the `RouteTable`: one `ListenerTable` per socket (listeners of several Gateways on
 //! one address and port merge), one `VirtualHost` per effective hostname, each hostname served
 //! only by the most specific listener that matches it (listener isolation). HTTPS listeners
-//! bring their certificates; a socket serves one protocol, the first one bound there. Pure.
+//! bring their certificates; a socket serves one protocol, the first one bound there. A virtual
+//! host whose rules are the same `Arc`s as in the previous table is that table's host. Pure.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -36,12 +37,56 @@ struct SocketBuild {
     hosts: BTreeMap<String, BTreeMap<RuleKey, Arc<RouteRule>>>,
 }
 
-/// Builds the table from validated Gateways and each route's attachments and compiled rules.
+/// A virtual host of an earlier table and the rules it was built from, in build order.
+#[derive(Debug)]
+pub struct CachedHost {
+    group: u32,
+    rules: Vec<Arc<RouteRule>>,
+    host: Arc<VirtualHost>,
+}
+
+/// Virtual hosts by socket and hostname, carried from one table to the next: sorting and
+/// path-indexing a host's rules is skipped when they are the same rules.
+pub type HostCache = HashMap<(SocketAddr, String), CachedHost>;
+
+/// The host `name` of socket `addr` serving `rules`: the cached one when built from the same
+/// rules for the same listener, else a new one. Either way it is remembered in `next`.
+fn virtual_host(
+    addr: SocketAddr,
+    name: String,
+    group: u32,
+    rules: Vec<Arc<RouteRule>>,
+    previous: &mut HostCache,
+    next: &mut HostCache,
+) -> Arc<VirtualHost> {
+    let key = (addr, name);
+    let same = |c: &CachedHost| {
+        c.group == group
+            && c.rules.len() == rules.len()
+            && c.rules.iter().zip(&rules).all(|(a, b)| Arc::ptr_eq(a, b))
+    };
+    let cached = match previous.remove(&key).filter(same) {
+        Some(c) => c,
+        None => CachedHost {
+            group,
+            host: Arc::new(VirtualHost::new(key.1.clone(), rules.clone()).in_listener(group)),
+            rules,
+        },
+    };
+    let host = cached.host.clone();
+    next.insert(key, cached);
+    host
+}
+
+/// Builds the table from validated Gateways and each route's attachments and compiled rules,
+/// reusing the hosts of `hosts` that serve the same rules and leaving this table's there.
 pub fn build_table(
     gateways: &[GatewayModel<'_>],
-    routes: &[(Vec<Attachment>, CompiledRoute)],
+    routes: &[(Vec<Attachment>, Arc<CompiledRoute>)],
     generation: u64,
+    hosts: &mut HostCache,
 ) -> RouteTable {
+    let mut previous = std::mem::take(hosts);
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
         for (li, l) in g.listeners.iter().enumerate().filter(|(_, l)| l.valid()) {
@@ -120,9 +165,10 @@ pub fn build_table(
                 .map(|(name, rules)| {
                     // Hosts of one listener fall back to each other, never to another listener's.
                     let group = owners.find(&name).copied().unwrap_or(0) as u32;
-                    VirtualHost::new(name, rules.into_values().collect()).in_listener(group)
+                    let rules = rules.into_values().collect();
+                    virtual_host(addr, name, group, rules, &mut previous, hosts)
                 })
-                .collect();
+                .collect::<Vec<_>>();
             let mut table =
                 ListenerTable::new(addr, s.sources.into_iter().collect(), hosts).with_port(s.port);
             if s.protocol

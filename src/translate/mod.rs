@@ -13,11 +13,13 @@ mod duration;
 mod filters;
 mod gateway;
 mod httproute;
+mod incremental;
 mod listener;
 mod parameters;
 mod ports;
 mod protocol;
 mod refgrant;
+mod relink;
 mod rules;
 #[cfg(test)]
 mod testing;
@@ -38,6 +40,7 @@ pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
 pub use gateway::SUPPORTED_FEATURES;
 pub use httproute::AttachError;
+pub use incremental::{Incremental, Reuse};
 pub use listener::intersect_hostnames;
 pub use parameters::{resolve_parameters, InvalidParameters, ParametersRef};
 pub use ports::{PortMap, PortMapError};
@@ -85,6 +88,17 @@ pub fn translate_with(
     options: &TranslateOptions,
     served: &ServedCertificates,
 ) -> Translation {
+    Incremental::default().translate(snapshot, options, served)
+}
+
+/// The one translation: a full one when `cache` is empty, else reusing what it holds from
+/// unchanged inputs (see [`Incremental`]).
+fn translate_cached(
+    snapshot: &Snapshot,
+    options: &TranslateOptions,
+    served: &ServedCertificates,
+    cache: &mut Incremental,
+) -> Translation {
     let mut report = StatusReport::default();
     let mut classes = HashMap::new();
     for class in &snapshot.gateway_classes {
@@ -131,13 +145,13 @@ pub fn translate_with(
         .collect();
 
     let labels = namespace_labels(snapshot);
-    let mut backends = backends::Backends::new(snapshot);
+    let mut compiler = cache.begin(snapshot);
     let mut compiled = Vec::new();
     for route in &snapshot.http_routes {
         if !names_our_gateway(route, &by_name) {
             continue;
         }
-        let c = rules::compile_route(route, &mut backends);
+        let c = compiler.compile(route);
         let ns = namespace_of(&route.metadata);
         let fallback;
         let ns_labels = match labels.get(ns) {
@@ -171,7 +185,8 @@ pub fn translate_with(
             StatusBody::Gateway(status),
         ));
     }
-    let table = build::build_table(&gateways, &compiled, options.generation);
+    cache.finish(compiler);
+    let table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
     report.sort();
     Translation {
         table,

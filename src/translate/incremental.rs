@@ -1,0 +1,195 @@
+//! Incremental translation: memoization of the per-route work across translations. The
+//! translator stays a pure function; what it remembers is a value the caller owns and hands
+//! back with the next snapshot ([`Incremental`]). A cached part is reused only when every
+//! input it was computed from is unchanged, so the output always equals a full translation
+//! of the same snapshot (`tests/incremental.rs` checks that on random change sequences).
+//!
+//! Cached today:
+//! - each HTTPRoute's compiled rules (matchers, filters, backend sets), by the route's
+//!   namespace and name, valid while the route is the same object (or an equal one) and each
+//!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
+//!   only difference is the endpoints of some Service ports, the rules are relinked to the
+//!   new ones (`relink`) rather than compiled;
+//! - each resolved Service port (its ready endpoints), valid while its Service and its
+//!   EndpointSlices are the same objects (or equal ones);
+//! - each virtual host of the table (rules sorted by precedence, path index), by socket and
+//!   hostname, valid while it serves the same rule `Arc`s for the same listener.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gateway_api::apis::standard::httproutes::HttpRoute;
+
+use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
+use super::build::HostCache;
+use super::relink::{endpoints_only, relink};
+use super::rules::{compile_route, CompiledRoute};
+use super::{Snapshot, TranslateOptions, Translation};
+use crate::snapshot::namespace_of;
+use crate::table::ServedCertificates;
+
+/// What one translation reused: counts for logs, metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reuse {
+    /// Routes whose compiled rules were taken from the previous translation.
+    pub reused: usize,
+    /// Routes whose compiled rules were copied with new endpoint sets (only endpoints of
+    /// their Service ports changed).
+    pub relinked: usize,
+    /// Routes compiled anew.
+    pub compiled: usize,
+}
+
+/// How a cached route compares with the current inputs.
+enum Check {
+    /// Compiling it now would give the cached result.
+    Same,
+    /// Only endpoints of its Service ports changed: these are the current outcomes.
+    Endpoints(Vec<Resolved>),
+    /// The route or the outcome of one of its references changed.
+    Stale,
+}
+
+/// The memory of earlier translations. The reconciler owns one and passes it with every
+/// snapshot, so a change costs in proportion to what it touches rather than to the whole
+/// configuration. Starting from [`Incremental::default`] is a full translation.
+#[derive(Debug, Default)]
+pub struct Incremental {
+    routes: HashMap<(String, String), RouteEntry>,
+    backends: BackendCache,
+    hosts: HostCache,
+    last: Reuse,
+}
+
+/// A route's compiled rules and the backendRef outcomes they were compiled with.
+#[derive(Debug)]
+struct RouteEntry {
+    route: Arc<HttpRoute>,
+    resolutions: Vec<(OwnedRef, Resolved)>,
+    compiled: Arc<CompiledRoute>,
+}
+
+impl Incremental {
+    /// Translates `snapshot` like [`super::translate_with`], reusing what earlier
+    /// translations through this value computed from unchanged inputs, and remembering this
+    /// one's results for the next call.
+    pub fn translate(
+        &mut self,
+        snapshot: &Snapshot,
+        options: &TranslateOptions,
+        served: &ServedCertificates,
+    ) -> Translation {
+        super::translate_cached(snapshot, options, served, self)
+    }
+
+    /// What the last translation reused.
+    pub fn last(&self) -> Reuse {
+        self.last
+    }
+
+    /// The virtual hosts of the last table, for the next one to reuse.
+    pub(super) fn hosts(&mut self) -> &mut HostCache {
+        &mut self.hosts
+    }
+
+    /// Starts one translation's use of the cache.
+    pub(super) fn begin<'a>(&mut self, snapshot: &'a Snapshot) -> RouteCompiler<'a> {
+        RouteCompiler {
+            backends: Backends::with_cache(snapshot, std::mem::take(&mut self.backends)),
+            previous: std::mem::take(&mut self.routes),
+            next: HashMap::new(),
+            reuse: Reuse::default(),
+        }
+    }
+
+    /// Keeps what the translation that `compiler` served computed, for the next one.
+    pub(super) fn finish(&mut self, compiler: RouteCompiler<'_>) {
+        self.routes = compiler.next;
+        self.backends = compiler.backends.into_cache();
+        self.last = compiler.reuse;
+    }
+}
+
+/// One translation's route compilation: the previous entries it may reuse and the ones it
+/// keeps for the next translation. Routes that are not compiled again drop out.
+pub(super) struct RouteCompiler<'a> {
+    backends: Backends<'a>,
+    previous: HashMap<(String, String), RouteEntry>,
+    next: HashMap<(String, String), RouteEntry>,
+    reuse: Reuse,
+}
+
+impl RouteCompiler<'_> {
+    /// The compiled rules of `route`: the previous ones when the route and every outcome of
+    /// its backendRefs are unchanged, else compiled now.
+    pub fn compile(&mut self, route: &Arc<HttpRoute>) -> Arc<CompiledRoute> {
+        let ns = namespace_of(&route.metadata);
+        let id = (
+            ns.to_owned(),
+            route.metadata.name.clone().unwrap_or_default(),
+        );
+        if let Some(mut entry) = self.previous.remove(&id) {
+            match self.check(&entry, route) {
+                Check::Same => {
+                    self.reuse.reused += 1;
+                }
+                Check::Endpoints(current) => {
+                    entry.compiled = Arc::new(relink(&entry.compiled, &current));
+                    for ((_, before), now) in entry.resolutions.iter_mut().zip(current) {
+                        *before = now;
+                    }
+                    entry.route = route.clone();
+                    self.reuse.relinked += 1;
+                }
+                Check::Stale => return self.compile_new(id, route),
+            }
+            let compiled = entry.compiled.clone();
+            self.next.insert(id, entry);
+            return compiled;
+        }
+        self.compile_new(id, route)
+    }
+
+    fn compile_new(&mut self, id: (String, String), route: &Arc<HttpRoute>) -> Arc<CompiledRoute> {
+        self.backends.record();
+        let compiled = Arc::new(compile_route(route, &mut self.backends));
+        let resolutions = self.backends.recorded();
+        self.next.insert(
+            id,
+            RouteEntry {
+                route: route.clone(),
+                resolutions,
+                compiled: compiled.clone(),
+            },
+        );
+        self.reuse.compiled += 1;
+        compiled
+    }
+
+    /// Whether compiling `route` now would give `entry`'s result: compilation reads only the
+    /// route and the outcomes of its backendRefs, resolved in the same order, so replaying
+    /// them tells.
+    fn check(&mut self, entry: &RouteEntry, route: &Arc<HttpRoute>) -> Check {
+        if !(Arc::ptr_eq(&entry.route, route) || entry.route == *route) {
+            return Check::Stale;
+        }
+        let ns = namespace_of(&route.metadata);
+        let mut current = Vec::with_capacity(entry.resolutions.len());
+        let mut relink = false;
+        for (r, before) in &entry.resolutions {
+            let now = self.backends.resolve(ns, &r.as_ref());
+            if !same_outcome(&now, before) {
+                if !endpoints_only(before, &now) {
+                    return Check::Stale;
+                }
+                relink = true;
+            }
+            current.push(now);
+        }
+        if relink {
+            Check::Endpoints(current)
+        } else {
+            Check::Same
+        }
+    }
+}

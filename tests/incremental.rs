@@ -1,0 +1,426 @@
+//! Incremental translation equals full translation: random sequences of changes (routes,
+//! Gateways and their listeners, Services, EndpointSlices, ReferenceGrants, Secrets added,
+//! removed, modified, or replaced by an equal copy) are applied to a snapshot, and after
+//! each one the translation through a long-lived `Incremental` must serialize exactly like a
+//! fresh full translation of the same snapshot: the table (`/debug/config`) and the status.
+//! Seeded, so a failure names the seed and step that reproduce it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use edgeplane::snapshot::Snapshot;
+use edgeplane::table::{RouteTable, RuleFilters, ServedCertificates};
+use edgeplane::translate::{translate_with, Incremental, TranslateOptions};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use serde_json::{json, Value};
+
+const NAMESPACES: [&str; 2] = ["a", "b"];
+const HOSTS: [&str; 4] = ["a.ex.com", "b.ex.com", "*.ex.com", "c.other.org"];
+
+fn options() -> TranslateOptions {
+    TranslateOptions {
+        controller_name: "x/y".into(),
+        bind_address: "127.0.0.1".parse().expect("ip"),
+        now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
+        generation: 1,
+        port_map: Default::default(),
+    }
+}
+
+/// Random objects from small name pools, so changes collide with references often.
+struct Gen {
+    rng: fastrand::Rng,
+    certs: Vec<(String, String)>,
+}
+
+impl Gen {
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.rng.usize(..from.len())]
+    }
+
+    fn ns(&mut self) -> &'static str {
+        self.pick(&NAMESPACES)
+    }
+
+    fn meta(&mut self, name: String, ns: &str) -> Value {
+        json!({"name": name, "namespace": ns, "generation": self.rng.i64(1..3)})
+    }
+
+    fn meta_in(&mut self, name: String) -> Value {
+        let ns = self.ns();
+        self.meta(name, ns)
+    }
+
+    fn gateway(&mut self, name: String) -> Value {
+        let listeners: Vec<Value> = (0..self.rng.usize(1..4))
+            .map(|i| {
+                let port = self
+                    .pick(&["80", "8080", "443"])
+                    .parse::<u16>()
+                    .unwrap_or(80);
+                let mut l = json!({"name": format!("l{i}"), "port": port,
+                    "protocol": if port == 443 { "HTTPS" } else { "HTTP" },
+                    "allowedRoutes": {"namespaces": {"from": self.pick(&["Same", "All"])}}});
+                if self.rng.bool() {
+                    l["hostname"] = json!(self.pick(&HOSTS[..3]));
+                }
+                if port == 443 {
+                    let (secret, ns) = (format!("k{}", self.rng.u8(0..2)), self.ns());
+                    l["tls"] = json!({"mode": "Terminate",
+                        "certificateRefs": [{"name": secret, "namespace": ns}]});
+                }
+                l
+            })
+            .collect();
+        json!({"metadata": self.meta(name, "a"),
+            "spec": {"gatewayClassName": "c", "listeners": listeners}})
+    }
+
+    fn backend_ref(&mut self) -> Value {
+        let mut b = json!({"name": format!("s{}", self.rng.u8(0..4)),
+            "port": self.pick(&["80", "81"]).parse::<i32>().unwrap_or(80)});
+        if self.rng.u8(0..4) == 0 {
+            b["namespace"] = json!(self.ns());
+        }
+        if self.rng.u8(0..4) == 0 {
+            b["weight"] = json!(self.rng.u8(0..3));
+        }
+        b
+    }
+
+    fn route(&mut self, name: String) -> Value {
+        let ns = self.ns();
+        let parents: Vec<Value> = (0..self.rng.usize(1..3))
+            .map(|_| {
+                let mut p = json!({"name": format!("g{}", self.rng.u8(0..3)), "namespace": "a"});
+                if self.rng.u8(0..3) == 0 {
+                    p["sectionName"] = json!(format!("l{}", self.rng.u8(0..2)));
+                }
+                p
+            })
+            .collect();
+        let rules: Vec<Value> = (0..self.rng.usize(1..3))
+            .map(|_| {
+                let path = if self.rng.u8(0..10) == 0 {
+                    json!({"type": "RegularExpression", "value": "/(["})
+                } else {
+                    json!({"type": "PathPrefix", "value": self.pick(&["/", "/x", "/y"])})
+                };
+                let backends: Vec<Value> = (0..self.rng.usize(0..3))
+                    .map(|_| self.backend_ref())
+                    .collect();
+                let mut rule = json!({"matches": [{"path": path}], "backendRefs": backends});
+                if self.rng.u8(0..4) == 0 {
+                    rule["filters"] = json!([{"type": "RequestMirror",
+                        "requestMirror": {"backendRef": self.backend_ref()}}]);
+                }
+                rule
+            })
+            .collect();
+        let hosts: Vec<&str> = HOSTS.iter().copied().filter(|_| self.rng.bool()).collect();
+        let mut meta = self.meta(name, ns);
+        meta["creationTimestamp"] = json!(format!("2026-01-0{}T00:00:00Z", self.rng.u8(1..4)));
+        json!({"metadata": meta,
+            "spec": {"parentRefs": parents, "hostnames": hosts, "rules": rules}})
+    }
+
+    fn service(&mut self, name: String) -> Value {
+        let mut port =
+            json!({"name": "http", "port": self.pick(&["80", "81"]).parse::<i32>().unwrap_or(80)});
+        match self.rng.u8(0..6) {
+            0 => port["appProtocol"] = json!("kubernetes.io/h2c"),
+            1 => port["appProtocol"] = json!("bogus"),
+            _ => {}
+        }
+        json!({"metadata": (self.meta_in(name)), "spec": {"ports": [port]}})
+    }
+
+    fn slice(&mut self, name: String) -> Value {
+        let endpoints: Vec<Value> = (0..self.rng.usize(0..3))
+            .map(|_| {
+                json!({"addresses": [format!("10.0.0.{}", self.rng.u8(1..6))],
+                "conditions": {"ready": self.rng.u8(0..4) != 0}})
+            })
+            .collect();
+        let mut meta = {
+            let ns = self.ns();
+            self.meta(name, ns)
+        };
+        meta["labels"] = json!({"kubernetes.io/service-name": format!("s{}", self.rng.u8(0..4))});
+        json!({"metadata": meta, "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}], "endpoints": endpoints})
+    }
+
+    fn grant(&mut self, name: String) -> Value {
+        let from_ns = self.ns();
+        let (group, kind) = if self.rng.bool() {
+            ("gateway.networking.k8s.io", "HTTPRoute")
+        } else {
+            ("gateway.networking.k8s.io", "Gateway")
+        };
+        let mut to = json!({"group": "", "kind": self.pick(&["Service", "Secret"])});
+        if self.rng.bool() {
+            to["name"] = json!(self.pick(&["s0", "s1", "k0"]));
+        }
+        json!({"metadata": (self.meta_in(name)),
+            "spec": {"from": [{"group": group, "kind": kind, "namespace": from_ns}], "to": [to]}})
+    }
+
+    fn secret(&mut self, name: String) -> Secret {
+        let ns = self.ns();
+        let (crt, key) = match self.rng.u8(0..5) {
+            0 => ("garbage".to_owned(), "garbage".to_owned()),
+            n => self.certs[usize::from(n) % self.certs.len()].clone(),
+        };
+        let meta = serde_json::from_value(self.meta(name, ns)).expect("metadata");
+        Secret {
+            metadata: meta,
+            type_: Some("kubernetes.io/tls".into()),
+            data: Some(BTreeMap::from([
+                ("tls.crt".to_owned(), ByteString(crt.into_bytes())),
+                ("tls.key".to_owned(), ByteString(key.into_bytes())),
+            ])),
+            ..Default::default()
+        }
+    }
+}
+
+fn object<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).expect("generated object decodes"))
+}
+
+/// Adds, removes, modifies or re-creates (equal content, new `Arc`) one object of `list`.
+fn change<T: Clone>(
+    rng: &mut fastrand::Rng,
+    list: &mut Vec<Arc<T>>,
+    pool: usize,
+    name_of: impl Fn(&T) -> String,
+    mut make: impl FnMut(String) -> Arc<T>,
+) {
+    let op = rng.u8(0..4);
+    if op == 0 || list.is_empty() {
+        let used: Vec<String> = list.iter().map(|o| name_of(o)).collect();
+        if let Some(name) = (0..pool).map(|i| i.to_string()).find(|n| !used.contains(n)) {
+            list.push(make(name));
+        }
+        return;
+    }
+    let i = rng.usize(..list.len());
+    match op {
+        1 => {
+            list.remove(i);
+        }
+        2 => list[i] = make(name_of(&list[i])),
+        _ => list[i] = Arc::new(T::clone(&list[i])),
+    }
+}
+
+/// Name suffix of a generated object (`g3` -> `3`), so a modification keeps its identity.
+fn suffix(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or("");
+    name.trim_start_matches(|c: char| c.is_ascii_alphabetic())
+        .to_owned()
+}
+
+fn step(g: &mut Gen, s: &mut Snapshot) {
+    let mut rng = fastrand::Rng::with_seed(g.rng.u64(..));
+    match rng.u8(0..10) {
+        0..=2 => change(
+            &mut rng,
+            &mut s.http_routes,
+            12,
+            |o| suffix(&o.metadata),
+            |n| object(g.route(format!("r{n}"))),
+        ),
+        3 => change(
+            &mut rng,
+            &mut s.gateways,
+            3,
+            |o| suffix(&o.metadata),
+            |n| object(g.gateway(format!("g{n}"))),
+        ),
+        4 => change(
+            &mut rng,
+            &mut s.services,
+            4,
+            |o| suffix(&o.metadata),
+            |n| object(g.service(format!("s{n}"))),
+        ),
+        5 | 6 => change(
+            &mut rng,
+            &mut s.endpoint_slices,
+            6,
+            |o| suffix(&o.metadata),
+            |n| object(g.slice(format!("e{n}"))),
+        ),
+        7 => change(
+            &mut rng,
+            &mut s.reference_grants,
+            3,
+            |o| suffix(&o.metadata),
+            |n| object(g.grant(format!("rg{n}"))),
+        ),
+        _ => change(
+            &mut rng,
+            &mut s.secrets,
+            2,
+            |o| suffix(&o.metadata),
+            |n| Arc::new(g.secret(format!("k{n}"))),
+        ),
+    }
+}
+
+/// Every pool full, so references resolve and routes attach from the first step.
+fn initial(g: &mut Gen) -> Snapshot {
+    let class = json!({"metadata": {"name": "c", "generation": 1},
+        "spec": {"controllerName": "x/y"}});
+    let namespaces = NAMESPACES
+        .iter()
+        .map(|n| object(json!({"metadata": {"name": n, "labels": {"team": n}}})))
+        .collect();
+    Snapshot {
+        gateway_classes: vec![object(class)],
+        namespaces,
+        gateways: (0..3).map(|i| object(g.gateway(format!("g{i}")))).collect(),
+        http_routes: (0..12).map(|i| object(g.route(format!("r{i}")))).collect(),
+        services: (0..4).map(|i| object(g.service(format!("s{i}")))).collect(),
+        endpoint_slices: (0..6).map(|i| object(g.slice(format!("e{i}")))).collect(),
+        reference_grants: (0..3).map(|i| object(g.grant(format!("rg{i}")))).collect(),
+        secrets: (0..2)
+            .map(|i| Arc::new(g.secret(format!("k{i}"))))
+            .collect(),
+        ..Snapshot::default()
+    }
+}
+
+/// Every mirror target with its endpoints: `/debug/config` names a mirror's Service only, but
+/// the proxy sends copies to its endpoints, so they must be as fresh as the backends'.
+fn mirror_endpoints(table: &RouteTable) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut add = |f: &RuleFilters| {
+        for m in &f.mirrors {
+            out.push(format!("{} {:?}", m.backend.service, m.backend.endpoints));
+        }
+    };
+    for l in table.listeners.values() {
+        for h in l.hosts.iter() {
+            for r in &h.rules {
+                add(&r.filters);
+                r.backends.backends.iter().for_each(|b| add(&b.filters));
+            }
+        }
+    }
+    out
+}
+
+fn assert_same(seed: u64, at: usize, s: &Snapshot, cache: &mut Incremental) {
+    let served = ServedCertificates::default();
+    let full = translate_with(s, &options(), &served);
+    let incremental = cache.translate(s, &options(), &served);
+    let json = |t: &edgeplane::translate::Translation| {
+        (
+            serde_json::to_value(&t.table).expect("table serializes"),
+            serde_json::to_value(&t.status).expect("status serializes"),
+        )
+    };
+    assert_eq!(
+        mirror_endpoints(&full.table),
+        mirror_endpoints(&incremental.table),
+        "seed {seed} step {at}: mirror endpoints differ"
+    );
+    let (full, incremental) = (json(&full), json(&incremental));
+    assert!(
+        full.0 == incremental.0,
+        "seed {seed} step {at}: tables differ\nfull: {}\nincremental: {}",
+        full.0,
+        incremental.0
+    );
+    assert!(
+        full.1 == incremental.1,
+        "seed {seed} step {at}: statuses differ\nfull: {}\nincremental: {}",
+        full.1,
+        incremental.1
+    );
+}
+
+#[test]
+fn incremental_equals_full_translation_after_every_change() {
+    let certs: Vec<(String, String)> = [["a.ex.com", "*.ex.com"], ["b.ex.com", "c.other.org"]]
+        .iter()
+        .map(|names| {
+            let c = rcgen::generate_simple_self_signed(names.map(str::to_owned).to_vec())
+                .expect("rcgen makes a certificate");
+            (c.cert.pem(), c.signing_key.serialize_pem())
+        })
+        .collect();
+    let mut compiled_reused = 0;
+    for seed in 0..20u64 {
+        let mut g = Gen {
+            rng: fastrand::Rng::with_seed(seed),
+            certs: certs.clone(),
+        };
+        let mut snapshot = initial(&mut g);
+        let mut cache = Incremental::default();
+        for at in 0..50 {
+            step(&mut g, &mut snapshot);
+            assert_same(seed, at, &snapshot, &mut cache);
+            compiled_reused += cache.last().reused;
+        }
+    }
+    // The sequences must exercise reuse, or the comparison proves nothing.
+    assert!(
+        compiled_reused > 1000,
+        "only {compiled_reused} routes reused"
+    );
+}
+
+/// An EndpointSlice change recompiles no route: the routes using its Service are relinked to
+/// the new endpoints, the others reused.
+#[test]
+fn endpoint_changes_relink_routes_without_compiling() {
+    let mut g = Gen {
+        rng: fastrand::Rng::with_seed(7),
+        certs: vec![("garbage".into(), "garbage".into())],
+    };
+    let route = |name: &str, service: &str| {
+        object(json!({"metadata": {"name": name, "namespace": "a"},
+            "spec": {"parentRefs": [{"name": "g0"}], "rules": [{"backendRefs": [{"name": service, "port": 80}],
+                "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": service, "port": 80}}}]}]}}))
+    };
+    let service = |name: &str| {
+        object(json!({"metadata": {"name": name, "namespace": "a"},
+            "spec": {"ports": [{"name": "http", "port": 80}]}}))
+    };
+    let slice = |service: &str, ip: &str| {
+        object(json!({"metadata": {"name": service, "namespace": "a",
+                "labels": {"kubernetes.io/service-name": service}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": [ip]}]}))
+    };
+    let mut gateway = g.gateway("g0".into());
+    gateway["spec"]["listeners"] = json!([{"name": "l0", "port": 80, "protocol": "HTTP"}]);
+    let mut s = initial(&mut g);
+    s.gateways = vec![object(gateway)];
+    s.http_routes = vec![route("r0", "s0"), route("r1", "s1")];
+    s.services = vec![service("s0"), service("s1")];
+    s.endpoint_slices = vec![slice("s0", "10.0.0.1"), slice("s1", "10.0.0.2")];
+    s.reference_grants.clear();
+    s.secrets.clear();
+    let mut cache = Incremental::default();
+    assert_same(7, 0, &s, &mut cache);
+    s.endpoint_slices[0] = slice("s0", "10.0.0.3");
+    assert_same(7, 1, &s, &mut cache);
+    let reuse = cache.last();
+    assert_eq!((reuse.reused, reuse.relinked, reuse.compiled), (1, 1, 0));
+    let table = serde_json::to_string(
+        &cache
+            .translate(&s, &options(), &ServedCertificates::default())
+            .table,
+    )
+    .expect("table serializes");
+    assert!(
+        table.contains("10.0.0.3:8080") && !table.contains("10.0.0.1:8080"),
+        "{table}"
+    );
+}
