@@ -240,24 +240,34 @@ cat "$work/tls.crt" "$work/tls.key" >"$work/tls-bundle.pem"
 
 body="hello, world"
 
-# The backend: one nginx worker answering every request with a fixed 200, no access log.
-write_backend_conf() {
-    mkdir -p "$work/backend"
-    cat >"$work/backend/nginx.conf" <<EOF
+# The part every nginx configuration here shares: foreground, WORKERS processes, files under
+# DIR, no access log, long keep-alive.
+nginx_common() {
+    local dir=$1 workers=$2
+    cat <<EOF
 daemon off;
-worker_processes 1;
-pid $work/backend/nginx.pid;
-error_log $work/backend/error.log warn;
+worker_processes $workers;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
 events { worker_connections 8192; }
 http {
     access_log off;
     keepalive_requests 10000000;
     keepalive_timeout 120s;
-    client_body_temp_path $work/backend/tmp-body;
-    proxy_temp_path $work/backend/tmp-proxy;
-    fastcgi_temp_path $work/backend/tmp-fastcgi;
-    uwsgi_temp_path $work/backend/tmp-uwsgi;
-    scgi_temp_path $work/backend/tmp-scgi;
+    client_body_temp_path $dir/tmp-body;
+    proxy_temp_path $dir/tmp-proxy;
+    fastcgi_temp_path $dir/tmp-fastcgi;
+    uwsgi_temp_path $dir/tmp-uwsgi;
+    scgi_temp_path $dir/tmp-scgi;
+EOF
+}
+
+# The backend: one nginx worker answering every request with a fixed 200, no access log.
+write_backend_conf() {
+    mkdir -p "$work/backend"
+    {
+        nginx_common "$work/backend" 1
+        cat <<EOF
     server {
         listen 127.0.0.1:$backend_http;
         listen 127.0.0.1:$backend_tls ssl http2;
@@ -272,6 +282,7 @@ http {
     }
 }
 EOF
+    } >"$work/backend/nginx.conf"
 }
 
 # nginx as a reverse proxy: WORKERS processes, keep-alive upstream pool, X-Forwarded-* set as
@@ -279,21 +290,9 @@ EOF
 write_nginx_conf() {
     local workers=$1
     mkdir -p "$work/nginx"
-    cat >"$work/nginx/nginx.conf" <<EOF
-daemon off;
-worker_processes $workers;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 8192; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    keepalive_timeout 120s;
-    client_body_temp_path $work/nginx/tmp-body;
-    proxy_temp_path $work/nginx/tmp-proxy;
-    fastcgi_temp_path $work/nginx/tmp-fastcgi;
-    uwsgi_temp_path $work/nginx/tmp-uwsgi;
-    scgi_temp_path $work/nginx/tmp-scgi;
+    {
+        nginx_common "$work/nginx" "$workers"
+        cat <<EOF
     upstream backend {
         server 127.0.0.1:$backend_http;
         keepalive $pool;
@@ -319,6 +318,7 @@ http {
     }
 }
 EOF
+    } >"$work/nginx/nginx.conf"
 }
 
 # HAProxy: WORKERS threads, connection reuse to the backend, X-Forwarded-* set, no logging.

@@ -167,14 +167,7 @@ impl Http1Pool {
     }
 
     async fn connect(&self, endpoint: SocketAddr) -> Result<Conn, ProxyError> {
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(endpoint))
-            .await
-            .map_err(|_| ProxyError::ConnectTimeout { addr: endpoint })?
-            .map_err(|source| ProxyError::ConnectIo {
-                addr: endpoint,
-                source,
-            })?;
-        let _ = stream.set_nodelay(true);
+        let stream = connect_tcp(endpoint, self.connect_timeout).await?;
         let (sender, conn) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -230,6 +223,23 @@ impl Http1Pool {
             .map(|i| i.values().map(Vec::len).sum())
             .unwrap_or(0)
     }
+}
+
+/// A TCP connection to `endpoint` within `timeout`, with Nagle off (requests and responses are
+/// written whole; waiting for ACKs only adds latency).
+pub(super) async fn connect_tcp(
+    endpoint: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, ProxyError> {
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(endpoint))
+        .await
+        .map_err(|_| ProxyError::ConnectTimeout { addr: endpoint })?
+        .map_err(|source| ProxyError::ConnectIo {
+            addr: endpoint,
+            source,
+        })?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 /// The error of a failed handshake or exchange with `endpoint`.

@@ -19,7 +19,7 @@ use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::error::ProxyError;
-use super::pool::{Http1Pool, ResponseBody};
+use super::pool::{connect_tcp, Http1Pool, ResponseBody};
 use super::{BoxError, ProxyOptions};
 use crate::table::{ServiceBackend, UpstreamProtocol};
 
@@ -149,17 +149,7 @@ impl H2cPool {
         if let Some(s) = self.lookup(endpoint) {
             return Ok(s);
         }
-        let stream = tokio::time::timeout(
-            self.connect_timeout,
-            tokio::net::TcpStream::connect(endpoint),
-        )
-        .await
-        .map_err(|_| ProxyError::ConnectTimeout { addr: endpoint })?
-        .map_err(|source| ProxyError::ConnectIo {
-            addr: endpoint,
-            source,
-        })?;
-        let _ = stream.set_nodelay(true);
+        let stream = connect_tcp(endpoint, self.connect_timeout).await?;
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             // Pings find peers that vanished without closing (a deleted pod), so their
