@@ -66,9 +66,18 @@ async fn routes_statuses_and_live_changes() {
     assert!(gc["status"]["supportedFeatures"]
         .as_array()
         .is_some_and(|f| !f.is_empty()));
-    assert!(gc["metadata"]["finalizers"]
-        .to_string()
-        .contains("gateway-exists-finalizer"));
+    // The class finalizer comes from the Gateway Service keeper, which writes beside the
+    // status writer, not before it.
+    let finalized = api
+        .wait_until(T, |a| {
+            a.object("gatewayclasses", "", "ep").is_some_and(|gc| {
+                gc["metadata"]["finalizers"]
+                    .to_string()
+                    .contains("gateway-exists-finalizer")
+            })
+        })
+        .await;
+    assert!(finalized, "{gc}");
     let gw = api.object("gateways", "web", "gw").unwrap();
     let listener = &gw["status"]["listeners"][0];
     assert_eq!(listener["attachedRoutes"], 1);

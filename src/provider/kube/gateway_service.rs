@@ -27,10 +27,11 @@ use crate::snapshot::namespace_of;
 pub enum ServiceError {
     #[error(transparent)]
     Ports(#[from] PortsExhausted),
-    /// The patch was computed against a cached Service that has since changed; the next pass,
-    /// against the newer version, decides again. Merge patches of propagated keys depend on
-    /// the record the current version carries, so they are never sent against a stale one.
-    #[error("Service {0} changed since the cache saw it; trying again")]
+    /// The patch was computed against a cached object (a Service, or a Gateway or class whose
+    /// finalizers change) that has since changed; the next pass, against the newer version,
+    /// decides again. Merge patches of propagated keys depend on the record the current version
+    /// carries, so they are never sent against a stale one.
+    #[error("{0} changed since the cache saw it; trying again")]
     Stale(String),
     #[error("{what}: {source}")]
     Api {
@@ -55,6 +56,8 @@ pub struct Keeper {
     allocated: HashMap<String, BTreeMap<u16, u16>>,
     /// Service name -> (resourceVersion the patch was computed against, the patch).
     patched: HashMap<String, (Option<String>, serde_json::Value)>,
+    /// An object whose finalizers could not be patched in this pass (its version moved on).
+    conflicted: std::sync::Mutex<Option<String>>,
 }
 
 impl Keeper {
@@ -71,6 +74,7 @@ impl Keeper {
             controller_name,
             allocated: HashMap::new(),
             patched: HashMap::new(),
+            conflicted: std::sync::Mutex::new(None),
         }
     }
 
@@ -132,6 +136,9 @@ impl Keeper {
                 Ok(n) => writes += n,
                 Err(e) => errors.push(e),
             }
+        }
+        if let Some(name) = self.conflicted.lock().ok().and_then(|mut c| c.take()) {
+            errors.push(ServiceError::Stale(name));
         }
         (writes, errors)
     }
@@ -337,7 +344,16 @@ impl Keeper {
             .await
         {
             Ok(_) => Ok(1),
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(0),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(0),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                // Another writer (the status writer, say) changed the object since the cache
+                // saw it. The rest of the pass goes on; the pass then counts as failed, so it
+                // runs again after the retry delay instead of waiting for the next change.
+                if let Ok(mut c) = self.conflicted.lock() {
+                    *c = Some(name.to_owned());
+                }
+                Ok(0)
+            }
             Err(e) => Err(Self::api_err(format!("finalizers of {name}"))(e)),
         }
     }
