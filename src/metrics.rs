@@ -151,8 +151,7 @@ impl Metrics {
     }
 
     /// Counts one finished request.
-    pub fn record_request(&self, route: &str, code: u16) {
-        let code = code.to_string();
+    pub fn record_request(&self, route: &str, code: http::StatusCode) {
         self.requests
             .with_label_values(&[route, code.as_str()])
             .inc();

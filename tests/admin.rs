@@ -144,7 +144,9 @@ async fn health_and_readiness() {
 async fn metrics_are_prometheus_text() {
     let (addr, published, task) = start().await;
     published.metrics().table_generation.set(7);
-    published.metrics().record_request("default/web", 200);
+    published
+        .metrics()
+        .record_request("default/web", http::StatusCode::OK);
     published
         .metrics()
         .config_errors

@@ -26,11 +26,12 @@ pub struct BodyIdle(pub Duration);
 /// The client's request body, aborted with [`BodyIdle`] when no frame arrives for the limit
 /// while someone is waiting for one; its other errors are marked [`ClientBodyError`], so a
 /// malformed body is blamed on the client (400), never on the backend. The timer runs only while the body is polled and pending,
-/// so a slow upstream that does not read is not blamed on the client.
+/// so a slow upstream that does not read is not blamed on the client. The timer is made the
+/// first time the body waits: most requests have no body and never need one.
 pub struct ClientBody {
     inner: Incoming,
     limit: Duration,
-    sleep: Pin<Box<Sleep>>,
+    sleep: Option<Pin<Box<Sleep>>>,
     armed: bool,
     timed_out: Arc<AtomicBool>,
 }
@@ -41,7 +42,7 @@ impl ClientBody {
         Self {
             inner,
             limit,
-            sleep: Box::pin(tokio::time::sleep(limit)),
+            sleep: None,
             armed: false,
             timed_out,
         }
@@ -66,10 +67,17 @@ impl Body for ClientBody {
             }
             Poll::Pending => {
                 if !this.armed {
-                    this.sleep.as_mut().reset(Instant::now() + this.limit);
+                    let deadline = Instant::now() + this.limit;
+                    match &mut this.sleep {
+                        Some(sleep) => sleep.as_mut().reset(deadline),
+                        None => this.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+                    }
                     this.armed = true;
                 }
-                if this.sleep.as_mut().poll(cx).is_ready() {
+                let Some(sleep) = this.sleep.as_mut() else {
+                    return Poll::Pending;
+                };
+                if sleep.as_mut().poll(cx).is_ready() {
                     this.timed_out.store(true, Ordering::Release);
                     return Poll::Ready(Some(Err(BodyIdle(this.limit).into())));
                 }

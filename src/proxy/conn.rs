@@ -99,17 +99,18 @@ impl Drop for Open {
     }
 }
 
-/// Requests in flight on one connection and since when it has had none.
+/// Requests in flight on one connection and since when it has had none. Requests only update
+/// the count and the time; nothing is woken per request. The idle timer reads them when it
+/// fires and sleeps again until the earliest moment the connection can have been idle long
+/// enough, so a busy connection costs one timer per idle period, not one per request.
 pub(crate) struct Activity {
     state: Mutex<(usize, Instant)>,
-    changed: Notify,
 }
 
 impl Activity {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new((0, Instant::now())),
-            changed: Notify::new(),
         })
     }
 
@@ -120,28 +121,30 @@ impl Activity {
     /// Marks a request in flight until the returned mark drops.
     pub(crate) fn start(self: &Arc<Self>) -> InFlight {
         self.lock().0 += 1;
-        self.changed.notify_waiters();
         InFlight(self.clone())
     }
 
-    /// Resolves once no request has been in flight for `limit`.
+    /// The moment the connection will have been idle for `limit`, if nothing starts meanwhile;
+    /// `None` while a request is in flight.
+    fn idle_deadline(&self, limit: Duration) -> Option<Instant> {
+        let (busy, since) = *self.lock();
+        (busy == 0).then(|| since + limit)
+    }
+
+    /// Resolves once no request has been in flight for `limit`. While requests are in flight
+    /// it looks again every `limit`: a request ending between two looks has ended after the
+    /// first, so the next look comes before its idle period is over.
     pub(crate) async fn idle_for(&self, limit: Duration) {
+        let mut at = self
+            .idle_deadline(limit)
+            .unwrap_or_else(|| Instant::now() + limit);
         loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            let (busy, since) = *self.lock();
-            if busy > 0 {
-                changed.await;
-                continue;
-            }
-            let at = since + limit;
-            if Instant::now() >= at {
-                return;
-            }
-            tokio::select! {
-                _ = changed => {}
-                _ = tokio::time::sleep_until(at) => {}
+            tokio::time::sleep_until(at).await;
+            let now = Instant::now();
+            match self.idle_deadline(limit) {
+                Some(due) if due <= now => return,
+                Some(due) => at = due,
+                None => at = now + limit,
             }
         }
     }
@@ -152,14 +155,11 @@ pub(crate) struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        {
-            let mut state = self.0.lock();
-            state.0 = state.0.saturating_sub(1);
-            if state.0 == 0 {
-                state.1 = Instant::now();
-            }
+        let mut state = self.0.lock();
+        state.0 = state.0.saturating_sub(1);
+        if state.0 == 0 {
+            state.1 = Instant::now();
         }
-        self.0.changed.notify_waiters();
     }
 }
 
@@ -214,7 +214,7 @@ pub(crate) async fn handle(conn: Accepted) {
         .get_ref()
         .1
         .server_name()
-        .map(str::to_ascii_lowercase);
+        .map(|name| Arc::from(name.to_ascii_lowercase()));
     handler.tls = Some(TlsInfo { sni });
     if let Some(io) = before_http(stream, deadline, &mut drain, &shared).await {
         serve_http(&builder, io, handler, drain).await;

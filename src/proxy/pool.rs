@@ -48,8 +48,13 @@ impl Conn {
     }
 }
 
-/// Idle connections by endpoint, each with when it became idle, newest last.
-type IdleConns = HashMap<SocketAddr, Vec<(Conn, Instant)>>;
+/// A connection as the pool and response bodies hold it: boxed, since hyper's connection
+/// state is large and moves from the pool to the request and on into the response body.
+type Pooled = Box<Conn>;
+
+/// Idle connections by endpoint, each with when it became idle, oldest first (connections are
+/// pushed as they become idle, so the list is sorted by that time).
+type IdleConns = HashMap<SocketAddr, Vec<(Pooled, Instant)>>;
 
 /// The pool: idle connections by endpoint, shared by every request and table.
 #[derive(Clone)]
@@ -82,14 +87,16 @@ impl Http1Pool {
         mut req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, ProxyError> {
         if req.headers().contains_key(http::header::UPGRADE) {
-            return self.send_upgrade(endpoint, req).await;
+            return Box::pin(self.send_upgrade(endpoint, req)).await;
         }
         loop {
             let reused = self.checkout(endpoint).await;
             let fresh = reused.is_none();
             let mut conn = match reused {
                 Some(c) => c,
-                None => self.connect(endpoint).await?,
+                // Boxed: opening a connection is the rare path, and its state would otherwise
+                // make every request's future larger.
+                None => Box::pin(self.connect(endpoint)).await?,
             };
             let sent = conn.sender.try_send_request(req);
             tokio::pin!(sent);
@@ -136,7 +143,7 @@ impl Http1Pool {
         endpoint: SocketAddr,
         req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, ProxyError> {
-        let Conn { mut sender, conn } = self.connect(endpoint).await?;
+        let Conn { mut sender, conn } = *self.connect(endpoint).await?;
         tokio::spawn(conn.with_upgrades());
         let resp = sender
             .send_request(req)
@@ -146,7 +153,7 @@ impl Http1Pool {
     }
 
     /// The newest idle connection to `endpoint` that is still alive.
-    async fn checkout(&self, endpoint: SocketAddr) -> Option<Conn> {
+    async fn checkout(&self, endpoint: SocketAddr) -> Option<Pooled> {
         loop {
             let (mut conn, since) = {
                 let mut idle = self.idle.lock().ok()?;
@@ -166,25 +173,29 @@ impl Http1Pool {
         }
     }
 
-    async fn connect(&self, endpoint: SocketAddr) -> Result<Conn, ProxyError> {
+    async fn connect(&self, endpoint: SocketAddr) -> Result<Pooled, ProxyError> {
         let stream = connect_tcp(endpoint, self.connect_timeout).await?;
         let (sender, conn) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
             .map_err(upstream_error(endpoint))?;
-        Ok(Conn { sender, conn })
+        Ok(Box::new(Conn { sender, conn }))
     }
 
-    /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones.
-    fn put_back(&self, endpoint: SocketAddr, conn: Conn) {
+    /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones
+    /// (a prefix of the list, which is oldest first: one clock reading, not one per entry).
+    fn put_back(&self, endpoint: SocketAddr, conn: Pooled) {
         let Ok(mut idle) = self.idle.lock() else {
             return;
         };
-        let timeout = self.idle_timeout;
+        let now = Instant::now();
         let list = idle.entry(endpoint).or_default();
-        list.retain(|(_, since)| since.elapsed() < timeout);
+        let expired = list.partition_point(|(_, since)| {
+            now.saturating_duration_since(*since) >= self.idle_timeout
+        });
+        list.drain(..expired);
         if list.len() < self.max_idle {
-            list.push((conn, Instant::now()));
+            list.push((conn, now));
         }
     }
 
@@ -207,8 +218,9 @@ impl Http1Pool {
                 let Ok(mut idle) = idle.lock() else {
                     return;
                 };
+                let now = Instant::now();
                 idle.retain(|_, list| {
-                    list.retain(|(_, since)| since.elapsed() < timeout);
+                    list.retain(|(_, since)| now.saturating_duration_since(*since) < timeout);
                     !list.is_empty()
                 });
             }
@@ -252,7 +264,7 @@ fn upstream_error(endpoint: SocketAddr) -> impl FnOnce(hyper::Error) -> ProxyErr
 
 /// What a response body needs to drive its connection and give it back.
 struct Driver {
-    conn: Conn,
+    conn: Pooled,
     endpoint: SocketAddr,
     pool: Http1Pool,
 }

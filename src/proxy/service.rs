@@ -27,8 +27,8 @@ use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::{pick_endpoint, UpstreamBody};
 use super::{ProxyBody, Shared};
 use crate::table::{
-    BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRule, RouteTable,
-    Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
+    BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef, RouteRule,
+    RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -50,7 +50,8 @@ pub(crate) struct Handler {
 
 /// What routing decided for a request, kept for the metrics phase.
 struct Outcome {
-    route: String,
+    /// The matched route; `None` when no route matched.
+    route: Option<Arc<RouteRef>>,
     response: Response<ProxyBody>,
 }
 
@@ -72,7 +73,7 @@ impl Handler {
         let in_flight = self.activity.start();
         let start = Instant::now();
         let table = self.shared.table.load_full();
-        let mut route = NO_ROUTE.to_owned();
+        let mut route = None;
         let body_idle = Arc::new(AtomicBool::new(false));
         let limit = self.shared.options.body_idle_timeout;
         let req = req.map(|b| ClientBody::new(b, limit, body_idle.clone()));
@@ -85,7 +86,7 @@ impl Handler {
         let response = match served {
             Ok(resp) => resp,
             Err(err) => {
-                tracing::debug!(listener = %self.listener, route = %route, error = %err, "request failed");
+                tracing::debug!(listener = %self.listener, route = ?route.as_deref().map(ToString::to_string), error = %err, "request failed");
                 self.shared
                     .metrics
                     .request_errors
@@ -103,7 +104,7 @@ impl Handler {
         &self,
         table: &RouteTable,
         req: Request<ClientBody>,
-        route_label: &mut String,
+        route_label: &mut Option<Arc<RouteRef>>,
         start: Instant,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let listener = self.find_listener(table)?;
@@ -118,7 +119,7 @@ impl Handler {
         }
         self.check_misdirected(listener, &host)?;
         let rule = find_rule(listener, &req, &host)?;
-        *route_label = rule.route.to_string();
+        *route_label = Some(rule.route.clone());
         if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port())? {
             return Ok(resp);
         }
@@ -338,10 +339,12 @@ impl Handler {
     /// Phase 9: request count by route and code, and time to response head.
     fn record(&self, outcome: &Outcome, start: Instant) {
         let metrics = &self.shared.metrics;
-        metrics.record_request(&outcome.route, outcome.response.status().as_u16());
+        let route = outcome.route.as_deref().map(ToString::to_string);
+        let route = route.as_deref().unwrap_or(NO_ROUTE);
+        metrics.record_request(route, outcome.response.status());
         metrics
             .request_seconds
-            .with_label_values(&[outcome.route.as_str()])
+            .with_label_values(&[route])
             .observe(start.elapsed().as_secs_f64());
     }
 }

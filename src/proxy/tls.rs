@@ -54,5 +54,5 @@ pub(crate) fn acceptor(
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TlsInfo {
     /// The SNI the client sent, lower-cased.
-    pub sni: Option<String>,
+    pub sni: Option<Arc<str>>,
 }

@@ -79,7 +79,8 @@ impl Upstreams {
                     None => endpoint.to_string(),
                 };
                 set_authority(&mut req, authority)?;
-                let resp = self.h2c.send(endpoint, req).await?;
+                // Boxed, so that HTTP/1.1 requests' futures do not carry the h2c state.
+                let resp = Box::pin(self.h2c.send(endpoint, req)).await?;
                 Ok(resp.map(ResponseBody::plain))
             }
         }
