@@ -65,6 +65,24 @@ impl fmt::Display for ObjectKey {
 /// One reading of a file: its text, or why it could not be read.
 pub type FileRead = Result<String, String>;
 
+/// A file as a complete reading of the directory takes it.
+#[derive(Debug)]
+pub enum Taken {
+    /// Known to be unchanged since it was last read: its held text stands.
+    Held,
+    /// Read now.
+    Read(FileRead),
+}
+
+/// Which objects a reading settles again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every object: each standing problem is reported again.
+    All,
+    /// The objects the changed files defined before or define now.
+    Touched,
+}
+
 /// What one [`Admission::apply`] found.
 #[derive(Debug, Default)]
 pub struct Applied {
@@ -134,65 +152,109 @@ impl<S: KindSet> Admission<S> {
         }
     }
 
-    /// Applies one complete reading of the directory: every manifest file with its text. A file
+    /// Applies one complete reading of the directory: every manifest file with its text, or
+    /// [`Taken::Held`] for a file known to be unchanged; files not listed were removed. A file
     /// whose text did not change is not parsed again; an unchanged document is not admitted
-    /// again.
-    pub fn apply(&mut self, files_read: Vec<(PathBuf, FileRead)>, reading: Reading) -> Applied {
+    /// again. Every object is settled again, so every standing problem is reported.
+    pub fn apply(&mut self, files_read: Vec<(PathBuf, Taken)>, reading: Reading) -> Applied {
+        let listed: BTreeSet<&PathBuf> = files_read.iter().map(|(p, _)| p).collect();
+        let removed: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| !listed.contains(p))
+            .cloned()
+            .collect();
+        let changes = files_read
+            .into_iter()
+            .map(|(p, t)| (p, Some(t)))
+            .chain(removed.into_iter().map(|p| (p, None)))
+            .collect();
+        self.settle(changes, reading, Scope::All)
+    }
+
+    /// Applies the changes of some files only (`None`: the file was removed); every other file
+    /// is as last read. Only the objects those files defined before or define now are settled
+    /// again, so a change costs in proportion to the files it touches.
+    pub fn apply_changes(
+        &mut self,
+        changes: Vec<(PathBuf, Option<FileRead>)>,
+        reading: Reading,
+    ) -> Applied {
+        let changes = changes
+            .into_iter()
+            .map(|(p, read)| (p, read.map(Taken::Read)))
+            .collect();
+        self.settle(changes, reading, Scope::Touched)
+    }
+
+    fn settle(
+        &mut self,
+        changes: Vec<(PathBuf, Option<Taken>)>,
+        reading: Reading,
+        scope: Scope,
+    ) -> Applied {
         let mut out = Applied::default();
-        let mut files = BTreeMap::new();
-        let tentative = reading == Reading::Tentative;
-        for (path, read) in files_read {
+        let mut touched = BTreeSet::new();
+        for (path, change) in changes {
             let previous = self.files.remove(&path);
-            let parsed = match read {
-                Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
-                Ok(text) if tentative && emptied(previous.as_ref(), &text) => {
-                    out.unsettled.push(path.clone());
-                    previous
+            let parsed = match change {
+                None => {
+                    let gone = previous.iter().flat_map(|p| &p.definitions);
+                    touched.extend(gone.map(|d| d.key.clone()));
+                    None
                 }
-                Ok(text) => match parse_documents_for(&self.kinds, &path, &text) {
-                    Ok(documents) => Some(ParsedFile::new(&self.kinds, text, documents)),
-                    Err(_) if tentative => {
-                        out.unsettled.push(path.clone());
-                        previous
+                Some(Taken::Held) => previous,
+                Some(Taken::Read(read)) => {
+                    let before: Vec<ObjectKey> = previous
+                        .iter()
+                        .flat_map(|p| p.definitions.iter().map(|d| d.key.clone()))
+                        .collect();
+                    // Only a new parse changes the file's definitions.
+                    match self.take(&path, read, previous, reading, &mut out) {
+                        Ok(parsed) => {
+                            out.skipped.extend(parsed.skipped.iter().cloned());
+                            touched.extend(before);
+                            touched.extend(parsed.definitions.iter().map(|d| d.key.clone()));
+                            Some(parsed)
+                        }
+                        Err(kept) => kept,
                     }
-                    Err(e) => {
-                        out.errors.push(kept_file(e, previous.is_some()));
-                        previous
-                    }
-                },
-                Err(_) if tentative => {
-                    out.unsettled.push(path.clone());
-                    previous
-                }
-                Err(message) => {
-                    out.errors.push(ManifestError {
-                        path: path.clone(),
-                        line: None,
-                        column: None,
-                        message: kept_message(message, previous.is_some()),
-                    });
-                    previous
                 }
             };
             if let Some(p) = parsed {
-                files.insert(path, p);
+                self.files.insert(path, p);
             }
         }
-        self.files = files;
-        let definitions = definitions(&self.files, &mut out);
-        let mut before = std::mem::take(&mut self.admitted);
-        let mut admitted = BTreeMap::new();
+        let keys = match scope {
+            Scope::All => None,
+            Scope::Touched => Some(&touched),
+        };
+        let definitions = definitions(&self.files, keys, &mut out);
+        // Objects of the scope without a definition now were deleted.
+        let deleted: Vec<ObjectKey> = match keys {
+            Some(keys) => keys
+                .iter()
+                .filter(|k| !definitions.contains_key(k))
+                .cloned()
+                .collect(),
+            None => self
+                .admitted
+                .keys()
+                .filter(|k| !definitions.contains_key(k))
+                .cloned()
+                .collect(),
+        };
+        for key in deleted {
+            out.changed |= self.admitted.remove(&key).is_some();
+        }
         for (key, defs) in definitions {
-            let previous = before.remove(key);
-            let key = key.clone();
-            if let [(path, doc)] = defs.as_slice() {
+            let previous = self.admitted.remove(key);
+            let settled = if let [(path, doc)] = defs.as_slice() {
                 match self.admit(path, doc, previous.as_ref()) {
-                    Ok(None) => {
-                        admitted.extend(previous.map(|p| (key, p)));
-                    }
+                    Ok(None) => previous,
                     Ok(Some(new)) => {
                         out.changed = true;
-                        admitted.insert(key, new);
+                        Some(new)
                     }
                     Err(rejected) => {
                         let line = rejected
@@ -201,7 +263,7 @@ impl<S: KindSet> Admission<S> {
                             .unwrap_or(doc.line);
                         let message = kept_message(rejected.message, previous.is_some());
                         out.errors.push(ManifestError::at(path, line, message));
-                        admitted.extend(previous.map(|p| (key, p)));
+                        previous
                     }
                 }
             } else {
@@ -216,13 +278,60 @@ impl<S: KindSet> Admission<S> {
                     doc.line,
                     kept_message(message, previous.is_some()),
                 ));
-                admitted.extend(previous.map(|p| (key, p)));
+                previous
+            };
+            if let Some(object) = settled {
+                self.admitted.insert(key.clone(), object);
             }
         }
-        // What is left of the previous objects was deleted.
-        out.changed |= !before.is_empty();
-        self.admitted = admitted;
         out
+    }
+
+    /// The file `path` as this reading takes it: `Ok` with a new parse when its text changed;
+    /// `Err` with its previous parse (if any) when unchanged, when it looks half-written in a
+    /// tentative reading (listed as unsettled), or when it does not parse or cannot be read
+    /// (an error in `out`).
+    fn take(
+        &self,
+        path: &Path,
+        read: FileRead,
+        previous: Option<ParsedFile>,
+        reading: Reading,
+        out: &mut Applied,
+    ) -> Result<ParsedFile, Option<ParsedFile>> {
+        let tentative = reading == Reading::Tentative;
+        let kept = match read {
+            Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
+            Ok(text) if tentative && emptied(previous.as_ref(), &text) => {
+                out.unsettled.push(path.to_owned());
+                previous
+            }
+            Ok(text) => match parse_documents_for(&self.kinds, path, &text) {
+                Ok(documents) => return Ok(ParsedFile::new(&self.kinds, text, documents)),
+                Err(_) if tentative => {
+                    out.unsettled.push(path.to_owned());
+                    previous
+                }
+                Err(e) => {
+                    out.errors.push(kept_file(e, previous.is_some()));
+                    previous
+                }
+            },
+            Err(_) if tentative => {
+                out.unsettled.push(path.to_owned());
+                previous
+            }
+            Err(message) => {
+                out.errors.push(ManifestError {
+                    path: path.to_owned(),
+                    line: None,
+                    column: None,
+                    message: kept_message(message, previous.is_some()),
+                });
+                previous
+            }
+        };
+        Err(kept)
     }
 
     /// Admits one definition: `Ok(None)` when it is the previous version unchanged.
@@ -289,15 +398,23 @@ impl<S: KindSet> Admission<S> {
     }
 }
 
-/// Every definition of every object of the parsed files; skipped kinds are recorded in `out`.
+/// Every definition of the objects of `keys` (of every object when `None`) in the parsed
+/// files, in file order; with `None`, every skipped kind is recorded in `out`.
 fn definitions<'a>(
     files: &'a BTreeMap<PathBuf, ParsedFile>,
+    keys: Option<&BTreeSet<ObjectKey>>,
     out: &mut Applied,
 ) -> BTreeMap<&'a ObjectKey, Vec<(&'a Path, &'a Definition)>> {
     let mut definitions: BTreeMap<&ObjectKey, Vec<(&Path, &Definition)>> = BTreeMap::new();
     for (path, file) in files {
-        out.skipped.extend(file.skipped.iter().cloned());
-        for def in &file.definitions {
+        if keys.is_none() {
+            out.skipped.extend(file.skipped.iter().cloned());
+        }
+        let wanted = file
+            .definitions
+            .iter()
+            .filter(|d| keys.is_none_or(|k| k.contains(&d.key)));
+        for def in wanted {
             definitions
                 .entry(&def.key)
                 .or_default()
@@ -331,157 +448,4 @@ fn kept_message(message: String, kept: bool) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    /// The built-in defaults plus an HTTPRoute CRD whose hostnames have at most 10 characters.
-    fn crds() -> Arc<Crds> {
-        let mut crds = Crds::new();
-        crate::admission::builtin::register(&mut crds).unwrap();
-        crds.register(&json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
-            "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": "HTTPRoute", "plural": "httproutes"}, "scope": "Namespaced",
-                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                    "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                        "properties": {"hostnames": {"type": "array",
-                            "items": {"type": "string", "maxLength": 10}}}}}}}}]}
-        }))
-        .unwrap();
-        Arc::new(crds)
-    }
-
-    fn route(name: &str, host: &str) -> String {
-        format!("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames:\n  - a.b\n  - {host}\n")
-    }
-
-    /// `(name, second hostname)` of every admitted route.
-    fn routes(a: &Admission) -> Vec<(String, String)> {
-        a.snapshot()
-            .http_routes
-            .iter()
-            .map(|r| {
-                let host = r.spec.hostnames.as_ref().map_or("", |h| h[1].as_str());
-                (r.metadata.name.clone().unwrap_or_default(), host.to_owned())
-            })
-            .collect()
-    }
-
-    fn read(files: &[(&str, &str)]) -> Vec<(PathBuf, FileRead)> {
-        files
-            .iter()
-            .map(|(p, t)| (PathBuf::from(p), Ok((*t).to_owned())))
-            .collect()
-    }
-
-    #[test]
-    fn a_rejected_update_keeps_the_admitted_version_and_names_the_field_line() {
-        let mut a = Admission::new(crds());
-        let first = a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
-        assert!(
-            first.errors.is_empty() && first.changed,
-            "{:?}",
-            first.errors
-        );
-        let bad = a.apply(
-            read(&[("a.yaml", &route("s", "long.example.com"))]),
-            Reading::Final,
-        );
-        let [e] = bad.errors.as_slice() else {
-            panic!("{:?}", bad.errors)
-        };
-        assert_eq!((e.path.to_str(), e.line), (Some("a.yaml"), Some(9)), "{e}");
-        assert!(e.message.contains("spec.hostnames[1]"), "{e}");
-        assert!(
-            e.message
-                .ends_with("the previously admitted version stays in force"),
-            "{e}"
-        );
-        assert!(!bad.changed);
-        assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
-        // A new object that is rejected is simply not admitted.
-        let other = a.apply(
-            read(&[
-                ("a.yaml", &route("s", "s1.io")),
-                ("b.yaml", &route("t", "long.example.com")),
-            ]),
-            Reading::Final,
-        );
-        assert!(other.changed);
-        assert!(
-            other.errors[0].message.ends_with("not admitted"),
-            "{:?}",
-            other.errors
-        );
-        assert_eq!(routes(&a), [("s".to_owned(), "s1.io".to_owned())]);
-    }
-
-    #[test]
-    fn a_file_that_does_not_parse_keeps_its_objects_while_others_change() {
-        let mut a = Admission::new(crds());
-        a.apply(
-            read(&[
-                ("a.yaml", &route("s", "s.io")),
-                ("b.yaml", &route("t", "t.io")),
-            ]),
-            Reading::Final,
-        );
-        let r = a.apply(
-            read(&[("a.yaml", "kind: [\n"), ("b.yaml", &route("t", "t1.io"))]),
-            Reading::Final,
-        );
-        assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
-        assert!(r.errors[0]
-            .message
-            .contains("previously admitted objects stay in force"));
-        assert_eq!(
-            routes(&a),
-            [
-                ("s".to_owned(), "s.io".to_owned()),
-                ("t".to_owned(), "t1.io".to_owned())
-            ]
-        );
-        // Deleting the file deletes its objects.
-        let gone = a.apply(read(&[("b.yaml", &route("t", "t1.io"))]), Reading::Final);
-        assert!(gone.changed && gone.errors.is_empty());
-        assert_eq!(routes(&a), [("t".to_owned(), "t1.io".to_owned())]);
-    }
-
-    #[test]
-    fn an_object_defined_twice_keeps_its_admitted_version() {
-        let mut a = Admission::new(crds());
-        a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
-        let r = a.apply(
-            read(&[
-                ("a.yaml", &route("s", "s.io")),
-                ("b.yaml", &route("s", "s2.io")),
-            ]),
-            Reading::Final,
-        );
-        let [e] = r.errors.as_slice() else {
-            panic!("{:?}", r.errors)
-        };
-        assert!(
-            e.message
-                .contains("HTTPRoute default/s is defined more than once: a.yaml:1, b.yaml:1"),
-            "{e}"
-        );
-        assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
-    }
-
-    #[test]
-    fn an_unchanged_reading_changes_nothing() {
-        let mut a = Admission::new(crds());
-        assert!(
-            a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final)
-                .changed
-        );
-        let again = a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
-        assert!(!again.changed && again.errors.is_empty());
-        assert_eq!(a.len(), 1);
-    }
-}
+mod tests;

@@ -14,8 +14,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::admitted::{Admission, Applied};
+use super::admitted::{Admission, Applied, Taken};
 pub use super::admitted::{Reading, SkippedKind};
+use super::changed::{read_text, Changes, Shape};
 use super::manifest::ManifestError;
 use super::stamp::Stamps;
 use super::walk::{ignored_name, walk};
@@ -25,7 +26,7 @@ use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
 /// Quiet time after the last event of a burst before the directory is read.
-pub const SETTLE: Duration = Duration::from_millis(10);
+pub const SETTLE: Duration = Duration::from_millis(3);
 
 /// A burst of events that never goes quiet is read at the latest this long after it started.
 pub const SETTLE_CAP: Duration = Duration::from_millis(100);
@@ -74,6 +75,8 @@ pub struct ConfigDir<S = Snapshot> {
     walk_errors: BTreeSet<String>,
     /// What each file looked like when its held text was read.
     stamps: Stamps,
+    /// The tree as the last walk found it; `None` before the first.
+    shape: Option<Shape>,
 }
 
 impl ConfigDir {
@@ -92,6 +95,7 @@ impl<S: KindSet> ConfigDir<S> {
             admission: Admission::for_kinds(crds),
             walk_errors: BTreeSet::new(),
             stamps: Stamps::default(),
+            shape: None,
         }
     }
 
@@ -111,6 +115,7 @@ impl<S: KindSet> ConfigDir<S> {
     /// time it is seen.
     pub fn read(&mut self, reading: Reading) -> Result<(Applied, S), ManifestError> {
         let found = walk(&self.dir)?;
+        self.shape = Some(Shape::of(&found));
         let present: HashSet<&Path> = found.files.iter().map(PathBuf::as_path).collect();
         self.stamps.retain(&present);
         // Files unchanged since a trusted stamp are not opened: their text is the one held.
@@ -119,19 +124,16 @@ impl<S: KindSet> ConfigDir<S> {
             .files
             .iter()
             .map(|path| {
-                let held = self.stamps.check(path).map_err(|pending| {
-                    let text = std::fs::read_to_string(path).map_err(|e| e.to_string());
-                    opened.push((path.clone(), pending, text.clone().ok()));
-                    text
-                });
-                let text = match held {
-                    Ok(()) => match self.admission.text(path) {
-                        Some(t) => Ok(t.to_owned()),
-                        None => std::fs::read_to_string(path).map_err(|e| e.to_string()),
-                    },
-                    Err(text) => text,
+                let taken = match self.stamps.check(path) {
+                    Ok(()) if self.admission.text(path).is_some() => Taken::Held,
+                    Ok(()) => Taken::Read(read_text(path)),
+                    Err(pending) => {
+                        let text = read_text(path);
+                        opened.push((path.clone(), pending, text.clone().ok()));
+                        Taken::Read(text)
+                    }
                 };
-                (path.clone(), text)
+                (path.clone(), taken)
             })
             .collect();
         let mut applied = self.admission.apply(files, reading);
@@ -146,6 +148,29 @@ impl<S: KindSet> ConfigDir<S> {
             .filter(|e| !self.walk_errors.contains(&e.to_string()));
         applied.errors.splice(0..0, new);
         self.walk_errors = seen;
+        Ok((applied, self.admission.snapshot()))
+    }
+
+    /// Reads only the files in `paths` (what change events named) when they are plain
+    /// manifest files of directories already walked; otherwise, or with `None`, the whole
+    /// directory ([`ConfigDir::read`]). Only the objects those files define or defined are
+    /// admitted again.
+    pub fn read_changed(
+        &mut self,
+        paths: Option<&BTreeSet<PathBuf>>,
+        reading: Reading,
+    ) -> Result<(Applied, S), ManifestError> {
+        let changes = match (paths, &self.shape) {
+            (Some(paths), Some(shape)) => shape.read(paths),
+            _ => None,
+        };
+        let Some(changes) = changes else {
+            return self.read(reading);
+        };
+        for (path, _) in &changes {
+            self.stamps.forget(path);
+        }
+        let applied = self.admission.apply_changes(changes, reading);
         Ok((applied, self.admission.snapshot()))
     }
 
@@ -213,10 +238,13 @@ struct Activity {
     /// kernel reports a close after writing (inotify `IN_CLOSE_WRITE`); until then the file
     /// may be half-written.
     writing: HashMap<PathBuf, Instant>,
+    /// The paths the events named, for a reading of those files alone.
+    changes: Changes,
 }
 
 impl Activity {
     fn observe(&mut self, event: &notify::Event, now: Instant) {
+        self.changes.record(event);
         match event.kind {
             EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
                 for p in &event.paths {
@@ -304,6 +332,9 @@ pub fn watch_dir<S: KindSet>(
             }
             Err(e) => {
                 tracing::warn!(error = %e, "file watch error; reloading");
+                if let Ok(mut a) = seen.lock() {
+                    a.changes.rescan();
+                }
                 let _ = wake_tx.try_send(());
             }
         })
@@ -321,6 +352,8 @@ pub fn watch_dir<S: KindSet>(
             let started = Instant::now();
             settle(&activity, &mut wake_rx, started).await;
             let settled_us = started.elapsed().as_micros() as u64;
+            // The first reading takes only the files the events named; a retry reads all.
+            let mut paths = activity.lock().ok().and_then(|mut a| a.changes.take());
             let mut attempt = 0;
             loop {
                 let reading = if attempt < RETRIES {
@@ -331,7 +364,7 @@ pub fn watch_dir<S: KindSet>(
                 counter.fetch_add(1, Ordering::Relaxed);
                 let read_started = Instant::now();
                 let Some(c) = config.take() else { return };
-                let (c, result) = match read_blocking(c, reading).await {
+                let (c, result) = match read_blocking(c, paths.take(), reading).await {
                     Some(r) => r,
                     None => return,
                 };
@@ -377,10 +410,11 @@ pub fn watch_dir<S: KindSet>(
 /// One reading off the async workers; `None` when the blocking task failed.
 async fn read_blocking<S: KindSet>(
     mut config: ConfigDir<S>,
+    paths: Option<BTreeSet<PathBuf>>,
     reading: Reading,
 ) -> Option<(ConfigDir<S>, ReadResult<S>)> {
     match tokio::task::spawn_blocking(move || {
-        let r = config.read(reading);
+        let r = config.read_changed(paths.as_ref(), reading);
         (config, r)
     })
     .await
@@ -454,7 +488,7 @@ mod tests {
         a.observe(&close, t1);
         assert_eq!(a.ready_at(t0, t1), t1 + SETTLE);
         // A burst that never goes quiet is read at the cap.
-        let t2 = t0 + Duration::from_millis(95);
+        let t2 = t0 + SETTLE_CAP - SETTLE / 2;
         a.observe(&close, t2);
         assert_eq!(a.ready_at(t0, t2), t0 + SETTLE_CAP);
         // A writer that never closes is waited for at most WRITE_CAP.

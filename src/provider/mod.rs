@@ -2,6 +2,7 @@
 //! cluster) into [`crate::snapshot::Snapshot`]s.
 
 pub mod admitted;
+mod changed;
 pub mod crds;
 pub mod file;
 pub mod kube;

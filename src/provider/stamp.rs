@@ -98,6 +98,11 @@ impl Stamps {
         }
     }
 
+    /// Forgets `path`: it is read again by the next walk.
+    pub fn forget(&mut self, path: &Path) {
+        self.files.remove(path);
+    }
+
     /// Forgets every file not in `present`.
     pub fn retain(&mut self, present: &std::collections::HashSet<&Path>) {
         self.files.retain(|p, _| present.contains(p.as_path()));

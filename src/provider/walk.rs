@@ -19,6 +19,11 @@ pub struct Walk {
     /// Symlink loops and over-deep directories, each naming the path; the rest of the tree
     /// was walked.
     pub errors: Vec<ManifestError>,
+    /// Every directory walked, the root included, as reached (not canonical).
+    pub dirs: Vec<PathBuf>,
+    /// Whether any entry was a symlink: then a file may be known under another name than the
+    /// one a change is reported for.
+    pub links: bool,
 }
 
 /// Walks `root`. Fails only when `root` itself cannot be listed.
@@ -46,6 +51,7 @@ struct Walker {
 
 impl Walker {
     fn dir(&mut self, dir: &Path, depth: usize) -> Result<(), ManifestError> {
+        self.out.dirs.push(dir.to_owned());
         let mut entries: Vec<(String, PathBuf, Option<std::fs::FileType>)> = std::fs::read_dir(dir)
             .map_err(|e| io_error(dir, &e))?
             .filter_map(Result::ok)
@@ -69,6 +75,7 @@ impl Walker {
                     continue;
                 }
             }
+            self.out.links |= kind.is_none_or(|k| k.is_symlink());
             // Follows symlinks, as in mounted ConfigMaps (`x.yaml -> ..data/x.yaml`).
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue; // a dangling link, or a file deleted while we list

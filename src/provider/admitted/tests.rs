@@ -1,0 +1,197 @@
+//! Admission across readings: rejected updates, unparsable files, duplicates, and
+//! incremental readings against complete ones.
+
+use serde_json::json;
+
+use super::*;
+
+/// The built-in defaults plus an HTTPRoute CRD whose hostnames have at most 10 characters.
+fn crds() -> Arc<Crds> {
+    let mut crds = Crds::new();
+    crate::admission::builtin::register(&mut crds).unwrap();
+    crds.register(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
+        "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": "HTTPRoute", "plural": "httproutes"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"hostnames": {"type": "array",
+                        "items": {"type": "string", "maxLength": 10}}}}}}}}]}
+    }))
+    .unwrap();
+    Arc::new(crds)
+}
+
+fn route(name: &str, host: &str) -> String {
+    format!("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames:\n  - a.b\n  - {host}\n")
+}
+
+/// `(name, second hostname)` of every admitted route.
+fn routes(a: &Admission) -> Vec<(String, String)> {
+    a.snapshot()
+        .http_routes
+        .iter()
+        .map(|r| {
+            let host = r.spec.hostnames.as_ref().map_or("", |h| h[1].as_str());
+            (r.metadata.name.clone().unwrap_or_default(), host.to_owned())
+        })
+        .collect()
+}
+
+fn read(files: &[(&str, &str)]) -> Vec<(PathBuf, Taken)> {
+    files
+        .iter()
+        .map(|(p, t)| (PathBuf::from(p), Taken::Read(Ok((*t).to_owned()))))
+        .collect()
+}
+
+#[test]
+fn a_rejected_update_keeps_the_admitted_version_and_names_the_field_line() {
+    let mut a = Admission::new(crds());
+    let first = a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
+    assert!(
+        first.errors.is_empty() && first.changed,
+        "{:?}",
+        first.errors
+    );
+    let bad = a.apply(
+        read(&[("a.yaml", &route("s", "long.example.com"))]),
+        Reading::Final,
+    );
+    let [e] = bad.errors.as_slice() else {
+        panic!("{:?}", bad.errors)
+    };
+    assert_eq!((e.path.to_str(), e.line), (Some("a.yaml"), Some(9)), "{e}");
+    assert!(e.message.contains("spec.hostnames[1]"), "{e}");
+    assert!(
+        e.message
+            .ends_with("the previously admitted version stays in force"),
+        "{e}"
+    );
+    assert!(!bad.changed);
+    assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
+    // A new object that is rejected is simply not admitted.
+    let other = a.apply(
+        read(&[
+            ("a.yaml", &route("s", "s1.io")),
+            ("b.yaml", &route("t", "long.example.com")),
+        ]),
+        Reading::Final,
+    );
+    assert!(other.changed);
+    assert!(
+        other.errors[0].message.ends_with("not admitted"),
+        "{:?}",
+        other.errors
+    );
+    assert_eq!(routes(&a), [("s".to_owned(), "s1.io".to_owned())]);
+}
+
+#[test]
+fn a_file_that_does_not_parse_keeps_its_objects_while_others_change() {
+    let mut a = Admission::new(crds());
+    a.apply(
+        read(&[
+            ("a.yaml", &route("s", "s.io")),
+            ("b.yaml", &route("t", "t.io")),
+        ]),
+        Reading::Final,
+    );
+    let r = a.apply(
+        read(&[("a.yaml", "kind: [\n"), ("b.yaml", &route("t", "t1.io"))]),
+        Reading::Final,
+    );
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert!(r.errors[0]
+        .message
+        .contains("previously admitted objects stay in force"));
+    assert_eq!(
+        routes(&a),
+        [
+            ("s".to_owned(), "s.io".to_owned()),
+            ("t".to_owned(), "t1.io".to_owned())
+        ]
+    );
+    // Deleting the file deletes its objects.
+    let gone = a.apply(read(&[("b.yaml", &route("t", "t1.io"))]), Reading::Final);
+    assert!(gone.changed && gone.errors.is_empty());
+    assert_eq!(routes(&a), [("t".to_owned(), "t1.io".to_owned())]);
+}
+
+#[test]
+fn an_object_defined_twice_keeps_its_admitted_version() {
+    let mut a = Admission::new(crds());
+    a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
+    let r = a.apply(
+        read(&[
+            ("a.yaml", &route("s", "s.io")),
+            ("b.yaml", &route("s", "s2.io")),
+        ]),
+        Reading::Final,
+    );
+    let [e] = r.errors.as_slice() else {
+        panic!("{:?}", r.errors)
+    };
+    assert!(
+        e.message
+            .contains("HTTPRoute default/s is defined more than once: a.yaml:1, b.yaml:1"),
+        "{e}"
+    );
+    assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
+}
+
+#[test]
+fn an_unchanged_reading_changes_nothing() {
+    let mut a = Admission::new(crds());
+    assert!(
+        a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final)
+            .changed
+    );
+    let again = a.apply(read(&[("a.yaml", &route("s", "s.io"))]), Reading::Final);
+    assert!(!again.changed && again.errors.is_empty());
+    assert_eq!(a.len(), 1);
+}
+
+/// Random edits of a few files, each applied as an incremental reading of that file to one
+/// state and as a complete reading of the directory to another: the admitted objects agree
+/// after every step (rejections, unparsable files, duplicates and removals included).
+#[test]
+fn incremental_readings_admit_what_complete_readings_admit() {
+    let names = ["a.yaml", "b.yaml", "c.yaml"];
+    let contents = [
+        route("one", "x.y"),
+        route("one", "far-too-long.example"),
+        route("two", "z.y"),
+        format!("{}---\n{}", route("one", "p.q"), route("two", "r.s")),
+        "kind: [".to_owned(),
+        String::new(),
+    ];
+    for seed in 0..20 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut incremental = Admission::new(crds());
+        let mut complete = Admission::new(crds());
+        let mut files: BTreeMap<&str, String> = BTreeMap::new();
+        for step in 0..40 {
+            let name = names[rng.usize(..names.len())];
+            let change = if rng.usize(..5) == 0 {
+                files.remove(name);
+                None
+            } else {
+                let text = contents[rng.usize(..contents.len())].clone();
+                files.insert(name, text.clone());
+                Some(Ok(text))
+            };
+            incremental.apply_changes(vec![(PathBuf::from(name), change)], Reading::Final);
+            let all: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+            complete.apply(read(&all), Reading::Final);
+            assert_eq!(
+                routes(&incremental),
+                routes(&complete),
+                "seed {seed} step {step}: {files:?}"
+            );
+            assert_eq!(incremental.len(), complete.len(), "seed {seed} step {step}");
+        }
+    }
+}
