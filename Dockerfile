@@ -1,6 +1,9 @@
 # Multi-stage build: compile with the Rust toolchain image, run on a slim Debian base as non-root.
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
+# make: the bundled jemalloc is built from source.
+RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
+COPY .cargo .cargo
 COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY benches benches
