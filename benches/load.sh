@@ -492,15 +492,16 @@ h2load_parse() {
     printf '%.0f %s %d %d\n' "$rps" "$pct" "$err" "$total"
 }
 
-# CPU time (clock ticks, user + system, all threads) of a process and its children (the
-# workers of an nginx master).
+# CPU time (clock ticks, all threads) of a process and its children (the workers of an nginx
+# master): "USER+SYSTEM USER".
 cpu_ticks() {
-    local pid=$1 p sum=0 t
+    local pid=$1 p sum=0 user=0 t u
     for p in "$pid" $(pgrep -P "$pid" 2>/dev/null || true); do
-        t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null || echo 0)
+        read -r t u < <(awk '{ sub(/^.*\) /, ""); print $12 + $13, $12 }' "/proc/$p/stat" 2>/dev/null || echo 0 0)
         sum=$((sum + t))
+        user=$((user + u))
     done
-    echo "$sum"
+    echo "$sum $user"
 }
 clk_tck=$(getconf CLK_TCK)
 
@@ -513,12 +514,12 @@ core_jiffies() {
 
 # Runs one cell: a warm-up run of the same tool (discarded), then the measured run, with the
 # CPU time the serving process (the proxy; for direct, the backend) used during it.
-# Prints "RPS P50MS P99MS ERRORS CPU_US_PER_REQUEST BUSY0/BUSY1" (percent busy of the two
-# cores over the measured run, whatever ran on them) or "FAIL".
+# Prints "RPS P50MS P99MS ERRORS CPU_US_PER_REQUEST/USER_US_PER_REQUEST BUSY0/BUSY1" (percent
+# busy of the two cores over the measured run, whatever ran on them) or "FAIL".
 # measure PROTOCOL URL CPUS THREADS TAG SERVER_PID
 measure() {
     local proto=$1 u=$2 cpus=$3 threads=$4 tag=$5 server=$6
-    local out="$work/raw/$tag.out" reqlog="$work/raw/$tag.requests" r t0 t1 j0 j1
+    local out="$work/raw/$tag.out" reqlog="$work/raw/$tag.requests" r t0 t1 j0 j1 u0 u1
     local h2flags=(-t "$threads" -c "$h2_conns" -m "$h2_streams")
     case "$proto" in
     http1 | https1)
@@ -545,10 +546,12 @@ measure() {
         ;;
     esac
     [ "$r" = FAIL ] && { echo FAIL; return; }
-    echo "$r $j0 $j1" | awk -v ticks=$((t1 - t0)) -v hz="$clk_tck" '{
+    read -r t0 u0 <<<"$t0"
+    read -r t1 u1 <<<"$t1"
+    echo "$r $j0 $j1" | awk -v ticks=$((t1 - t0)) -v uticks=$((u1 - u0)) -v hz="$clk_tck" '{
         b0 = ($10 - $6) / ($11 - $7 + ($11 == $7)) * 100
         b1 = ($12 - $8) / ($13 - $9 + ($13 == $9)) * 100
-        printf "%s %s %s %s %.1f %.0f/%.0f\n", $1, $2, $3, $4, ticks / hz * 1e6 / $5, b0, b1
+        printf "%s %s %s %s %.1f/%.1f %.0f/%.0f\n", $1, $2, $3, $4, ticks / hz * 1e6 / $5, uticks / hz * 1e6 / $5, b0, b1
     }'
 }
 
@@ -690,14 +693,14 @@ rows() {
     done
 }
 
-header=$'protocol\tlayout\tproxy\tRPS\tp50 ms\tp99 ms\tvs nginx\tvs direct\terrors\tCPU us/req\tbusy %'
+header=$'protocol\tlayout\tproxy\tRPS\tp50 ms\tp99 ms\tvs nginx\tvs direct\terrors\tCPU us/req all/user\tbusy %'
 machine="$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^model name[[:space:]]*: //'), $(nproc) CPUs, Linux $(uname -r)"
 versions="$(proxy_version direct); "
 for p in "${proxy_list[@]}"; do [ "$p" = direct ] || versions="$versions$(proxy_version "$p"); "; done
 versions="${versions}$(wrk -v 2>&1 | awk 'NR == 1 { print $1 " " $2 }'); $(h2load --version | head -n 1)"
 settings="${duration} s per cell after ${warmup} s warm-up; wrk ${h1_conns} connections; h2load ${h2_conns} connections x ${h2_streams} streams; load generator threads = workers"
 [ "$quick" = 1 ] && settings="$settings (--quick: a smoke test, not a measurement)"
-layouts_text="1x1 = 1 worker, the proxy alone on core $cpu_proxy, the load generator and the backend on core $cpu_gen; 2x2 = 2 workers, the proxy and the load generator share cores $cpu_gen,$cpu_proxy with the backend (pinned to core $cpu_gen). CPU us/req: CPU time of the proxy (for direct: the backend) per request; busy %: how busy cores $cpu_gen/$cpu_proxy were during the cell, whatever ran on them"
+layouts_text="1x1 = 1 worker, the proxy alone on core $cpu_proxy, the load generator and the backend on core $cpu_gen; 2x2 = 2 workers, the proxy and the load generator share cores $cpu_gen,$cpu_proxy with the backend (pinned to core $cpu_gen). CPU us/req: CPU time of the proxy (for direct: the backend) per request, all of it (user and kernel) / in user space; busy %: how busy cores $cpu_gen/$cpu_proxy were during the cell, whatever ran on them"
 
 echo
 echo "Side-by-side load, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -725,7 +728,7 @@ if [ -n "${LOAD_RESULTS_MD:-}" ]; then
         echo "- Settings: $settings."
         echo "- Layouts: $layouts_text."
         echo
-        echo "| Protocol | Layout | Proxy | RPS | p50 (ms) | p99 (ms) | vs nginx | vs direct | errors | CPU µs/req | busy % |"
+        echo "| Protocol | Layout | Proxy | RPS | p50 (ms) | p99 (ms) | vs nginx | vs direct | errors | CPU µs/req all/user | busy % |"
         echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         rows | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }'
     } >"$LOAD_RESULTS_MD"
