@@ -24,6 +24,10 @@ use serde_json::{json, Value};
 use support::apiserver::ApiServer;
 use support::client::{get, h1_client, send};
 
+/// The allocator of the `edgeplane` binary, so that translation costs what it costs there.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const NS: &str = "bench";
 const SYSTEM_NS: &str = "edgeplane-system";
 const CONTROLLER: &str = "edgeplane.dev/gateway-controller";
