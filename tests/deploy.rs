@@ -200,3 +200,127 @@ fn the_cluster_role_covers_every_declared_kind() {
         }
     }
 }
+
+/// Every permission the ClusterRole and the namespaced Role grant, as `(role kind, group,
+/// resource, verb)`: exactly the list below, which says why each is needed. A wildcard or a new
+/// permission fails here until it is reviewed and listed (least privilege, docs/security.md).
+#[test]
+fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
+    let rbac = deploy_dir().join("base/rbac.yaml");
+    let mut granted = std::collections::BTreeSet::new();
+    for doc in documents(&rbac) {
+        let role = doc["kind"].as_str().unwrap_or_default().to_owned();
+        if role != "ClusterRole" && role != "Role" {
+            continue;
+        }
+        for rule in doc["rules"].as_array().expect("rules") {
+            let list = |field: &str| -> Vec<String> {
+                rule[field]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{role} rule without {field}: {rule}"))
+                    .iter()
+                    .map(|v| v.as_str().expect("a string").to_owned())
+                    .collect()
+            };
+            assert!(
+                rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
+                "unexpected rule shape in {role}: {rule}"
+            );
+            for group in list("apiGroups") {
+                for resource in list("resources") {
+                    for verb in list("verbs") {
+                        granted.insert((role.clone(), group.clone(), resource.clone(), verb));
+                    }
+                }
+            }
+        }
+    }
+    let gw = "gateway.networking.k8s.io";
+    let mut expected = std::collections::BTreeSet::new();
+    let mut grant = |role: &str, group: &str, resources: &[&str], verbs: &[&str]| {
+        for r in resources {
+            for v in verbs {
+                expected.insert((
+                    role.to_owned(),
+                    group.to_owned(),
+                    (*r).to_owned(),
+                    (*v).to_owned(),
+                ));
+            }
+        }
+    };
+    // Read what the translator reads (Secrets: metadata watched, referenced ones fetched).
+    let read = ["get", "list", "watch"];
+    grant(
+        "ClusterRole",
+        gw,
+        &[
+            "gatewayclasses",
+            "gateways",
+            "httproutes",
+            "referencegrants",
+        ],
+        &read,
+    );
+    grant(
+        "ClusterRole",
+        "",
+        &["namespaces", "services", "secrets"],
+        &read,
+    );
+    grant(
+        "ClusterRole",
+        "discovery.k8s.io",
+        &["endpointslices"],
+        &["list", "watch"],
+    );
+    // Status of the objects the controller owns, and finalizers (a patch of the object).
+    grant(
+        "ClusterRole",
+        gw,
+        &[
+            "gatewayclasses/status",
+            "gateways/status",
+            "httproutes/status",
+        ],
+        &["patch", "update"],
+    );
+    grant(
+        "ClusterRole",
+        gw,
+        &["gatewayclasses", "gateways"],
+        &["patch"],
+    );
+    grant(
+        "ClusterRole",
+        gw,
+        &["gatewayclasses/finalizers", "gateways/finalizers"],
+        &["update"],
+    );
+    grant(
+        "ClusterRole",
+        "events.k8s.io",
+        &["events"],
+        &["create", "patch"],
+    );
+    // In the controller's namespace only: the leader Lease and the per-Gateway Services.
+    grant(
+        "Role",
+        "coordination.k8s.io",
+        &["leases"],
+        &["get", "create", "update"],
+    );
+    grant(
+        "Role",
+        "",
+        &["services"],
+        &["create", "patch", "update", "delete"],
+    );
+    let extra: Vec<_> = granted.difference(&expected).collect();
+    let missing: Vec<_> = expected.difference(&granted).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "{}: granted but not listed here {extra:?}; listed but not granted {missing:?}",
+        rbac.display()
+    );
+}
