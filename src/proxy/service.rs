@@ -284,9 +284,11 @@ impl Handler {
     ) -> Result<Request<ClientBody>, ProxyError> {
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let peer = self.peer.ip();
         set_forwarded(
             &mut parts.headers,
-            self.peer.ip(),
+            peer,
+            self.shared.options.trusted_proxies.contains(peer),
             self.scheme().as_str(),
             raw_host.as_ref(),
         );
