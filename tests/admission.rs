@@ -373,6 +373,19 @@ fn widget_cel_rules_are_enforced_with_their_messages() {
             json!({"peer": "nope"}),
             vec![r#"spec.peer: Invalid value: "string": peer must be an IP address"#],
         ),
+        // format.dns1123Label().validate(): upper case, `_`, a leading `-`, over 63 characters
+        (
+            json!({"slug": "My_App"}),
+            vec![r#"spec.slug: Invalid value: "string": slug must be a lowercase RFC 1123 label"#],
+        ),
+        (
+            json!({"slug": "-app"}),
+            vec![r#"spec.slug: Invalid value: "string": slug must be a lowercase RFC 1123 label"#],
+        ),
+        (
+            json!({"slug": "a".repeat(64)}),
+            vec![r#"spec.slug: Invalid value: "string": slug must be a lowercase RFC 1123 label"#],
+        ),
         // all, startsWith, exists_one
         (
             json!({"tags": ["x"]}),
@@ -426,6 +439,11 @@ fn widget_cel_rules_are_enforced_with_their_messages() {
     ];
     for (spec, want) in cases {
         assert_eq!(widget_errors(spec.clone()), want, "{spec}");
+    }
+    // Valid labels pass format.dns1123Label().validate(), 63 characters included.
+    for slug in ["my-app-1".to_owned(), "0".to_owned(), "a".repeat(63)] {
+        let mut w = widget(json!({"name": "abc", "slug": slug}));
+        assert_eq!(widgets().admit(&mut w, None), Ok(()), "{slug}");
     }
 }
 

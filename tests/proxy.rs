@@ -11,6 +11,8 @@ mod client_faults;
 mod connections;
 #[path = "proxy/cors.rs"]
 mod cors;
+#[path = "proxy/drain_h2.rs"]
+mod drain_h2;
 #[path = "proxy/filters.rs"]
 mod filters;
 #[path = "proxy/lifecycle.rs"]

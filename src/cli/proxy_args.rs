@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
-use crate::proxy::ProxyOptions;
+use crate::proxy::{ProxyOptions, TrustedProxies};
 
 /// Each flag's default is the option's own default.
 fn defaults() -> ProxyOptions {
@@ -58,6 +58,10 @@ pub struct ProxyArgs {
     /// Time to open an upstream TCP connection (504 after it).
     #[arg(long, default_value = duration_text(defaults().connect_timeout), value_parser = parse_duration)]
     pub connect_timeout: Duration,
+    /// Peers (IPs or CIDRs, v4 and v6, comma-separated) whose `X-Forwarded-For`, `-Proto` and
+    /// `-Host` are kept and extended; from any other peer they are replaced. Default: none.
+    #[arg(long, value_name = "CIDR[,CIDR...]", default_value_t = defaults().trusted_proxies, hide_default_value = true)]
+    pub trusted_proxies: TrustedProxies,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,
 }
@@ -80,6 +84,7 @@ impl ProxyArgs {
             drain_timeout,
             connect_timeout: self.connect_timeout,
             path_policy: self.path_policy.policy(),
+            trusted_proxies: self.trusted_proxies.clone(),
         }
     }
 }
@@ -115,6 +120,8 @@ mod tests {
             "7",
             "--upstream-max-idle",
             "3",
+            "--trusted-proxies",
+            "10.0.0.0/8,::1",
         ])
         .unwrap();
         let o = cli.proxy.options(Duration::from_secs(1));
@@ -122,6 +129,10 @@ mod tests {
         assert_eq!(o.idle_timeout, Duration::from_secs(120));
         assert_eq!(o.max_connections, 7);
         assert_eq!(o.upstream_max_idle_per_endpoint, 3);
+        assert!(o.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
+        assert!(o.trusted_proxies.contains("::1".parse().unwrap()));
+        assert!(!o.trusted_proxies.contains("127.0.0.1".parse().unwrap()));
+        assert!(Cli::try_parse_from(["x", "--trusted-proxies", "10.0.0.0/40"]).is_err());
         assert!(Cli::try_parse_from(["x", "--body-idle-timeout", "5x"]).is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! Header hygiene at the proxy boundary: hop-by-hop headers are removed in both directions, and
-//! `X-Forwarded-For`, `-Proto` and `-Host` are set on the way upstream.
+//! `X-Forwarded-For`, `-Proto` and `-Host` are set on the way upstream (kept from trusted
+//! proxies, replaced for everyone else).
 
 use std::net::IpAddr;
 
@@ -52,29 +53,48 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Appends the client address to `X-Forwarded-For` (folding earlier values into one line) and
-/// sets `X-Forwarded-Proto` and `X-Forwarded-Host`.
+/// Sets the forwarded headers upstream. From a trusted proxy (`trusted`), the `X-Forwarded-For`
+/// it sent is kept (earlier values folded into one line) with `client` appended, and the
+/// `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` it sent are kept (the proxy's own
+/// values fill in those it did not send). From any other peer, all four are dropped and
+/// replaced by what this proxy knows: `X-Forwarded-For: client`, `proto` and `original_host`,
+/// so a client cannot claim another address, scheme or host.
 pub fn set_forwarded(
     headers: &mut HeaderMap,
     client: IpAddr,
+    trusted: bool,
     proto: &'static str,
     original_host: Option<&HeaderValue>,
 ) {
     let mut xff = String::new();
-    for v in headers.get_all(&X_FORWARDED_FOR) {
-        if let Ok(v) = v.to_str() {
-            let v = v.trim();
-            if !v.is_empty() {
-                xff.push_str(v);
-                xff.push_str(", ");
+    if trusted {
+        for v in headers.get_all(&X_FORWARDED_FOR) {
+            if let Ok(v) = v.to_str() {
+                let v = v.trim();
+                if !v.is_empty() {
+                    xff.push_str(v);
+                    xff.push_str(", ");
+                }
             }
         }
+    } else {
+        headers.remove(header::FORWARDED);
     }
     xff.push_str(&client.to_string());
-    if let Ok(v) = HeaderValue::from_str(&xff) {
-        headers.insert(X_FORWARDED_FOR.clone(), v);
+    match HeaderValue::from_str(&xff) {
+        Ok(v) => {
+            headers.insert(X_FORWARDED_FOR.clone(), v);
+        }
+        Err(_) => {
+            headers.remove(&X_FORWARDED_FOR);
+        }
     }
-    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+    if !(trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
+        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+    }
+    if trusted && headers.contains_key(&X_FORWARDED_HOST) {
+        return;
+    }
     match original_host {
         Some(h) => {
             headers.insert(X_FORWARDED_HOST.clone(), h.clone());
@@ -126,15 +146,64 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_headers_append() {
+    fn forwarded_headers_from_a_trusted_proxy_are_kept_and_appended() {
         let mut h = map(&[
             ("x-forwarded-for", "10.0.0.1"),
             ("x-forwarded-for", "10.0.0.2"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "public.example"),
+            ("forwarded", "for=10.0.0.1"),
         ]);
         let host = HeaderValue::from_static("a.example:8080");
-        set_forwarded(&mut h, "127.0.0.9".parse().unwrap(), "http", Some(&host));
+        set_forwarded(
+            &mut h,
+            "127.0.0.9".parse().unwrap(),
+            true,
+            "http",
+            Some(&host),
+        );
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 10.0.0.2, 127.0.0.9");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-forwarded-host"], "public.example");
+        assert_eq!(h["forwarded"], "for=10.0.0.1");
+
+        let mut h = HeaderMap::new();
+        set_forwarded(
+            &mut h,
+            "127.0.0.9".parse().unwrap(),
+            true,
+            "http",
+            Some(&host),
+        );
+        assert_eq!(h["x-forwarded-for"], "127.0.0.9");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "a.example:8080");
+    }
+
+    #[test]
+    fn forwarded_headers_from_anyone_else_are_replaced() {
+        let mut h = map(&[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.2"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "spoofed.example"),
+            ("forwarded", "for=10.0.0.1"),
+        ]);
+        let host = HeaderValue::from_static("a.example:8080");
+        set_forwarded(
+            &mut h,
+            "127.0.0.9".parse().unwrap(),
+            false,
+            "http",
+            Some(&host),
+        );
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(h["x-forwarded-for"], "127.0.0.9");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "a.example:8080");
+        assert!(h.get("forwarded").is_none());
+
+        set_forwarded(&mut h, "127.0.0.9".parse().unwrap(), false, "http", None);
+        assert!(h.get("x-forwarded-host").is_none());
     }
 }

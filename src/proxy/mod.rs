@@ -6,7 +6,7 @@
 //! and path checks before routing), `service` (per-request phases), `body` (request body idle
 //! timer, in-flight tracking), `upstream` (pooled clients), `tls` (TLS termination,
 //! certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers`
-//! (hop-by-hop and forwarded headers), `error` (the status
+//! (hop-by-hop and forwarded headers), `trusted` (the trusted proxies), `error` (the status
 //! mapping).
 
 mod body;
@@ -21,6 +21,7 @@ mod options;
 mod pool;
 mod service;
 mod tls;
+mod trusted;
 mod upgrade;
 mod upstream;
 
@@ -39,6 +40,7 @@ pub use error::{Fault, ProxyError};
 pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use options::ProxyOptions;
+pub use trusted::{TrustedProxies, TrustedProxiesError};
 
 /// Boxed error of a streamed body.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

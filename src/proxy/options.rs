@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::TrustedProxies;
 use crate::request::PathPolicy;
 
 /// Timeouts and limits of the data plane, one per phase of a connection and of a request.
@@ -50,6 +51,10 @@ pub struct ProxyOptions {
     /// How request paths are canonicalized before routing (docs/security.md); the default
     /// rejects every ambiguous form.
     pub path_policy: PathPolicy,
+    /// Peers whose `X-Forwarded-For`, `-Proto` and `-Host` are kept (docs/security.md); from
+    /// every other peer they are replaced. None by default: a client's own claims are never
+    /// passed on unless an operator names the proxies in front.
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl Default for ProxyOptions {
@@ -69,6 +74,7 @@ impl Default for ProxyOptions {
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             path_policy: PathPolicy::default(),
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }

@@ -285,9 +285,11 @@ impl Handler {
     ) -> Result<Request<ClientBody>, ProxyError> {
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let peer = self.peer.ip();
         set_forwarded(
             &mut parts.headers,
-            self.peer.ip(),
+            peer,
+            self.shared.options.trusted_proxies.contains(peer),
             self.scheme().as_str(),
             raw_host.as_ref(),
         );
@@ -309,18 +311,9 @@ impl Handler {
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         if let Some(rewrite) = rewrite {
-            if let Some(name) = &rewrite.hostname {
-                host = Some(name.clone());
-            }
-            if let Some(modifier) = &rewrite.path {
-                let path = modifier.apply(&rule.matcher.path, path_and_query.path());
-                let full = match path_and_query.query() {
-                    Some(q) => format!("{path}?{q}"),
-                    None => path,
-                };
-                path_and_query = PathAndQuery::try_from(full)
-                    .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
-            }
+            (path_and_query, host) = rewrite
+                .apply(&rule.matcher.path, path_and_query, host)
+                .map_err(|e| ProxyError::BadUpstreamRequest(e.to_string()))?;
         }
         // Origin form here; the upstream pool adds the authority it connects with.
         parts.uri = Uri::from(path_and_query);

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::uri::{InvalidUri, PathAndQuery};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Serialize, Serializer};
 
@@ -94,6 +95,31 @@ pub struct UrlRewrite {
     pub hostname: Option<HeaderValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathModifier>,
+}
+
+impl UrlRewrite {
+    /// Applies the rewrite to a request's target and host, as the proxy sends them upstream:
+    /// `target` is the canonical path (the one the rule `matched`) with the query as sent, and
+    /// `host` the validated request host. The path is replaced as configured and the query kept;
+    /// the host becomes the configured hostname when there is one. Fails only when the new
+    /// target is not a valid path-and-query, which validated configuration never produces.
+    pub fn apply(
+        &self,
+        matched: &PathMatch,
+        target: PathAndQuery,
+        host: Option<HeaderValue>,
+    ) -> Result<(PathAndQuery, Option<HeaderValue>), InvalidUri> {
+        let host = self.hostname.clone().or(host);
+        let Some(modifier) = &self.path else {
+            return Ok((target, host));
+        };
+        let path = modifier.apply(matched, target.path());
+        let full = match target.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path,
+        };
+        Ok((PathAndQuery::try_from(full)?, host))
+    }
 }
 
 fn ser_value<S: Serializer>(value: &Option<HeaderValue>, s: S) -> Result<S::Ok, S::Error> {
@@ -293,6 +319,34 @@ mod tests {
         assert_eq!(root.apply(&prefix("/strip"), "/strip"), "/");
         let to = PathModifier::ReplacePrefixMatch("/one".into());
         assert_eq!(to.apply(&prefix("/"), "/a"), "/one/a");
+    }
+
+    #[test]
+    fn url_rewrite_keeps_the_query_and_picks_the_host() {
+        let target = PathAndQuery::from_static("/prefix/a?q=1&r=%20");
+        let host = Some(HeaderValue::from_static("req.example"));
+        let rewrite = UrlRewrite {
+            hostname: Some(HeaderValue::from_static("up.example")),
+            path: Some(PathModifier::ReplacePrefixMatch("/new/".into())),
+        };
+        let (out, h) = rewrite
+            .apply(&prefix("/prefix"), target.clone(), host.clone())
+            .unwrap();
+        assert_eq!(out.as_str(), "/new/a?q=1&r=%20");
+        assert_eq!(
+            h.as_ref().map(HeaderValue::as_bytes),
+            Some(&b"up.example"[..])
+        );
+        let host_only = UrlRewrite {
+            hostname: None,
+            path: None,
+        };
+        let (out, h) = host_only.apply(&prefix("/"), target, host).unwrap();
+        assert_eq!(out.as_str(), "/prefix/a?q=1&r=%20");
+        assert_eq!(
+            h.as_ref().map(HeaderValue::as_bytes),
+            Some(&b"req.example"[..])
+        );
     }
 
     #[test]

@@ -203,4 +203,5 @@ fn a_second_instance_takes_over_the_port_with_no_failed_request() {
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or(0);
     assert!(served > 0, "the new instance served nothing:\n{metrics}");
+    println!("rollout: {ok} requests, 0 failed, {served} served by the new instance");
 }

@@ -214,8 +214,12 @@ pub async fn backend_timeout(env: Arc<Env>) -> Outcome {
 pub async fn parent_ref_port(env: Arc<Env>) -> Outcome {
     wait_status(&env, "routes attached by port", |r| {
         gateway_ready(r, INFRA, "by-port")?;
-        for route in ["port-80", "port-8080", "port-8090-a"] {
-            crate::status::routes_accepted(r, "by-port", &[(INFRA, route)])?;
+        for (route, sections) in [
+            ("port-80", &[][..]),
+            ("port-8080", &[]),
+            ("port-8090-a", &["a-8090"]),
+        ] {
+            crate::status::routes_accepted_at(r, "by-port", sections, &[(INFRA, route)])?;
         }
         Ok(())
     })
@@ -412,8 +416,9 @@ pub async fn static_addresses(env: Arc<Env>) -> Outcome {
 pub async fn listener_isolation(env: Arc<Env>) -> Outcome {
     wait_status(&env, "isolation routes attached", |r| {
         gateway_ready(r, INFRA, "isolated")?;
-        for route in ["iso-any", "iso-wild", "iso-deeper", "iso-exact"] {
-            crate::status::routes_accepted(r, "isolated", &[(INFRA, route)])?;
+        for section in ["any", "wild", "deeper", "exact"] {
+            let route = format!("iso-{section}");
+            crate::status::routes_accepted_at(r, "isolated", &[section], &[(INFRA, &route)])?;
         }
         Ok(())
     })
@@ -444,13 +449,10 @@ pub async fn listener_isolation(env: Arc<Env>) -> Outcome {
 pub async fn listener_isolation_intersection(env: Arc<Env>) -> Outcome {
     wait_status(&env, "overlapping routes attached", |r| {
         gateway_ready(r, INFRA, "isolated-overlap")?;
-        for route in [
-            "overlap-any",
-            "overlap-wild",
-            "overlap-deeper",
-            "overlap-exact",
-        ] {
-            crate::status::routes_accepted(r, "isolated-overlap", &[(INFRA, route)])?;
+        for section in ["any", "wild", "deeper", "exact"] {
+            let route = format!("overlap-{section}");
+            let routes = [(INFRA, route.as_str())];
+            crate::status::routes_accepted_at(r, "isolated-overlap", &[section], &routes)?;
         }
         Ok(())
     })

@@ -119,9 +119,11 @@ pub async fn hostname_intersection(env: Arc<Env>) -> Outcome {
 pub async fn listener_hostname_matching(env: Arc<Env>) -> Outcome {
     wait_status(&env, "routes attached per listener", |r| {
         crate::status::gateway_ready(r, INFRA, "listener-hosts")?;
-        crate::status::routes_accepted(r, "listener-hosts", &[(INFRA, "to-apex")])?;
-        crate::status::routes_accepted(r, "listener-hosts", &[(INFRA, "to-www")])?;
-        crate::status::routes_accepted(r, "listener-hosts", &[(INFRA, "to-wildcards")])
+        let gw = "listener-hosts";
+        crate::status::routes_accepted_at(r, gw, &["apex"], &[(INFRA, "to-apex")])?;
+        crate::status::routes_accepted_at(r, gw, &["www"], &[(INFRA, "to-www")])?;
+        let wildcards = ["any-shop", "any-blog"];
+        crate::status::routes_accepted_at(r, gw, &wildcards, &[(INFRA, "to-wildcards")])
     })
     .await?;
     let at = |host: &str| Req::get("/").host(host);

@@ -5,8 +5,10 @@
 //! - Route parents (`parentsForRouteMatch`): each expected parent is matched by an entry with
 //!   our `controllerName`, `parentRef.group` `gateway.networking.k8s.io`, `kind` `Gateway`, the
 //!   name, the namespace (required when the route lives elsewhere, else absent or equal) and
-//!   the expected conditions (a subset). Stricter than upstream: an expected `sectionName` or
-//!   `port` must also be echoed.
+//!   the expected conditions (a subset). Stricter than upstream, whose `parentsForRouteMatch`
+//!   (v1.6.1) compares neither `sectionName` nor `port`: `sectionName` must be exactly the
+//!   expected one (absent when the scenario expects none, present and equal when it expects
+//!   one), and an expected `port` must be echoed.
 //! - Listeners (`gatewayListenersMatch`): exactly the expected listeners by name, each with its
 //!   `attachedRoutes`, its `supportedKinds` as a set, and the expected conditions.
 //! - Conditions (`findConditionInList`): an empty status or reason matches any.
@@ -292,8 +294,12 @@ impl Parent {
         if !ns_ok {
             return Some(format!("parentRef namespace {}", r["namespace"]));
         }
-        if self.section.is_some() && field("sectionName") != self.section {
-            return Some(format!("parentRef sectionName {}", r["sectionName"]));
+        if field("sectionName") != self.section {
+            return Some(format!(
+                "parentRef sectionName {}, want {}",
+                r["sectionName"],
+                self.section.unwrap_or("none")
+            ));
         }
         if self.port.is_some() && r["port"].as_u64() != self.port.map(u64::from) {
             return Some(format!("parentRef port {}", r["port"]));
@@ -381,22 +387,52 @@ pub fn route_not_accepted(r: &Report, ns: &str, route: &str) -> Outcome {
 /// route: the Gateway at its latest generation with an address, each route's parent accepted
 /// (reason Accepted), every listener accepted, resolved and programmed.
 pub fn routes_attached(r: &Report, gw: &str, routes: &[(&str, &str)]) -> Outcome {
+    routes_attached_at(r, gw, &[], routes)
+}
+
+/// [`routes_attached`] with the Gateway named by listener, as upstream's
+/// `NewGatewayRef(gw, sections...)`: one expected parent per section (one without
+/// `sectionName` when `sections` is empty).
+pub fn routes_attached_at(
+    r: &Report,
+    gw: &str,
+    sections: &[&'static str],
+    routes: &[(&str, &str)],
+) -> Outcome {
     let infra = crate::INFRA;
     gateway_conditions(r, infra, gw, &[])?;
     if !items(&r.gateway(infra, gw)?["addresses"]).any(|a| a["type"].is_string()) {
         return Err(format!("Gateway {infra}/{gw} has no address"));
     }
+    let accepted = Parent::gateway(infra, gw, &[Cond("Accepted", "True", "Accepted")]);
+    let expected: Vec<Parent> = if sections.is_empty() {
+        vec![accepted]
+    } else {
+        sections
+            .iter()
+            .map(|s| accepted.clone().section(s))
+            .collect()
+    };
     for (ns, route) in routes {
-        let accepted = Parent::gateway(infra, gw, &[Cond("Accepted", "True", "Accepted")]);
-        route_parents(r, ns, route, &[accepted], *ns != infra)?;
+        route_parents(r, ns, route, &expected, *ns != infra)?;
     }
     listeners_ready(r, infra, gw)
 }
 
 /// [`routes_attached`], then `HTTPRouteMustHaveResolvedRefsConditionsTrue` for each route.
 pub fn routes_accepted(r: &Report, gw: &str, routes: &[(&str, &str)]) -> Outcome {
+    routes_accepted_at(r, gw, &[], routes)
+}
+
+/// [`routes_attached_at`], then `HTTPRouteMustHaveResolvedRefsConditionsTrue` for each route.
+pub fn routes_accepted_at(
+    r: &Report,
+    gw: &str,
+    sections: &[&'static str],
+    routes: &[(&str, &str)],
+) -> Outcome {
     let infra = crate::INFRA;
-    routes_attached(r, gw, routes)?;
+    routes_attached_at(r, gw, sections, routes)?;
     for (ns, route) in routes {
         route_condition(
             r,
@@ -421,67 +457,5 @@ pub async fn accepted(env: &Env, ns: &str, route: &str, gateways: &[&str]) -> Ou
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn conditions_and_generations_are_checked() {
-        let holder = json!({"conditions": [
-            {"type": "Accepted", "status": "True", "reason": "Accepted", "observedGeneration": 2},
-        ]});
-        assert_eq!(cond(&holder, "Accepted", "True", "Accepted"), Ok(()));
-        assert_eq!(cond(&holder, "Accepted", "", ""), Ok(()));
-        assert!(cond(&holder, "Accepted", "False", "").is_err());
-        assert!(cond(&holder, "Accepted", "True", "Other").is_err());
-        assert!(cond(&holder, "Programmed", "True", "").is_err());
-        assert_eq!(observed(&holder, 2), Ok(()));
-        assert!(observed(&holder, 1).is_err());
-    }
-
-    fn parent(group: Option<&str>, ns: Option<&str>, section: Option<&str>) -> Value {
-        let mut r = json!({"name": "gw"});
-        if let Some(g) = group {
-            r["group"] = json!(g);
-            r["kind"] = json!("Gateway");
-        }
-        if let Some(n) = ns {
-            r["namespace"] = json!(n);
-        }
-        if let Some(s) = section {
-            r["sectionName"] = json!(s);
-        }
-        json!({"parentRef": r, "controllerName": DEFAULT_CONTROLLER_NAME, "conditions": [
-            {"type": "Accepted", "status": "True", "reason": "Accepted", "observedGeneration": 1}]})
-    }
-
-    /// A parent matches on controller, group, kind, name, namespace (as required), section
-    /// and conditions.
-    #[test]
-    fn parents_match_like_upstream() {
-        let want = Parent::gateway("infra", "gw", &[Cond("Accepted", "True", "Accepted")]);
-        let full = parent(Some(GROUP), Some("infra"), None);
-        assert_eq!(want.mismatch(&full, true), None);
-        assert_eq!(want.mismatch(&parent(Some(GROUP), None, None), false), None);
-        assert!(want
-            .mismatch(&parent(Some(GROUP), None, None), true)
-            .is_some());
-        assert!(want
-            .mismatch(&parent(None, Some("infra"), None), false)
-            .is_some());
-        assert!(want
-            .mismatch(&parent(Some(GROUP), Some("other"), None), false)
-            .is_some());
-        let mut other = full.clone();
-        other["controllerName"] = json!("example.com/other");
-        assert!(want.mismatch(&other, false).is_some());
-        let section = want.clone().section("http");
-        assert!(section.mismatch(&full, false).is_some());
-        assert_eq!(
-            section.mismatch(&parent(Some(GROUP), None, Some("http")), false),
-            None
-        );
-        let refused = Parent::gateway("infra", "gw", &[Cond("Accepted", "False", "")]);
-        assert!(refused.mismatch(&full, false).is_some());
-    }
-}
+#[path = "status_tests.rs"]
+mod tests;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use crate::expect::{check, check_tls, Outcome, Req, Want};
 use crate::harness::Env;
 use crate::status::{
-    gateway_conditions, gateway_listeners, routes_accepted, wait_status, Cond, Listener, Report,
+    gateway_conditions, gateway_listeners, routes_accepted, routes_accepted_at, wait_status, Cond,
+    Listener, Report,
 };
 use crate::INFRA;
 
@@ -89,10 +90,13 @@ pub async fn secret_reference_grant_specific(env: Arc<Env>) -> Outcome {
 
 const HTTPS_GW: &str = "same-namespace-with-https-listener";
 
-async fn https_routes_ready(env: &Env, routes: &[&str]) -> Outcome {
+/// Waits until each route is accepted on the HTTPS Gateway, at the listeners its parentRef
+/// names (none: the whole Gateway).
+async fn https_routes_ready(env: &Env, routes: &[(&str, &[&'static str])]) -> Outcome {
     wait_status(env, "HTTPS Gateway and routes ready", |r| {
-        let routes: Vec<(&str, &str)> = routes.iter().map(|r| (INFRA, *r)).collect();
-        routes_accepted(r, HTTPS_GW, &routes)
+        routes.iter().try_for_each(|(route, sections)| {
+            routes_accepted_at(r, HTTPS_GW, sections, &[(INFRA, *route)])
+        })
     })
     .await
 }
@@ -101,7 +105,10 @@ async fn https_routes_ready(env: &Env, routes: &[&str]) -> Outcome {
 pub async fn https_listener_routes(env: Arc<Env>) -> Outcome {
     https_routes_ready(
         &env,
-        &["httproute-https-test", "httproute-https-test-no-hostname"],
+        &[
+            ("httproute-https-test", &[]),
+            ("httproute-https-test-no-hostname", &["https-with-hostname"]),
+        ],
     )
     .await?;
     let ip = env.gw(HTTPS_GW);
@@ -121,10 +128,10 @@ pub async fn misdirected_requests(env: Arc<Env>) -> Outcome {
     https_routes_ready(
         &env,
         &[
-            "misdirected-1",
-            "misdirected-2",
-            "misdirected-3",
-            "misdirected-4",
+            ("misdirected-1", &["https"]),
+            ("misdirected-2", &["https-with-hostname"]),
+            ("misdirected-3", &["https-with-wildcard-hostname"]),
+            ("misdirected-4", &["https-with-hostname-matching-wildcard"]),
         ],
     )
     .await?;

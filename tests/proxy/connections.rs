@@ -19,15 +19,15 @@ use crate::support::proxy::{start_with, test_options, Running};
 use crate::support::tables::*;
 
 /// The HTTP/2 client preface.
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// An empty SETTINGS frame.
-const SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+pub(crate) const SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
 /// Upper bound of every wait for the server to close a connection.
 const CLOSE_WITHIN: Duration = Duration::from_secs(3);
 
 /// A proxy on a fresh address routing everything to `backend`, with `tune` applied to the
 /// test options.
-async fn proxy_to(
+pub(crate) async fn proxy_to(
     backend: SocketAddr,
     tune: impl FnOnce(&mut ProxyOptions),
 ) -> (SocketAddr, Running) {
@@ -58,7 +58,7 @@ async fn server_closes(s: &mut TcpStream) -> Option<Vec<u8>> {
     Some(out)
 }
 
-async fn connect(addr: SocketAddr) -> TcpStream {
+pub(crate) async fn connect(addr: SocketAddr) -> TcpStream {
     tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
         .await
         .expect("connect in time")

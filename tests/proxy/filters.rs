@@ -1,13 +1,14 @@
 //! Filters and header hygiene: header modifiers, redirects, URL rewrites, hop-by-hop and
 //! forwarded headers.
 
+use edgeplane::proxy::ProxyOptions;
 use edgeplane::table::{PathMatch, PathModifier, Redirect, RuleFilters, Scheme, UrlRewrite};
 use http::{HeaderValue, Method};
 
 use crate::support::client::{self, get_h1, h1_client, send};
 use crate::support::echo::start_echo;
 use crate::support::net::free_addr;
-use crate::support::proxy::start;
+use crate::support::proxy::{start, start_with, test_options};
 use crate::support::tables::*;
 
 #[tokio::test]
@@ -242,7 +243,6 @@ async fn hop_by_hop_removed_forwarded_set_host_kept() {
         .header("keep-alive", "timeout=5")
         .header("proxy-connection", "keep-alive")
         .header("te", "trailers")
-        .header("x-forwarded-for", "198.51.100.7")
         .header("x-custom", "kept")
         .body(client::empty())
         .unwrap();
@@ -263,5 +263,94 @@ async fn hop_by_hop_removed_forwarded_set_host_kept() {
     // The test client connects from the loopback address the kernel picks for the proxy's IP.
     let xff = r.echoed_header("x-forwarded-for");
     assert_eq!(xff.len(), 1);
-    assert!(xff[0].starts_with("198.51.100.7, 127."), "{xff:?}");
+    assert!(xff[0].starts_with("127."), "{xff:?}");
+}
+
+/// Sends a request carrying forwarded headers a client made up, once over HTTP/1.1 and once over
+/// h2c, and returns both replies.
+async fn send_spoofed(addr: std::net::SocketAddr) -> Vec<client::Reply> {
+    fn spoof(b: http::request::Builder) -> http::Request<client::TestBody> {
+        b.header("x-forwarded-for", "198.51.100.7")
+            .header("x-forwarded-for", "203.0.113.9")
+            .header("x-forwarded-proto", "https")
+            .header("x-forwarded-host", "bank.example")
+            .header("forwarded", "for=198.51.100.7;proto=https")
+            .body(client::empty())
+            .unwrap()
+    }
+    let h1 = spoof(client::request(Method::GET, addr, "app.example", "/p"));
+    let h1 = send(&h1_client(), h1).await.unwrap();
+    let mut h2c = client::H2c::connect(addr).await.unwrap();
+    let h2 = spoof(client::H2c::request(Method::GET, "app.example", "/p"));
+    let h2 = h2c.send(h2).await.unwrap();
+    assert_eq!(h2.version, http::Version::HTTP_2);
+    vec![h1, h2]
+}
+
+#[tokio::test]
+async fn untrusted_client_forwarded_headers_are_replaced() {
+    let echo = start_echo("e").await;
+    let addr = free_addr();
+    // Trusted proxies exist, but the client (on 127.x) is not one of them.
+    let options = ProxyOptions {
+        trusted_proxies: "10.0.0.0/8,fd00::/8".parse().unwrap(),
+        ..test_options()
+    };
+    let _p = start_with(
+        single(
+            addr,
+            vec![rule("r").backend(to(&service("e", &[echo.addr]))).build()],
+        ),
+        options,
+    )
+    .await;
+    for r in send_spoofed(addr).await {
+        assert_eq!(r.status, 200);
+        let xff = r.echoed_header("x-forwarded-for");
+        assert_eq!(xff.len(), 1, "{xff:?}");
+        assert!(!xff[0].contains("198.51.100.7"), "{xff:?}");
+        assert!(!xff[0].contains(','), "{xff:?}");
+        assert!(
+            xff[0]
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback()),
+            "{xff:?}"
+        );
+        assert_eq!(r.echoed_header("x-forwarded-proto"), vec!["http"]);
+        assert_eq!(r.echoed_header("x-forwarded-host"), vec!["app.example"]);
+        assert!(r.echoed_header("forwarded").is_empty());
+    }
+}
+
+#[tokio::test]
+async fn trusted_proxy_keeps_the_chain_and_appends_its_peer() {
+    let echo = start_echo("e").await;
+    let addr = free_addr();
+    let options = ProxyOptions {
+        trusted_proxies: "127.0.0.1/8".parse().unwrap(),
+        ..test_options()
+    };
+    let _p = start_with(
+        single(
+            addr,
+            vec![rule("r").backend(to(&service("e", &[echo.addr]))).build()],
+        ),
+        options,
+    )
+    .await;
+    for r in send_spoofed(addr).await {
+        assert_eq!(r.status, 200);
+        let xff = r.echoed_header("x-forwarded-for");
+        assert_eq!(xff.len(), 1, "{xff:?}");
+        let chain: Vec<&str> = xff[0].split(", ").collect();
+        assert_eq!(chain.len(), 3, "{xff:?}");
+        assert_eq!(chain[..2], ["198.51.100.7", "203.0.113.9"]);
+        assert!(chain[2].starts_with("127."), "{xff:?}");
+        assert_eq!(r.echoed_header("x-forwarded-proto"), vec!["https"]);
+        assert_eq!(r.echoed_header("x-forwarded-host"), vec!["bank.example"]);
+        assert_eq!(
+            r.echoed_header("forwarded"),
+            vec!["for=198.51.100.7;proto=https"]
+        );
+    }
 }

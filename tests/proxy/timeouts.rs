@@ -1,15 +1,17 @@
 //! Rule timeouts: `request` counts from the start of the request, `backendRequest` per upstream
 //! attempt; both answer 504 when the response head is late, and unset means no timeout. The
-//! echo backend's `delay` parameter makes it late.
+//! global `--upstream-response-timeout` alone answers 504 too. The echo backend's `delay`
+//! parameter makes it late.
 
 use std::time::{Duration, Instant};
 
+use edgeplane::proxy::ProxyOptions;
 use edgeplane::table::{PathMatch, RuleFilters, Timeouts};
 
 use crate::support::client::{get, h1_client, send};
 use crate::support::echo::start_echo;
 use crate::support::net::free_addr;
-use crate::support::proxy::start;
+use crate::support::proxy::{start, start_with, test_options};
 use crate::support::tables::*;
 
 #[tokio::test]
@@ -78,6 +80,38 @@ async fn late_responses_get_504_and_disabled_timeouts_wait() {
         .unwrap();
     assert_eq!(r.status, 200);
     assert!(started.elapsed() >= Duration::from_millis(700));
+}
+
+#[tokio::test]
+async fn the_global_upstream_response_timeout_alone_gives_504() {
+    let echo = start_echo("e").await;
+    let addr = free_addr();
+    // A rule without `timeouts`: only the proxy-wide limit applies.
+    let options = ProxyOptions {
+        upstream_response_timeout: Duration::from_millis(300),
+        ..test_options()
+    };
+    let p = start_with(
+        single(
+            addr,
+            vec![rule("plain")
+                .backend(to(&service("e", &[echo.addr])))
+                .build()],
+        ),
+        options,
+    )
+    .await;
+    let c = h1_client();
+    let r = send(&c, get(addr, "h", "/late?delay=3s")).await.unwrap();
+    assert_eq!(r.status, 504);
+    let r = send(&c, get(addr, "h", "/prompt")).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.field("path").as_deref(), Some("/prompt"));
+    let text = p.metrics.encode();
+    assert!(
+        text.contains(r#"edgeplane_request_errors_total{fault="upstream"} 1"#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
