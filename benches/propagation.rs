@@ -1,6 +1,7 @@
 //! Route propagation in Kubernetes mode: the time from an HTTPRoute create (through the API
 //! emulator, over real HTTP) to the first correctly routed response from the proxy, with 100,
-//! 1,000 and 5,000 routes already in place. Prints p50/p99 per size as a table.
+//! 1,000 and 5,000 routes already in place, while a client keeps sending requests to existing
+//! routes and counts those not answered 2xx. Prints p50/p99 per size as a table.
 //!
 //! `cargo bench --bench propagation` (set `PROPAGATION_SIZES=100,1000` to pick sizes). The
 //! replica runs as a follower (another identity holds the Lease), so the figures measure watch,
@@ -11,6 +12,8 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edgeplane::metrics::Metrics;
@@ -78,11 +81,40 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-/// p50, p99, max of propagation, and the mean rebuild (translate + publish) time.
-async fn measure(
-    routes: usize,
-    samples: usize,
-) -> Option<(Duration, Duration, Duration, Duration)> {
+/// What one size measured.
+struct Figures {
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    /// Mean rebuild (translate + publish) time.
+    rebuild: Duration,
+    /// Requests a client sent to existing routes while the samples ran, and how many of them
+    /// were not answered 2xx.
+    requests: u64,
+    failed: u64,
+}
+
+/// Sends requests to existing routes (one after another, over one keep-alive client) until
+/// `stop`, counting them and those not answered 2xx.
+async fn steady_client(addr: SocketAddr, routes: usize, stop: Arc<AtomicBool>) -> (u64, u64) {
+    let client = h1_client();
+    let (mut sent, mut failed) = (0u64, 0u64);
+    let hosts: Vec<String> = [0, routes / 2, routes - 1]
+        .iter()
+        .map(|i| format!("base-{i}.example"))
+        .collect();
+    while !stop.load(Ordering::Acquire) {
+        let host = &hosts[(sent % hosts.len() as u64) as usize];
+        sent += 1;
+        if !matches!(send(&client, get(addr, host, "/")).await, Ok(r) if r.status.is_success()) {
+            failed += 1;
+        }
+    }
+    (sent, failed)
+}
+
+/// Propagation figures with `routes` routes in place, over `samples` new routes.
+async fn measure(routes: usize, samples: usize) -> Option<Figures> {
     let api = ApiServer::start().await;
     let echo = support::echo::start_echo("bench").await;
     let target_port = support::net::free_addr().port();
@@ -126,6 +158,8 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let routes_api: Api<HttpRoute> = Api::namespaced(api.client(), NS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let steady = tokio::spawn(steady_client(addr, routes, stop.clone()));
     let mut times = Vec::with_capacity(samples);
     for k in 0..samples {
         let name = format!("new-{k}");
@@ -150,6 +184,8 @@ async fn measure(
         // Let any follow-up rebuild finish before the next sample.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    stop.store(true, Ordering::Release);
+    let (requests, failed) = steady.await.ok()?;
     let rebuilds = metrics.rebuild_seconds.with_label_values(&["ok"]);
     let mean_rebuild = Duration::from_secs_f64(
         rebuilds.get_sample_sum() / rebuilds.get_sample_count().max(1) as f64,
@@ -158,12 +194,14 @@ async fn measure(
     provider.stop().await;
     proxy.shutdown().await;
     times.sort();
-    Some((
-        percentile(&times, 0.5),
-        percentile(&times, 0.99),
-        times[times.len() - 1],
-        mean_rebuild,
-    ))
+    Some(Figures {
+        p50: percentile(&times, 0.5),
+        p99: percentile(&times, 0.99),
+        max: times[times.len() - 1],
+        rebuild: mean_rebuild,
+        requests,
+        failed,
+    })
 }
 
 fn main() {
@@ -177,19 +215,21 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    println!("| existing routes | samples | p50 | p99 | max | mean rebuild |");
-    println!("|---|---|---|---|---|---|");
+    println!("| existing routes | samples | p50 | p99 | max | mean rebuild | requests to existing routes | non-2xx |");
+    println!("|---|---|---|---|---|---|---|---|");
     for routes in sizes {
         let samples = if routes >= 5000 { 20 } else { 50 };
         match runtime.block_on(measure(routes, samples)) {
-            Some((p50, p99, max, rebuild)) => println!(
-                "| {routes} | {samples} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
-                p50.as_secs_f64() * 1e3,
-                p99.as_secs_f64() * 1e3,
-                max.as_secs_f64() * 1e3,
-                rebuild.as_secs_f64() * 1e3
+            Some(f) => println!(
+                "| {routes} | {samples} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {} | {} |",
+                f.p50.as_secs_f64() * 1e3,
+                f.p99.as_secs_f64() * 1e3,
+                f.max.as_secs_f64() * 1e3,
+                f.rebuild.as_secs_f64() * 1e3,
+                f.requests,
+                f.failed
             ),
-            None => println!("| {routes} | {samples} | failed | | |"),
+            None => println!("| {routes} | {samples} | failed | | | | | |"),
         }
     }
 }
