@@ -58,34 +58,40 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` it sent are kept (the proxy's own
 /// values fill in those it did not send). From any other peer, all four are dropped and
 /// replaced by what this proxy knows: `X-Forwarded-For: client`, `proto` and `original_host`,
-/// so a client cannot claim another address, scheme or host.
+/// so a client cannot claim another address, scheme or host. `client` is the peer's address
+/// as a header value ([`client_address`]), made once per connection.
 pub fn set_forwarded(
     headers: &mut HeaderMap,
-    client: IpAddr,
+    client: &HeaderValue,
     trusted: bool,
     proto: &'static str,
     original_host: Option<&HeaderValue>,
 ) {
-    let mut xff = String::new();
-    if trusted {
-        for v in headers.get_all(&X_FORWARDED_FOR) {
-            if let Ok(v) = v.to_str() {
-                let v = v.trim();
-                if !v.is_empty() {
-                    xff.push_str(v);
-                    xff.push_str(", ");
-                }
-            }
-        }
+    let chain: Vec<&str> = if trusted {
+        headers
+            .get_all(&X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect()
     } else {
         headers.remove(header::FORWARDED);
-    }
-    xff.push_str(&client.to_string());
-    match HeaderValue::from_str(&xff) {
-        Ok(v) => {
+        Vec::new()
+    };
+    let xff = if chain.is_empty() {
+        Some(client.clone())
+    } else {
+        let mut line = chain.join(", ");
+        line.push_str(", ");
+        line.push_str(client.to_str().unwrap_or_default());
+        HeaderValue::from_str(&line).ok()
+    };
+    match xff {
+        Some(v) => {
             headers.insert(X_FORWARDED_FOR.clone(), v);
         }
-        Err(_) => {
+        None => {
             headers.remove(&X_FORWARDED_FOR);
         }
     }
@@ -103,6 +109,12 @@ pub fn set_forwarded(
             headers.remove(&X_FORWARDED_HOST);
         }
     }
+}
+
+/// A client's address as the `X-Forwarded-For` value it contributes.
+pub fn client_address(client: IpAddr) -> HeaderValue {
+    HeaderValue::from_str(&client.to_string())
+        .unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
 #[cfg(test)]
@@ -157,7 +169,7 @@ mod tests {
         let host = HeaderValue::from_static("a.example:8080");
         set_forwarded(
             &mut h,
-            "127.0.0.9".parse().unwrap(),
+            &client_address("127.0.0.9".parse().unwrap()),
             true,
             "http",
             Some(&host),
@@ -170,7 +182,7 @@ mod tests {
         let mut h = HeaderMap::new();
         set_forwarded(
             &mut h,
-            "127.0.0.9".parse().unwrap(),
+            &client_address("127.0.0.9".parse().unwrap()),
             true,
             "http",
             Some(&host),
@@ -192,7 +204,7 @@ mod tests {
         let host = HeaderValue::from_static("a.example:8080");
         set_forwarded(
             &mut h,
-            "127.0.0.9".parse().unwrap(),
+            &client_address("127.0.0.9".parse().unwrap()),
             false,
             "http",
             Some(&host),
@@ -203,7 +215,13 @@ mod tests {
         assert_eq!(h["x-forwarded-host"], "a.example:8080");
         assert!(h.get("forwarded").is_none());
 
-        set_forwarded(&mut h, "127.0.0.9".parse().unwrap(), false, "http", None);
+        set_forwarded(
+            &mut h,
+            &client_address("127.0.0.9".parse().unwrap()),
+            false,
+            "http",
+            None,
+        );
         assert!(h.get("x-forwarded-host").is_none());
     }
 }

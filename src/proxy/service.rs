@@ -19,7 +19,7 @@ use super::body::{ClientBody, Tracked};
 use super::conn::Activity;
 use super::error::ProxyError;
 use super::gate::{self, Target};
-use super::headers::{set_forwarded, strip_hop_by_hop};
+use super::headers::{client_address, set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
 use super::pool::ResponseBody;
 use super::tls::TlsInfo;
@@ -42,10 +42,21 @@ pub(crate) struct Handler {
     pub listener: SocketAddr,
     /// The client's address.
     pub peer: SocketAddr,
+    /// What the forwarded headers say of the client, worked out once per connection.
+    client: Client,
     /// Set on connections that arrived over TLS.
     pub tls: Option<TlsInfo>,
     /// Requests in flight on the connection, for its idle timer and the drain.
     pub activity: Arc<Activity>,
+}
+
+/// The peer of a connection as the forwarded headers need it.
+#[derive(Clone)]
+struct Client {
+    /// Its address as an `X-Forwarded-For` value.
+    address: HeaderValue,
+    /// Whether it is a trusted proxy (`--trusted-proxies`).
+    trusted: bool,
 }
 
 /// What routing decided for a request, kept for the metrics phase.
@@ -58,7 +69,12 @@ struct Outcome {
 impl Handler {
     /// The handler of a new connection (plain until `tls` is set).
     pub fn new(shared: Arc<Shared>, listener: SocketAddr, peer: SocketAddr) -> Self {
+        let client = Client {
+            address: client_address(peer.ip()),
+            trusted: shared.options.trusted_proxies.contains(peer.ip()),
+        };
         Self {
+            client,
             shared,
             listener,
             peer,
@@ -285,11 +301,10 @@ impl Handler {
     ) -> Result<Request<ClientBody>, ProxyError> {
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let peer = self.peer.ip();
         set_forwarded(
             &mut parts.headers,
-            peer,
-            self.shared.options.trusted_proxies.contains(peer),
+            &self.client.address,
+            self.client.trusted,
             self.scheme().as_str(),
             raw_host.as_ref(),
         );
