@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::gateway::GatewayModel;
-use super::httproute::Attachment;
+use super::httproute::Attached;
 use super::protocol::ListenerProtocol;
 use super::rules::CompiledRoute;
 use super::tls::ListenerTls;
@@ -82,7 +82,7 @@ fn virtual_host(
 /// reusing the hosts of `hosts` that serve the same rules and leaving this table's there.
 pub fn build_table(
     gateways: &[GatewayModel<'_>],
-    routes: &[(Vec<Attachment>, Arc<CompiledRoute>)],
+    routes: &[(Arc<Attached>, Arc<CompiledRoute>)],
     generation: u64,
     hosts: &mut HostCache,
 ) -> RouteTable {
@@ -126,8 +126,8 @@ pub fn build_table(
             }
         }
     }
-    for (route_index, (attachments, compiled)) in routes.iter().enumerate() {
-        for a in attachments {
+    for (route_index, (attached, compiled)) in routes.iter().enumerate() {
+        for a in &attached.attachments {
             let g = &gateways[a.gateway];
             let l = &g.listeners[a.listener];
             let listener_host = l.hostname.map(str::to_owned);

@@ -12,6 +12,9 @@
 //!   new ones (`relink`) rather than compiled;
 //! - each resolved Service port (its ready endpoints), valid while its Service and its
 //!   EndpointSlices are the same objects (or equal ones);
+//! - each route's attachment to its listeners and its status, valid while its compiled rules
+//!   are the same `Arc` and the Gateways it names and its namespace's labels look the same to
+//!   attachment (`reattach`);
 //! - each virtual host of the table (rules sorted by precedence, path index), by socket and
 //!   hostname, valid while it serves the same rule `Arc`s for the same listener.
 
@@ -22,6 +25,8 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
 use super::build::HostCache;
+use super::httproute::Attached;
+use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
 use super::rules::{compile_route, CompiledRoute};
 use super::{Snapshot, TranslateOptions, Translation};
@@ -38,6 +43,8 @@ pub struct Reuse {
     pub relinked: usize,
     /// Routes compiled anew.
     pub compiled: usize,
+    /// Routes whose attachment and status were taken from the previous translation.
+    pub reattached: usize,
 }
 
 /// How a cached route compares with the current inputs.
@@ -58,6 +65,7 @@ pub struct Incremental {
     routes: HashMap<(String, String), RouteEntry>,
     backends: BackendCache,
     hosts: HostCache,
+    faces: Faces,
     last: Reuse,
 }
 
@@ -67,6 +75,7 @@ struct RouteEntry {
     route: Arc<HttpRoute>,
     resolutions: Vec<(OwnedRef, Resolved)>,
     compiled: Arc<CompiledRoute>,
+    attached: Option<AttachEntry>,
 }
 
 impl Incremental {
@@ -90,6 +99,11 @@ impl Incremental {
     /// The virtual hosts of the last table, for the next one to reuse.
     pub(super) fn hosts(&mut self) -> &mut HostCache {
         &mut self.hosts
+    }
+
+    /// The tokens of Gateways and namespaces that route attachments are reused by.
+    pub(super) fn faces(&mut self) -> &mut Faces {
+        &mut self.faces
     }
 
     /// Starts one translation's use of the cache.
@@ -120,18 +134,35 @@ pub(super) struct RouteCompiler<'a> {
 }
 
 impl RouteCompiler<'_> {
-    /// The compiled rules of `route`: the previous ones when the route and every outcome of
-    /// its backendRefs are unchanged, else compiled now.
-    pub fn compile(&mut self, route: &Arc<HttpRoute>) -> Arc<CompiledRoute> {
+    /// The compiled rules of `route` and its attachment: the previous ones when the route and
+    /// every outcome of its backendRefs are unchanged (and, for the attachment, what
+    /// [`attach`] checks), else computed now.
+    pub fn compile(
+        &mut self,
+        route: &Arc<HttpRoute>,
+        inputs: &AttachInputs<'_, '_>,
+    ) -> (Arc<CompiledRoute>, Arc<Attached>) {
+        let entry = self.entry(route);
+        let (attached, reused) = attach(route, &entry.compiled, inputs, &mut entry.attached);
+        let compiled = entry.compiled.clone();
+        if reused {
+            self.reuse.reattached += 1;
+        }
+        (compiled, attached)
+    }
+
+    /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
+    fn entry(&mut self, route: &Arc<HttpRoute>) -> &mut RouteEntry {
         let ns = namespace_of(&route.metadata);
         let id = (
             ns.to_owned(),
             route.metadata.name.clone().unwrap_or_default(),
         );
-        if let Some(mut entry) = self.previous.remove(&id) {
-            match self.check(&entry, route) {
+        let entry = match self.previous.remove(&id) {
+            Some(mut entry) => match self.check(&entry, route) {
                 Check::Same => {
                     self.reuse.reused += 1;
+                    entry
                 }
                 Check::Endpoints(current) => {
                     entry.compiled = Arc::new(relink(&entry.compiled, &current));
@@ -140,30 +171,33 @@ impl RouteCompiler<'_> {
                     }
                     entry.route = route.clone();
                     self.reuse.relinked += 1;
+                    entry
                 }
-                Check::Stale => return self.compile_new(id, route),
+                Check::Stale => self.compile_new(route),
+            },
+            None => self.compile_new(route),
+        };
+        // A route listed twice: the last one wins, as it always did.
+        match self.next.entry(id) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                o.insert(entry);
+                o.into_mut()
             }
-            let compiled = entry.compiled.clone();
-            self.next.insert(id, entry);
-            return compiled;
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(entry),
         }
-        self.compile_new(id, route)
     }
 
-    fn compile_new(&mut self, id: (String, String), route: &Arc<HttpRoute>) -> Arc<CompiledRoute> {
+    fn compile_new(&mut self, route: &Arc<HttpRoute>) -> RouteEntry {
         self.backends.record();
         let compiled = Arc::new(compile_route(route, &mut self.backends));
         let resolutions = self.backends.recorded();
-        self.next.insert(
-            id,
-            RouteEntry {
-                route: route.clone(),
-                resolutions,
-                compiled: compiled.clone(),
-            },
-        );
         self.reuse.compiled += 1;
-        compiled
+        RouteEntry {
+            route: route.clone(),
+            resolutions,
+            compiled,
+            attached: None,
+        }
     }
 
     /// Whether compiling `route` now would give `entry`'s result: compilation reads only the

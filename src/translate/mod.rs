@@ -18,6 +18,7 @@ mod listener;
 mod parameters;
 mod ports;
 mod protocol;
+mod reattach;
 mod refgrant;
 mod relink;
 mod rules;
@@ -145,35 +146,42 @@ fn translate_cached(
         .collect();
 
     let labels = namespace_labels(snapshot);
+    let tokens = cache.faces().tokens(&gateways, &labels, options);
     let mut compiler = cache.begin(snapshot);
     let mut compiled = Vec::new();
-    for route in &snapshot.http_routes {
-        if !names_our_gateway(route, &by_name) {
-            continue;
-        }
-        let c = compiler.compile(route);
-        let ns = namespace_of(&route.metadata);
-        let fallback;
-        let ns_labels = match labels.get(ns) {
-            Some(l) => l,
-            None => {
-                fallback = default_labels(ns);
-                &fallback
-            }
+    let mut counted = Vec::new();
+    {
+        let inputs = reattach::AttachInputs {
+            gateways: &gateways,
+            by_name: &by_name,
+            labels: &labels,
+            tokens: &tokens,
+            options,
         };
-        let (status, attachments) =
-            httproute::attach_route(route, &c, &mut gateways, &by_name, ns_labels, options);
-        if let Some(status) = status {
+        for route in &snapshot.http_routes {
+            if !names_our_gateway(route, &by_name) {
+                continue;
+            }
+            let (c, attached) = compiler.compile(route, &inputs);
+            let ns = namespace_of(&route.metadata);
             let name = route.metadata.name.as_deref().unwrap_or("");
-            report.entries.push(ObjectStatus::new(
-                ObjectKind::HttpRoute,
-                Some(ns),
-                name,
-                route.metadata.generation,
-                StatusBody::HttpRoute(status),
-            ));
+            if let Some(status) = &attached.status {
+                report.entries.push(ObjectStatus::new(
+                    ObjectKind::HttpRoute,
+                    Some(ns),
+                    name,
+                    route.metadata.generation,
+                    StatusBody::HttpRoute(status.clone()),
+                ));
+            }
+            counted.push((ns, name, attached.clone()));
+            compiled.push((attached, c));
         }
-        compiled.push((attachments, c));
+    }
+    for &(ns, name, ref attached) in &counted {
+        for &(gi, li) in &attached.counted {
+            gateways[gi].listeners[li].attached.insert((ns, name));
+        }
     }
     for g in &gateways {
         let status = g.status();
@@ -233,6 +241,7 @@ fn names_our_gateway(
         .any(|p| by_name.contains_key(&(p.namespace.as_deref().unwrap_or(ns), p.name.as_str())))
 }
 
+/// Labels of a namespace the snapshot does not have: only its name.
 fn default_labels(ns: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(listener::NAMESPACE_NAME_LABEL.to_owned(), ns.to_owned())])
 }
