@@ -130,7 +130,6 @@ pub fn build_table(
         for a in &attached.attachments {
             let g = &gateways[a.gateway];
             let l = &g.listeners[a.listener];
-            let listener_host = l.hostname.map(str::to_owned);
             let Some(port) = g.socket_port(l.port) else {
                 continue;
             };
@@ -142,11 +141,16 @@ pub fn build_table(
                     continue;
                 }
                 for host in &a.hostnames {
-                    let owner = s.owners.find(host).map(|&i| &s.listener_hosts[i]);
-                    if owner != Some(&listener_host) {
+                    let owner = s.owners.find(host).map(|&i| s.listener_hosts[i].as_deref());
+                    if owner != Some(l.hostname) {
                         continue;
                     }
-                    let rules = s.hosts.entry(host.clone()).or_default();
+                    if !s.hosts.contains_key(host) {
+                        s.hosts.insert(host.clone(), BTreeMap::new());
+                    }
+                    let Some(rules) = s.hosts.get_mut(host) else {
+                        continue;
+                    };
                     for r in &compiled.rules {
                         let key = (route_index, r.rule_index, r.match_index);
                         rules.entry(key).or_insert_with(|| r.clone());

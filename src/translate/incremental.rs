@@ -9,7 +9,8 @@
 //!   namespace and name, valid while the route is the same object (or an equal one) and each
 //!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
 //!   only difference is the endpoints of some Service ports, the rules are relinked to the
-//!   new ones (`relink`) rather than compiled;
+//!   new ones (`relink`) rather than compiled; a route whose references name none of the
+//!   Services that changed since the last translation is not resolved again (`moved`);
 //! - each resolved Service port (its ready endpoints), valid while its Service and its
 //!   EndpointSlices are the same objects (or equal ones);
 //! - each route's attachment to its listeners and its status, valid while its compiled rules
@@ -26,6 +27,7 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
 use super::build::HostCache;
 use super::httproute::Attached;
+use super::moved::{touches, Moved, Resolvable};
 use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
 use super::rules::{compile_route, CompiledRoute};
@@ -66,6 +68,8 @@ pub struct Incremental {
     backends: BackendCache,
     hosts: HostCache,
     faces: Faces,
+    /// What backend resolution read last time, to tell which Services changed since.
+    resolvable: Option<Resolvable>,
     last: Reuse,
 }
 
@@ -108,10 +112,16 @@ impl Incremental {
 
     /// Starts one translation's use of the cache.
     pub(super) fn begin<'a>(&mut self, snapshot: &'a Snapshot) -> RouteCompiler<'a> {
+        let now = Resolvable::of(snapshot);
+        let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
+        self.resolvable = Some(now);
+        let backends = std::mem::take(&mut self.backends);
+        let routes = self.routes.len();
         RouteCompiler {
-            backends: Backends::with_cache(snapshot, std::mem::take(&mut self.backends)),
+            backends: Backends::with_cache(snapshot, backends, moved.is_some()),
+            moved,
             previous: std::mem::take(&mut self.routes),
-            next: HashMap::new(),
+            next: HashMap::with_capacity(routes),
             reuse: Reuse::default(),
         }
     }
@@ -128,6 +138,9 @@ impl Incremental {
 /// keeps for the next translation. Routes that are not compiled again drop out.
 pub(super) struct RouteCompiler<'a> {
     backends: Backends<'a>,
+    /// The Services whose resolution may have changed since the previous translation (`None`:
+    /// any): a route referencing none of them is not resolved again.
+    moved: Moved,
     previous: HashMap<(String, String), RouteEntry>,
     next: HashMap<(String, String), RouteEntry>,
     reuse: Reuse,
@@ -208,6 +221,15 @@ impl RouteCompiler<'_> {
             return Check::Stale;
         }
         let ns = namespace_of(&route.metadata);
+        if let Some(moved) = &self.moved {
+            if !entry
+                .resolutions
+                .iter()
+                .any(|(r, _)| touches(moved, ns, &r.as_ref()))
+            {
+                return Check::Same;
+            }
+        }
         let mut current = Vec::with_capacity(entry.resolutions.len());
         let mut relink = false;
         for (r, before) in &entry.resolutions {

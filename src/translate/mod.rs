@@ -15,6 +15,7 @@ mod gateway;
 mod httproute;
 mod incremental;
 mod listener;
+mod moved;
 mod parameters;
 mod ports;
 mod protocol;
