@@ -4,7 +4,7 @@
 //! bring their certificates; a socket serves one protocol, the first one bound there. A virtual
 //! host whose rules are the same `Arc`s as in the previous table is that table's host. Pure.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -27,14 +27,16 @@ struct SocketBuild {
     /// The Gateway listener port of the first listener bound here.
     port: u16,
     /// `(gateway, listener)` indexes of the listeners bound here.
-    members: HashSet<(usize, usize)>,
+    members: Vec<(usize, usize)>,
     tls: Vec<TlsListener>,
     sources: BTreeSet<String>,
     /// Hostnames of the listeners bound here (`None`: any host).
     listener_hosts: Vec<Option<String>>,
     /// Which of `listener_hosts` owns a host: the most specific pattern covering it.
     owners: HostnameMap<usize>,
-    hosts: BTreeMap<String, BTreeMap<RuleKey, Arc<RouteRule>>>,
+    /// Rules of each host as attached, in route order; sorted by key and deduplicated (a
+    /// route attached twice is served once) when the host is built.
+    hosts: BTreeMap<String, Vec<(RuleKey, Arc<RouteRule>)>>,
 }
 
 /// A virtual host of an earlier table and the rules it was built from, in build order.
@@ -100,7 +102,9 @@ pub fn build_table(
                 let first = s.protocol.get_or_insert_with(|| l.protocol.clone());
                 debug_assert!(*first == l.protocol && (s.members.is_empty() || s.port == l.port));
                 s.port = l.port;
-                s.members.insert((gi, li));
+                if !s.members.contains(&(gi, li)) {
+                    s.members.push((gi, li));
+                }
                 let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
                     &l.tls
@@ -146,14 +150,14 @@ pub fn build_table(
                         continue;
                     }
                     if !s.hosts.contains_key(host) {
-                        s.hosts.insert(host.clone(), BTreeMap::new());
+                        s.hosts.insert(host.clone(), Vec::new());
                     }
                     let Some(rules) = s.hosts.get_mut(host) else {
                         continue;
                     };
                     for r in &compiled.rules {
                         let key = (route_index, r.rule_index, r.match_index);
-                        rules.entry(key).or_insert_with(|| r.clone());
+                        rules.push((key, r.clone()));
                     }
                 }
             }
@@ -169,7 +173,11 @@ pub fn build_table(
                 .map(|(name, rules)| {
                     // Hosts of one listener fall back to each other, never to another listener's.
                     let group = owners.find(&name).copied().unwrap_or(0) as u32;
-                    let rules = rules.into_values().collect();
+                    let mut rules = rules;
+                    // Already in key order unless a route attached to the host twice.
+                    rules.sort_by_key(|(key, _)| *key);
+                    rules.dedup_by_key(|(key, _)| *key);
+                    let rules = rules.into_iter().map(|(_, rule)| rule).collect();
                     virtual_host(addr, name, group, rules, &mut previous, hosts)
                 })
                 .collect::<Vec<_>>();

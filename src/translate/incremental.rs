@@ -64,7 +64,8 @@ enum Check {
 /// configuration. Starting from [`Incremental::default`] is a full translation.
 #[derive(Debug, Default)]
 pub struct Incremental {
-    routes: HashMap<(String, String), RouteEntry>,
+    /// By the route's position in the snapshot it was translated from.
+    routes: Vec<Option<RouteEntry>>,
     backends: BackendCache,
     hosts: HostCache,
     faces: Faces,
@@ -116,12 +117,13 @@ impl Incremental {
         let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
         self.resolvable = Some(now);
         let backends = std::mem::take(&mut self.backends);
-        let routes = self.routes.len();
+        let routes = snapshot.http_routes.len();
         RouteCompiler {
             backends: Backends::with_cache(snapshot, backends, moved.is_some()),
             moved,
             previous: std::mem::take(&mut self.routes),
-            next: HashMap::with_capacity(routes),
+            by_name: None,
+            next: (0..routes).map(|_| None).collect(),
             reuse: Reuse::default(),
         }
     }
@@ -141,8 +143,13 @@ pub(super) struct RouteCompiler<'a> {
     /// The Services whose resolution may have changed since the previous translation (`None`:
     /// any): a route referencing none of them is not resolved again.
     moved: Moved,
-    previous: HashMap<(String, String), RouteEntry>,
-    next: HashMap<(String, String), RouteEntry>,
+    /// The previous translation's entries, by position in its snapshot.
+    previous: Vec<Option<RouteEntry>>,
+    /// Positions in `previous` by route namespace and name, made when a route is not found at
+    /// its own position (routes added or removed before it).
+    by_name: Option<HashMap<(String, String), usize>>,
+    /// This translation's entries, by position in its snapshot.
+    next: Vec<Option<RouteEntry>>,
     reuse: Reuse,
 }
 
@@ -152,10 +159,11 @@ impl RouteCompiler<'_> {
     /// [`attach`] checks), else computed now.
     pub fn compile(
         &mut self,
+        position: usize,
         route: &Arc<HttpRoute>,
         inputs: &AttachInputs<'_, '_>,
     ) -> (Arc<CompiledRoute>, Arc<Attached>) {
-        let entry = self.entry(route);
+        let entry = self.entry(position, route);
         let (attached, reused) = attach(route, &entry.compiled, inputs, &mut entry.attached);
         let compiled = entry.compiled.clone();
         if reused {
@@ -164,14 +172,43 @@ impl RouteCompiler<'_> {
         (compiled, attached)
     }
 
-    /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
-    fn entry(&mut self, route: &Arc<HttpRoute>) -> &mut RouteEntry {
+    /// The previous entry of the route at `position`: the one at the same position when it is
+    /// the same route (the usual case: snapshots list objects in a stable order), else the
+    /// one of the same namespace and name wherever it was.
+    fn previous(&mut self, position: usize, route: &Arc<HttpRoute>) -> Option<RouteEntry> {
         let ns = namespace_of(&route.metadata);
-        let id = (
-            ns.to_owned(),
-            route.metadata.name.clone().unwrap_or_default(),
-        );
-        let entry = match self.previous.remove(&id) {
+        let name = route.metadata.name.as_deref().unwrap_or("");
+        let named = |e: &RouteEntry| {
+            Arc::ptr_eq(&e.route, route)
+                || (e.route.metadata.name.as_deref().unwrap_or("") == name
+                    && namespace_of(&e.route.metadata) == ns)
+        };
+        if self
+            .previous
+            .get(position)
+            .is_some_and(|e| e.as_ref().is_some_and(named))
+        {
+            return self.previous[position].take();
+        }
+        let previous = &self.previous;
+        let by_name = self.by_name.get_or_insert_with(|| {
+            let mut index = HashMap::with_capacity(previous.len());
+            for (i, e) in previous.iter().enumerate() {
+                if let Some(e) = e {
+                    let ns = namespace_of(&e.route.metadata).to_owned();
+                    let name = e.route.metadata.name.clone().unwrap_or_default();
+                    index.insert((ns, name), i);
+                }
+            }
+            index
+        });
+        let at = *by_name.get(&(ns.to_owned(), name.to_owned()))?;
+        self.previous.get_mut(at)?.take()
+    }
+
+    /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
+    fn entry(&mut self, position: usize, route: &Arc<HttpRoute>) -> &mut RouteEntry {
+        let entry = match self.previous(position, route) {
             Some(mut entry) => match self.check(&entry, route) {
                 Check::Same => {
                     self.reuse.reused += 1;
@@ -190,14 +227,8 @@ impl RouteCompiler<'_> {
             },
             None => self.compile_new(route),
         };
-        // A route listed twice: the last one wins, as it always did.
-        match self.next.entry(id) {
-            std::collections::hash_map::Entry::Occupied(mut o) => {
-                o.insert(entry);
-                o.into_mut()
-            }
-            std::collections::hash_map::Entry::Vacant(v) => v.insert(entry),
-        }
+        let slot = &mut self.next[position];
+        slot.insert(entry)
     }
 
     fn compile_new(&mut self, route: &Arc<HttpRoute>) -> RouteEntry {

@@ -159,11 +159,11 @@ fn translate_cached(
             tokens: &tokens,
             options,
         };
-        for route in &snapshot.http_routes {
+        for (position, route) in snapshot.http_routes.iter().enumerate() {
             if !names_our_gateway(route, &by_name) {
                 continue;
             }
-            let (c, attached) = compiler.compile(route, &inputs);
+            let (c, attached) = compiler.compile(position, route, &inputs);
             let ns = namespace_of(&route.metadata);
             let name = route.metadata.name.as_deref().unwrap_or("");
             if let Some(status) = &attached.status {
