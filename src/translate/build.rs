@@ -21,7 +21,7 @@ use crate::table::{ListenerTable, RouteRule, RouteTable, TlsListener, TlsListene
 type RuleKey = (usize, u32, u32);
 
 #[derive(Default)]
-struct SocketBuild {
+struct SocketBuild<'r> {
     /// The protocol of the listeners bound here (`conflicts` keeps the first one's).
     protocol: Option<ListenerProtocol>,
     /// The Gateway listener port of the first listener bound here.
@@ -36,7 +36,7 @@ struct SocketBuild {
     owners: HostnameMap<usize>,
     /// Rules of each host as attached, in route order; sorted by key and deduplicated (a
     /// route attached twice is served once) when the host is built.
-    hosts: BTreeMap<String, Vec<(RuleKey, Arc<RouteRule>)>>,
+    hosts: BTreeMap<String, Vec<(RuleKey, &'r Arc<RouteRule>)>>,
 }
 
 /// A virtual host of an earlier table and the rules it was built from, in build order.
@@ -57,7 +57,7 @@ fn virtual_host(
     addr: SocketAddr,
     name: String,
     group: u32,
-    rules: Vec<Arc<RouteRule>>,
+    rules: Vec<&Arc<RouteRule>>,
     previous: &mut HostCache,
     next: &mut HostCache,
 ) -> Arc<VirtualHost> {
@@ -69,11 +69,14 @@ fn virtual_host(
     };
     let cached = match previous.remove(&key).filter(same) {
         Some(c) => c,
-        None => CachedHost {
-            group,
-            host: Arc::new(VirtualHost::new(key.1.clone(), rules.clone()).in_listener(group)),
-            rules,
-        },
+        None => {
+            let rules: Vec<Arc<RouteRule>> = rules.into_iter().cloned().collect();
+            CachedHost {
+                group,
+                host: Arc::new(VirtualHost::new(key.1.clone(), rules.clone()).in_listener(group)),
+                rules,
+            }
+        }
     };
     let host = cached.host.clone();
     next.insert(key, cached);
@@ -157,7 +160,7 @@ pub fn build_table(
                     };
                     for r in &compiled.rules {
                         let key = (route_index, r.rule_index, r.match_index);
-                        rules.push((key, r.clone()));
+                        rules.push((key, r));
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! HTTPRoute attachment: which listeners each `parentRef` selects (sectionName, port), whether
 //! they allow the route (namespaces, kinds, hostnames), and the route's `parents[]` status. Pure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gateway_api::apis::standard::httproutes::{
@@ -14,7 +14,7 @@ use super::conditions::*;
 use super::gateway::GatewayModel;
 use super::listener::intersect_hostnames;
 use super::rules::CompiledRoute;
-use super::TranslateOptions;
+use super::{GatewayIndex, TranslateOptions};
 use crate::snapshot::namespace_of;
 use crate::status::GATEWAY_GROUP;
 
@@ -66,7 +66,7 @@ pub fn attach_route(
     route: &HttpRoute,
     compiled: &CompiledRoute,
     gateways: &[GatewayModel<'_>],
-    by_name: &HashMap<(&str, &str), usize>,
+    by_name: &GatewayIndex<'_>,
     labels: &BTreeMap<String, String>,
     options: &TranslateOptions,
 ) -> Attached {
@@ -86,7 +86,7 @@ pub fn attach_route(
             continue;
         }
         let gw_ns = parent.namespace.as_deref().unwrap_or(route_ns);
-        let Some(&gi) = by_name.get(&(gw_ns, parent.name.as_str())) else {
+        let Some(gi) = by_name.get(gw_ns, &parent.name) else {
             continue;
         };
         let gateway = &gateways[gi];

@@ -140,11 +140,7 @@ fn translate_cached(
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
     conflicts::mark_socket_conflicts(&mut gateways);
-    let by_name: HashMap<(&str, &str), usize> = gateways
-        .iter()
-        .enumerate()
-        .map(|(i, g)| ((g.namespace, g.name), i))
-        .collect();
+    let by_name = GatewayIndex::new(&gateways);
 
     let labels = namespace_labels(snapshot);
     let tokens = cache.faces().tokens(&gateways, &labels, options);
@@ -231,15 +227,46 @@ fn gateway_parameters(
 /// routes of other controllers cost nothing).
 fn names_our_gateway(
     route: &gateway_api::apis::standard::httproutes::HttpRoute,
-    by_name: &HashMap<(&str, &str), usize>,
+    by_name: &GatewayIndex<'_>,
 ) -> bool {
     let ns = namespace_of(&route.metadata);
-    route
-        .spec
-        .parent_refs
-        .iter()
-        .flatten()
-        .any(|p| by_name.contains_key(&(p.namespace.as_deref().unwrap_or(ns), p.name.as_str())))
+    route.spec.parent_refs.iter().flatten().any(|p| {
+        by_name
+            .get(p.namespace.as_deref().unwrap_or(ns), &p.name)
+            .is_some()
+    })
+}
+
+/// Gateways scanned in a list up to this many; hashed beyond.
+const GATEWAYS_SCANNED: usize = 8;
+
+/// Our Gateways' indexes by namespace and name, looked up for every parentRef of every route:
+/// with a few Gateways, comparing names in a list is cheaper than hashing two strings.
+pub(crate) struct GatewayIndex<'a> {
+    list: Vec<(&'a str, &'a str)>,
+    map: HashMap<(&'a str, &'a str), usize>,
+}
+
+impl<'a> GatewayIndex<'a> {
+    fn new(gateways: &[gateway::GatewayModel<'a>]) -> Self {
+        let list: Vec<(&str, &str)> = gateways.iter().map(|g| (g.namespace, g.name)).collect();
+        let map = if list.len() > GATEWAYS_SCANNED {
+            list.iter().enumerate().map(|(i, &k)| (k, i)).collect()
+        } else {
+            HashMap::new()
+        };
+        Self { list, map }
+    }
+
+    /// The index of Gateway `namespace/name` (the last one, should the name repeat).
+    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<usize> {
+        if self.list.len() > GATEWAYS_SCANNED {
+            return self.map.get(&(namespace, name)).copied();
+        }
+        self.list
+            .iter()
+            .rposition(|&(ns, n)| n == name && ns == namespace)
+    }
 }
 
 /// Labels of a namespace the snapshot does not have: only its name.

@@ -19,7 +19,7 @@ use super::gateway::GatewayModel;
 use super::httproute::{attach_route, Attached};
 use super::listener::{ListenerModel, NamespacePolicy};
 use super::rules::CompiledRoute;
-use super::TranslateOptions;
+use super::{GatewayIndex, TranslateOptions};
 use crate::snapshot::namespace_of;
 use crate::status::GATEWAY_GROUP;
 
@@ -147,7 +147,7 @@ pub struct AttachEntry {
 /// What attaching a route reads besides the route and its compiled rules.
 pub struct AttachInputs<'t, 'a> {
     pub gateways: &'t [GatewayModel<'a>],
-    pub by_name: &'t HashMap<(&'a str, &'a str), usize>,
+    pub by_name: &'t GatewayIndex<'a>,
     pub labels: &'t HashMap<&'a str, BTreeMap<String, String>>,
     pub tokens: &'t Tokens<'a>,
     pub options: &'t TranslateOptions,
@@ -171,8 +171,9 @@ fn parents<'r>(
             if group != GATEWAY_GROUP || kind != "Gateway" {
                 return None;
             }
-            let key = (p.namespace.as_deref().unwrap_or(ns), p.name.as_str());
-            let gi = *inputs.by_name.get(&key)?;
+            let gi = inputs
+                .by_name
+                .get(p.namespace.as_deref().unwrap_or(ns), &p.name)?;
             Some((gi, inputs.tokens.gateways[gi]))
         })
 }
