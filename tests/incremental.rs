@@ -3,12 +3,17 @@
 //! removed, modified, or replaced by an equal copy) are applied to a snapshot, and after
 //! each one the translation through a long-lived `Incremental` must serialize exactly like a
 //! fresh full translation of the same snapshot: the table (`/debug/config`) and the status.
-//! Seeded, so a failure names the seed and step that reproduce it.
+//! Every step translates at a later time: a reused route status keeps the transition times of
+//! the translation that computed it, so the reports must be equal but for those times, and
+//! sealed one after the other, as they are published, exactly equal. Namespace labels change
+//! too, and listeners select routes by them. Seeded, so a failure names the seed and step that
+//! reproduce it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use edgeplane::snapshot::Snapshot;
+use edgeplane::status::SealedReport;
 use edgeplane::table::{RouteTable, RuleFilters, ServedCertificates};
 use edgeplane::translate::{translate_with, Incremental, TranslateOptions};
 use k8s_openapi::api::core::v1::Secret;
@@ -19,10 +24,16 @@ const NAMESPACES: [&str; 2] = ["a", "b"];
 const HOSTS: [&str; 4] = ["a.ex.com", "b.ex.com", "*.ex.com", "c.other.org"];
 
 fn options() -> TranslateOptions {
+    options_at(0)
+}
+
+/// Options of the translation of step `at`: one second later per step.
+fn options_at(at: usize) -> TranslateOptions {
+    let start: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("timestamp");
     TranslateOptions {
         controller_name: "x/y".into(),
         bind_address: "127.0.0.1".parse().expect("ip"),
-        now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
+        now: start + jiff::SignedDuration::from_secs(i64::try_from(at).unwrap_or(0)),
         generation: 1,
         port_map: Default::default(),
     }
@@ -61,7 +72,8 @@ impl Gen {
                     .unwrap_or(80);
                 let mut l = json!({"name": format!("l{i}"), "port": port,
                     "protocol": if port == 443 { "HTTPS" } else { "HTTP" },
-                    "allowedRoutes": {"namespaces": {"from": self.pick(&["Same", "All"])}}});
+                    "allowedRoutes": {"namespaces": {"from": self.pick(&["Same", "All", "Selector"]),
+                        "selector": {"matchLabels": {"team": self.pick(&["a", "b"])}}}}});
                 if self.rng.bool() {
                     l["hostname"] = json!(self.pick(&HOSTS[..3]));
                 }
@@ -225,7 +237,7 @@ fn suffix(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
 
 fn step(g: &mut Gen, s: &mut Snapshot) {
     let mut rng = fastrand::Rng::with_seed(g.rng.u64(..));
-    match rng.u8(0..10) {
+    match rng.u8(0..11) {
         0..=2 => change(
             &mut rng,
             &mut s.http_routes,
@@ -261,6 +273,16 @@ fn step(g: &mut Gen, s: &mut Snapshot) {
             |o| suffix(&o.metadata),
             |n| object(g.grant(format!("rg{n}"))),
         ),
+        10 => {
+            // A namespace relabelled, dropped or restored.
+            let name = NAMESPACES[rng.usize(..NAMESPACES.len())];
+            s.namespaces
+                .retain(|n| n.metadata.name.as_deref() != Some(name));
+            if rng.u8(0..4) != 0 {
+                let team = g.pick(&["a", "b"]);
+                s.namespaces.push(namespace(name, team));
+            }
+        }
         _ => change(
             &mut rng,
             &mut s.secrets,
@@ -271,14 +293,15 @@ fn step(g: &mut Gen, s: &mut Snapshot) {
     }
 }
 
+fn namespace(name: &str, team: &str) -> Arc<k8s_openapi::api::core::v1::Namespace> {
+    object(json!({"metadata": {"name": name, "labels": {"team": team}}}))
+}
+
 /// Every pool full, so references resolve and routes attach from the first step.
 fn initial(g: &mut Gen) -> Snapshot {
     let class = json!({"metadata": {"name": "c", "generation": 1},
         "spec": {"controllerName": "x/y"}});
-    let namespaces = NAMESPACES
-        .iter()
-        .map(|n| object(json!({"metadata": {"name": n, "labels": {"team": n}}})))
-        .collect();
+    let namespaces = NAMESPACES.iter().map(|n| namespace(n, n)).collect();
     Snapshot {
         gateway_classes: vec![object(class)],
         namespaces,
@@ -314,14 +337,47 @@ fn mirror_endpoints(table: &RouteTable) -> Vec<String> {
     out
 }
 
-fn assert_same(seed: u64, at: usize, s: &Snapshot, cache: &mut Incremental) {
+/// The reports as published so far: after full translations and after incremental ones.
+#[derive(Default)]
+struct Published {
+    full: SealedReport,
+    incremental: SealedReport,
+}
+
+/// `value` without any `lastTransitionTime`.
+fn without_times(mut value: Value) -> Value {
+    match &mut value {
+        Value::Object(map) => {
+            map.remove("lastTransitionTime");
+            for v in map.values_mut() {
+                *v = without_times(v.take());
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                *v = without_times(v.take());
+            }
+        }
+        _ => {}
+    }
+    value
+}
+
+fn assert_same(
+    seed: u64,
+    at: usize,
+    s: &Snapshot,
+    cache: &mut Incremental,
+    published: &mut Published,
+) {
     let served = ServedCertificates::default();
-    let full = translate_with(s, &options(), &served);
-    let incremental = cache.translate(s, &options(), &served);
+    let options = options_at(at);
+    let full = translate_with(s, &options, &served);
+    let incremental = cache.translate(s, &options, &served);
     let json = |t: &edgeplane::translate::Translation| {
         (
             serde_json::to_value(&t.table).expect("table serializes"),
-            serde_json::to_value(&t.status).expect("status serializes"),
+            without_times(serde_json::to_value(&t.status).expect("status serializes")),
         )
     };
     assert_eq!(
@@ -329,18 +385,26 @@ fn assert_same(seed: u64, at: usize, s: &Snapshot, cache: &mut Incremental) {
         mirror_endpoints(&incremental.table),
         "seed {seed} step {at}: mirror endpoints differ"
     );
-    let (full, incremental) = (json(&full), json(&incremental));
+    let (full_json, incremental_json) = (json(&full), json(&incremental));
     assert!(
-        full.0 == incremental.0,
+        full_json.0 == incremental_json.0,
         "seed {seed} step {at}: tables differ\nfull: {}\nincremental: {}",
-        full.0,
-        incremental.0
+        full_json.0,
+        incremental_json.0
     );
     assert!(
-        full.1 == incremental.1,
+        full_json.1 == incremental_json.1,
         "seed {seed} step {at}: statuses differ\nfull: {}\nincremental: {}",
-        full.1,
-        incremental.1
+        full_json.1,
+        incremental_json.1
+    );
+    published.full = full.status.seal(&published.full);
+    published.incremental = incremental.status.seal(&published.incremental);
+    let sealed = |r: &SealedReport| serde_json::to_value(r).expect("status serializes");
+    let (full, incremental) = (sealed(&published.full), sealed(&published.incremental));
+    assert!(
+        full == incremental,
+        "seed {seed} step {at}: published statuses differ\nfull: {full}\nincremental: {incremental}"
     );
 }
 
@@ -354,7 +418,7 @@ fn incremental_equals_full_translation_after_every_change() {
             (c.cert.pem(), c.signing_key.serialize_pem())
         })
         .collect();
-    let mut compiled_reused = 0;
+    let (mut compiled_reused, mut reattached) = (0, 0);
     for seed in 0..20u64 {
         let mut g = Gen {
             rng: fastrand::Rng::with_seed(seed),
@@ -362,10 +426,12 @@ fn incremental_equals_full_translation_after_every_change() {
         };
         let mut snapshot = initial(&mut g);
         let mut cache = Incremental::default();
+        let mut published = Published::default();
         for at in 0..50 {
             step(&mut g, &mut snapshot);
-            assert_same(seed, at, &snapshot, &mut cache);
+            assert_same(seed, at, &snapshot, &mut cache, &mut published);
             compiled_reused += cache.last().reused;
+            reattached += cache.last().reattached;
         }
     }
     // The sequences must exercise reuse, or the comparison proves nothing.
@@ -373,6 +439,7 @@ fn incremental_equals_full_translation_after_every_change() {
         compiled_reused > 1000,
         "only {compiled_reused} routes reused"
     );
+    assert!(reattached > 500, "only {reattached} attachments reused");
 }
 
 /// An EndpointSlice change recompiles no route: the routes using its Service are relinked to
@@ -408,9 +475,10 @@ fn endpoint_changes_relink_routes_without_compiling() {
     s.reference_grants.clear();
     s.secrets.clear();
     let mut cache = Incremental::default();
-    assert_same(7, 0, &s, &mut cache);
+    let mut published = Published::default();
+    assert_same(7, 0, &s, &mut cache, &mut published);
     s.endpoint_slices[0] = slice("s0", "10.0.0.3");
-    assert_same(7, 1, &s, &mut cache);
+    assert_same(7, 1, &s, &mut cache, &mut published);
     let reuse = cache.last();
     assert_eq!((reuse.reused, reuse.relinked, reuse.compiled), (1, 1, 0));
     let table = serde_json::to_string(

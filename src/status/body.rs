@@ -5,24 +5,26 @@
 //! JSON body takes part through its typed form when it parses as one. Pure.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gateway_api::apis::standard::httproutes::HttpRouteStatus;
+use gateway_api::apis::standard::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use super::conditions::{carry_times, is_problem};
+use super::conditions::{carry_changes, carry_times, carry_to, is_problem};
 use super::{ObjectKind, Problem};
 
 /// One object's status. Serializes exactly as the JSON of the typed status (object keys sorted),
-/// and deserializes into [`StatusBody::Json`].
+/// and deserializes into [`StatusBody::Json`]. A route's status is shared (`Arc`): the
+/// translator reuses an unchanged route's status, and a report holds thousands of them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StatusBody {
     GatewayClass(GatewayClassStatus),
     Gateway(GatewayStatus),
-    HttpRoute(HttpRouteStatus),
+    HttpRoute(Arc<HttpRouteStatus>),
     /// A status read back from JSON (`/debug/status`) or written by hand.
     Json(Value),
 }
@@ -72,7 +74,9 @@ impl StatusBody {
                         Self::GatewayClass(GatewayClassStatus::deserialize(v).ok()?)
                     }
                     ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
-                    ObjectKind::HttpRoute => Self::HttpRoute(HttpRouteStatus::deserialize(v).ok()?),
+                    ObjectKind::HttpRoute => {
+                        Self::HttpRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
+                    }
                 };
                 Some(Cow::Owned(typed))
             }
@@ -98,7 +102,7 @@ impl StatusBody {
         match (prev, self) {
             (Self::GatewayClass(p), Self::GatewayClass(n)) => carry_class(p, n),
             (Self::Gateway(p), Self::Gateway(n)) => carry_gateway(p, n),
-            (Self::HttpRoute(p), Self::HttpRoute(n)) => carry_route(p, n),
+            (Self::HttpRoute(p), Self::HttpRoute(n)) => carry_shared_route(p, n),
             _ => {}
         }
     }
@@ -121,12 +125,29 @@ impl StatusBody {
                 }
             }
             Self::HttpRoute(s) => {
-                for p in &mut s.parents {
+                for p in &mut Arc::make_mut(s).parents {
                     stamp(&mut p.conditions);
                 }
             }
             Self::Json(_) => {}
         }
+    }
+
+    /// True when carrying times from `prev` (see [`StatusBody::carry_from`]) would make this
+    /// body equal to `prev`: both are routes, equal but for `lastTransitionTime`, and each
+    /// parent and condition carries from its counterpart. Then `prev` can stand for the
+    /// carried body, shared rather than copied. Only routes are looked at; they are the many.
+    pub(super) fn carries_to(&self, prev: &StatusBody) -> bool {
+        let (Self::HttpRoute(n), Self::HttpRoute(p)) = (self, prev) else {
+            return false;
+        };
+        Arc::ptr_eq(n, p)
+            || (n.parents.len() == p.parents.len()
+                && n.parents.iter().enumerate().all(|(i, r)| {
+                    let q = &p.parents[i];
+                    p.parents.iter().position(|q| same_parent(q, r)) == Some(i)
+                        && carry_to(&q.conditions, &r.conditions)
+                }))
     }
 
     /// Appends every condition that reports a problem, in the order of the serialized status,
@@ -179,14 +200,28 @@ pub(super) fn carry_gateway(prev: &GatewayStatus, next: &mut GatewayStatus) {
 /// `parentRef` and `controllerName`.
 pub(super) fn carry_route(prev: &HttpRouteStatus, next: &mut HttpRouteStatus) {
     for r in &mut next.parents {
-        let same = prev
-            .parents
-            .iter()
-            .find(|q| q.parent_ref == r.parent_ref && q.controller_name == r.controller_name);
-        if let Some(q) = same {
+        if let Some(q) = prev.parents.iter().find(|q| same_parent(q, r)) {
             carry_times(&q.conditions, &mut r.conditions);
         }
     }
+}
+
+/// [`carry_route`] on a shared status, copied only when a time actually changes.
+fn carry_shared_route(prev: &HttpRouteStatus, next: &mut Arc<HttpRouteStatus>) {
+    let changes = next.parents.iter().any(|r| {
+        prev.parents
+            .iter()
+            .find(|q| same_parent(q, r))
+            .is_some_and(|q| carry_changes(&q.conditions, &r.conditions))
+    });
+    if changes {
+        carry_route(prev, Arc::make_mut(next));
+    }
+}
+
+/// The same parent entry of a route's status: same `parentRef` and `controllerName`.
+fn same_parent(a: &HttpRouteStatusParents, b: &HttpRouteStatusParents) -> bool {
+    a.parent_ref == b.parent_ref && a.controller_name == b.controller_name
 }
 
 fn push_problems(scope: &str, conditions: Option<&[Condition]>, out: &mut Vec<Problem>) {
@@ -239,7 +274,7 @@ mod tests {
         let v = json!({"parents": [{"controllerName": "c/d", "parentRef": {"name": "gw"},
             "conditions": [{"type": "Accepted", "status": accepted, "reason": "A",
                 "message": "", "lastTransitionTime": time}]}]});
-        StatusBody::HttpRoute(serde_json::from_value(v).unwrap())
+        StatusBody::HttpRoute(Arc::new(serde_json::from_value(v).unwrap()))
     }
 
     const T0: &str = "2026-01-01T00:00:00Z";

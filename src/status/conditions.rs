@@ -109,15 +109,40 @@ pub fn is_problem_of_type(condition: &Condition, ty: &str) -> bool {
 
 /// Keeps each condition's `lastTransitionTime` from the condition of the same type in `prev`
 /// when its status did not change, so times move only on real transitions and unchanged output
-/// compares equal. The only place this rule is written.
+/// compares equal. The only place this rule is written; [`carry_changes`] and [`carry_to`]
+/// answer questions about it without copying anything.
 pub fn carry_times(prev: &[Condition], next: &mut [Condition]) {
     for c in next {
-        if let Some(p) = prev.iter().find(|p| p.type_ == c.type_) {
-            if p.status == c.status {
-                c.last_transition_time = p.last_transition_time.clone();
-            }
+        if let Some(p) = carried_from(prev, c) {
+            c.last_transition_time = p.last_transition_time.clone();
         }
     }
+}
+
+/// The condition of `prev` whose time [`carry_times`] gives `c`.
+fn carried_from<'a>(prev: &'a [Condition], c: &Condition) -> Option<&'a Condition> {
+    prev.iter()
+        .find(|p| p.type_ == c.type_)
+        .filter(|p| p.status == c.status)
+}
+
+/// Whether [`carry_times`] would change a time of `next`.
+pub fn carry_changes(prev: &[Condition], next: &[Condition]) -> bool {
+    next.iter().any(|c| {
+        carried_from(prev, c).is_some_and(|p| p.last_transition_time != c.last_transition_time)
+    })
+}
+
+/// Whether [`carry_times`] would make `next` equal to `prev`: the same conditions in the same
+/// order but for their times, each carrying its time from its counterpart.
+pub fn carry_to(prev: &[Condition], next: &[Condition]) -> bool {
+    prev.len() == next.len()
+        && next.iter().zip(prev).all(|(c, p)| {
+            carried_from(prev, c).is_some_and(|q| std::ptr::eq(q, p))
+                && p.reason == c.reason
+                && p.message == c.message
+                && p.observed_generation == c.observed_generation
+        })
 }
 
 #[cfg(test)]

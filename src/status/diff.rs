@@ -258,7 +258,7 @@ mod tests {
     }
 
     fn desired_route(parents: Vec<HttpRouteStatusParents>) -> ObjectStatus {
-        let body = StatusBody::HttpRoute(route(parents));
+        let body = StatusBody::HttpRoute(std::sync::Arc::new(route(parents)));
         ObjectStatus::new(ObjectKind::HttpRoute, Some("ns"), "r", Some(1), body)
     }
 

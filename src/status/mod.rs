@@ -190,6 +190,15 @@ impl StatusReport {
                     return Revision::new();
                 };
                 let prev = &previous.report.entries[i];
+                if e.status.carries_to(&prev.status) {
+                    // The carried status is the previous one: share it, keep its revision.
+                    e.status = prev.status.clone();
+                    return previous
+                        .revisions
+                        .get(i)
+                        .copied()
+                        .unwrap_or_else(Revision::new);
+                }
                 e.carry_from(prev);
                 match previous.revisions.get(i) {
                     Some(&r) if e.status == prev.status => r,

@@ -133,11 +133,91 @@ fn same_object<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
     Arc::ptr_eq(a, b) || a == b
 }
 
-/// Services and EndpointSlices indexed once per translation; resolved ports are shared.
+/// Services and EndpointSlices of the snapshot, found by scanning until a translation has
+/// looked up enough of them to be worth indexing: a small change resolves a few references
+/// and must not pay for indexing thousands of objects.
+#[derive(Debug)]
+enum Lookup<'a> {
+    Scan(usize),
+    Index {
+        services: HashMap<(&'a str, &'a str), &'a Arc<Service>>,
+        slices: HashMap<(&'a str, &'a str), Vec<&'a Arc<EndpointSlice>>>,
+    },
+}
+
+/// Lookups by scanning before the snapshot is indexed.
+const SCANS_BEFORE_INDEX: usize = 8;
+
+fn ns_of(m: &Option<String>) -> &str {
+    or_default_namespace(m.as_deref())
+}
+
+fn service_of(e: &EndpointSlice) -> Option<&str> {
+    let labels = e.metadata.labels.as_ref()?;
+    labels.get(SERVICE_NAME_LABEL).map(String::as_str)
+}
+
+impl<'a> Lookup<'a> {
+    /// The Service `namespace/name` and its EndpointSlices (in snapshot order).
+    fn find(
+        &mut self,
+        snapshot: &'a Snapshot,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(&'a Arc<Service>, Vec<&'a Arc<EndpointSlice>>)> {
+        if let Self::Scan(n) = self {
+            if *n < SCANS_BEFORE_INDEX {
+                *n += 1;
+                let service = snapshot.services.iter().rev().find(|s| {
+                    s.metadata.name.as_deref() == Some(name)
+                        && ns_of(&s.metadata.namespace) == namespace
+                })?;
+                let slices = snapshot
+                    .endpoint_slices
+                    .iter()
+                    .filter(|e| {
+                        service_of(e) == Some(name) && ns_of(&e.metadata.namespace) == namespace
+                    })
+                    .collect();
+                return Some((service, slices));
+            }
+            *self = Self::index(snapshot);
+        }
+        let Self::Index { services, slices } = self else {
+            return None;
+        };
+        let service = *services.get(&(namespace, name))?;
+        let slices = slices.get(&(namespace, name)).cloned().unwrap_or_default();
+        Some((service, slices))
+    }
+
+    fn index(snapshot: &'a Snapshot) -> Self {
+        let mut services = HashMap::with_capacity(snapshot.services.len());
+        for s in &snapshot.services {
+            if let Some(name) = s.metadata.name.as_deref() {
+                services.insert((ns_of(&s.metadata.namespace), name), s);
+            }
+        }
+        let mut slices: HashMap<_, Vec<&Arc<EndpointSlice>>> =
+            HashMap::with_capacity(snapshot.endpoint_slices.len());
+        for e in &snapshot.endpoint_slices {
+            if let Some(svc) = service_of(e) {
+                slices
+                    .entry((ns_of(&e.metadata.namespace), svc))
+                    .or_default()
+                    .push(e);
+            }
+        }
+        Self::Index { services, slices }
+    }
+}
+
+/// Services and EndpointSlices of one translation (looked up as [`Lookup`] says); resolved
+/// ports are shared.
 #[derive(Debug)]
 pub struct Backends<'a> {
-    services: HashMap<(&'a str, &'a str), &'a Arc<Service>>,
-    slices: HashMap<(&'a str, &'a str), Vec<&'a Arc<EndpointSlice>>>,
+    snapshot: &'a Snapshot,
+    lookup: Lookup<'a>,
     grants: Grants<'a>,
     /// Resolved Service ports by (namespace, name, port), keyed by the Service's own strings.
     resolved: HashMap<(&'a str, &'a str, i32), Arc<ServiceBackend>>,
@@ -150,38 +230,24 @@ pub struct Backends<'a> {
 }
 
 impl<'a> Backends<'a> {
-    /// Indexes the snapshot's Services (by namespace/name) and EndpointSlices (by Service),
-    /// reusing the Service ports of `previous` whose Service and EndpointSlices are unchanged
-    /// (an empty cache resolves everything).
-    pub fn with_cache(snapshot: &'a Snapshot, previous: BackendCache) -> Self {
-        let ns = |m: &'a Option<String>| or_default_namespace(m.as_deref());
-        let mut services = HashMap::new();
-        for s in &snapshot.services {
-            if let Some(name) = s.metadata.name.as_deref() {
-                services.insert((ns(&s.metadata.namespace), name), s);
-            }
-        }
-        let mut slices: HashMap<_, Vec<&Arc<EndpointSlice>>> = HashMap::new();
-        for e in &snapshot.endpoint_slices {
-            let svc = e
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL));
-            if let Some(svc) = svc {
-                slices
-                    .entry((ns(&e.metadata.namespace), svc.as_str()))
-                    .or_default()
-                    .push(e);
-            }
-        }
+    /// Looks up the snapshot's Services and EndpointSlices, reusing the Service ports of
+    /// `previous` whose Service and EndpointSlices are unchanged (an empty cache resolves
+    /// everything). With `keep`, every entry of `previous` is handed on to the next
+    /// translation even if this one does not resolve it: the caller skips resolving what it
+    /// knows to be unchanged.
+    pub fn with_cache(snapshot: &'a Snapshot, previous: BackendCache, keep: bool) -> Self {
+        let (previous, next) = if keep {
+            (BackendCache::new(), previous)
+        } else {
+            (previous, BackendCache::new())
+        };
         Self {
-            services,
-            slices,
+            snapshot,
+            lookup: Lookup::Scan(0),
             grants: Grants::new(&snapshot.reference_grants),
             resolved: HashMap::new(),
             previous,
-            next: BackendCache::new(),
+            next,
             recording: None,
         }
     }
@@ -247,9 +313,9 @@ impl<'a> Backends<'a> {
             namespace: namespace.to_owned(),
             name: r.name.to_owned(),
         };
-        let service: &'a Arc<Service> = self
-            .services
-            .get(&(namespace, r.name))
+        let (service, slices) = self
+            .lookup
+            .find(self.snapshot, namespace, r.name)
             .ok_or_else(not_found)?;
         // The Service's own strings outlive this call, so the cache borrows them.
         let svc_ns = namespace_of(&service.metadata);
@@ -277,13 +343,13 @@ impl<'a> Backends<'a> {
             name: r.name.to_owned(),
             port: u16::try_from(port).unwrap_or(0),
         };
-        let slices = self.slices.get(&(namespace, r.name));
         let cache_key = (key, port);
-        if let Some(c) = self.previous.remove(&cache_key).filter(|c| {
-            let now = slices.map(Vec::as_slice).unwrap_or(&[]);
+        let cached = self.previous.remove(&cache_key);
+        let cached = cached.or_else(|| self.next.remove(&cache_key));
+        if let Some(c) = cached.filter(|c| {
             same_object(&c.service, service)
-                && c.slices.len() == now.len()
-                && c.slices.iter().zip(now).all(|(a, b)| same_object(a, b))
+                && c.slices.len() == slices.len()
+                && c.slices.iter().zip(&slices).all(|(a, b)| same_object(a, b))
         }) {
             let backend = c.backend.clone();
             self.next.insert(cache_key, c);
@@ -303,15 +369,13 @@ impl<'a> Backends<'a> {
             }
         };
         let external = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
-        if external && slices.is_none_or(Vec::is_empty) {
+        if external && slices.is_empty() {
             return Err(BackendError::ExternalName {
                 namespace: namespace.to_owned(),
                 name: r.name.to_owned(),
             });
         }
-        let slices: Vec<Arc<EndpointSlice>> = slices
-            .map(|v| v.iter().map(|s| Arc::clone(s)).collect())
-            .unwrap_or_default();
+        let slices: Vec<Arc<EndpointSlice>> = slices.into_iter().map(Arc::clone).collect();
         let endpoints = ready_endpoints(&slices, service_port);
         let backend = Arc::new(ServiceBackend {
             service: key.clone(),

@@ -4,12 +4,12 @@
 //! bring their certificates; a socket serves one protocol, the first one bound there. A virtual
 //! host whose rules are the same `Arc`s as in the previous table is that table's host. Pure.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::gateway::GatewayModel;
-use super::httproute::Attachment;
+use super::httproute::Attached;
 use super::protocol::ListenerProtocol;
 use super::rules::CompiledRoute;
 use super::tls::ListenerTls;
@@ -21,20 +21,22 @@ use crate::table::{ListenerTable, RouteRule, RouteTable, TlsListener, TlsListene
 type RuleKey = (usize, u32, u32);
 
 #[derive(Default)]
-struct SocketBuild {
+struct SocketBuild<'r> {
     /// The protocol of the listeners bound here (`conflicts` keeps the first one's).
     protocol: Option<ListenerProtocol>,
     /// The Gateway listener port of the first listener bound here.
     port: u16,
     /// `(gateway, listener)` indexes of the listeners bound here.
-    members: HashSet<(usize, usize)>,
+    members: Vec<(usize, usize)>,
     tls: Vec<TlsListener>,
     sources: BTreeSet<String>,
     /// Hostnames of the listeners bound here (`None`: any host).
     listener_hosts: Vec<Option<String>>,
     /// Which of `listener_hosts` owns a host: the most specific pattern covering it.
     owners: HostnameMap<usize>,
-    hosts: BTreeMap<String, BTreeMap<RuleKey, Arc<RouteRule>>>,
+    /// Rules of each host as attached, in route order; sorted by key and deduplicated (a
+    /// route attached twice is served once) when the host is built.
+    hosts: BTreeMap<String, Vec<(RuleKey, &'r Arc<RouteRule>)>>,
 }
 
 /// A virtual host of an earlier table and the rules it was built from, in build order.
@@ -55,7 +57,7 @@ fn virtual_host(
     addr: SocketAddr,
     name: String,
     group: u32,
-    rules: Vec<Arc<RouteRule>>,
+    rules: Vec<&Arc<RouteRule>>,
     previous: &mut HostCache,
     next: &mut HostCache,
 ) -> Arc<VirtualHost> {
@@ -67,11 +69,14 @@ fn virtual_host(
     };
     let cached = match previous.remove(&key).filter(same) {
         Some(c) => c,
-        None => CachedHost {
-            group,
-            host: Arc::new(VirtualHost::new(key.1.clone(), rules.clone()).in_listener(group)),
-            rules,
-        },
+        None => {
+            let rules: Vec<Arc<RouteRule>> = rules.into_iter().cloned().collect();
+            CachedHost {
+                group,
+                host: Arc::new(VirtualHost::new(key.1.clone(), rules.clone()).in_listener(group)),
+                rules,
+            }
+        }
     };
     let host = cached.host.clone();
     next.insert(key, cached);
@@ -82,7 +87,7 @@ fn virtual_host(
 /// reusing the hosts of `hosts` that serve the same rules and leaving this table's there.
 pub fn build_table(
     gateways: &[GatewayModel<'_>],
-    routes: &[(Vec<Attachment>, Arc<CompiledRoute>)],
+    routes: &[(Arc<Attached>, Arc<CompiledRoute>)],
     generation: u64,
     hosts: &mut HostCache,
 ) -> RouteTable {
@@ -100,7 +105,9 @@ pub fn build_table(
                 let first = s.protocol.get_or_insert_with(|| l.protocol.clone());
                 debug_assert!(*first == l.protocol && (s.members.is_empty() || s.port == l.port));
                 s.port = l.port;
-                s.members.insert((gi, li));
+                if !s.members.contains(&(gi, li)) {
+                    s.members.push((gi, li));
+                }
                 let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
                     &l.tls
@@ -126,11 +133,10 @@ pub fn build_table(
             }
         }
     }
-    for (route_index, (attachments, compiled)) in routes.iter().enumerate() {
-        for a in attachments {
+    for (route_index, (attached, compiled)) in routes.iter().enumerate() {
+        for a in &attached.attachments {
             let g = &gateways[a.gateway];
             let l = &g.listeners[a.listener];
-            let listener_host = l.hostname.map(str::to_owned);
             let Some(port) = g.socket_port(l.port) else {
                 continue;
             };
@@ -142,14 +148,19 @@ pub fn build_table(
                     continue;
                 }
                 for host in &a.hostnames {
-                    let owner = s.owners.find(host).map(|&i| &s.listener_hosts[i]);
-                    if owner != Some(&listener_host) {
+                    let owner = s.owners.find(host).map(|&i| s.listener_hosts[i].as_deref());
+                    if owner != Some(l.hostname) {
                         continue;
                     }
-                    let rules = s.hosts.entry(host.clone()).or_default();
+                    if !s.hosts.contains_key(host) {
+                        s.hosts.insert(host.clone(), Vec::new());
+                    }
+                    let Some(rules) = s.hosts.get_mut(host) else {
+                        continue;
+                    };
                     for r in &compiled.rules {
                         let key = (route_index, r.rule_index, r.match_index);
-                        rules.entry(key).or_insert_with(|| r.clone());
+                        rules.push((key, r));
                     }
                 }
             }
@@ -165,7 +176,11 @@ pub fn build_table(
                 .map(|(name, rules)| {
                     // Hosts of one listener fall back to each other, never to another listener's.
                     let group = owners.find(&name).copied().unwrap_or(0) as u32;
-                    let rules = rules.into_values().collect();
+                    let mut rules = rules;
+                    // Already in key order unless a route attached to the host twice.
+                    rules.sort_by_key(|(key, _)| *key);
+                    rules.dedup_by_key(|(key, _)| *key);
+                    let rules = rules.into_iter().map(|(_, rule)| rule).collect();
                     virtual_host(addr, name, group, rules, &mut previous, hosts)
                 })
                 .collect::<Vec<_>>();

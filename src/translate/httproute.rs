@@ -1,7 +1,8 @@
 //! HTTPRoute attachment: which listeners each `parentRef` selects (sectionName, port), whether
 //! they allow the route (namespaces, kinds, hostnames), and the route's `parents[]` status. Pure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteStatus, HttpRouteStatusParents,
@@ -13,7 +14,7 @@ use super::conditions::*;
 use super::gateway::GatewayModel;
 use super::listener::intersect_hostnames;
 use super::rules::CompiledRoute;
-use super::TranslateOptions;
+use super::{GatewayIndex, TranslateOptions};
 use crate::snapshot::namespace_of;
 use crate::status::GATEWAY_GROUP;
 
@@ -48,22 +49,29 @@ impl AttachError {
     }
 }
 
-/// Attaches one route to the Gateways its parentRefs name. Returns its status (None when no
-/// parentRef names one of our Gateways) and the attachments that go into the table; counts
-/// `attachedRoutes` on the listeners.
+/// Where one route attached and what its status says.
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// Its status; None when no parentRef names one of our Gateways.
+    pub status: Option<Arc<HttpRouteStatus>>,
+    /// The attachments that go into the table.
+    pub attachments: Vec<Attachment>,
+    /// `(gateway, listener)` indexes of the listeners whose `attachedRoutes` count the route.
+    pub counted: Vec<(usize, usize)>,
+}
+
+/// Attaches one route to the Gateways its parentRefs name: its status, its attachments, and
+/// the listeners that count it in `attachedRoutes`. Reads the Gateways, changes none of them.
 pub fn attach_route(
     route: &HttpRoute,
     compiled: &CompiledRoute,
-    gateways: &mut [GatewayModel<'_>],
-    by_name: &HashMap<(&str, &str), usize>,
+    gateways: &[GatewayModel<'_>],
+    by_name: &GatewayIndex<'_>,
     labels: &BTreeMap<String, String>,
     options: &TranslateOptions,
-) -> (Option<HttpRouteStatus>, Vec<Attachment>) {
+) -> Attached {
     let route_ns = namespace_of(&route.metadata);
-    let key = format!(
-        "{route_ns}/{}",
-        route.metadata.name.as_deref().unwrap_or("")
-    );
+    let mut counted = Vec::new();
     let hostnames = route.spec.hostnames.as_deref().unwrap_or_default();
     let stamp = Stamp {
         generation: route.metadata.generation,
@@ -78,17 +86,19 @@ pub fn attach_route(
             continue;
         }
         let gw_ns = parent.namespace.as_deref().unwrap_or(route_ns);
-        let Some(&gi) = by_name.get(&(gw_ns, parent.name.as_str())) else {
+        let Some(gi) = by_name.get(gw_ns, &parent.name) else {
             continue;
         };
-        let gateway = &mut gateways[gi];
+        let gateway = &gateways[gi];
         let gateway_accepted = gateway.accepted();
         let result = select_listeners(parent, gateway, route_ns, hostnames, labels);
         let accepted = match result {
             Ok(selected) => {
                 for (li, effective) in selected {
-                    let listener = &mut gateway.listeners[li];
-                    listener.attached.insert(key.clone());
+                    let listener = &gateway.listeners[li];
+                    if !counted.contains(&(gi, li)) {
+                        counted.push((gi, li));
+                    }
                     if gateway_accepted && listener.valid() {
                         attachments.push(Attachment {
                             gateway: gi,
@@ -130,10 +140,11 @@ pub fn attach_route(
             },
         });
     }
-    if parents.is_empty() {
-        return (None, attachments);
+    Attached {
+        status: (!parents.is_empty()).then(|| Arc::new(HttpRouteStatus { parents })),
+        attachments,
+        counted,
     }
-    (Some(HttpRouteStatus { parents }), attachments)
 }
 
 fn resolved_refs(compiled: &CompiledRoute, stamp: &Stamp) -> Condition {

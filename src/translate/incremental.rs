@@ -9,9 +9,13 @@
 //!   namespace and name, valid while the route is the same object (or an equal one) and each
 //!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
 //!   only difference is the endpoints of some Service ports, the rules are relinked to the
-//!   new ones (`relink`) rather than compiled;
+//!   new ones (`relink`) rather than compiled; a route whose references name none of the
+//!   Services that changed since the last translation is not resolved again (`moved`);
 //! - each resolved Service port (its ready endpoints), valid while its Service and its
 //!   EndpointSlices are the same objects (or equal ones);
+//! - each route's attachment to its listeners and its status, valid while its compiled rules
+//!   are the same `Arc` and the Gateways it names and its namespace's labels look the same to
+//!   attachment (`reattach`);
 //! - each virtual host of the table (rules sorted by precedence, path index), by socket and
 //!   hostname, valid while it serves the same rule `Arc`s for the same listener.
 
@@ -22,6 +26,9 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
 use super::build::HostCache;
+use super::httproute::Attached;
+use super::moved::{touches, Moved, Resolvable};
+use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
 use super::rules::{compile_route, CompiledRoute};
 use super::{Snapshot, TranslateOptions, Translation};
@@ -38,6 +45,8 @@ pub struct Reuse {
     pub relinked: usize,
     /// Routes compiled anew.
     pub compiled: usize,
+    /// Routes whose attachment and status were taken from the previous translation.
+    pub reattached: usize,
 }
 
 /// How a cached route compares with the current inputs.
@@ -55,9 +64,13 @@ enum Check {
 /// configuration. Starting from [`Incremental::default`] is a full translation.
 #[derive(Debug, Default)]
 pub struct Incremental {
-    routes: HashMap<(String, String), RouteEntry>,
+    /// By the route's position in the snapshot it was translated from.
+    routes: Vec<Option<RouteEntry>>,
     backends: BackendCache,
     hosts: HostCache,
+    faces: Faces,
+    /// What backend resolution read last time, to tell which Services changed since.
+    resolvable: Option<Resolvable>,
     last: Reuse,
 }
 
@@ -67,6 +80,7 @@ struct RouteEntry {
     route: Arc<HttpRoute>,
     resolutions: Vec<(OwnedRef, Resolved)>,
     compiled: Arc<CompiledRoute>,
+    attached: Option<AttachEntry>,
 }
 
 impl Incremental {
@@ -92,12 +106,24 @@ impl Incremental {
         &mut self.hosts
     }
 
+    /// The tokens of Gateways and namespaces that route attachments are reused by.
+    pub(super) fn faces(&mut self) -> &mut Faces {
+        &mut self.faces
+    }
+
     /// Starts one translation's use of the cache.
     pub(super) fn begin<'a>(&mut self, snapshot: &'a Snapshot) -> RouteCompiler<'a> {
+        let now = Resolvable::of(snapshot);
+        let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
+        self.resolvable = Some(now);
+        let backends = std::mem::take(&mut self.backends);
+        let routes = snapshot.http_routes.len();
         RouteCompiler {
-            backends: Backends::with_cache(snapshot, std::mem::take(&mut self.backends)),
+            backends: Backends::with_cache(snapshot, backends, moved.is_some()),
+            moved,
             previous: std::mem::take(&mut self.routes),
-            next: HashMap::new(),
+            by_name: None,
+            next: (0..routes).map(|_| None).collect(),
             reuse: Reuse::default(),
         }
     }
@@ -114,24 +140,79 @@ impl Incremental {
 /// keeps for the next translation. Routes that are not compiled again drop out.
 pub(super) struct RouteCompiler<'a> {
     backends: Backends<'a>,
-    previous: HashMap<(String, String), RouteEntry>,
-    next: HashMap<(String, String), RouteEntry>,
+    /// The Services whose resolution may have changed since the previous translation (`None`:
+    /// any): a route referencing none of them is not resolved again.
+    moved: Moved,
+    /// The previous translation's entries, by position in its snapshot.
+    previous: Vec<Option<RouteEntry>>,
+    /// Positions in `previous` by route namespace and name, made when a route is not found at
+    /// its own position (routes added or removed before it).
+    by_name: Option<HashMap<(String, String), usize>>,
+    /// This translation's entries, by position in its snapshot.
+    next: Vec<Option<RouteEntry>>,
     reuse: Reuse,
 }
 
 impl RouteCompiler<'_> {
-    /// The compiled rules of `route`: the previous ones when the route and every outcome of
-    /// its backendRefs are unchanged, else compiled now.
-    pub fn compile(&mut self, route: &Arc<HttpRoute>) -> Arc<CompiledRoute> {
+    /// The compiled rules of `route` and its attachment: the previous ones when the route and
+    /// every outcome of its backendRefs are unchanged (and, for the attachment, what
+    /// [`attach`] checks), else computed now.
+    pub fn compile(
+        &mut self,
+        position: usize,
+        route: &Arc<HttpRoute>,
+        inputs: &AttachInputs<'_, '_>,
+    ) -> (Arc<CompiledRoute>, Arc<Attached>) {
+        let entry = self.entry(position, route);
+        let (attached, reused) = attach(route, &entry.compiled, inputs, &mut entry.attached);
+        let compiled = entry.compiled.clone();
+        if reused {
+            self.reuse.reattached += 1;
+        }
+        (compiled, attached)
+    }
+
+    /// The previous entry of the route at `position`: the one at the same position when it is
+    /// the same route (the usual case: snapshots list objects in a stable order), else the
+    /// one of the same namespace and name wherever it was.
+    fn previous(&mut self, position: usize, route: &Arc<HttpRoute>) -> Option<RouteEntry> {
         let ns = namespace_of(&route.metadata);
-        let id = (
-            ns.to_owned(),
-            route.metadata.name.clone().unwrap_or_default(),
-        );
-        if let Some(mut entry) = self.previous.remove(&id) {
-            match self.check(&entry, route) {
+        let name = route.metadata.name.as_deref().unwrap_or("");
+        let named = |e: &RouteEntry| {
+            Arc::ptr_eq(&e.route, route)
+                || (e.route.metadata.name.as_deref().unwrap_or("") == name
+                    && namespace_of(&e.route.metadata) == ns)
+        };
+        if self
+            .previous
+            .get(position)
+            .is_some_and(|e| e.as_ref().is_some_and(named))
+        {
+            return self.previous[position].take();
+        }
+        let previous = &self.previous;
+        let by_name = self.by_name.get_or_insert_with(|| {
+            let mut index = HashMap::with_capacity(previous.len());
+            for (i, e) in previous.iter().enumerate() {
+                if let Some(e) = e {
+                    let ns = namespace_of(&e.route.metadata).to_owned();
+                    let name = e.route.metadata.name.clone().unwrap_or_default();
+                    index.insert((ns, name), i);
+                }
+            }
+            index
+        });
+        let at = *by_name.get(&(ns.to_owned(), name.to_owned()))?;
+        self.previous.get_mut(at)?.take()
+    }
+
+    /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
+    fn entry(&mut self, position: usize, route: &Arc<HttpRoute>) -> &mut RouteEntry {
+        let entry = match self.previous(position, route) {
+            Some(mut entry) => match self.check(&entry, route) {
                 Check::Same => {
                     self.reuse.reused += 1;
+                    entry
                 }
                 Check::Endpoints(current) => {
                     entry.compiled = Arc::new(relink(&entry.compiled, &current));
@@ -140,30 +221,27 @@ impl RouteCompiler<'_> {
                     }
                     entry.route = route.clone();
                     self.reuse.relinked += 1;
+                    entry
                 }
-                Check::Stale => return self.compile_new(id, route),
-            }
-            let compiled = entry.compiled.clone();
-            self.next.insert(id, entry);
-            return compiled;
-        }
-        self.compile_new(id, route)
+                Check::Stale => self.compile_new(route),
+            },
+            None => self.compile_new(route),
+        };
+        let slot = &mut self.next[position];
+        slot.insert(entry)
     }
 
-    fn compile_new(&mut self, id: (String, String), route: &Arc<HttpRoute>) -> Arc<CompiledRoute> {
+    fn compile_new(&mut self, route: &Arc<HttpRoute>) -> RouteEntry {
         self.backends.record();
         let compiled = Arc::new(compile_route(route, &mut self.backends));
         let resolutions = self.backends.recorded();
-        self.next.insert(
-            id,
-            RouteEntry {
-                route: route.clone(),
-                resolutions,
-                compiled: compiled.clone(),
-            },
-        );
         self.reuse.compiled += 1;
-        compiled
+        RouteEntry {
+            route: route.clone(),
+            resolutions,
+            compiled,
+            attached: None,
+        }
     }
 
     /// Whether compiling `route` now would give `entry`'s result: compilation reads only the
@@ -174,6 +252,15 @@ impl RouteCompiler<'_> {
             return Check::Stale;
         }
         let ns = namespace_of(&route.metadata);
+        if let Some(moved) = &self.moved {
+            if !entry
+                .resolutions
+                .iter()
+                .any(|(r, _)| touches(moved, ns, &r.as_ref()))
+            {
+                return Check::Same;
+            }
+        }
         let mut current = Vec::with_capacity(entry.resolutions.len());
         let mut relink = false;
         for (r, before) in &entry.resolutions {

@@ -2,7 +2,7 @@
 //! attach to it: hostname intersection, `allowedRoutes.namespaces` (Same, All, label Selector)
 //! and `allowedRoutes.kinds`. Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 
 use super::protocol::ListenerProtocol;
 use super::tls::ListenerTls;
@@ -51,7 +51,7 @@ pub fn intersect_hostnames(listener: Option<&str>, route: &[String]) -> Vec<Stri
 }
 
 /// Which namespaces a listener accepts routes from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum NamespacePolicy {
     /// Only the Gateway's namespace (the default).
     Same,
@@ -124,8 +124,8 @@ pub struct ListenerModel<'a> {
     /// `HostnameConflict` or `ProtocolConflict`.
     pub conflict: Option<&'static str>,
     pub namespaces: NamespacePolicy,
-    /// `namespace/name` of every route accepted on this listener.
-    pub attached: BTreeSet<String>,
+    /// `(namespace, name)` of every route accepted on this listener.
+    pub attached: HashSet<(&'a str, &'a str)>,
 }
 
 impl ListenerModel<'_> {
@@ -191,7 +191,7 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         tls,
         conflict: None,
         namespaces,
-        attached: BTreeSet::new(),
+        attached: HashSet::new(),
     }
 }
 

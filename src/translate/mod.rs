@@ -15,9 +15,11 @@ mod gateway;
 mod httproute;
 mod incremental;
 mod listener;
+mod moved;
 mod parameters;
 mod ports;
 mod protocol;
+mod reattach;
 mod refgrant;
 mod relink;
 mod rules;
@@ -138,42 +140,45 @@ fn translate_cached(
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
     conflicts::mark_socket_conflicts(&mut gateways);
-    let by_name: HashMap<(&str, &str), usize> = gateways
-        .iter()
-        .enumerate()
-        .map(|(i, g)| ((g.namespace, g.name), i))
-        .collect();
+    let by_name = GatewayIndex::new(&gateways);
 
     let labels = namespace_labels(snapshot);
+    let tokens = cache.faces().tokens(&gateways, &labels, options);
     let mut compiler = cache.begin(snapshot);
     let mut compiled = Vec::new();
-    for route in &snapshot.http_routes {
-        if !names_our_gateway(route, &by_name) {
-            continue;
-        }
-        let c = compiler.compile(route);
-        let ns = namespace_of(&route.metadata);
-        let fallback;
-        let ns_labels = match labels.get(ns) {
-            Some(l) => l,
-            None => {
-                fallback = default_labels(ns);
-                &fallback
-            }
+    let mut counted = Vec::new();
+    {
+        let inputs = reattach::AttachInputs {
+            gateways: &gateways,
+            by_name: &by_name,
+            labels: &labels,
+            tokens: &tokens,
+            options,
         };
-        let (status, attachments) =
-            httproute::attach_route(route, &c, &mut gateways, &by_name, ns_labels, options);
-        if let Some(status) = status {
+        for (position, route) in snapshot.http_routes.iter().enumerate() {
+            if !names_our_gateway(route, &by_name) {
+                continue;
+            }
+            let (c, attached) = compiler.compile(position, route, &inputs);
+            let ns = namespace_of(&route.metadata);
             let name = route.metadata.name.as_deref().unwrap_or("");
-            report.entries.push(ObjectStatus::new(
-                ObjectKind::HttpRoute,
-                Some(ns),
-                name,
-                route.metadata.generation,
-                StatusBody::HttpRoute(status),
-            ));
+            if let Some(status) = &attached.status {
+                report.entries.push(ObjectStatus::new(
+                    ObjectKind::HttpRoute,
+                    Some(ns),
+                    name,
+                    route.metadata.generation,
+                    StatusBody::HttpRoute(status.clone()),
+                ));
+            }
+            counted.push((ns, name, attached.clone()));
+            compiled.push((attached, c));
         }
-        compiled.push((attachments, c));
+    }
+    for &(ns, name, ref attached) in &counted {
+        for &(gi, li) in &attached.counted {
+            gateways[gi].listeners[li].attached.insert((ns, name));
+        }
     }
     for g in &gateways {
         let status = g.status();
@@ -222,17 +227,49 @@ fn gateway_parameters(
 /// routes of other controllers cost nothing).
 fn names_our_gateway(
     route: &gateway_api::apis::standard::httproutes::HttpRoute,
-    by_name: &HashMap<(&str, &str), usize>,
+    by_name: &GatewayIndex<'_>,
 ) -> bool {
     let ns = namespace_of(&route.metadata);
-    route
-        .spec
-        .parent_refs
-        .iter()
-        .flatten()
-        .any(|p| by_name.contains_key(&(p.namespace.as_deref().unwrap_or(ns), p.name.as_str())))
+    route.spec.parent_refs.iter().flatten().any(|p| {
+        by_name
+            .get(p.namespace.as_deref().unwrap_or(ns), &p.name)
+            .is_some()
+    })
 }
 
+/// Gateways scanned in a list up to this many; hashed beyond.
+const GATEWAYS_SCANNED: usize = 8;
+
+/// Our Gateways' indexes by namespace and name, looked up for every parentRef of every route:
+/// with a few Gateways, comparing names in a list is cheaper than hashing two strings.
+pub(crate) struct GatewayIndex<'a> {
+    list: Vec<(&'a str, &'a str)>,
+    map: HashMap<(&'a str, &'a str), usize>,
+}
+
+impl<'a> GatewayIndex<'a> {
+    fn new(gateways: &[gateway::GatewayModel<'a>]) -> Self {
+        let list: Vec<(&str, &str)> = gateways.iter().map(|g| (g.namespace, g.name)).collect();
+        let map = if list.len() > GATEWAYS_SCANNED {
+            list.iter().enumerate().map(|(i, &k)| (k, i)).collect()
+        } else {
+            HashMap::new()
+        };
+        Self { list, map }
+    }
+
+    /// The index of Gateway `namespace/name` (the last one, should the name repeat).
+    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<usize> {
+        if self.list.len() > GATEWAYS_SCANNED {
+            return self.map.get(&(namespace, name)).copied();
+        }
+        self.list
+            .iter()
+            .rposition(|&(ns, n)| n == name && ns == namespace)
+    }
+}
+
+/// Labels of a namespace the snapshot does not have: only its name.
 fn default_labels(ns: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(listener::NAMESPACE_NAME_LABEL.to_owned(), ns.to_owned())])
 }
