@@ -12,6 +12,10 @@ use edgeplane::snapshot::Snapshot;
 use edgeplane::table::ServedCertificates;
 use edgeplane::translate::{translate, Incremental, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 
+/// The allocator of the `edgeplane` binary, so that translation costs what it costs there.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Manifests of one class, one Gateway with an HTTP listener, and `routes` routes with backends.
 pub fn manifests(routes: usize) -> String {
     let mut y = format!(
