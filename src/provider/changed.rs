@@ -73,18 +73,22 @@ impl Shape {
             if self.dirs.contains(path) || !self.dirs.contains(path.parent()?) {
                 return None; // a directory itself changed, or a path outside those walked
             }
+            let meta = match std::fs::symlink_metadata(path) {
+                Ok(meta) => Some(meta),
+                Err(e) if e.kind() == ErrorKind::NotFound => None,
+                Err(_) => return None, // a path that cannot be looked at
+            };
+            // A new directory (whatever its name: files created in it before the watch
+            // reached it send no events of their own) or a symlink: only a walk can tell.
+            if meta.as_ref().is_some_and(|m| !m.file_type().is_file()) {
+                return None;
+            }
             let name = path.file_name()?.to_string_lossy();
             if ignored_name(&name) || !is_manifest(path) {
                 continue;
             }
-            match std::fs::symlink_metadata(path) {
-                Ok(meta) if meta.file_type().is_file() => {
-                    changes.push((path.clone(), Some(read_text(path))));
-                }
-                Err(e) if e.kind() == ErrorKind::NotFound => changes.push((path.clone(), None)),
-                // A new directory or symlink, or a path that cannot be looked at.
-                _ => return None,
-            }
+            let read = meta.map(|_| read_text(path));
+            changes.push((path.clone(), read));
         }
         Some(changes)
     }
@@ -154,6 +158,11 @@ mod tests {
         assert_eq!(shape.read(&one(root.join("other/x.yaml"))), None);
         std::fs::create_dir(root.join("new.yaml")).expect("dir");
         assert_eq!(shape.read(&one(root.join("new.yaml"))), None);
+        // A new directory of any name: files written into it before it was watched send no
+        // events, so it is walked.
+        std::fs::create_dir(root.join("nested")).expect("dir");
+        std::fs::write(root.join("nested/x.yaml"), "x").expect("x");
+        assert_eq!(shape.read(&one(root.join("nested"))), None);
         // Events without paths, or after the watcher lost track.
         let mut changes = Changes::default();
         changes.record(&notify::Event::new(EventKind::Any));
