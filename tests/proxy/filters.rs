@@ -266,9 +266,10 @@ async fn hop_by_hop_removed_forwarded_set_host_kept() {
     assert!(xff[0].starts_with("127."), "{xff:?}");
 }
 
-/// Sends a request carrying forwarded headers a client made up, once over HTTP/1.1 and once over
-/// h2c, and returns both replies.
-async fn send_spoofed(addr: std::net::SocketAddr) -> Vec<client::Reply> {
+/// Starts a proxy trusting `trusted` (comma-separated ranges) in front of an echo backend,
+/// sends it a request carrying forwarded headers a client made up, once over HTTP/1.1 and once
+/// over h2c, and returns both replies.
+async fn send_spoofed(trusted: &str) -> Vec<client::Reply> {
     fn spoof(b: http::request::Builder) -> http::Request<client::TestBody> {
         b.header("x-forwarded-for", "198.51.100.7")
             .header("x-forwarded-for", "203.0.113.9")
@@ -278,6 +279,20 @@ async fn send_spoofed(addr: std::net::SocketAddr) -> Vec<client::Reply> {
             .body(client::empty())
             .unwrap()
     }
+    let echo = start_echo("e").await;
+    let addr = free_addr();
+    let options = ProxyOptions {
+        trusted_proxies: trusted.parse().unwrap(),
+        ..test_options()
+    };
+    let _p = start_with(
+        single(
+            addr,
+            vec![rule("r").backend(to(&service("e", &[echo.addr]))).build()],
+        ),
+        options,
+    )
+    .await;
     let h1 = spoof(client::request(Method::GET, addr, "app.example", "/p"));
     let h1 = send(&h1_client(), h1).await.unwrap();
     let mut h2c = client::H2c::connect(addr).await.unwrap();
@@ -289,22 +304,8 @@ async fn send_spoofed(addr: std::net::SocketAddr) -> Vec<client::Reply> {
 
 #[tokio::test]
 async fn untrusted_client_forwarded_headers_are_replaced() {
-    let echo = start_echo("e").await;
-    let addr = free_addr();
     // Trusted proxies exist, but the client (on 127.x) is not one of them.
-    let options = ProxyOptions {
-        trusted_proxies: "10.0.0.0/8,fd00::/8".parse().unwrap(),
-        ..test_options()
-    };
-    let _p = start_with(
-        single(
-            addr,
-            vec![rule("r").backend(to(&service("e", &[echo.addr]))).build()],
-        ),
-        options,
-    )
-    .await;
-    for r in send_spoofed(addr).await {
+    for r in send_spoofed("10.0.0.0/8,fd00::/8").await {
         assert_eq!(r.status, 200);
         let xff = r.echoed_header("x-forwarded-for");
         assert_eq!(xff.len(), 1, "{xff:?}");
@@ -324,21 +325,7 @@ async fn untrusted_client_forwarded_headers_are_replaced() {
 
 #[tokio::test]
 async fn trusted_proxy_keeps_the_chain_and_appends_its_peer() {
-    let echo = start_echo("e").await;
-    let addr = free_addr();
-    let options = ProxyOptions {
-        trusted_proxies: "127.0.0.1/8".parse().unwrap(),
-        ..test_options()
-    };
-    let _p = start_with(
-        single(
-            addr,
-            vec![rule("r").backend(to(&service("e", &[echo.addr]))).build()],
-        ),
-        options,
-    )
-    .await;
-    for r in send_spoofed(addr).await {
+    for r in send_spoofed("127.0.0.1/8").await {
         assert_eq!(r.status, 200);
         let xff = r.echoed_header("x-forwarded-for");
         assert_eq!(xff.len(), 1, "{xff:?}");
