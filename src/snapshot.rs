@@ -9,13 +9,13 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::kinds::{not_being_deleted, Wanted};
 use crate::provider::manifest::merge_string_data;
-use crate::translate::referenced_secrets;
+use crate::translate::{referenced_ca_objects, referenced_secrets};
 
 /// Namespace of a namespaced object that names none, as `kubectl apply` and the API server
 /// treat it.
@@ -59,6 +59,9 @@ crate::kinds! {
             /// Providers should pass only referenced Secrets: the translator reads nothing else.
             /// In a cluster only their metadata is watched and referenced ones are fetched.
             secrets: Secret { on_read(merge_string_data), referenced(listener_secrets) },
+            /// ConfigMaps holding CA bundles (`ca.crt`) that Gateways reference for client
+            /// certificate validation; in a cluster only referenced ones are fetched.
+            config_maps: ConfigMap { referenced(ca_config_maps) },
         }
         /// Where listeners bind. `None` (standalone): every listener binds its own port on the
         /// Gateway's addresses. `Some` (cluster): each Gateway binds the ports its Service maps
@@ -67,9 +70,27 @@ crate::kinds! {
     }
 }
 
-/// The Secrets listeners reference, as [`Snapshot::secrets`] fetches them in a cluster.
+/// The Secrets listeners reference (certificates, and CA bundles for client validation), as
+/// [`Snapshot::secrets`] fetches them in a cluster.
 fn listener_secrets(snapshot: &Snapshot) -> Wanted {
-    referenced_secrets(&snapshot.gateways, &snapshot.reference_grants)
+    let mut wanted = referenced_secrets(&snapshot.gateways, &snapshot.reference_grants);
+    wanted.extend(ca_objects(snapshot, "Secret"));
+    wanted
+}
+
+/// The ConfigMaps Gateways reference as CA bundles.
+fn ca_config_maps(snapshot: &Snapshot) -> Wanted {
+    ca_objects(snapshot, "ConfigMap").collect()
+}
+
+fn ca_objects<'s>(
+    snapshot: &'s Snapshot,
+    kind: &'static str,
+) -> impl Iterator<Item = (String, String)> + 's {
+    referenced_ca_objects(&snapshot.gateways, &snapshot.reference_grants)
+        .into_iter()
+        .filter(move |(k, _, _)| *k == kind)
+        .map(|(_, ns, name)| (ns, name))
 }
 
 /// Bindings of every Gateway, keyed by `(namespace, name)`.
@@ -120,6 +141,7 @@ mod tests {
                 "services <- /v1 Service (services, namespaced, Objects)",
                 "endpoint_slices <- discovery.k8s.io/v1 EndpointSlice (endpointslices, namespaced, Objects)",
                 "secrets <- /v1 Secret (secrets, namespaced, Referenced)",
+                "config_maps <- /v1 ConfigMap (configmaps, namespaced, Referenced)",
             ]
         );
     }

@@ -18,11 +18,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
-use tokio_rustls::TlsAcceptor;
 
 use super::detect::{detect, Prefixed};
 use super::service::Handler;
-use super::tls::TlsInfo;
+use super::tls::handshake;
 use super::{ProxyOptions, Shared};
 
 /// After a connection was asked to close (idle, drain), time given to flush the last response
@@ -169,7 +168,6 @@ pub(crate) struct Accepted {
     pub peer: SocketAddr,
     pub listener: SocketAddr,
     pub shared: Arc<Shared>,
-    pub tls: Option<TlsAcceptor>,
     pub builder: auto::Builder<TokioExecutor>,
     pub drain: watch::Receiver<bool>,
     pub open: Open,
@@ -182,7 +180,6 @@ pub(crate) async fn handle(conn: Accepted) {
         peer,
         listener,
         shared,
-        tls,
         builder,
         mut drain,
         open: _open,
@@ -201,21 +198,16 @@ pub(crate) async fn handle(conn: Accepted) {
         }
         return;
     }
-    let Some(tls) = tls else { return };
-    let stream = match bounded(tls.accept(stream), deadline, &mut drain, &shared).await {
-        Some(Ok(s)) => s,
+    let handshake = handshake(&shared.table, listener, stream);
+    let (stream, info) = match bounded(handshake, deadline, &mut drain, &shared).await {
+        Some(Ok(done)) => done,
         Some(Err(error)) => {
             tracing::debug!(%peer, %error, "TLS handshake failed");
             return;
         }
         None => return,
     };
-    let sni = stream
-        .get_ref()
-        .1
-        .server_name()
-        .map(|name| Arc::from(name.to_ascii_lowercase()));
-    handler.tls = Some(TlsInfo { sni });
+    handler.tls = Some(info);
     if let Some(io) = before_http(stream, deadline, &mut drain, &shared).await {
         serve_http(&builder, io, handler, drain).await;
     }

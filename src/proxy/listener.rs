@@ -19,7 +19,6 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::conn::{builder, handle, Accepted, OpenConns};
-use super::tls::acceptor;
 use super::{ListenerError, Shared};
 
 /// Pending connections the kernel queues per listener.
@@ -243,13 +242,6 @@ async fn accept_loop(
     mut stop: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
     let builder = builder(&shared.options);
-    let tls = match acceptor(shared.table.clone(), key) {
-        Ok(a) => Some(a),
-        Err(error) => {
-            tracing::error!(addr = %key, %error, "cannot configure TLS; HTTPS connections will be closed");
-            None
-        }
-    };
     let label = key.to_string();
     let open = OpenConns::new(
         shared
@@ -274,7 +266,6 @@ async fn accept_loop(
             peer,
             listener: key,
             shared: shared.clone(),
-            tls: tls.clone(),
             builder: builder.clone(),
             drain: drain_rx.clone(),
             open: open.add(),

@@ -1,53 +1,66 @@
-//! TLS termination on HTTPS sockets: a rustls server whose certificate resolver reads the live
-//! route table at each handshake, so a new certificate (or a new listener hostname) applies to
-//! the next handshake without rebinding, while open connections keep the session they have.
-//! ALPN offers `h2` and `http/1.1`; the HTTP layer serves both with the same auto builder.
+//! TLS termination on HTTPS sockets. The ClientHello is read first; the live route table then
+//! names the listener for its SNI, and the handshake completes with that listener's rustls
+//! configuration (its certificate, its client-certificate validation, ALPN `h2` and
+//! `http/1.1`). A new table with a rotated certificate or a new validation applies to the next
+//! handshake without rebinding, while open connections keep the session they have.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use rustls::server::{ClientHello, ResolvesServerCert};
-use rustls::sign::CertifiedKey;
-use rustls::ServerConfig;
-use tokio_rustls::TlsAcceptor;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::LazyConfigAcceptor;
 
 use crate::table::RouteTable;
 
-/// Picks the certificate for a handshake on one socket from the live table: the listener whose
-/// hostname best matches the SNI, else the socket's listener without hostname. `None` aborts the
-/// handshake (unknown SNI and no default certificate).
-#[derive(Debug)]
-struct TableResolver {
-    table: Arc<ArcSwap<RouteTable>>,
-    addr: SocketAddr,
+/// Why a TLS handshake did not complete.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HandshakeError {
+    #[error("reading the ClientHello: {0}")]
+    Hello(std::io::Error),
+    #[error("no HTTPS listener of the socket serves SNI {sni:?}")]
+    NoListener { sni: Option<String> },
+    #[error("{0}")]
+    Handshake(std::io::Error),
 }
 
-impl ResolvesServerCert for TableResolver {
-    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let table = self.table.load();
-        let tls = table.listener(&self.addr)?.tls.as_ref()?;
-        let listener = tls.resolve(hello.server_name());
-        if listener.is_none() {
-            tracing::debug!(addr = %self.addr, sni = ?hello.server_name(), "no certificate for SNI");
+/// Completes the handshake of a connection accepted on `addr`: the listener whose hostname
+/// best matches the SNI (else the socket's listener without hostname) answers with its own
+/// configuration. Returns the stream and the SNI, lower-cased.
+pub(crate) async fn handshake<IO: AsyncRead + AsyncWrite + Unpin>(
+    table: &ArcSwap<RouteTable>,
+    addr: SocketAddr,
+    io: IO,
+) -> Result<(TlsStream<IO>, TlsInfo), HandshakeError> {
+    let start = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io)
+        .await
+        .map_err(HandshakeError::Hello)?;
+    let sni = start
+        .client_hello()
+        .server_name()
+        .map(|name| name.to_ascii_lowercase());
+    let config = {
+        let table = table.load();
+        let listener = table
+            .listener(&addr)
+            .and_then(|l| l.tls.as_ref())
+            .and_then(|tls| tls.resolve(sni.as_deref()));
+        match listener {
+            Some(l) => l.config.clone(),
+            None => return Err(HandshakeError::NoListener { sni }),
         }
-        listener.map(|l| l.certificate.key.clone())
-    }
-}
-
-/// The acceptor of one socket (used when the live table says the socket is HTTPS). Fails only
-/// if the ring provider lacks the default protocol versions.
-pub(crate) fn acceptor(
-    table: Arc<ArcSwap<RouteTable>>,
-    addr: SocketAddr,
-) -> Result<TlsAcceptor, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(TableResolver { table, addr }));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    };
+    let stream = start
+        .into_stream(config)
+        .await
+        .map_err(HandshakeError::Handshake)?;
+    Ok((
+        stream,
+        TlsInfo {
+            sni: sni.map(Arc::from),
+        },
+    ))
 }
 
 /// What the proxy knows of a TLS connection when serving its requests.

@@ -6,11 +6,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Serialize;
 
+use super::client_auth::ClientValidation;
 use super::hostname::{HostnameMap, Pattern};
 
 /// Why a Secret's `tls.crt` / `tls.key` cannot serve as a certificate.
@@ -78,7 +81,10 @@ impl Certificate {
     }
 }
 
-/// One HTTPS Gateway listener bound on the socket.
+/// One HTTPS Gateway listener bound on the socket, with the rustls configuration its
+/// handshakes use: its certificate, its client-certificate validation, ALPN `h2` and
+/// `http/1.1`. Built once per table; each listener has its own, so a session established on
+/// a listener without client validation is never resumed on one with it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsListener {
@@ -87,6 +93,50 @@ pub struct TlsListener {
     /// `namespace/gateway/listener` it comes from.
     pub source: String,
     pub certificate: Arc<Certificate>,
+    /// Gateway `spec.tls.frontend` validation for this listener's port, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_validation: Option<Arc<ClientValidation>>,
+    #[serde(skip)]
+    pub config: Arc<ServerConfig>,
+}
+
+impl TlsListener {
+    /// The listener and its handshake configuration. Fails only if the ring provider lacks
+    /// the default protocol versions.
+    pub fn new(
+        hostname: Option<String>,
+        source: String,
+        certificate: Arc<Certificate>,
+        client_validation: Option<Arc<ClientValidation>>,
+    ) -> Result<Self, rustls::Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder =
+            ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?;
+        let builder = match &client_validation {
+            Some(v) => builder.with_client_cert_verifier(v.verifier.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(Arc::new(Fixed(certificate.key.clone())));
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Self {
+            hostname,
+            source,
+            certificate,
+            client_validation,
+            config: Arc::new(config),
+        })
+    }
+}
+
+/// The certificate of one listener, whatever the client asks for: the listener was chosen
+/// from the ClientHello before this configuration was.
+#[derive(Debug)]
+struct Fixed(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for Fixed {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
 }
 
 /// The HTTPS listeners of one socket by SNI hostname. A handshake takes the listener with the
@@ -211,10 +261,14 @@ mod tests {
         let (cert, key) = pair(&["x"]);
         let c =
             Arc::new(Certificate::from_pem("s".into(), cert.as_bytes(), key.as_bytes()).unwrap());
-        let l = |h: Option<&str>| TlsListener {
-            hostname: h.map(str::to_owned),
-            source: h.unwrap_or("default").to_owned(),
-            certificate: c.clone(),
+        let l = |h: Option<&str>| {
+            TlsListener::new(
+                h.map(str::to_owned),
+                h.unwrap_or("default").to_owned(),
+                c.clone(),
+                None,
+            )
+            .unwrap()
         };
         let index = TlsListeners::new(vec![
             l(None),

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use super::frontend::ClientAuth;
 use super::gateway::GatewayModel;
 use super::httproute::Attached;
 use super::protocol::ListenerProtocol;
@@ -112,11 +113,20 @@ pub fn build_table(
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
                     &l.tls
                 {
-                    s.tls.push(TlsListener {
-                        hostname: l.hostname.map(str::to_owned),
-                        source: source.clone(),
-                        certificate: certificate.clone(),
-                    });
+                    let validation = match &l.client_auth {
+                        ClientAuth::Ready { validation, .. } => Some(validation.clone()),
+                        _ => None,
+                    };
+                    // Fails only if the crypto provider lacks TLS 1.2 and 1.3; handshakes for
+                    // the listener then fail as for an unknown SNI.
+                    if let Ok(t) = TlsListener::new(
+                        l.hostname.map(str::to_owned),
+                        source.clone(),
+                        certificate.clone(),
+                        validation,
+                    ) {
+                        s.tls.push(t);
+                    }
                 }
                 s.sources.insert(source);
                 let host = l.hostname.map(str::to_owned);

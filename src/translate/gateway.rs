@@ -13,6 +13,10 @@ use gateway_api::apis::standard::gateways::{
 use super::address::{bind_addresses, AddressError};
 use super::conditions::*;
 use super::conflicts::mark_conflicts;
+use super::frontend::{
+    insecure_fallback, ClientAuth, Frontends, INSECURE_FRONTEND_VALIDATION_MODE,
+    REASON_CONFIGURATION_CHANGED, REASON_NO_VALID_CA_CERTIFICATE,
+};
 use super::listener::{listener_model, ListenerModel};
 use super::parameters::InvalidParameters;
 use super::ports::PortMap;
@@ -128,6 +132,7 @@ impl<'a> GatewayModel<'a> {
         gateway: &'a Gateway,
         options: &'a TranslateOptions,
         certificates: &mut Certificates<'_>,
+        frontends: &mut Frontends<'_>,
         bindings: Option<&'a GatewayBindings>,
         parameters_error: Option<InvalidParameters>,
     ) -> Self {
@@ -149,7 +154,13 @@ impl<'a> GatewayModel<'a> {
             .spec
             .listeners
             .iter()
-            .map(|l| listener_model(l, certificates.listener(namespace, l)))
+            .map(|l| {
+                let mut model = listener_model(l, certificates.listener(namespace, l));
+                if model.protocol.terminates_tls() {
+                    model.client_auth = frontends.listener(gateway, l.port);
+                }
+                model
+            })
             .collect();
         mark_conflicts(&mut listeners);
         Self {
@@ -266,10 +277,18 @@ impl<'a> GatewayModel<'a> {
         } else {
             None
         };
+        let mut conditions = vec![accepted, programmed];
+        if insecure_fallback(self.gateway) {
+            conditions.push(s.ok(
+                INSECURE_FRONTEND_VALIDATION_MODE,
+                REASON_CONFIGURATION_CHANGED,
+                "a port accepts clients without a valid certificate (AllowInsecureFallback)",
+            ));
+        }
         GatewayStatus {
             addresses,
             attached_listener_sets: None,
-            conditions: Some(vec![accepted, programmed]),
+            conditions: Some(conditions),
             listeners: Some(
                 self.listeners
                     .iter()
@@ -299,6 +318,12 @@ impl<'a> GatewayModel<'a> {
                 reason,
                 "conflicts with another listener on the same port",
             )
+        } else if let ClientAuth::Invalid(e) = &l.client_auth {
+            s.fail(
+                ACCEPTED,
+                REASON_NO_VALID_CA_CERTIFICATE,
+                format!("no usable CA certificate for client validation: {e}"),
+            )
         } else {
             s.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
         };
@@ -327,6 +352,8 @@ impl<'a> GatewayModel<'a> {
                 error.reason(),
                 stale_message(error, certificate),
             )
+        } else if let Some(e) = l.client_auth.error() {
+            s.fail(RESOLVED_REFS, e.reason(), e.to_string())
         } else {
             s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")
         };

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::frontend::ClientAuth;
 use super::protocol::ListenerProtocol;
 use super::tls::ListenerTls;
 use crate::status::GATEWAY_GROUP;
@@ -121,6 +122,8 @@ pub struct ListenerModel<'a> {
     pub protocol: ListenerProtocol,
     /// HTTPS listeners: the certificate, or why there is none.
     pub tls: ListenerTls,
+    /// HTTPS listeners: client-certificate validation (Gateway `spec.tls.frontend`).
+    pub client_auth: ClientAuth,
     /// `HostnameConflict` or `ProtocolConflict`.
     pub conflict: Option<&'static str>,
     pub namespaces: NamespacePolicy,
@@ -140,7 +143,9 @@ impl ListenerModel<'_> {
 
     /// True when the listener is accepted: it can serve once its references resolve.
     pub fn usable(&self) -> bool {
-        self.accepts_http_routes() && self.conflict.is_none()
+        self.accepts_http_routes()
+            && self.conflict.is_none()
+            && !matches!(self.client_auth, ClientAuth::Invalid(_))
     }
 
     /// True when the listener is valid, its certificates resolved, and it goes into the table.
@@ -189,6 +194,7 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         invalid_kinds,
         protocol,
         tls,
+        client_auth: ClientAuth::Off,
         conflict: None,
         namespaces,
         attached: HashSet::new(),

@@ -11,6 +11,7 @@ mod build;
 mod conflicts;
 mod duration;
 mod filters;
+mod frontend;
 mod gateway;
 mod httproute;
 mod incremental;
@@ -40,6 +41,7 @@ pub use backends::BackendError;
 pub use bind::apply_bind_failures;
 pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
+pub use frontend::{referenced_ca_objects, CaRefError};
 pub use gateway::SUPPORTED_FEATURES;
 pub use httproute::AttachError;
 pub use incremental::{Incremental, Reuse};
@@ -123,6 +125,7 @@ fn translate_cached(
         }
     }
     let mut certificates = tls::Certificates::new(snapshot, served);
+    let mut frontends = frontend::Frontends::new(snapshot);
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()
@@ -133,6 +136,7 @@ fn translate_cached(
                 g,
                 options,
                 &mut certificates,
+                &mut frontends,
                 snapshot.gateway_bindings.as_deref(),
                 invalid,
             ))
