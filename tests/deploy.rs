@@ -265,7 +265,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
     grant(
         "ClusterRole",
         "",
-        &["namespaces", "services", "secrets"],
+        &["namespaces", "services", "secrets", "configmaps"],
         &read,
     );
     grant(

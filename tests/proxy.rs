@@ -5,6 +5,8 @@ mod support;
 
 #[path = "proxy/backend_protocols.rs"]
 mod backend_protocols;
+#[path = "proxy/client_certs.rs"]
+mod client_certs;
 #[path = "proxy/client_faults.rs"]
 mod client_faults;
 #[path = "proxy/connections.rs"]

@@ -55,13 +55,83 @@ pub fn tls_listeners(entries: &[(Option<&str>, &TestCert)]) -> TlsListeners {
         entries
             .iter()
             .enumerate()
-            .map(|(i, (host, cert))| TlsListener {
-                hostname: host.map(str::to_owned),
-                source: format!("default/gw/https-{i}"),
-                certificate: cert.certificate(&format!("default/cert-{i}")),
+            .map(|(i, (host, cert))| {
+                TlsListener::new(
+                    host.map(str::to_owned),
+                    format!("default/gw/https-{i}"),
+                    cert.certificate(&format!("default/cert-{i}")),
+                    None,
+                )
+                .expect("TLS configuration")
             })
             .collect(),
     )
+}
+
+/// A certificate authority that issues client certificates.
+pub struct TestCa {
+    pub cert_pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+/// A client certificate (leaf only) and its private key.
+pub struct ClientIdentity {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+impl TestCa {
+    /// A new CA named `name`.
+    pub fn new(name: &str) -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().expect("CA key");
+        let cert = params.self_signed(&key).expect("CA certificate");
+        Self {
+            cert_pem: cert.pem(),
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    /// A client certificate for `name`, issued by this CA.
+    pub fn issue(&self, name: &str) -> ClientIdentity {
+        let mut params =
+            rcgen::CertificateParams::new(vec![name.to_owned()]).expect("client params");
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().expect("client key");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("client certificate");
+        ClientIdentity {
+            chain: vec![cert.der().clone()],
+            key: rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        }
+    }
+}
+
+/// A client configuration trusting exactly `roots`, offering `alpn`, presenting `identity`
+/// when the server asks for a certificate.
+pub fn client_config_with_identity(
+    roots: &[&TestCert],
+    alpn: &[&[u8]],
+    identity: &ClientIdentity,
+) -> Arc<ClientConfig> {
+    let mut store = RootCertStore::empty();
+    for r in roots {
+        store.add(r.der.clone()).expect("root certificate is valid");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("default TLS versions")
+        .with_root_certificates(store)
+        .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())
+        .expect("client identity");
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
 }
 
 /// A client configuration trusting exactly `roots`, offering `alpn`.
