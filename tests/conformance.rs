@@ -10,6 +10,8 @@ mod support;
 mod backends;
 #[path = "conformance/check_cli.rs"]
 mod check_cli;
+#[path = "conformance/client_certs.rs"]
+mod client_certs;
 #[path = "conformance/expect.rs"]
 mod expect;
 #[path = "conformance/extended.rs"]

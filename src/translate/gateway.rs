@@ -30,6 +30,8 @@ use crate::table::Certificate;
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
     "GatewayAddressEmpty",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayHTTPListenerIsolation",
     "GatewayInfrastructurePropagation",

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{Method, Request};
@@ -314,7 +315,17 @@ pub async fn check_tls(
     want: &Want,
 ) -> Outcome {
     let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[b"http/1.1"] };
-    let config = client_config(&[&env.cert], alpn);
+    check_tls_config(ip, sni, client_config(&[&env.cert], alpn), req, want).await
+}
+
+/// [`check_tls`] with a client configuration of the caller's (a client certificate).
+pub async fn check_tls_config(
+    ip: IpAddr,
+    sni: &str,
+    config: Arc<rustls::ClientConfig>,
+    req: &Req,
+    want: &Want,
+) -> Outcome {
     let addr = SocketAddr::new(ip, socket_port(req.port));
     let host = req.host.clone().unwrap_or_else(|| ip.to_string());
     let deadline = Instant::now() + CONSISTENCY_TIMEOUT;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use edgeplane::echo::{serve_echo_logged, EchoIdentity, LoggedRequest, RequestLog};
 
-use crate::support::tls::{self_signed, TestCert};
+use crate::support::tls::{self_signed, TestCa, TestCert};
 use serde_yaml_ng::{Mapping, Value};
 use tokio::task::JoinHandle;
 
@@ -109,6 +109,11 @@ pub struct Env {
     pub pods: Vec<Pod>,
     /// The certificate of the scenario's Secrets, trusted by its HTTPS checks.
     pub cert: TestCert,
+    /// The CA of client certificates, written into fixtures as `{CLIENT_CA}`, as upstream's
+    /// `tls-validity-checks-ca-certificate`.
+    pub client_ca: TestCa,
+    /// A second client CA, `{PER_PORT_CA}`, as upstream's per-port CA.
+    pub per_port_ca: TestCa,
     server: Mutex<Option<Server>>,
 }
 
@@ -128,6 +133,8 @@ impl Env {
             gateways: Mutex::new(BTreeMap::new()),
             pods: Vec::new(),
             cert: self_signed(CERT_NAMES),
+            client_ca: TestCa::new("client validation"),
+            per_port_ca: TestCa::new("per-port client validation"),
             server: Mutex::new(None),
         };
         let mut docs = parse(&env.expand(BASE))?;
@@ -151,14 +158,17 @@ impl Env {
     }
 
     /// Replaces `{NET}` with the scenario's `127.A.B`, `{TLS_CRT}` and `{TLS_KEY}` with the
-    /// scenario certificate's PEM as quoted strings, and `{PODS:deployment}` with the quoted
+    /// scenario certificate's PEM as quoted strings, `{CLIENT_CA}` and `{PER_PORT_CA}` with
+    /// the client CAs' certificates, and `{PODS:deployment}` with the quoted
     /// addresses of that Deployment's pods (for EndpointSlices written by hand).
     pub fn expand(&self, text: &str) -> String {
         let quoted = |pem: &str| serde_json::to_string(pem).unwrap_or_default();
         let mut out = text
             .replace("{NET}", &self.net.prefix())
             .replace("{TLS_CRT}", &quoted(&self.cert.cert_pem))
-            .replace("{TLS_KEY}", &quoted(&self.cert.key_pem));
+            .replace("{TLS_KEY}", &quoted(&self.cert.key_pem))
+            .replace("{CLIENT_CA}", &quoted(&self.client_ca.cert_pem))
+            .replace("{PER_PORT_CA}", &quoted(&self.per_port_ca.cert_pem));
         while let Some(start) = out.find("{PODS:") {
             let Some(len) = out[start..].find('}') else {
                 break;

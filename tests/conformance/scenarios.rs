@@ -12,7 +12,9 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::{backends, extended, gateway, httproute, redirects, references, skipped, tls};
+use crate::{
+    backends, client_certs, extended, gateway, httproute, redirects, references, skipped, tls,
+};
 
 /// A scenario body: runs against a started environment.
 pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -437,6 +439,30 @@ pub fn all() -> Vec<Scenario> {
             "HTTPRoutePortRedirect",
             "redirect-port-and-scheme.yaml",
             tls::redirect_port_and_scheme
+        ),
+        extended!(
+            "GatewayFrontendClientCertificateValidation",
+            "GatewayFrontendClientCertificateValidation",
+            "client-cert-validation.yaml",
+            client_certs::validation
+        ),
+        extended!(
+            "GatewayFrontendClientCertificateValidationInsecureFallback",
+            "GatewayFrontendClientCertificateValidationInsecureFallback",
+            "client-cert-insecure-fallback.yaml",
+            client_certs::insecure_fallback
+        ),
+        extended!(
+            "GatewayFrontendInvalidDefaultClientCertificateValidation",
+            "GatewayFrontendClientCertificateValidation",
+            "client-cert-invalid-default.yaml",
+            client_certs::invalid_default
+        ),
+        extended!(
+            "GatewayInvalidFrontendClientCertificateValidation",
+            "GatewayFrontendClientCertificateValidation",
+            "client-cert-invalid-refs.yaml",
+            client_certs::invalid_references
         ),
     ]
     .into_iter()

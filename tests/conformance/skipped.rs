@@ -14,10 +14,6 @@ fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static s
     }
 }
 
-/// Why the client-certificate scenarios do not run.
-const CLIENT_CERTIFICATES: &str =
-    "client certificate validation on HTTPS listeners is not implemented";
-
 /// Claimed features whose scenarios the standalone replay cannot check and that are tested in
 /// Kubernetes mode instead; their skipped scenarios do not count against the claim.
 pub const COVERED_OUTSIDE_REPLAY: &[&str] = &["GatewayInfrastructurePropagation"];
@@ -41,26 +37,6 @@ pub fn all() -> Vec<Scenario> {
             "GatewayInfrastructure",
             Some("GatewayInfrastructurePropagation"),
             INFRASTRUCTURE_NOTE,
-        ),
-        skipped(
-            "GatewayFrontendClientCertificateValidation",
-            Some("GatewayFrontendClientCertificateValidation"),
-            CLIENT_CERTIFICATES,
-        ),
-        skipped(
-            "GatewayFrontendClientCertificateValidationInsecureFallback",
-            Some("GatewayFrontendClientCertificateValidation"),
-            CLIENT_CERTIFICATES,
-        ),
-        skipped(
-            "GatewayFrontendInvalidDefaultClientCertificateValidation",
-            Some("GatewayFrontendClientCertificateValidation"),
-            CLIENT_CERTIFICATES,
-        ),
-        skipped(
-            "GatewayInvalidFrontendClientCertificateValidation",
-            Some("GatewayFrontendClientCertificateValidation"),
-            CLIENT_CERTIFICATES,
         ),
         skipped(
             "GatewayTLSBackendClientCertificate",
