@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
@@ -62,6 +63,8 @@ crate::kinds! {
             /// ConfigMaps holding CA bundles (`ca.crt`) that Gateways reference for client
             /// certificate validation; in a cluster only referenced ones are fetched.
             config_maps: ConfigMap { referenced(ca_config_maps) },
+            /// TLS to backend Service ports.
+            backend_tls_policies: BackendTlsPolicy,
         }
         /// Where listeners bind. `None` (standalone): every listener binds its own port on the
         /// Gateway's addresses. `Some` (cluster): each Gateway binds the ports its Service maps
@@ -78,9 +81,17 @@ fn listener_secrets(snapshot: &Snapshot) -> Wanted {
     wanted
 }
 
-/// The ConfigMaps Gateways reference as CA bundles.
+/// The ConfigMaps Gateways and BackendTLSPolicies reference as CA bundles.
 fn ca_config_maps(snapshot: &Snapshot) -> Wanted {
-    ca_objects(snapshot, "ConfigMap").collect()
+    let mut wanted: Wanted = ca_objects(snapshot, "ConfigMap").collect();
+    for p in &snapshot.backend_tls_policies {
+        let ns = namespace_of(&p.metadata);
+        let refs = p.spec.validation.ca_certificate_refs.iter().flatten();
+        for r in refs.filter(|r| r.group.is_empty() && r.kind == "ConfigMap") {
+            wanted.insert((ns.to_owned(), r.name.clone()));
+        }
+    }
+    wanted
 }
 
 fn ca_objects<'s>(
@@ -142,6 +153,7 @@ mod tests {
                 "endpoint_slices <- discovery.k8s.io/v1 EndpointSlice (endpointslices, namespaced, Objects)",
                 "secrets <- /v1 Secret (secrets, namespaced, Referenced)",
                 "config_maps <- /v1 ConfigMap (configmaps, namespaced, Referenced)",
+                "backend_tls_policies <- gateway.networking.k8s.io/v1 BackendTLSPolicy (backendtlspolicies, namespaced, Objects)",
             ]
         );
     }

@@ -109,6 +109,18 @@ pub enum ProxyError {
         #[source]
         source: std::io::Error,
     },
+    /// The TLS handshake with the endpoint failed (its certificate does not verify against
+    /// the BackendTLSPolicy, the backend refused ours, or it does not speak TLS).
+    #[error("TLS to {addr} (BackendTLSPolicy {policy}): {error}")]
+    UpstreamTls {
+        addr: SocketAddr,
+        policy: String,
+        error: String,
+    },
+    /// The Service port's BackendTLSPolicy cannot be used: the backend is not reached in
+    /// cleartext instead.
+    #[error("BackendTLSPolicy {policy} cannot be used: {reason}")]
+    BackendTlsUnusable { policy: String, reason: String },
     /// The endpoint accepted the connection but the HTTP handshake or exchange failed.
     #[error("upstream {addr}: {source}")]
     UpstreamHttp {
@@ -163,7 +175,10 @@ impl ProxyError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             Self::NoEndpoints { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::ConnectIo { .. } | Self::UpstreamHttp { .. } => StatusCode::BAD_GATEWAY,
+            Self::ConnectIo { .. }
+            | Self::UpstreamHttp { .. }
+            | Self::UpstreamTls { .. }
+            | Self::BackendTlsUnusable { .. } => StatusCode::BAD_GATEWAY,
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         }

@@ -157,11 +157,14 @@ pub fn spawn_mirror(
     upstreams: Upstreams,
     protocol: UpstreamProtocol,
     endpoint: std::net::SocketAddr,
+    tls: Option<super::upstream_tls::UpstreamTls>,
     req: Request<UpstreamBody>,
 ) {
     tokio::spawn(async move {
         let exchange = async {
-            let resp = upstreams.send(protocol, endpoint, req).await?;
+            let resp = upstreams
+                .send(protocol, endpoint, tls.as_ref(), req)
+                .await?;
             let mut body = resp.into_body();
             while let Some(frame) = body.frame().await {
                 if frame.is_err() {

@@ -24,6 +24,7 @@ mod tls;
 mod trusted;
 mod upgrade;
 mod upstream;
+mod upstream_tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -26,8 +26,9 @@ use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::upstream::UpstreamBody;
+use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
 
-type Connection = http1::Connection<TokioIo<TcpStream>, UpstreamBody>;
+type Connection = http1::Connection<TokioIo<UpstreamIo>, UpstreamBody>;
 
 /// A connection and its request handle, driven by whoever holds it.
 struct Conn {
@@ -52,9 +53,13 @@ impl Conn {
 /// state is large and moves from the pool to the request and on into the response body.
 type Pooled = Box<Conn>;
 
-/// Idle connections by endpoint, each with when it became idle, oldest first (connections are
-/// pushed as they become idle, so the list is sorted by that time).
-type IdleConns = HashMap<SocketAddr, Vec<(Pooled, Instant)>>;
+/// Where a pooled connection goes: the endpoint, and the TLS identity it was made with
+/// ([`UpstreamTls::pool_key`], 0 for plain TCP).
+type PoolKey = (SocketAddr, u64);
+
+/// Idle connections by endpoint and TLS identity, each with when it became idle, oldest first
+/// (connections are pushed as they become idle, so the list is sorted by that time).
+type IdleConns = HashMap<PoolKey, Vec<(Pooled, Instant)>>;
 
 /// The pool: idle connections by endpoint, shared by every request and table.
 #[derive(Clone)]
@@ -79,24 +84,27 @@ impl Http1Pool {
         pool
     }
 
-    /// Sends `req` (origin-form URI, `Host` naming the site) on a pooled or new connection. The
-    /// response body drives the connection and returns it to the pool when it ends.
+    /// Sends `req` (origin-form URI, `Host` naming the site) on a pooled or new connection,
+    /// over TLS when `tls` says so. The response body drives the connection and returns it to
+    /// the pool when it ends.
     pub async fn send(
         &self,
         endpoint: SocketAddr,
+        tls: Option<&UpstreamTls>,
         mut req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, ProxyError> {
         if req.headers().contains_key(http::header::UPGRADE) {
-            return Box::pin(self.send_upgrade(endpoint, req)).await;
+            return Box::pin(self.send_upgrade(endpoint, tls, req)).await;
         }
+        let key = (endpoint, UpstreamTls::pool_key(tls));
         loop {
-            let reused = self.checkout(endpoint).await;
+            let reused = self.checkout(key).await;
             let fresh = reused.is_none();
             let mut conn = match reused {
                 Some(c) => c,
                 // Boxed: opening a connection is the rare path, and its state would otherwise
                 // make every request's future larger.
-                None => Box::pin(self.connect(endpoint)).await?,
+                None => Box::pin(self.connect(endpoint, tls)).await?,
             };
             let sent = conn.sender.try_send_request(req);
             tokio::pin!(sent);
@@ -117,7 +125,7 @@ impl Http1Pool {
                         inner,
                         driver: Some(Driver {
                             conn,
-                            endpoint,
+                            key,
                             pool: self.clone(),
                         }),
                     };
@@ -141,9 +149,10 @@ impl Http1Pool {
     async fn send_upgrade(
         &self,
         endpoint: SocketAddr,
+        tls: Option<&UpstreamTls>,
         req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, ProxyError> {
-        let Conn { mut sender, conn } = *self.connect(endpoint).await?;
+        let Conn { mut sender, conn } = *self.connect(endpoint, tls).await?;
         tokio::spawn(conn.with_upgrades());
         let resp = sender
             .send_request(req)
@@ -152,15 +161,15 @@ impl Http1Pool {
         Ok(resp.map(ResponseBody::plain))
     }
 
-    /// The newest idle connection to `endpoint` that is still alive.
-    async fn checkout(&self, endpoint: SocketAddr) -> Option<Pooled> {
+    /// The newest idle connection for `key` that is still alive.
+    async fn checkout(&self, key: PoolKey) -> Option<Pooled> {
         loop {
             let (mut conn, since) = {
                 let mut idle = self.idle.lock().ok()?;
-                let list = idle.get_mut(&endpoint)?;
+                let list = idle.get_mut(&key)?;
                 let entry = list.pop()?;
                 if list.is_empty() {
-                    idle.remove(&endpoint);
+                    idle.remove(&key);
                 }
                 entry
             };
@@ -173,10 +182,20 @@ impl Http1Pool {
         }
     }
 
-    async fn connect(&self, endpoint: SocketAddr) -> Result<Pooled, ProxyError> {
+    async fn connect(
+        &self,
+        endpoint: SocketAddr,
+        tls: Option<&UpstreamTls>,
+    ) -> Result<Pooled, ProxyError> {
         let stream = connect_tcp(endpoint, self.connect_timeout).await?;
+        let io = match tls {
+            None => UpstreamIo::Plain(stream),
+            Some(tls) => {
+                connect_tls(stream, endpoint, tls, b"http/1.1", self.connect_timeout).await?
+            }
+        };
         let (sender, conn) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(io))
             .await
             .map_err(upstream_error(endpoint))?;
         Ok(Box::new(Conn { sender, conn }))
@@ -184,12 +203,12 @@ impl Http1Pool {
 
     /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones
     /// (a prefix of the list, which is oldest first: one clock reading, not one per entry).
-    fn put_back(&self, endpoint: SocketAddr, conn: Pooled) {
+    fn put_back(&self, key: PoolKey, conn: Pooled) {
         let Ok(mut idle) = self.idle.lock() else {
             return;
         };
         let now = Instant::now();
-        let list = idle.entry(endpoint).or_default();
+        let list = idle.entry(key).or_default();
         let expired = list.partition_point(|(_, since)| {
             now.saturating_duration_since(*since) >= self.idle_timeout
         });
@@ -265,7 +284,7 @@ fn upstream_error(endpoint: SocketAddr) -> impl FnOnce(hyper::Error) -> ProxyErr
 /// What a response body needs to drive its connection and give it back.
 struct Driver {
     conn: Pooled,
-    endpoint: SocketAddr,
+    key: PoolKey,
     pool: Http1Pool,
 }
 
@@ -291,7 +310,7 @@ impl ResponseBody {
             let waker = futures_util::task::noop_waker();
             let mut cx = Context::from_waker(&waker);
             if d.conn.reusable(&mut cx) {
-                d.pool.put_back(d.endpoint, d.conn);
+                d.pool.put_back(d.key, d.conn);
             }
         }
     }
@@ -381,7 +400,7 @@ mod tests {
         let (addr, accepted) = backend().await;
         let pool = Http1Pool::new(4, Duration::from_secs(60), Duration::from_secs(2));
         for _ in 0..3 {
-            let resp = pool.send(addr, get()).await.expect("response");
+            let resp = pool.send(addr, None, get()).await.expect("response");
             let body = resp.into_body().collect().await.expect("body").to_bytes();
             assert_eq!(&body[..], b"ok");
         }
@@ -392,11 +411,11 @@ mod tests {
         );
         assert_eq!(pool.idle_count(), 1);
         // A response dropped before its body was read takes its connection with it.
-        let resp = pool.send(addr, get()).await.expect("response");
+        let resp = pool.send(addr, None, get()).await.expect("response");
         assert_eq!(pool.idle_count(), 0);
         drop(resp);
         assert_eq!(pool.idle_count(), 0);
-        let resp = pool.send(addr, get()).await.expect("response");
+        let resp = pool.send(addr, None, get()).await.expect("response");
         resp.into_body().collect().await.expect("body");
         assert_eq!(accepted.load(Ordering::Acquire), 2);
     }
@@ -406,7 +425,7 @@ mod tests {
         let (addr, accepted) = backend_closing_after(Duration::from_millis(50)).await;
         let pool = Http1Pool::new(4, Duration::from_secs(60), Duration::from_secs(2));
         for round in 1..=2 {
-            let resp = pool.send(addr, get()).await.expect("response");
+            let resp = pool.send(addr, None, get()).await.expect("response");
             resp.into_body().collect().await.expect("body");
             assert_eq!(pool.idle_count(), 1);
             // The backend closes the idle connection meanwhile.
@@ -419,13 +438,13 @@ mod tests {
     async fn an_expired_idle_connection_is_closed() {
         let (addr, accepted) = backend().await;
         let pool = Http1Pool::new(4, Duration::from_millis(100), Duration::from_secs(2));
-        let resp = pool.send(addr, get()).await.expect("response");
+        let resp = pool.send(addr, None, get()).await.expect("response");
         resp.into_body().collect().await.expect("body");
         assert_eq!(pool.idle_count(), 1);
         // Expired: the sweeper closes it, the next request opens a new connection.
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(pool.idle_count(), 0);
-        let resp = pool.send(addr, get()).await.expect("response");
+        let resp = pool.send(addr, None, get()).await.expect("response");
         resp.into_body().collect().await.expect("body");
         assert_eq!(accepted.load(Ordering::Acquire), 2);
     }

@@ -25,6 +25,7 @@ use super::pool::ResponseBody;
 use super::tls::TlsInfo;
 use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::{pick_endpoint, UpstreamBody};
+use super::upstream_tls::UpstreamTls;
 use super::{ProxyBody, Shared};
 use crate::table::{
     BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef, RouteRule,
@@ -153,16 +154,20 @@ impl Handler {
             .filter(|_| service.protocol == UpstreamProtocol::Http1)
             .map(|value| (value, hyper::upgrade::on(&mut req)));
         let req = self.upstream_request(req, &rule, backend, &service, Some(raw_host))?;
+        let tls = upstream_tls(table, listener, &service);
         let mut req = if upgrade.is_some() {
             req.map(BodyExt::boxed_unsync)
         } else {
-            self.mirror(req, &rule, backend)
+            self.mirror(req, &rule, backend, table, listener)
         };
         let upgrade = upgrade.map(|(value, client)| {
             restore_upgrade_headers(req.headers_mut(), value);
             client
         });
-        let send = self.shared.upstreams.send(service.protocol, endpoint, req);
+        let send = self
+            .shared
+            .upstreams
+            .send(service.protocol, endpoint, tls.as_ref(), req);
         let upstream_limit = self.shared.options.upstream_response_timeout;
         let mut resp = within_timeouts(send, rule.filters.timeouts, upstream_limit, start)
             .await
@@ -198,6 +203,8 @@ impl Handler {
         req: Request<ClientBody>,
         rule: &RouteRule,
         backend: &WeightedBackend,
+        table: &RouteTable,
+        listener: &ListenerTable,
     ) -> Request<UpstreamBody> {
         let targets: Vec<(&Mirror, SocketAddr)> = rule
             .filters
@@ -219,6 +226,7 @@ impl Handler {
                 self.shared.upstreams.clone(),
                 mirror.backend.protocol,
                 endpoint,
+                upstream_tls(table, listener, &mirror.backend),
                 m,
             );
         }
@@ -460,4 +468,18 @@ fn options_asterisk() -> Response<ProxyBody> {
 
 fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// TLS to `service` when a BackendTLSPolicy applies to its port, with the client certificate
+/// of the listener's Gateway.
+fn upstream_tls(
+    table: &RouteTable,
+    listener: &ListenerTable,
+    service: &ServiceBackend,
+) -> Option<UpstreamTls> {
+    let policy = table.backend_tls(&service.service)?;
+    Some(UpstreamTls {
+        policy: policy.clone(),
+        identity: listener.backend_identity.clone(),
+    })
 }

@@ -20,6 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::error::ProxyError;
 use super::pool::{connect_tcp, Http1Pool, ResponseBody};
+use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
 use super::{BoxError, ProxyOptions};
 use crate::table::{ServiceBackend, UpstreamProtocol};
 
@@ -65,12 +66,13 @@ impl Upstreams {
         &self,
         protocol: UpstreamProtocol,
         endpoint: SocketAddr,
+        tls: Option<&UpstreamTls>,
         mut req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, ProxyError> {
         match protocol {
             // Origin-form, as it comes: the connection is chosen by endpoint, and `Host`
             // names the site.
-            UpstreamProtocol::Http1 => self.http1.send(endpoint, req).await,
+            UpstreamProtocol::Http1 => self.http1.send(endpoint, tls, req).await,
             UpstreamProtocol::H2c => {
                 // `:authority` comes from the URI: the site the client asked for, not the
                 // endpoint; the connection is chosen by endpoint below.
@@ -80,7 +82,7 @@ impl Upstreams {
                 };
                 set_authority(&mut req, authority)?;
                 // Boxed, so that HTTP/1.1 requests' futures do not carry the h2c state.
-                let resp = Box::pin(self.h2c.send(endpoint, req)).await?;
+                let resp = Box::pin(self.h2c.send(endpoint, tls, req)).await?;
                 Ok(resp.map(ResponseBody::plain))
             }
         }
@@ -121,7 +123,8 @@ struct H2cConn {
 /// ends.
 #[derive(Clone)]
 struct H2cPool {
-    conns: Arc<Mutex<HashMap<SocketAddr, H2cConn>>>,
+    /// By endpoint and TLS identity ([`UpstreamTls::pool_key`]).
+    conns: Arc<Mutex<HashMap<(SocketAddr, u64), H2cConn>>>,
     connect_timeout: Duration,
     idle_timeout: Duration,
     next_id: Arc<AtomicU64>,
@@ -131,9 +134,10 @@ impl H2cPool {
     async fn send(
         &self,
         endpoint: SocketAddr,
+        tls: Option<&UpstreamTls>,
         req: Request<UpstreamBody>,
     ) -> Result<http::Response<hyper::body::Incoming>, ProxyError> {
-        let mut sender = self.sender(endpoint).await?;
+        let mut sender = self.sender(endpoint, tls).await?;
         let upstream = |source| ProxyError::UpstreamHttp {
             addr: endpoint,
             source,
@@ -142,15 +146,21 @@ impl H2cPool {
         sender.send_request(req).await.map_err(upstream)
     }
 
-    /// The live connection to `endpoint`, or a new one.
+    /// The live connection to `endpoint` (over TLS when `tls` says so), or a new one.
     async fn sender(
         &self,
         endpoint: SocketAddr,
+        tls: Option<&UpstreamTls>,
     ) -> Result<http2::SendRequest<UpstreamBody>, ProxyError> {
-        if let Some(s) = self.lookup(endpoint) {
+        let key = (endpoint, UpstreamTls::pool_key(tls));
+        if let Some(s) = self.lookup(key) {
             return Ok(s);
         }
         let stream = connect_tcp(endpoint, self.connect_timeout).await?;
+        let stream = match tls {
+            None => UpstreamIo::Plain(stream),
+            Some(tls) => connect_tls(stream, endpoint, tls, b"h2", self.connect_timeout).await?,
+        };
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             // Pings find peers that vanished without closing (a deleted pod), so their
@@ -165,14 +175,14 @@ impl H2cPool {
             })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let last_used = Arc::new(Mutex::new(tokio::time::Instant::now()));
-        tokio::spawn(self.clone().run(endpoint, id, last_used.clone(), conn));
+        tokio::spawn(self.clone().run(key, id, last_used.clone(), conn));
         if let Ok(mut conns) = self.conns.lock() {
             // Endpoints come and go with the table: forget connections that have ended, so the
             // map holds live connections only.
             conns.retain(|_, c| !c.sender.is_closed());
             let sender = sender.clone();
             conns.insert(
-                endpoint,
+                key,
                 H2cConn {
                     sender,
                     id,
@@ -187,11 +197,12 @@ impl H2cPool {
     /// from the pool so it closes after its last stream.
     async fn run(
         self,
-        endpoint: SocketAddr,
+        key: (SocketAddr, u64),
         id: u64,
         last_used: Arc<Mutex<tokio::time::Instant>>,
         conn: impl std::future::Future<Output = hyper::Result<()>>,
     ) {
+        let endpoint = key.0;
         tokio::pin!(conn);
         loop {
             let since = last_used
@@ -214,8 +225,8 @@ impl H2cPool {
             }
         }
         if let Ok(mut conns) = self.conns.lock() {
-            if conns.get(&endpoint).is_some_and(|c| c.id == id) {
-                conns.remove(&endpoint);
+            if conns.get(&key).is_some_and(|c| c.id == id) {
+                conns.remove(&key);
             }
         }
         if let Err(error) = conn.await {
@@ -223,9 +234,9 @@ impl H2cPool {
         }
     }
 
-    fn lookup(&self, endpoint: SocketAddr) -> Option<http2::SendRequest<UpstreamBody>> {
+    fn lookup(&self, key: (SocketAddr, u64)) -> Option<http2::SendRequest<UpstreamBody>> {
         let mut conns = self.conns.lock().ok()?;
-        match conns.get(&endpoint) {
+        match conns.get(&key) {
             Some(c) if !c.sender.is_closed() => {
                 if let Ok(mut t) = c.last_used.lock() {
                     *t = tokio::time::Instant::now();
@@ -233,7 +244,7 @@ impl H2cPool {
                 Some(c.sender.clone())
             }
             Some(_) => {
-                conns.remove(&endpoint);
+                conns.remove(&key);
                 None
             }
             None => None,
@@ -285,7 +296,7 @@ mod tests {
         });
         let (a, server_a) = echo_on_loopback().await;
         let resp = upstreams
-            .send(UpstreamProtocol::H2c, a, request("site"))
+            .send(UpstreamProtocol::H2c, a, None, request("site"))
             .await
             .expect("h2c to a");
         assert_eq!(resp.status(), 200);
@@ -295,7 +306,7 @@ mod tests {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         let ended = || {
             let conns = upstreams.h2c.conns.lock().expect("pool lock");
-            conns.get(&a).is_none_or(|c| c.sender.is_closed())
+            conns.get(&(a, 0)).is_none_or(|c| c.sender.is_closed())
         };
         while !ended() {
             assert!(
@@ -306,11 +317,11 @@ mod tests {
         }
         let (b, _server_b) = echo_on_loopback().await;
         let resp = upstreams
-            .send(UpstreamProtocol::H2c, b, request("site"))
+            .send(UpstreamProtocol::H2c, b, None, request("site"))
             .await
             .expect("h2c to b");
         assert_eq!(resp.status(), 200);
         let conns = upstreams.h2c.conns.lock().expect("pool lock");
-        assert_eq!(conns.keys().copied().collect::<Vec<_>>(), vec![b]);
+        assert_eq!(conns.keys().copied().collect::<Vec<_>>(), vec![(b, 0)]);
     }
 }

@@ -7,6 +7,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use gateway_api::apis::standard::backendtlspolicies::{
+    BackendTlsPolicyStatus, BackendTlsPolicyStatusAncestors,
+};
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gateway_api::apis::standard::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
@@ -25,6 +28,7 @@ pub enum StatusBody {
     GatewayClass(GatewayClassStatus),
     Gateway(GatewayStatus),
     HttpRoute(Arc<HttpRouteStatus>),
+    BackendTlsPolicy(BackendTlsPolicyStatus),
     /// A status read back from JSON (`/debug/status`) or written by hand.
     Json(Value),
 }
@@ -48,6 +52,7 @@ impl StatusBody {
             Self::GatewayClass(s) => serde_json::to_value(s),
             Self::Gateway(s) => serde_json::to_value(s),
             Self::HttpRoute(s) => serde_json::to_value(s),
+            Self::BackendTlsPolicy(s) => serde_json::to_value(s),
             Self::Json(v) => return Cow::Borrowed(v),
         };
         Cow::Owned(v.unwrap_or(Value::Null))
@@ -67,7 +72,10 @@ impl StatusBody {
         match (kind, self) {
             (ObjectKind::GatewayClass, Self::GatewayClass(_))
             | (ObjectKind::Gateway, Self::Gateway(_))
-            | (ObjectKind::HttpRoute, Self::HttpRoute(_)) => Some(Cow::Borrowed(self)),
+            | (ObjectKind::HttpRoute, Self::HttpRoute(_))
+            | (ObjectKind::BackendTlsPolicy, Self::BackendTlsPolicy(_)) => {
+                Some(Cow::Borrowed(self))
+            }
             (_, Self::Json(v)) => {
                 let typed = match kind {
                     ObjectKind::GatewayClass => {
@@ -76,6 +84,9 @@ impl StatusBody {
                     ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
                     ObjectKind::HttpRoute => {
                         Self::HttpRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
+                    }
+                    ObjectKind::BackendTlsPolicy => {
+                        Self::BackendTlsPolicy(BackendTlsPolicyStatus::deserialize(v).ok()?)
                     }
                 };
                 Some(Cow::Owned(typed))
@@ -103,6 +114,7 @@ impl StatusBody {
             (Self::GatewayClass(p), Self::GatewayClass(n)) => carry_class(p, n),
             (Self::Gateway(p), Self::Gateway(n)) => carry_gateway(p, n),
             (Self::HttpRoute(p), Self::HttpRoute(n)) => carry_shared_route(p, n),
+            (Self::BackendTlsPolicy(p), Self::BackendTlsPolicy(n)) => carry_policy(p, n),
             _ => {}
         }
     }
@@ -127,6 +139,11 @@ impl StatusBody {
             Self::HttpRoute(s) => {
                 for p in &mut Arc::make_mut(s).parents {
                     stamp(&mut p.conditions);
+                }
+            }
+            Self::BackendTlsPolicy(s) => {
+                for a in &mut s.ancestors {
+                    stamp(&mut a.conditions);
                 }
             }
             Self::Json(_) => {}
@@ -166,6 +183,12 @@ impl StatusBody {
                 for p in &s.parents {
                     let scope = format!("{object} parent {}", p.parent_ref.name);
                     push_problems(&scope, Some(&p.conditions), out);
+                }
+            }
+            Self::BackendTlsPolicy(s) => {
+                for a in &s.ancestors {
+                    let scope = format!("{object} ancestor {}", a.ancestor_ref.name);
+                    push_problems(&scope, Some(&a.conditions), out);
                 }
             }
             Self::Json(_) => {}
@@ -217,6 +240,21 @@ fn carry_shared_route(prev: &HttpRouteStatus, next: &mut Arc<HttpRouteStatus>) {
     if changes {
         carry_route(prev, Arc::make_mut(next));
     }
+}
+
+/// [`StatusBody::carry_from`] for a policy: each ancestor's conditions, the ancestor matched
+/// by `ancestorRef` and `controllerName`.
+pub(super) fn carry_policy(prev: &BackendTlsPolicyStatus, next: &mut BackendTlsPolicyStatus) {
+    for a in &mut next.ancestors {
+        if let Some(q) = prev.ancestors.iter().find(|q| same_ancestor(q, a)) {
+            carry_times(&q.conditions, &mut a.conditions);
+        }
+    }
+}
+
+/// The same ancestor entry of a policy's status: same `ancestorRef` and `controllerName`.
+fn same_ancestor(a: &BackendTlsPolicyStatusAncestors, b: &BackendTlsPolicyStatusAncestors) -> bool {
+    a.ancestor_ref == b.ancestor_ref && a.controller_name == b.controller_name
 }
 
 /// The same parent entry of a route's status: same `parentRef` and `controllerName`.

@@ -4,6 +4,7 @@
 //! other controllers' kept, guarded by the read `resourceVersion`), and the transitions that
 //! deserve an Event. Pure: the writer sends what this returns.
 
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatus;
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gateway_api::apis::standard::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
@@ -11,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::body::{carry_class, carry_gateway, carry_route};
+use super::body::{carry_class, carry_gateway, carry_policy, carry_route};
 use super::conditions::{is_problem_of_type, ACCEPTED, CONFLICTED};
 use super::{ObjectKind, ObjectStatus, StatusBody};
 
@@ -22,6 +23,7 @@ pub enum Carried<'a> {
     GatewayClass(Option<&'a GatewayClassStatus>),
     Gateway(Option<&'a GatewayStatus>),
     HttpRoute(Option<&'a HttpRouteStatus>),
+    BackendTlsPolicy(Option<&'a BackendTlsPolicyStatus>),
 }
 
 /// A transition worth an Event: a route parent newly not accepted, a listener newly in
@@ -100,6 +102,9 @@ pub fn patch(
         (StatusBody::HttpRoute(want), Carried::HttpRoute(current)) => {
             route_patch(current, &want.parents, resource_version, controller)
         }
+        (StatusBody::BackendTlsPolicy(want), Carried::BackendTlsPolicy(current)) => {
+            policy_patch(current, want, resource_version, controller)
+        }
         _ => return Err(DiffError::OtherKind { kind, name }),
     })
 }
@@ -137,6 +142,43 @@ fn object_patch<T: Serialize>(current: Option<&T>, desired: &T) -> Option<Value>
 fn sorted_by_ref(mut v: Vec<Value>) -> Vec<Value> {
     v.sort_by_key(|p| p.get("parentRef").map(Value::to_string));
     v
+}
+
+/// A policy's new `ancestors[]`: as [`route_patch`] does for `parents[]`, other controllers'
+/// entries kept, ours replaced (times carried over), `None` when ours already match.
+fn policy_patch(
+    carried: Option<&BackendTlsPolicyStatus>,
+    desired: &BackendTlsPolicyStatus,
+    resource_version: Option<&str>,
+    controller: &str,
+) -> Option<StatusPatch> {
+    let current = carried.map(|s| s.ancestors.as_slice()).unwrap_or_default();
+    let (current_ours, theirs): (Vec<_>, Vec<_>) = current
+        .iter()
+        .cloned()
+        .partition(|a| a.controller_name == controller);
+    let current_ours = BackendTlsPolicyStatus {
+        ancestors: current_ours,
+    };
+    let mut ours = desired.clone();
+    carry_policy(&current_ours, &mut ours);
+    let sorted = |s: &BackendTlsPolicyStatus| {
+        let mut v: Vec<Value> = s.ancestors.iter().map(to_json).collect();
+        v.sort_by_key(|a| a.get("ancestorRef").map(Value::to_string));
+        v
+    };
+    if sorted(&current_ours) == sorted(&ours) {
+        return None;
+    }
+    let mut ancestors: Vec<Value> = theirs.iter().map(to_json).collect();
+    ancestors.extend(ours.ancestors.iter().map(to_json));
+    Some(StatusPatch {
+        body: json!({
+            "metadata": {"resourceVersion": resource_version},
+            "status": {"ancestors": ancestors},
+        }),
+        notable: Vec::new(),
+    })
 }
 
 /// The route's new `parents[]`: other controllers' entries as they are, then ours as computed

@@ -12,13 +12,15 @@ pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 pub const API_VERSION: &str = "gateway.networking.k8s.io/v1";
 
 /// A kind whose status the translator computes. Ordered as reports list them: classes, then
-/// Gateways, then routes.
+/// Gateways, then routes, then policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ObjectKind {
     GatewayClass,
     Gateway,
     #[serde(rename = "HTTPRoute")]
     HttpRoute,
+    #[serde(rename = "BackendTLSPolicy")]
+    BackendTlsPolicy,
 }
 
 /// A kind name that is not one of [`ObjectKind`]'s.
@@ -28,7 +30,12 @@ pub struct UnknownKind(pub String);
 
 impl ObjectKind {
     /// Every kind, in report order.
-    pub const ALL: [ObjectKind; 3] = [Self::GatewayClass, Self::Gateway, Self::HttpRoute];
+    pub const ALL: [ObjectKind; 4] = [
+        Self::GatewayClass,
+        Self::Gateway,
+        Self::HttpRoute,
+        Self::BackendTlsPolicy,
+    ];
 
     /// The kind's name, as in `kind:` of a manifest.
     pub fn as_str(self) -> &'static str {
@@ -36,6 +43,7 @@ impl ObjectKind {
             Self::GatewayClass => "GatewayClass",
             Self::Gateway => "Gateway",
             Self::HttpRoute => "HTTPRoute",
+            Self::BackendTlsPolicy => "BackendTLSPolicy",
         }
     }
 
@@ -48,7 +56,7 @@ impl ObjectKind {
     pub fn namespaced(self) -> bool {
         match self {
             Self::GatewayClass => false,
-            Self::Gateway | Self::HttpRoute => true,
+            Self::Gateway | Self::HttpRoute | Self::BackendTlsPolicy => true,
         }
     }
 }

@@ -56,6 +56,11 @@ impl CaBundle {
         Ok(Self(certs))
     }
 
+    /// The anchors' certificates.
+    pub fn certificates(&self) -> impl Iterator<Item = CertificateDer<'static>> + '_ {
+        self.0.iter().cloned()
+    }
+
     fn roots(bundles: &[CaBundle]) -> RootCertStore {
         let mut roots = RootCertStore::empty();
         // Each certificate was checked by `from_pem`.

@@ -1,6 +1,7 @@
 //! The data-plane model: an immutable, fully resolved route table built by `translate` and read by
 //! `proxy` on every request. Pure: no I/O, no tokio, no kube; lookups are hash probes and short scans.
 
+mod backend_tls;
 mod client_auth;
 mod cors;
 mod filters;
@@ -12,6 +13,9 @@ mod path;
 mod tls;
 mod x509;
 
+pub use backend_tls::{
+    BackendIdentity, BackendTls, BackendTlsEntry, BackendTlsError, SubjectAltName,
+};
 pub use client_auth::{CaBundle, CaBundleError, ClientValidation, ValidationMode};
 pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
 pub use filters::{

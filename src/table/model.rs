@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::backend_tls::{BackendIdentity, BackendTlsEntry};
 use super::cors::Cors;
 use super::filters::{HeaderModifier, Mirror, Redirect, Timeouts, UrlRewrite};
 use super::host::HostIndex;
@@ -24,6 +25,9 @@ pub struct RouteTable {
     /// One entry per socket the proxy must listen on.
     #[serde(serialize_with = "serialize_listeners")]
     pub listeners: BTreeMap<SocketAddr, Arc<ListenerTable>>,
+    /// TLS to backends (BackendTLSPolicy), by Service port; ports without an entry are plain.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub backend_tls: BTreeMap<ServiceKey, Arc<BackendTlsEntry>>,
 }
 
 fn serialize_listeners<S: serde::Serializer>(
@@ -37,6 +41,14 @@ impl RouteTable {
     /// The listener bound at `addr`, if the table still has one.
     pub fn listener(&self, addr: &SocketAddr) -> Option<&Arc<ListenerTable>> {
         self.listeners.get(addr)
+    }
+
+    /// TLS to the Service port `key`, when a BackendTLSPolicy applies to it.
+    pub fn backend_tls(&self, key: &ServiceKey) -> Option<&Arc<BackendTlsEntry>> {
+        if self.backend_tls.is_empty() {
+            return None;
+        }
+        self.backend_tls.get(key)
     }
 
     /// Number of route rules (one per rule match) across all listeners and hosts.
@@ -60,6 +72,10 @@ pub struct ListenerTable {
     /// Set on HTTPS sockets: connections are TLS, certificates chosen by SNI.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsListeners>,
+    /// The client certificate presented to TLS backends (Gateway
+    /// `spec.tls.backend.clientCertificateRef` of the first Gateway bound here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_identity: Option<Arc<BackendIdentity>>,
 }
 
 impl ListenerTable {
@@ -75,6 +91,7 @@ impl ListenerTable {
             sources,
             hosts: HostIndex::build(hosts),
             tls: None,
+            backend_identity: None,
         }
     }
 

@@ -1,6 +1,7 @@
-//! The expiry (`notAfter`) of a DER certificate, read with a minimal DER walk down to the
-//! `validity` field of `TBSCertificate` (RFC 5280, 4.1). rustls and webpki check validity
-//! during handshakes but do not expose it; this is what the expiry metric reports. Pure.
+//! The expiry (`notAfter`) and the URI subject alternative names of a DER certificate, read
+//! with a minimal DER walk of `TBSCertificate` (RFC 5280, 4.1). rustls and webpki check
+//! validity and DNS names during handshakes but expose neither field: the expiry metric
+//! reports the first, BackendTLSPolicy `subjectAltNames` of type URI compare the second. Pure.
 
 /// Seconds since the Unix epoch at which the DER certificate `der` expires; `None` when the
 /// encoding is not the expected X.509 shape.
@@ -39,6 +40,61 @@ pub fn not_after(der: &[u8]) -> Option<i64> {
     }
 }
 
+/// The URIs (`uniformResourceIdentifier`, RFC 5280 4.2.1.6) in the certificate's
+/// subjectAltName extension; empty when it has none or does not parse.
+pub fn uri_sans(der: &[u8]) -> Vec<String> {
+    san_uris(der).unwrap_or_default()
+}
+
+fn san_uris(der: &[u8]) -> Option<Vec<String>> {
+    let (_, certificate, _) = element(der)?;
+    let (_, mut tbs, _) = element(certificate)?;
+    if element(tbs)?.0 == VERSION {
+        tbs = element(tbs)?.2;
+    }
+    // serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo.
+    for _ in 0..6 {
+        tbs = element(tbs)?.2;
+    }
+    // issuerUniqueID [1], subjectUniqueID [2], then extensions [3].
+    let extensions = loop {
+        let (tag, contents, rest) = element(tbs)?;
+        if tag == EXTENSIONS {
+            break element(contents)?.1;
+        }
+        tbs = rest;
+    };
+    let mut list = extensions;
+    while !list.is_empty() {
+        let (_, extension, rest) = element(list)?;
+        list = rest;
+        let (_, oid, mut fields) = element(extension)?;
+        if oid != SUBJECT_ALT_NAME {
+            continue;
+        }
+        if element(fields)?.0 == BOOLEAN {
+            fields = element(fields)?.2;
+        }
+        let (_, value, _) = element(fields)?;
+        let (_, mut names, _) = element(value)?;
+        let mut uris = Vec::new();
+        while !names.is_empty() {
+            let (tag, name, rest) = element(names)?;
+            names = rest;
+            if tag == URI_NAME {
+                uris.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        return Some(uris);
+    }
+    Some(Vec::new())
+}
+
+const EXTENSIONS: u8 = 0xa3;
+const BOOLEAN: u8 = 0x01;
+const URI_NAME: u8 = 0x86;
+/// OID 2.5.29.17.
+const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
 const SEQUENCE: u8 = 0x30;
 const VERSION: u8 = 0xa0;
 const UTC_TIME: u8 = 0x17;
@@ -99,5 +155,19 @@ mod tests {
         assert_eq!(not_after(cert.der()), Some(2_556_144_000));
         assert_eq!(not_after(b"\x30\x03\x02\x01"), None);
         assert_eq!(not_after(b""), None);
+    }
+
+    #[test]
+    fn reads_uri_subject_alt_names() {
+        let mut params = rcgen::CertificateParams::new(vec!["a.example".to_owned()]).unwrap();
+        params.subject_alt_names.push(rcgen::SanType::URI(
+            "spiffe://a.example/workload".try_into().unwrap(),
+        ));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(uri_sans(cert.der()), ["spiffe://a.example/workload"]);
+        let plain = rcgen::generate_simple_self_signed(vec!["b.example".to_owned()]).unwrap();
+        assert!(uri_sans(plain.cert.der()).is_empty());
+        assert!(uri_sans(b"\x30\x03\x02\x01").is_empty());
     }
 }

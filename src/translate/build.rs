@@ -15,7 +15,9 @@ use super::protocol::ListenerProtocol;
 use super::rules::CompiledRoute;
 use super::tls::ListenerTls;
 use crate::table::hostname::{HostnameMap, Pattern};
-use crate::table::{ListenerTable, RouteRule, RouteTable, TlsListener, TlsListeners, VirtualHost};
+use crate::table::{
+    BackendIdentity, ListenerTable, RouteRule, RouteTable, TlsListener, TlsListeners, VirtualHost,
+};
 
 /// Identity of a rule in a virtual host, so a route attached twice is served once.
 /// (index of the route in the translation, rule index, match index).
@@ -30,6 +32,8 @@ struct SocketBuild<'r> {
     /// `(gateway, listener)` indexes of the listeners bound here.
     members: Vec<(usize, usize)>,
     tls: Vec<TlsListener>,
+    /// The client certificate for TLS backends of the first Gateway bound here with one.
+    identity: Option<Arc<BackendIdentity>>,
     sources: BTreeSet<String>,
     /// Hostnames of the listeners bound here (`None`: any host).
     listener_hosts: Vec<Option<String>>,
@@ -106,6 +110,11 @@ pub fn build_table(
                 let first = s.protocol.get_or_insert_with(|| l.protocol.clone());
                 debug_assert!(*first == l.protocol && (s.members.is_empty() || s.port == l.port));
                 s.port = l.port;
+                if s.identity.is_none() {
+                    if let Some(Ok(id)) = &g.backend_identity {
+                        s.identity = Some(id.clone());
+                    }
+                }
                 if !s.members.contains(&(gi, li)) {
                     s.members.push((gi, li));
                 }
@@ -196,6 +205,7 @@ pub fn build_table(
                 .collect::<Vec<_>>();
             let mut table =
                 ListenerTable::new(addr, s.sources.into_iter().collect(), hosts).with_port(s.port);
+            table.backend_identity = s.identity;
             if s.protocol
                 .as_ref()
                 .is_some_and(ListenerProtocol::terminates_tls)
@@ -208,5 +218,6 @@ pub fn build_table(
     RouteTable {
         generation,
         listeners,
+        backend_tls: BTreeMap::new(),
     }
 }

@@ -107,11 +107,11 @@ impl ClientAuth {
 }
 
 /// A caCertificateRef with its defaults applied, whichever field it came from.
-struct CaRef<'g> {
-    group: &'g str,
-    kind: &'g str,
-    name: &'g str,
-    namespace: Option<&'g str>,
+pub(super) struct CaRef<'g> {
+    pub group: &'g str,
+    pub kind: &'g str,
+    pub name: &'g str,
+    pub namespace: Option<&'g str>,
 }
 
 /// The validation a Gateway configures for `port`: its references and mode.
@@ -302,7 +302,9 @@ impl<'a> Frontends<'a> {
         }
     }
 
-    fn bundle(
+    /// The CA bundle `r` names, for an object in `gateway_ns` (a ReferenceGrant is needed
+    /// across namespaces), with the `Kind namespace/name` it is shown as.
+    pub(super) fn bundle(
         &mut self,
         gateway_ns: &str,
         r: &CaRef<'_>,

@@ -2,6 +2,7 @@
 //! kinds, conflicts between listeners; the Gateway status once routes have been attached. Pure.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::{
     GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
@@ -24,7 +25,10 @@ use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPO
 use super::TranslateOptions;
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
-use crate::table::Certificate;
+use crate::table::{BackendIdentity, Certificate};
+
+/// Gateway ResolvedRefs reason: `spec.tls.backend.clientCertificateRef` is unusable.
+pub const REASON_INVALID_CLIENT_CERTIFICATE_REF: &str = "InvalidClientCertificateRef";
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
 pub const SUPPORTED_FEATURES: &[&str] = &[
@@ -114,6 +118,8 @@ pub struct GatewayModel<'a> {
     pub parameters_error: Option<InvalidParameters>,
     pub placement: Placement<'a>,
     pub listeners: Vec<ListenerModel<'a>>,
+    /// `spec.tls.backend.clientCertificateRef`: `None` when unset.
+    pub backend_identity: Option<Result<Arc<BackendIdentity>, TlsRefError>>,
 }
 
 /// Where a Gateway's listeners bind.
@@ -165,7 +171,18 @@ impl<'a> GatewayModel<'a> {
             })
             .collect();
         mark_conflicts(&mut listeners);
+        let backend_identity = gateway
+            .spec
+            .tls
+            .as_ref()
+            .and_then(|t| t.backend.as_ref()?.client_certificate_ref.as_ref())
+            .map(|r| {
+                certificates
+                    .client_certificate(namespace, r)
+                    .map(|c| Arc::new(BackendIdentity::new(&c)))
+            });
         Self {
+            backend_identity,
             gateway,
             namespace,
             name,
@@ -280,6 +297,18 @@ impl<'a> GatewayModel<'a> {
             None
         };
         let mut conditions = vec![accepted, programmed];
+        match &self.backend_identity {
+            None => {}
+            Some(Ok(_)) => conditions.push(s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")),
+            Some(Err(e)) => conditions.push(s.fail(
+                RESOLVED_REFS,
+                match e {
+                    TlsRefError::NotPermitted { .. } => REASON_REF_NOT_PERMITTED,
+                    _ => REASON_INVALID_CLIENT_CERTIFICATE_REF,
+                },
+                format!("spec.tls.backend.clientCertificateRef: {e}"),
+            )),
+        }
         if insecure_fallback(self.gateway) {
             conditions.push(s.ok(
                 INSECURE_FRONTEND_VALIDATION_MODE,

@@ -5,6 +5,7 @@
 //! No I/O, no tokio, no kube client.
 
 mod address;
+mod backend_tls;
 mod backends;
 mod bind;
 mod build;
@@ -28,8 +29,9 @@ mod rules;
 mod testing;
 mod tls;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
@@ -195,12 +197,56 @@ fn translate_cached(
         ));
     }
     cache.finish(compiler);
-    let table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
+    let policies = backend_tls::resolve_policies(
+        &snapshot.backend_tls_policies,
+        &snapshot.services,
+        &services_used(&compiled),
+        &gateways,
+        &mut frontends,
+        |generation| conditions::Stamp {
+            generation,
+            now: options.now,
+        },
+        &options.controller_name,
+    );
+    for (policy, status) in policies.statuses {
+        report.entries.push(ObjectStatus::new(
+            ObjectKind::BackendTlsPolicy,
+            Some(namespace_of(&policy.metadata)),
+            policy.metadata.name.as_deref().unwrap_or(""),
+            policy.metadata.generation,
+            StatusBody::BackendTlsPolicy(status),
+        ));
+    }
+    let mut table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
+    table.backend_tls = policies.by_port;
     report.sort();
     Translation {
         table,
         status: report,
     }
+}
+
+/// Every Service port the rules of attached routes send traffic to, with the Gateways (by
+/// index) whose listeners the routes are attached to.
+fn services_used(
+    compiled: &[(Arc<httproute::Attached>, Arc<rules::CompiledRoute>)],
+) -> BTreeMap<crate::table::ServiceKey, BTreeSet<usize>> {
+    let mut used: BTreeMap<crate::table::ServiceKey, BTreeSet<usize>> = BTreeMap::new();
+    for (attached, route) in compiled {
+        if attached.attachments.is_empty() {
+            continue;
+        }
+        for rule in &route.rules {
+            for b in &rule.backends.backends {
+                if let crate::table::BackendTarget::Service(s) = &b.target {
+                    let gateways = used.entry(s.service.clone()).or_default();
+                    gateways.extend(attached.attachments.iter().map(|a| a.gateway));
+                }
+            }
+        }
+    }
+    used
 }
 
 /// Why a Gateway's parameters cannot be used: its class's, else its own

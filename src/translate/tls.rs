@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::{
     Gateway, GatewayListeners, GatewayListenersTlsCertificateRefs, GatewayListenersTlsMode,
+    GatewayTlsBackendClientCertificateRef,
 };
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::Secret;
@@ -167,6 +168,16 @@ impl<'a> Certificates<'a> {
         }
     }
 
+    /// The client certificate a Gateway in `gateway_ns` presents to TLS backends
+    /// (`spec.tls.backend.clientCertificateRef`): the same rules as a listener's certificateRef.
+    pub fn client_certificate(
+        &mut self,
+        gateway_ns: &str,
+        r: &GatewayTlsBackendClientCertificateRef,
+    ) -> Result<Arc<Certificate>, TlsRefError> {
+        self.resolve(gateway_ns, &as_certificate_ref(r))
+    }
+
     /// The certificate the previous table served from the Secret `e` is about, when `e` is
     /// about the Secret's contents.
     fn previous(&self, e: &TlsRefError) -> Option<Arc<Certificate>> {
@@ -217,6 +228,18 @@ impl<'a> Certificates<'a> {
                 secret: secret_name,
                 error,
             })
+    }
+}
+
+/// A clientCertificateRef read as a certificateRef (the same fields and defaults).
+fn as_certificate_ref(
+    r: &GatewayTlsBackendClientCertificateRef,
+) -> GatewayListenersTlsCertificateRefs {
+    GatewayListenersTlsCertificateRefs {
+        group: r.group.clone(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
     }
 }
 
@@ -274,6 +297,17 @@ pub fn referenced_secrets(
             .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
             .flatten();
         for r in refs {
+            if let Ok((ns, name)) = permitted_secret(&grants, gw_ns, r) {
+                out.insert((ns.to_owned(), name.to_owned()));
+            }
+        }
+        let client = gw
+            .spec
+            .tls
+            .as_ref()
+            .and_then(|t| t.backend.as_ref()?.client_certificate_ref.as_ref())
+            .map(as_certificate_ref);
+        if let Some(r) = &client {
             if let Ok((ns, name)) = permitted_secret(&grants, gw_ns, r) {
                 out.insert((ns.to_owned(), name.to_owned()));
             }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
@@ -259,6 +260,16 @@ impl StatusWriter {
                         diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
                     })
                 }
+                ObjectKind::BackendTlsPolicy => {
+                    let r = ObjectRef::new(&e.name).within(ns);
+                    let Some(o) = self.stores.of::<BackendTlsPolicy>().get(&r) else {
+                        continue;
+                    };
+                    self.plan_one(key, revision, &*o, |rv| {
+                        let carried = Carried::BackendTlsPolicy(o.status.as_ref());
+                        diff::patch(e, carried, rv, &controller)
+                    })
+                }
             };
             out.extend(write);
         }
@@ -338,6 +349,9 @@ impl StatusWriter {
             ObjectKind::Gateway => patch_status::<Gateway>(Api::namespaced(client, ns), &w).await,
             ObjectKind::HttpRoute => {
                 patch_status::<HttpRoute>(Api::namespaced(client, ns), &w).await
+            }
+            ObjectKind::BackendTlsPolicy => {
+                patch_status::<BackendTlsPolicy>(Api::namespaced(client, ns), &w).await
             }
         };
         result.map_err(|source| StatusError::Patch {
