@@ -153,6 +153,16 @@ pub struct EchoArgs {
     /// Namespace reported in responses.
     #[arg(long, env = "NAMESPACE", default_value = "default")]
     pub namespace: String,
+    /// Serve TLS with this PEM certificate chain (and `--tls-key`); answers then carry
+    /// `tls.serverName` and `tls.peerCertificates`.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// With `--tls-cert`: require a client certificate signed by a CA of this PEM bundle.
+    #[arg(long, requires = "tls_cert")]
+    pub client_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -252,8 +262,26 @@ async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
         pod: args.pod,
         namespace: args.namespace,
     };
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).with_context(|| format!("read {}", path.display()))
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let ca = args.client_ca.as_deref().map(read).transpose()?;
+            let config = crate::echo_tls::server_config(&read(cert)?, &read(key)?, ca.as_deref())
+                .context("echo TLS configuration")?;
+            Some(config)
+        }
+        _ => None,
+    };
+    let served = async {
+        match tls {
+            Some(config) => crate::echo_tls::serve_echo_tls(listener, identity, None, config).await,
+            None => serve_echo(listener, identity).await,
+        }
+    };
     tokio::select! {
-        r = serve_echo(listener, identity) => r.context("echo server")?,
+        r = served => r.context("echo server")?,
         () = shutdown_signal() => {}
     }
     Ok(ExitCode::SUCCESS)

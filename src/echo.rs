@@ -45,6 +45,20 @@ struct EchoReply<'a> {
     namespace: &'a str,
     pod: &'a str,
     body_length: u64,
+    /// Set when the request came over TLS (see [`crate::echo_tls`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls: Option<&'a TlsSeen>,
+}
+
+/// What a TLS echo backend saw of the client's handshake, reported as `tls` in its answer.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSeen {
+    /// The SNI the client sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// The client's certificate chain, PEM, leaf first (empty when it sent none).
+    pub peer_certificates: Vec<String>,
 }
 
 /// One request as an echo server received it.
@@ -132,7 +146,7 @@ pub async fn serve_echo_logged(
                     let service = service_fn(move |req| {
                         let identity = identity.clone();
                         let log = log.clone();
-                        async move { Ok::<_, Infallible>(answer(req, &identity, log.as_ref()).await) }
+                        async move { Ok::<_, Infallible>(answer(req, &identity, log.as_ref(), None).await) }
                     });
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(stream), service)
@@ -151,11 +165,12 @@ pub async fn serve_echo_logged(
 }
 
 /// Logs the request, then answers an upgrade with `101` and a byte echo, anything else with
-/// the JSON echo.
-async fn answer(
+/// the JSON echo (with `tls` when the connection is TLS).
+pub(crate) async fn answer(
     mut req: Request<Incoming>,
     identity: &EchoIdentity,
     log: Option<&RequestLog>,
+    tls: Option<&TlsSeen>,
 ) -> Response<Full<Bytes>> {
     if let Some(log) = log {
         log.push(LoggedRequest {
@@ -183,7 +198,7 @@ async fn answer(
         });
     }
     let Some(protocol) = req.headers().get(header::UPGRADE).cloned() else {
-        return echo(req, identity).await;
+        return echo(req, identity, tls).await;
     };
     let on = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
@@ -201,7 +216,11 @@ async fn answer(
 }
 
 /// Answers one request after draining its body.
-async fn echo(req: Request<Incoming>, identity: &EchoIdentity) -> Response<Full<Bytes>> {
+async fn echo(
+    req: Request<Incoming>,
+    identity: &EchoIdentity,
+    tls: Option<&TlsSeen>,
+) -> Response<Full<Bytes>> {
     let (parts, mut body) = req.into_parts();
     let mut body_length = 0u64;
     while let Some(frame) = body.frame().await {
@@ -250,6 +269,7 @@ async fn echo(req: Request<Incoming>, identity: &EchoIdentity) -> Response<Full<
         namespace: &identity.namespace,
         pod: &identity.pod,
         body_length,
+        tls,
     };
     let json = serde_json::to_vec(&reply).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(json)));

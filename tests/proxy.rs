@@ -5,6 +5,8 @@ mod support;
 
 #[path = "proxy/backend_protocols.rs"]
 mod backend_protocols;
+#[path = "proxy/backend_tls.rs"]
+mod backend_tls;
 #[path = "proxy/client_certs.rs"]
 mod client_certs;
 #[path = "proxy/client_faults.rs"]

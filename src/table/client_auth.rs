@@ -185,8 +185,12 @@ mod tests {
             ValidationMode::AllowValidOnly,
             ValidationMode::AllowInsecureFallback,
         ] {
-            let v = ClientValidation::new(vec!["ConfigMap a/b".into()], &[bundle.clone()], mode)
-                .unwrap();
+            let v = ClientValidation::new(
+                vec!["ConfigMap a/b".into()],
+                std::slice::from_ref(&bundle),
+                mode,
+            )
+            .unwrap();
             assert!(v.verifier.offer_client_auth());
             assert_eq!(
                 v.verifier.client_auth_mandatory(),

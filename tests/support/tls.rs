@@ -96,6 +96,20 @@ impl TestCa {
         }
     }
 
+    /// A certificate and key (PEM) for the DNS names `dns` and URIs `uris`, issued by this CA.
+    pub fn issue_pem(&self, dns: &[&str], uris: &[&str]) -> (String, String) {
+        let names: Vec<String> = dns.iter().map(|s| s.to_string()).collect();
+        let mut params = rcgen::CertificateParams::new(names).expect("params");
+        for u in uris {
+            params
+                .subject_alt_names
+                .push(rcgen::SanType::URI((*u).try_into().expect("URI SAN")));
+        }
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &self.issuer).expect("certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+
     /// A client certificate for `name`, issued by this CA.
     pub fn issue(&self, name: &str) -> ClientIdentity {
         let mut params =
