@@ -6,6 +6,8 @@
 
 mod support;
 
+#[path = "conformance/backend_tls.rs"]
+mod backend_tls;
 #[path = "conformance/backends.rs"]
 mod backends;
 #[path = "conformance/check_cli.rs"]

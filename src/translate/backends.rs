@@ -359,7 +359,10 @@ impl<'a> Backends<'a> {
         }
         let (key, _) = cache_key;
         let protocol = match service_port.app_protocol.as_deref() {
-            None | Some("http") | Some("kubernetes.io/ws") => UpstreamProtocol::Http1,
+            // `https`: HTTP/1.1 over the TLS a BackendTLSPolicy of the port configures.
+            None | Some("http") | Some("https") | Some("HTTPS") | Some("kubernetes.io/ws") => {
+                UpstreamProtocol::Http1
+            }
             Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
             Some(other) => {
                 return Err(BackendError::UnsupportedProtocol {

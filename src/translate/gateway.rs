@@ -32,8 +32,11 @@ pub const REASON_INVALID_CLIENT_CERTIFICATE_REF: &str = "InvalidClientCertificat
 
 /// Features of the Gateway API conformance suite this translator and the proxy implement.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "Gateway",
     "GatewayAddressEmpty",
+    "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPSListenerDetectMisdirectedRequests",

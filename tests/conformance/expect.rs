@@ -108,6 +108,10 @@ pub struct Want {
     pub resp_headers: Vec<(String, String)>,
     pub resp_absent: Vec<String>,
     pub location: Option<String>,
+    /// The SNI a TLS backend saw (`tls.serverName` of its answer).
+    pub sni: Option<String>,
+    /// The client certificate (PEM) a TLS backend saw first.
+    pub client_cert: Option<String>,
 }
 
 impl Want {
@@ -152,6 +156,18 @@ impl Want {
 
     pub fn host(mut self, host: &str) -> Self {
         self.host = Some(host.to_owned());
+        self
+    }
+
+    /// The TLS backend saw SNI `sni`.
+    pub fn sni(mut self, sni: &str) -> Self {
+        self.sni = Some(sni.to_owned());
+        self
+    }
+
+    /// The TLS backend saw the client certificate `pem`.
+    pub fn client_cert(mut self, pem: &str) -> Self {
+        self.client_cert = Some(pem.to_owned());
         self
     }
 
@@ -223,6 +239,20 @@ impl Want {
         if let Some(host) = &self.host {
             if r.field("host").as_deref() != Some(host.as_str()) {
                 return Err(format!("echoed host {:?}, want {host}", r.field("host")));
+            }
+        }
+        if let Some(sni) = &self.sni {
+            let got = &r.json()["tls"]["serverName"];
+            if got != sni.as_str() {
+                return Err(format!("backend saw SNI {got}, want {sni:?}"));
+            }
+        }
+        if let Some(pem) = &self.client_cert {
+            let got = &r.json()["tls"]["peerCertificates"][0];
+            if got != pem.as_str() {
+                return Err(format!(
+                    "backend saw client certificate {got}, want {pem:?}"
+                ));
             }
         }
         if let Some(proto) = &self.proto {

@@ -21,6 +21,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use edgeplane::echo::{serve_echo_logged, EchoIdentity, LoggedRequest, RequestLog};
+use edgeplane::echo_tls::{serve_echo_tls, server_config};
 
 use crate::support::tls::{self_signed, TestCa, TestCert};
 use serde_yaml_ng::{Mapping, Value};
@@ -30,6 +31,8 @@ use tokio::task::JoinHandle;
 pub const BASE: &str = include_str!("manifests/base.yaml");
 /// Ports every pod's echo servers listen on (Service targetPorts use these).
 const POD_PORTS: [u16; 2] = [3000, 3001];
+/// Port the TLS echo of `tls-backend*` pods listens on.
+const TLS_POD_PORT: u16 = 8443;
 /// Requests each pod's log keeps.
 const POD_LOG_CAPACITY: usize = 2048;
 /// Names the scenario certificate is valid for (the hostnames of the HTTPS scenarios).
@@ -39,6 +42,7 @@ pub const CERT_NAMES: &[&str] = &[
     "unknown-example.org",
     "*.wildcard.org",
     "fourth-example.wildcard.org",
+    "https-listener.org",
 ];
 /// Time the proxy gets to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -114,6 +118,12 @@ pub struct Env {
     pub client_ca: TestCa,
     /// A second client CA, `{PER_PORT_CA}`, as upstream's per-port CA.
     pub per_port_ca: TestCa,
+    /// The CA of TLS backends, `{BACKEND_CA}`, as upstream's `tls-checks-ca-certificate`:
+    /// it signs the certificate of every `tls-backend*` pod and the Gateway's client
+    /// certificate `{BACKEND_CLIENT_CRT}` / `{BACKEND_CLIENT_KEY}`.
+    pub backend_ca: TestCa,
+    /// The client certificate and key (PEM) issued by `backend_ca`.
+    pub backend_client: (String, String),
     server: Mutex<Option<Server>>,
 }
 
@@ -135,8 +145,11 @@ impl Env {
             cert: self_signed(CERT_NAMES),
             client_ca: TestCa::new("client validation"),
             per_port_ca: TestCa::new("per-port client validation"),
+            backend_ca: TestCa::new("tls backends"),
+            backend_client: (String::new(), String::new()),
             server: Mutex::new(None),
         };
+        env.backend_client = env.backend_ca.issue_pem(&["gateway.example.org"], &[]);
         let mut docs = parse(&env.expand(BASE))?;
         docs.extend(parse(&env.expand(manifests))?);
         env.start_pods(&docs).await?;
@@ -158,8 +171,9 @@ impl Env {
     }
 
     /// Replaces `{NET}` with the scenario's `127.A.B`, `{TLS_CRT}` and `{TLS_KEY}` with the
-    /// scenario certificate's PEM as quoted strings, `{CLIENT_CA}` and `{PER_PORT_CA}` with
-    /// the client CAs' certificates, and `{PODS:deployment}` with the quoted
+    /// scenario certificate's PEM as quoted strings, `{CLIENT_CA}`, `{PER_PORT_CA}` and
+    /// `{BACKEND_CA}` with the CAs' certificates, `{BACKEND_CLIENT_CRT}` and
+    /// `{BACKEND_CLIENT_KEY}` with the Gateway's client certificate for TLS backends, and `{PODS:deployment}` with the quoted
     /// addresses of that Deployment's pods (for EndpointSlices written by hand).
     pub fn expand(&self, text: &str) -> String {
         let quoted = |pem: &str| serde_json::to_string(pem).unwrap_or_default();
@@ -168,7 +182,10 @@ impl Env {
             .replace("{TLS_CRT}", &quoted(&self.cert.cert_pem))
             .replace("{TLS_KEY}", &quoted(&self.cert.key_pem))
             .replace("{CLIENT_CA}", &quoted(&self.client_ca.cert_pem))
-            .replace("{PER_PORT_CA}", &quoted(&self.per_port_ca.cert_pem));
+            .replace("{PER_PORT_CA}", &quoted(&self.per_port_ca.cert_pem))
+            .replace("{BACKEND_CA}", &quoted(&self.backend_ca.cert_pem))
+            .replace("{BACKEND_CLIENT_CRT}", &quoted(&self.backend_client.0))
+            .replace("{BACKEND_CLIENT_KEY}", &quoted(&self.backend_client.1));
         while let Some(start) = out.find("{PODS:") {
             let Some(len) = out[start..].find('}') else {
                 break;
@@ -261,6 +278,18 @@ impl Env {
                     namespace: namespace(d),
                 };
                 let mut tasks = Vec::new();
+                if let Some(config) = self.tls_pod_config(&name(d))? {
+                    let addr = SocketAddr::new(ip, TLS_POD_PORT);
+                    let listener = tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|e| format!("bind TLS echo pod on {addr}: {e}"))?;
+                    tasks.push(tokio::spawn(serve_echo_tls(
+                        listener,
+                        identity.clone(),
+                        Some(log.clone()),
+                        config,
+                    )));
+                }
                 for port in POD_PORTS {
                     let addr = SocketAddr::new(ip, port);
                     let listener = tokio::net::TcpListener::bind(addr)
@@ -282,6 +311,33 @@ impl Env {
             }
         }
         Ok(())
+    }
+
+    /// The TLS configuration of a pod of Deployment `deployment`: `tls-backend*` pods also
+    /// serve TLS on [`TLS_POD_PORT`] with a certificate of `backend_ca` (for `abc.example.com`,
+    /// `other.example.com` and `spiffe://abc.example.com/test-identity`), those whose name
+    /// says `client-cert-validation` requiring a client certificate of `backend_ca`.
+    fn tls_pod_config(
+        &self,
+        deployment: &str,
+    ) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, SetupError> {
+        if !deployment.starts_with("tls-backend") {
+            return Ok(None);
+        }
+        let (cert, key) = self.backend_ca.issue_pem(
+            &["abc.example.com", "other.example.com"],
+            &["spiffe://abc.example.com/test-identity"],
+        );
+        let client_ca = deployment
+            .contains("client-cert-validation")
+            .then(|| self.backend_ca.cert_pem.clone());
+        server_config(
+            cert.as_bytes(),
+            key.as_bytes(),
+            client_ca.as_deref().map(str::as_bytes),
+        )
+        .map(Some)
+        .map_err(|e| format!("TLS pod {deployment}: {e}"))
     }
 
     /// An EndpointSlice per Service listing the pods its selector picks (through the

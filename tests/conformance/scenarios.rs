@@ -13,7 +13,8 @@ use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
 use crate::{
-    backends, client_certs, extended, gateway, httproute, redirects, references, skipped, tls,
+    backend_tls, backends, client_certs, extended, gateway, httproute, redirects, references,
+    skipped, tls,
 };
 
 /// A scenario body: runs against a started environment.
@@ -463,6 +464,54 @@ pub fn all() -> Vec<Scenario> {
             "GatewayFrontendClientCertificateValidation",
             "client-cert-invalid-refs.yaml",
             client_certs::invalid_references
+        ),
+        extended!(
+            "BackendTLSPolicy",
+            "BackendTLSPolicy",
+            "backend-tls-policy.yaml",
+            backend_tls::policy
+        ),
+        extended!(
+            "BackendTLSPolicyConflictResolution",
+            "BackendTLSPolicy",
+            "backend-tls-policy-conflicts.yaml",
+            backend_tls::conflict_resolution
+        ),
+        extended!(
+            "BackendTLSPolicyInvalidCACertificateRef",
+            "BackendTLSPolicy",
+            "backend-tls-policy-invalid-ca.yaml",
+            backend_tls::invalid_ca_certificate_ref
+        ),
+        extended!(
+            "BackendTLSPolicyInvalidKind",
+            "BackendTLSPolicy",
+            "backend-tls-policy-invalid-kind.yaml",
+            backend_tls::invalid_kind
+        ),
+        extended!(
+            "BackendTLSPolicyObservedGenerationBump",
+            "BackendTLSPolicy",
+            "backend-tls-policy-generation.yaml",
+            backend_tls::observed_generation_bump
+        ),
+        extended!(
+            "BackendTLSPolicySANValidation",
+            "BackendTLSPolicySANValidation",
+            "backend-tls-policy-san.yaml",
+            backend_tls::subject_alt_names
+        ),
+        extended!(
+            "GatewayTLSBackendClientCertificate",
+            "GatewayBackendClientCertificate",
+            "gateway-backend-client-certificate.yaml",
+            backend_tls::gateway_client_certificate
+        ),
+        extended!(
+            "GatewayInvalidTLSBackendConfiguration",
+            "GatewayBackendClientCertificate",
+            "gateway-invalid-backend-tls.yaml",
+            backend_tls::invalid_backend_configuration
         ),
     ]
     .into_iter()

@@ -38,20 +38,5 @@ pub fn all() -> Vec<Scenario> {
             Some("GatewayInfrastructurePropagation"),
             INFRASTRUCTURE_NOTE,
         ),
-        skipped(
-            "GatewayTLSBackendClientCertificate",
-            Some("GatewayBackendClientCertificate"),
-            "TLS to backends is not implemented",
-        ),
-        skipped(
-            "GatewayInvalidTLSBackendConfiguration",
-            Some("GatewayBackendClientCertificate"),
-            "TLS to backends is not implemented",
-        ),
-        skipped(
-            "BackendTLSPolicy",
-            Some("BackendTLSPolicy"),
-            "BackendTLSPolicy is not implemented",
-        ),
     ]
 }

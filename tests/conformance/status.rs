@@ -78,6 +78,11 @@ impl Report {
         self.object("Gateway", Some(ns), name).map(|o| o.0)
     }
 
+    /// A BackendTLSPolicy's status and generation.
+    pub fn policy(&self, ns: &str, name: &str) -> Result<(&Value, i64), String> {
+        self.object("BackendTLSPolicy", Some(ns), name)
+    }
+
     pub fn route(&self, ns: &str, name: &str) -> Result<&Value, String> {
         self.object("HTTPRoute", Some(ns), name).map(|o| o.0)
     }
