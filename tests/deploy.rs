@@ -259,6 +259,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
             "gateways",
             "httproutes",
             "referencegrants",
+            "backendtlspolicies",
         ],
         &read,
     );
@@ -282,6 +283,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
             "gatewayclasses/status",
             "gateways/status",
             "httproutes/status",
+            "backendtlspolicies/status",
         ],
         &["patch", "update"],
     );

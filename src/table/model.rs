@@ -26,8 +26,25 @@ pub struct RouteTable {
     #[serde(serialize_with = "serialize_listeners")]
     pub listeners: BTreeMap<SocketAddr, Arc<ListenerTable>>,
     /// TLS to backends (BackendTLSPolicy), by Service port; ports without an entry are plain.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "serialize_backend_tls"
+    )]
     pub backend_tls: BTreeMap<ServiceKey, Arc<BackendTlsEntry>>,
+}
+
+/// `backendTls` as a list of `{service, policy...}` (JSON keys must be strings).
+fn serialize_backend_tls<S: serde::Serializer>(
+    map: &BTreeMap<ServiceKey, Arc<BackendTlsEntry>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        service: &'a ServiceKey,
+        #[serde(flatten)]
+        tls: &'a BackendTlsEntry,
+    }
+    s.collect_seq(map.iter().map(|(service, tls)| Entry { service, tls }))
 }
 
 fn serialize_listeners<S: serde::Serializer>(

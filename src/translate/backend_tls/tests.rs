@@ -205,3 +205,29 @@ fn unsupported_kinds_and_well_known_cas_are_refused() {
         t("Accepted", "False", REASON_INVALID)
     );
 }
+
+#[test]
+fn the_table_shows_backend_tls_per_service_port() {
+    let mut snap = snapshot(&[GATEWAY.to_owned()]);
+    snap.services = vec![service("a")];
+    snap.config_maps = vec![ca_config_map("ca")];
+    snap.http_routes = routes();
+    snap.backend_tls_policies = vec![policy(
+        "p",
+        "2026-01-01T00:00:00Z",
+        "name: a, sectionName: https",
+        CA,
+    )];
+    let out = translate(&snap, &options(PortMap::default()));
+    let json = serde_json::to_value(&out.table).unwrap();
+    assert_eq!(
+        json["backendTls"],
+        serde_json::json!([{
+            "service": {"namespace": "infra", "name": "a", "port": 443},
+            "state": "ready",
+            "policy": "infra/p",
+            "hostname": "abc.example.com",
+            "caCertificates": ["ConfigMap infra/ca"],
+        }])
+    );
+}
