@@ -11,6 +11,7 @@ pub mod admission;
 pub mod cli;
 pub mod demo;
 pub mod echo;
+pub mod grpc_echo;
 pub mod kinds;
 pub mod metrics;
 pub mod provider;

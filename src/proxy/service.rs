@@ -27,8 +27,8 @@ use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::{pick_endpoint, UpstreamBody};
 use super::{ProxyBody, Shared};
 use crate::table::{
-    BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef, RouteRule,
-    RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
+    is_grpc, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef,
+    RouteRule, RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -134,7 +134,10 @@ impl Handler {
             return Ok(options_asterisk());
         }
         self.check_misdirected(listener, &host)?;
-        let rule = find_rule(listener, &req, &host)?;
+        let rule = match find_rule(listener, &req, &host) {
+            Err(ProxyError::NoRoute) if is_grpc(req.headers()) => return Ok(grpc_unimplemented()),
+            found => found?,
+        };
         *route_label = Some(rule.route.clone());
         if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port())? {
             return Ok(resp);
@@ -148,9 +151,10 @@ impl Handler {
         };
         let (backend, service) = pick_backend(&rule)?;
         let endpoint = pick_endpoint(&service)?;
+        let protocol = rule.upstream_protocol(&service);
         // WebSocket handshakes go through to HTTP/1 backends only.
         let upgrade = websocket_upgrade(req.headers())
-            .filter(|_| service.protocol == UpstreamProtocol::Http1)
+            .filter(|_| protocol == UpstreamProtocol::Http1)
             .map(|value| (value, hyper::upgrade::on(&mut req)));
         let req = self.upstream_request(req, &rule, backend, &service, Some(raw_host))?;
         let mut req = if upgrade.is_some() {
@@ -162,7 +166,7 @@ impl Handler {
             restore_upgrade_headers(req.headers_mut(), value);
             client
         });
-        let send = self.shared.upstreams.send(service.protocol, endpoint, req);
+        let send = self.shared.upstreams.send(protocol, endpoint, req);
         let upstream_limit = self.shared.options.upstream_response_timeout;
         let mut resp = within_timeouts(send, rule.filters.timeouts, upstream_limit, start)
             .await
@@ -214,13 +218,9 @@ impl Handler {
             *m.method_mut() = parts.method.clone();
             *m.uri_mut() = parts.uri.clone();
             *m.headers_mut() = parts.headers.clone();
-            *m.version_mut() = http_version(mirror.backend.protocol);
-            spawn_mirror(
-                self.shared.upstreams.clone(),
-                mirror.backend.protocol,
-                endpoint,
-                m,
-            );
+            let protocol = rule.upstream_protocol(&mirror.backend);
+            *m.version_mut() = http_version(protocol);
+            spawn_mirror(self.shared.upstreams.clone(), protocol, endpoint, m);
         }
         Request::from_parts(parts, body)
     }
@@ -332,7 +332,7 @@ impl Handler {
         }
         // Origin form here; the upstream pool adds the authority it connects with.
         parts.uri = Uri::from(path_and_query);
-        parts.version = http_version(service.protocol);
+        parts.version = http_version(rule.upstream_protocol(service));
         match host {
             Some(h) => {
                 parts.headers.insert(header::HOST, h);
@@ -446,6 +446,24 @@ fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
     *resp.headers_mut() = headers;
     resp.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    resp
+}
+
+/// The answer to a gRPC call that no route serves: HTTP 200 with gRPC status `UNIMPLEMENTED`
+/// in trailers-only form (the gRPC over HTTP/2 protocol's way to fail a call at once): a 404
+/// would reach a gRPC client as an opaque transport error instead of a status it can act on.
+fn grpc_unimplemented() -> Response<ProxyBody> {
+    let mut resp = Response::new(empty());
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", HeaderValue::from_static("12"));
+    headers.insert(
+        "grpc-message",
+        HeaderValue::from_static("no%20route%20for%20this%20method"),
+    );
     resp
 }
 

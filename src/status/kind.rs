@@ -19,6 +19,8 @@ pub enum ObjectKind {
     Gateway,
     #[serde(rename = "HTTPRoute")]
     HttpRoute,
+    #[serde(rename = "GRPCRoute")]
+    GrpcRoute,
 }
 
 /// A kind name that is not one of [`ObjectKind`]'s.
@@ -28,7 +30,12 @@ pub struct UnknownKind(pub String);
 
 impl ObjectKind {
     /// Every kind, in report order.
-    pub const ALL: [ObjectKind; 3] = [Self::GatewayClass, Self::Gateway, Self::HttpRoute];
+    pub const ALL: [ObjectKind; 4] = [
+        Self::GatewayClass,
+        Self::Gateway,
+        Self::HttpRoute,
+        Self::GrpcRoute,
+    ];
 
     /// The kind's name, as in `kind:` of a manifest.
     pub fn as_str(self) -> &'static str {
@@ -36,6 +43,7 @@ impl ObjectKind {
             Self::GatewayClass => "GatewayClass",
             Self::Gateway => "Gateway",
             Self::HttpRoute => "HTTPRoute",
+            Self::GrpcRoute => "GRPCRoute",
         }
     }
 
@@ -48,7 +56,7 @@ impl ObjectKind {
     pub fn namespaced(self) -> bool {
         match self {
             Self::GatewayClass => false,
-            Self::Gateway | Self::HttpRoute => true,
+            Self::Gateway | Self::HttpRoute | Self::GrpcRoute => true,
         }
     }
 }

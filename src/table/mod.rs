@@ -3,6 +3,7 @@
 
 mod cors;
 mod filters;
+mod grpc;
 mod host;
 pub mod hostname;
 mod matchers;
@@ -16,6 +17,7 @@ pub use filters::{
     Fraction, HeaderModifier, Mirror, PathModifier, Redirect, RedirectTarget, Scheme, Timeouts,
     UrlRewrite,
 };
+pub use grpc::{is_grpc, split_path, GrpcMatch};
 pub use host::HostIndex;
 pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
