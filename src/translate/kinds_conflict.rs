@@ -106,7 +106,7 @@ pub fn resolve(
         attached.counted.retain(|&l| l != (gi, li));
         let w = &counted[winner];
         let message = format!(
-            "a {} {}/{} with an intersecting hostname was attached to the listener first",
+            "listener serves {} {}/{} on an intersecting hostname; of the two kinds the older route (then the first by namespace/name) is accepted",
             w.kind, w.namespace, w.name
         );
         let stamp = Stamp {

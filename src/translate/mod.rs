@@ -12,6 +12,8 @@ mod conflicts;
 mod duration;
 mod filters;
 mod gateway;
+#[cfg(test)]
+mod grpc_tests;
 mod grpcroute;
 mod httproute;
 mod incremental;
