@@ -258,6 +258,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
             "gatewayclasses",
             "gateways",
             "httproutes",
+            "grpcroutes",
             "referencegrants",
         ],
         &read,
@@ -282,6 +283,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
             "gatewayclasses/status",
             "gateways/status",
             "httproutes/status",
+            "grpcroutes/status",
         ],
         &["patch", "update"],
     );

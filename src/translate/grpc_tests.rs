@@ -301,3 +301,42 @@ fn status_of_gateway(t: &Translation) -> Value {
         .map(|e| e.status.to_json().into_owned())
         .unwrap_or(Value::Null)
 }
+
+/// A GRPCRoute's reference to a Service in another namespace needs a ReferenceGrant from
+/// GRPCRoutes; one from HTTPRoutes does not do.
+#[test]
+fn cross_namespace_backends_need_a_grant_from_grpcroutes() {
+    let route = grpc(
+        "r",
+        T0,
+        "  rules: [{backendRefs: [{name: svc, namespace: other, port: 80}]}]",
+    );
+    for (from_kind, want) in [
+        ("HTTPRoute", ("False", "RefNotPermitted")),
+        ("GRPCRoute", ("True", "ResolvedRefs")),
+    ] {
+        let mut s: Snapshot = snapshot(&[GATEWAY.to_owned()]);
+        s.grpc_routes = vec![Arc::new(serde_yaml_ng::from_str(&route).expect("route"))];
+        let grant = format!(
+            "metadata: {{name: g, namespace: other}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: {from_kind}, namespace: ns}}]\n  to: [{{group: '', kind: Service}}]"
+        );
+        s.reference_grants = vec![Arc::new(serde_yaml_ng::from_str(&grant).expect("grant"))];
+        s.services = vec![Arc::new(
+            serde_yaml_ng::from_str(
+                "metadata: {name: svc, namespace: other}\nspec: {ports: [{port: 80}]}",
+            )
+            .expect("service"),
+        )];
+        let t = translate(&s, &options(PortMap::default()));
+        let c = conditions(&status(&t, ObjectKind::GrpcRoute, "r"));
+        let resolved = c
+            .iter()
+            .find(|c| c.0 == "ResolvedRefs")
+            .expect("ResolvedRefs");
+        assert_eq!(
+            (resolved.1.as_str(), resolved.2.as_str()),
+            want,
+            "{from_kind}"
+        );
+    }
+}

@@ -30,6 +30,7 @@ use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
 use super::build::HostCache;
 use super::grpcroute::lower;
 use super::httproute::Attached;
+use super::kinds_conflict::Losers;
 use super::moved::{touches, Moved, Resolvable};
 use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
@@ -74,6 +75,8 @@ pub struct Incremental {
     faces: Faces,
     /// What backend resolution read last time, to tell which Services changed since.
     resolvable: Option<Resolvable>,
+    /// The routes that lost a listener to a route of the other kind last time.
+    losers: Losers,
     last: Reuse,
 }
 
@@ -125,6 +128,16 @@ impl Incremental {
     /// What the last translation reused.
     pub fn last(&self) -> Reuse {
         self.last
+    }
+
+    /// The routes that lost a listener to a route of the other kind in the last translation.
+    pub(super) fn losers(&self) -> &Losers {
+        &self.losers
+    }
+
+    /// Where this translation leaves its losers for the next one.
+    pub(super) fn losers_mut(&mut self) -> &mut Losers {
+        &mut self.losers
     }
 
     /// The virtual hosts of the last table, for the next one to reuse.

@@ -4,9 +4,18 @@
 //! listener. Applied after attachment, over every route's attachments, so the per-route
 //! memory of incremental translation is untouched (a route's outcome here depends on other
 //! routes). Pure.
+//!
+//! A reused route status carries the transition times of the translation that computed it,
+//! which holds only while its published conditions did not change since; this pass changes
+//! them. So the status of every route that loses a listener now, or lost one in the previous
+//! translation, is stamped with this translation's time throughout: sealing then carries the
+//! previous publication's time over every condition that did not change, exactly as after a
+//! full translation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions::{Stamp, ACCEPTED};
 use super::grpcroute::GRPC_ROUTE;
@@ -52,19 +61,24 @@ fn overlap(a: &str, b: &str) -> bool {
 /// A route (its index) attached to one listener, with its hostnames there.
 type OnListener<'a> = (usize, Vec<&'a str>);
 
+/// `(kind, namespace, name)` of the routes that lost a listener in one translation.
+pub type Losers = HashSet<(&'static str, String, String)>;
+
 /// Takes every listener away from the route that loses it to an older route of the other kind
 /// with an intersecting hostname; a parentRef left with no listener gets `Accepted` False.
-/// `compiled` is parallel to `counted` and receives the same attachments.
+/// `compiled` is parallel to `counted` and receives the same attachments. `before` are the
+/// losers of the previous translation; returns this one's.
 pub fn resolve(
     counted: &mut [Counted<'_>],
     compiled: &mut [(Arc<Attached>, Arc<CompiledRoute>)],
     options: &TranslateOptions,
-) {
+    before: &Losers,
+) -> Losers {
     let has_grpc = counted
         .iter()
         .any(|c| c.kind == GRPC_ROUTE && !c.attached.attachments.is_empty());
-    if !has_grpc {
-        return;
+    if !has_grpc && before.is_empty() {
+        return Losers::new();
     }
     let mut listeners: BTreeMap<(usize, usize), Vec<OnListener<'_>>> = BTreeMap::new();
     for (i, c) in counted.iter().enumerate() {
@@ -133,6 +147,31 @@ pub fn resolve(
         counted[r].attached = attached.clone();
         compiled[r].0 = attached;
     }
+    let losers: Losers = lost
+        .iter()
+        .map(|&(r, ..)| {
+            let c = &counted[r];
+            (c.kind, c.namespace.to_owned(), c.name.to_owned())
+        })
+        .collect();
+    for (r, c) in counted.iter_mut().enumerate() {
+        let key = (c.kind, c.namespace.to_owned(), c.name.to_owned());
+        if !(losers.contains(&key) || before.contains(&key)) {
+            continue;
+        }
+        let mut attached = (*c.attached).clone();
+        if let Some(status) = &mut attached.status {
+            for p in &mut Arc::make_mut(status).parents {
+                for condition in &mut p.conditions {
+                    condition.last_transition_time = Time(options.now);
+                }
+            }
+        }
+        let attached = Arc::new(attached);
+        c.attached = attached.clone();
+        compiled[r].0 = attached;
+    }
+    losers
 }
 
 #[cfg(test)]

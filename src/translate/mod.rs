@@ -197,7 +197,8 @@ fn translate_cached(
             compiled.push((attached, c));
         }
     }
-    kinds_conflict::resolve(&mut counted, &mut compiled, options);
+    let losers = kinds_conflict::resolve(&mut counted, &mut compiled, options, cache.losers());
+    *cache.losers_mut() = losers;
     for route in &counted {
         let attached = &route.attached;
         if let Some(status) = &attached.status {

@@ -166,6 +166,7 @@ fn compile_actions(
     for b in rule.backend_refs.iter().flatten() {
         let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
         let r = BackendRef {
+            from_kind: out.kind,
             group: b.group.as_deref(),
             kind: b.kind.as_deref(),
             name: &b.name,
@@ -219,6 +220,7 @@ fn resolve_mirrors(
     let mut filters = compiled.filters;
     for m in compiled.mirrors {
         let r = BackendRef {
+            from_kind: out.kind,
             group: m.group.as_deref(),
             kind: m.kind.as_deref(),
             name: &m.name,
