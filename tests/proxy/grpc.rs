@@ -13,10 +13,11 @@ use tonic::Code;
 
 use crate::support::client::{get, h1_client, send};
 use crate::support::grpc::{
-    bidi_lockstep, channel, client_stream, server_stream, start_grpc_backend, unary,
+    bidi_lockstep, channel, client_stream, server_stream, start_grpc_backend, tls_channel, unary,
 };
 use crate::support::net::free_addr;
 use crate::support::proxy::{start, Running};
+use crate::support::tls::self_signed;
 
 /// Bound on each call, so a broken hop fails the test instead of hanging it.
 const CALL: Duration = Duration::from_secs(10);
@@ -33,10 +34,20 @@ fn service(name: &str, addr: SocketAddr) -> String {
 /// Translates a Gateway with one HTTP listener on `bind`, `routes` and `services`, checks
 /// that every object is accepted, and starts a proxy on the table.
 async fn serve(bind: SocketAddr, routes: &str, services: &[String]) -> Running {
+    let listener = format!("{{name: http, port: {}, protocol: HTTP}}", bind.port());
+    serve_listener(bind, &listener, routes, services).await
+}
+
+/// [`serve`] with the Gateway listener written out (and any Secret it needs in `services`).
+async fn serve_listener(
+    bind: SocketAddr,
+    listener: &str,
+    routes: &str,
+    services: &[String],
+) -> Running {
     let manifests = format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: edge}}\nspec: {{controllerName: {DEFAULT_CONTROLLER_NAME}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw}}\nspec:\n  gatewayClassName: edge\n  addresses: [{{type: IPAddress}}]\n  listeners:\n  - {{name: http, port: {port}, protocol: HTTP}}\n{routes}{}",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: edge}}\nspec: {{controllerName: {DEFAULT_CONTROLLER_NAME}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw}}\nspec:\n  gatewayClassName: edge\n  addresses: [{{type: IPAddress}}]\n  listeners:\n  - {listener}\n{routes}{}",
         services.concat(),
-        port = bind.port(),
     );
     let objects = parse_manifests(std::path::Path::new("grpc.yaml"), &manifests).unwrap();
     let options = TranslateOptions {
@@ -255,4 +266,48 @@ async fn header_matches_and_weights_choose_backends() {
         (Code::Unimplemented, "not a test method"),
         "answered by the backend, not the proxy"
     );
+}
+
+#[tokio::test]
+async fn https_listeners_serve_grpc_over_alpn_h2() {
+    let backend = start_grpc_backend("secure").await;
+    let cert = self_signed(&["secure.example.com"]);
+    let bind = free_addr();
+    let secret = format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: cert}}\ntype: kubernetes.io/tls\nstringData: {{tls.crt: {}, tls.key: {}}}\n",
+        serde_json::to_string(&cert.cert_pem).unwrap(),
+        serde_json::to_string(&cert.key_pem).unwrap(),
+    );
+    let listener = format!(
+        "{{name: https, port: {}, protocol: HTTPS, tls: {{certificateRefs: [{{name: cert}}]}}}}",
+        bind.port()
+    );
+    let route = "---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: secure}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [secure.example.com]
+  rules: [{backendRefs: [{name: secure, port: 80}]}]
+";
+    let services = [service("secure", backend.addr), secret];
+    let _p = serve_listener(bind, &listener, route, &services).await;
+    let ch = tls_channel(bind, "secure.example.com", &cert)
+        .await
+        .expect("TLS channel with ALPN h2");
+    let r = tokio::time::timeout(CALL, unary(&ch, "/test.Echo/Unary", "over tls", &[]))
+        .await
+        .expect("call finished")
+        .expect("routed over TLS");
+    let m = r.into_inner();
+    assert_eq!(
+        (m.text.as_str(), m.backend.as_str()),
+        ("over tls", "secure")
+    );
+    let streamed = tokio::time::timeout(CALL, bidi_lockstep(&ch, &["a", "b"]))
+        .await
+        .expect("bidi finished")
+        .expect("bidi over TLS");
+    assert_eq!(streamed, ["a", "b"]);
 }

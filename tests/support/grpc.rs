@@ -258,6 +258,52 @@ pub async fn channel(addr: SocketAddr, authority: &str) -> Channel {
         .expect("connect to the proxy")
 }
 
+/// Connects every channel it serves to one address through TLS with one SNI, offering ALPN
+/// `h2` only, as gRPC clients do.
+#[derive(Clone)]
+struct TlsConnect {
+    addr: SocketAddr,
+    sni: String,
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl Service<http::Uri> for TlsConnect {
+    type Response = TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let stream = super::tls::connect(this.addr, &this.sni, this.config).await?;
+            if super::tls::alpn(&stream).as_deref() != Some(b"h2".as_slice()) {
+                return Err("the server did not pick h2 through ALPN".into());
+            }
+            Ok(TokioIo::new(stream))
+        })
+    }
+}
+
+/// A channel to `addr` over TLS (SNI and `:authority` both `host`), trusting `root` only.
+pub async fn tls_channel(
+    addr: SocketAddr,
+    host: &str,
+    root: &super::tls::TestCert,
+) -> Result<Channel, tonic::transport::Error> {
+    let connector = TlsConnect {
+        addr,
+        sni: host.to_owned(),
+        config: super::tls::client_config(&[root], &[b"h2"]),
+    };
+    Endpoint::from_shared(format!("http://{host}"))
+        .expect("valid endpoint")
+        .connect_with_connector(connector)
+        .await
+}
+
 fn path(method: &str) -> PathAndQuery {
     method.parse().expect("valid gRPC path")
 }
