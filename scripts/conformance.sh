@@ -9,5 +9,5 @@ case "$out" in
 /*) ;;
 *) out="$(pwd)/$out" ;;
 esac
-CONFORMANCE_REPORT="$out" cargo test --locked --test conformance gateway_http_profile -- --nocapture
+CONFORMANCE_REPORT="$out" cargo test --locked --test conformance gateway_http_and_grpc_profiles -- --nocapture
 echo "report: $out"

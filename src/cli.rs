@@ -61,7 +61,8 @@ pub enum Command {
     /// Translate a directory once, print every object's status as YAML; exit 1 on problems,
     /// 2 on a manifest that cannot be parsed.
     Check(CheckArgs),
-    /// Run an echo backend that answers every request with JSON describing it.
+    /// Run an echo backend that answers every request with JSON describing it (gRPC calls: the
+    /// conformance suite's gRPC echo service, on the same port).
     Echo(EchoArgs),
     /// Run the quickstart: echo backends, example routes, proxy and admin server.
     Demo(DemoArgs),

@@ -9,6 +9,9 @@
 //! the `delay` query parameter (a Go duration such as `500ms`, `2s` or `1.5s`) waits that long
 //! before answering, and `X-Echo-Set-Header: Name: value[,Name2: value2]` sets those headers on
 //! the response.
+//!
+//! A gRPC call (`content-type: application/grpc*`, over h2c) is answered by the conformance
+//! suite's gRPC echo service instead ([`crate::grpc_echo`]), on the same port.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -17,6 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Request, Response, Version};
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -164,14 +168,14 @@ pub async fn serve_echo_logged(
     }
 }
 
-/// Logs the request, then answers an upgrade with `101` and a byte echo, anything else with
-/// the JSON echo (with `tls` when the connection is TLS).
+/// Logs the request, then answers a gRPC call with the gRPC echo, an upgrade with `101` and a
+/// byte echo, anything else with the JSON echo (with `tls` when the connection is TLS).
 pub(crate) async fn answer(
     mut req: Request<Incoming>,
     identity: &EchoIdentity,
     log: Option<&RequestLog>,
     tls: Option<&TlsSeen>,
-) -> Response<Full<Bytes>> {
+) -> Response<UnsyncBoxBody<Bytes, Infallible>> {
     if let Some(log) = log {
         log.push(LoggedRequest {
             method: req.method().as_str().to_owned(),
@@ -197,8 +201,11 @@ pub(crate) async fn answer(
                 .collect(),
         });
     }
+    if crate::table::is_grpc(req.headers()) {
+        return crate::grpc_echo::answer(req, identity).await;
+    }
     let Some(protocol) = req.headers().get(header::UPGRADE).cloned() else {
-        return echo(req, identity, tls).await;
+        return echo(req, identity, tls).await.map(BodyExt::boxed_unsync);
     };
     let on = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
@@ -207,7 +214,7 @@ pub(crate) async fn answer(
             let _ = tokio::io::copy(&mut r, &mut w).await;
         }
     });
-    let mut resp = Response::new(Full::new(Bytes::new()));
+    let mut resp = Response::new(UnsyncBoxBody::default());
     *resp.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
     resp.headers_mut().insert(header::UPGRADE, protocol);
     resp.headers_mut()

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod demo;
 pub mod echo;
 pub mod echo_tls;
+pub mod grpc_echo;
 pub mod kinds;
 pub mod metrics;
 pub mod provider;

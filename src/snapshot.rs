@@ -8,6 +8,7 @@ use std::sync::Arc;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
@@ -50,6 +51,7 @@ crate::kinds! {
             /// listeners before the finalizer lets them go.
             gateways: Gateway { watched_if(not_being_deleted) },
             http_routes: HttpRoute,
+            grpc_routes: GrpcRoute,
             reference_grants: ReferenceGrant,
             /// Only labels are read (for `allowedRoutes.namespaces.selector`).
             namespaces: Namespace { metadata_only },
@@ -147,6 +149,7 @@ mod tests {
                 "gateway_classes <- gateway.networking.k8s.io/v1 GatewayClass (gatewayclasses, cluster, Objects)",
                 "gateways <- gateway.networking.k8s.io/v1 Gateway (gateways, namespaced, Objects)",
                 "http_routes <- gateway.networking.k8s.io/v1 HTTPRoute (httproutes, namespaced, Objects)",
+                "grpc_routes <- gateway.networking.k8s.io/v1 GRPCRoute (grpcroutes, namespaced, Objects)",
                 "reference_grants <- gateway.networking.k8s.io/v1 ReferenceGrant (referencegrants, namespaced, Objects)",
                 "namespaces <- /v1 Namespace (namespaces, cluster, Metadata)",
                 "services <- /v1 Service (services, namespaced, Objects)",

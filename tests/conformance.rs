@@ -1,5 +1,6 @@
-//! The conformance replay: the Gateway API conformance scenarios (profile GATEWAY-HTTP), each
-//! run against its own `edgeplane serve --config-dir` process with echo backends on loopback.
+//! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP and
+//! GATEWAY-GRPC), each run against its own `edgeplane serve --config-dir` process with echo
+//! backends (HTTP and gRPC on one port) on loopback.
 //!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
 //! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there.
@@ -20,6 +21,8 @@ mod expect;
 mod extended;
 #[path = "conformance/gateway.rs"]
 mod gateway;
+#[path = "conformance/grpc.rs"]
+mod grpc;
 #[path = "conformance/harness.rs"]
 mod harness;
 #[path = "conformance/httproute.rs"]
@@ -57,7 +60,7 @@ const CONCURRENCY: usize = 6;
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn gateway_http_profile() {
+async fn gateway_http_and_grpc_profiles() {
     let filter: Vec<String> = std::env::var("CONFORMANCE_RUN")
         .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
         .unwrap_or_default();
@@ -71,6 +74,7 @@ async fn gateway_http_profile() {
         let limit = limit.clone();
         tasks.push((
             s.name,
+            s.profile,
             s.feature,
             tokio::spawn(async move {
                 let _permit = limit.acquire_owned().await.expect("semaphore open");
@@ -79,13 +83,14 @@ async fn gateway_http_profile() {
         ));
     }
     let mut results = Vec::new();
-    for (name, feature, task) in tasks {
+    for (name, profile, feature, task) in tasks {
         let verdict = match task.await {
             Ok(v) => v,
             Err(e) => Verdict::Failed(format!("scenario panicked: {e}")),
         };
         results.push(ScenarioResult {
             name,
+            profile,
             feature,
             verdict,
         });

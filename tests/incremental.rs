@@ -1,4 +1,5 @@
-//! Incremental translation equals full translation: random sequences of changes (routes,
+//! Incremental translation equals full translation: random sequences of changes (HTTPRoutes
+//! and GRPCRoutes,
 //! Gateways and their listeners, Services, EndpointSlices, ReferenceGrants, Secrets added,
 //! removed, modified, or replaced by an equal copy) are applied to a snapshot, and after
 //! each one the translation through a long-lived `Incremental` must serialize exactly like a
@@ -137,6 +138,26 @@ impl Gen {
             "spec": {"parentRefs": parents, "hostnames": hosts, "rules": rules}})
     }
 
+    /// A GRPCRoute: an HTTPRoute's parents, hostnames and backends, with gRPC method matches
+    /// (an invalid regular expression now and then). It shares its name pool with the
+    /// HTTPRoutes, so routes of both kinds with one name coexist.
+    fn grpc_route(&mut self, name: String) -> Value {
+        let mut route = self.route(name);
+        if let Some(rules) = route["spec"]["rules"].as_array_mut() {
+            for rule in rules {
+                let method = match self.rng.u8(0..5) {
+                    0 => json!({"service": "a.S", "method": "M"}),
+                    1 => json!({"service": "a.S"}),
+                    2 => json!({"method": "M"}),
+                    3 => json!({"type": "RegularExpression", "service": "(["}),
+                    _ => json!({"type": "RegularExpression", "service": "a\\..*"}),
+                };
+                rule["matches"] = json!([{"method": method}]);
+            }
+        }
+        route
+    }
+
     fn service(&mut self, name: String) -> Value {
         let mut port =
             json!({"name": "http", "port": self.pick(&["80", "81"]).parse::<i32>().unwrap_or(80)});
@@ -166,11 +187,8 @@ impl Gen {
 
     fn grant(&mut self, name: String) -> Value {
         let from_ns = self.ns();
-        let (group, kind) = if self.rng.bool() {
-            ("gateway.networking.k8s.io", "HTTPRoute")
-        } else {
-            ("gateway.networking.k8s.io", "Gateway")
-        };
+        let group = "gateway.networking.k8s.io";
+        let kind = self.pick(&["HTTPRoute", "GRPCRoute", "Gateway"]);
         let mut to = json!({"group": "", "kind": self.pick(&["Service", "Secret"])});
         if self.rng.bool() {
             to["name"] = json!(self.pick(&["s0", "s1", "k0"]));
@@ -237,7 +255,14 @@ fn suffix(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
 
 fn step(g: &mut Gen, s: &mut Snapshot) {
     let mut rng = fastrand::Rng::with_seed(g.rng.u64(..));
-    match rng.u8(0..11) {
+    match rng.u8(0..13) {
+        11 | 12 => change(
+            &mut rng,
+            &mut s.grpc_routes,
+            6,
+            |o| suffix(&o.metadata),
+            |n| object(g.grpc_route(format!("r{n}"))),
+        ),
         0..=2 => change(
             &mut rng,
             &mut s.http_routes,
@@ -307,6 +332,9 @@ fn initial(g: &mut Gen) -> Snapshot {
         namespaces,
         gateways: (0..3).map(|i| object(g.gateway(format!("g{i}")))).collect(),
         http_routes: (0..12).map(|i| object(g.route(format!("r{i}")))).collect(),
+        grpc_routes: (0..4)
+            .map(|i| object(g.grpc_route(format!("r{i}"))))
+            .collect(),
         services: (0..4).map(|i| object(g.service(format!("s{i}")))).collect(),
         endpoint_slices: (0..6).map(|i| object(g.slice(format!("e{i}")))).collect(),
         reference_grants: (0..3).map(|i| object(g.grant(format!("rg{i}")))).collect(),
@@ -470,6 +498,7 @@ fn endpoint_changes_relink_routes_without_compiling() {
     let mut s = initial(&mut g);
     s.gateways = vec![object(gateway)];
     s.http_routes = vec![route("r0", "s0"), route("r1", "s1")];
+    s.grpc_routes.clear();
     s.services = vec![service("s0"), service("s1")];
     s.endpoint_slices = vec![slice("s0", "10.0.0.1"), slice("s1", "10.0.0.2")];
     s.reference_grants.clear();

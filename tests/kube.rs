@@ -37,6 +37,13 @@ async fn routes_statuses_and_live_changes() {
     let mut bad = route("web", "bad", "gw", "example.com", "/bad", "svc-a");
     bad["spec"]["parentRefs"][0]["sectionName"] = json!("nope");
     api.insert(bad);
+    // A GRPCRoute on its own hostname, with another controller's entry to keep.
+    api.insert(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+        "metadata": {"namespace": "web", "name": "g"},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["grpc.example.com"],
+            "rules": [{"backendRefs": [{"name": "svc-a", "port": 80}]}]},
+        "status": {"parents": [{"parentRef": {"name": "theirs"}, "controllerName": "example.com/other",
+            "conditions": []}]}}));
 
     let replica = Replica::start(&api, "one", port_base()).await;
     let port = wait_gateway_port(&api, "web", "gw", 80).await;
@@ -80,8 +87,30 @@ async fn routes_statuses_and_live_changes() {
     assert!(finalized, "{gc}");
     let gw = api.object("gateways", "web", "gw").unwrap();
     let listener = &gw["status"]["listeners"][0];
-    assert_eq!(listener["attachedRoutes"], 1);
+    assert_eq!(
+        listener["attachedRoutes"], 2,
+        "the HTTPRoute and the GRPCRoute"
+    );
     assert_eq!(listener["supportedKinds"][0]["kind"], "HTTPRoute");
+    assert_eq!(listener["supportedKinds"][1]["kind"], "GRPCRoute");
+    let ok = api
+        .wait_until(T, |a| {
+            let g = a.object("grpcroutes", "web", "g").unwrap_or_default();
+            g["status"]["parents"]
+                .as_array()
+                .is_some_and(|p| p.len() == 2)
+        })
+        .await;
+    let g = api.object("grpcroutes", "web", "g").unwrap();
+    assert!(ok, "GRPCRoute parents: {}", g["status"]);
+    let ours = g["status"]["parents"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["controllerName"] == CONTROLLER))
+        .expect("our parent entry on the GRPCRoute");
+    assert_eq!(
+        cond(&ours["conditions"], "Accepted").unwrap()["status"],
+        "True"
+    );
     let accepted = cond(&gw["status"]["conditions"], "Accepted").unwrap();
     assert_eq!(accepted["observedGeneration"], gw["metadata"]["generation"]);
     assert!(gw["metadata"]["finalizers"]

@@ -19,6 +19,8 @@ mod cors;
 mod drain_h2;
 #[path = "proxy/filters.rs"]
 mod filters;
+#[path = "proxy/grpc.rs"]
+mod grpc;
 #[path = "proxy/lifecycle.rs"]
 mod lifecycle;
 #[path = "proxy/mirror.rs"]

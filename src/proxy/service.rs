@@ -28,8 +28,8 @@ use super::upstream::{pick_endpoint, UpstreamBody};
 use super::upstream_tls::UpstreamTls;
 use super::{ProxyBody, Shared};
 use crate::table::{
-    BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef, RouteRule,
-    RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
+    is_grpc, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef,
+    RouteRule, RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -135,7 +135,10 @@ impl Handler {
             return Ok(options_asterisk());
         }
         self.check_misdirected(listener, &host)?;
-        let rule = find_rule(listener, &req, &host)?;
+        let rule = match find_rule(listener, &req, &host) {
+            Err(ProxyError::NoRoute) if is_grpc(req.headers()) => return Ok(grpc_unimplemented()),
+            found => found?,
+        };
         *route_label = Some(rule.route.clone());
         if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port())? {
             return Ok(resp);
@@ -149,9 +152,10 @@ impl Handler {
         };
         let (backend, service) = pick_backend(&rule)?;
         let endpoint = pick_endpoint(&service)?;
+        let protocol = rule.upstream_protocol(&service);
         // WebSocket handshakes go through to HTTP/1 backends only.
         let upgrade = websocket_upgrade(req.headers())
-            .filter(|_| service.protocol == UpstreamProtocol::Http1)
+            .filter(|_| protocol == UpstreamProtocol::Http1)
             .map(|value| (value, hyper::upgrade::on(&mut req)));
         let req = self.upstream_request(req, &rule, backend, &service, Some(raw_host))?;
         let tls = upstream_tls(table, listener, &service);
@@ -167,7 +171,7 @@ impl Handler {
         let send = self
             .shared
             .upstreams
-            .send(service.protocol, endpoint, tls.as_ref(), req);
+            .send(protocol, endpoint, tls.as_ref(), req);
         let upstream_limit = self.shared.options.upstream_response_timeout;
         let mut resp = within_timeouts(send, rule.filters.timeouts, upstream_limit, start)
             .await
@@ -221,10 +225,11 @@ impl Handler {
             *m.method_mut() = parts.method.clone();
             *m.uri_mut() = parts.uri.clone();
             *m.headers_mut() = parts.headers.clone();
-            *m.version_mut() = http_version(mirror.backend.protocol);
+            let protocol = rule.upstream_protocol(&mirror.backend);
+            *m.version_mut() = http_version(protocol);
             spawn_mirror(
                 self.shared.upstreams.clone(),
-                mirror.backend.protocol,
+                protocol,
                 endpoint,
                 upstream_tls(table, listener, &mirror.backend),
                 m,
@@ -340,7 +345,7 @@ impl Handler {
         }
         // Origin form here; the upstream pool adds the authority it connects with.
         parts.uri = Uri::from(path_and_query);
-        parts.version = http_version(service.protocol);
+        parts.version = http_version(rule.upstream_protocol(service));
         match host {
             Some(h) => {
                 parts.headers.insert(header::HOST, h);
@@ -454,6 +459,24 @@ fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
     *resp.headers_mut() = headers;
     resp.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    resp
+}
+
+/// The answer to a gRPC call that no route serves: HTTP 200 with gRPC status `UNIMPLEMENTED`
+/// in trailers-only form (the gRPC over HTTP/2 protocol's way to fail a call at once): a 404
+/// would reach a gRPC client as an opaque transport error instead of a status it can act on.
+fn grpc_unimplemented() -> Response<ProxyBody> {
+    let mut resp = Response::new(empty());
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", HeaderValue::from_static("12"));
+    headers.insert(
+        "grpc-message",
+        HeaderValue::from_static("no%20route%20for%20this%20method"),
+    );
     resp
 }
 

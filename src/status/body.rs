@@ -28,6 +28,9 @@ pub enum StatusBody {
     GatewayClass(GatewayClassStatus),
     Gateway(GatewayStatus),
     HttpRoute(Arc<HttpRouteStatus>),
+    /// A GRPCRoute's status. Its fields are the HTTPRoute's (both are the spec's `RouteStatus`),
+    /// so it is held in the same type and every walk over route statuses serves both kinds.
+    GrpcRoute(Arc<HttpRouteStatus>),
     BackendTlsPolicy(BackendTlsPolicyStatus),
     /// A status read back from JSON (`/debug/status`) or written by hand.
     Json(Value),
@@ -51,7 +54,7 @@ impl StatusBody {
         let v = match self {
             Self::GatewayClass(s) => serde_json::to_value(s),
             Self::Gateway(s) => serde_json::to_value(s),
-            Self::HttpRoute(s) => serde_json::to_value(s),
+            Self::HttpRoute(s) | Self::GrpcRoute(s) => serde_json::to_value(s),
             Self::BackendTlsPolicy(s) => serde_json::to_value(s),
             Self::Json(v) => return Cow::Borrowed(v),
         };
@@ -73,6 +76,7 @@ impl StatusBody {
             (ObjectKind::GatewayClass, Self::GatewayClass(_))
             | (ObjectKind::Gateway, Self::Gateway(_))
             | (ObjectKind::HttpRoute, Self::HttpRoute(_))
+            | (ObjectKind::GrpcRoute, Self::GrpcRoute(_))
             | (ObjectKind::BackendTlsPolicy, Self::BackendTlsPolicy(_)) => {
                 Some(Cow::Borrowed(self))
             }
@@ -84,6 +88,9 @@ impl StatusBody {
                     ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
                     ObjectKind::HttpRoute => {
                         Self::HttpRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
+                    }
+                    ObjectKind::GrpcRoute => {
+                        Self::GrpcRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
                     }
                     ObjectKind::BackendTlsPolicy => {
                         Self::BackendTlsPolicy(BackendTlsPolicyStatus::deserialize(v).ok()?)
@@ -113,7 +120,9 @@ impl StatusBody {
         match (prev, self) {
             (Self::GatewayClass(p), Self::GatewayClass(n)) => carry_class(p, n),
             (Self::Gateway(p), Self::Gateway(n)) => carry_gateway(p, n),
-            (Self::HttpRoute(p), Self::HttpRoute(n)) => carry_shared_route(p, n),
+            (Self::HttpRoute(p), Self::HttpRoute(n)) | (Self::GrpcRoute(p), Self::GrpcRoute(n)) => {
+                carry_shared_route(p, n)
+            }
             (Self::BackendTlsPolicy(p), Self::BackendTlsPolicy(n)) => carry_policy(p, n),
             _ => {}
         }
@@ -136,7 +145,7 @@ impl StatusBody {
                     stamp(&mut l.conditions);
                 }
             }
-            Self::HttpRoute(s) => {
+            Self::HttpRoute(s) | Self::GrpcRoute(s) => {
                 for p in &mut Arc::make_mut(s).parents {
                     stamp(&mut p.conditions);
                 }
@@ -155,8 +164,11 @@ impl StatusBody {
     /// parent and condition carries from its counterpart. Then `prev` can stand for the
     /// carried body, shared rather than copied. Only routes are looked at; they are the many.
     pub(super) fn carries_to(&self, prev: &StatusBody) -> bool {
-        let (Self::HttpRoute(n), Self::HttpRoute(p)) = (self, prev) else {
-            return false;
+        let (n, p) = match (self, prev) {
+            (Self::HttpRoute(n), Self::HttpRoute(p)) | (Self::GrpcRoute(n), Self::GrpcRoute(p)) => {
+                (n, p)
+            }
+            _ => return false,
         };
         Arc::ptr_eq(n, p)
             || (n.parents.len() == p.parents.len()
@@ -179,7 +191,7 @@ impl StatusBody {
                     push_problems(&scope, Some(&l.conditions), out);
                 }
             }
-            Self::HttpRoute(s) => {
+            Self::HttpRoute(s) | Self::GrpcRoute(s) => {
                 for p in &s.parents {
                     let scope = format!("{object} parent {}", p.parent_ref.name);
                     push_problems(&scope, Some(&p.conditions), out);

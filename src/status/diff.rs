@@ -24,6 +24,19 @@ pub enum Carried<'a> {
     Gateway(Option<&'a GatewayStatus>),
     HttpRoute(Option<&'a HttpRouteStatus>),
     BackendTlsPolicy(Option<&'a BackendTlsPolicyStatus>),
+    /// A GRPCRoute's status, read into the HTTPRoute type: both are the spec's `RouteStatus`
+    /// (see [`grpc_route_status`]).
+    GrpcRoute(Option<&'a HttpRouteStatus>),
+}
+
+/// A GRPCRoute's status as the HTTPRoute type with the same fields, which every route-status
+/// rule is written for; `None` when it does not fit (it always does for a valid object).
+pub fn grpc_route_status(
+    status: &gateway_api::apis::standard::grpcroutes::GrpcRouteStatus,
+) -> Option<HttpRouteStatus> {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
 }
 
 /// A transition worth an Event: a route parent newly not accepted, a listener newly in
@@ -99,7 +112,8 @@ pub fn patch(
                 notable: conflicted_listeners(current, &want),
             })
         }
-        (StatusBody::HttpRoute(want), Carried::HttpRoute(current)) => {
+        (StatusBody::HttpRoute(want), Carried::HttpRoute(current))
+        | (StatusBody::GrpcRoute(want), Carried::GrpcRoute(current)) => {
             route_patch(current, &want.parents, resource_version, controller)
         }
         (StatusBody::BackendTlsPolicy(want), Carried::BackendTlsPolicy(current)) => {

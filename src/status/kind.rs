@@ -19,6 +19,8 @@ pub enum ObjectKind {
     Gateway,
     #[serde(rename = "HTTPRoute")]
     HttpRoute,
+    #[serde(rename = "GRPCRoute")]
+    GrpcRoute,
     #[serde(rename = "BackendTLSPolicy")]
     BackendTlsPolicy,
 }
@@ -30,10 +32,11 @@ pub struct UnknownKind(pub String);
 
 impl ObjectKind {
     /// Every kind, in report order.
-    pub const ALL: [ObjectKind; 4] = [
+    pub const ALL: [ObjectKind; 5] = [
         Self::GatewayClass,
         Self::Gateway,
         Self::HttpRoute,
+        Self::GrpcRoute,
         Self::BackendTlsPolicy,
     ];
 
@@ -43,6 +46,7 @@ impl ObjectKind {
             Self::GatewayClass => "GatewayClass",
             Self::Gateway => "Gateway",
             Self::HttpRoute => "HTTPRoute",
+            Self::GrpcRoute => "GRPCRoute",
             Self::BackendTlsPolicy => "BackendTLSPolicy",
         }
     }
@@ -56,7 +60,7 @@ impl ObjectKind {
     pub fn namespaced(self) -> bool {
         match self {
             Self::GatewayClass => false,
-            Self::Gateway | Self::HttpRoute | Self::BackendTlsPolicy => true,
+            Self::Gateway | Self::HttpRoute | Self::GrpcRoute | Self::BackendTlsPolicy => true,
         }
     }
 }

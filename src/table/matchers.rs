@@ -4,6 +4,8 @@
 use http::{HeaderMap, HeaderName, Method};
 use serde::{Serialize, Serializer};
 
+use super::grpc::GrpcMatch;
+
 /// The parts of a request that routing reads, borrowed from the request.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestView<'a> {
@@ -28,6 +30,10 @@ pub struct RequestMatch {
     pub headers: Vec<HeaderMatch>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub query: Vec<QueryMatch>,
+    /// Set on every match of a GRPCRoute: the request must be a gRPC call to this service and
+    /// method (the path condition only narrows the index lookup).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcMatch>,
 }
 
 fn ser_method<S: Serializer>(m: &Option<Method>, s: S) -> Result<S::Ok, S::Error> {
@@ -45,6 +51,7 @@ impl RequestMatch {
             method: None,
             headers: vec![],
             query: vec![],
+            grpc: None,
         }
     }
 
@@ -54,6 +61,10 @@ impl RequestMatch {
             && self.method.as_ref().is_none_or(|m| m == req.method)
             && self.headers.iter().all(|h| h.matches(req.headers))
             && self.query.iter().all(|q| q.matches(req.query))
+            && self
+                .grpc
+                .as_ref()
+                .is_none_or(|g| g.matches(req.path, req.headers))
     }
 }
 
@@ -128,7 +139,7 @@ pub enum ValueMatch {
 }
 
 impl ValueMatch {
-    fn matches(&self, value: &[u8]) -> bool {
+    pub(crate) fn matches(&self, value: &[u8]) -> bool {
         match self {
             Self::Exact(v) => v.as_bytes() == value,
             Self::RegularExpression(r) => {

@@ -5,6 +5,7 @@ mod backend_tls;
 mod client_auth;
 mod cors;
 mod filters;
+mod grpc;
 mod host;
 pub mod hostname;
 mod matchers;
@@ -22,6 +23,7 @@ pub use filters::{
     Fraction, HeaderModifier, Mirror, PathModifier, Redirect, RedirectTarget, Scheme, Timeouts,
     UrlRewrite,
 };
+pub use grpc::{is_grpc, split_path, GrpcMatch};
 pub use host::HostIndex;
 pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,

@@ -215,8 +215,13 @@ pub struct RouteRule {
 
 impl RouteRule {
     /// Gateway API precedence: exact path, then regular expression, then longest prefix; then
-    /// method, most header matches, most query matches; then the oldest route, then
-    /// `namespace/name` alphabetically, then rule and match order within the route.
+    /// (GRPCRoute matches) service and method characters; then method, most header matches,
+    /// most query matches; then the oldest route, then `namespace/name` alphabetically, then
+    /// rule and match order within the route.
+    ///
+    /// A GRPCRoute match's path is `/service/method` (exact service and method), `/service`
+    /// (exact service) or `/`, so the path criteria already order it as the GRPCRoute spec's
+    /// service and method characters do, and [`crate::table::GrpcMatch::rank`] orders the rest.
     pub fn precedence_cmp(&self, other: &Self) -> std::cmp::Ordering {
         let a = &self.matcher;
         let b = &other.matcher;
@@ -224,6 +229,7 @@ impl RouteRule {
             .rank()
             .cmp(&b.path.rank())
             .then(b.path.len().cmp(&a.path.len()))
+            .then(grpc_rank(b).cmp(&grpc_rank(a)))
             .then(b.method.is_some().cmp(&a.method.is_some()))
             .then(b.headers.len().cmp(&a.headers.len()))
             .then(b.query.len().cmp(&a.query.len()))
@@ -232,6 +238,23 @@ impl RouteRule {
             .then(self.route.name.cmp(&other.route.name))
             .then(self.rule_index.cmp(&other.rule_index))
             .then(self.match_index.cmp(&other.match_index))
+    }
+}
+
+/// The GRPCRoute precedence key of a match (HTTPRoute matches have none and rank lowest).
+fn grpc_rank(matcher: &RequestMatch) -> Option<(u8, usize, u8, usize)> {
+    matcher.grpc.as_ref().map(|g| g.rank())
+}
+
+impl RouteRule {
+    /// How to reach `service` for this rule: gRPC is HTTP/2, so a GRPCRoute's backends are
+    /// spoken to with h2c whatever the Service port's `appProtocol` says.
+    pub fn upstream_protocol(&self, service: &ServiceBackend) -> UpstreamProtocol {
+        if self.matcher.grpc.is_some() {
+            UpstreamProtocol::H2c
+        } else {
+            service.protocol
+        }
     }
 }
 

@@ -72,6 +72,8 @@ impl BackendError {
 /// The fields of a backendRef that resolution reads (rule and mirror refs share them).
 #[derive(Debug, Clone, Copy)]
 pub struct BackendRef<'a> {
+    /// Kind of the referring route (`HTTPRoute`, `GRPCRoute`): ReferenceGrants name it.
+    pub from_kind: &'static str,
     pub group: Option<&'a str>,
     pub kind: Option<&'a str>,
     pub name: &'a str,
@@ -83,6 +85,7 @@ pub struct BackendRef<'a> {
 /// each of its references still resolves the same way.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnedRef {
+    from_kind: &'static str,
     group: Option<String>,
     kind: Option<String>,
     name: String,
@@ -94,6 +97,7 @@ impl OwnedRef {
     /// Borrows it back as the reference resolution reads.
     pub fn as_ref(&self) -> BackendRef<'_> {
         BackendRef {
+            from_kind: self.from_kind,
             group: self.group.as_deref(),
             kind: self.kind.as_deref(),
             name: &self.name,
@@ -272,6 +276,7 @@ impl<'a> Backends<'a> {
         let out = self.resolve_uncached(route_ns, r);
         if let Some(recording) = &mut self.recording {
             let owned = OwnedRef {
+                from_kind: r.from_kind,
                 group: r.group.map(str::to_owned),
                 kind: r.kind.map(str::to_owned),
                 name: r.name.to_owned(),
@@ -301,7 +306,7 @@ impl<'a> Backends<'a> {
         };
         if !self
             .grants
-            .allows(RefSide::http_route(route_ns), target, r.name)
+            .allows(RefSide::route(r.from_kind, route_ns), target, r.name)
         {
             return Err(BackendError::NotPermitted {
                 from: route_ns.to_owned(),

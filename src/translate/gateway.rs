@@ -44,6 +44,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayInfrastructurePropagation",
     "GatewayPort8080",
     "GatewayStaticAddresses",
+    "GRPCRoute",
+    "GRPCRouteNamedRouteRule",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",

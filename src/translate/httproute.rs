@@ -1,4 +1,4 @@
-//! HTTPRoute attachment: which listeners each `parentRef` selects (sectionName, port), whether
+//! HTTPRoute (and lowered GRPCRoute) attachment: which listeners each `parentRef` selects (sectionName, port), whether
 //! they allow the route (namespaces, kinds, hostnames), and the route's `parents[]` status. Pure.
 
 use std::collections::BTreeMap;
@@ -25,6 +25,8 @@ pub struct Attachment {
     pub listener: usize,
     /// Effective hostnames (route and listener hostnames intersected).
     pub hostnames: Vec<String>,
+    /// Index of the route status `parents[]` entry of the parentRef that selected the listener.
+    pub parent: usize,
 }
 
 /// Why a parentRef does not attach; each is an `Accepted` False reason.
@@ -91,7 +93,7 @@ pub fn attach_route(
         };
         let gateway = &gateways[gi];
         let gateway_accepted = gateway.accepted();
-        let result = select_listeners(parent, gateway, route_ns, hostnames, labels);
+        let result = select_listeners(parent, gateway, route_ns, hostnames, labels, compiled.kind);
         let accepted = match result {
             Ok(selected) => {
                 for (li, effective) in selected {
@@ -104,6 +106,7 @@ pub fn attach_route(
                             gateway: gi,
                             listener: li,
                             hostnames: effective,
+                            parent: parents.len(),
                         });
                     }
                 }
@@ -163,6 +166,7 @@ fn select_listeners(
     route_ns: &str,
     hostnames: &[String],
     labels: &BTreeMap<String, String>,
+    kind: &str,
 ) -> Result<Vec<(usize, Vec<String>)>, AttachError> {
     let selected: Vec<usize> = gateway
         .listeners
@@ -184,7 +188,7 @@ fn select_listeners(
         .into_iter()
         .filter(|&i| {
             let l = &gateway.listeners[i];
-            l.accepts_http_routes() && l.namespaces.allows(gateway.namespace, route_ns, labels)
+            l.accepts_kind(kind) && l.namespaces.allows(gateway.namespace, route_ns, labels)
         })
         .collect();
     if allowed.is_empty() {

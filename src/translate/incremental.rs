@@ -5,7 +5,8 @@
 //! of the same snapshot (`tests/incremental.rs` checks that on random change sequences).
 //!
 //! Cached today:
-//! - each HTTPRoute's compiled rules (matchers, filters, backend sets), by the route's
+//! - each HTTPRoute's and GRPCRoute's compiled rules (matchers, filters, backend sets; a
+//!   GRPCRoute's lowered form with them), by the route's kind,
 //!   namespace and name, valid while the route is the same object (or an equal one) and each
 //!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
 //!   only difference is the endpoints of some Service ports, the rules are relinked to the
@@ -22,11 +23,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
 use super::build::HostCache;
+use super::grpcroute::lower;
 use super::httproute::Attached;
+use super::kinds_conflict::Losers;
 use super::moved::{touches, Moved, Resolvable};
 use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
@@ -71,13 +75,38 @@ pub struct Incremental {
     faces: Faces,
     /// What backend resolution read last time, to tell which Services changed since.
     resolvable: Option<Resolvable>,
+    /// The routes that lost a listener to a route of the other kind last time.
+    losers: Losers,
     last: Reuse,
+}
+
+/// A route object of either kind, as the snapshot holds it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Source<'r> {
+    Http(&'r Arc<HttpRoute>),
+    Grpc(&'r Arc<GrpcRoute>),
+}
+
+impl Source<'_> {
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Self::Http(r) => &r.metadata,
+            Self::Grpc(r) => &r.metadata,
+        }
+    }
+
+    fn is_grpc(&self) -> bool {
+        matches!(self, Self::Grpc(_))
+    }
 }
 
 /// A route's compiled rules and the backendRef outcomes they were compiled with.
 #[derive(Debug)]
 struct RouteEntry {
+    /// The route, or a GRPCRoute's lowered form (made again only when the GRPCRoute changes).
     route: Arc<HttpRoute>,
+    /// The GRPCRoute `route` was lowered from.
+    grpc: Option<Arc<GrpcRoute>>,
     resolutions: Vec<(OwnedRef, Resolved)>,
     compiled: Arc<CompiledRoute>,
     attached: Option<AttachEntry>,
@@ -101,6 +130,16 @@ impl Incremental {
         self.last
     }
 
+    /// The routes that lost a listener to a route of the other kind in the last translation.
+    pub(super) fn losers(&self) -> &Losers {
+        &self.losers
+    }
+
+    /// Where this translation leaves its losers for the next one.
+    pub(super) fn losers_mut(&mut self) -> &mut Losers {
+        &mut self.losers
+    }
+
     /// The virtual hosts of the last table, for the next one to reuse.
     pub(super) fn hosts(&mut self) -> &mut HostCache {
         &mut self.hosts
@@ -117,7 +156,7 @@ impl Incremental {
         let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
         self.resolvable = Some(now);
         let backends = std::mem::take(&mut self.backends);
-        let routes = snapshot.http_routes.len();
+        let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
         RouteCompiler {
             backends: Backends::with_cache(snapshot, backends, moved.is_some()),
             moved,
@@ -145,9 +184,9 @@ pub(super) struct RouteCompiler<'a> {
     moved: Moved,
     /// The previous translation's entries, by position in its snapshot.
     previous: Vec<Option<RouteEntry>>,
-    /// Positions in `previous` by route namespace and name, made when a route is not found at
-    /// its own position (routes added or removed before it).
-    by_name: Option<HashMap<(String, String), usize>>,
+    /// Positions in `previous` by route kind (GRPCRoute or not), namespace and name, made when
+    /// a route is not found at its own position (routes added or removed before it).
+    by_name: Option<HashMap<(bool, String, String), usize>>,
     /// This translation's entries, by position in its snapshot.
     next: Vec<Option<RouteEntry>>,
     reuse: Reuse,
@@ -157,14 +196,17 @@ impl RouteCompiler<'_> {
     /// The compiled rules of `route` and its attachment: the previous ones when the route and
     /// every outcome of its backendRefs are unchanged (and, for the attachment, what
     /// [`attach`] checks), else computed now.
+    ///
+    /// Positions number HTTPRoutes first, then GRPCRoutes.
     pub fn compile(
         &mut self,
         position: usize,
-        route: &Arc<HttpRoute>,
+        route: Source<'_>,
         inputs: &AttachInputs<'_, '_>,
     ) -> (Arc<CompiledRoute>, Arc<Attached>) {
         let entry = self.entry(position, route);
-        let (attached, reused) = attach(route, &entry.compiled, inputs, &mut entry.attached);
+        let lowered = entry.route.clone();
+        let (attached, reused) = attach(&lowered, &entry.compiled, inputs, &mut entry.attached);
         let compiled = entry.compiled.clone();
         if reused {
             self.reuse.reattached += 1;
@@ -175,13 +217,14 @@ impl RouteCompiler<'_> {
     /// The previous entry of the route at `position`: the one at the same position when it is
     /// the same route (the usual case: snapshots list objects in a stable order), else the
     /// one of the same namespace and name wherever it was.
-    fn previous(&mut self, position: usize, route: &Arc<HttpRoute>) -> Option<RouteEntry> {
-        let ns = namespace_of(&route.metadata);
-        let name = route.metadata.name.as_deref().unwrap_or("");
+    fn previous(&mut self, position: usize, route: Source<'_>) -> Option<RouteEntry> {
+        let ns = namespace_of(route.meta());
+        let name = route.meta().name.as_deref().unwrap_or("");
+        let grpc = route.is_grpc();
         let named = |e: &RouteEntry| {
-            Arc::ptr_eq(&e.route, route)
-                || (e.route.metadata.name.as_deref().unwrap_or("") == name
-                    && namespace_of(&e.route.metadata) == ns)
+            e.grpc.is_some() == grpc
+                && e.route.metadata.name.as_deref().unwrap_or("") == name
+                && namespace_of(&e.route.metadata) == ns
         };
         if self
             .previous
@@ -197,17 +240,17 @@ impl RouteCompiler<'_> {
                 if let Some(e) = e {
                     let ns = namespace_of(&e.route.metadata).to_owned();
                     let name = e.route.metadata.name.clone().unwrap_or_default();
-                    index.insert((ns, name), i);
+                    index.insert((e.grpc.is_some(), ns, name), i);
                 }
             }
             index
         });
-        let at = *by_name.get(&(ns.to_owned(), name.to_owned()))?;
+        let at = *by_name.get(&(grpc, ns.to_owned(), name.to_owned()))?;
         self.previous.get_mut(at)?.take()
     }
 
     /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
-    fn entry(&mut self, position: usize, route: &Arc<HttpRoute>) -> &mut RouteEntry {
+    fn entry(&mut self, position: usize, route: Source<'_>) -> &mut RouteEntry {
         let entry = match self.previous(position, route) {
             Some(mut entry) => match self.check(&entry, route) {
                 Check::Same => {
@@ -219,7 +262,10 @@ impl RouteCompiler<'_> {
                     for ((_, before), now) in entry.resolutions.iter_mut().zip(current) {
                         *before = now;
                     }
-                    entry.route = route.clone();
+                    match route {
+                        Source::Http(r) => entry.route = r.clone(),
+                        Source::Grpc(r) => entry.grpc = Some(r.clone()),
+                    }
                     self.reuse.relinked += 1;
                     entry
                 }
@@ -231,13 +277,18 @@ impl RouteCompiler<'_> {
         slot.insert(entry)
     }
 
-    fn compile_new(&mut self, route: &Arc<HttpRoute>) -> RouteEntry {
+    fn compile_new(&mut self, route: Source<'_>) -> RouteEntry {
+        let (lowered, grpc) = match route {
+            Source::Http(r) => (r.clone(), None),
+            Source::Grpc(r) => (Arc::new(lower(r)), Some(r.clone())),
+        };
         self.backends.record();
-        let compiled = Arc::new(compile_route(route, &mut self.backends));
+        let compiled = Arc::new(compile_route(&lowered, grpc.as_deref(), &mut self.backends));
         let resolutions = self.backends.recorded();
         self.reuse.compiled += 1;
         RouteEntry {
-            route: route.clone(),
+            route: lowered,
+            grpc,
             resolutions,
             compiled,
             attached: None,
@@ -247,11 +298,16 @@ impl RouteCompiler<'_> {
     /// Whether compiling `route` now would give `entry`'s result: compilation reads only the
     /// route and the outcomes of its backendRefs, resolved in the same order, so replaying
     /// them tells.
-    fn check(&mut self, entry: &RouteEntry, route: &Arc<HttpRoute>) -> Check {
-        if !(Arc::ptr_eq(&entry.route, route) || entry.route == *route) {
+    fn check(&mut self, entry: &RouteEntry, route: Source<'_>) -> Check {
+        let same = match (route, &entry.grpc) {
+            (Source::Http(r), None) => Arc::ptr_eq(&entry.route, r) || entry.route == *r,
+            (Source::Grpc(r), Some(g)) => Arc::ptr_eq(g, r) || g == r,
+            _ => false,
+        };
+        if !same {
             return Check::Stale;
         }
-        let ns = namespace_of(&route.metadata);
+        let ns = namespace_of(route.meta());
         if let Some(moved) = &self.moved {
             if !entry
                 .resolutions

@@ -110,6 +110,9 @@ pub fn selector_matches(selector: &Selector, labels: &BTreeMap<String, String>) 
     labels_ok && exprs_ok
 }
 
+/// The route kinds an HTTP or HTTPS listener serves, and its default `allowedRoutes.kinds`.
+pub const HTTP_ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
+
 /// One listener, validated.
 #[derive(Debug)]
 pub struct ListenerModel<'a> {
@@ -127,8 +130,8 @@ pub struct ListenerModel<'a> {
     /// `HostnameConflict` or `ProtocolConflict`.
     pub conflict: Option<&'static str>,
     pub namespaces: NamespacePolicy,
-    /// `(namespace, name)` of every route accepted on this listener.
-    pub attached: HashSet<(&'a str, &'a str)>,
+    /// `(kind, namespace, name)` of every route accepted on this listener.
+    pub attached: HashSet<(&'static str, &'a str, &'a str)>,
 }
 
 impl ListenerModel<'_> {
@@ -139,6 +142,12 @@ impl ListenerModel<'_> {
         self.protocol.is_supported()
             && !matches!(self.tls, ListenerTls::Passthrough)
             && !self.supported_kinds.is_empty()
+    }
+
+    /// True when routes of `kind` (`HTTPRoute`, `GRPCRoute`) may attach: HTTP routes are
+    /// accepted at all, and `kind` is among the supported kinds.
+    pub fn accepts_kind(&self, kind: &str) -> bool {
+        self.accepts_http_routes() && self.supported_kinds.iter().any(|k| k.kind == kind)
     }
 
     /// True when the listener is accepted: it can serve once its references resolve.
@@ -164,9 +173,9 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
     );
     let protocol = ListenerProtocol::parse(&spec.protocol);
     let unsupported_protocol = !protocol.is_supported();
-    let http_route = || GatewayStatusListenersSupportedKinds {
+    let route_kind = |kind: &str| GatewayStatusListenersSupportedKinds {
         group: Some(GATEWAY_GROUP.into()),
-        kind: "HTTPRoute".into(),
+        kind: kind.into(),
     };
     let mut supported_kinds = Vec::new();
     let mut invalid_kinds = Vec::new();
@@ -174,16 +183,22 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         Some(kinds) if !kinds.is_empty() => {
             for k in kinds {
                 let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
-                if group == GATEWAY_GROUP && k.kind == "HTTPRoute" && !unsupported_protocol {
-                    if supported_kinds.is_empty() {
-                        supported_kinds.push(http_route());
+                let known = HTTP_ROUTE_KINDS.contains(&k.kind.as_str());
+                if group == GATEWAY_GROUP && known && !unsupported_protocol {
+                    if !supported_kinds
+                        .iter()
+                        .any(|s: &GatewayStatusListenersSupportedKinds| s.kind == k.kind)
+                    {
+                        supported_kinds.push(route_kind(&k.kind));
                     }
                 } else {
                     invalid_kinds.push(format!("{group}/{}", k.kind));
                 }
             }
         }
-        _ if !unsupported_protocol => supported_kinds.push(http_route()),
+        _ if !unsupported_protocol => {
+            supported_kinds.extend(HTTP_ROUTE_KINDS.iter().map(|k| route_kind(k)));
+        }
         _ => {}
     }
     ListenerModel {

@@ -14,8 +14,12 @@ mod duration;
 mod filters;
 mod frontend;
 mod gateway;
+#[cfg(test)]
+mod grpc_tests;
+mod grpcroute;
 mod httproute;
 mod incremental;
+mod kinds_conflict;
 mod listener;
 mod moved;
 mod parameters;
@@ -46,6 +50,7 @@ pub use filters::FilterError;
 pub use frontend::{referenced_ca_objects, CaRefError};
 pub use gateway::SUPPORTED_FEATURES;
 pub use httproute::AttachError;
+use incremental::Source;
 pub use incremental::{Incremental, Reuse};
 pub use listener::intersect_hostnames;
 pub use parameters::{resolve_parameters, InvalidParameters, ParametersRef};
@@ -161,29 +166,64 @@ fn translate_cached(
             tokens: &tokens,
             options,
         };
-        for (position, route) in snapshot.http_routes.iter().enumerate() {
-            if !names_our_gateway(route, &by_name) {
+        let http = snapshot.http_routes.iter().map(|r| {
+            let parents = r.spec.parent_refs.iter().flatten();
+            let names = parents.map(|p| (p.namespace.as_deref(), p.name.as_str()));
+            (
+                Source::Http(r),
+                &r.metadata,
+                names_our_gateway(&r.metadata, names, &by_name),
+            )
+        });
+        let grpc = snapshot.grpc_routes.iter().map(|r| {
+            let parents = r.spec.parent_refs.iter().flatten();
+            let names = parents.map(|p| (p.namespace.as_deref(), p.name.as_str()));
+            (
+                Source::Grpc(r),
+                &r.metadata,
+                names_our_gateway(&r.metadata, names, &by_name),
+            )
+        });
+        for (position, (route, meta, ours)) in http.chain(grpc).enumerate() {
+            if !ours {
                 continue;
             }
             let (c, attached) = compiler.compile(position, route, &inputs);
-            let ns = namespace_of(&route.metadata);
-            let name = route.metadata.name.as_deref().unwrap_or("");
-            if let Some(status) = &attached.status {
-                report.entries.push(ObjectStatus::new(
-                    ObjectKind::HttpRoute,
-                    Some(ns),
-                    name,
-                    route.metadata.generation,
-                    StatusBody::HttpRoute(status.clone()),
-                ));
-            }
-            counted.push((ns, name, attached.clone()));
+            let ns = namespace_of(meta);
+            let name = meta.name.as_deref().unwrap_or("");
+            let created = meta.creation_timestamp.as_ref().map(|t| t.0);
+            counted.push(kinds_conflict::Counted {
+                kind: c.kind,
+                namespace: ns,
+                name,
+                generation: meta.generation,
+                created,
+                attached: attached.clone(),
+            });
             compiled.push((attached, c));
         }
     }
-    for &(ns, name, ref attached) in &counted {
+    let losers = kinds_conflict::resolve(&mut counted, &mut compiled, options, cache.losers());
+    *cache.losers_mut() = losers;
+    for route in &counted {
+        let attached = &route.attached;
+        if let Some(status) = &attached.status {
+            let (kind, body) = if route.kind == grpcroute::GRPC_ROUTE {
+                (ObjectKind::GrpcRoute, StatusBody::GrpcRoute(status.clone()))
+            } else {
+                (ObjectKind::HttpRoute, StatusBody::HttpRoute(status.clone()))
+            };
+            report.entries.push(ObjectStatus::new(
+                kind,
+                Some(route.namespace),
+                route.name,
+                route.generation,
+                body,
+            ));
+        }
         for &(gi, li) in &attached.counted {
-            gateways[gi].listeners[li].attached.insert((ns, name));
+            let key = (route.kind, route.namespace, route.name);
+            gateways[gi].listeners[li].attached.insert(key);
         }
     }
     for g in &gateways {
@@ -273,18 +313,15 @@ fn gateway_parameters(
     resolve_parameters(snapshot, &ParametersRef::of_gateway(reference, ns)).err()
 }
 
-/// True when some parentRef of the route names one of our Gateways (cheap pre-check, so
-/// routes of other controllers cost nothing).
-fn names_our_gateway(
-    route: &gateway_api::apis::standard::httproutes::HttpRoute,
+/// True when some parentRef (namespace, name) of the route names one of our Gateways (cheap
+/// pre-check, so routes of other controllers cost nothing).
+fn names_our_gateway<'p>(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    mut parents: impl Iterator<Item = (Option<&'p str>, &'p str)>,
     by_name: &GatewayIndex<'_>,
 ) -> bool {
-    let ns = namespace_of(&route.metadata);
-    route.spec.parent_refs.iter().flatten().any(|p| {
-        by_name
-            .get(p.namespace.as_deref().unwrap_or(ns), &p.name)
-            .is_some()
-    })
+    let ns = namespace_of(meta);
+    parents.any(|(namespace, name)| by_name.get(namespace.unwrap_or(ns), name).is_some())
 }
 
 /// Gateways scanned in a list up to this many; hashed beyond.

@@ -121,6 +121,7 @@ mod tests {
         let moved = before.moved(&now).unwrap();
         assert!(moved.contains(&("a".into(), "s0".into())), "{moved:?}");
         let r = BackendRef {
+            from_kind: "HTTPRoute",
             group: None,
             kind: None,
             name: "s0",

@@ -17,7 +17,7 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 
 use super::gateway::GatewayModel;
 use super::httproute::{attach_route, Attached};
-use super::listener::{ListenerModel, NamespacePolicy};
+use super::listener::{ListenerModel, NamespacePolicy, HTTP_ROUTE_KINDS};
 use super::rules::CompiledRoute;
 use super::{GatewayIndex, TranslateOptions};
 use crate::snapshot::namespace_of;
@@ -32,7 +32,8 @@ struct ListenerFace {
     name: String,
     port: i32,
     hostname: Option<String>,
-    accepts: bool,
+    /// Whether HTTPRoutes, GRPCRoutes may attach.
+    accepts: [bool; 2],
     valid: bool,
     namespaces: NamespacePolicy,
 }
@@ -52,7 +53,7 @@ impl GatewayFace {
             name: l.spec.name.clone(),
             port: l.spec.port,
             hostname: l.hostname.map(str::to_owned),
-            accepts: l.accepts_http_routes(),
+            accepts: HTTP_ROUTE_KINDS.map(|k| l.accepts_kind(k)),
             valid: l.valid(),
             namespaces: l.namespaces.clone(),
         };

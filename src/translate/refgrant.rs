@@ -16,11 +16,11 @@ pub struct RefSide<'a> {
 }
 
 impl<'a> RefSide<'a> {
-    /// An HTTPRoute in `namespace`, the usual `from` side.
-    pub fn http_route(namespace: &'a str) -> Self {
+    /// A route of `kind` (`HTTPRoute`, `GRPCRoute`) in `namespace`, the usual `from` side.
+    pub fn route(kind: &'a str, namespace: &'a str) -> Self {
         Self {
             group: GATEWAY_GROUP,
-            kind: "HTTPRoute",
+            kind,
             namespace,
         }
     }
@@ -98,10 +98,10 @@ mod tests {
     fn grants_match_namespace_kind_and_name() {
         let list = vec![grant("backend", "web", Some("api"))];
         let grants = Grants::new(&list);
-        let from = RefSide::http_route("web");
+        let from = RefSide::route("HTTPRoute", "web");
         assert!(grants.allows(from, svc("backend"), "api"));
         assert!(!grants.allows(from, svc("backend"), "other"));
-        assert!(!grants.allows(RefSide::http_route("x"), svc("backend"), "api"));
+        assert!(!grants.allows(RefSide::route("HTTPRoute", "x"), svc("backend"), "api"));
         assert!(!grants.allows(from, svc("elsewhere"), "api"));
         assert!(grants.allows(from, svc("web"), "anything"));
         let all = vec![grant("backend", "web", None)];

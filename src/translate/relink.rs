@@ -75,6 +75,7 @@ pub fn relink(compiled: &CompiledRoute, current: &[Resolved]) -> CompiledRoute {
         })
         .collect();
     CompiledRoute {
+        kind: compiled.kind,
         rules,
         total: compiled.total,
         invalid: compiled.invalid.clone(),

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType as HType,
     HttpRouteRulesMatchesMethod as M, HttpRouteRulesMatchesPathType as PType,
@@ -15,6 +16,7 @@ use http::{HeaderName, Method};
 use super::backends::{BackendError, BackendRef, Backends};
 use super::duration::compile_timeouts;
 use super::filters::{compile_backend_filters, compile_filters, CompiledFilters};
+use super::grpcroute::{rule_matches, GRPC_ROUTE, HTTP_ROUTE};
 use crate::snapshot::namespace_of;
 use crate::table::{
     BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex, RequestMatch,
@@ -33,6 +35,8 @@ pub enum MatchError {
 /// The compiled rules of one route and what its conditions must report.
 #[derive(Debug, Default)]
 pub struct CompiledRoute {
+    /// `HTTPRoute` or `GRPCRoute`: the kind listeners must allow.
+    pub kind: &'static str,
     /// One entry per match of every servable rule.
     pub rules: Vec<Arc<RouteRule>>,
     /// Number of rules in the spec.
@@ -45,11 +49,21 @@ pub struct CompiledRoute {
     pub unresolved: Option<BackendError>,
 }
 
-/// Compiles every rule of `route`.
-pub fn compile_route(route: &HttpRoute, backends: &mut Backends<'_>) -> CompiledRoute {
+/// Compiles every rule of `route`. For a GRPCRoute, `route` is its lowered form
+/// ([`super::grpcroute::lower`]) and `grpc` the route itself, whose matches are compiled.
+pub fn compile_route(
+    route: &HttpRoute,
+    grpc: Option<&GrpcRoute>,
+    backends: &mut Backends<'_>,
+) -> CompiledRoute {
     let namespace = namespace_of(&route.metadata);
+    let kind = if grpc.is_some() {
+        GRPC_ROUTE
+    } else {
+        HTTP_ROUTE
+    };
     let route_ref = Arc::new(RouteRef {
-        kind: "HTTPRoute".into(),
+        kind: kind.into(),
         namespace: namespace.to_owned(),
         name: route.metadata.name.clone().unwrap_or_default(),
     });
@@ -62,6 +76,7 @@ pub fn compile_route(route: &HttpRoute, backends: &mut Backends<'_>) -> Compiled
     let default_rules = [HttpRouteRules::default()];
     let spec_rules = route.spec.rules.as_deref().unwrap_or(&default_rules);
     let mut out = CompiledRoute {
+        kind,
         total: spec_rules.len(),
         ..Default::default()
     };
@@ -71,8 +86,10 @@ pub fn compile_route(route: &HttpRoute, backends: &mut Backends<'_>) -> Compiled
             Some(m) if !m.is_empty() => m,
             _ => &default_match,
         };
-        let matchers: Result<Vec<RequestMatch>, MatchError> =
-            spec_matches.iter().map(compile_match).collect();
+        let matchers: Result<Vec<RequestMatch>, MatchError> = match grpc {
+            Some(g) => rule_matches(g, index),
+            None => spec_matches.iter().map(compile_match).collect(),
+        };
         let matchers = match matchers {
             Ok(m) => m,
             Err(e) => {
@@ -149,6 +166,7 @@ fn compile_actions(
     for b in rule.backend_refs.iter().flatten() {
         let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
         let r = BackendRef {
+            from_kind: out.kind,
             group: b.group.as_deref(),
             kind: b.kind.as_deref(),
             name: &b.name,
@@ -202,6 +220,7 @@ fn resolve_mirrors(
     let mut filters = compiled.filters;
     for m in compiled.mirrors {
         let r = BackendRef {
+            from_kind: out.kind,
             group: m.group.as_deref(),
             kind: m.kind.as_deref(),
             name: &m.name,
@@ -285,6 +304,7 @@ pub fn compile_match(m: &HttpRouteRulesMatches) -> Result<RequestMatch, MatchErr
         method,
         headers,
         query,
+        grpc: None,
     })
 }
 

@@ -127,10 +127,10 @@ pub async fn modify_listeners(env: Arc<Env>) -> Outcome {
     .await
 }
 
-/// A listener for HTTPRoutes, accepted and resolved, with one attached route (upstream's
-/// expectation after listeners are added or removed).
+/// A listener with the default route kinds, accepted and resolved, with one attached route
+/// (upstream's expectation after listeners are added or removed).
 fn serving(name: &'static str) -> Listener {
-    Listener::http(name, 1, &ACCEPTED_AND_RESOLVED)
+    Listener::http_default_kinds(name, 1, &ACCEPTED_AND_RESOLVED)
 }
 
 const ACCEPTED_AND_RESOLVED: [Cond; 2] = [

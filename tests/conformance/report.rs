@@ -1,5 +1,6 @@
-//! Scenario results: the printed table, the upstream `ConformanceReport` YAML and the comparison
-//! of passing extended features with the features the GatewayClass claims.
+//! Scenario results: the printed table, the upstream `ConformanceReport` YAML (one entry per
+//! profile: GATEWAY-HTTP, GATEWAY-GRPC) and the comparison of passing extended features with
+//! the features the GatewayClass claims.
 
 use std::collections::BTreeMap;
 
@@ -22,10 +23,18 @@ pub enum Result {
     Skipped(String),
 }
 
-/// One scenario's name, extended feature (`None`: core) and verdict.
+/// Profile of the HTTPRoute scenarios.
+pub const GATEWAY_HTTP: &str = "GATEWAY-HTTP";
+/// Profile of the GRPCRoute scenarios.
+pub const GATEWAY_GRPC: &str = "GATEWAY-GRPC";
+/// Every profile the replay runs, in report order.
+pub const PROFILES: [&str; 2] = [GATEWAY_HTTP, GATEWAY_GRPC];
+
+/// One scenario's name, profile, extended feature (`None`: core) and verdict.
 #[derive(Debug)]
 pub struct ScenarioResult {
     pub name: &'static str,
+    pub profile: &'static str,
     pub feature: Option<&'static str>,
     pub verdict: Result,
 }
@@ -59,9 +68,9 @@ impl Stats {
     }
 }
 
-/// All results, summarised by profile part and by extended feature.
-pub struct Summary<'a> {
-    results: &'a [ScenarioResult],
+/// The results of one profile, summarised by part and by extended feature.
+struct Profile {
+    name: &'static str,
     /// Scenarios of [`ADDITIONAL`].
     additional: Stats,
     core: Stats,
@@ -70,50 +79,51 @@ pub struct Summary<'a> {
     features: BTreeMap<&'static str, Stats>,
 }
 
+/// All results, summarised per profile.
+pub struct Summary<'a> {
+    results: &'a [ScenarioResult],
+    profiles: Vec<Profile>,
+}
+
 impl<'a> Summary<'a> {
     pub fn new(results: &'a [ScenarioResult]) -> Self {
-        let mut core = Stats::default();
-        let mut extended = Stats::default();
-        let mut features: BTreeMap<&'static str, Stats> = BTreeMap::new();
-        let mut additional = Stats::default();
-        for r in results {
-            if ADDITIONAL.contains(&r.name) {
-                additional.add(&r.verdict);
-                continue;
-            }
-            match r.feature {
-                None => core.add(&r.verdict),
-                Some(f) => {
-                    extended.add(&r.verdict);
-                    features.entry(f).or_default().add(&r.verdict);
-                }
-            }
-        }
-        Self {
-            results,
-            additional,
-            core,
-            extended,
-            features,
-        }
-    }
-
-    /// Extended features all of whose scenarios ran and passed.
-    pub fn supported(&self) -> Vec<&'static str> {
-        self.features
+        let profiles = PROFILES
             .iter()
-            .filter(|(_, s)| s.passed > 0 && s.failed == 0 && s.skipped == 0)
-            .map(|(f, _)| *f)
-            .collect()
+            .map(|&name| {
+                let mut p = Profile {
+                    name,
+                    additional: Stats::default(),
+                    core: Stats::default(),
+                    extended: Stats::default(),
+                    features: BTreeMap::new(),
+                };
+                for r in results.iter().filter(|r| r.profile == name) {
+                    if ADDITIONAL.contains(&r.name) {
+                        p.additional.add(&r.verdict);
+                        continue;
+                    }
+                    match r.feature {
+                        None => p.core.add(&r.verdict),
+                        Some(f) => {
+                            p.extended.add(&r.verdict);
+                            p.features.entry(f).or_default().add(&r.verdict);
+                        }
+                    }
+                }
+                p
+            })
+            .collect();
+        Self { results, profiles }
     }
 
-    fn unsupported(&self) -> Vec<&'static str> {
-        let ok = self.supported();
-        self.features
-            .keys()
-            .filter(|f| !ok.contains(f))
-            .copied()
-            .collect()
+    /// Extended features (of every profile) all of whose scenarios ran and passed.
+    pub fn supported(&self) -> Vec<&'static str> {
+        self.profiles.iter().flat_map(Profile::supported).collect()
+    }
+
+    /// Whether some profile has scenarios of extended feature `f`.
+    fn has_feature(&self, f: &str) -> bool {
+        self.profiles.iter().any(|p| p.features.contains_key(f))
     }
 
     /// Extended features the GatewayClass lists in `supportedFeatures` whose scenarios do not
@@ -122,7 +132,7 @@ impl<'a> Summary<'a> {
         let passing = self.supported();
         SUPPORTED_FEATURES
             .iter()
-            .filter(|f| self.features.contains_key(*f) && !passing.contains(*f))
+            .filter(|f| self.has_feature(f) && !passing.contains(*f))
             .filter(|f| !crate::skipped::COVERED_OUTSIDE_REPLAY.contains(f))
             .map(|f| format!("{f}: listed in supportedFeatures but its scenarios do not all pass"))
             .collect()
@@ -152,8 +162,76 @@ impl<'a> Summary<'a> {
             ));
         }
         out.push_str("\n| Feature | Scenarios | Result |\n|---|---|---|\n");
+        for p in &self.profiles {
+            p.table_rows(&mut out);
+        }
+        out
+    }
+
+    /// The report in the upstream `ConformanceReport` shape.
+    pub fn yaml(&self) -> String {
+        let mut y = String::new();
+        for l in [
+            "apiVersion: gateway.networking.k8s.io/v1",
+            "kind: ConformanceReport",
+            "implementation:",
+            "  organization: edgeplane",
+            "  project: edgeplane",
+            "  url: https://edgeplane.dev",
+        ] {
+            line(&mut y, 0, l);
+        }
+        line(
+            &mut y,
+            2,
+            &format!("version: v{}", env!("CARGO_PKG_VERSION")),
+        );
+        list(&mut y, 2, "contact", &["https://edgeplane.dev"]);
+        let date = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
+        line(&mut y, 0, &format!("date: \"{date}\""));
+        line(&mut y, 0, "gatewayAPIVersion: v1.6.1");
+        line(&mut y, 0, "gatewayAPIChannel: standard");
+        line(&mut y, 0, "mode: default");
+        line(&mut y, 0, "profiles:");
+        for p in self.profiles.iter().filter(|p| p.ran()) {
+            p.yaml(&mut y, self.results);
+        }
+        y
+    }
+}
+
+impl Profile {
+    /// Whether any scenario of the profile ran (a filtered run may have none).
+    fn ran(&self) -> bool {
+        let n = |s: &Stats| s.passed + s.failed + s.skipped;
+        n(&self.core) + n(&self.extended) + n(&self.additional) > 0
+    }
+
+    fn supported(&self) -> Vec<&'static str> {
+        self.features
+            .iter()
+            .filter(|(_, s)| s.passed > 0 && s.failed == 0 && s.skipped == 0)
+            .map(|(f, _)| *f)
+            .collect()
+    }
+
+    fn unsupported(&self) -> Vec<&'static str> {
+        let ok = self.supported();
+        self.features
+            .keys()
+            .filter(|f| !ok.contains(f))
+            .copied()
+            .collect()
+    }
+
+    /// The profile's rows of the Markdown table.
+    fn table_rows(&self, out: &mut String) {
+        if !self.ran() {
+            return;
+        }
         out.push_str(&format!(
-            "| core (GATEWAY-HTTP) | {} | {} |\n",
+            "| core ({}) | {} | {} |\n",
+            self.name,
             self.core.passed + self.core.failed + self.core.skipped,
             self.core.result()
         ));
@@ -178,14 +256,14 @@ impl<'a> Summary<'a> {
                 s.passed + s.failed + s.skipped
             ));
         }
-        out
     }
 
-    /// The report in the upstream `ConformanceReport` shape.
-    pub fn yaml(&self) -> String {
+    /// The profile's entry of the report's `profiles`.
+    fn yaml(&self, y: &mut String, results: &[ScenarioResult]) {
         let names = |pick: fn(&Result) -> bool, core: bool| -> Vec<&str> {
-            self.results
+            results
                 .iter()
+                .filter(|r| r.profile == self.name)
                 .filter(|r| r.feature.is_none() == core && pick(&r.verdict))
                 .filter(|r| !ADDITIONAL.contains(&r.name))
                 .map(|r| r.name)
@@ -193,41 +271,17 @@ impl<'a> Summary<'a> {
         };
         let skipped = |r: &Result| matches!(r, Result::Skipped(_));
         let failed = |r: &Result| matches!(r, Result::Failed(_));
-        let mut y = String::new();
-        for l in [
-            "apiVersion: gateway.networking.k8s.io/v1",
-            "kind: ConformanceReport",
-            "implementation:",
-            "  organization: edgeplane",
-            "  project: edgeplane",
-            "  url: https://edgeplane.dev",
-        ] {
-            line(&mut y, 0, l);
-        }
-        line(
-            &mut y,
-            2,
-            &format!("version: v{}", env!("CARGO_PKG_VERSION")),
-        );
-        list(&mut y, 2, "contact", &["https://edgeplane.dev"]);
-        let date = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
-        line(&mut y, 0, &format!("date: \"{date}\""));
-        line(&mut y, 0, "gatewayAPIVersion: v1.6.1");
-        line(&mut y, 0, "gatewayAPIChannel: standard");
-        line(&mut y, 0, "mode: default");
-        line(&mut y, 0, "profiles:");
-        line(&mut y, 0, "- name: GATEWAY-HTTP");
-        line(&mut y, 2, "core:");
-        stats(&mut y, &self.core);
-        list(&mut y, 4, "failedTests", &names(failed, true));
-        list(&mut y, 4, "skippedTests", &names(skipped, true));
-        line(&mut y, 2, "extended:");
-        stats(&mut y, &self.extended);
-        list(&mut y, 4, "failedTests", &names(failed, false));
-        list(&mut y, 4, "skippedTests", &names(skipped, false));
-        list(&mut y, 4, "supportedFeatures", &self.supported());
-        list(&mut y, 4, "unsupportedFeatures", &self.unsupported());
-        y
+        line(y, 0, &format!("- name: {}", self.name));
+        line(y, 2, "core:");
+        stats(y, &self.core);
+        list(y, 4, "failedTests", &names(failed, true));
+        list(y, 4, "skippedTests", &names(skipped, true));
+        line(y, 2, "extended:");
+        stats(y, &self.extended);
+        list(y, 4, "failedTests", &names(failed, false));
+        list(y, 4, "skippedTests", &names(skipped, false));
+        list(y, 4, "supportedFeatures", &self.supported());
+        list(y, 4, "unsupportedFeatures", &self.unsupported());
     }
 }
 
@@ -265,23 +319,33 @@ mod tests {
         let results = [
             ScenarioResult {
                 name: "CoreOne",
+                profile: GATEWAY_HTTP,
                 feature: None,
                 verdict: Result::Passed,
             },
             ScenarioResult {
                 name: "CoreTwo",
+                profile: GATEWAY_HTTP,
                 feature: None,
                 verdict: Result::Skipped("needs TLS".into()),
             },
             ScenarioResult {
                 name: "ExtOne",
+                profile: GATEWAY_HTTP,
                 feature: Some("HTTPRouteMethodMatching"),
                 verdict: Result::Passed,
             },
             ScenarioResult {
                 name: "ExtTwo",
+                profile: GATEWAY_HTTP,
                 feature: Some("HTTPRouteCORS"),
                 verdict: Result::Skipped("not supported".into()),
+            },
+            ScenarioResult {
+                name: "GrpcOne",
+                profile: GATEWAY_GRPC,
+                feature: None,
+                verdict: Result::Passed,
             },
         ];
         let summary = Summary::new(&results);
@@ -304,6 +368,11 @@ mod tests {
             ext["unsupportedFeatures"][0].as_str(),
             Some("HTTPRouteCORS")
         );
+        let grpc = &y["profiles"][1];
+        assert_eq!(grpc["name"].as_str(), Some("GATEWAY-GRPC"));
+        assert_eq!(grpc["core"]["result"].as_str(), Some("success"));
+        assert_eq!(grpc["core"]["statistics"]["Passed"].as_u64(), Some(1));
+        assert!(y["profiles"][2].is_null());
         assert!(
             summary
                 .overclaimed()

@@ -1,6 +1,6 @@
-//! The scenario list of profile GATEWAY-HTTP (names as in the upstream suite), each with its
-//! fixture, its extended feature (none for core) and, for scenarios that cannot run here, the
-//! reason they are skipped. Also runs one scenario to a verdict.
+//! The scenario list of profiles GATEWAY-HTTP and GATEWAY-GRPC (names as in the upstream
+//! suite), each with its fixture, its extended feature (none for core) and, for scenarios that
+//! cannot run here, the reason they are skipped. Also runs one scenario to a verdict.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,9 +12,10 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
+use crate::report::{GATEWAY_GRPC, GATEWAY_HTTP};
 use crate::{
-    backend_tls, backends, client_certs, extended, gateway, httproute, redirects, references,
-    skipped, tls,
+    backend_tls, backends, client_certs, extended, gateway, grpc, httproute, redirects,
+    references, skipped, tls,
 };
 
 /// A scenario body: runs against a started environment.
@@ -23,6 +24,8 @@ pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// One conformance scenario.
 pub struct Scenario {
     pub name: &'static str,
+    /// `GATEWAY-HTTP` or `GATEWAY-GRPC`.
+    pub profile: &'static str,
     /// Extended feature it belongs to; `None` for core.
     pub feature: Option<&'static str>,
     /// Its own manifests (the shared base is always added).
@@ -36,6 +39,7 @@ macro_rules! core {
     ($name:literal, $file:literal, $run:path) => {
         Scenario {
             name: $name,
+            profile: GATEWAY_HTTP,
             feature: None,
             manifests: include_str!(concat!("manifests/", $file)),
             skip: None,
@@ -48,6 +52,7 @@ macro_rules! extended {
     ($name:literal, $feature:literal, $file:literal, $run:path) => {
         Scenario {
             name: $name,
+            profile: GATEWAY_HTTP,
             feature: Some($feature),
             manifests: include_str!(concat!("manifests/", $file)),
             skip: None,
@@ -56,7 +61,25 @@ macro_rules! extended {
     };
 }
 
-/// Every scenario of the profile, in upstream order of appearance.
+/// A GATEWAY-GRPC scenario: its fixture is added to the gRPC echo backends'
+/// (`grpc-backends.yaml`); `$feature` is `None` for core.
+macro_rules! grpc {
+    ($name:literal, $feature:expr, $file:literal, $run:path) => {
+        Scenario {
+            name: $name,
+            profile: GATEWAY_GRPC,
+            feature: $feature,
+            manifests: concat!(
+                include_str!("manifests/grpc-backends.yaml"),
+                include_str!(concat!("manifests/", $file))
+            ),
+            skip: None,
+            run: Some(|env| Box::pin($run(env))),
+        }
+    };
+}
+
+/// Every scenario of both profiles, in upstream order of appearance.
 pub fn all() -> Vec<Scenario> {
     vec![
         core!(
@@ -513,6 +536,31 @@ pub fn all() -> Vec<Scenario> {
             "gateway-invalid-backend-tls.yaml",
             backend_tls::invalid_backend_configuration
         ),
+        grpc!(
+            "GRPCExactMethodMatching",
+            None,
+            "grpc-exact-method.yaml",
+            grpc::exact_method_matching
+        ),
+        grpc!(
+            "GRPCRouteHeaderMatching",
+            None,
+            "grpc-header-matching.yaml",
+            grpc::header_matching
+        ),
+        grpc!(
+            "GRPCRouteListenerHostnameMatching",
+            None,
+            "grpc-listener-hostname.yaml",
+            grpc::listener_hostname_matching
+        ),
+        grpc!(
+            "GRPCRouteNamedRule",
+            Some("GRPCRouteNamedRouteRule"),
+            "grpc-named-rule.yaml",
+            grpc::named_rule
+        ),
+        grpc!("GRPCRouteWeight", None, "grpc-weight.yaml", grpc::weight),
     ]
     .into_iter()
     .chain(skipped::all())

@@ -84,7 +84,14 @@ impl Report {
     }
 
     pub fn route(&self, ns: &str, name: &str) -> Result<&Value, String> {
-        self.object("HTTPRoute", Some(ns), name).map(|o| o.0)
+        self.route_object(ns, name).map(|o| o.0)
+    }
+
+    /// An HTTPRoute's status and generation, else a GRPCRoute's of that name: upstream checks
+    /// route parents the same way for both kinds, and no fixture gives two routes one name.
+    fn route_object(&self, ns: &str, name: &str) -> Result<(&Value, i64), String> {
+        self.object("HTTPRoute", Some(ns), name)
+            .or_else(|e| self.object("GRPCRoute", Some(ns), name).map_err(|_| e))
     }
 }
 
@@ -164,6 +171,16 @@ impl Listener {
             kinds: &["HTTPRoute"],
             attached,
             conditions: conditions.to_vec(),
+        }
+    }
+
+    /// A listener whose `allowedRoutes` names no kinds: it supports the default kinds of an
+    /// HTTP or HTTPS listener, HTTPRoute and GRPCRoute. Upstream accepts any superset of the
+    /// kinds it expects; the replay wants exactly the kinds edgeplane serves there.
+    pub fn http_default_kinds(name: &'static str, attached: i64, conditions: &[Cond]) -> Self {
+        Self {
+            kinds: &["HTTPRoute", "GRPCRoute"],
+            ..Self::http(name, attached, conditions)
         }
     }
 
@@ -315,7 +332,7 @@ impl Parent {
 
 /// The route's conditions in every parent carry its latest generation.
 fn route_latest<'a>(r: &'a Report, ns: &str, route: &str) -> Result<Vec<&'a Value>, String> {
-    let (status, generation) = r.object("HTTPRoute", Some(ns), route)?;
+    let (status, generation) = r.route_object(ns, route)?;
     let parents: Vec<&Value> = items(&status["parents"]).collect();
     for p in &parents {
         observed(p, generation).map_err(|e| format!("HTTPRoute {ns}/{route}: {e}"))?;

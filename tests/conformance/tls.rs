@@ -12,10 +12,15 @@ use crate::status::{
 };
 use crate::INFRA;
 
-/// `GatewayStatusMustHaveListeners` with one listener `https` for HTTPRoutes, no attached
+/// `GatewayStatusMustHaveListeners` with one listener `https` of the default kinds, no attached
 /// route, and the given conditions.
 fn https_listener(r: &Report, gw: &str, conditions: &[Cond]) -> Outcome {
-    gateway_listeners(r, INFRA, gw, &[Listener::http("https", 0, conditions)])
+    gateway_listeners(
+        r,
+        INFRA,
+        gw,
+        &[Listener::http_default_kinds("https", 0, conditions)],
+    )
 }
 
 /// A missing Secret, a ref of another group or kind, and a malformed Secret all leave the
@@ -221,7 +226,8 @@ pub async fn unsupported_protocol(env: Arc<Env>) -> Outcome {
             mixed,
             &[Cond("Accepted", "True", "ListenersNotValid")],
         )?;
-        let http = Listener::http("http", 0, &[Cond("Accepted", "True", "Accepted")]);
+        let accepted = [Cond("Accepted", "True", "Accepted")];
+        let http = Listener::http_default_kinds("http", 0, &accepted);
         gateway_listeners(r, INFRA, mixed, &[http, unsupported()])
     })
     .await

@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
@@ -223,6 +224,7 @@ impl StatusWriter {
         let mut out = Vec::new();
         let mut live = HashSet::new();
         let mut routes_seen = HashSet::new();
+        let mut grpc_seen = HashSet::new();
         let controller = self.controller_name.clone();
         for (e, revision) in report.entries_with_revisions() {
             let key = ObjectKey::of(e);
@@ -260,6 +262,17 @@ impl StatusWriter {
                         diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
                     })
                 }
+                ObjectKind::GrpcRoute => {
+                    let r = ObjectRef::new(&e.name).within(ns);
+                    let Some(o) = self.stores.of::<GrpcRoute>().get(&r) else {
+                        continue;
+                    };
+                    grpc_seen.insert((o.namespace(), o.name_any()));
+                    let carried = o.status.as_ref().and_then(diff::grpc_route_status);
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::GrpcRoute(carried.as_ref()), rv, &controller)
+                    })
+                }
                 ObjectKind::BackendTlsPolicy => {
                     let r = ObjectRef::new(&e.name).within(ns);
                     let Some(o) = self.stores.of::<BackendTlsPolicy>().get(&r) else {
@@ -288,6 +301,24 @@ impl StatusWriter {
             live.insert(key.clone());
             let write = self.plan_one(key, None, &*route, |rv| {
                 Ok(diff::release_route(route.status.as_ref(), rv, &controller))
+            });
+            out.extend(write);
+        }
+        for route in self.stores.of::<GrpcRoute>().state() {
+            let carried = route.status.as_ref().and_then(diff::grpc_route_status);
+            if grpc_seen.contains(&(route.namespace(), route.name_any()))
+                || !diff::has_parents_of(carried.as_ref(), &controller)
+            {
+                continue;
+            }
+            let key = ObjectKey {
+                kind: ObjectKind::GrpcRoute,
+                namespace: route.namespace(),
+                name: route.name_any(),
+            };
+            live.insert(key.clone());
+            let write = self.plan_one(key, None, &*route, |rv| {
+                Ok(diff::release_route(carried.as_ref(), rv, &controller))
             });
             out.extend(write);
         }
@@ -349,6 +380,9 @@ impl StatusWriter {
             ObjectKind::Gateway => patch_status::<Gateway>(Api::namespaced(client, ns), &w).await,
             ObjectKind::HttpRoute => {
                 patch_status::<HttpRoute>(Api::namespaced(client, ns), &w).await
+            }
+            ObjectKind::GrpcRoute => {
+                patch_status::<GrpcRoute>(Api::namespaced(client, ns), &w).await
             }
             ObjectKind::BackendTlsPolicy => {
                 patch_status::<BackendTlsPolicy>(Api::namespaced(client, ns), &w).await
