@@ -12,6 +12,7 @@ pub mod cli;
 pub mod demo;
 pub mod echo;
 pub mod kinds;
+pub mod l4kinds;
 pub mod metrics;
 pub mod provider;
 pub mod proxy;

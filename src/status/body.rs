@@ -24,6 +24,8 @@ use super::{ObjectKind, Problem};
 pub enum StatusBody {
     GatewayClass(GatewayClassStatus),
     Gateway(GatewayStatus),
+    /// The status of a route of any kind (HTTPRoute, TLSRoute, TCPRoute, UDPRoute): they share
+    /// one shape.
     HttpRoute(Arc<HttpRouteStatus>),
     /// A status read back from JSON (`/debug/status`) or written by hand.
     Json(Value),
@@ -67,14 +69,23 @@ impl StatusBody {
         match (kind, self) {
             (ObjectKind::GatewayClass, Self::GatewayClass(_))
             | (ObjectKind::Gateway, Self::Gateway(_))
-            | (ObjectKind::HttpRoute, Self::HttpRoute(_)) => Some(Cow::Borrowed(self)),
+            | (
+                ObjectKind::HttpRoute
+                | ObjectKind::TlsRoute
+                | ObjectKind::TcpRoute
+                | ObjectKind::UdpRoute,
+                Self::HttpRoute(_),
+            ) => Some(Cow::Borrowed(self)),
             (_, Self::Json(v)) => {
                 let typed = match kind {
                     ObjectKind::GatewayClass => {
                         Self::GatewayClass(GatewayClassStatus::deserialize(v).ok()?)
                     }
                     ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
-                    ObjectKind::HttpRoute => {
+                    ObjectKind::HttpRoute
+                    | ObjectKind::TlsRoute
+                    | ObjectKind::TcpRoute
+                    | ObjectKind::UdpRoute => {
                         Self::HttpRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
                     }
                 };

@@ -19,6 +19,12 @@ pub enum ObjectKind {
     Gateway,
     #[serde(rename = "HTTPRoute")]
     HttpRoute,
+    #[serde(rename = "TLSRoute")]
+    TlsRoute,
+    #[serde(rename = "TCPRoute")]
+    TcpRoute,
+    #[serde(rename = "UDPRoute")]
+    UdpRoute,
 }
 
 /// A kind name that is not one of [`ObjectKind`]'s.
@@ -28,7 +34,14 @@ pub struct UnknownKind(pub String);
 
 impl ObjectKind {
     /// Every kind, in report order.
-    pub const ALL: [ObjectKind; 3] = [Self::GatewayClass, Self::Gateway, Self::HttpRoute];
+    pub const ALL: [ObjectKind; 6] = [
+        Self::GatewayClass,
+        Self::Gateway,
+        Self::HttpRoute,
+        Self::TlsRoute,
+        Self::TcpRoute,
+        Self::UdpRoute,
+    ];
 
     /// The kind's name, as in `kind:` of a manifest.
     pub fn as_str(self) -> &'static str {
@@ -36,7 +49,15 @@ impl ObjectKind {
             Self::GatewayClass => "GatewayClass",
             Self::Gateway => "Gateway",
             Self::HttpRoute => "HTTPRoute",
+            Self::TlsRoute => "TLSRoute",
+            Self::TcpRoute => "TCPRoute",
+            Self::UdpRoute => "UDPRoute",
         }
+    }
+
+    /// True for route kinds: their status is a list of `parents`, in one shape for every kind.
+    pub fn is_route(self) -> bool {
+        !matches!(self, Self::GatewayClass | Self::Gateway)
     }
 
     /// The `apiVersion` written beside the kind.
@@ -48,7 +69,9 @@ impl ObjectKind {
     pub fn namespaced(self) -> bool {
         match self {
             Self::GatewayClass => false,
-            Self::Gateway | Self::HttpRoute => true,
+            Self::Gateway | Self::HttpRoute | Self::TlsRoute | Self::TcpRoute | Self::UdpRoute => {
+                true
+            }
         }
     }
 }
@@ -83,8 +106,8 @@ mod tests {
             assert_eq!(serde_json::from_value::<ObjectKind>(json).unwrap(), k);
         }
         assert_eq!(
-            "TCPRoute".parse::<ObjectKind>(),
-            Err(UnknownKind("TCPRoute".into()))
+            "GRPCRoute".parse::<ObjectKind>(),
+            Err(UnknownKind("GRPCRoute".into()))
         );
         let mut sorted = ObjectKind::ALL;
         sorted.reverse();

@@ -5,6 +5,7 @@ mod cors;
 mod filters;
 mod host;
 pub mod hostname;
+mod l4;
 mod matchers;
 mod model;
 mod path;
@@ -17,6 +18,7 @@ pub use filters::{
     UrlRewrite,
 };
 pub use host::HostIndex;
+pub use l4::{L4Route, L4Routes, SniListener, SniRoutes};
 pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
 };

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::cors::Cors;
 use super::filters::{HeaderModifier, Mirror, Redirect, Timeouts, UrlRewrite};
 use super::host::HostIndex;
+use super::l4::L4Routes;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
 use super::tls::TlsListeners;
@@ -24,6 +25,9 @@ pub struct RouteTable {
     /// One entry per socket the proxy must listen on.
     #[serde(serialize_with = "serialize_listeners")]
     pub listeners: BTreeMap<SocketAddr, Arc<ListenerTable>>,
+    /// One entry per UDP socket (a UDP socket may share its address with a TCP one).
+    #[serde(serialize_with = "serialize_listeners")]
+    pub udp: BTreeMap<SocketAddr, Arc<ListenerTable>>,
 }
 
 fn serialize_listeners<S: serde::Serializer>(
@@ -60,6 +64,10 @@ pub struct ListenerTable {
     /// Set on HTTPS sockets: connections are TLS, certificates chosen by SNI.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsListeners>,
+    /// Set on TLS, TCP and UDP sockets: connections (or datagrams) are forwarded, not served
+    /// as HTTP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l4: Option<L4Routes>,
 }
 
 impl ListenerTable {
@@ -75,6 +83,7 @@ impl ListenerTable {
             sources,
             hosts: HostIndex::build(hosts),
             tls: None,
+            l4: None,
         }
     }
 
@@ -93,6 +102,12 @@ impl ListenerTable {
     /// Makes the socket terminate TLS with these listeners' certificates.
     pub fn with_tls(mut self, tls: TlsListeners) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Makes the socket forward streams or datagrams instead of serving HTTP.
+    pub fn with_l4(mut self, routes: L4Routes) -> Self {
+        self.l4 = Some(routes);
         self
     }
 

@@ -129,18 +129,34 @@ pub struct ListenerModel<'a> {
 }
 
 impl ListenerModel<'_> {
-    /// True when HTTPRoutes may attach (protocol HTTP or HTTPS in Terminate mode, and HTTPRoute
-    /// among the allowed kinds). Routes attach (and are counted) even while the listener's
-    /// certificates do not resolve.
+    /// True when routes of `kind` may attach: the kind the listener's protocol carries (HTTPS
+    /// only in Terminate mode), and among the allowed kinds. Routes attach (and are counted)
+    /// even while the listener's certificates do not resolve.
+    pub fn accepts(&self, kind: &str) -> bool {
+        self.accepts_routes() && self.supported_kinds.iter().any(|k| k.kind == kind)
+    }
+
+    /// True when HTTPRoutes may attach (see [`ListenerModel::accepts`]).
     pub fn accepts_http_routes(&self) -> bool {
+        self.accepts("HTTPRoute")
+    }
+
+    /// True when the listener carries routes of some kind.
+    fn accepts_routes(&self) -> bool {
         self.protocol.is_supported()
-            && !matches!(self.tls, ListenerTls::Passthrough)
+            && !self.passthrough_on_https()
             && !self.supported_kinds.is_empty()
+    }
+
+    /// `tls.mode: Passthrough` on an HTTPS listener, which cannot be served (TLS listeners
+    /// carry passthrough).
+    pub fn passthrough_on_https(&self) -> bool {
+        self.protocol == ListenerProtocol::Https && matches!(self.tls, ListenerTls::Passthrough)
     }
 
     /// True when the listener is accepted: it can serve once its references resolve.
     pub fn usable(&self) -> bool {
-        self.accepts_http_routes() && self.conflict.is_none()
+        self.accepts_routes() && self.conflict.is_none()
     }
 
     /// True when the listener is valid, its certificates resolved, and it goes into the table.
@@ -149,7 +165,9 @@ impl ListenerModel<'_> {
     }
 }
 
-/// Validates one listener's protocol and `allowedRoutes`; TLS is resolved by the caller.
+/// Validates one listener's protocol and `allowedRoutes`; TLS is resolved by the caller. A
+/// listener supports the one route kind its protocol carries; any other allowed kind is an
+/// invalid one.
 pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {
     let allowed = spec.allowed_routes.as_ref();
     let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
@@ -158,10 +176,10 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         namespaces.and_then(|n| n.selector.as_ref()),
     );
     let protocol = ListenerProtocol::parse(&spec.protocol);
-    let unsupported_protocol = !protocol.is_supported();
-    let http_route = || GatewayStatusListenersSupportedKinds {
+    let route_kind = protocol.route_kind();
+    let supported = |kind: &str| GatewayStatusListenersSupportedKinds {
         group: Some(GATEWAY_GROUP.into()),
-        kind: "HTTPRoute".into(),
+        kind: kind.into(),
     };
     let mut supported_kinds = Vec::new();
     let mut invalid_kinds = Vec::new();
@@ -169,17 +187,17 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         Some(kinds) if !kinds.is_empty() => {
             for k in kinds {
                 let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
-                if group == GATEWAY_GROUP && k.kind == "HTTPRoute" && !unsupported_protocol {
-                    if supported_kinds.is_empty() {
-                        supported_kinds.push(http_route());
+                match route_kind {
+                    Some(kind) if group == GATEWAY_GROUP && k.kind == kind => {
+                        if supported_kinds.is_empty() {
+                            supported_kinds.push(supported(kind));
+                        }
                     }
-                } else {
-                    invalid_kinds.push(format!("{group}/{}", k.kind));
+                    _ => invalid_kinds.push(format!("{group}/{}", k.kind)),
                 }
             }
         }
-        _ if !unsupported_protocol => supported_kinds.push(http_route()),
-        _ => {}
+        _ => supported_kinds.extend(route_kind.map(supported)),
     }
     ListenerModel {
         spec,

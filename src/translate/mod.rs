@@ -14,6 +14,8 @@ mod filters;
 mod gateway;
 mod httproute;
 mod incremental;
+mod l4build;
+mod l4route;
 mod listener;
 mod moved;
 mod parameters;
@@ -180,6 +182,14 @@ fn translate_cached(
             gateways[gi].listeners[li].attached.insert((ns, name));
         }
     }
+    let l4 = l4route::attach_l4_routes(
+        snapshot,
+        &mut gateways,
+        &by_name,
+        &labels,
+        options,
+        &mut report,
+    );
     for g in &gateways {
         let status = g.status();
         report.entries.push(ObjectStatus::new(
@@ -191,7 +201,8 @@ fn translate_cached(
         ));
     }
     cache.finish(compiler);
-    let table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
+    let mut table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
+    l4build::add_l4_sockets(&mut table, &gateways, &l4);
     report.sort();
     Translation {
         table,

@@ -175,6 +175,7 @@ pub fn table(generation: u64, listeners: Vec<Arc<ListenerTable>>) -> RouteTable 
     RouteTable {
         generation,
         listeners: listeners.into_iter().map(|l| (l.bind, l)).collect(),
+        udp: Default::default(),
     }
 }
 
