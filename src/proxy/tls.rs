@@ -50,6 +50,20 @@ pub(crate) fn acceptor(
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// The acceptor of a TLS listener in Terminate mode (TLSRoute): certificates chosen by SNI as
+/// on HTTPS sockets, but no ALPN, as the plaintext stream is forwarded as it is.
+pub(crate) fn stream_acceptor(
+    table: Arc<ArcSwap<RouteTable>>,
+    addr: SocketAddr,
+) -> Result<TlsAcceptor, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(TableResolver { table, addr }));
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
 /// What the proxy knows of a TLS connection when serving its requests.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TlsInfo {

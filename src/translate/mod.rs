@@ -39,7 +39,7 @@ use crate::table::{RouteTable, ServedCertificates};
 
 pub use address::AddressError;
 pub use backends::BackendError;
-pub use bind::apply_bind_failures;
+pub use bind::{apply_bind_failures, apply_udp_bind_failures};
 pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
 pub use gateway::SUPPORTED_FEATURES;
