@@ -15,6 +15,8 @@ mod cors;
 mod drain_h2;
 #[path = "proxy/filters.rs"]
 mod filters;
+#[path = "proxy/l4.rs"]
+mod l4;
 #[path = "proxy/lifecycle.rs"]
 mod lifecycle;
 #[path = "proxy/mirror.rs"]
