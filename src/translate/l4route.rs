@@ -417,9 +417,12 @@ mod tests {
         (t.into(), s.into(), r.into())
     }
 
+    /// `(type, status, reason)` of one expected condition.
+    type Want = (&'static str, &'static str, &'static str);
+
     #[test]
     fn route_statuses_follow_the_spec_reasons() {
-        let cases: &[(&str, &str, [(&str, &str, &str); 2])] = &[
+        let cases: &[(&str, &str, [Want; 2])] = &[
             ("kind: TLSRoute\nmetadata: {name: ok, namespace: ns}\nspec: {parentRefs: [{name: gw}], hostnames: [a.example.com], rules: [{backendRefs: [{name: svc, port: 80}]}]}",
              "ok", [("Accepted", "True", "Accepted"), ("ResolvedRefs", "True", "ResolvedRefs")]),
             ("kind: TLSRoute\nmetadata: {name: host, namespace: ns}\nspec: {parentRefs: [{name: gw, sectionName: pass}], hostnames: [a.other.org], rules: [{backendRefs: [{name: svc, port: 80}]}]}",

@@ -5,6 +5,7 @@
 //! to the socket's loop, not to a table: a new table keeps them (and their backend); a removed
 //! socket ends them. A session with no datagram either way for the UDP idle timeout ends.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -180,11 +181,10 @@ async fn receive_loop(
         if sessions.get(&peer).is_some_and(|s| s.replies.is_finished()) {
             sessions.remove(&peer);
         }
-        if !sessions.contains_key(&peer) {
-            match open_session(&socket, addr, peer, &shared, epoch).await {
-                Ok(s) => {
-                    sessions.insert(peer, s);
-                }
+        let session = match sessions.entry(peer) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => match open_session(&socket, addr, peer, &shared, epoch).await {
+                Ok(s) => e.insert(s),
                 Err(error) => {
                     tracing::debug!(%addr, %peer, %error, "datagram dropped");
                     if let Some(reason) = error.dropped() {
@@ -196,13 +196,11 @@ async fn receive_loop(
                     }
                     continue;
                 }
-            }
-        }
-        if let Some(s) = sessions.get(&peer) {
-            s.last.store(millis(epoch), Ordering::Relaxed);
-            if let Err(error) = s.upstream.send(&buf[..n]).await {
-                tracing::debug!(%peer, %error, "datagram not forwarded");
-            }
+            },
+        };
+        session.last.store(millis(epoch), Ordering::Relaxed);
+        if let Err(error) = session.upstream.send(&buf[..n]).await {
+            tracing::debug!(%peer, %error, "datagram not forwarded");
         }
     }
 }
