@@ -26,7 +26,10 @@ pub struct RouteTable {
     #[serde(serialize_with = "serialize_listeners")]
     pub listeners: BTreeMap<SocketAddr, Arc<ListenerTable>>,
     /// One entry per UDP socket (a UDP socket may share its address with a TCP one).
-    #[serde(serialize_with = "serialize_listeners")]
+    #[serde(
+        serialize_with = "serialize_listeners",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub udp: BTreeMap<SocketAddr, Arc<ListenerTable>>,
 }
 
