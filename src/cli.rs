@@ -26,7 +26,7 @@ use stack::{shutdown_signal, Stack};
 
 use crate::admin::DEFAULT_ADMIN_ADDR;
 use crate::admission::Crds;
-use crate::echo::{serve_echo, EchoIdentity};
+use crate::echo::{serve_echo, serve_echo_tls, serve_udp_echo, tls_acceptor, EchoIdentity};
 use crate::metrics::Metrics;
 use crate::provider::crds::load_crds;
 use crate::provider::file::{load_dir, report_errors, watch_dir, ConfigDir};
@@ -153,6 +153,15 @@ pub struct EchoArgs {
     /// Namespace reported in responses.
     #[arg(long, env = "NAMESPACE", default_value = "default")]
     pub namespace: String,
+    /// Answer UDP datagrams instead (each reply: the pod name, `:`, the datagram).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub udp: bool,
+    /// Serve the echo over TLS with this PEM certificate chain (a TLS passthrough backend).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -244,16 +253,41 @@ fn check(args: &CheckArgs) -> ExitCode {
 }
 
 async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listen on {}", args.listen))?;
-    tracing::info!(addr = %args.listen, pod = %args.pod, "echo backend listening");
     let identity = EchoIdentity {
         pod: args.pod,
         namespace: args.namespace,
     };
+    if args.udp {
+        let socket = tokio::net::UdpSocket::bind(args.listen)
+            .await
+            .with_context(|| format!("listen on UDP {}", args.listen))?;
+        tracing::info!(addr = %args.listen, pod = %identity.pod, "UDP echo backend listening");
+        tokio::select! {
+            r = serve_udp_echo(socket, identity) => r.context("UDP echo server")?,
+            () = shutdown_signal() => {}
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let cert = std::fs::read(cert).with_context(|| format!("read {}", cert.display()))?;
+            let key = std::fs::read(key).with_context(|| format!("read {}", key.display()))?;
+            Some(tls_acceptor(&cert, &key).context("echo certificate")?)
+        }
+        _ => None,
+    };
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listen on {}", args.listen))?;
+    tracing::info!(addr = %args.listen, pod = %identity.pod, tls = tls.is_some(), "echo backend listening");
+    let server = async {
+        match tls {
+            Some(tls) => serve_echo_tls(listener, identity, None, tls).await,
+            None => serve_echo(listener, identity).await,
+        }
+    };
     tokio::select! {
-        r = serve_echo(listener, identity) => r.context("echo server")?,
+        r = server => r.context("echo server")?,
         () = shutdown_signal() => {}
     }
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,9 @@
 //! backends use. It drains the request body as it streams in and reports its length. An
 //! optional [`RequestLog`] keeps the last requests it answered, so tests can see what a backend
 //! received (mirrored requests get no client-visible response). A request asking for an
-//! `Upgrade` is answered `101` and every byte it then sends is echoed back.
+//! `Upgrade` is answered `101` and every byte it then sends is echoed back. The same echo can be
+//! served behind TLS with its own certificate ([`serve_echo_tls`], a TLS passthrough backend),
+//! and a UDP echo answers datagrams ([`serve_udp_echo`]).
 //!
 //! Like the conformance suite's echo server it also obeys two instructions from the request:
 //! the `delay` query parameter (a Go duration such as `500ms`, `2s` or `1.5s`) waits that long
@@ -23,8 +25,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde::Serialize;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 /// Who an echo server says it is.
 #[derive(Debug, Clone)]
@@ -114,6 +117,26 @@ pub async fn serve_echo_logged(
     identity: EchoIdentity,
     log: Option<RequestLog>,
 ) -> std::io::Result<()> {
+    serve_echo_with(listener, identity, log, None).await
+}
+
+/// [`serve_echo_logged`] behind TLS (`tls`): the backend of a TLS passthrough route, which
+/// presents its own certificate to the client.
+pub async fn serve_echo_tls(
+    listener: TcpListener,
+    identity: EchoIdentity,
+    log: Option<RequestLog>,
+    tls: TlsAcceptor,
+) -> std::io::Result<()> {
+    serve_echo_with(listener, identity, log, Some(tls)).await
+}
+
+async fn serve_echo_with(
+    listener: TcpListener,
+    identity: EchoIdentity,
+    log: Option<RequestLog>,
+    tls: Option<TlsAcceptor>,
+) -> std::io::Result<()> {
     let identity = Arc::new(identity);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -134,11 +157,26 @@ pub async fn serve_echo_logged(
                         let log = log.clone();
                         async move { Ok::<_, Infallible>(answer(req, &identity, log.as_ref()).await) }
                     });
-                    let conn = builder
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                        .into_owned();
+                    let builder = builder.clone();
+                    let tls = tls.clone();
                     conns.spawn(async move {
-                        let _ = conn.await;
+                        match tls {
+                            None => {
+                                let _ = builder
+                                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                    .await;
+                            }
+                            Some(tls) => {
+                                let Ok(Ok(stream)) =
+                                    tokio::time::timeout(Duration::from_secs(10), tls.accept(stream)).await
+                                else {
+                                    return;
+                                };
+                                let _ = builder
+                                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                    .await;
+                            }
+                        }
                     });
                 }
                 Err(error) => {
@@ -148,6 +186,48 @@ pub async fn serve_echo_logged(
             },
         }
     }
+}
+
+/// A UDP echo: answers every datagram with the pod name, a colon and the datagram, to the
+/// address it came from (the backend of a UDPRoute).
+pub async fn serve_udp_echo(socket: UdpSocket, identity: EchoIdentity) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 65_535];
+    loop {
+        let (n, peer) = socket.recv_from(&mut buf).await?;
+        let mut reply = Vec::with_capacity(identity.pod.len() + 1 + n);
+        reply.extend_from_slice(identity.pod.as_bytes());
+        reply.push(b':');
+        reply.extend_from_slice(&buf[..n]);
+        if let Err(error) = socket.send_to(&reply, peer).await {
+            tracing::debug!(%peer, %error, "UDP echo reply not sent");
+        }
+    }
+}
+
+/// A TLS acceptor serving the PEM certificate chain and key (PKCS#8, PKCS#1 or SEC1).
+pub fn tls_acceptor(cert_pem: &[u8], key_pem: &[u8]) -> Result<TlsAcceptor, EchoTlsError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| EchoTlsError::Pem(e.to_string()))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| EchoTlsError::Pem(e.to_string()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Why the echo server's certificate cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EchoTlsError {
+    #[error("cannot read PEM: {0}")]
+    Pem(String),
+    #[error(transparent)]
+    Tls(#[from] rustls::Error),
 }
 
 /// Logs the request, then answers an upgrade with `101` and a byte echo, anything else with
@@ -370,6 +450,34 @@ fn canonical(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn udp_echo_answers_with_the_pod_name() {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let identity = EchoIdentity {
+            pod: "pod-1".into(),
+            namespace: "ns".into(),
+        };
+        let server = tokio::spawn(serve_udp_echo(socket, identity));
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        client.send_to(b"ping", addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        let (n, _) = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&buf[..n], b"pod-1:ping");
+        server.abort();
+    }
+
+    #[test]
+    fn tls_acceptor_needs_a_certificate_and_key() {
+        assert!(matches!(
+            tls_acceptor(b"not pem", b"not pem"),
+            Err(EchoTlsError::Pem(_))
+        ));
+    }
 
     #[test]
     fn request_log_keeps_the_newest_entries() {
