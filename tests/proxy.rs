@@ -17,6 +17,8 @@ mod drain_h2;
 mod filters;
 #[path = "proxy/l4.rs"]
 mod l4;
+#[path = "proxy/l4_translated.rs"]
+mod l4_translated;
 #[path = "proxy/lifecycle.rs"]
 mod lifecycle;
 #[path = "proxy/mirror.rs"]

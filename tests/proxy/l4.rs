@@ -66,7 +66,7 @@ fn udp_table(addr: SocketAddr, r: L4Route) -> RouteTable {
 }
 
 /// A TCP backend that greets every connection with `name\n`, then echoes.
-async fn tcp_echo(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
+pub(crate) async fn tcp_echo(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
     let listener = bind_loopback().await;
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
@@ -82,7 +82,7 @@ async fn tcp_echo(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
 }
 
 /// A TLS backend with its own certificate for `host`: greets with `name\n`, then echoes.
-async fn tls_echo(name: &'static str, cert: &TestCert) -> (SocketAddr, JoinHandle<()>) {
+pub(crate) async fn tls_echo(name: &'static str, cert: &TestCert) -> (SocketAddr, JoinHandle<()>) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(rustls_pemfile_free_key(
         &cert.key_pem,
@@ -126,7 +126,7 @@ fn rustls_pemfile_free_key(pem: &str) -> Vec<u8> {
 }
 
 /// Reads the greeting line, then checks that `msg` comes back.
-async fn greeting_and_echo<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+pub(crate) async fn greeting_and_echo<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     s: S,
     msg: &str,
 ) -> String {
@@ -306,7 +306,7 @@ async fn tcp_without_ready_endpoints_is_closed_and_counted() {
 }
 
 /// A UDP backend answering every datagram with `name:` and the datagram.
-async fn udp_echo(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
+pub(crate) async fn udp_echo(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
     let socket = UdpSocket::bind((loopback_ip(), 0)).await.unwrap();
     let addr = socket.local_addr().unwrap();
     let task = tokio::spawn(async move {
@@ -321,7 +321,7 @@ async fn udp_echo(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
 }
 
 /// Sends `msg` from `client` to `to` and returns the reply, if one comes within a second.
-async fn ask(client: &UdpSocket, to: SocketAddr, msg: &str) -> Option<String> {
+pub(crate) async fn ask(client: &UdpSocket, to: SocketAddr, msg: &str) -> Option<String> {
     client.send_to(msg.as_bytes(), to).await.ok()?;
     let mut buf = [0u8; 2048];
     let (n, _) = tokio::time::timeout(Duration::from_secs(1), client.recv_from(&mut buf))
@@ -332,7 +332,7 @@ async fn ask(client: &UdpSocket, to: SocketAddr, msg: &str) -> Option<String> {
 }
 
 /// A free UDP address on a random loopback IP.
-fn free_udp_addr() -> SocketAddr {
+pub(crate) fn free_udp_addr() -> SocketAddr {
     for _ in 0..50 {
         if let Ok(s) = std::net::UdpSocket::bind((loopback_ip(), 0)) {
             return s.local_addr().unwrap();
