@@ -40,7 +40,7 @@ pub struct Metrics {
     pub request_errors: IntCounterVec,
     /// TCP and TLS connections closed and UDP datagrams dropped without reaching a backend, by
     /// protocol (`tcp`, `tls`, `udp`) and reason (`no_route`, `unknown_sni`, `not_tls`,
-    /// `invalid_backend`, `no_endpoints`, `connect_error`, `handshake`).
+    /// `invalid_backend`, `no_endpoints`, `connect_error`, `handshake`, `session_limit`).
     pub l4_dropped: IntCounterVec,
 }
 

@@ -386,3 +386,33 @@ async fn udp_sessions_keep_their_backend_across_a_swap_and_end_when_idle() {
     proxy.publish(RouteTable::default()).await;
     assert!(proxy.proxy.bound_udp().is_empty());
 }
+
+#[tokio::test]
+async fn udp_sessions_beyond_the_limit_are_dropped_and_counted() {
+    let (a, _ta) = udp_echo("a").await;
+    let addr = free_udp_addr();
+    let options = edgeplane::proxy::ProxyOptions {
+        max_connections: 1,
+        ..test_options()
+    };
+    let proxy = start_with(udp_table(addr, route("r", &[(a, 1)])), options).await;
+    let first = UdpSocket::bind((loopback_ip(), 0)).await.unwrap();
+    let mut reply = None;
+    for _ in 0..5 {
+        reply = ask(&first, addr, "one").await;
+        if reply.is_some() {
+            break;
+        }
+    }
+    assert_eq!(reply.as_deref(), Some("a:one"));
+    let second = UdpSocket::bind((loopback_ip(), 0)).await.unwrap();
+    assert_eq!(ask(&second, addr, "two").await, None);
+    let dropped = proxy
+        .metrics
+        .l4_dropped
+        .with_label_values(&["udp", "session_limit"])
+        .get();
+    assert_eq!(dropped, 1);
+    // The session that holds the slot is still served.
+    assert_eq!(ask(&first, addr, "three").await.as_deref(), Some("a:three"));
+}

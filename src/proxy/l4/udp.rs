@@ -3,7 +3,8 @@
 //! session with its own connected upstream socket (the backend picked by weight when the
 //! session starts), so replies go back to the client that sent the datagrams. Sessions belong
 //! to the socket's loop, not to a table: a new table keeps them (and their backend); a removed
-//! socket ends them. A session with no datagram either way for the UDP idle timeout ends.
+//! socket ends them. A session with no datagram either way for the UDP idle timeout ends. A
+//! socket holds at most `max_connections` sessions; datagrams of further clients are dropped.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -181,8 +182,18 @@ async fn receive_loop(
         if sessions.get(&peer).is_some_and(|s| s.replies.is_finished()) {
             sessions.remove(&peer);
         }
+        // Every session holds a socket: a flood of new source addresses must not exhaust them.
+        let at_limit = sessions.len() >= shared.options.max_connections;
         let session = match sessions.entry(peer) {
             Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(_) if at_limit => {
+                shared
+                    .metrics
+                    .l4_dropped
+                    .with_label_values(&["udp", "session_limit"])
+                    .inc();
+                continue;
+            }
             Entry::Vacant(e) => match open_session(&socket, addr, peer, &shared, epoch).await {
                 Ok(s) => e.insert(s),
                 Err(error) => {
