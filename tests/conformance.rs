@@ -1,4 +1,5 @@
-//! The conformance replay: the Gateway API conformance scenarios (profile GATEWAY-HTTP), each
+//! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP and
+//! GATEWAY-TLS), each
 //! run against its own `edgeplane serve --config-dir` process with echo backends on loopback.
 //!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
@@ -34,6 +35,8 @@ mod skipped;
 mod status;
 #[path = "conformance/tls.rs"]
 mod tls;
+#[path = "conformance/tlsroute.rs"]
+mod tlsroute;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,6 +70,7 @@ async fn gateway_http_profile() {
         let limit = limit.clone();
         tasks.push((
             s.name,
+            s.profile,
             s.feature,
             tokio::spawn(async move {
                 let _permit = limit.acquire_owned().await.expect("semaphore open");
@@ -75,13 +79,14 @@ async fn gateway_http_profile() {
         ));
     }
     let mut results = Vec::new();
-    for (name, feature, task) in tasks {
+    for (name, profile, feature, task) in tasks {
         let verdict = match task.await {
             Ok(v) => v,
             Err(e) => Verdict::Failed(format!("scenario panicked: {e}")),
         };
         results.push(ScenarioResult {
             name,
+            profile,
             feature,
             verdict,
         });

@@ -26,6 +26,8 @@ pub enum Result {
 #[derive(Debug)]
 pub struct ScenarioResult {
     pub name: &'static str,
+    /// Its conformance profile (`GATEWAY-HTTP`, `GATEWAY-TLS`).
+    pub profile: &'static str,
     pub feature: Option<&'static str>,
     pub verdict: Result,
 }
@@ -64,37 +66,47 @@ pub struct Summary<'a> {
     results: &'a [ScenarioResult],
     /// Scenarios of [`ADDITIONAL`].
     additional: Stats,
-    core: Stats,
-    extended: Stats,
+    /// Profile -> (core, extended) stats, profiles in order of first appearance.
+    profiles: Vec<(&'static str, Stats, Stats)>,
     /// Extended feature -> stats of its scenarios.
     features: BTreeMap<&'static str, Stats>,
+    /// Extended feature -> the profile of its scenarios.
+    feature_profile: BTreeMap<&'static str, &'static str>,
 }
 
 impl<'a> Summary<'a> {
     pub fn new(results: &'a [ScenarioResult]) -> Self {
-        let mut core = Stats::default();
-        let mut extended = Stats::default();
+        let mut profiles: Vec<(&'static str, Stats, Stats)> = Vec::new();
         let mut features: BTreeMap<&'static str, Stats> = BTreeMap::new();
+        let mut feature_profile = BTreeMap::new();
         let mut additional = Stats::default();
         for r in results {
             if ADDITIONAL.contains(&r.name) {
                 additional.add(&r.verdict);
                 continue;
             }
+            let i = match profiles.iter().position(|(p, _, _)| *p == r.profile) {
+                Some(i) => i,
+                None => {
+                    profiles.push((r.profile, Stats::default(), Stats::default()));
+                    profiles.len() - 1
+                }
+            };
             match r.feature {
-                None => core.add(&r.verdict),
+                None => profiles[i].1.add(&r.verdict),
                 Some(f) => {
-                    extended.add(&r.verdict);
+                    profiles[i].2.add(&r.verdict);
                     features.entry(f).or_default().add(&r.verdict);
+                    feature_profile.insert(f, r.profile);
                 }
             }
         }
         Self {
             results,
             additional,
-            core,
-            extended,
+            profiles,
             features,
+            feature_profile,
         }
     }
 
@@ -152,11 +164,13 @@ impl<'a> Summary<'a> {
             ));
         }
         out.push_str("\n| Feature | Scenarios | Result |\n|---|---|---|\n");
-        out.push_str(&format!(
-            "| core (GATEWAY-HTTP) | {} | {} |\n",
-            self.core.passed + self.core.failed + self.core.skipped,
-            self.core.result()
-        ));
+        for (profile, core, _) in &self.profiles {
+            out.push_str(&format!(
+                "| core ({profile}) | {} | {} |\n",
+                core.passed + core.failed + core.skipped,
+                core.result()
+            ));
+        }
         let extra = &self.additional;
         if extra.passed + extra.failed + extra.skipped > 0 {
             out.push_str(&format!(
@@ -181,18 +195,8 @@ impl<'a> Summary<'a> {
         out
     }
 
-    /// The report in the upstream `ConformanceReport` shape.
+    /// The report in the upstream `ConformanceReport` shape: one entry per profile.
     pub fn yaml(&self) -> String {
-        let names = |pick: fn(&Result) -> bool, core: bool| -> Vec<&str> {
-            self.results
-                .iter()
-                .filter(|r| r.feature.is_none() == core && pick(&r.verdict))
-                .filter(|r| !ADDITIONAL.contains(&r.name))
-                .map(|r| r.name)
-                .collect()
-        };
-        let skipped = |r: &Result| matches!(r, Result::Skipped(_));
-        let failed = |r: &Result| matches!(r, Result::Failed(_));
         let mut y = String::new();
         for l in [
             "apiVersion: gateway.networking.k8s.io/v1",
@@ -216,17 +220,36 @@ impl<'a> Summary<'a> {
         line(&mut y, 0, "gatewayAPIChannel: standard");
         line(&mut y, 0, "mode: default");
         line(&mut y, 0, "profiles:");
-        line(&mut y, 0, "- name: GATEWAY-HTTP");
-        line(&mut y, 2, "core:");
-        stats(&mut y, &self.core);
-        list(&mut y, 4, "failedTests", &names(failed, true));
-        list(&mut y, 4, "skippedTests", &names(skipped, true));
-        line(&mut y, 2, "extended:");
-        stats(&mut y, &self.extended);
-        list(&mut y, 4, "failedTests", &names(failed, false));
-        list(&mut y, 4, "skippedTests", &names(skipped, false));
-        list(&mut y, 4, "supportedFeatures", &self.supported());
-        list(&mut y, 4, "unsupportedFeatures", &self.unsupported());
+        for (profile, core, extended) in &self.profiles {
+            let names = |pick: fn(&Result) -> bool, core: bool| -> Vec<&str> {
+                self.results
+                    .iter()
+                    .filter(|r| r.profile == *profile)
+                    .filter(|r| r.feature.is_none() == core && pick(&r.verdict))
+                    .filter(|r| !ADDITIONAL.contains(&r.name))
+                    .map(|r| r.name)
+                    .collect()
+            };
+            let skipped = |r: &Result| matches!(r, Result::Skipped(_));
+            let failed = |r: &Result| matches!(r, Result::Failed(_));
+            let mine = |features: Vec<&'static str>| -> Vec<&'static str> {
+                features
+                    .into_iter()
+                    .filter(|f| self.feature_profile.get(f) == Some(profile))
+                    .collect()
+            };
+            line(&mut y, 0, &format!("- name: {profile}"));
+            line(&mut y, 2, "core:");
+            stats(&mut y, core);
+            list(&mut y, 4, "failedTests", &names(failed, true));
+            list(&mut y, 4, "skippedTests", &names(skipped, true));
+            line(&mut y, 2, "extended:");
+            stats(&mut y, extended);
+            list(&mut y, 4, "failedTests", &names(failed, false));
+            list(&mut y, 4, "skippedTests", &names(skipped, false));
+            list(&mut y, 4, "supportedFeatures", &mine(self.supported()));
+            list(&mut y, 4, "unsupportedFeatures", &mine(self.unsupported()));
+        }
         y
     }
 }
@@ -264,22 +287,32 @@ mod tests {
     fn report_is_yaml_in_the_upstream_shape() {
         let results = [
             ScenarioResult {
+                name: "TlsOne",
+                profile: "GATEWAY-TLS",
+                feature: None,
+                verdict: Result::Passed,
+            },
+            ScenarioResult {
                 name: "CoreOne",
+                profile: "GATEWAY-HTTP",
                 feature: None,
                 verdict: Result::Passed,
             },
             ScenarioResult {
                 name: "CoreTwo",
+                profile: "GATEWAY-HTTP",
                 feature: None,
                 verdict: Result::Skipped("needs TLS".into()),
             },
             ScenarioResult {
                 name: "ExtOne",
+                profile: "GATEWAY-HTTP",
                 feature: Some("HTTPRouteMethodMatching"),
                 verdict: Result::Passed,
             },
             ScenarioResult {
                 name: "ExtTwo",
+                profile: "GATEWAY-HTTP",
                 feature: Some("HTTPRouteCORS"),
                 verdict: Result::Skipped("not supported".into()),
             },
@@ -289,7 +322,16 @@ mod tests {
             serde_yaml_ng::from_str(&summary.yaml()).expect("report parses as YAML");
         assert_eq!(y["kind"].as_str(), Some("ConformanceReport"));
         assert_eq!(y["gatewayAPIVersion"].as_str(), Some("v1.6.1"));
-        let p = &y["profiles"][0];
+        let tls = &y["profiles"][0];
+        assert_eq!(tls["name"].as_str(), Some("GATEWAY-TLS"));
+        assert_eq!(tls["core"]["result"].as_str(), Some("success"));
+        assert_eq!(
+            tls["extended"]["supportedFeatures"]
+                .as_sequence()
+                .map(Vec::len),
+            Some(0)
+        );
+        let p = &y["profiles"][1];
         assert_eq!(p["name"].as_str(), Some("GATEWAY-HTTP"));
         assert_eq!(p["core"]["result"].as_str(), Some("partial"));
         assert_eq!(p["core"]["statistics"]["Passed"].as_u64(), Some(1));

@@ -12,7 +12,14 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::{backends, extended, gateway, httproute, redirects, references, skipped, tls};
+use crate::{
+    backends, extended, gateway, httproute, redirects, references, skipped, tls, tlsroute,
+};
+
+/// The profile of HTTPRoutes on Gateways.
+pub const HTTP: &str = "GATEWAY-HTTP";
+/// The profile of TLSRoutes on Gateways.
+pub const TLS: &str = "GATEWAY-TLS";
 
 /// A scenario body: runs against a started environment.
 pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -20,6 +27,8 @@ pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// One conformance scenario.
 pub struct Scenario {
     pub name: &'static str,
+    /// The upstream conformance profile it belongs to (`GATEWAY-HTTP`, `GATEWAY-TLS`).
+    pub profile: &'static str,
     /// Extended feature it belongs to; `None` for core.
     pub feature: Option<&'static str>,
     /// Its own manifests (the shared base is always added).
@@ -33,6 +42,7 @@ macro_rules! core {
     ($name:literal, $file:literal, $run:path) => {
         Scenario {
             name: $name,
+            profile: HTTP,
             feature: None,
             manifests: include_str!(concat!("manifests/", $file)),
             skip: None,
@@ -45,7 +55,22 @@ macro_rules! extended {
     ($name:literal, $feature:literal, $file:literal, $run:path) => {
         Scenario {
             name: $name,
+            profile: HTTP,
             feature: Some($feature),
+            manifests: include_str!(concat!("manifests/", $file)),
+            skip: None,
+            run: Some(|env| Box::pin($run(env))),
+        }
+    };
+}
+
+/// A core scenario of profile GATEWAY-TLS.
+macro_rules! tls_core {
+    ($name:literal, $file:literal, $run:path) => {
+        Scenario {
+            name: $name,
+            profile: TLS,
+            feature: None,
             manifests: include_str!(concat!("manifests/", $file)),
             skip: None,
             run: Some(|env| Box::pin($run(env))),
@@ -437,6 +462,41 @@ pub fn all() -> Vec<Scenario> {
             "HTTPRoutePortRedirect",
             "redirect-port-and-scheme.yaml",
             tls::redirect_port_and_scheme
+        ),
+        tls_core!(
+            "TLSRouteSimpleSameNamespace",
+            "tlsroute-passthrough.yaml",
+            tlsroute::simple_passthrough
+        ),
+        tls_core!(
+            "TLSRouteTerminateSimpleSameNamespace",
+            "tlsroute-terminate.yaml",
+            tlsroute::simple_terminate
+        ),
+        tls_core!(
+            "TLSRouteMixedTerminationSameNamespace",
+            "tlsroute-mixed.yaml",
+            tlsroute::mixed_termination
+        ),
+        tls_core!(
+            "TLSRouteInvalidBackendRefNonexistent",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_backend_nonexistent
+        ),
+        tls_core!(
+            "TLSRouteInvalidBackendRefUnknownKind",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_backend_unknown_kind
+        ),
+        tls_core!(
+            "TLSRouteInvalidReferenceGrant",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_reference_grant
+        ),
+        tls_core!(
+            "TLSRouteInvalidNoMatchingListenerHostname",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_no_matching_listener_hostname
         ),
     ]
     .into_iter()

@@ -7,6 +7,7 @@ use crate::scenarios::Scenario;
 fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static str) -> Scenario {
     Scenario {
         name,
+        profile: crate::scenarios::HTTP,
         feature,
         manifests: "",
         skip: Some(reason),

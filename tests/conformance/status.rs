@@ -310,10 +310,20 @@ impl Parent {
 
 /// The route's conditions in every parent carry its latest generation.
 fn route_latest<'a>(r: &'a Report, ns: &str, route: &str) -> Result<Vec<&'a Value>, String> {
-    let (status, generation) = r.object("HTTPRoute", Some(ns), route)?;
+    route_latest_of(r, "HTTPRoute", ns, route)
+}
+
+/// [`route_latest`] for a route of `kind`.
+fn route_latest_of<'a>(
+    r: &'a Report,
+    kind: &str,
+    ns: &str,
+    route: &str,
+) -> Result<Vec<&'a Value>, String> {
+    let (status, generation) = r.object(kind, Some(ns), route)?;
     let parents: Vec<&Value> = items(&status["parents"]).collect();
     for p in &parents {
-        observed(p, generation).map_err(|e| format!("HTTPRoute {ns}/{route}: {e}"))?;
+        observed(p, generation).map_err(|e| format!("{kind} {ns}/{route}: {e}"))?;
     }
     Ok(parents)
 }
@@ -355,7 +365,20 @@ pub fn route_condition(
     gw: &str,
     c: Cond,
 ) -> Outcome {
-    let parents = route_latest(r, ns, route)?;
+    route_condition_of(r, "HTTPRoute", ns, route, gw_ns, gw, c)
+}
+
+/// [`route_condition`] for a route of `kind` (`TLSRouteMustHaveCondition` and the like).
+pub fn route_condition_of(
+    r: &Report,
+    kind: &str,
+    ns: &str,
+    route: &str,
+    gw_ns: &str,
+    gw: &str,
+    c: Cond,
+) -> Outcome {
+    let parents = route_latest_of(r, kind, ns, route)?;
     let mine: Vec<&&Value> = parents
         .iter()
         .filter(|p| {
@@ -367,7 +390,7 @@ pub fn route_condition(
         return Ok(());
     }
     Err(format!(
-        "HTTPRoute {ns}/{route}: no parent {gw_ns}/{gw} with {c:?}: {parents:?}"
+        "{kind} {ns}/{route}: no parent {gw_ns}/{gw} with {c:?}: {parents:?}"
     ))
 }
 
