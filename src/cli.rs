@@ -26,7 +26,7 @@ use stack::{shutdown_signal, Stack};
 
 use crate::admin::DEFAULT_ADMIN_ADDR;
 use crate::admission::Crds;
-use crate::echo::{serve_echo, EchoIdentity};
+use crate::echo::{serve_echo, serve_udp_echo, EchoIdentity};
 use crate::metrics::Metrics;
 use crate::provider::crds::load_crds;
 use crate::provider::file::{load_dir, report_errors, watch_dir, ConfigDir};
@@ -154,8 +154,12 @@ pub struct EchoArgs {
     /// Namespace reported in responses.
     #[arg(long, env = "NAMESPACE", default_value = "default")]
     pub namespace: String,
-    /// Serve TLS with this PEM certificate chain (and `--tls-key`); answers then carry
-    /// `tls.serverName` and `tls.peerCertificates`.
+    /// Answer UDP datagrams instead (each reply: the pod name, `:`, the datagram).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub udp: bool,
+    /// Serve TLS with this PEM certificate chain (and `--tls-key`): a TLS passthrough backend
+    /// or one behind a BackendTLSPolicy; answers then carry `tls.serverName` and
+    /// `tls.peerCertificates`.
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
     /// The PEM private key of `--tls-cert`.
@@ -255,14 +259,21 @@ fn check(args: &CheckArgs) -> ExitCode {
 }
 
 async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listen on {}", args.listen))?;
-    tracing::info!(addr = %args.listen, pod = %args.pod, "echo backend listening");
     let identity = EchoIdentity {
         pod: args.pod,
         namespace: args.namespace,
     };
+    if args.udp {
+        let socket = tokio::net::UdpSocket::bind(args.listen)
+            .await
+            .with_context(|| format!("listen on UDP {}", args.listen))?;
+        tracing::info!(addr = %args.listen, pod = %identity.pod, "UDP echo backend listening");
+        tokio::select! {
+            r = serve_udp_echo(socket, identity) => r.context("UDP echo server")?,
+            () = shutdown_signal() => {}
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let read = |path: &std::path::Path| {
         std::fs::read(path).with_context(|| format!("read {}", path.display()))
     };
@@ -275,6 +286,10 @@ async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listen on {}", args.listen))?;
+    tracing::info!(addr = %args.listen, pod = %identity.pod, tls = tls.is_some(), "echo backend listening");
     let served = async {
         match tls {
             Some(config) => crate::echo_tls::serve_echo_tls(listener, identity, None, config).await,

@@ -14,6 +14,7 @@ pub mod echo;
 pub mod echo_tls;
 pub mod grpc_echo;
 pub mod kinds;
+pub mod l4kinds;
 pub mod metrics;
 pub mod provider;
 pub mod proxy;

@@ -38,6 +38,10 @@ pub struct Metrics {
     /// Requests the proxy answered itself with an error, by fault: `client` (malformed or
     /// refused requests, 400/501), `route` (404, 421, 500) or `upstream` (502, 503, 504).
     pub request_errors: IntCounterVec,
+    /// TCP and TLS connections closed and UDP datagrams dropped without reaching a backend, by
+    /// protocol (`tcp`, `tls`, `udp`) and reason (`no_route`, `unknown_sni`, `not_tls`,
+    /// `invalid_backend`, `no_endpoints`, `connect_error`, `handshake`, `session_limit`).
+    pub l4_dropped: IntCounterVec,
 }
 
 impl Metrics {
@@ -119,8 +123,17 @@ impl Metrics {
             &["fault"],
         )
         .expect("valid metric");
+        let l4_dropped = IntCounterVec::new(
+            Opts::new(
+                "l4_dropped_total",
+                "TCP/TLS connections closed and UDP datagrams dropped before a backend, by reason",
+            ),
+            &["protocol", "reason"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(l4_dropped.clone()),
             Box::new(certificate_expiry.clone()),
             Box::new(request_seconds.clone()),
             Box::new(table_generation.clone()),
@@ -147,6 +160,7 @@ impl Metrics {
             connections_refused,
             connections_closed,
             request_errors,
+            l4_dropped,
         })
     }
 

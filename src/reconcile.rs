@@ -19,7 +19,10 @@ use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
 use crate::status::{ObjectKind, ObjectStatus, StatusReport};
 use crate::table::ServedCertificates;
-use crate::translate::{apply_bind_failures, Incremental, PortMap, TranslateOptions, Translation};
+use crate::translate::{
+    apply_bind_failures, apply_udp_bind_failures, Incremental, PortMap, TranslateOptions,
+    Translation,
+};
 
 /// Where publications go; it lives in its own module so readers do not depend on the loop.
 pub use crate::published::Published;
@@ -224,6 +227,11 @@ impl Reconciler {
             .as_ref()
             .map(|p| p.bind_failures())
             .unwrap_or_default();
+        let udp_failures = self
+            .proxy
+            .as_ref()
+            .map(|p| p.udp_bind_failures())
+            .unwrap_or_default();
         let published = self.published.clone();
         let (problems, gateways) = self
             .worker
@@ -233,6 +241,7 @@ impl Reconciler {
                 let mut status = status;
                 let gateways = gateway_entries(&status);
                 apply_bind_failures(&mut status, &table, &failures);
+                apply_udp_bind_failures(&mut status, &table, &udp_failures);
                 let status = status.seal(&published.status());
                 let problems = status.problems().len();
                 drop(published.publish_status(status));
@@ -281,7 +290,8 @@ impl Reconciler {
             return false;
         }
         let failures = proxy.bind_failures();
-        let unbound = failures.len();
+        let udp_failures = proxy.udp_bind_failures();
+        let unbound = failures.len() + udp_failures.len();
         let table = self.published.table();
         let published = self.published.clone();
         let gateways = self.gateways.clone();
@@ -299,6 +309,7 @@ impl Reconciler {
                     }
                 }
                 apply_bind_failures(&mut status, &table, &failures);
+                apply_udp_bind_failures(&mut status, &table, &udp_failures);
                 let status = status.seal(&current);
                 let problems = status.problems().len();
                 drop(published.publish_status(status));

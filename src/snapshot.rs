@@ -11,11 +11,13 @@ use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::kinds::{not_being_deleted, Wanted};
+use crate::l4kinds::{TcpRoute, UdpRoute};
 use crate::provider::manifest::merge_string_data;
 use crate::translate::{referenced_ca_objects, referenced_secrets};
 
@@ -52,6 +54,9 @@ crate::kinds! {
             gateways: Gateway { watched_if(not_being_deleted) },
             http_routes: HttpRoute,
             grpc_routes: GrpcRoute,
+            tls_routes: TlsRoute,
+            tcp_routes: TcpRoute,
+            udp_routes: UdpRoute,
             reference_grants: ReferenceGrant,
             /// Only labels are read (for `allowedRoutes.namespaces.selector`).
             namespaces: Namespace { metadata_only },
@@ -150,6 +155,9 @@ mod tests {
                 "gateways <- gateway.networking.k8s.io/v1 Gateway (gateways, namespaced, Objects)",
                 "http_routes <- gateway.networking.k8s.io/v1 HTTPRoute (httproutes, namespaced, Objects)",
                 "grpc_routes <- gateway.networking.k8s.io/v1 GRPCRoute (grpcroutes, namespaced, Objects)",
+                "tls_routes <- gateway.networking.k8s.io/v1 TLSRoute (tlsroutes, namespaced, Objects)",
+                "tcp_routes <- gateway.networking.k8s.io/v1 TCPRoute (tcproutes, namespaced, Objects)",
+                "udp_routes <- gateway.networking.k8s.io/v1 UDPRoute (udproutes, namespaced, Objects)",
                 "reference_grants <- gateway.networking.k8s.io/v1 ReferenceGrant (referencegrants, namespaced, Objects)",
                 "namespaces <- /v1 Namespace (namespaces, cluster, Metadata)",
                 "services <- /v1 Service (services, namespaced, Objects)",

@@ -1,6 +1,7 @@
-//! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP and
-//! GATEWAY-GRPC), each run against its own `edgeplane serve --config-dir` process with echo
-//! backends (HTTP and gRPC on one port) on loopback.
+//! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP,
+//! GATEWAY-GRPC, GATEWAY-TLS), each run against its own `edgeplane serve --config-dir` process
+//! with echo backends (HTTP and gRPC on one port; TCP, UDP and TLS where scenarios need them) on
+//! loopback.
 //!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
 //! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there.
@@ -41,6 +42,8 @@ mod skipped;
 mod status;
 #[path = "conformance/tls.rs"]
 mod tls;
+#[path = "conformance/tlsroute.rs"]
+mod tlsroute;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

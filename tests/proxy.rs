@@ -21,6 +21,10 @@ mod drain_h2;
 mod filters;
 #[path = "proxy/grpc.rs"]
 mod grpc;
+#[path = "proxy/l4.rs"]
+mod l4;
+#[path = "proxy/l4_translated.rs"]
+mod l4_translated;
 #[path = "proxy/lifecycle.rs"]
 mod lifecycle;
 #[path = "proxy/mirror.rs"]

@@ -62,6 +62,10 @@ pub struct ProxyArgs {
     /// `-Host` are kept and extended; from any other peer they are replaced. Default: none.
     #[arg(long, value_name = "CIDR[,CIDR...]", default_value_t = defaults().trusted_proxies, hide_default_value = true)]
     pub trusted_proxies: TrustedProxies,
+    /// A UDP session (one client address on a UDP listener, with its own upstream socket)
+    /// that sends and receives nothing for this long is ended.
+    #[arg(long, default_value = duration_text(defaults().udp_idle_timeout), value_parser = parse_duration)]
+    pub udp_idle_timeout: Duration,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,
 }
@@ -83,6 +87,7 @@ impl ProxyArgs {
             upstream_idle_timeout: self.upstream_idle_timeout,
             drain_timeout,
             connect_timeout: self.connect_timeout,
+            udp_idle_timeout: self.udp_idle_timeout,
             path_policy: self.path_policy.policy(),
             trusted_proxies: self.trusted_proxies.clone(),
         }

@@ -173,7 +173,7 @@ pub(crate) struct Accepted {
     pub open: Open,
 }
 
-/// Serves one accepted connection (plain or TLS) until it closes.
+/// Serves one accepted connection (plain or TLS, or a TLS/TCP route's stream) until it closes.
 pub(crate) async fn handle(conn: Accepted) {
     let Accepted {
         stream,
@@ -184,13 +184,17 @@ pub(crate) async fn handle(conn: Accepted) {
         mut drain,
         open: _open,
     } = conn;
-    let _ = stream.set_nodelay(true);
-    let deadline = Instant::now() + shared.options.handshake_timeout;
-    let is_tls = shared
+    let (is_l4, is_tls) = shared
         .table
         .load()
         .listener(&listener)
-        .is_some_and(|l| l.tls.is_some());
+        .map_or((false, false), |l| (l.l4.is_some(), l.tls.is_some()));
+    if is_l4 {
+        super::l4::tcp::serve(stream, peer, listener, shared).await;
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let deadline = Instant::now() + shared.options.handshake_timeout;
     let mut handler = Handler::new(shared.clone(), listener, peer);
     if !is_tls {
         if let Some(io) = before_http(stream, deadline, &mut drain, &shared).await {

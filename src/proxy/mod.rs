@@ -7,7 +7,7 @@
 //! timer, in-flight tracking), `upstream` (pooled clients), `tls` (TLS termination,
 //! certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers`
 //! (hop-by-hop and forwarded headers), `trusted` (the trusted proxies), `error` (the status
-//! mapping).
+//! mapping), `l4` (TLS passthrough and terminate, TCP and UDP forwarding).
 
 mod body;
 mod conn;
@@ -15,6 +15,7 @@ mod detect;
 mod error;
 mod gate;
 mod headers;
+mod l4;
 mod listener;
 mod mirror;
 mod options;
@@ -39,6 +40,7 @@ use crate::table::RouteTable;
 
 pub use error::{Fault, ProxyError};
 pub use headers::{set_forwarded, strip_hop_by_hop};
+pub use l4::{parse_client_hello, Hello};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use options::ProxyOptions;
 pub use trusted::{TrustedProxies, TrustedProxiesError};
@@ -81,6 +83,7 @@ pub(crate) struct Shared {
 pub struct Proxy {
     shared: Arc<Shared>,
     listeners: listener::Listeners,
+    udp: l4::udp::UdpListeners,
 }
 
 impl Proxy {
@@ -100,6 +103,7 @@ impl Proxy {
                 tunnels: Arc::default(),
             }),
             listeners: listener::Listeners::default(),
+            udp: l4::udp::UdpListeners::default(),
         })
     }
 
@@ -108,7 +112,21 @@ impl Proxy {
     /// retried by [`Proxy::retry_failed_binds`] until they bind or leave the table.
     pub async fn sync_listeners(self: &Arc<Self>, table: &RouteTable) -> Vec<ListenerError> {
         let wanted: Vec<SocketAddr> = table.listeners.keys().copied().collect();
-        self.listeners.sync(&self.shared, &wanted).await
+        let mut errors = self.listeners.sync(&self.shared, &wanted).await;
+        let udp: Vec<SocketAddr> = table.udp.keys().copied().collect();
+        errors.extend(self.udp.sync(&self.shared, &udp));
+        errors
+    }
+
+    /// UDP sockets of the current table that are not bound, with their bind error (retried
+    /// with every table and every [`Proxy::retry_failed_binds`]).
+    pub fn udp_bind_failures(&self) -> BTreeMap<SocketAddr, String> {
+        self.udp.failures()
+    }
+
+    /// UDP addresses currently receiving datagrams.
+    pub fn bound_udp(&self) -> Vec<SocketAddr> {
+        self.udp.bound()
     }
 
     /// Sockets of the current table that are not bound, with the last bind error of each: the
@@ -121,13 +139,18 @@ impl Proxy {
     /// The wait after a failure starts at [`BIND_RETRY_FIRST`] and doubles up to
     /// [`BIND_RETRY_MAX`].
     pub fn next_bind_retry(&self) -> Option<Instant> {
-        self.listeners.next_retry()
+        let udp = (!self.udp.failures().is_empty()).then(|| Instant::now() + BIND_RETRY_FIRST);
+        match (self.listeners.next_retry(), udp) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Retries the failed sockets that are due. True when the failures changed (a socket bound,
     /// or its error is a different one), so the status must be recomputed.
     pub async fn retry_failed_binds(self: &Arc<Self>) -> bool {
-        self.listeners.retry(&self.shared).await
+        let tcp = self.listeners.retry(&self.shared).await;
+        self.udp.retry(&self.shared) || tcp
     }
 
     /// Addresses currently accepting connections.
@@ -140,6 +163,7 @@ impl Proxy {
     pub async fn shutdown(&self) {
         let started = std::time::Instant::now();
         let window = self.shared.options.drain_timeout;
+        self.udp.shutdown();
         self.listeners.shutdown(window).await;
         let left = window.saturating_sub(started.elapsed());
         self.shared.tunnels.drain(left).await;

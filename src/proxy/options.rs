@@ -48,6 +48,10 @@ pub struct ProxyOptions {
     pub drain_timeout: Duration,
     /// Time to establish an upstream TCP connection before answering 504.
     pub connect_timeout: Duration,
+    /// A UDP session with no datagram either way for this long is ended and its upstream
+    /// socket closed. 60 s: longer than the usual keep-alive of UDP protocols (DNS retries,
+    /// QUIC and WireGuard keep-alives), short enough to bound sessions of vanished clients.
+    pub udp_idle_timeout: Duration,
     /// How request paths are canonicalized before routing (docs/security.md); the default
     /// rejects every ambiguous form.
     pub path_policy: PathPolicy,
@@ -73,6 +77,7 @@ impl Default for ProxyOptions {
             upstream_idle_timeout: Duration::from_secs(90),
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            udp_idle_timeout: Duration::from_secs(60),
             path_policy: PathPolicy::default(),
             trusted_proxies: TrustedProxies::default(),
         }

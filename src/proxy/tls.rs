@@ -63,6 +63,19 @@ pub(crate) async fn handshake<IO: AsyncRead + AsyncWrite + Unpin>(
     ))
 }
 
+/// The acceptor of a TLS listener in Terminate mode (TLSRoute) for a ClientHello with `sni`
+/// read on socket `addr`: the configuration of the listener the SNI selects (its certificate,
+/// no ALPN: the plaintext stream is forwarded as it is). `None` when no listener serves it.
+pub(crate) fn stream_acceptor(
+    table: &ArcSwap<RouteTable>,
+    addr: SocketAddr,
+    sni: Option<&str>,
+) -> Option<tokio_rustls::TlsAcceptor> {
+    let table = table.load();
+    let listener = table.listener(&addr)?.tls.as_ref()?.resolve(sni)?;
+    Some(tokio_rustls::TlsAcceptor::from(listener.config.clone()))
+}
+
 /// What the proxy knows of a TLS connection when serving its requests.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TlsInfo {

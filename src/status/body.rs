@@ -27,6 +27,8 @@ use super::{ObjectKind, Problem};
 pub enum StatusBody {
     GatewayClass(GatewayClassStatus),
     Gateway(GatewayStatus),
+    /// The status of a route of any kind (HTTPRoute, TLSRoute, TCPRoute, UDPRoute): they share
+    /// one shape.
     HttpRoute(Arc<HttpRouteStatus>),
     /// A GRPCRoute's status. Its fields are the HTTPRoute's (both are the spec's `RouteStatus`),
     /// so it is held in the same type and every walk over route statuses serves both kinds.
@@ -75,7 +77,13 @@ impl StatusBody {
         match (kind, self) {
             (ObjectKind::GatewayClass, Self::GatewayClass(_))
             | (ObjectKind::Gateway, Self::Gateway(_))
-            | (ObjectKind::HttpRoute, Self::HttpRoute(_))
+            | (
+                ObjectKind::HttpRoute
+                | ObjectKind::TlsRoute
+                | ObjectKind::TcpRoute
+                | ObjectKind::UdpRoute,
+                Self::HttpRoute(_),
+            )
             | (ObjectKind::GrpcRoute, Self::GrpcRoute(_))
             | (ObjectKind::BackendTlsPolicy, Self::BackendTlsPolicy(_)) => {
                 Some(Cow::Borrowed(self))
@@ -86,7 +94,10 @@ impl StatusBody {
                         Self::GatewayClass(GatewayClassStatus::deserialize(v).ok()?)
                     }
                     ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
-                    ObjectKind::HttpRoute => {
+                    ObjectKind::HttpRoute
+                    | ObjectKind::TlsRoute
+                    | ObjectKind::TcpRoute
+                    | ObjectKind::UdpRoute => {
                         Self::HttpRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
                     }
                     ObjectKind::GrpcRoute => {

@@ -21,6 +21,12 @@ pub enum ObjectKind {
     HttpRoute,
     #[serde(rename = "GRPCRoute")]
     GrpcRoute,
+    #[serde(rename = "TLSRoute")]
+    TlsRoute,
+    #[serde(rename = "TCPRoute")]
+    TcpRoute,
+    #[serde(rename = "UDPRoute")]
+    UdpRoute,
     #[serde(rename = "BackendTLSPolicy")]
     BackendTlsPolicy,
 }
@@ -32,11 +38,14 @@ pub struct UnknownKind(pub String);
 
 impl ObjectKind {
     /// Every kind, in report order.
-    pub const ALL: [ObjectKind; 5] = [
+    pub const ALL: [ObjectKind; 8] = [
         Self::GatewayClass,
         Self::Gateway,
         Self::HttpRoute,
         Self::GrpcRoute,
+        Self::TlsRoute,
+        Self::TcpRoute,
+        Self::UdpRoute,
         Self::BackendTlsPolicy,
     ];
 
@@ -47,8 +56,16 @@ impl ObjectKind {
             Self::Gateway => "Gateway",
             Self::HttpRoute => "HTTPRoute",
             Self::GrpcRoute => "GRPCRoute",
+            Self::TlsRoute => "TLSRoute",
+            Self::TcpRoute => "TCPRoute",
+            Self::UdpRoute => "UDPRoute",
             Self::BackendTlsPolicy => "BackendTLSPolicy",
         }
+    }
+
+    /// True for route kinds: their status is a list of `parents`, in one shape for every kind.
+    pub fn is_route(self) -> bool {
+        !matches!(self, Self::GatewayClass | Self::Gateway)
     }
 
     /// The `apiVersion` written beside the kind.
@@ -60,7 +77,13 @@ impl ObjectKind {
     pub fn namespaced(self) -> bool {
         match self {
             Self::GatewayClass => false,
-            Self::Gateway | Self::HttpRoute | Self::GrpcRoute | Self::BackendTlsPolicy => true,
+            Self::Gateway
+            | Self::HttpRoute
+            | Self::GrpcRoute
+            | Self::TlsRoute
+            | Self::TcpRoute
+            | Self::UdpRoute
+            | Self::BackendTlsPolicy => true,
         }
     }
 }
@@ -95,8 +118,8 @@ mod tests {
             assert_eq!(serde_json::from_value::<ObjectKind>(json).unwrap(), k);
         }
         assert_eq!(
-            "TCPRoute".parse::<ObjectKind>(),
-            Err(UnknownKind("TCPRoute".into()))
+            "ListenerSet".parse::<ObjectKind>(),
+            Err(UnknownKind("ListenerSet".into()))
         );
         let mut sorted = ObjectKind::ALL;
         sorted.reverse();

@@ -8,6 +8,7 @@ mod filters;
 mod grpc;
 mod host;
 pub mod hostname;
+mod l4;
 mod matchers;
 mod model;
 mod path;
@@ -25,6 +26,7 @@ pub use filters::{
 };
 pub use grpc::{is_grpc, split_path, GrpcMatch};
 pub use host::HostIndex;
+pub use l4::{L4Route, L4Routes, SniListener, SniRoutes};
 pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
 };

@@ -11,6 +11,7 @@ use super::backend_tls::{BackendIdentity, BackendTlsEntry};
 use super::cors::Cors;
 use super::filters::{HeaderModifier, Mirror, Redirect, Timeouts, UrlRewrite};
 use super::host::HostIndex;
+use super::l4::L4Routes;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
 use super::tls::TlsListeners;
@@ -25,6 +26,12 @@ pub struct RouteTable {
     /// One entry per socket the proxy must listen on.
     #[serde(serialize_with = "serialize_listeners")]
     pub listeners: BTreeMap<SocketAddr, Arc<ListenerTable>>,
+    /// One entry per UDP socket (a UDP socket may share its address with a TCP one).
+    #[serde(
+        serialize_with = "serialize_listeners",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub udp: BTreeMap<SocketAddr, Arc<ListenerTable>>,
     /// TLS to backends (BackendTLSPolicy), by Service port; ports without an entry are plain.
     #[serde(
         skip_serializing_if = "BTreeMap::is_empty",
@@ -93,6 +100,10 @@ pub struct ListenerTable {
     /// `spec.tls.backend.clientCertificateRef` of the first Gateway bound here).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend_identity: Option<Arc<BackendIdentity>>,
+    /// Set on TLS, TCP and UDP sockets: connections (or datagrams) are forwarded, not served
+    /// as HTTP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l4: Option<L4Routes>,
 }
 
 impl ListenerTable {
@@ -109,6 +120,7 @@ impl ListenerTable {
             hosts: HostIndex::build(hosts),
             tls: None,
             backend_identity: None,
+            l4: None,
         }
     }
 
@@ -127,6 +139,12 @@ impl ListenerTable {
     /// Makes the socket terminate TLS with these listeners' certificates.
     pub fn with_tls(mut self, tls: TlsListeners) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Makes the socket forward streams or datagrams instead of serving HTTP.
+    pub fn with_l4(mut self, routes: L4Routes) -> Self {
+        self.l4 = Some(routes);
         self
     }
 

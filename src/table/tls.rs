@@ -101,13 +101,16 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// The listener and its handshake configuration. Fails only if the ring provider lacks
-    /// the default protocol versions.
+    /// The listener and its handshake configuration: ALPN `h2` and `http/1.1` when `http`
+    /// (HTTPS listeners), none otherwise (TLS listeners in Terminate mode forward the
+    /// plaintext stream as it is). Fails only if the ring provider lacks the default protocol
+    /// versions.
     pub fn new(
         hostname: Option<String>,
         source: String,
         certificate: Arc<Certificate>,
         client_validation: Option<Arc<ClientValidation>>,
+        http: bool,
     ) -> Result<Self, rustls::Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder =
@@ -117,7 +120,9 @@ impl TlsListener {
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(Arc::new(Fixed(certificate.key.clone())));
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        if http {
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        }
         Ok(Self {
             hostname,
             source,
@@ -267,6 +272,7 @@ mod tests {
                 h.unwrap_or("default").to_owned(),
                 c.clone(),
                 None,
+                true,
             )
             .unwrap()
         };

@@ -273,7 +273,13 @@ impl<'a> Backends<'a> {
 
     /// Resolves a backendRef of a route in `route_ns` to a Service port and its ready endpoints.
     pub fn resolve(&mut self, route_ns: &str, r: &BackendRef<'_>) -> Resolved {
-        let out = self.resolve_uncached(route_ns, r);
+        self.resolve_from(RefSide::route(r.from_kind, route_ns), r)
+    }
+
+    /// [`Backends::resolve`] for a backendRef of any route kind: `from` is the route's side
+    /// of a ReferenceGrant (its kind and namespace).
+    pub fn resolve_from(&mut self, from: RefSide<'_>, r: &BackendRef<'_>) -> Resolved {
+        let out = self.resolve_uncached(from, r);
         if let Some(recording) = &mut self.recording {
             let owned = OwnedRef {
                 from_kind: r.from_kind,
@@ -288,7 +294,8 @@ impl<'a> Backends<'a> {
         out
     }
 
-    fn resolve_uncached(&mut self, route_ns: &str, r: &BackendRef<'_>) -> Resolved {
+    fn resolve_uncached(&mut self, from: RefSide<'_>, r: &BackendRef<'_>) -> Resolved {
+        let route_ns = from.namespace;
         let group = r.group.unwrap_or("");
         let kind = r.kind.unwrap_or("Service");
         if !group.is_empty() || kind != "Service" {
@@ -304,10 +311,7 @@ impl<'a> Backends<'a> {
             kind: "Service",
             namespace,
         };
-        if !self
-            .grants
-            .allows(RefSide::route(r.from_kind, route_ns), target, r.name)
-        {
+        if !self.grants.allows(from, target, r.name) {
             return Err(BackendError::NotPermitted {
                 from: route_ns.to_owned(),
                 namespace: namespace.to_owned(),

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -12,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::conditions::{bounded_message, PROGRAMMED, REASON_ADDRESS_NOT_USABLE, REASON_PENDING};
 use crate::snapshot::or_default_namespace;
 use crate::status::{ObjectKind, StatusBody, StatusReport};
-use crate::table::RouteTable;
+use crate::table::{ListenerTable, RouteTable};
 
 /// Marks, in `report`, what the sockets of `table` listed in `failures` (socket -> bind error)
 /// carry: every Gateway listener placed on a failed socket gets `Programmed=False` (`Pending`:
@@ -27,12 +28,29 @@ pub fn apply_bind_failures(
     table: &RouteTable,
     failures: &BTreeMap<SocketAddr, String>,
 ) {
+    overlay_failures(report, &table.listeners, failures);
+}
+
+/// [`apply_bind_failures`] for the UDP sockets of `table` that could not be bound.
+pub fn apply_udp_bind_failures(
+    report: &mut StatusReport,
+    table: &RouteTable,
+    failures: &BTreeMap<SocketAddr, String>,
+) {
+    overlay_failures(report, &table.udp, failures);
+}
+
+fn overlay_failures(
+    report: &mut StatusReport,
+    sockets: &BTreeMap<SocketAddr, Arc<ListenerTable>>,
+    failures: &BTreeMap<SocketAddr, String>,
+) {
     if failures.is_empty() {
         return;
     }
     // Every socket of every Gateway, with the Gateway listener placed on it.
     let mut placed: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::new();
-    for (addr, listener) in &table.listeners {
+    for (addr, listener) in sockets {
         for source in &listener.sources {
             if let Some((ns, gateway, name)) = split_source(source) {
                 placed.entry((ns, gateway)).or_default().push((*addr, name));

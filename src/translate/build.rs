@@ -99,7 +99,9 @@ pub fn build_table(
     let mut previous = std::mem::take(hosts);
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
-        for (li, l) in g.listeners.iter().enumerate().filter(|(_, l)| l.valid()) {
+        // TLS, TCP and UDP sockets are built by `l4build`.
+        let http = |l: &&super::listener::ListenerModel<'_>| l.valid() && !l.protocol.is_l4();
+        for (li, l) in g.listeners.iter().enumerate().filter(|(_, l)| http(l)) {
             let Some(port) = g.socket_port(l.port) else {
                 continue;
             };
@@ -133,6 +135,7 @@ pub fn build_table(
                         source.clone(),
                         certificate.clone(),
                         validation,
+                        true,
                     ) {
                         s.tls.push(t);
                     }
@@ -219,5 +222,6 @@ pub fn build_table(
         generation,
         listeners,
         backend_tls: BTreeMap::new(),
+        udp: BTreeMap::new(),
     }
 }

@@ -20,7 +20,8 @@ use super::protocol::ListenerProtocol;
 /// is also a Gateway's port) gets `PortUnavailable` the same way: one socket answers for one
 /// listener port.
 pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
-    let mut sockets: HashMap<SocketAddr, (&ListenerProtocol, usize, u16)> = HashMap::new();
+    // Keyed by transport too: a UDP socket and a TCP socket may share a port number.
+    let mut sockets: HashMap<(bool, SocketAddr), (&ListenerProtocol, usize, u16)> = HashMap::new();
     let mut marks = Vec::new();
     for (gi, g) in gateways.iter().enumerate() {
         if !g.accepted() {
@@ -31,7 +32,7 @@ pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
                 continue;
             };
             for ip in &g.binds {
-                match sockets.entry(SocketAddr::new(*ip, port)) {
+                match sockets.entry((l.protocol.is_udp(), SocketAddr::new(*ip, port))) {
                     Entry::Vacant(e) => {
                         e.insert((&l.protocol, gi, l.port));
                     }
@@ -54,13 +55,17 @@ pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
 
 /// Listeners of one Gateway conflict when they share a port with different protocols
 /// (`ProtocolConflict`) or the same protocol and hostname (`HostnameConflict`). Every listener
-/// of a conflicting group is marked: none is picked as the winner.
+/// of a conflicting group is marked: none is picked as the winner. A UDP listener and a TCP
+/// based one on the same port number use different sockets and do not conflict.
 pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
     let n = listeners.len();
     let mut marks: Vec<Option<&'static str>> = vec![None; n];
     for i in 0..n {
         for j in 0..n {
-            if i == j || listeners[i].port != listeners[j].port {
+            if i == j
+                || listeners[i].port != listeners[j].port
+                || listeners[i].protocol.is_udp() != listeners[j].protocol.is_udp()
+            {
                 continue;
             }
             let (a, b) = (&listeners[i], &listeners[j]);
@@ -90,7 +95,7 @@ mod tests {
     #[test]
     fn conflicts_mark_every_listener_involved() {
         let gw = gateway(
-            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP}\n  - {name: b, port: 80, protocol: HTTP}\n  - {name: c, port: 81, protocol: HTTP, hostname: x.com}\n  - {name: d, port: 81, protocol: HTTP, hostname: y.com}\n  - {name: e, port: 82, protocol: HTTP}\n  - {name: f, port: 82, protocol: TCP}\n",
+            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP}\n  - {name: b, port: 80, protocol: HTTP}\n  - {name: c, port: 81, protocol: HTTP, hostname: x.com}\n  - {name: d, port: 81, protocol: HTTP, hostname: y.com}\n  - {name: e, port: 82, protocol: HTTP}\n  - {name: f, port: 82, protocol: TCP}\n  - {name: g, port: 83, protocol: TCP}\n  - {name: h, port: 83, protocol: UDP}\n  - {name: i, port: 84, protocol: TLS, hostname: a.com, tls: {mode: Passthrough}}\n  - {name: j, port: 84, protocol: TLS, hostname: b.com}\n",
         );
         let mut ls: Vec<_> = gw
             .spec
@@ -102,6 +107,6 @@ mod tests {
         let got: Vec<_> = ls.iter().map(|l| l.conflict).collect();
         let h = Some(REASON_HOSTNAME_CONFLICT);
         let p = Some(REASON_PROTOCOL_CONFLICT);
-        assert_eq!(got, vec![h, h, None, None, p, p]);
+        assert_eq!(got, vec![h, h, None, None, p, p, None, None, None, None]);
     }
 }

@@ -342,7 +342,7 @@ impl<'a> GatewayModel<'a> {
                 REASON_UNSUPPORTED_PROTOCOL,
                 format!("protocol {} is not supported", l.spec.protocol),
             )
-        } else if matches!(l.tls, ListenerTls::Passthrough) {
+        } else if l.passthrough_on_https() {
             s.fail(
                 ACCEPTED,
                 REASON_LISTENER_UNSUPPORTED_VALUE,

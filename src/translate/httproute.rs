@@ -188,7 +188,7 @@ fn select_listeners(
         .into_iter()
         .filter(|&i| {
             let l = &gateway.listeners[i];
-            l.accepts_kind(kind) && l.namespaces.allows(gateway.namespace, route_ns, labels)
+            l.accepts(kind) && l.namespaces.allows(gateway.namespace, route_ns, labels)
         })
         .collect();
     if allowed.is_empty() {

@@ -135,24 +135,29 @@ pub struct ListenerModel<'a> {
 }
 
 impl ListenerModel<'_> {
-    /// True when HTTPRoutes may attach (protocol HTTP or HTTPS in Terminate mode, and HTTPRoute
-    /// among the allowed kinds). Routes attach (and are counted) even while the listener's
-    /// certificates do not resolve.
-    pub fn accepts_http_routes(&self) -> bool {
+    /// True when routes of `kind` may attach: the kind the listener's protocol carries (HTTPS
+    /// only in Terminate mode), and among the allowed kinds. Routes attach (and are counted)
+    /// even while the listener's certificates do not resolve.
+    pub fn accepts(&self, kind: &str) -> bool {
+        self.accepts_routes() && self.supported_kinds.iter().any(|k| k.kind == kind)
+    }
+
+    /// True when the listener carries routes of some kind.
+    fn accepts_routes(&self) -> bool {
         self.protocol.is_supported()
-            && !matches!(self.tls, ListenerTls::Passthrough)
+            && !self.passthrough_on_https()
             && !self.supported_kinds.is_empty()
     }
 
-    /// True when routes of `kind` (`HTTPRoute`, `GRPCRoute`) may attach: HTTP routes are
-    /// accepted at all, and `kind` is among the supported kinds.
-    pub fn accepts_kind(&self, kind: &str) -> bool {
-        self.accepts_http_routes() && self.supported_kinds.iter().any(|k| k.kind == kind)
+    /// `tls.mode: Passthrough` on an HTTPS listener, which cannot be served (TLS listeners
+    /// carry passthrough).
+    pub fn passthrough_on_https(&self) -> bool {
+        self.protocol == ListenerProtocol::Https && matches!(self.tls, ListenerTls::Passthrough)
     }
 
     /// True when the listener is accepted: it can serve once its references resolve.
     pub fn usable(&self) -> bool {
-        self.accepts_http_routes()
+        self.accepts_routes()
             && self.conflict.is_none()
             && !matches!(self.client_auth, ClientAuth::Invalid(_))
     }
@@ -163,7 +168,9 @@ impl ListenerModel<'_> {
     }
 }
 
-/// Validates one listener's protocol and `allowedRoutes`; TLS is resolved by the caller.
+/// Validates one listener's protocol and `allowedRoutes`; TLS is resolved by the caller. A
+/// listener supports the one route kind its protocol carries; any other allowed kind is an
+/// invalid one.
 pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> ListenerModel<'_> {
     let allowed = spec.allowed_routes.as_ref();
     let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
@@ -172,8 +179,8 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         namespaces.and_then(|n| n.selector.as_ref()),
     );
     let protocol = ListenerProtocol::parse(&spec.protocol);
-    let unsupported_protocol = !protocol.is_supported();
-    let route_kind = |kind: &str| GatewayStatusListenersSupportedKinds {
+    let route_kinds = protocol.route_kinds();
+    let supported = |kind: &str| GatewayStatusListenersSupportedKinds {
         group: Some(GATEWAY_GROUP.into()),
         kind: kind.into(),
     };
@@ -183,23 +190,20 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         Some(kinds) if !kinds.is_empty() => {
             for k in kinds {
                 let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
-                let known = HTTP_ROUTE_KINDS.contains(&k.kind.as_str());
-                if group == GATEWAY_GROUP && known && !unsupported_protocol {
+                let known = route_kinds.contains(&k.kind.as_str());
+                if group == GATEWAY_GROUP && known {
                     if !supported_kinds
                         .iter()
                         .any(|s: &GatewayStatusListenersSupportedKinds| s.kind == k.kind)
                     {
-                        supported_kinds.push(route_kind(&k.kind));
+                        supported_kinds.push(supported(&k.kind));
                     }
                 } else {
                     invalid_kinds.push(format!("{group}/{}", k.kind));
                 }
             }
         }
-        _ if !unsupported_protocol => {
-            supported_kinds.extend(HTTP_ROUTE_KINDS.iter().map(|k| route_kind(k)));
-        }
-        _ => {}
+        _ => supported_kinds.extend(route_kinds.iter().map(|k| supported(k))),
     }
     ListenerModel {
         spec,

@@ -20,6 +20,8 @@ mod grpcroute;
 mod httproute;
 mod incremental;
 mod kinds_conflict;
+mod l4build;
+mod l4route;
 mod listener;
 mod moved;
 mod parameters;
@@ -44,7 +46,7 @@ use crate::table::{RouteTable, ServedCertificates};
 
 pub use address::AddressError;
 pub use backends::BackendError;
-pub use bind::apply_bind_failures;
+pub use bind::{apply_bind_failures, apply_udp_bind_failures};
 pub use duration::{parse_duration, DurationError, TimeoutError};
 pub use filters::FilterError;
 pub use frontend::{referenced_ca_objects, CaRefError};
@@ -226,6 +228,14 @@ fn translate_cached(
             gateways[gi].listeners[li].attached.insert(key);
         }
     }
+    let l4 = l4route::attach_l4_routes(
+        snapshot,
+        &mut gateways,
+        &by_name,
+        &labels,
+        options,
+        &mut report,
+    );
     for g in &gateways {
         let status = g.status();
         report.entries.push(ObjectStatus::new(
@@ -260,6 +270,7 @@ fn translate_cached(
     }
     let mut table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
     table.backend_tls = policies.by_port;
+    l4build::add_l4_sockets(&mut table, &gateways, &l4);
     report.sort();
     Translation {
         table,

@@ -53,7 +53,7 @@ impl GatewayFace {
             name: l.spec.name.clone(),
             port: l.spec.port,
             hostname: l.hostname.map(str::to_owned),
-            accepts: HTTP_ROUTE_KINDS.map(|k| l.accepts_kind(k)),
+            accepts: HTTP_ROUTE_KINDS.map(|k| l.accepts(k)),
             valid: l.valid(),
             namespaces: l.namespaces.clone(),
         };

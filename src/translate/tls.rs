@@ -129,7 +129,7 @@ impl<'a> Certificates<'a> {
     /// Validates the TLS configuration of an HTTPS listener of a Gateway in `gateway_ns`. Every
     /// certificateRef must resolve (the first refused one names the reason); the first one serves.
     pub fn listener(&mut self, gateway_ns: &str, spec: &GatewayListeners) -> ListenerTls {
-        if !ListenerProtocol::parse(&spec.protocol).terminates_tls() {
+        if !ListenerProtocol::parse(&spec.protocol).carries_tls() {
             return ListenerTls::Plain;
         }
         let tls = spec.tls.as_ref();

@@ -3,7 +3,8 @@
 //! --config-dir` process on it, and gives each Gateway its own loopback address.
 //!
 //! Addresses: every scenario owns a loopback /24 `127.A.B.0`; Gateways get `.1`, `.2`, ... in the
-//! order they are first written, pods `.20` and up (ports 3000 and 3001), the admin server
+//! order they are first written, pods `.20` and up (ports 3000 and 3001, and 3443 for the same
+//! echo over TLS with the scenario certificate), the admin server
 //! `.250:9901`, and Gateways without an `IPAddress` bind on `.240` (`--bind-address`). Listener
 //! ports 80 and 443 are bound as 18080 and 18443 ([`PORT_MAP`]), so no privilege is needed.
 //!
@@ -33,6 +34,9 @@ pub const BASE: &str = include_str!("manifests/base.yaml");
 const POD_PORTS: [u16; 2] = [3000, 3001];
 /// Port the TLS echo of `tls-backend*` pods listens on.
 const TLS_POD_PORT: u16 = 8443;
+/// Port of every pod's echo served over TLS with the scenario certificate (the backend of
+/// TLS passthrough routes, which verifies end to end).
+const POD_TLS_PORT: u16 = 3443;
 /// Requests each pod's log keeps.
 const POD_LOG_CAPACITY: usize = 2048;
 /// Names the scenario certificate is valid for (the hostnames of the HTTPS scenarios).
@@ -301,6 +305,22 @@ impl Env {
                         Some(log.clone()),
                     )));
                 }
+                let addr = SocketAddr::new(ip, POD_TLS_PORT);
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("bind TLS echo pod on {addr}: {e}"))?;
+                let tls = server_config(
+                    self.cert.cert_pem.as_bytes(),
+                    self.cert.key_pem.as_bytes(),
+                    None,
+                )
+                .map_err(|e| format!("TLS echo certificate: {e}"))?;
+                tasks.push(tokio::spawn(serve_echo_tls(
+                    listener,
+                    identity.clone(),
+                    Some(log.clone()),
+                    tls,
+                )));
                 self.pods.push(Pod {
                     name: identity.pod,
                     namespace: identity.namespace,

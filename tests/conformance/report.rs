@@ -27,8 +27,10 @@ pub enum Result {
 pub const GATEWAY_HTTP: &str = "GATEWAY-HTTP";
 /// Profile of the GRPCRoute scenarios.
 pub const GATEWAY_GRPC: &str = "GATEWAY-GRPC";
+/// Profile of the TLSRoute scenarios.
+pub const GATEWAY_TLS: &str = "GATEWAY-TLS";
 /// Every profile the replay runs, in report order.
-pub const PROFILES: [&str; 2] = [GATEWAY_HTTP, GATEWAY_GRPC];
+pub const PROFILES: [&str; 3] = [GATEWAY_HTTP, GATEWAY_GRPC, GATEWAY_TLS];
 
 /// One scenario's name, profile, extended feature (`None`: core) and verdict.
 #[derive(Debug)]

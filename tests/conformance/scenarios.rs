@@ -12,10 +12,10 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::report::{GATEWAY_GRPC, GATEWAY_HTTP};
+use crate::report::{GATEWAY_GRPC, GATEWAY_HTTP, GATEWAY_TLS};
 use crate::{
-    backend_tls, backends, client_certs, extended, gateway, grpc, httproute, redirects,
-    references, skipped, tls,
+    backend_tls, backends, client_certs, extended, gateway, grpc, httproute, redirects, references,
+    skipped, tls, tlsroute,
 };
 
 /// A scenario body: runs against a started environment.
@@ -24,7 +24,8 @@ pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// One conformance scenario.
 pub struct Scenario {
     pub name: &'static str,
-    /// `GATEWAY-HTTP` or `GATEWAY-GRPC`.
+    /// The upstream conformance profile it belongs to (`GATEWAY-HTTP`, `GATEWAY-GRPC`,
+    /// `GATEWAY-TLS`).
     pub profile: &'static str,
     /// Extended feature it belongs to; `None` for core.
     pub feature: Option<&'static str>,
@@ -79,7 +80,21 @@ macro_rules! grpc {
     };
 }
 
-/// Every scenario of both profiles, in upstream order of appearance.
+/// A core scenario of profile GATEWAY-TLS.
+macro_rules! tls_core {
+    ($name:literal, $file:literal, $run:path) => {
+        Scenario {
+            name: $name,
+            profile: GATEWAY_TLS,
+            feature: None,
+            manifests: include_str!(concat!("manifests/", $file)),
+            skip: None,
+            run: Some(|env| Box::pin($run(env))),
+        }
+    };
+}
+
+/// Every scenario of every profile, in upstream order of appearance.
 pub fn all() -> Vec<Scenario> {
     vec![
         core!(
@@ -561,6 +576,41 @@ pub fn all() -> Vec<Scenario> {
             grpc::named_rule
         ),
         grpc!("GRPCRouteWeight", None, "grpc-weight.yaml", grpc::weight),
+        tls_core!(
+            "TLSRouteSimpleSameNamespace",
+            "tlsroute-passthrough.yaml",
+            tlsroute::simple_passthrough
+        ),
+        tls_core!(
+            "TLSRouteTerminateSimpleSameNamespace",
+            "tlsroute-terminate.yaml",
+            tlsroute::simple_terminate
+        ),
+        tls_core!(
+            "TLSRouteMixedTerminationSameNamespace",
+            "tlsroute-mixed.yaml",
+            tlsroute::mixed_termination
+        ),
+        tls_core!(
+            "TLSRouteInvalidBackendRefNonexistent",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_backend_nonexistent
+        ),
+        tls_core!(
+            "TLSRouteInvalidBackendRefUnknownKind",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_backend_unknown_kind
+        ),
+        tls_core!(
+            "TLSRouteInvalidReferenceGrant",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_reference_grant
+        ),
+        tls_core!(
+            "TLSRouteInvalidNoMatchingListenerHostname",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_no_matching_listener_hostname
+        ),
     ]
     .into_iter()
     .chain(skipped::all())

@@ -333,9 +333,31 @@ impl Parent {
 /// The route's conditions in every parent carry its latest generation.
 fn route_latest<'a>(r: &'a Report, ns: &str, route: &str) -> Result<Vec<&'a Value>, String> {
     let (status, generation) = r.route_object(ns, route)?;
+    parents_at(status, generation, "route", ns, route)
+}
+
+/// [`route_latest`] for a route of `kind`.
+fn route_latest_of<'a>(
+    r: &'a Report,
+    kind: &str,
+    ns: &str,
+    route: &str,
+) -> Result<Vec<&'a Value>, String> {
+    let (status, generation) = r.object(kind, Some(ns), route)?;
+    parents_at(status, generation, kind, ns, route)
+}
+
+/// The `parents[]` of a route status, each checked to have observed `generation`.
+fn parents_at<'a>(
+    status: &'a Value,
+    generation: i64,
+    kind: &str,
+    ns: &str,
+    route: &str,
+) -> Result<Vec<&'a Value>, String> {
     let parents: Vec<&Value> = items(&status["parents"]).collect();
     for p in &parents {
-        observed(p, generation).map_err(|e| format!("HTTPRoute {ns}/{route}: {e}"))?;
+        observed(p, generation).map_err(|e| format!("{kind} {ns}/{route}: {e}"))?;
     }
     Ok(parents)
 }
@@ -378,6 +400,33 @@ pub fn route_condition(
     c: Cond,
 ) -> Outcome {
     let parents = route_latest(r, ns, route)?;
+    parent_condition(&parents, "route", ns, route, gw_ns, gw, c)
+}
+
+/// [`route_condition`] for a route of `kind` (`TLSRouteMustHaveCondition` and the like).
+pub fn route_condition_of(
+    r: &Report,
+    kind: &str,
+    ns: &str,
+    route: &str,
+    gw_ns: &str,
+    gw: &str,
+    c: Cond,
+) -> Outcome {
+    let parents = route_latest_of(r, kind, ns, route)?;
+    parent_condition(&parents, kind, ns, route, gw_ns, gw, c)
+}
+
+/// A parent `gw_ns/gw` among `parents` carries `c`.
+fn parent_condition(
+    parents: &[&Value],
+    kind: &str,
+    ns: &str,
+    route: &str,
+    gw_ns: &str,
+    gw: &str,
+    c: Cond,
+) -> Outcome {
     let mine: Vec<&&Value> = parents
         .iter()
         .filter(|p| {
@@ -389,7 +438,7 @@ pub fn route_condition(
         return Ok(());
     }
     Err(format!(
-        "HTTPRoute {ns}/{route}: no parent {gw_ns}/{gw} with {c:?}: {parents:?}"
+        "{kind} {ns}/{route}: no parent {gw_ns}/{gw} with {c:?}: {parents:?}"
     ))
 }
 

@@ -36,6 +36,7 @@ fn mtls_table(
         "default/gw/secure".into(),
         server.certificate("default/cert"),
         Some(Arc::new(validation)),
+        true,
     )
     .unwrap()];
     if open {
@@ -45,6 +46,7 @@ fn mtls_table(
                 "default/gw/open".into(),
                 server.certificate("default/cert"),
                 None,
+                true,
             )
             .unwrap(),
         );

@@ -61,6 +61,7 @@ pub fn tls_listeners(entries: &[(Option<&str>, &TestCert)]) -> TlsListeners {
                     format!("default/gw/https-{i}"),
                     cert.certificate(&format!("default/cert-{i}")),
                     None,
+                    true,
                 )
                 .expect("TLS configuration")
             })

@@ -95,6 +95,19 @@ pub fn service_ports(svc: &Service) -> BTreeMap<u16, u16> {
         .collect()
 }
 
+/// `(port, protocol)` of every Service port: a UDP listener added on a TCP listener's port
+/// changes the Service though the port map does not.
+fn port_protocols(svc: &Service) -> Vec<(i32, Option<&str>)> {
+    let mut out: Vec<_> = svc
+        .spec
+        .iter()
+        .flat_map(|s| s.ports.iter().flatten())
+        .map(|p| (p.port, p.protocol.as_deref()))
+        .collect();
+    out.sort();
+    out
+}
+
 /// The Gateway a Service of the controller's namespace was made for.
 pub fn owner_gateway<'a>(svc: &'a Service, namespace: &str) -> Option<(&'a str, &'a str)> {
     if svc.metadata.namespace.as_deref() != Some(namespace) {
@@ -236,12 +249,18 @@ pub fn desired_service(
             ports: Some(
                 ports
                     .iter()
-                    .map(|(port, target)| ServicePort {
-                        name: Some(format!("port-{port}")),
-                        port: i32::from(*port),
-                        target_port: Some(IntOrString::Int(i32::from(*target))),
-                        protocol: Some("TCP".into()),
-                        ..ServicePort::default()
+                    .flat_map(|(port, target)| {
+                        let (tcp, udp) = transports(gateway, *port);
+                        let entry = move |protocol: &str, suffix: &str| ServicePort {
+                            name: Some(format!("port-{port}{suffix}")),
+                            port: i32::from(*port),
+                            target_port: Some(IntOrString::Int(i32::from(*target))),
+                            protocol: Some(protocol.into()),
+                            ..ServicePort::default()
+                        };
+                        tcp.then(|| entry("TCP", ""))
+                            .into_iter()
+                            .chain(udp.then(|| entry("UDP", "-udp")))
                     })
                     .collect(),
             ),
@@ -249,6 +268,25 @@ pub fn desired_service(
         }),
         status: None,
     }
+}
+
+/// Whether the Gateway's listeners on `port` need a TCP and a UDP Service port: UDP listeners
+/// a UDP one, every other protocol a TCP one (a port with no listener keeps TCP).
+fn transports(gateway: &Gateway, port: u16) -> (bool, bool) {
+    let on_port = gateway
+        .spec
+        .listeners
+        .iter()
+        .filter(|l| l.port == i32::from(port));
+    let (mut tcp, mut udp) = (false, false);
+    for l in on_port {
+        if l.protocol == "UDP" {
+            udp = true;
+        } else {
+            tcp = true;
+        }
+    }
+    (tcp || !udp, udp)
 }
 
 /// True when `current` already has what `desired` asks for (ports, type, selector, owner,
@@ -265,6 +303,7 @@ pub fn service_matches(current: &Service, desired: &Service) -> bool {
             .cloned()
     };
     service_ports(current) == service_ports(desired)
+        && port_protocols(current) == port_protocols(desired)
         && c.type_ == d.type_
         && c.selector == d.selector
         && current.metadata.owner_references == desired.metadata.owner_references
@@ -376,5 +415,69 @@ mod tests {
         );
         assert!(bindings_from_services(&services, "other", &[]).is_empty());
         assert!(service_matches(&s1, &s1));
+    }
+
+    #[test]
+    fn udp_listeners_get_udp_service_ports_beside_tcp_ones() {
+        let class: GatewayClass = serde_json::from_value(json!({
+            "metadata": {"name": "c", "uid": "cu"},
+            "spec": {"controllerName": "x/y"}
+        }))
+        .unwrap();
+        let opts = ServiceOptions {
+            namespace: "sys".into(),
+            service_type: "LoadBalancer".into(),
+            selector: BTreeMap::new(),
+            port_base: 10080,
+            port_count: 10,
+        };
+        let gw: Gateway = serde_json::from_value(json!({
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"gatewayClassName": "c", "listeners": [
+                {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
+                {"name": "dns-udp", "port": 53, "protocol": "UDP"},
+                {"name": "quic", "port": 443, "protocol": "UDP"},
+            ]}
+        }))
+        .unwrap();
+        let ports = BTreeMap::from([(53, 10080), (443, 10081)]);
+        let svc = desired_service(&gw, &class, &ports, &opts);
+        let got: Vec<(Option<String>, i32, Option<String>)> = svc
+            .spec
+            .as_ref()
+            .unwrap()
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.name.clone(), p.port, p.protocol.clone()))
+            .collect();
+        let want = |n: &str, p: i32, t: &str| (Some(n.to_owned()), p, Some(t.to_owned()));
+        assert_eq!(
+            got,
+            vec![
+                want("port-53", 53, "TCP"),
+                want("port-53-udp", 53, "UDP"),
+                want("port-443-udp", 443, "UDP"),
+            ]
+        );
+        let mut tcp_only = svc.clone();
+        tcp_only
+            .spec
+            .as_mut()
+            .unwrap()
+            .ports
+            .as_mut()
+            .unwrap()
+            .retain(|p| p.protocol.as_deref() == Some("TCP"));
+        tcp_only
+            .spec
+            .as_mut()
+            .unwrap()
+            .ports
+            .as_mut()
+            .unwrap()
+            .push(svc.spec.as_ref().unwrap().ports.as_ref().unwrap()[2].clone());
+        assert!(!service_matches(&tcp_only, &svc));
+        assert!(service_matches(&svc, &svc));
     }
 }

@@ -14,7 +14,8 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::httproutes::{HttpRoute, HttpRouteStatus};
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 
 use super::leader::{run_leader_pass, LeaderPass};
 use super::watch::Stores;
+use crate::l4kinds::{TcpRoute, UdpRoute};
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
 use crate::status::diff::{self, Carried, DiffError, StatusPatch};
@@ -283,6 +285,39 @@ impl StatusWriter {
                         diff::patch(e, carried, rv, &controller)
                     })
                 }
+                ObjectKind::TlsRoute => {
+                    let r = ObjectRef::new(&e.name).within(ns);
+                    let Some(o) = self.stores.of::<TlsRoute>().get(&r) else {
+                        continue;
+                    };
+                    // Every route kind's status has one shape; TLSRoute's has its own type.
+                    let current: Option<HttpRouteStatus> = o
+                        .status
+                        .as_ref()
+                        .and_then(|s| serde_json::to_value(s).ok())
+                        .and_then(|v| serde_json::from_value(v).ok());
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::HttpRoute(current.as_ref()), rv, &controller)
+                    })
+                }
+                ObjectKind::TcpRoute => {
+                    let r = ObjectRef::new(&e.name).within(ns);
+                    let Some(o) = self.stores.of::<TcpRoute>().get(&r) else {
+                        continue;
+                    };
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
+                    })
+                }
+                ObjectKind::UdpRoute => {
+                    let r = ObjectRef::new(&e.name).within(ns);
+                    let Some(o) = self.stores.of::<UdpRoute>().get(&r) else {
+                        continue;
+                    };
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
+                    })
+                }
             };
             out.extend(write);
         }
@@ -387,6 +422,9 @@ impl StatusWriter {
             ObjectKind::BackendTlsPolicy => {
                 patch_status::<BackendTlsPolicy>(Api::namespaced(client, ns), &w).await
             }
+            ObjectKind::TlsRoute => patch_status::<TlsRoute>(Api::namespaced(client, ns), &w).await,
+            ObjectKind::TcpRoute => patch_status::<TcpRoute>(Api::namespaced(client, ns), &w).await,
+            ObjectKind::UdpRoute => patch_status::<UdpRoute>(Api::namespaced(client, ns), &w).await,
         };
         result.map_err(|source| StatusError::Patch {
             kind: w.key.kind,

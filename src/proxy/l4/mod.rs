@@ -1,0 +1,69 @@
+//! The L4 data plane: TLS (passthrough and terminate, routed by SNI) and TCP streams served on
+//! the sockets of the listener manager (`tcp`), UDP sockets with their own manager and
+//! per-client sessions (`udp`), and the ClientHello reader (`sni`).
+
+pub(crate) mod sni;
+pub(crate) mod tcp;
+pub(crate) mod udp;
+
+use std::net::SocketAddr;
+
+use crate::table::{BackendTarget, L4Route};
+
+pub use sni::{parse as parse_client_hello, Hello};
+
+/// Why an L4 connection or datagram did not reach a backend (or ended with an error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum L4Error {
+    #[error("no route on this socket")]
+    NoRoute,
+    #[error("no route for SNI {0:?}")]
+    UnknownSni(Option<String>),
+    #[error("not a TLS ClientHello: {0}")]
+    NotTls(&'static str),
+    #[error("the route's backends cannot be used: {0}")]
+    InvalidBackend(String),
+    #[error("backend {0} has no ready endpoints")]
+    NoEndpoints(String),
+    #[error("cannot connect to {0}: {1}")]
+    Connect(SocketAddr, std::io::Error),
+    #[error("no ClientHello within the handshake timeout")]
+    HandshakeTimeout,
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
+    #[error(transparent)]
+    Io(std::io::Error),
+}
+
+impl L4Error {
+    /// The `reason` label of `l4_dropped_total`, for errors that kept traffic from a backend.
+    pub(crate) fn dropped(&self) -> Option<&'static str> {
+        Some(match self {
+            Self::NoRoute => "no_route",
+            Self::UnknownSni(_) => "unknown_sni",
+            Self::NotTls(_) => "not_tls",
+            Self::InvalidBackend(_) => "invalid_backend",
+            Self::NoEndpoints(_) => "no_endpoints",
+            Self::Connect(..) => "connect_error",
+            Self::HandshakeTimeout | Self::Tls(_) => "handshake",
+            Self::Io(_) => return None,
+        })
+    }
+}
+
+/// A backend of the route by weight, then one of its ready endpoints at random.
+pub(crate) fn pick_endpoint(route: &L4Route) -> Result<SocketAddr, L4Error> {
+    let backend = route
+        .backends
+        .pick(fastrand::u64(..))
+        .ok_or_else(|| L4Error::InvalidBackend(format!("route {} has no backend", route.route)))?;
+    match &backend.target {
+        BackendTarget::Service(s) => {
+            if s.endpoints.is_empty() {
+                return Err(L4Error::NoEndpoints(s.service.to_string()));
+            }
+            Ok(s.endpoints[fastrand::usize(..s.endpoints.len())])
+        }
+        BackendTarget::Invalid { reason } => Err(L4Error::InvalidBackend(reason.clone())),
+    }
+}

@@ -1,0 +1,154 @@
+//! One connection on a TLS or TCP socket, from accept to close. TCP: a backend is picked (by
+//! weight, then a random ready endpoint) and bytes are copied both ways. TLS: the ClientHello
+//! is read without being answered, its SNI picks the Gateway listener and route; Passthrough
+//! replays the ClientHello to the backend and copies the encrypted bytes, Terminate completes
+//! the handshake with the listener's certificate and copies the plaintext. The backend is
+//! chosen once: a new table never moves an open stream. Drain does not cut a stream; the
+//! listener manager ends what is still open at the drain timeout.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::io::{copy_bidirectional, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::super::detect::Prefixed;
+use super::super::Shared;
+use super::sni::{self, Hello, MAX_HELLO};
+use super::{pick_endpoint, L4Error};
+use crate::table::{L4Route, L4Routes};
+
+/// Bytes read at most while waiting for a complete ClientHello (records add 5 bytes each).
+const MAX_PEEK: usize = MAX_HELLO + 1024;
+
+/// Serves one accepted connection of an L4 socket until either side closes.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: SocketAddr,
+    shared: Arc<Shared>,
+) {
+    let _ = stream.set_nodelay(true);
+    let protocol = {
+        let table = shared.table.load();
+        match table.listener(&listener).and_then(|l| l.l4.as_ref()) {
+            Some(L4Routes::Tls(_)) => "tls",
+            _ => "tcp",
+        }
+    };
+    let result = if protocol == "tls" {
+        serve_tls(stream, listener, &shared).await
+    } else {
+        serve_tcp(stream, listener, &shared).await
+    };
+    if let Err(error) = result {
+        tracing::debug!(%peer, %listener, %error, "stream closed");
+        if let Some(reason) = error.dropped() {
+            shared
+                .metrics
+                .l4_dropped
+                .with_label_values(&[protocol, reason])
+                .inc();
+        }
+    }
+}
+
+async fn serve_tcp(
+    mut client: TcpStream,
+    listener: SocketAddr,
+    shared: &Shared,
+) -> Result<(), L4Error> {
+    let route = {
+        let table = shared.table.load();
+        match table.listener(&listener).and_then(|l| l.l4.as_ref()) {
+            Some(L4Routes::Tcp { route: Some(r) }) => r.clone(),
+            _ => return Err(L4Error::NoRoute),
+        }
+    };
+    let mut upstream = connect(&route, shared).await?;
+    copy_bidirectional(&mut client, &mut upstream)
+        .await
+        .map_err(L4Error::Io)?;
+    Ok(())
+}
+
+async fn serve_tls(
+    mut client: TcpStream,
+    listener: SocketAddr,
+    shared: &Shared,
+) -> Result<(), L4Error> {
+    let deadline = Instant::now() + shared.options.handshake_timeout;
+    let (hello, sni) = tokio::time::timeout_at(deadline, read_hello(&mut client))
+        .await
+        .map_err(|_| L4Error::HandshakeTimeout)??;
+    let (route, terminate) = {
+        let table = shared.table.load();
+        let Some(L4Routes::Tls(routes)) = table.listener(&listener).and_then(|l| l.l4.as_ref())
+        else {
+            return Err(L4Error::NoRoute);
+        };
+        let l = routes
+            .listener(sni.as_deref())
+            .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
+        let route = l
+            .route(sni.as_deref())
+            .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
+        (route.clone(), l.terminate)
+    };
+    if !terminate {
+        let mut upstream = connect(&route, shared).await?;
+        upstream.write_all(&hello).await.map_err(L4Error::Io)?;
+        copy_bidirectional(&mut client, &mut upstream)
+            .await
+            .map_err(L4Error::Io)?;
+        return Ok(());
+    }
+    let acceptor = super::super::tls::stream_acceptor(&shared.table, listener, sni.as_deref())
+        .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
+    let accept = acceptor.accept(Prefixed::new(hello, client));
+    let mut tls = tokio::time::timeout_at(deadline, accept)
+        .await
+        .map_err(|_| L4Error::HandshakeTimeout)?
+        .map_err(|e| L4Error::Tls(e.to_string()))?;
+    let mut upstream = connect(&route, shared).await?;
+    copy_bidirectional(&mut tls, &mut upstream)
+        .await
+        .map_err(L4Error::Io)?;
+    Ok(())
+}
+
+/// Reads until the ClientHello is complete; returns the bytes read and the SNI.
+async fn read_hello<I: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut I,
+) -> Result<(Vec<u8>, Option<String>), L4Error> {
+    let mut buf = Vec::with_capacity(1024);
+    loop {
+        match sni::parse(&buf) {
+            Hello::Complete(name) => return Ok((buf, name)),
+            Hello::Invalid(why) => return Err(L4Error::NotTls(why)),
+            Hello::Partial if buf.len() >= MAX_PEEK => {
+                return Err(L4Error::NotTls("ClientHello too long"))
+            }
+            Hello::Partial => {}
+        }
+        let mut chunk = [0u8; 2048];
+        let want = chunk.len().min(MAX_PEEK - buf.len());
+        let n = io.read(&mut chunk[..want]).await.map_err(L4Error::Io)?;
+        if n == 0 {
+            return Err(L4Error::NotTls("closed before the ClientHello"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Connects to an endpoint of the route's backends, bounded by the connect timeout.
+async fn connect(route: &L4Route, shared: &Shared) -> Result<TcpStream, L4Error> {
+    let endpoint = pick_endpoint(route)?;
+    let stream = tokio::time::timeout(shared.options.connect_timeout, TcpStream::connect(endpoint))
+        .await
+        .map_err(|_| L4Error::Connect(endpoint, std::io::ErrorKind::TimedOut.into()))?
+        .map_err(|e| L4Error::Connect(endpoint, e))?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}

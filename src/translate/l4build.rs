@@ -1,0 +1,136 @@
+//! Adds the TLS, TCP and UDP sockets to a table: one `ListenerTable` per socket with its
+//! [`L4Routes`], the Gateway listeners bound there as sources, and for TLS sockets the
+//! certificates of their Terminate listeners (chosen by SNI at the handshake). Routes are
+//! added in precedence order: on a TCP or UDP socket the oldest route serves; on a TLS
+//! socket the oldest route of each hostname. Pure.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::gateway::GatewayModel;
+use super::l4route::L4Attached;
+use super::protocol::ListenerProtocol;
+use super::tls::ListenerTls;
+use crate::table::{
+    L4Route, L4Routes, ListenerTable, RouteTable, SniListener, SniRoutes, TlsListener,
+    TlsListeners, VirtualHost,
+};
+
+/// One L4 socket being built.
+struct Socket {
+    protocol: ListenerProtocol,
+    port: u16,
+    /// `(gateway, listener)` of each Gateway listener bound here; for TLS, the index of its
+    /// [`SniListener`] is the same as in this list.
+    members: Vec<(usize, usize)>,
+    sources: Vec<String>,
+    route: Option<L4Route>,
+    sni: Vec<SniListener>,
+    certificates: Vec<TlsListener>,
+}
+
+/// Adds a socket for every valid TLS, TCP and UDP listener of the accepted Gateways, with the
+/// routes attached to it.
+pub fn add_l4_sockets(
+    table: &mut RouteTable,
+    gateways: &[GatewayModel<'_>],
+    routes: &[L4Attached],
+) {
+    let mut sockets: BTreeMap<(bool, SocketAddr), Socket> = BTreeMap::new();
+    for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
+        for (li, l) in g.listeners.iter().enumerate() {
+            if !l.valid() || !l.protocol.is_l4() {
+                continue;
+            }
+            let Some(port) = g.socket_port(l.port) else {
+                continue;
+            };
+            for ip in &g.binds {
+                let key = (l.protocol.is_udp(), SocketAddr::new(*ip, port));
+                if table.listeners.contains_key(&key.1) && !key.0 {
+                    // An HTTP socket took the address first (`conflicts` marks the rest).
+                    continue;
+                }
+                let s = sockets.entry(key).or_insert_with(|| Socket {
+                    protocol: l.protocol.clone(),
+                    port: l.port,
+                    members: Vec::new(),
+                    sources: Vec::new(),
+                    route: None,
+                    sni: Vec::new(),
+                    certificates: Vec::new(),
+                });
+                if s.protocol != l.protocol || s.members.contains(&(gi, li)) {
+                    continue;
+                }
+                let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
+                let certificate = match &l.tls {
+                    ListenerTls::Ready(c) | ListenerTls::Stale { certificate: c, .. } => Some(c),
+                    _ => None,
+                };
+                // Fails only if the crypto provider lacks TLS 1.2 and 1.3; handshakes for the
+                // listener then fail as for an unknown SNI.
+                let listener = certificate.and_then(|c| {
+                    let hostname = l.hostname.map(str::to_owned);
+                    TlsListener::new(hostname, source.clone(), c.clone(), None, false).ok()
+                });
+                if let Some(t) = listener {
+                    s.certificates.push(t);
+                }
+                s.sni.push(SniListener::new(
+                    l.hostname.map(str::to_owned),
+                    certificate.is_some(),
+                ));
+                s.members.push((gi, li));
+                s.sources.push(source);
+            }
+        }
+    }
+    for r in routes {
+        for a in &r.attachments {
+            let g = &gateways[a.gateway];
+            let l = &g.listeners[a.listener];
+            let Some(port) = g.socket_port(l.port) else {
+                continue;
+            };
+            for ip in &g.binds {
+                let key = (l.protocol.is_udp(), SocketAddr::new(*ip, port));
+                let Some(s) = sockets.get_mut(&key) else {
+                    continue;
+                };
+                let Some(member) = s.members.iter().position(|m| *m == (a.gateway, a.listener))
+                else {
+                    continue;
+                };
+                if s.protocol == ListenerProtocol::Tls {
+                    for host in &a.hostnames {
+                        s.sni[member].add(host, r.route.clone());
+                    }
+                } else if s.route.is_none() {
+                    s.route = Some(r.route.clone());
+                }
+            }
+        }
+    }
+    for ((udp, addr), s) in sockets {
+        let mut listener =
+            ListenerTable::new(addr, s.sources, Vec::<VirtualHost>::new()).with_port(s.port);
+        listener = match s.protocol {
+            ListenerProtocol::Tls => {
+                if !s.certificates.is_empty() {
+                    listener = listener.with_tls(TlsListeners::new(s.certificates));
+                }
+                listener.with_l4(L4Routes::Tls(SniRoutes::new(s.sni)))
+            }
+            ListenerProtocol::Udp => listener.with_l4(L4Routes::Udp { route: s.route }),
+            _ => listener.with_l4(L4Routes::Tcp { route: s.route }),
+        };
+        let map = if udp {
+            &mut table.udp
+        } else {
+            &mut table.listeners
+        };
+        map.insert(addr, Arc::new(listener));
+    }
+}
