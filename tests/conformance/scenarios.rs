@@ -12,7 +12,7 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::report::{GATEWAY_GRPC, GATEWAY_HTTP};
+use crate::report::GATEWAY_HTTP;
 use crate::{backends, extended, gateway, grpc, httproute, redirects, references, skipped, tls};
 
 /// A scenario body: runs against a started environment.
@@ -52,24 +52,6 @@ macro_rules! extended {
             profile: GATEWAY_HTTP,
             feature: Some($feature),
             manifests: include_str!(concat!("manifests/", $file)),
-            skip: None,
-            run: Some(|env| Box::pin($run(env))),
-        }
-    };
-}
-
-/// A GATEWAY-GRPC scenario: its fixture is added to the gRPC echo backends'
-/// (`grpc-backends.yaml`); `$feature` is `None` for core.
-macro_rules! grpc {
-    ($name:literal, $feature:expr, $file:literal, $run:path) => {
-        Scenario {
-            name: $name,
-            profile: GATEWAY_GRPC,
-            feature: $feature,
-            manifests: concat!(
-                include_str!("manifests/grpc-backends.yaml"),
-                include_str!(concat!("manifests/", $file))
-            ),
             skip: None,
             run: Some(|env| Box::pin($run(env))),
         }
@@ -461,33 +443,9 @@ pub fn all() -> Vec<Scenario> {
             "redirect-port-and-scheme.yaml",
             tls::redirect_port_and_scheme
         ),
-        grpc!(
-            "GRPCExactMethodMatching",
-            None,
-            "grpc-exact-method.yaml",
-            grpc::exact_method_matching
-        ),
-        grpc!(
-            "GRPCRouteHeaderMatching",
-            None,
-            "grpc-header-matching.yaml",
-            grpc::header_matching
-        ),
-        grpc!(
-            "GRPCRouteListenerHostnameMatching",
-            None,
-            "grpc-listener-hostname.yaml",
-            grpc::listener_hostname_matching
-        ),
-        grpc!(
-            "GRPCRouteNamedRule",
-            Some("GRPCRouteNamedRouteRule"),
-            "grpc-named-rule.yaml",
-            grpc::named_rule
-        ),
-        grpc!("GRPCRouteWeight", None, "grpc-weight.yaml", grpc::weight),
     ]
     .into_iter()
+    .chain(grpc::scenarios())
     .chain(skipped::all())
     .collect()
 }
