@@ -170,6 +170,9 @@ pub fn resolve(
             (c.kind, c.namespace.to_owned(), c.name.to_owned())
         })
         .collect();
+    if losers.is_empty() && before.is_empty() {
+        return losers;
+    }
     for (r, c) in counted.iter_mut().enumerate() {
         let key = (c.kind, c.namespace.to_owned(), c.name.to_owned());
         if !(losers.contains(&key) || before.contains(&key)) {
