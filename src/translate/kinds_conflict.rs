@@ -80,12 +80,27 @@ pub fn resolve(
     if !has_grpc && before.is_empty() {
         return Losers::new();
     }
+    // Only listeners with a GRPCRoute can have a conflict.
+    let with_grpc: HashSet<(usize, usize)> = counted
+        .iter()
+        .filter(|c| c.kind == GRPC_ROUTE)
+        .flat_map(|c| {
+            c.attached
+                .attachments
+                .iter()
+                .map(|a| (a.gateway, a.listener))
+        })
+        .collect();
     let mut listeners: BTreeMap<(usize, usize), Vec<OnListener<'_>>> = BTreeMap::new();
     for (i, c) in counted.iter().enumerate() {
         for a in &c.attached.attachments {
+            if !with_grpc.contains(&(a.gateway, a.listener)) {
+                continue;
+            }
             let routes = listeners.entry((a.gateway, a.listener)).or_default();
             let hosts = a.hostnames.iter().map(String::as_str);
-            match routes.iter_mut().find(|(r, _)| *r == i) {
+            // A route's attachments are visited together: its entry, if any, is the last.
+            match routes.last_mut().filter(|(r, _)| *r == i) {
                 Some((_, h)) => h.extend(hosts),
                 None => routes.push((i, hosts.collect())),
             }
@@ -94,20 +109,21 @@ pub fn resolve(
     // (route, gateway, listener, winner)
     let mut lost: Vec<(usize, usize, usize, usize)> = Vec::new();
     for ((gi, li), mut routes) in listeners {
-        let kinds = |k: &str| routes.iter().any(|(r, _)| counted[*r].kind == k);
-        if !(kinds(GRPC_ROUTE) && routes.iter().any(|(r, _)| counted[*r].kind != GRPC_ROUTE)) {
+        if routes.iter().all(|(r, _)| counted[*r].kind == GRPC_ROUTE) {
             continue;
         }
         routes.sort_by(|(a, _), (b, _)| counted[*a].order().cmp(&counted[*b].order()));
-        let mut kept: Vec<(usize, &Vec<&str>)> = Vec::new();
+        // Accepted routes so far, HTTPRoutes and GRPCRoutes apart: a route is checked against
+        // the other kind's only.
+        let mut kept: [Vec<(usize, &Vec<&str>)>; 2] = [Vec::new(), Vec::new()];
         for (r, hosts) in &routes {
-            let winner = kept.iter().find(|(k, khosts)| {
-                counted[*k].kind != counted[*r].kind
-                    && khosts.iter().any(|a| hosts.iter().any(|b| overlap(a, b)))
-            });
+            let grpc = usize::from(counted[*r].kind == GRPC_ROUTE);
+            let winner = kept[1 - grpc]
+                .iter()
+                .find(|(_, khosts)| khosts.iter().any(|a| hosts.iter().any(|b| overlap(a, b))));
             match winner {
                 Some(&(k, _)) => lost.push((*r, gi, li, k)),
-                None => kept.push((*r, hosts)),
+                None => kept[grpc].push((*r, hosts)),
             }
         }
     }
@@ -154,6 +170,9 @@ pub fn resolve(
             (c.kind, c.namespace.to_owned(), c.name.to_owned())
         })
         .collect();
+    if losers.is_empty() && before.is_empty() {
+        return losers;
+    }
     for (r, c) in counted.iter_mut().enumerate() {
         let key = (c.kind, c.namespace.to_owned(), c.name.to_owned());
         if !(losers.contains(&key) || before.contains(&key)) {

@@ -1,7 +1,7 @@
-//! GATEWAY-GRPC scenarios: GRPCRoutes to the gRPC echo backends, checked with the upstream
-//! suite's semantics. A call's expectation holds after [`CONSECUTIVE`] matching answers in a
-//! row: the gRPC code, and for `OK` the fully qualified method the backend saw, its namespace
-//! and a pod name starting with the expected backend.
+//! The GATEWAY-GRPC scenarios, listed and run: GRPCRoutes to the gRPC echo backends, checked
+//! with the upstream suite's semantics. A call's expectation holds after [`CONSECUTIVE`]
+//! matching answers in a row: the gRPC code, and for `OK` the fully qualified method the
+//! backend saw, its namespace and a pod name starting with the expected backend.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -14,6 +14,8 @@ use tonic_prost::ProstCodec;
 
 use crate::expect::{Outcome, CONSECUTIVE, CONSISTENCY_TIMEOUT};
 use crate::harness::{socket_port, Env};
+use crate::report::GATEWAY_GRPC;
+use crate::scenarios::Scenario;
 use crate::status::{routes_accepted, routes_accepted_at, wait_status};
 use crate::INFRA;
 
@@ -23,6 +25,55 @@ const SERVICE: &str = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// Bound on one call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A GATEWAY-GRPC scenario: its fixture is added to the gRPC echo backends'
+/// (`grpc-backends.yaml`); `$feature` is `None` for core.
+macro_rules! grpc {
+    ($name:literal, $feature:expr, $file:literal, $run:path) => {
+        Scenario {
+            name: $name,
+            profile: GATEWAY_GRPC,
+            feature: $feature,
+            manifests: concat!(
+                include_str!("manifests/grpc-backends.yaml"),
+                include_str!(concat!("manifests/", $file))
+            ),
+            skip: None,
+            run: Some(|env| Box::pin($run(env))),
+        }
+    };
+}
+
+/// The GATEWAY-GRPC scenarios, in upstream order.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        grpc!(
+            "GRPCExactMethodMatching",
+            None,
+            "grpc-exact-method.yaml",
+            exact_method_matching
+        ),
+        grpc!(
+            "GRPCRouteHeaderMatching",
+            None,
+            "grpc-header-matching.yaml",
+            header_matching
+        ),
+        grpc!(
+            "GRPCRouteListenerHostnameMatching",
+            None,
+            "grpc-listener-hostname.yaml",
+            listener_hostname_matching
+        ),
+        grpc!(
+            "GRPCRouteNamedRule",
+            Some("GRPCRouteNamedRouteRule"),
+            "grpc-named-rule.yaml",
+            named_rule
+        ),
+        grpc!("GRPCRouteWeight", None, "grpc-weight.yaml", weight),
+    ]
+}
 
 /// `EchoRequest` (no fields).
 #[derive(Clone, PartialEq, prost::Message)]

@@ -1,4 +1,4 @@
-//! The scenario list of profiles GATEWAY-HTTP and GATEWAY-GRPC (names as in the upstream
+//! The scenario list of profiles GATEWAY-HTTP and GATEWAY-TLS (GATEWAY-GRPC's is in `grpc`; names as in the upstream
 //! suite), each with its fixture, its extended feature (none for core) and, for scenarios that
 //! cannot run here, the reason they are skipped. Also runs one scenario to a verdict.
 
@@ -12,7 +12,7 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::report::{GATEWAY_GRPC, GATEWAY_HTTP, GATEWAY_TLS};
+use crate::report::{GATEWAY_HTTP, GATEWAY_TLS};
 use crate::{
     backend_tls, backends, client_certs, extended, gateway, grpc, httproute, redirects, references,
     skipped, tls, tlsroute,
@@ -56,24 +56,6 @@ macro_rules! extended {
             profile: GATEWAY_HTTP,
             feature: Some($feature),
             manifests: include_str!(concat!("manifests/", $file)),
-            skip: None,
-            run: Some(|env| Box::pin($run(env))),
-        }
-    };
-}
-
-/// A GATEWAY-GRPC scenario: its fixture is added to the gRPC echo backends'
-/// (`grpc-backends.yaml`); `$feature` is `None` for core.
-macro_rules! grpc {
-    ($name:literal, $feature:expr, $file:literal, $run:path) => {
-        Scenario {
-            name: $name,
-            profile: GATEWAY_GRPC,
-            feature: $feature,
-            manifests: concat!(
-                include_str!("manifests/grpc-backends.yaml"),
-                include_str!(concat!("manifests/", $file))
-            ),
             skip: None,
             run: Some(|env| Box::pin($run(env))),
         }
@@ -551,31 +533,6 @@ pub fn all() -> Vec<Scenario> {
             "gateway-invalid-backend-tls.yaml",
             backend_tls::invalid_backend_configuration
         ),
-        grpc!(
-            "GRPCExactMethodMatching",
-            None,
-            "grpc-exact-method.yaml",
-            grpc::exact_method_matching
-        ),
-        grpc!(
-            "GRPCRouteHeaderMatching",
-            None,
-            "grpc-header-matching.yaml",
-            grpc::header_matching
-        ),
-        grpc!(
-            "GRPCRouteListenerHostnameMatching",
-            None,
-            "grpc-listener-hostname.yaml",
-            grpc::listener_hostname_matching
-        ),
-        grpc!(
-            "GRPCRouteNamedRule",
-            Some("GRPCRouteNamedRouteRule"),
-            "grpc-named-rule.yaml",
-            grpc::named_rule
-        ),
-        grpc!("GRPCRouteWeight", None, "grpc-weight.yaml", grpc::weight),
         tls_core!(
             "TLSRouteSimpleSameNamespace",
             "tlsroute-passthrough.yaml",
@@ -613,6 +570,7 @@ pub fn all() -> Vec<Scenario> {
         ),
     ]
     .into_iter()
+    .chain(grpc::scenarios())
     .chain(skipped::all())
     .collect()
 }

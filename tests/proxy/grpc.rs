@@ -9,12 +9,15 @@ use std::time::Duration;
 use edgeplane::provider::manifest::parse_manifests;
 use edgeplane::snapshot::Snapshot;
 use edgeplane::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+use prost::Message;
 use tonic::Code;
 
 use crate::support::client::{get, h1_client, send};
 use crate::support::grpc::{
     bidi_lockstep, channel, client_stream, server_stream, start_grpc_backend, tls_channel, unary,
+    Msg,
 };
+use crate::support::mirror::start_recorder;
 use crate::support::net::free_addr;
 use crate::support::proxy::{start, Running};
 use crate::support::tls::self_signed;
@@ -310,4 +313,42 @@ spec:
         .expect("bidi finished")
         .expect("bidi over TLS");
     assert_eq!(streamed, ["a", "b"]);
+}
+
+const MIRRORED: &str = r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: mirrored}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: shadow, port: 80}}
+    backendRefs: [{name: main, port: 80}]
+"#;
+
+#[tokio::test]
+async fn request_mirror_copies_calls_over_h2c() {
+    let main = start_grpc_backend("main").await;
+    let (shadow, mut rec) = start_recorder("shadow").await;
+    let bind = free_addr();
+    let services = [service("main", main.addr), service("shadow", shadow.addr)];
+    let _p = serve(bind, MIRRORED, &services).await;
+    let ch = channel(bind, "m.example.com").await;
+    let r = tokio::time::timeout(CALL, unary(&ch, "/test.Echo/Unary", "copied", &[]))
+        .await
+        .expect("call finished")
+        .expect("the main backend answers");
+    assert_eq!(r.into_inner().backend, "main");
+    let copy = rec.next(CALL).await.expect("the mirror got a copy");
+    assert_eq!(copy.path, "/test.Echo/Unary");
+    assert_eq!(copy.headers["content-type"], "application/grpc");
+    assert!(
+        copy.headers.get("host").is_none(),
+        "the copy went over HTTP/2 (:authority, no Host) though the Service names no appProtocol"
+    );
+    assert_eq!(copy.host, "m.example.com");
+    let message = Msg::decode(copy.body.get(5..).unwrap_or_default()).expect("one gRPC frame");
+    assert_eq!(message.text, "copied");
 }

@@ -233,6 +233,7 @@ pub async fn start_grpc_backend(name: &str) -> GrpcBackend {
     let task = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 continue;
             };
             let name = name.clone();
