@@ -114,13 +114,13 @@ fn skipped_kinds_are_reported_once_each() {
     write(
         dir.path(),
         "two.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: c\n",
     );
     write(dir.path(), "three.yaml", deployment);
     let (snapshot, skipped) = load(dir.path());
     assert!(snapshot.is_empty());
     let kinds: Vec<String> = skipped.iter().map(ToString::to_string).collect();
-    assert_eq!(kinds, ["apps/v1 Deployment", "v1 ConfigMap"]);
+    assert_eq!(kinds, ["apps/v1 Deployment", "v1 Pod"]);
 }
 
 #[test]

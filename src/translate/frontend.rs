@@ -35,6 +35,10 @@ pub const CA_KEY: &str = "ca.crt";
 /// Why a caCertificateRef cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CaRefError {
+    #[error("the validation names no caCertificateRefs")]
+    NoReferences,
+    #[error("the CA bundles cannot verify client certificates: {0}")]
+    Verifier(CaBundleError),
     #[error("caCertificateRef {group}/{kind} {name} is neither a ConfigMap nor a Secret")]
     UnsupportedKind {
         group: String,
@@ -282,23 +286,14 @@ impl<'a> Frontends<'a> {
             }
         }
         if bundles.is_empty() {
-            return ClientAuth::Invalid(first_error.unwrap_or(CaRefError::UnsupportedKind {
-                group: String::new(),
-                kind: String::new(),
-                name: "(no caCertificateRefs)".into(),
-            }));
+            return ClientAuth::Invalid(first_error.unwrap_or(CaRefError::NoReferences));
         }
         match ClientValidation::new(sources, &bundles, mode) {
             Ok(v) => ClientAuth::Ready {
                 validation: Arc::new(v),
                 error: first_error,
             },
-            Err(error) => ClientAuth::Invalid(CaRefError::Invalid {
-                kind: "ConfigMap",
-                namespace: gateway_ns.to_owned(),
-                name: "(combined bundles)".into(),
-                error,
-            }),
+            Err(error) => ClientAuth::Invalid(CaRefError::Verifier(error)),
         }
     }
 
