@@ -494,6 +494,16 @@ pub fn all() -> Vec<Scenario> {
             tlsroute::invalid_reference_grant
         ),
         tls_core!(
+            "TLSRouteInvalidNoMatchingListener",
+            "tlsroute-invalid.yaml",
+            tlsroute::invalid_no_matching_listener
+        ),
+        tls_core!(
+            "TLSRouteHostnameIntersection",
+            "tlsroute-hostnames.yaml",
+            tlsroute::hostname_intersection
+        ),
+        tls_core!(
             "TLSRouteInvalidNoMatchingListenerHostname",
             "tlsroute-invalid.yaml",
             tlsroute::invalid_no_matching_listener_hostname
