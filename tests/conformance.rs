@@ -1,6 +1,6 @@
-//! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP and
-//! GATEWAY-TLS), each
-//! run against its own `edgeplane serve --config-dir` process with echo backends on loopback.
+//! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP,
+//! GATEWAY-TLS and GATEWAY-TCP), each run against its own `edgeplane serve --config-dir`
+//! process with echo backends on loopback.
 //!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
 //! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there.
@@ -33,6 +33,8 @@ mod scenarios;
 mod skipped;
 #[path = "conformance/status.rs"]
 mod status;
+#[path = "conformance/tcproute.rs"]
+mod tcproute;
 #[path = "conformance/tls.rs"]
 mod tls;
 #[path = "conformance/tlsroute.rs"]

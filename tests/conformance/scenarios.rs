@@ -13,13 +13,15 @@ use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
 use crate::{
-    backends, extended, gateway, httproute, redirects, references, skipped, tls, tlsroute,
+    backends, extended, gateway, httproute, redirects, references, skipped, tcproute, tls, tlsroute,
 };
 
 /// The profile of HTTPRoutes on Gateways.
 pub const HTTP: &str = "GATEWAY-HTTP";
 /// The profile of TLSRoutes on Gateways.
 pub const TLS: &str = "GATEWAY-TLS";
+/// The profile of TCPRoutes on Gateways.
+pub const TCP: &str = "GATEWAY-TCP";
 
 /// A scenario body: runs against a started environment.
 pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -64,12 +66,12 @@ macro_rules! extended {
     };
 }
 
-/// A core scenario of profile GATEWAY-TLS.
-macro_rules! tls_core {
-    ($name:literal, $file:literal, $run:path) => {
+/// A core scenario of profile `$profile`.
+macro_rules! profile_core {
+    ($profile:ident, $name:literal, $file:literal, $run:path) => {
         Scenario {
             name: $name,
-            profile: TLS,
+            profile: $profile,
             feature: None,
             manifests: include_str!(concat!("manifests/", $file)),
             skip: None,
@@ -463,50 +465,89 @@ pub fn all() -> Vec<Scenario> {
             "redirect-port-and-scheme.yaml",
             tls::redirect_port_and_scheme
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteSimpleSameNamespace",
             "tlsroute-passthrough.yaml",
             tlsroute::simple_passthrough
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteTerminateSimpleSameNamespace",
             "tlsroute-terminate.yaml",
             tlsroute::simple_terminate
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteMixedTerminationSameNamespace",
             "tlsroute-mixed.yaml",
             tlsroute::mixed_termination
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteInvalidBackendRefNonexistent",
             "tlsroute-invalid.yaml",
             tlsroute::invalid_backend_nonexistent
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteInvalidBackendRefUnknownKind",
             "tlsroute-invalid.yaml",
             tlsroute::invalid_backend_unknown_kind
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteInvalidReferenceGrant",
             "tlsroute-invalid.yaml",
             tlsroute::invalid_reference_grant
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteInvalidNoMatchingListener",
             "tlsroute-invalid.yaml",
             tlsroute::invalid_no_matching_listener
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteHostnameIntersection",
             "tlsroute-hostnames.yaml",
             tlsroute::hostname_intersection
         ),
-        tls_core!(
+        profile_core!(
+            TLS,
             "TLSRouteInvalidNoMatchingListenerHostname",
             "tlsroute-invalid.yaml",
             tlsroute::invalid_no_matching_listener_hostname
+        ),
+        profile_core!(
+            TCP,
+            "TCPRouteParentRefPortAndSectionName",
+            "tcproute.yaml",
+            tcproute::parent_ref_port_and_section_name
+        ),
+        profile_core!(
+            TCP,
+            "TCPRouteReferenceGrant",
+            "tcproute.yaml",
+            tcproute::reference_grant
+        ),
+        profile_core!(
+            TCP,
+            "TCPRouteInvalidBackendRefNonexistent",
+            "tcproute.yaml",
+            tcproute::invalid_backend_nonexistent
+        ),
+        profile_core!(
+            TCP,
+            "TCPRouteInvalidCrossNamespaceBackendRef",
+            "tcproute.yaml",
+            tcproute::invalid_cross_namespace_backend
+        ),
+        profile_core!(
+            TCP,
+            "TCPRouteInvalidNonTCPListener",
+            "tcproute.yaml",
+            tcproute::invalid_non_tcp_listener
         ),
     ]
     .into_iter()
