@@ -1,5 +1,5 @@
 //! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP,
-//! GATEWAY-TLS and GATEWAY-TCP), each run against its own `edgeplane serve --config-dir`
+//! GATEWAY-TLS, GATEWAY-TCP and GATEWAY-UDP), each run against its own `edgeplane serve --config-dir`
 //! process with echo backends on loopback.
 //!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
@@ -39,6 +39,8 @@ mod tcproute;
 mod tls;
 #[path = "conformance/tlsroute.rs"]
 mod tlsroute;
+#[path = "conformance/udproute.rs"]
+mod udproute;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

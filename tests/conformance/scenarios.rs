@@ -13,7 +13,8 @@ use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
 use crate::{
-    backends, extended, gateway, httproute, redirects, references, skipped, tcproute, tls, tlsroute,
+    backends, extended, gateway, httproute, redirects, references, skipped, tcproute, tls,
+    tlsroute, udproute,
 };
 
 /// The profile of HTTPRoutes on Gateways.
@@ -22,6 +23,8 @@ pub const HTTP: &str = "GATEWAY-HTTP";
 pub const TLS: &str = "GATEWAY-TLS";
 /// The profile of TCPRoutes on Gateways.
 pub const TCP: &str = "GATEWAY-TCP";
+/// The profile of UDPRoutes on Gateways.
+pub const UDP: &str = "GATEWAY-UDP";
 
 /// A scenario body: runs against a started environment.
 pub type RunFn = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -548,6 +551,36 @@ pub fn all() -> Vec<Scenario> {
             "TCPRouteInvalidNonTCPListener",
             "tcproute.yaml",
             tcproute::invalid_non_tcp_listener
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteParentRefPortAndSectionName",
+            "udproute.yaml",
+            udproute::parent_ref_port_and_section_name
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteReferenceGrant",
+            "udproute.yaml",
+            udproute::reference_grant
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteInvalidBackendRefNonexistent",
+            "udproute.yaml",
+            udproute::invalid_backend_nonexistent
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteInvalidCrossNamespaceBackendRef",
+            "udproute.yaml",
+            udproute::invalid_cross_namespace_backend
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteNotAllowedByListeners",
+            "udproute.yaml",
+            udproute::not_allowed_by_listeners
         ),
     ]
     .into_iter()
