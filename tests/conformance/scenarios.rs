@@ -582,6 +582,42 @@ pub fn all() -> Vec<Scenario> {
             "udproute.yaml",
             udproute::not_allowed_by_listeners
         ),
+        profile_core!(
+            TCP,
+            "TCPRouteWeightedRouting",
+            "tcproute.yaml",
+            tcproute::weighted_routing
+        ),
+        profile_core!(
+            TCP,
+            "TCPRouteParentRefAttachAll",
+            "tcproute.yaml",
+            tcproute::parent_ref_attach_all
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteWeightedRouting",
+            "udproute.yaml",
+            udproute::weighted_routing
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteParentRefAttachAllListeners",
+            "udproute.yaml",
+            udproute::parent_ref_attach_all
+        ),
+        profile_core!(
+            TCP,
+            "TCPRouteMultipleRoutesAttachment",
+            "tcproute.yaml",
+            tcproute::multiple_routes_attachment
+        ),
+        profile_core!(
+            UDP,
+            "UDPRouteMultipleRoutesAttachment",
+            "udproute.yaml",
+            udproute::multiple_routes_attachment
+        ),
     ]
     .into_iter()
     .chain(skipped::all())

@@ -44,6 +44,11 @@ fn listeners_ready(r: &Report) -> Outcome {
         udp("udp-3"),
         udp("udp-4"),
         udp("udp-5"),
+        udp("udp-6"),
+        Listener {
+            attached: 2,
+            ..udp("udp-7")
+        },
         tcp,
     ];
     gateway_listeners(r, INFRA, GW, &all)
@@ -78,7 +83,11 @@ async fn exchange(to: SocketAddr, msg: &str) -> Result<String, String> {
 /// [`CONSECUTIVE`] sessions in a row answered by a pod of `backend`, within the consistency
 /// timeout.
 async fn over_port(env: &Env, port: u16, backend: &str) -> Outcome {
-    let to = SocketAddr::new(env.gw(GW), port);
+    over(env, GW, port, backend).await
+}
+
+async fn over(env: &Env, gw: &str, port: u16, backend: &str) -> Outcome {
+    let to = SocketAddr::new(env.gw(gw), port);
     let deadline = Instant::now() + CONSISTENCY_TIMEOUT;
     let mut streak = 0;
     let mut attempts = 0;
@@ -158,4 +167,66 @@ pub async fn not_allowed_by_listeners(env: Arc<Env>) -> Outcome {
         route(r, "on-tcp-listener", c)
     })
     .await
+}
+
+/// Shares of 1,000 sessions (each from a new client socket) within 5 points of 70/30/0.
+pub async fn weighted_routing(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "weighted route resolved", |r| {
+        listeners_ready(r)?;
+        accepted(r, "weighted")
+    })
+    .await?;
+    let to = SocketAddr::new(env.gw(GW), 9106);
+    let n = 1000;
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let key = match exchange(to, "w").await {
+            Ok(reply) => {
+                let pod = reply.split(':').next().unwrap_or_default();
+                match pod.rsplit_once('-') {
+                    Some((svc, _)) => svc.to_owned(),
+                    None => pod.to_owned(),
+                }
+            }
+            Err(e) => e,
+        };
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    crate::tcproute::weights_hold(&counts, n)
+}
+
+/// A parentRef without sectionName or port attaches to every UDP listener of the Gateway.
+pub async fn parent_ref_attach_all(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "everywhere attached to both listeners", |r| {
+        let ok = vec![
+            Cond("Accepted", "True", "Accepted"),
+            Cond("Programmed", "True", "Programmed"),
+            Cond("ResolvedRefs", "True", "ResolvedRefs"),
+        ];
+        let l = |name: &'static str| Listener {
+            name,
+            kinds: &["UDPRoute"],
+            attached: 1,
+            conditions: ok.clone(),
+        };
+        gateway_listeners(r, INFRA, "udp-all", &[l("first"), l("second")])?;
+        let a = Cond("Accepted", "True", "Accepted");
+        route_condition_of(r, KIND, INFRA, "everywhere", INFRA, "udp-all", a)
+    })
+    .await?;
+    for port in [9302, 9303] {
+        over(&env, "udp-all", port, "infra-backend-v1").await?;
+    }
+    Ok(())
+}
+
+/// Two routes on one listener: both accepted and counted; the older one serves it.
+pub async fn multiple_routes_attachment(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "older and newer accepted", |r| {
+        listeners_ready(r)?;
+        accepted(r, "older")?;
+        accepted(r, "newer")
+    })
+    .await?;
+    over_port(&env, 9107, "infra-backend-v1").await
 }
