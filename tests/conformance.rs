@@ -21,6 +21,8 @@ mod gateway;
 mod harness;
 #[path = "conformance/httproute.rs"]
 mod httproute;
+#[path = "conformance/l4_scenarios.rs"]
+mod l4_scenarios;
 #[path = "conformance/redirects.rs"]
 mod redirects;
 #[path = "conformance/references.rs"]
