@@ -1,7 +1,7 @@
 //! The conformance replay: the Gateway API conformance scenarios (profiles GATEWAY-HTTP,
-//! GATEWAY-GRPC, GATEWAY-TLS), each run against its own `edgeplane serve --config-dir` process
-//! with echo backends (HTTP and gRPC on one port; TCP, UDP and TLS where scenarios need them) on
-//! loopback.
+//! GATEWAY-GRPC, GATEWAY-TLS, GATEWAY-TCP and GATEWAY-UDP), each run against its own
+//! `edgeplane serve --config-dir` process with echo backends (HTTP and gRPC on one port; TLS and
+//! UDP echoes beside) on loopback.
 //!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
 //! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there.
@@ -28,6 +28,8 @@ mod grpc;
 mod harness;
 #[path = "conformance/httproute.rs"]
 mod httproute;
+#[path = "conformance/l4_scenarios.rs"]
+mod l4_scenarios;
 #[path = "conformance/redirects.rs"]
 mod redirects;
 #[path = "conformance/references.rs"]
@@ -40,10 +42,14 @@ mod scenarios;
 mod skipped;
 #[path = "conformance/status.rs"]
 mod status;
+#[path = "conformance/tcproute.rs"]
+mod tcproute;
 #[path = "conformance/tls.rs"]
 mod tls;
 #[path = "conformance/tlsroute.rs"]
 mod tlsroute;
+#[path = "conformance/udproute.rs"]
+mod udproute;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

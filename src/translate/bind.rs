@@ -200,6 +200,37 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_udp_socket_unprograms_only_the_udp_listener() {
+        let gw =
+            "metadata: {name: g, namespace: ns, generation: 1}\nspec:\n  gatewayClassName: c\n  \
+                  addresses: [{value: 127.0.0.7}]\n  listeners:\n  \
+                  - {name: tcp, port: 53, protocol: TCP}\n  \
+                  - {name: udp, port: 53, protocol: UDP}\n";
+        let t = translate(
+            &testing::snapshot(&[gw.to_owned()]),
+            &testing::options(Default::default()),
+        );
+        let failures: BTreeMap<SocketAddr, String> =
+            [("127.0.0.7:53".parse().unwrap(), "in use".to_owned())].into();
+        let mut report = t.status.clone();
+        // The TCP socket of the same address and port bound: its failures are another map.
+        apply_bind_failures(&mut report, &t.table, &BTreeMap::new());
+        apply_udp_bind_failures(&mut report, &t.table, &failures);
+        let g = gateway(&report, "g");
+        let programmed = |l: usize| g["listeners"][l]["conditions"][1].clone();
+        assert_eq!(
+            programmed(0)["status"],
+            "True",
+            "TCP listener still programmed"
+        );
+        assert_eq!(
+            (&programmed(1)["status"], &programmed(1)["reason"]),
+            (&"False".into(), &"Pending".into())
+        );
+        assert_eq!(g["conditions"][1]["reason"], "AddressNotUsable");
+    }
+
+    #[test]
     fn failed_sockets_unprogram_their_listeners_gateway_and_address() {
         let t = translated("[{value: 192.0.2.10}, {value: 127.0.0.7}]");
         let untouched = t.status.clone();

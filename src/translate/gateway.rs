@@ -70,6 +70,9 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TCPRoute",
+    "TLSRoute",
+    "UDPRoute",
 ];
 
 /// True when the class names our controller.

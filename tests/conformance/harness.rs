@@ -3,8 +3,8 @@
 //! --config-dir` process on it, and gives each Gateway its own loopback address.
 //!
 //! Addresses: every scenario owns a loopback /24 `127.A.B.0`; Gateways get `.1`, `.2`, ... in the
-//! order they are first written, pods `.20` and up (ports 3000 and 3001, and 3443 for the same
-//! echo over TLS with the scenario certificate), the admin server
+//! order they are first written, pods `.20` and up (ports 3000 and 3001, 3443 for the same
+//! echo over TLS with the scenario certificate, UDP 3000 for a datagram echo), the admin server
 //! `.250:9901`, and Gateways without an `IPAddress` bind on `.240` (`--bind-address`). Listener
 //! ports 80 and 443 are bound as 18080 and 18443 ([`PORT_MAP`]), so no privilege is needed.
 //!
@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use edgeplane::echo::{serve_echo_logged, EchoIdentity, LoggedRequest, RequestLog};
+use edgeplane::echo::{serve_echo_logged, serve_udp_echo, EchoIdentity, LoggedRequest, RequestLog};
 use edgeplane::echo_tls::{serve_echo_tls, server_config};
 
 use crate::support::tls::{self_signed, TestCa, TestCert};
@@ -305,6 +305,11 @@ impl Env {
                         Some(log.clone()),
                     )));
                 }
+                let addr = SocketAddr::new(ip, POD_PORTS[0]);
+                let udp = tokio::net::UdpSocket::bind(addr)
+                    .await
+                    .map_err(|e| format!("bind UDP echo pod on {addr}: {e}"))?;
+                tasks.push(tokio::spawn(serve_udp_echo(udp, identity.clone())));
                 let addr = SocketAddr::new(ip, POD_TLS_PORT);
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await

@@ -29,8 +29,18 @@ pub const GATEWAY_HTTP: &str = "GATEWAY-HTTP";
 pub const GATEWAY_GRPC: &str = "GATEWAY-GRPC";
 /// Profile of the TLSRoute scenarios.
 pub const GATEWAY_TLS: &str = "GATEWAY-TLS";
+/// Profile of the TCPRoute scenarios.
+pub const GATEWAY_TCP: &str = "GATEWAY-TCP";
+/// Profile of the UDPRoute scenarios.
+pub const GATEWAY_UDP: &str = "GATEWAY-UDP";
 /// Every profile the replay runs, in report order.
-pub const PROFILES: [&str; 3] = [GATEWAY_HTTP, GATEWAY_GRPC, GATEWAY_TLS];
+pub const PROFILES: [&str; 5] = [
+    GATEWAY_HTTP,
+    GATEWAY_GRPC,
+    GATEWAY_TLS,
+    GATEWAY_TCP,
+    GATEWAY_UDP,
+];
 
 /// One scenario's name, profile, extended feature (`None`: core) and verdict.
 #[derive(Debug)]

@@ -1,4 +1,5 @@
-//! The scenario list of profiles GATEWAY-HTTP and GATEWAY-TLS (GATEWAY-GRPC's is in `grpc`; names as in the upstream
+//! The scenario list of profile GATEWAY-HTTP (GATEWAY-GRPC's is in `grpc`, the L4 profiles' in
+//! `l4_scenarios`; names as in the upstream
 //! suite), each with its fixture, its extended feature (none for core) and, for scenarios that
 //! cannot run here, the reason they are skipped. Also runs one scenario to a verdict.
 
@@ -12,10 +13,10 @@ use edgeplane::translate::SUPPORTED_FEATURES;
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
-use crate::report::{GATEWAY_HTTP, GATEWAY_TLS};
+use crate::report::GATEWAY_HTTP;
 use crate::{
     backend_tls, backends, client_certs, extended, gateway, grpc, httproute, redirects, references,
-    skipped, tls, tlsroute,
+    skipped, tls,
 };
 
 /// A scenario body: runs against a started environment.
@@ -55,20 +56,6 @@ macro_rules! extended {
             name: $name,
             profile: GATEWAY_HTTP,
             feature: Some($feature),
-            manifests: include_str!(concat!("manifests/", $file)),
-            skip: None,
-            run: Some(|env| Box::pin($run(env))),
-        }
-    };
-}
-
-/// A core scenario of profile GATEWAY-TLS.
-macro_rules! tls_core {
-    ($name:literal, $file:literal, $run:path) => {
-        Scenario {
-            name: $name,
-            profile: GATEWAY_TLS,
-            feature: None,
             manifests: include_str!(concat!("manifests/", $file)),
             skip: None,
             run: Some(|env| Box::pin($run(env))),
@@ -533,44 +520,10 @@ pub fn all() -> Vec<Scenario> {
             "gateway-invalid-backend-tls.yaml",
             backend_tls::invalid_backend_configuration
         ),
-        tls_core!(
-            "TLSRouteSimpleSameNamespace",
-            "tlsroute-passthrough.yaml",
-            tlsroute::simple_passthrough
-        ),
-        tls_core!(
-            "TLSRouteTerminateSimpleSameNamespace",
-            "tlsroute-terminate.yaml",
-            tlsroute::simple_terminate
-        ),
-        tls_core!(
-            "TLSRouteMixedTerminationSameNamespace",
-            "tlsroute-mixed.yaml",
-            tlsroute::mixed_termination
-        ),
-        tls_core!(
-            "TLSRouteInvalidBackendRefNonexistent",
-            "tlsroute-invalid.yaml",
-            tlsroute::invalid_backend_nonexistent
-        ),
-        tls_core!(
-            "TLSRouteInvalidBackendRefUnknownKind",
-            "tlsroute-invalid.yaml",
-            tlsroute::invalid_backend_unknown_kind
-        ),
-        tls_core!(
-            "TLSRouteInvalidReferenceGrant",
-            "tlsroute-invalid.yaml",
-            tlsroute::invalid_reference_grant
-        ),
-        tls_core!(
-            "TLSRouteInvalidNoMatchingListenerHostname",
-            "tlsroute-invalid.yaml",
-            tlsroute::invalid_no_matching_listener_hostname
-        ),
     ]
     .into_iter()
     .chain(grpc::scenarios())
+    .chain(crate::l4_scenarios::all())
     .chain(skipped::all())
     .collect()
 }

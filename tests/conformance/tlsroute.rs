@@ -128,3 +128,40 @@ pub async fn invalid_no_matching_listener_hostname(env: Arc<Env>) -> Outcome {
     })
     .await
 }
+
+pub async fn invalid_no_matching_listener(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "no-such-listener not accepted", |r| {
+        gateway_listeners(r, INFRA, "tls-invalid", &[tls_listener("tls", 3)])?;
+        let c = Cond("Accepted", "False", "NoMatchingParent");
+        route_condition_of(r, KIND, INFRA, "no-such-listener", INFRA, "tls-invalid", c)
+    })
+    .await
+}
+
+pub async fn hostname_intersection(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "routes accepted on both listeners", |r| {
+        gateway_listeners(
+            r,
+            INFRA,
+            "tls-wildcard-listener",
+            &[tls_listener("wildcard", 2)],
+        )?;
+        gateway_listeners(r, INFRA, "tls-exact-listener", &[tls_listener("exact", 1)])?;
+        accepted(r, "exact-name", "tls-wildcard-listener")?;
+        accepted(r, "wildcard-name", "tls-wildcard-listener")?;
+        accepted(r, "wildcard-name", "tls-exact-listener")
+    })
+    .await?;
+    // The exact route hostname is more specific than the wildcard one.
+    let wildcard = "tls-wildcard-listener";
+    over_tls(&env, wildcard, "fourth-example.wildcard.org", "tls-backend").await?;
+    over_tls(&env, wildcard, "other.wildcard.org", "tls-backend-2").await?;
+    // On the exact listener the wildcard route serves the listener's own name.
+    over_tls(
+        &env,
+        "tls-exact-listener",
+        "fourth-example.wildcard.org",
+        "tls-backend-2",
+    )
+    .await
+}

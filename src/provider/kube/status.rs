@@ -157,6 +157,21 @@ struct Write {
     reference: ObjectReference,
 }
 
+/// A route whose entries of ours are stale: its key, reference, version and current status.
+type StaleRoute = (
+    ObjectKey,
+    ObjectReference,
+    Option<String>,
+    Option<HttpRouteStatus>,
+);
+
+/// A TLSRoute's status in the shape every route kind shares.
+fn route_status<T: serde::Serialize>(status: Option<&T>) -> Option<HttpRouteStatus> {
+    serde_json::to_value(status?)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
 /// The leader-only writer of statuses.
 pub struct StatusWriter {
     client: Client,
@@ -259,7 +274,7 @@ impl StatusWriter {
                     let Some(o) = self.stores.of::<HttpRoute>().get(&r) else {
                         continue;
                     };
-                    routes_seen.insert((o.namespace(), o.name_any()));
+                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
                     self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
                     })
@@ -290,12 +305,9 @@ impl StatusWriter {
                     let Some(o) = self.stores.of::<TlsRoute>().get(&r) else {
                         continue;
                     };
+                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
                     // Every route kind's status has one shape; TLSRoute's has its own type.
-                    let current: Option<HttpRouteStatus> = o
-                        .status
-                        .as_ref()
-                        .and_then(|s| serde_json::to_value(s).ok())
-                        .and_then(|v| serde_json::from_value(v).ok());
+                    let current = route_status(o.status.as_ref());
                     self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::HttpRoute(current.as_ref()), rv, &controller)
                     })
@@ -305,6 +317,7 @@ impl StatusWriter {
                     let Some(o) = self.stores.of::<TcpRoute>().get(&r) else {
                         continue;
                     };
+                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
                     self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
                     })
@@ -314,6 +327,7 @@ impl StatusWriter {
                     let Some(o) = self.stores.of::<UdpRoute>().get(&r) else {
                         continue;
                     };
+                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
                     self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
                     })
@@ -322,20 +336,18 @@ impl StatusWriter {
             out.extend(write);
         }
         // Routes that no longer name one of our Gateways lose our stale entries.
-        for route in self.stores.of::<HttpRoute>().state() {
-            if routes_seen.contains(&(route.namespace(), route.name_any()))
-                || !diff::has_parents_of(route.status.as_ref(), &controller)
-            {
-                continue;
-            }
-            let key = ObjectKey {
-                kind: ObjectKind::HttpRoute,
-                namespace: route.namespace(),
-                name: route.name_any(),
-            };
+        let stale = [
+            self.stale::<HttpRoute>(ObjectKind::HttpRoute, &routes_seen, |r| r.status.clone()),
+            self.stale::<TlsRoute>(ObjectKind::TlsRoute, &routes_seen, |r| {
+                route_status(r.status.as_ref())
+            }),
+            self.stale::<TcpRoute>(ObjectKind::TcpRoute, &routes_seen, |r| r.status.clone()),
+            self.stale::<UdpRoute>(ObjectKind::UdpRoute, &routes_seen, |r| r.status.clone()),
+        ];
+        for (key, reference, version, status) in stale.into_iter().flatten() {
             live.insert(key.clone());
-            let write = self.plan_one(key, None, &*route, |rv| {
-                Ok(diff::release_route(route.status.as_ref(), rv, &controller))
+            let write = self.plan_version(key, None, reference, version, |rv| {
+                Ok(diff::release_route(status.as_ref(), rv, &controller))
             });
             out.extend(write);
         }
@@ -373,7 +385,19 @@ impl StatusWriter {
     where
         K: Resource<DynamicType = ()>,
     {
-        let version = object.resource_version();
+        let reference = object.object_ref(&());
+        self.plan_version(key, revision, reference, object.resource_version(), diff)
+    }
+
+    /// [`StatusWriter::plan_one`] given the object's reference and resource version.
+    fn plan_version(
+        &mut self,
+        key: ObjectKey,
+        revision: Option<Revision>,
+        reference: ObjectReference,
+        version: Option<String>,
+        diff: impl FnOnce(Option<&str>) -> Result<Option<StatusPatch>, DiffError>,
+    ) -> Option<Write> {
         if self.memory.unchanged(&key, &version, revision) {
             return None;
         }
@@ -395,12 +419,47 @@ impl StatusWriter {
             return None;
         }
         Some(Write {
-            reference: object.object_ref(&()),
+            reference,
             key,
             revision,
             version,
             patch,
         })
+    }
+
+    /// Routes of kind `K` that carry `parents[]` entries of ours but are not in the report (they
+    /// no longer name one of our Gateways): key, reference, version and current status of each.
+    fn stale<K>(
+        &self,
+        kind: ObjectKind,
+        seen: &HashSet<(ObjectKind, Option<String>, String)>,
+        status: impl Fn(&K) -> Option<HttpRouteStatus>,
+    ) -> Vec<StaleRoute>
+    where
+        K: crate::kinds::Kind,
+        crate::snapshot::Snapshot: crate::kinds::Holds<K>,
+    {
+        let mut out = Vec::new();
+        for route in self.stores.of::<K>().state() {
+            let current = status(&route);
+            if seen.contains(&(kind, route.namespace(), route.name_any()))
+                || !diff::has_parents_of(current.as_ref(), &self.controller_name)
+            {
+                continue;
+            }
+            let key = ObjectKey {
+                kind,
+                namespace: route.namespace(),
+                name: route.name_any(),
+            };
+            out.push((
+                key,
+                route.object_ref(&()),
+                route.resource_version(),
+                current,
+            ));
+        }
+        out
     }
 
     async fn apply(&self, w: Write) -> Result<Write, StatusError> {
@@ -506,6 +565,17 @@ mod tests {
         let second = report("False").seal(&first);
         let revision = |r: &SealedReport| r.entries_with_revisions().next().map(|e| e.1);
         (revision(&first).unwrap(), revision(&second).unwrap())
+    }
+
+    #[test]
+    fn a_tlsroute_status_reads_as_every_route_kind_status() {
+        let tls: gateway_api::apis::standard::tlsroutes::TlsRouteStatus = serde_json::from_value(
+            json!({"parents": [{"controllerName": "x/y", "parentRef": {"name": "gw"}, "conditions": []}]}),
+        )
+        .unwrap();
+        let route = route_status(Some(&tls)).unwrap();
+        assert!(diff::has_parents_of(Some(&route), "x/y"));
+        assert!(route_status::<HttpRouteStatus>(None).is_none());
     }
 
     #[test]
