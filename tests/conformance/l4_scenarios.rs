@@ -1,5 +1,5 @@
 //! The scenario lists of profiles GATEWAY-TLS, GATEWAY-TCP and GATEWAY-UDP (names as in the
-//! upstream suite), each with its fixture. All are core scenarios of their profile.
+//! upstream suite), each with its fixture and, for extended scenarios, its feature.
 
 use crate::scenarios::Scenario;
 use crate::{tcproute, tlsroute, udproute};
@@ -20,24 +20,66 @@ macro_rules! profile_core {
     };
 }
 
+/// A scenario of extended feature `$feature` of profile `$profile`.
+macro_rules! profile_extended {
+    ($profile:ident, $name:literal, $feature:literal, $file:literal, $run:path) => {
+        Scenario {
+            name: $name,
+            profile: $profile,
+            feature: Some($feature),
+            manifests: include_str!(concat!("manifests/", $file)),
+            skip: None,
+            run: Some(|env| Box::pin($run(env))),
+        }
+    };
+}
+
 /// Every scenario of the three profiles.
 pub fn all() -> Vec<Scenario> {
     vec![
+        profile_core!(
+            TLS,
+            "TLSRouteListenerPassthroughSupportedKinds",
+            "tlsroute-listener-kinds.yaml",
+            tlsroute::listener_passthrough_supported_kinds
+        ),
+        profile_extended!(
+            TLS,
+            "TLSRouteListenerTerminateSupportedKinds",
+            "TLSRouteModeTerminate",
+            "tlsroute-listener-kinds.yaml",
+            tlsroute::listener_terminate_supported_kinds
+        ),
+        profile_core!(
+            TLS,
+            "TLSRouteListenerTerminateNotSupported",
+            "tlsroute-listener-kinds.yaml",
+            tlsroute::listener_terminate_not_supported
+        ),
+        profile_extended!(
+            TLS,
+            "TLSRouteListenerMixedTerminationNotSupported",
+            "TLSRouteModeTerminate",
+            "tlsroute-listener-kinds.yaml",
+            tlsroute::listener_mixed_termination_not_supported
+        ),
         profile_core!(
             TLS,
             "TLSRouteSimpleSameNamespace",
             "tlsroute-passthrough.yaml",
             tlsroute::simple_passthrough
         ),
-        profile_core!(
+        profile_extended!(
             TLS,
             "TLSRouteTerminateSimpleSameNamespace",
+            "TLSRouteModeTerminate",
             "tlsroute-terminate.yaml",
             tlsroute::simple_terminate
         ),
-        profile_core!(
+        profile_extended!(
             TLS,
             "TLSRouteMixedTerminationSameNamespace",
+            "TLSRouteModeMixed",
             "tlsroute-mixed.yaml",
             tlsroute::mixed_termination
         ),

@@ -165,3 +165,81 @@ pub async fn hostname_intersection(env: Arc<Env>) -> Outcome {
     )
     .await
 }
+
+/// A Passthrough listener lists TLSRoute and refuses TCPRoute (`InvalidRouteKinds`).
+pub async fn listener_passthrough_supported_kinds(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "passthrough listener kinds", |r| {
+        let listener = Listener {
+            name: "tls-passthrough",
+            kinds: &["TLSRoute"],
+            attached: 0,
+            conditions: vec![Cond("ResolvedRefs", "False", "InvalidRouteKinds")],
+        };
+        gateway_listeners(
+            r,
+            INFRA,
+            "gateway-tlsroute-passthrough-supported-kind",
+            &[listener],
+        )
+    })
+    .await
+}
+
+/// A Terminate listener is accepted and lists TLSRoute.
+pub async fn listener_terminate_supported_kinds(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "terminate listener kinds", |r| {
+        let listener = Listener {
+            name: "tls-terminate",
+            kinds: &["TLSRoute"],
+            attached: 0,
+            conditions: vec![Cond("Accepted", "True", "Accepted")],
+        };
+        gateway_listeners(
+            r,
+            INFRA,
+            "gateway-tlsroute-terminate-supported",
+            &[listener],
+        )
+    })
+    .await
+}
+
+/// Upstream checks these listeners only for implementations that do not claim `feature`
+/// (the listeners must then be refused with `reason`); one that claims it passes, as here.
+async fn refused_unless_claimed(
+    env: &Env,
+    feature: &str,
+    gw: &str,
+    listeners: &[&'static str],
+    reason: &'static str,
+) -> Outcome {
+    if edgeplane::translate::SUPPORTED_FEATURES.contains(&feature) {
+        return Ok(());
+    }
+    wait_status(env, "listeners refused", |r| {
+        let expected: Vec<Listener> = listeners
+            .iter()
+            .map(|name| Listener {
+                name,
+                kinds: &["TLSRoute"],
+                attached: 0,
+                conditions: vec![Cond("Accepted", "False", reason)],
+            })
+            .collect();
+        gateway_listeners(r, INFRA, gw, &expected)
+    })
+    .await
+}
+
+pub async fn listener_terminate_not_supported(env: Arc<Env>) -> Outcome {
+    let gw = "gateway-tlsroute-terminate-supported";
+    let feature = "TLSRouteModeTerminate";
+    refused_unless_claimed(&env, feature, gw, &["tls-terminate"], "UnsupportedValue").await
+}
+
+pub async fn listener_mixed_termination_not_supported(env: Arc<Env>) -> Outcome {
+    let gw = "gateway-tlsroute-mixed-termination-not-supported";
+    let listeners = ["tls-terminate", "tls-passthrough"];
+    let feature = "TLSRouteModeMixed";
+    refused_unless_claimed(&env, feature, gw, &listeners, "ProtocolConflict").await
+}
