@@ -372,7 +372,10 @@ impl<'a> GatewayModel<'a> {
         } else {
             s.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
         };
-        let programmed = if l.valid() && self.accepted() && self.socket_port(l.port).is_none() {
+        let programmed = if let Some(reason) = l.conflict.filter(|_| l.origin.is_some()) {
+            // A ListenerSet listener names its conflict here too, as GEP-1713 checks.
+            s.fail(PROGRAMMED, reason, "conflicts with an earlier listener")
+        } else if l.valid() && self.accepted() && self.socket_port(l.port).is_none() {
             s.fail(
                 PROGRAMMED,
                 REASON_PENDING,

@@ -15,7 +15,7 @@ use gateway_api::apis::standard::listenersets::{
 };
 
 use super::conditions::*;
-use super::conflicts::{clash, mark_conflicts};
+use super::conflicts::clash;
 use super::frontend::Frontends;
 use super::gateway::GatewayModel;
 use super::listener::{listener_model, selector_matches, ListenerModel};
@@ -133,11 +133,10 @@ fn allowed(gateway: &GatewayModel<'_>, set_ns: &str, labels: &BTreeMap<String, S
 }
 
 /// Judges every ListenerSet of `inputs` (already in precedence order) and appends the listeners
-/// of the accepted ones to their Gateway's. A listener of a ListenerSet conflicts with the
-/// other listeners of its ListenerSet as a Gateway's listeners do with each other, and with
-/// every listener that precedes it (the Gateway's own, earlier ListenerSets'): the earlier one
-/// keeps its port. A ListenerSet none of whose listeners can be served is not accepted and
-/// adds nothing.
+/// of the accepted ones to their Gateway's. The merged list is taken in order (the Gateway's
+/// own listeners, earlier ListenerSets', then this one's in spec order): a listener conflicts
+/// with an earlier one that is not itself conflicted, and the earlier one keeps its port. A
+/// ListenerSet none of whose listeners can be served is not accepted and adds nothing.
 pub fn join<'a>(
     inputs: &'a [SetInput<'a>],
     gateways: &mut [GatewayModel<'a>],
@@ -178,9 +177,15 @@ pub fn join<'a>(
                 model
             })
             .collect();
-        mark_conflicts(&mut listeners);
-        for l in listeners.iter_mut().filter(|l| l.conflict.is_none()) {
-            l.conflict = gateway.listeners.iter().find_map(|e| clash(e, l));
+        for i in 0..listeners.len() {
+            let (earlier, rest) = listeners.split_at_mut(i);
+            let l = &mut rest[0];
+            l.conflict = gateway
+                .listeners
+                .iter()
+                .chain(earlier.iter())
+                .filter(|e| e.conflict.is_none())
+                .find_map(|e| clash(e, l));
         }
         let verdict = if !allowed(gateway, input.namespace, set_labels) {
             Verdict::NotAllowed

@@ -178,6 +178,7 @@ fn conflicts_follow_the_precedence_of_the_spec() {
                 "{name: x, port: 81, protocol: HTTP}",
                 "{name: y, port: 81, protocol: HTTP}",
                 tcp,
+                "{name: after-tcp, port: 80, protocol: HTTP, hostname: other.example}",
             ],
         ),
     ];
@@ -190,7 +191,7 @@ fn conflicts_follow_the_precedence_of_the_spec() {
         "Accepted=True/ListenersNotValid Programmed=True/Programmed"
     );
     assert!(conflicted(&z, "dup").contains("Accepted=False/HostnameConflict"));
-    assert!(conflicted(&z, "dup").contains("Programmed=False/Invalid"));
+    assert!(conflicted(&z, "dup").contains("Programmed=False/HostnameConflict"));
     assert!(conflicted(&z, "dup").ends_with("Conflicted=True/HostnameConflict"));
     assert!(conflicted(&z, "mine").ends_with("Conflicted=False/NoConflicts"));
     // The older ListenerSet keeps shared.example; the newer one, first by name, loses it.
@@ -202,15 +203,18 @@ fn conflicts_follow_the_precedence_of_the_spec() {
     assert!(conflicted(&a, "mine").ends_with("Conflicted=True/HostnameConflict"));
     let only = ls("other", "only-conflict");
     assert_eq!(only["conditions"][0]["reason"], "ListenersNotValid");
-    // Within one ListenerSet, listeners conflict as a Gateway's do (all of them), and the
-    // TCP listener on port 80 conflicts with the Gateway's HTTP listener.
+    // Within one ListenerSet the earlier listener wins too; the TCP listener on port 80
+    // conflicts with the Gateway's HTTP listener, and being conflicted takes nothing from the
+    // HTTP listener after it on that port.
     let inner = ls("ns", "inner");
-    assert!(conflicted(&inner, "x").ends_with("Conflicted=True/HostnameConflict"));
+    assert!(conflicted(&inner, "x").ends_with("Conflicted=False/NoConflicts"));
     assert!(conflicted(&inner, "y").ends_with("Conflicted=True/HostnameConflict"));
     assert!(conflicted(&inner, "tcp").ends_with("Conflicted=True/ProtocolConflict"));
-    assert_eq!(inner["conditions"][0]["status"], "False");
+    assert!(conflicted(&inner, "after-tcp").ends_with("Conflicted=False/NoConflicts"));
+    assert_eq!(inner["conditions"][0]["reason"], "ListenersNotValid");
+    assert_eq!(inner["conditions"][0]["status"], "True");
     let gw = status(&t, ObjectKind::Gateway, "ns", "gw");
-    assert_eq!(gw["attachedListenerSets"], 1);
+    assert_eq!(gw["attachedListenerSets"], 2);
     assert_eq!(summary(&listener(&gw, "http")["conditions"]), "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts");
     assert_eq!(
         summary(&gw["conditions"]),
