@@ -28,6 +28,8 @@ mod grpc;
 mod harness;
 #[path = "conformance/httproute.rs"]
 mod httproute;
+#[path = "conformance/listenerset.rs"]
+mod listenerset;
 #[path = "conformance/redirects.rs"]
 mod redirects;
 #[path = "conformance/references.rs"]

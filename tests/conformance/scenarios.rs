@@ -14,8 +14,8 @@ use crate::harness::Env;
 use crate::report::Result as Verdict;
 use crate::report::{GATEWAY_HTTP, GATEWAY_TLS};
 use crate::{
-    backend_tls, backends, client_certs, extended, gateway, grpc, httproute, redirects, references,
-    skipped, tls, tlsroute,
+    backend_tls, backends, client_certs, extended, gateway, grpc, httproute, listenerset,
+    redirects, references, skipped, tls, tlsroute,
 };
 
 /// A scenario body: runs against a started environment.
@@ -571,6 +571,7 @@ pub fn all() -> Vec<Scenario> {
     ]
     .into_iter()
     .chain(grpc::scenarios())
+    .chain(listenerset::scenarios())
     .chain(skipped::all())
     .collect()
 }
