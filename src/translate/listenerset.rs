@@ -89,7 +89,8 @@ pub enum Verdict {
     NotAllowed,
     /// The Gateway is not accepted.
     ParentNotAccepted,
-    /// None of its listeners can be served.
+    /// None of its listeners can be served (conflicted, unsupported, or certificates that
+    /// do not resolve).
     ListenersNotValid,
 }
 
@@ -136,7 +137,8 @@ fn allowed(gateway: &GatewayModel<'_>, set_ns: &str, labels: &BTreeMap<String, S
 /// of the accepted ones to their Gateway's. The merged list is taken in order (the Gateway's
 /// own listeners, earlier ListenerSets', then this one's in spec order): a listener conflicts
 /// with an earlier one that is not itself conflicted, and the earlier one keeps its port. A
-/// ListenerSet none of whose listeners can be served is not accepted and adds nothing.
+/// ListenerSet none of whose listeners is valid (certificates resolved included) is not
+/// accepted and adds nothing.
 pub fn join<'a>(
     inputs: &'a [SetInput<'a>],
     gateways: &mut [GatewayModel<'a>],
@@ -191,7 +193,7 @@ pub fn join<'a>(
             Verdict::NotAllowed
         } else if !gateway.accepted() {
             Verdict::ParentNotAccepted
-        } else if !listeners.iter().any(ListenerModel::usable) {
+        } else if !listeners.iter().any(ListenerModel::valid) {
             Verdict::ListenersNotValid
         } else {
             Verdict::Accepted

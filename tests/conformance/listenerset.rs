@@ -33,18 +33,6 @@ macro_rules! listener_set {
     };
 }
 
-/// A ListenerSet scenario the replay does not run, with the reason.
-fn not_replayed(name: &'static str, reason: &'static str) -> Scenario {
-    Scenario {
-        name,
-        profile: GATEWAY_HTTP,
-        feature: Some(FEATURE),
-        manifests: "",
-        skip: Some(reason),
-        run: None,
-    }
-}
-
 /// The ListenerSet scenarios of v1.6.1.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -103,14 +91,15 @@ pub fn scenarios() -> Vec<Scenario> {
             "ls-parent-refs.yaml",
             gateway_parent_section_name_not_found
         ),
-        not_replayed(
+        listener_set!(
             "ListenerSetAllowedRoutesSupportedKinds",
-            "not replayed yet: needs a TLS passthrough ListenerSet listener with TLSRoute checks",
+            "ls-route-kinds.yaml",
+            allowed_routes_supported_kinds
         ),
-        not_replayed(
+        listener_set!(
             "ListenerSetReferenceGrant",
-            "not replayed yet: needs HTTPS requests to a ListenerSet listener whose certificate \
-             sits in another namespace (the grant rule itself is unit-tested)",
+            "ls-reference-grant.yaml",
+            reference_grant
         ),
     ]
 }
@@ -542,4 +531,40 @@ async fn gateway_parent_section_name_not_found(env: Arc<Env>) -> Outcome {
         (get("/via-gateway", "set.parents.test"), Want::status(404)),
     ];
     check_all(env.gw("ls-parents"), &cases).await
+}
+
+async fn reference_grant(env: Arc<Env>) -> Outcome {
+    wait_status(&env, "certificate grants from ListenerSets", |r| {
+        gateway_conditions(r, INFRA, "ls-grants", &[Cond("Accepted", "True", "")])?;
+        set_conditions(
+            r,
+            INFRA,
+            "granted",
+            &[Cond("Accepted", "True", ""), Cond("Programmed", "True", "")],
+        )?;
+        let resolved = [Cond("ResolvedRefs", "True", "")];
+        set_listener(r, INFRA, "granted", "granted-https", &resolved)?;
+        set_conditions(r, "ls-no-grant", "ungranted", &SET_NOT_VALID)?;
+        let refused = [Cond("ResolvedRefs", "False", "RefNotPermitted")];
+        set_listener(r, "ls-no-grant", "ungranted", "ungranted-https", &refused)
+    })
+    .await
+}
+
+async fn allowed_routes_supported_kinds(env: Arc<Env>) -> Outcome {
+    wait_status(
+        &env,
+        "a ListenerSet listener allowing no kind it carries",
+        |r| {
+            gateway_conditions(r, INFRA, "ls-route-kinds", &[Cond("Accepted", "True", "")])?;
+            let invalid = [Cond("ResolvedRefs", "False", "InvalidRouteKinds")];
+            set_listeners(
+                r,
+                INFRA,
+                "wrong-kinds",
+                &[Listener::no_kinds("passthrough-for-http", &invalid)],
+            )
+        },
+    )
+    .await
 }
