@@ -132,10 +132,10 @@ pub struct ListenerModel<'a> {
     pub namespaces: NamespacePolicy,
     /// `(kind, namespace, name)` of every route accepted on this listener.
     pub attached: HashSet<(&'static str, &'a str, &'a str)>,
-    /// The ListenerSet (its index among the translation's ListenerSets, and its namespace)
-    /// that contributed the listener; `None` for the Gateway's own listeners. Routes reach a
-    /// listener only through a parentRef to the object that declares it.
-    pub origin: Option<(usize, &'a str)>,
+    /// The ListenerSet (its index among the translation's ListenerSets, its namespace and
+    /// name) that contributed the listener; `None` for the Gateway's own listeners. Routes
+    /// reach a listener only through a parentRef to the object that declares it.
+    pub origin: Option<(usize, &'a str, &'a str)>,
 }
 
 impl ListenerModel<'_> {
@@ -148,13 +148,13 @@ impl ListenerModel<'_> {
         route_ns: &str,
         labels: &BTreeMap<String, String>,
     ) -> bool {
-        let home = self.origin.map_or(gateway_ns, |(_, ns)| ns);
+        let home = self.origin.map_or(gateway_ns, |(_, ns, _)| ns);
         self.namespaces.allows(home, route_ns, labels)
     }
 
     /// The ListenerSet index of the listener, `None` for a Gateway's own.
     pub fn set(&self) -> Option<usize> {
-        self.origin.map(|(i, _)| i)
+        self.origin.map(|(i, _, _)| i)
     }
 
     /// True when routes of `kind` may attach: the kind the listener's protocol carries (HTTPS

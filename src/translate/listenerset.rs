@@ -175,7 +175,7 @@ pub fn join<'a>(
                 if model.protocol.terminates_tls() {
                     model.client_auth = frontends.listener(gateway.gateway, spec.port);
                 }
-                model.origin = Some((si, input.namespace));
+                model.origin = Some((si, input.namespace, input.name));
                 model
             })
             .collect();

@@ -35,8 +35,8 @@ struct ListenerFace {
     accepts: [bool; 2],
     valid: bool,
     namespaces: NamespacePolicy,
-    /// The ListenerSet that contributed it, and that ListenerSet's namespace.
-    origin: Option<(usize, String)>,
+    /// The ListenerSet that contributed it: its index, namespace and name (routes name it).
+    origin: Option<(usize, String, String)>,
 }
 
 /// What attachment reads of one Gateway: its namespace, whether it is accepted, and its
@@ -57,7 +57,9 @@ impl GatewayFace {
             accepts: HTTP_ROUTE_KINDS.map(|k| l.accepts(k)),
             valid: l.valid(),
             namespaces: l.namespaces.clone(),
-            origin: l.origin.map(|(i, ns)| (i, ns.to_owned())),
+            origin: l
+                .origin
+                .map(|(i, ns, name)| (i, ns.to_owned(), name.to_owned())),
         };
         Self {
             namespace: g.namespace.to_owned(),
