@@ -152,6 +152,22 @@ impl ListenerModel<'_> {
         self.namespaces.allows(home, route_ns, labels)
     }
 
+    /// How the table names the listener among a socket's sources:
+    /// `namespace/gateway/listener` for a Gateway's own, and
+    /// `namespace/gateway/ListenerSet/set-namespace/set-name/listener` for a ListenerSet's, so
+    /// that a ListenerSet listener is never taken for a Gateway listener of the same name.
+    pub fn source(&self, gateway_ns: &str, gateway: &str) -> String {
+        match self.origin {
+            None => format!("{gateway_ns}/{gateway}/{}", self.spec.name),
+            Some((_, ns, name)) => {
+                format!(
+                    "{gateway_ns}/{gateway}/ListenerSet/{ns}/{name}/{}",
+                    self.spec.name
+                )
+            }
+        }
+    }
+
     /// The ListenerSet index of the listener, `None` for a Gateway's own.
     pub fn set(&self) -> Option<usize> {
         self.origin.map(|(i, _, _)| i)

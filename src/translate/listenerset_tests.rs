@@ -371,3 +371,32 @@ fn certificate_references_need_a_grant_from_listener_sets() {
         assert_eq!(resolved["reason"], reason, "grant from {from}");
     }
 }
+
+#[test]
+fn a_failed_socket_unprograms_the_listener_set_listener_not_a_namesake() {
+    let allowed = "  allowedListeners: {namespaces: {from: All}}";
+    let sets = [set(
+        "other",
+        "ls",
+        T0,
+        &["{name: http, port: 8081, protocol: HTTP}"],
+    )];
+    let mut t = with(&gateway(allowed), &sets, &[], |_| {});
+    let failed = *t
+        .table
+        .listeners
+        .keys()
+        .find(|a| a.port() == 8081)
+        .expect("the ListenerSet's socket");
+    let failures = [(failed, "address in use".to_owned())].into();
+    super::apply_bind_failures(&mut t.status, &t.table, &failures);
+    let ls = status(&t, ObjectKind::ListenerSet, "other", "ls");
+    let programmed = &listener(&ls, "http")["conditions"][1];
+    assert_eq!(
+        (&programmed["type"], &programmed["reason"]),
+        (&Value::from("Programmed"), &Value::from("Pending"))
+    );
+    // The Gateway's own listener of the same name, on port 80, still listens.
+    let gw = status(&t, ObjectKind::Gateway, "ns", "gw");
+    assert_eq!(listener(&gw, "http")["conditions"][1]["status"], "True");
+}
