@@ -30,6 +30,8 @@ mod harness;
 mod httproute;
 #[path = "conformance/listenerset.rs"]
 mod listenerset;
+#[path = "conformance/listenerset_routes.rs"]
+mod listenerset_routes;
 #[path = "conformance/redirects.rs"]
 mod redirects;
 #[path = "conformance/references.rs"]
