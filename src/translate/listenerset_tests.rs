@@ -400,3 +400,23 @@ fn a_failed_socket_unprograms_the_listener_set_listener_not_a_namesake() {
     let gw = status(&t, ObjectKind::Gateway, "ns", "gw");
     assert_eq!(listener(&gw, "http")["conditions"][1]["status"], "True");
 }
+
+#[test]
+fn a_listener_set_on_a_gateway_not_accepted_is_refused_with_its_reason() {
+    let refused = "metadata: {name: gw, namespace: ns}\nspec:\n  gatewayClassName: c\n  allowedListeners: {namespaces: {from: All}}\n  listeners:\n  - {name: odd, port: 80, protocol: SCTP}\n";
+    let sets = [set(
+        "ns",
+        "ls",
+        T0,
+        &["{name: alt, port: 8081, protocol: HTTP}"],
+    )];
+    let t = with(refused, &sets, &[], |_| {});
+    let ls = status(&t, ObjectKind::ListenerSet, "ns", "ls");
+    assert_eq!(
+        summary(&ls["conditions"]),
+        "Accepted=False/ParentNotAccepted Programmed=False/ParentNotAccepted"
+    );
+    assert!(t.table.listeners.is_empty());
+    let gw = status(&t, ObjectKind::Gateway, "ns", "gw");
+    assert_eq!(gw["attachedListenerSets"], 0);
+}
