@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gRPC unary load: h2load sends `GrpcEcho/Echo` calls (a 5-byte gRPC frame header and an empty
-# protobuf message, over h2c) to an `edgeplane echo` backend directly, then through edgeplane
-# routing them with a GRPCRoute. Prints requests per second, p50 and p99 for both and the
-# ratio. Everything listens on 127.0.0.1 only.
+# protobuf message, over h2c) to an `edgeplane echo` backend directly, then through nginx
+# (`grpc_pass`), HAProxy (HTTP/2 on both sides) and edgeplane (a GRPCRoute), each proxy with
+# one worker on the same core. Prints calls per second, p50 and p99 for each and edgeplane's
+# ratio to each peer. Everything listens on 127.0.0.1 only.
 #
 #   benches/grpc.sh [--quick]
 #
@@ -11,7 +12,7 @@
 #   GRPC_WARMUP          seconds of warm-up per target, not measured (default 2; --quick: 1)
 #   GRPC_CONNECTIONS     h2load client connections (default 8)
 #   GRPC_STREAMS         concurrent streams per connection (default 8)
-#   GRPC_PORT_BASE       first of three loopback ports used (default 28100)
+#   GRPC_PORT_BASE       first of five loopback ports used (default 28100)
 #   GRPC_CPU_GEN         core of h2load and the backend (default 0)
 #   GRPC_CPU_PROXY       core of edgeplane (default 1)
 #   EDGEPLANE_BIN        use this edgeplane binary instead of running `cargo build --release`
@@ -34,11 +35,15 @@ cpu_proxy=${GRPC_CPU_PROXY:-1}
 backend_port=$base
 proxy_port=$((base + 1))
 admin_port=$((base + 2))
+nginx_port=$((base + 3))
+haproxy_port=$((base + 4))
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { echo "grpc.sh: $*" >&2; exit 1; }
 command -v h2load >/dev/null 2>&1 || die "h2load not found (Debian/Ubuntu: apt-get install nghttp2-client)"
 command -v taskset >/dev/null 2>&1 || die "taskset not found (util-linux)"
+command -v nginx >/dev/null 2>&1 || die "nginx not found (Debian/Ubuntu: apt-get install nginx)"
+command -v haproxy >/dev/null 2>&1 || die "haproxy not found (Debian/Ubuntu: apt-get install haproxy)"
 
 if [ -n "${EDGEPLANE_BIN:-}" ]; then
     bin=$EDGEPLANE_BIN
@@ -102,6 +107,46 @@ RUST_LOG=warn taskset -c "$cpu_proxy" "$bin" serve --config-dir "$work/config" \
     --bind-address 127.0.0.1 --admin-addr "127.0.0.1:$admin_port" >"$work/edgeplane.log" 2>&1 &
 pids+=($!)
 
+# The peers, one worker each on the proxy's core, keeping connections to the backend open.
+mkdir "$work/nginx"
+cat >"$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx;
+    upstream grpc_backend { server 127.0.0.1:$backend_port; keepalive 64; }
+    server {
+        listen 127.0.0.1:$nginx_port http2;
+        location / { grpc_pass grpc://grpc_backend; }
+    }
+}
+CONF
+taskset -c "$cpu_proxy" nginx -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" \
+    >"$work/nginx/out.log" 2>&1 &
+pids+=($!)
+cat >"$work/haproxy.cfg" <<CONF
+global
+    nbthread 1
+    maxconn 20000
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend grpc
+    bind 127.0.0.1:$haproxy_port proto h2
+    default_backend echo
+backend echo
+    http-reuse always
+    server echo 127.0.0.1:$backend_port proto h2
+CONF
+taskset -c "$cpu_proxy" haproxy -db -f "$work/haproxy.cfg" >"$work/haproxy.log" 2>&1 &
+pids+=($!)
+
 # Ready when one call through the proxy succeeds.
 path=/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/Echo
 call() {
@@ -145,11 +190,22 @@ measure() {
     echo "$rps $pct $err"
 }
 
+# Every peer must route a call before it is measured.
+for port in "$nginx_port" "$haproxy_port"; do
+    for _ in $(seq 1 100); do
+        call "$port" 1 1 1 >"$work/probe" 2>&1 && grep -q '1 succeeded' "$work/probe" && break
+        sleep 0.1
+    done
+    grep -q '1 succeeded' "$work/probe" || die "no gRPC call through the peer on port $port succeeded"
+done
+
 direct=$(measure "$backend_port")
+nginx_row=$(measure "$nginx_port")
+haproxy_row=$(measure "$haproxy_port")
 proxied=$(measure "$proxy_port")
 echo "gRPC unary (GrpcEcho/Echo), h2c, $conns connections x $streams streams, ${duration}s each"
 printf '%-10s %12s %10s %10s %8s\n' target 'calls/s' 'p50 ms' 'p99 ms' errors
-for row in "direct $direct" "edgeplane $proxied"; do
+for row in "direct $direct" "nginx $nginx_row" "haproxy $haproxy_row" "edgeplane $proxied"; do
     set -- $row
     if [ "$2" = FAIL ]; then
         printf '%-10s %12s\n' "$1" FAIL
@@ -157,9 +213,11 @@ for row in "direct $direct" "edgeplane $proxied"; do
         printf '%-10s %12.0f %10s %10s %8s\n' "$1" "$2" "$3" "$4" "$5"
     fi
 done
-set -- $direct
-d=$1
 set -- $proxied
-if [ "$d" != FAIL ] && [ "$1" != FAIL ]; then
-    awk -v p="$1" -v d="$d" 'BEGIN { printf "edgeplane / direct: %.2f\n", p / d }'
-fi
+e=$1
+for row in "direct $direct" "nginx $nginx_row" "haproxy $haproxy_row"; do
+    set -- $row
+    if [ "$2" != FAIL ] && [ "$e" != FAIL ]; then
+        awk -v p="$e" -v d="$2" -v n="$1" 'BEGIN { printf "edgeplane / %s: %.2f\n", n, p / d }'
+    fi
+done

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Bulk TCP throughput: iperf3 through nothing (direct), through HAProxy in TCP mode and through
-# edgeplane (a Gateway TCP listener and a TCPRoute), one after the other on 127.0.0.1. Prints
-# one line per peer with the received Gbit/s and its ratio to direct.
+# Bulk TCP throughput: iperf3 through nothing (direct), through nginx (`stream` module), HAProxy
+# in TCP mode and edgeplane (a Gateway TCP listener and a TCPRoute), one after the other on
+# 127.0.0.1, each proxy with one worker on the same core. Prints one line per peer with the
+# received Gbit/s and its ratio to direct.
 #
 #   benches/tcp.sh [--quick]
 #
 # Environment:
 #   TCP_DURATION       seconds measured per peer (default 10; --quick: 3)
 #   TCP_STREAMS        parallel iperf3 streams (default 1)
-#   TCP_PORT_BASE      first of the loopback ports used (default 29000; uses base..base+3)
+#   TCP_PORT_BASE      first of the loopback ports used (default 29000; uses base..base+4)
 #   TCP_CPU_GEN        core of iperf3 client and server (default 0)
 #   TCP_CPU_PROXY      core of the proxy (default 1)
 #   TCP_NO_INSTALL=1   do not install missing tools with apt-get
@@ -30,6 +31,7 @@ backend=$base
 haproxy_port=$((base + 1))
 edgeplane_port=$((base + 2))
 admin=$((base + 3))
+nginx_port=$((base + 4))
 
 need() {
     command -v "$1" >/dev/null 2>&1 && return 0
@@ -43,6 +45,13 @@ need() {
 }
 need iperf3 iperf3
 need haproxy haproxy
+need nginx nginx
+stream_module=/usr/lib/nginx/modules/ngx_stream_module.so
+if [ ! -f "$stream_module" ]; then
+    # Debian ships nginx's stream module as a package of its own.
+    [ "${TCP_NO_INSTALL:-}" = 1 ] && { echo "error: $stream_module is missing" >&2; exit 1; }
+    $([ "$(id -u)" -eq 0 ] || echo sudo) apt-get install -y libnginx-mod-stream >/dev/null
+fi
 need jq jq
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +88,25 @@ backend backend
     server backend1 127.0.0.1:$backend
 EOF
 taskset -c "$cpu_proxy" haproxy -db -f "$work/haproxy.cfg" >"$work/haproxy.log" 2>&1 &
+pids+=($!)
+
+mkdir -p "$work/nginx"
+cat >"$work/nginx/nginx.conf" <<EOF
+load_module $stream_module;
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+stream {
+    server {
+        listen 127.0.0.1:$nginx_port;
+        proxy_pass 127.0.0.1:$backend;
+    }
+}
+EOF
+taskset -c "$cpu_proxy" nginx -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" \
+    >"$work/nginx/out.log" 2>&1 &
 pids+=($!)
 
 mkdir -p "$work/config"
@@ -141,9 +169,10 @@ measure() {
 
 direct=$(measure "$backend")
 printf '%-10s %8s %10s\n' peer Gbit/s vs-direct
-for peer in direct haproxy edgeplane; do
+for peer in direct nginx haproxy edgeplane; do
     case $peer in
         direct) g=$direct ;;
+        nginx) g=$(measure "$nginx_port") ;;
         haproxy) g=$(measure "$haproxy_port") ;;
         edgeplane) g=$(measure "$edgeplane_port") ;;
     esac

@@ -10,6 +10,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
@@ -19,7 +20,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::kinds::{not_being_deleted, Wanted};
 use crate::l4kinds::{TcpRoute, UdpRoute};
 use crate::provider::manifest::merge_string_data;
-use crate::translate::{referenced_ca_objects, referenced_secrets};
+use crate::translate::{
+    referenced_ca_objects, referenced_listener_set_secrets, referenced_secrets,
+};
 
 /// Namespace of a namespaced object that names none, as `kubectl apply` and the API server
 /// treat it.
@@ -52,6 +55,8 @@ crate::kinds! {
             /// In a cluster, Gateways being deleted are left out, so every replica closes their
             /// listeners before the finalizer lets them go.
             gateways: Gateway { watched_if(not_being_deleted) },
+            /// Listeners contributed to Gateways that allow them (`spec.allowedListeners`).
+            listener_sets: ListenerSet,
             http_routes: HttpRoute,
             grpc_routes: GrpcRoute,
             tls_routes: TlsRoute,
@@ -84,6 +89,10 @@ crate::kinds! {
 /// [`Snapshot::secrets`] fetches them in a cluster.
 fn listener_secrets(snapshot: &Snapshot) -> Wanted {
     let mut wanted = referenced_secrets(&snapshot.gateways, &snapshot.reference_grants);
+    wanted.extend(referenced_listener_set_secrets(
+        &snapshot.listener_sets,
+        &snapshot.reference_grants,
+    ));
     wanted.extend(ca_objects(snapshot, "Secret"));
     wanted
 }
@@ -153,6 +162,7 @@ mod tests {
             [
                 "gateway_classes <- gateway.networking.k8s.io/v1 GatewayClass (gatewayclasses, cluster, Objects)",
                 "gateways <- gateway.networking.k8s.io/v1 Gateway (gateways, namespaced, Objects)",
+                "listener_sets <- gateway.networking.k8s.io/v1 ListenerSet (listenersets, namespaced, Objects)",
                 "http_routes <- gateway.networking.k8s.io/v1 HTTPRoute (httproutes, namespaced, Objects)",
                 "grpc_routes <- gateway.networking.k8s.io/v1 GRPCRoute (grpcroutes, namespaced, Objects)",
                 "tls_routes <- gateway.networking.k8s.io/v1 TLSRoute (tlsroutes, namespaced, Objects)",

@@ -30,6 +30,10 @@ mod harness;
 mod httproute;
 #[path = "conformance/l4_scenarios.rs"]
 mod l4_scenarios;
+#[path = "conformance/listenerset.rs"]
+mod listenerset;
+#[path = "conformance/listenerset_routes.rs"]
+mod listenerset_routes;
 #[path = "conformance/redirects.rs"]
 mod redirects;
 #[path = "conformance/references.rs"]

@@ -257,6 +257,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         &[
             "gatewayclasses",
             "gateways",
+            "listenersets",
             "httproutes",
             "grpcroutes",
             "tlsroutes",
@@ -286,6 +287,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         &[
             "gatewayclasses/status",
             "gateways/status",
+            "listenersets/status",
             "httproutes/status",
             "grpcroutes/status",
             "tlsroutes/status",

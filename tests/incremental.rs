@@ -86,8 +86,24 @@ impl Gen {
                 l
             })
             .collect();
-        json!({"metadata": self.meta(name, "a"),
-            "spec": {"gatewayClassName": "c", "listeners": listeners}})
+        let mut spec = json!({"gatewayClassName": "c", "listeners": listeners});
+        if self.rng.bool() {
+            spec["allowedListeners"] = json!({"namespaces": {
+                "from": self.pick(&["Same", "All", "Selector", "None"]),
+                "selector": {"matchLabels": {"team": self.pick(&["a", "b"])}}}});
+        }
+        json!({"metadata": self.meta(name, "a"), "spec": spec})
+    }
+
+    /// A ListenerSet on one of the Gateways, with the listeners of a Gateway (so they collide
+    /// with the Gateway's and each other's) and a creation time deciding its precedence.
+    fn listener_set(&mut self, name: String) -> Value {
+        let gateway = self.gateway(String::new());
+        let mut meta = self.meta_in(name);
+        meta["creationTimestamp"] = json!(format!("2026-01-0{}T00:00:00Z", self.rng.u8(1..4)));
+        json!({"metadata": meta, "spec": {
+            "parentRef": {"name": format!("g{}", self.rng.u8(0..3)), "namespace": "a"},
+            "listeners": gateway["spec"]["listeners"]}})
     }
 
     fn backend_ref(&mut self) -> Value {
@@ -106,7 +122,12 @@ impl Gen {
         let ns = self.ns();
         let parents: Vec<Value> = (0..self.rng.usize(1..3))
             .map(|_| {
-                let mut p = json!({"name": format!("g{}", self.rng.u8(0..3)), "namespace": "a"});
+                let mut p = if self.rng.u8(0..3) == 0 {
+                    json!({"kind": "ListenerSet", "name": format!("ls{}", self.rng.u8(0..3)),
+                        "namespace": self.ns()})
+                } else {
+                    json!({"name": format!("g{}", self.rng.u8(0..3)), "namespace": "a"})
+                };
                 if self.rng.u8(0..3) == 0 {
                     p["sectionName"] = json!(format!("l{}", self.rng.u8(0..2)));
                 }
@@ -255,7 +276,14 @@ fn suffix(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
 
 fn step(g: &mut Gen, s: &mut Snapshot) {
     let mut rng = fastrand::Rng::with_seed(g.rng.u64(..));
-    match rng.u8(0..13) {
+    match rng.u8(0..14) {
+        13 => change(
+            &mut rng,
+            &mut s.listener_sets,
+            3,
+            |o| suffix(&o.metadata),
+            |n| object(g.listener_set(format!("ls{n}"))),
+        ),
         11 | 12 => change(
             &mut rng,
             &mut s.grpc_routes,
@@ -331,6 +359,9 @@ fn initial(g: &mut Gen) -> Snapshot {
         gateway_classes: vec![object(class)],
         namespaces,
         gateways: (0..3).map(|i| object(g.gateway(format!("g{i}")))).collect(),
+        listener_sets: (0..3)
+            .map(|i| object(g.listener_set(format!("ls{i}"))))
+            .collect(),
         http_routes: (0..12).map(|i| object(g.route(format!("r{i}")))).collect(),
         grpc_routes: (0..4)
             .map(|i| object(g.grpc_route(format!("r{i}"))))

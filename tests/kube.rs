@@ -7,6 +7,8 @@ mod support;
 mod binary;
 #[path = "kube/harness.rs"]
 mod harness;
+#[path = "kube/listenerset.rs"]
+mod listenerset;
 #[path = "kube/reliability.rs"]
 mod reliability;
 

@@ -13,6 +13,7 @@ use gateway_api::apis::standard::backendtlspolicies::{
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gateway_api::apis::standard::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
+use gateway_api::apis::standard::listenersets::ListenerSetStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -27,6 +28,7 @@ use super::{ObjectKind, Problem};
 pub enum StatusBody {
     GatewayClass(GatewayClassStatus),
     Gateway(GatewayStatus),
+    ListenerSet(ListenerSetStatus),
     /// The status of a route of any kind (HTTPRoute, TLSRoute, TCPRoute, UDPRoute): they share
     /// one shape.
     HttpRoute(Arc<HttpRouteStatus>),
@@ -56,6 +58,7 @@ impl StatusBody {
         let v = match self {
             Self::GatewayClass(s) => serde_json::to_value(s),
             Self::Gateway(s) => serde_json::to_value(s),
+            Self::ListenerSet(s) => serde_json::to_value(s),
             Self::HttpRoute(s) | Self::GrpcRoute(s) => serde_json::to_value(s),
             Self::BackendTlsPolicy(s) => serde_json::to_value(s),
             Self::Json(v) => return Cow::Borrowed(v),
@@ -77,6 +80,7 @@ impl StatusBody {
         match (kind, self) {
             (ObjectKind::GatewayClass, Self::GatewayClass(_))
             | (ObjectKind::Gateway, Self::Gateway(_))
+            | (ObjectKind::ListenerSet, Self::ListenerSet(_))
             | (
                 ObjectKind::HttpRoute
                 | ObjectKind::TlsRoute
@@ -94,6 +98,9 @@ impl StatusBody {
                         Self::GatewayClass(GatewayClassStatus::deserialize(v).ok()?)
                     }
                     ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
+                    ObjectKind::ListenerSet => {
+                        Self::ListenerSet(ListenerSetStatus::deserialize(v).ok()?)
+                    }
                     ObjectKind::HttpRoute
                     | ObjectKind::TlsRoute
                     | ObjectKind::TcpRoute
@@ -131,6 +138,7 @@ impl StatusBody {
         match (prev, self) {
             (Self::GatewayClass(p), Self::GatewayClass(n)) => carry_class(p, n),
             (Self::Gateway(p), Self::Gateway(n)) => carry_gateway(p, n),
+            (Self::ListenerSet(p), Self::ListenerSet(n)) => carry_listener_set(p, n),
             (Self::HttpRoute(p), Self::HttpRoute(n)) | (Self::GrpcRoute(p), Self::GrpcRoute(n)) => {
                 carry_shared_route(p, n)
             }
@@ -151,6 +159,12 @@ impl StatusBody {
         match self {
             Self::GatewayClass(s) => stamp(s.conditions.as_deref_mut().unwrap_or_default()),
             Self::Gateway(s) => {
+                stamp(s.conditions.as_deref_mut().unwrap_or_default());
+                for l in s.listeners.iter_mut().flatten() {
+                    stamp(&mut l.conditions);
+                }
+            }
+            Self::ListenerSet(s) => {
                 stamp(s.conditions.as_deref_mut().unwrap_or_default());
                 for l in s.listeners.iter_mut().flatten() {
                     stamp(&mut l.conditions);
@@ -202,6 +216,13 @@ impl StatusBody {
                     push_problems(&scope, Some(&l.conditions), out);
                 }
             }
+            Self::ListenerSet(s) => {
+                push_problems(object, s.conditions.as_deref(), out);
+                for l in s.listeners.iter().flatten() {
+                    let scope = format!("{object} listener {}", l.name);
+                    push_problems(&scope, Some(&l.conditions), out);
+                }
+            }
             Self::HttpRoute(s) | Self::GrpcRoute(s) => {
                 for p in &s.parents {
                     let scope = format!("{object} parent {}", p.parent_ref.name);
@@ -229,6 +250,22 @@ pub(super) fn carry_class(prev: &GatewayClassStatus, next: &mut GatewayClassStat
 /// [`StatusBody::carry_from`] for a Gateway: its conditions, and each listener's, matched by
 /// listener name.
 pub(super) fn carry_gateway(prev: &GatewayStatus, next: &mut GatewayStatus) {
+    if let (Some(p), Some(n)) = (&prev.conditions, &mut next.conditions) {
+        carry_times(p, n);
+    }
+    let (Some(pl), Some(nl)) = (&prev.listeners, &mut next.listeners) else {
+        return;
+    };
+    for l in nl.iter_mut() {
+        if let Some(q) = pl.iter().find(|q| q.name == l.name) {
+            carry_times(&q.conditions, &mut l.conditions);
+        }
+    }
+}
+
+/// [`StatusBody::carry_from`] for a ListenerSet: as for a Gateway, its conditions and each
+/// listener's, matched by listener name.
+pub(super) fn carry_listener_set(prev: &ListenerSetStatus, next: &mut ListenerSetStatus) {
     if let (Some(p), Some(n)) = (&prev.conditions, &mut next.conditions) {
         carry_times(p, n);
     }

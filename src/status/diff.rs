@@ -8,11 +8,12 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatus;
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gateway_api::apis::standard::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
+use gateway_api::apis::standard::listenersets::ListenerSetStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::body::{carry_class, carry_gateway, carry_policy, carry_route};
+use super::body::{carry_class, carry_gateway, carry_listener_set, carry_policy, carry_route};
 use super::conditions::{is_problem_of_type, ACCEPTED, CONFLICTED};
 use super::{ObjectKind, ObjectStatus, StatusBody};
 
@@ -22,6 +23,7 @@ use super::{ObjectKind, ObjectStatus, StatusBody};
 pub enum Carried<'a> {
     GatewayClass(Option<&'a GatewayClassStatus>),
     Gateway(Option<&'a GatewayStatus>),
+    ListenerSet(Option<&'a ListenerSetStatus>),
     HttpRoute(Option<&'a HttpRouteStatus>),
     BackendTlsPolicy(Option<&'a BackendTlsPolicyStatus>),
     /// A GRPCRoute's status, read into the HTTPRoute type: both are the spec's `RouteStatus`
@@ -110,6 +112,16 @@ pub fn patch(
             object_patch(current, &want).map(|body| StatusPatch {
                 body,
                 notable: conflicted_listeners(current, &want),
+            })
+        }
+        (StatusBody::ListenerSet(want), Carried::ListenerSet(current)) => {
+            let mut want = want.clone();
+            if let Some(c) = current {
+                carry_listener_set(c, &mut want);
+            }
+            object_patch(current, &want).map(|body| StatusPatch {
+                body,
+                notable: Vec::new(),
             })
         }
         (StatusBody::HttpRoute(want), Carried::HttpRoute(current))

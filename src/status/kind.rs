@@ -17,6 +17,8 @@ pub const API_VERSION: &str = "gateway.networking.k8s.io/v1";
 pub enum ObjectKind {
     GatewayClass,
     Gateway,
+    /// Listeners a Gateway takes in from another object: status like a Gateway's.
+    ListenerSet,
     #[serde(rename = "HTTPRoute")]
     HttpRoute,
     #[serde(rename = "GRPCRoute")]
@@ -38,9 +40,10 @@ pub struct UnknownKind(pub String);
 
 impl ObjectKind {
     /// Every kind, in report order.
-    pub const ALL: [ObjectKind; 8] = [
+    pub const ALL: [ObjectKind; 9] = [
         Self::GatewayClass,
         Self::Gateway,
+        Self::ListenerSet,
         Self::HttpRoute,
         Self::GrpcRoute,
         Self::TlsRoute,
@@ -54,6 +57,7 @@ impl ObjectKind {
         match self {
             Self::GatewayClass => "GatewayClass",
             Self::Gateway => "Gateway",
+            Self::ListenerSet => "ListenerSet",
             Self::HttpRoute => "HTTPRoute",
             Self::GrpcRoute => "GRPCRoute",
             Self::TlsRoute => "TLSRoute",
@@ -65,7 +69,7 @@ impl ObjectKind {
 
     /// True for route kinds: their status is a list of `parents`, in one shape for every kind.
     pub fn is_route(self) -> bool {
-        !matches!(self, Self::GatewayClass | Self::Gateway)
+        !matches!(self, Self::GatewayClass | Self::Gateway | Self::ListenerSet)
     }
 
     /// The `apiVersion` written beside the kind.
@@ -78,6 +82,7 @@ impl ObjectKind {
         match self {
             Self::GatewayClass => false,
             Self::Gateway
+            | Self::ListenerSet
             | Self::HttpRoute
             | Self::GrpcRoute
             | Self::TlsRoute
@@ -118,8 +123,8 @@ mod tests {
             assert_eq!(serde_json::from_value::<ObjectKind>(json).unwrap(), k);
         }
         assert_eq!(
-            "ListenerSet".parse::<ObjectKind>(),
-            Err(UnknownKind("ListenerSet".into()))
+            "XListenerSet".parse::<ObjectKind>(),
+            Err(UnknownKind("XListenerSet".into()))
         );
         let mut sorted = ObjectKind::ALL;
         sorted.reverse();

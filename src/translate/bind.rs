@@ -48,16 +48,39 @@ fn overlay_failures(
     if failures.is_empty() {
         return;
     }
-    // Every socket of every Gateway, with the Gateway listener placed on it.
+    // Every socket of every Gateway, with the Gateway listener placed on it; and of every
+    // ListenerSet, with its listener.
     let mut placed: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::new();
+    let mut placed_sets: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::new();
     for (addr, listener) in sockets {
         for source in &listener.sources {
             if let Some((ns, gateway, name)) = split_source(source) {
                 placed.entry((ns, gateway)).or_default().push((*addr, name));
+                if let Some((set_ns, set, l)) = name
+                    .strip_prefix(LISTENER_SET_SOURCE)
+                    .and_then(split_source)
+                {
+                    placed_sets
+                        .entry((set_ns, set))
+                        .or_default()
+                        .push((*addr, l));
+                }
             }
         }
     }
     for entry in &mut report.entries {
+        if entry.kind == ObjectKind::ListenerSet {
+            let ns = or_default_namespace(entry.namespace.as_deref());
+            if let (Some(sockets), StatusBody::ListenerSet(status)) = (
+                placed_sets.get(&(ns, entry.name.as_str())),
+                &mut entry.status,
+            ) {
+                for l in status.listeners.iter_mut().flatten() {
+                    mark_listener(&l.name, &mut l.conditions, sockets, failures);
+                }
+            }
+            continue;
+        }
         if entry.kind != ObjectKind::Gateway {
             continue;
         }
@@ -74,6 +97,10 @@ fn overlay_failures(
         }
     }
 }
+
+/// How a socket source names a ListenerSet listener after `namespace/gateway/` (see
+/// `ListenerModel::source`).
+const LISTENER_SET_SOURCE: &str = "ListenerSet/";
 
 /// `namespace/gateway/listener`, the form `ListenerTable::sources` names Gateway listeners in
 /// (none of the three may contain a slash).
@@ -109,6 +136,30 @@ fn set_false(c: &mut Condition, reason: &str, message: String) {
     c.message = bounded_message(message);
 }
 
+/// `Programmed=False` (`Pending`) on listener `name` when one of its sockets failed.
+fn mark_listener(
+    name: &str,
+    conditions: &mut [Condition],
+    sockets: &[(SocketAddr, &str)],
+    failures: &BTreeMap<SocketAddr, String>,
+) {
+    let mine = sockets
+        .iter()
+        .filter(|(a, n)| *n == name && failures.contains_key(a))
+        .map(|(a, _)| a);
+    let what = describe(mine, failures);
+    if what.is_empty() {
+        return;
+    }
+    if let Some(c) = programmed_true(conditions) {
+        set_false(
+            c,
+            REASON_PENDING,
+            format!("not listening on {what}; retrying"),
+        );
+    }
+}
+
 fn overlay(
     status: &mut GatewayStatus,
     sockets: &[(SocketAddr, &str)],
@@ -121,21 +172,7 @@ fn overlay(
         .collect();
     failed.sort();
     for l in status.listeners.iter_mut().flatten() {
-        let mine = sockets
-            .iter()
-            .filter(|(a, name)| *name == l.name && failures.contains_key(a))
-            .map(|(a, _)| a);
-        let what = describe(mine, failures);
-        if what.is_empty() {
-            continue;
-        }
-        if let Some(c) = programmed_true(&mut l.conditions) {
-            set_false(
-                c,
-                REASON_PENDING,
-                format!("not listening on {what}; retrying"),
-            );
-        }
+        mark_listener(&l.name, &mut l.conditions, sockets, failures);
     }
     if let Some(c) = status.conditions.as_deref_mut().and_then(programmed_true) {
         set_false(

@@ -120,7 +120,7 @@ pub fn build_table(
                 if !s.members.contains(&(gi, li)) {
                     s.members.push((gi, li));
                 }
-                let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
+                let source = l.source(g.namespace, g.name);
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
                     &l.tls
                 {

@@ -62,22 +62,33 @@ pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
     let mut marks: Vec<Option<&'static str>> = vec![None; n];
     for i in 0..n {
         for j in 0..n {
-            if i == j
-                || listeners[i].port != listeners[j].port
-                || listeners[i].protocol.is_udp() != listeners[j].protocol.is_udp()
-            {
+            if i == j {
                 continue;
             }
-            let (a, b) = (&listeners[i], &listeners[j]);
-            if a.protocol != b.protocol {
-                marks[i] = Some(REASON_PROTOCOL_CONFLICT);
-            } else if a.hostname == b.hostname && marks[i].is_none() {
-                marks[i] = Some(REASON_HOSTNAME_CONFLICT);
+            match clash(&listeners[j], &listeners[i]) {
+                Some(REASON_PROTOCOL_CONFLICT) => marks[i] = Some(REASON_PROTOCOL_CONFLICT),
+                Some(reason) if marks[i].is_none() => marks[i] = Some(reason),
+                _ => {}
             }
         }
     }
     for (l, m) in listeners.iter_mut().zip(marks) {
         l.conflict = m;
+    }
+}
+
+/// Why `later` cannot share its port with `earlier`: `ProtocolConflict` when they speak
+/// different protocols, `HostnameConflict` when they have the same protocol and hostname;
+/// `None` when they do not conflict (other port, or UDP beside a TCP based protocol).
+pub fn clash(earlier: &ListenerModel<'_>, later: &ListenerModel<'_>) -> Option<&'static str> {
+    if earlier.port != later.port || earlier.protocol.is_udp() != later.protocol.is_udp() {
+        None
+    } else if earlier.protocol != later.protocol {
+        Some(REASON_PROTOCOL_CONFLICT)
+    } else if earlier.hostname == later.hostname {
+        Some(REASON_HOSTNAME_CONFLICT)
+    } else {
+        None
     }
 }
 

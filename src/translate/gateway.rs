@@ -69,6 +69,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
@@ -130,6 +131,10 @@ pub struct GatewayModel<'a> {
     pub listeners: Vec<ListenerModel<'a>>,
     /// `spec.tls.backend.clientCertificateRef`: `None` when unset.
     pub backend_identity: Option<Result<Arc<BackendIdentity>, TlsRefError>>,
+    /// How many ListenerSets were accepted onto the Gateway (`status.attachedListenerSets`);
+    /// `None` (the field left out) when the Gateway has no `allowedListeners` and no
+    /// ListenerSet names it.
+    pub listener_sets: Option<i32>,
 }
 
 /// Where a Gateway's listeners bind.
@@ -205,14 +210,20 @@ impl<'a> GatewayModel<'a> {
             address_error,
             parameters_error,
             listeners,
+            listener_sets: gateway.spec.allowed_listeners.as_ref().map(|_| 0),
         }
+    }
+
+    /// The Gateway's own listeners (those of its spec), without ListenerSets'.
+    pub fn own_listeners(&self) -> impl Iterator<Item = &ListenerModel<'a>> {
+        self.listeners.iter().filter(|l| l.origin.is_none())
     }
 
     /// Accepted: parameters and addresses usable and at least one accepted listener.
     pub fn accepted(&self) -> bool {
         self.parameters_error.is_none()
             && self.address_error.is_none()
-            && self.listeners.iter().any(ListenerModel::usable)
+            && self.own_listeners().any(ListenerModel::usable)
     }
 
     /// The port a listener's socket binds, or `None` while its Gateway's Service maps no port
@@ -229,8 +240,7 @@ impl<'a> GatewayModel<'a> {
     pub fn status(&self) -> GatewayStatus {
         let s = &self.stamp;
         let invalid: Vec<&str> = self
-            .listeners
-            .iter()
+            .own_listeners()
             .filter(|l| !l.valid())
             .map(|l| l.spec.name.as_str())
             .collect();
@@ -256,7 +266,7 @@ impl<'a> GatewayModel<'a> {
             )
         } else if !invalid.is_empty() {
             let msg = format!("listeners not valid: {}", invalid.join(", "));
-            let programmed = if self.listeners.iter().any(ListenerModel::valid) {
+            let programmed = if self.own_listeners().any(ListenerModel::valid) {
                 s.ok(
                     PROGRAMMED,
                     REASON_PROGRAMMED,
@@ -328,18 +338,18 @@ impl<'a> GatewayModel<'a> {
         }
         GatewayStatus {
             addresses,
-            attached_listener_sets: None,
+            attached_listener_sets: self.listener_sets,
             conditions: Some(conditions),
             listeners: Some(
-                self.listeners
-                    .iter()
+                self.own_listeners()
                     .map(|l| self.listener_status(l))
                     .collect(),
             ),
         }
     }
 
-    fn listener_status(&self, l: &ListenerModel<'_>) -> GatewayStatusListeners {
+    /// The status of one listener, the Gateway's own or a ListenerSet's.
+    pub fn listener_status(&self, l: &ListenerModel<'_>) -> GatewayStatusListeners {
         let s = &self.stamp;
         let accepted = if !l.protocol.is_supported() {
             s.fail(
@@ -368,7 +378,10 @@ impl<'a> GatewayModel<'a> {
         } else {
             s.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
         };
-        let programmed = if l.valid() && self.accepted() && self.socket_port(l.port).is_none() {
+        let programmed = if let Some(reason) = l.conflict.filter(|_| l.origin.is_some()) {
+            // A ListenerSet listener names its conflict here too, as GEP-1713 checks.
+            s.fail(PROGRAMMED, reason, "conflicts with an earlier listener")
+        } else if l.valid() && self.accepted() && self.socket_port(l.port).is_none() {
             s.fail(
                 PROGRAMMED,
                 REASON_PENDING,

@@ -16,7 +16,6 @@ use super::listener::intersect_hostnames;
 use super::rules::CompiledRoute;
 use super::{GatewayIndex, TranslateOptions};
 use crate::snapshot::namespace_of;
-use crate::status::GATEWAY_GROUP;
 
 /// A route accepted on a valid listener of an accepted Gateway: it goes into the table.
 #[derive(Debug, Clone)]
@@ -82,18 +81,27 @@ pub fn attach_route(
     let mut parents = Vec::new();
     let mut attachments = Vec::new();
     for parent in route.spec.parent_refs.iter().flatten() {
-        let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
-        let kind = parent.kind.as_deref().unwrap_or("Gateway");
-        if group != GATEWAY_GROUP || kind != "Gateway" {
-            continue;
-        }
         let gw_ns = parent.namespace.as_deref().unwrap_or(route_ns);
-        let Some(gi) = by_name.get(gw_ns, &parent.name) else {
+        let Some(target) = by_name.parent(
+            parent.group.as_deref(),
+            parent.kind.as_deref(),
+            gw_ns,
+            &parent.name,
+        ) else {
             continue;
         };
+        let gi = target.gateway;
         let gateway = &gateways[gi];
         let gateway_accepted = gateway.accepted();
-        let result = select_listeners(parent, gateway, route_ns, hostnames, labels, compiled.kind);
+        let result = select_listeners(
+            parent,
+            gateway,
+            target.set,
+            route_ns,
+            hostnames,
+            labels,
+            compiled.kind,
+        );
         let accepted = match result {
             Ok(selected) => {
                 for (li, effective) in selected {
@@ -160,9 +168,11 @@ fn resolved_refs(compiled: &CompiledRoute, stamp: &Stamp) -> Condition {
 /// The listeners a parentRef attaches to, with the effective hostnames on each; or why none.
 /// The most telling failure wins: no selected listener, then none allowing the route, then
 /// none with an intersecting hostname.
+#[allow(clippy::too_many_arguments)]
 fn select_listeners(
     parent: &HttpRouteParentRefs,
     gateway: &GatewayModel<'_>,
+    set: Option<usize>,
     route_ns: &str,
     hostnames: &[String],
     labels: &BTreeMap<String, String>,
@@ -173,10 +183,11 @@ fn select_listeners(
         .iter()
         .enumerate()
         .filter(|(_, l)| {
-            parent
-                .section_name
-                .as_deref()
-                .is_none_or(|s| s == l.spec.name)
+            l.set() == set
+                && parent
+                    .section_name
+                    .as_deref()
+                    .is_none_or(|s| s == l.spec.name)
                 && parent.port.is_none_or(|p| p == l.spec.port)
         })
         .map(|(i, _)| i)
@@ -188,7 +199,7 @@ fn select_listeners(
         .into_iter()
         .filter(|&i| {
             let l = &gateway.listeners[i];
-            l.accepts(kind) && l.namespaces.allows(gateway.namespace, route_ns, labels)
+            l.accepts(kind) && l.allows_namespace(gateway.namespace, route_ns, labels)
         })
         .collect();
     if allowed.is_empty() {

@@ -64,7 +64,7 @@ pub fn add_l4_sockets(
                 if s.protocol != l.protocol || s.members.contains(&(gi, li)) {
                     continue;
                 }
-                let source = format!("{}/{}/{}", g.namespace, g.name, l.spec.name);
+                let source = l.source(g.namespace, g.name);
                 let certificate = match &l.tls {
                     ListenerTls::Ready(c) | ListenerTls::Stale { certificate: c, .. } => Some(c),
                     _ => None,

@@ -166,11 +166,11 @@ pub fn attach_l4_routes<'s>(
     let mut out = Vec::new();
     for view in &views {
         let ns = namespace_of(view.meta);
-        if !view
-            .parents
-            .iter()
-            .any(|p| by_name.get(p.namespace.unwrap_or(ns), p.name).is_some())
-        {
+        if !view.parents.iter().any(|p| {
+            by_name
+                .parent(p.group, p.kind, p.namespace.unwrap_or(ns), p.name)
+                .is_some()
+        }) {
             continue;
         }
         let route_labels = labels.get(ns).unwrap_or(&no_labels);
@@ -182,14 +182,16 @@ pub fn attach_l4_routes<'s>(
         let mut parents = Vec::new();
         let mut attachments = Vec::new();
         for parent in &view.parents {
-            let group = parent.group.unwrap_or(GATEWAY_GROUP);
-            if group != GATEWAY_GROUP || parent.kind.unwrap_or("Gateway") != "Gateway" {
-                continue;
-            }
-            let Some(gi) = by_name.get(parent.namespace.unwrap_or(ns), parent.name) else {
+            let Some(target) = by_name.parent(
+                parent.group,
+                parent.kind,
+                parent.namespace.unwrap_or(ns),
+                parent.name,
+            ) else {
                 continue;
             };
-            let accepted = match select(view, parent, &gateways[gi], route_labels) {
+            let gi = target.gateway;
+            let accepted = match select(view, parent, &gateways[gi], target.set, route_labels) {
                 Ok(selected) => {
                     for (li, hostnames) in selected {
                         let name = view.meta.name.as_deref().unwrap_or("");
@@ -309,6 +311,7 @@ fn select(
     view: &View<'_>,
     parent: &Parent<'_>,
     gateway: &GatewayModel<'_>,
+    set: Option<usize>,
     labels: &BTreeMap<String, String>,
 ) -> Result<Vec<(usize, Vec<String>)>, AttachError> {
     let route_ns = namespace_of(view.meta);
@@ -317,7 +320,8 @@ fn select(
         .iter()
         .enumerate()
         .filter(|(_, l)| {
-            parent.section_name.is_none_or(|s| s == l.spec.name)
+            l.set() == set
+                && parent.section_name.is_none_or(|s| s == l.spec.name)
                 && parent.port.is_none_or(|p| p == l.spec.port)
         })
         .map(|(i, _)| i)
@@ -330,7 +334,7 @@ fn select(
         .into_iter()
         .filter(|&i| {
             let l = &gateway.listeners[i];
-            l.accepts(kind) && l.namespaces.allows(gateway.namespace, route_ns, labels)
+            l.accepts(kind) && l.allows_namespace(gateway.namespace, route_ns, labels)
         })
         .collect();
     if allowed.is_empty() {

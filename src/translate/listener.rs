@@ -132,9 +132,47 @@ pub struct ListenerModel<'a> {
     pub namespaces: NamespacePolicy,
     /// `(kind, namespace, name)` of every route accepted on this listener.
     pub attached: HashSet<(&'static str, &'a str, &'a str)>,
+    /// The ListenerSet (its index among the translation's ListenerSets, its namespace and
+    /// name) that contributed the listener; `None` for the Gateway's own listeners. Routes
+    /// reach a listener only through a parentRef to the object that declares it.
+    pub origin: Option<(usize, &'a str, &'a str)>,
 }
 
 impl ListenerModel<'_> {
+    /// True when a route in `route_ns` (with `labels`) passes `allowedRoutes.namespaces`:
+    /// `Same` is the namespace of the object declaring the listener (the Gateway in
+    /// `gateway_ns`, or the ListenerSet).
+    pub fn allows_namespace(
+        &self,
+        gateway_ns: &str,
+        route_ns: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        let home = self.origin.map_or(gateway_ns, |(_, ns, _)| ns);
+        self.namespaces.allows(home, route_ns, labels)
+    }
+
+    /// How the table names the listener among a socket's sources:
+    /// `namespace/gateway/listener` for a Gateway's own, and
+    /// `namespace/gateway/ListenerSet/set-namespace/set-name/listener` for a ListenerSet's, so
+    /// that a ListenerSet listener is never taken for a Gateway listener of the same name.
+    pub fn source(&self, gateway_ns: &str, gateway: &str) -> String {
+        match self.origin {
+            None => format!("{gateway_ns}/{gateway}/{}", self.spec.name),
+            Some((_, ns, name)) => {
+                format!(
+                    "{gateway_ns}/{gateway}/ListenerSet/{ns}/{name}/{}",
+                    self.spec.name
+                )
+            }
+        }
+    }
+
+    /// The ListenerSet index of the listener, `None` for a Gateway's own.
+    pub fn set(&self) -> Option<usize> {
+        self.origin.map(|(i, _, _)| i)
+    }
+
     /// True when routes of `kind` may attach: the kind the listener's protocol carries (HTTPS
     /// only in Terminate mode), and among the allowed kinds. Routes attach (and are counted)
     /// even while the listener's certificates do not resolve.
@@ -217,6 +255,7 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         conflict: None,
         namespaces,
         attached: HashSet::new(),
+        origin: None,
     }
 }
 

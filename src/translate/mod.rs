@@ -23,6 +23,9 @@ mod kinds_conflict;
 mod l4build;
 mod l4route;
 mod listener;
+mod listenerset;
+#[cfg(test)]
+mod listenerset_tests;
 mod moved;
 mod parameters;
 mod ports;
@@ -58,7 +61,7 @@ pub use listener::intersect_hostnames;
 pub use parameters::{resolve_parameters, InvalidParameters, ParametersRef};
 pub use ports::{PortMap, PortMapError};
 pub use rules::MatchError;
-pub use tls::{referenced_secrets, TlsRefError};
+pub use tls::{referenced_listener_set_secrets, referenced_secrets, TlsRefError};
 
 /// The controller name a GatewayClass must carry in `spec.controllerName` for us to own it.
 pub const DEFAULT_CONTROLLER_NAME: &str = "edgeplane.dev/gateway-controller";
@@ -133,6 +136,7 @@ fn translate_cached(
             ));
         }
     }
+    let set_inputs = listenerset::inputs(snapshot);
     let mut certificates = tls::Certificates::new(snapshot, served);
     let mut frontends = frontend::Frontends::new(snapshot);
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
@@ -152,10 +156,17 @@ fn translate_cached(
         })
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
-    conflicts::mark_socket_conflicts(&mut gateways);
-    let by_name = GatewayIndex::new(&gateways);
-
     let labels = namespace_labels(snapshot);
+    let sets = listenerset::join(
+        &set_inputs,
+        &mut gateways,
+        &labels,
+        &mut certificates,
+        &mut frontends,
+    );
+    conflicts::mark_socket_conflicts(&mut gateways);
+    let by_name = GatewayIndex::new(&gateways, &sets);
+
     let tokens = cache.faces().tokens(&gateways, &labels, options);
     let mut compiler = cache.begin(snapshot);
     let mut compiled = Vec::new();
@@ -170,7 +181,14 @@ fn translate_cached(
         };
         let http = snapshot.http_routes.iter().map(|r| {
             let parents = r.spec.parent_refs.iter().flatten();
-            let names = parents.map(|p| (p.namespace.as_deref(), p.name.as_str()));
+            let names = parents.map(|p| {
+                (
+                    p.group.as_deref(),
+                    p.kind.as_deref(),
+                    p.namespace.as_deref(),
+                    p.name.as_str(),
+                )
+            });
             (
                 Source::Http(r),
                 &r.metadata,
@@ -179,7 +197,14 @@ fn translate_cached(
         });
         let grpc = snapshot.grpc_routes.iter().map(|r| {
             let parents = r.spec.parent_refs.iter().flatten();
-            let names = parents.map(|p| (p.namespace.as_deref(), p.name.as_str()));
+            let names = parents.map(|p| {
+                (
+                    p.group.as_deref(),
+                    p.kind.as_deref(),
+                    p.namespace.as_deref(),
+                    p.name.as_str(),
+                )
+            });
             (
                 Source::Grpc(r),
                 &r.metadata,
@@ -236,6 +261,16 @@ fn translate_cached(
         options,
         &mut report,
     );
+    for set in &sets {
+        let status = set.status(&gateways[set.gateway], options);
+        report.entries.push(ObjectStatus::new(
+            ObjectKind::ListenerSet,
+            Some(set.namespace),
+            set.name,
+            set.generation,
+            StatusBody::ListenerSet(status),
+        ));
+    }
     for g in &gateways {
         let status = g.status();
         report.entries.push(ObjectStatus::new(
@@ -324,15 +359,30 @@ fn gateway_parameters(
     resolve_parameters(snapshot, &ParametersRef::of_gateway(reference, ns)).err()
 }
 
-/// True when some parentRef (namespace, name) of the route names one of our Gateways (cheap
-/// pre-check, so routes of other controllers cost nothing).
+/// A parentRef as `(group, kind, namespace, name)`, unset fields `None`.
+type ParentName<'p> = (Option<&'p str>, Option<&'p str>, Option<&'p str>, &'p str);
+
+/// True when some parentRef of the route names one of our Gateways or a ListenerSet on one
+/// (cheap pre-check, so routes of other controllers cost nothing).
 fn names_our_gateway<'p>(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    mut parents: impl Iterator<Item = (Option<&'p str>, &'p str)>,
+    mut parents: impl Iterator<Item = ParentName<'p>>,
     by_name: &GatewayIndex<'_>,
 ) -> bool {
     let ns = namespace_of(meta);
-    parents.any(|(namespace, name)| by_name.get(namespace.unwrap_or(ns), name).is_some())
+    parents.any(|(group, kind, namespace, name)| {
+        by_name
+            .parent(group, kind, namespace.unwrap_or(ns), name)
+            .is_some()
+    })
+}
+
+/// The Gateway a parentRef reaches, and the ListenerSet (its index) when it names one: routes
+/// attach only to the listeners of the object they name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ParentTarget {
+    pub gateway: usize,
+    pub set: Option<usize>,
 }
 
 /// Gateways scanned in a list up to this many; hashed beyond.
@@ -343,17 +393,50 @@ const GATEWAYS_SCANNED: usize = 8;
 pub(crate) struct GatewayIndex<'a> {
     list: Vec<(&'a str, &'a str)>,
     map: HashMap<(&'a str, &'a str), usize>,
+    /// ListenerSets naming one of our Gateways: `(namespace, name)` -> (Gateway, set index).
+    sets: HashMap<(&'a str, &'a str), (usize, usize)>,
 }
 
 impl<'a> GatewayIndex<'a> {
-    fn new(gateways: &[gateway::GatewayModel<'a>]) -> Self {
+    fn new(gateways: &[gateway::GatewayModel<'a>], sets: &[listenerset::SetModel<'a>]) -> Self {
+        let sets = sets
+            .iter()
+            .map(|s| ((s.namespace, s.name), (s.gateway, s.index)))
+            .collect();
         let list: Vec<(&str, &str)> = gateways.iter().map(|g| (g.namespace, g.name)).collect();
         let map = if list.len() > GATEWAYS_SCANNED {
             list.iter().enumerate().map(|(i, &k)| (k, i)).collect()
         } else {
             HashMap::new()
         };
-        Self { list, map }
+        Self { list, map, sets }
+    }
+
+    /// What a parentRef `group`/`kind` `namespace/name` reaches: one of our Gateways, or a
+    /// ListenerSet naming one; `None` for anything else.
+    pub(crate) fn parent(
+        &self,
+        group: Option<&str>,
+        kind: Option<&str>,
+        namespace: &str,
+        name: &str,
+    ) -> Option<ParentTarget> {
+        if group.unwrap_or(crate::status::GATEWAY_GROUP) != crate::status::GATEWAY_GROUP {
+            return None;
+        }
+        match kind.unwrap_or("Gateway") {
+            "Gateway" => self
+                .get(namespace, name)
+                .map(|gateway| ParentTarget { gateway, set: None }),
+            listenerset::LISTENER_SET => {
+                let &(gateway, set) = self.sets.get(&(namespace, name))?;
+                Some(ParentTarget {
+                    gateway,
+                    set: Some(set),
+                })
+            }
+            _ => None,
+        }
     }
 
     /// The index of Gateway `namespace/name` (the last one, should the name repeat).

@@ -21,7 +21,6 @@ use super::listener::{ListenerModel, NamespacePolicy, HTTP_ROUTE_KINDS};
 use super::rules::CompiledRoute;
 use super::{GatewayIndex, TranslateOptions};
 use crate::snapshot::namespace_of;
-use crate::status::GATEWAY_GROUP;
 
 /// The token of a namespace the snapshot does not have: its labels are derived from its name.
 const ABSENT_NAMESPACE: u64 = 0;
@@ -36,6 +35,8 @@ struct ListenerFace {
     accepts: [bool; 2],
     valid: bool,
     namespaces: NamespacePolicy,
+    /// The ListenerSet that contributed it: its index, namespace and name (routes name it).
+    origin: Option<(usize, String, String)>,
 }
 
 /// What attachment reads of one Gateway: its namespace, whether it is accepted, and its
@@ -56,6 +57,9 @@ impl GatewayFace {
             accepts: HTTP_ROUTE_KINDS.map(|k| l.accepts(k)),
             valid: l.valid(),
             namespaces: l.namespaces.clone(),
+            origin: l
+                .origin
+                .map(|(i, ns, name)| (i, ns.to_owned(), name.to_owned())),
         };
         Self {
             namespace: g.namespace.to_owned(),
@@ -167,14 +171,15 @@ fn parents<'r>(
         .iter()
         .flatten()
         .filter_map(move |p| {
-            let group = p.group.as_deref().unwrap_or(GATEWAY_GROUP);
-            let kind = p.kind.as_deref().unwrap_or("Gateway");
-            if group != GATEWAY_GROUP || kind != "Gateway" {
-                return None;
-            }
             let gi = inputs
                 .by_name
-                .get(p.namespace.as_deref().unwrap_or(ns), &p.name)?;
+                .parent(
+                    p.group.as_deref(),
+                    p.kind.as_deref(),
+                    p.namespace.as_deref().unwrap_or(ns),
+                    &p.name,
+                )?
+                .gateway;
             Some((gi, inputs.tokens.gateways[gi]))
         })
 }

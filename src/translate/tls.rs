@@ -129,6 +129,17 @@ impl<'a> Certificates<'a> {
     /// Validates the TLS configuration of an HTTPS listener of a Gateway in `gateway_ns`. Every
     /// certificateRef must resolve (the first refused one names the reason); the first one serves.
     pub fn listener(&mut self, gateway_ns: &str, spec: &GatewayListeners) -> ListenerTls {
+        self.listener_of("Gateway", gateway_ns, spec)
+    }
+
+    /// [`Certificates::listener`] for a listener declared by an object of kind `from` (a
+    /// Gateway or a ListenerSet) in `gateway_ns`: ReferenceGrants must name that kind.
+    pub fn listener_of(
+        &mut self,
+        from: &'static str,
+        gateway_ns: &str,
+        spec: &GatewayListeners,
+    ) -> ListenerTls {
         if !ListenerProtocol::parse(&spec.protocol).carries_tls() {
             return ListenerTls::Plain;
         }
@@ -148,7 +159,7 @@ impl<'a> Certificates<'a> {
         let mut first = None;
         let mut stale = None;
         for r in refs {
-            match self.resolve(gateway_ns, r) {
+            match self.resolve(from, gateway_ns, r) {
                 Ok(c) => {
                     first.get_or_insert(c);
                 }
@@ -175,7 +186,7 @@ impl<'a> Certificates<'a> {
         gateway_ns: &str,
         r: &GatewayTlsBackendClientCertificateRef,
     ) -> Result<Arc<Certificate>, TlsRefError> {
-        self.resolve(gateway_ns, &as_certificate_ref(r))
+        self.resolve("Gateway", gateway_ns, &as_certificate_ref(r))
     }
 
     /// The certificate the previous table served from the Secret `e` is about, when `e` is
@@ -187,10 +198,11 @@ impl<'a> Certificates<'a> {
     /// One certificateRef: kind and permission, then the Secret and its contents.
     fn resolve(
         &mut self,
+        from: &'static str,
         gateway_ns: &str,
         r: &GatewayListenersTlsCertificateRefs,
     ) -> Result<Arc<Certificate>, TlsRefError> {
-        let (ns, _) = permitted_secret(&self.grants, gateway_ns, r)?;
+        let (ns, _) = permitted_secret(&self.grants, from, gateway_ns, r)?;
         let key = (ns.to_owned(), r.name.clone());
         if let Some(done) = self.parsed.get(&key) {
             return done.clone();
@@ -243,10 +255,12 @@ fn as_certificate_ref(
     }
 }
 
-/// The Secret `(namespace, name)` a certificateRef of a Gateway in `gateway_ns` names, when
-/// it is a core Secret and the reference is permitted (same namespace, or a ReferenceGrant).
+/// The Secret `(namespace, name)` a certificateRef of an object of kind `from` (Gateway or
+/// ListenerSet) in `gateway_ns` names, when it is a core Secret and the reference is permitted
+/// (same namespace, or a ReferenceGrant from that kind).
 fn permitted_secret<'r>(
     grants: &Grants<'_>,
+    from: &'static str,
     gateway_ns: &'r str,
     r: &'r GatewayListenersTlsCertificateRefs,
 ) -> Result<(&'r str, &'r str), TlsRefError> {
@@ -262,7 +276,7 @@ fn permitted_secret<'r>(
     let ns = r.namespace.as_deref().unwrap_or(gateway_ns);
     let from = RefSide {
         group: GATEWAY_GROUP,
-        kind: "Gateway",
+        kind: from,
         namespace: gateway_ns,
     };
     let to = RefSide {
@@ -297,7 +311,7 @@ pub fn referenced_secrets(
             .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
             .flatten();
         for r in refs {
-            if let Ok((ns, name)) = permitted_secret(&grants, gw_ns, r) {
+            if let Ok((ns, name)) = permitted_secret(&grants, "Gateway", gw_ns, r) {
                 out.insert((ns.to_owned(), name.to_owned()));
             }
         }
@@ -308,7 +322,39 @@ pub fn referenced_secrets(
             .and_then(|t| t.backend.as_ref()?.client_certificate_ref.as_ref())
             .map(as_certificate_ref);
         if let Some(r) = &client {
-            if let Ok((ns, name)) = permitted_secret(&grants, gw_ns, r) {
+            if let Ok((ns, name)) = permitted_secret(&grants, "Gateway", gw_ns, r) {
+                out.insert((ns.to_owned(), name.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// `(namespace, name)` of every Secret a listener of `sets` may use (a ListenerSet's
+/// certificateRefs, permitted by ReferenceGrants from ListenerSets), as [`referenced_secrets`]
+/// for Gateways.
+pub fn referenced_listener_set_secrets(
+    sets: &[Arc<gateway_api::apis::standard::listenersets::ListenerSet>],
+    grants: &[Arc<ReferenceGrant>],
+) -> BTreeSet<(String, String)> {
+    let grants = Grants::new(grants);
+    let mut out = BTreeSet::new();
+    for set in sets {
+        let set_ns = namespace_of(&set.metadata);
+        let refs = set
+            .spec
+            .listeners
+            .iter()
+            .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
+            .flatten();
+        for r in refs {
+            let r = GatewayListenersTlsCertificateRefs {
+                group: r.group.clone(),
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+                namespace: r.namespace.clone(),
+            };
+            if let Ok((ns, name)) = permitted_secret(&grants, "ListenerSet", set_ns, &r) {
                 out.insert((ns.to_owned(), name.to_owned()));
             }
         }

@@ -15,8 +15,8 @@ use crate::harness::Env;
 use crate::report::Result as Verdict;
 use crate::report::GATEWAY_HTTP;
 use crate::{
-    backend_tls, backends, client_certs, extended, gateway, grpc, httproute, redirects, references,
-    skipped, tls,
+    backend_tls, backends, client_certs, extended, gateway, grpc, httproute, listenerset,
+    redirects, references, skipped, tls,
 };
 
 /// A scenario body: runs against a started environment.
@@ -523,6 +523,7 @@ pub fn all() -> Vec<Scenario> {
     ]
     .into_iter()
     .chain(grpc::scenarios())
+    .chain(listenerset::scenarios())
     .chain(crate::l4_scenarios::all())
     .chain(skipped::all())
     .collect()

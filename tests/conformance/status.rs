@@ -58,7 +58,13 @@ where
 pub struct Report(pub StatusReport);
 
 impl Report {
-    fn object(&self, kind: &str, ns: Option<&str>, name: &str) -> Result<(&Value, i64), String> {
+    /// The status of `kind` `ns/name` and its generation.
+    pub fn object(
+        &self,
+        kind: &str,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(&Value, i64), String> {
         let o = self
             .0
             .get(kind.parse().map_err(|e| format!("{e}"))?, ns, name)
@@ -120,7 +126,7 @@ pub fn cond(holder: &Value, ty: &str, status: &str, reason: &str) -> Outcome {
 }
 
 /// `conditionsMatch`: every expected condition is present.
-fn conds(holder: &Value, expected: &[Cond]) -> Outcome {
+pub fn conds(holder: &Value, expected: &[Cond]) -> Outcome {
     expected
         .iter()
         .try_for_each(|c| cond(holder, c.0, c.1, c.2))
@@ -206,17 +212,23 @@ pub fn gateway_ready(r: &Report, ns: &str, gw: &str) -> Outcome {
 /// `GatewayStatusMustHaveListeners`: latest generation, then exactly `expected` listeners.
 pub fn gateway_listeners(r: &Report, ns: &str, gw: &str, expected: &[Listener]) -> Outcome {
     gateway_conditions(r, ns, gw, &[])?;
-    let status = r.gateway(ns, gw)?;
+    listeners_exactly(&format!("Gateway {ns}/{gw}"), r.gateway(ns, gw)?, expected)
+}
+
+/// The `listeners[]` of a Gateway or ListenerSet status (`what` names it) are exactly
+/// `expected`: names, `supportedKinds` as a set, `attachedRoutes` and conditions.
+pub fn listeners_exactly(what: &str, status: &Value, expected: &[Listener]) -> Outcome {
+    let owner = what;
     let actual: Vec<&Value> = items(&status["listeners"]).collect();
     if actual.len() != expected.len() {
         return Err(format!(
-            "Gateway {ns}/{gw}: {} listeners in status, want {}",
+            "{owner}: {} listeners in status, want {}",
             actual.len(),
             expected.len()
         ));
     }
     for e in expected {
-        let what = format!("Gateway {ns}/{gw} listener {}", e.name);
+        let what = format!("{owner} listener {}", e.name);
         let l = actual
             .iter()
             .find(|l| l["name"] == e.name)
@@ -272,6 +284,8 @@ pub fn gateway_zero_routes(r: &Report, ns: &str, gw: &str) -> Outcome {
 /// An expected `status.parents[]` entry of a route.
 #[derive(Debug, Clone)]
 pub struct Parent {
+    /// `Gateway` or `ListenerSet`.
+    pub kind: &'static str,
     pub namespace: String,
     pub name: String,
     pub section: Option<&'static str>,
@@ -283,11 +297,20 @@ impl Parent {
     /// Gateway `ns/name` with the expected conditions.
     pub fn gateway(ns: &str, name: &str, conditions: &[Cond]) -> Self {
         Self {
+            kind: "Gateway",
             namespace: ns.to_owned(),
             name: name.to_owned(),
             section: None,
             port: None,
             conditions: conditions.to_vec(),
+        }
+    }
+
+    /// ListenerSet `ns/name` with the expected conditions.
+    pub fn listener_set(ns: &str, name: &str, conditions: &[Cond]) -> Self {
+        Self {
+            kind: "ListenerSet",
+            ..Self::gateway(ns, name, conditions)
         }
     }
 
@@ -303,7 +326,7 @@ impl Parent {
         if p["controllerName"] != DEFAULT_CONTROLLER_NAME {
             return Some(format!("controllerName {}", p["controllerName"]));
         }
-        if field("group") != Some(GROUP) || field("kind") != Some("Gateway") {
+        if field("group") != Some(GROUP) || field("kind") != Some(self.kind) {
             return Some(format!("parentRef group/kind {}/{}", r["group"], r["kind"]));
         }
         if field("name") != Some(self.name.as_str()) {

@@ -15,6 +15,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::{HttpRoute, HttpRouteStatus};
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
@@ -269,6 +270,15 @@ impl StatusWriter {
                         diff::patch(e, Carried::Gateway(o.status.as_ref()), rv, &controller)
                     })
                 }
+                ObjectKind::ListenerSet => {
+                    let r = ObjectRef::new(&e.name).within(ns);
+                    let Some(o) = self.stores.of::<ListenerSet>().get(&r) else {
+                        continue;
+                    };
+                    self.plan_one(key, revision, &*o, |rv| {
+                        diff::patch(e, Carried::ListenerSet(o.status.as_ref()), rv, &controller)
+                    })
+                }
                 ObjectKind::HttpRoute => {
                     let r = ObjectRef::new(&e.name).within(ns);
                     let Some(o) = self.stores.of::<HttpRoute>().get(&r) else {
@@ -472,6 +482,9 @@ impl StatusWriter {
         let result = match w.key.kind {
             ObjectKind::GatewayClass => patch_status::<GatewayClass>(Api::all(client), &w).await,
             ObjectKind::Gateway => patch_status::<Gateway>(Api::namespaced(client, ns), &w).await,
+            ObjectKind::ListenerSet => {
+                patch_status::<ListenerSet>(Api::namespaced(client, ns), &w).await
+            }
             ObjectKind::HttpRoute => {
                 patch_status::<HttpRoute>(Api::namespaced(client, ns), &w).await
             }
