@@ -10,7 +10,9 @@ fuzz_target!(|data: &[u8]| {
     let whole = parse_client_hello(data);
     if let Hello::Complete(Some(name)) = &whole {
         assert!(!name.is_empty());
-        assert!(name.bytes().all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase()));
+        assert!(name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase()));
         let mut longer = data.to_vec();
         longer.extend_from_slice(b"trailing");
         assert_eq!(parse_client_hello(&longer), whole);
