@@ -63,6 +63,12 @@ pub fn resolve_policies<'a>(
     stamp: impl Fn(Option<i64>) -> Stamp,
     controller: &str,
 ) -> PolicyOutput<'a> {
+    if policies.is_empty() {
+        return PolicyOutput {
+            by_port: BTreeMap::new(),
+            statuses: Vec::new(),
+        };
+    }
     let resolved: Vec<Resolved> = policies.iter().map(|p| resolve(p, frontends)).collect();
     let claims: Vec<Claim<'_>> = policies
         .iter()

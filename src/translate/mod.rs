@@ -282,10 +282,17 @@ fn translate_cached(
         ));
     }
     cache.finish(compiler);
+    // Which Gateways reach which Service ports matters only for policies' ancestors: without
+    // policies, no pass over every route's backends.
+    let used = if snapshot.backend_tls_policies.is_empty() {
+        BTreeMap::new()
+    } else {
+        services_used(&compiled)
+    };
     let policies = backend_tls::resolve_policies(
         &snapshot.backend_tls_policies,
         &snapshot.services,
-        &services_used(&compiled),
+        &used,
         &gateways,
         &mut frontends,
         |generation| conditions::Stamp {
