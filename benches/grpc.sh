@@ -118,7 +118,13 @@ events { worker_connections 4096; }
 http {
     access_log off;
     client_body_temp_path $work/nginx;
-    upstream grpc_backend { server 127.0.0.1:$backend_port; keepalive 64; }
+    # The default (1000 calls) ends each client connection early; h2load does not reconnect.
+    keepalive_requests 100000000;
+    upstream grpc_backend {
+        server 127.0.0.1:$backend_port;
+        keepalive 64;
+        keepalive_requests 100000000;
+    }
     server {
         listen 127.0.0.1:$nginx_port http2;
         location / { grpc_pass grpc://grpc_backend; }
@@ -131,7 +137,6 @@ pids+=($!)
 cat >"$work/haproxy.cfg" <<CONF
 global
     nbthread 1
-    maxconn 20000
 defaults
     mode http
     timeout connect 5s
@@ -196,7 +201,8 @@ for port in "$nginx_port" "$haproxy_port"; do
         call "$port" 1 1 1 >"$work/probe" 2>&1 && grep -q '1 succeeded' "$work/probe" && break
         sleep 0.1
     done
-    grep -q '1 succeeded' "$work/probe" || die "no gRPC call through the peer on port $port succeeded"
+    grep -q '1 succeeded' "$work/probe" ||
+        die "no gRPC call through the peer on port $port succeeded: $(cat "$work/probe" "$work/haproxy.log" "$work/nginx/error.log" 2>/dev/null)"
 done
 
 direct=$(measure "$backend_port")
