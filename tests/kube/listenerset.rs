@@ -1,6 +1,6 @@
 //! ListenerSets in Kubernetes mode through the API emulator: the controller watches them,
-//! serves their listeners on the Gateway's Service port, and writes their status and the
-//! Gateway's `attachedListenerSets`.
+//! serves their listeners on the Gateway's Service ports (a port only a ListenerSet declares
+//! included), and writes their status and the Gateway's `attachedListenerSets`.
 
 use serde_json::json;
 
@@ -23,6 +23,8 @@ async fn listener_set_is_served_and_its_status_written() {
         "metadata": {"namespace": "team", "name": "extra"},
         "spec": {"parentRef": {"name": "gw", "namespace": "web"}, "listeners": [
             {"name": "shop", "port": 80, "protocol": "HTTP", "hostname": "shop.example.com",
+             "allowedRoutes": {"namespaces": {"from": "All"}}},
+            {"name": "shop-alt", "port": 8080, "protocol": "HTTP", "hostname": "shop.example.com",
              "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
     );
     let mut r = route("web", "r", "gw", "shop.example.com", "/", "svc-a");
@@ -34,6 +36,12 @@ async fn listener_set_is_served_and_its_status_written() {
     let port = wait_gateway_port(&api, "web", "gw", 80).await;
     replica
         .wait_for(port, "shop.example.com", "/x", 200, Some("pod-a"), T)
+        .await
+        .unwrap();
+    // A port only the ListenerSet declares gets a port on the Gateway's Service too.
+    let alt = wait_gateway_port(&api, "web", "gw", 8080).await;
+    replica
+        .wait_for(alt, "shop.example.com", "/x", 200, Some("pod-a"), T)
         .await
         .unwrap();
     let written = api
@@ -54,6 +62,8 @@ async fn listener_set_is_served_and_its_status_written() {
     );
     assert_eq!(ls["status"]["listeners"][0]["name"], "shop");
     assert_eq!(ls["status"]["listeners"][0]["attachedRoutes"], 1);
+    assert_eq!(ls["status"]["listeners"][1]["name"], "shop-alt");
+    assert_eq!(ls["status"]["listeners"][1]["attachedRoutes"], 1);
     let counted = api
         .wait_until(T, |a| {
             let gw = a.object("gateways", "web", "gw").unwrap_or_default();

@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayAllowedListenersNamespacesFrom as AllowedFrom,
+};
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -218,11 +221,24 @@ pub fn allocate_ports(
     Ok(out)
 }
 
-/// The Service the leader keeps for `gateway`, owned by its (cluster-scoped) GatewayClass.
+/// The Service the leader keeps for `gateway`, owned by its (cluster-scoped) GatewayClass,
+/// for the Gateway's own listeners.
 pub fn desired_service(
     gateway: &Gateway,
     class: &GatewayClass,
     ports: &BTreeMap<u16, u16>,
+    options: &ServiceOptions,
+) -> Service {
+    desired_service_for(gateway, class, ports, &exposed_ports(gateway, &[]), options)
+}
+
+/// [`desired_service`] exposing `exposed` (see [`exposed_ports`]): the Gateway's listeners and
+/// those its ListenerSets add.
+pub fn desired_service_for(
+    gateway: &Gateway,
+    class: &GatewayClass,
+    ports: &BTreeMap<u16, u16>,
+    exposed: &BTreeMap<u16, Transports>,
     options: &ServiceOptions,
 ) -> Service {
     let ns = namespace_of(&gateway.metadata);
@@ -250,7 +266,8 @@ pub fn desired_service(
                 ports
                     .iter()
                     .flat_map(|(port, target)| {
-                        let (tcp, udp) = transports(gateway, *port);
+                        let t = exposed.get(port).copied().unwrap_or_default();
+                        let (tcp, udp) = (t.tcp || !t.udp, t.udp);
                         let entry = move |protocol: &str, suffix: &str| ServicePort {
                             name: Some(format!("port-{port}{suffix}")),
                             port: i32::from(*port),
@@ -270,23 +287,67 @@ pub fn desired_service(
     }
 }
 
-/// Whether the Gateway's listeners on `port` need a TCP and a UDP Service port: UDP listeners
-/// a UDP one, every other protocol a TCP one (a port with no listener keeps TCP).
-fn transports(gateway: &Gateway, port: u16) -> (bool, bool) {
-    let on_port = gateway
+/// Which transports the listeners on one port use: UDP listeners need a UDP Service port,
+/// every other protocol a TCP one (a port with neither keeps TCP).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transports {
+    pub tcp: bool,
+    pub udp: bool,
+}
+
+/// The listener ports a Gateway's Service exposes, with their transports: the Gateway's own
+/// listeners, and those of the ListenerSets whose `parentRef` names it when its
+/// `allowedListeners` takes ListenerSets from their namespace (`Same`, `All`; with `Selector`
+/// every naming ListenerSet counts: a port whose listeners the translator then refuses is
+/// exposed but bound by no replica, so connections to it are refused).
+pub fn exposed_ports(gateway: &Gateway, sets: &[Arc<ListenerSet>]) -> BTreeMap<u16, Transports> {
+    let ns = namespace_of(&gateway.metadata);
+    let name = gateway.metadata.name.as_deref().unwrap_or("");
+    let from = gateway
+        .spec
+        .allowed_listeners
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref())
+        .and_then(|n| n.from.as_ref());
+    let takes = |set_ns: &str| match from {
+        None | Some(AllowedFrom::None) => false,
+        Some(AllowedFrom::Same) => set_ns == ns,
+        Some(AllowedFrom::All | AllowedFrom::Selector) => true,
+    };
+    let own = gateway
         .spec
         .listeners
         .iter()
-        .filter(|l| l.port == i32::from(port));
-    let (mut tcp, mut udp) = (false, false);
-    for l in on_port {
-        if l.protocol == "UDP" {
-            udp = true;
+        .map(|l| (l.port, l.protocol.as_str()));
+    let joined = sets
+        .iter()
+        .filter(|s| {
+            let p = &s.spec.parent_ref;
+            let set_ns = namespace_of(&s.metadata);
+            p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                && p.name == name
+                && p.namespace.as_deref().unwrap_or(set_ns) == ns
+                && takes(set_ns)
+        })
+        .flat_map(|s| {
+            s.spec
+                .listeners
+                .iter()
+                .map(|l| (l.port, l.protocol.as_str()))
+        });
+    let mut out: BTreeMap<u16, Transports> = BTreeMap::new();
+    for (port, protocol) in own.chain(joined) {
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        let t = out.entry(port).or_default();
+        if protocol == "UDP" {
+            t.udp = true;
         } else {
-            tcp = true;
+            t.tcp = true;
         }
     }
-    (tcp || !udp, udp)
+    out
 }
 
 /// True when `current` already has what `desired` asks for (ports, type, selector, owner,
@@ -479,5 +540,48 @@ mod tests {
             .push(svc.spec.as_ref().unwrap().ports.as_ref().unwrap()[2].clone());
         assert!(!service_matches(&tcp_only, &svc));
         assert!(service_matches(&svc, &svc));
+    }
+
+    #[test]
+    fn listener_sets_add_the_ports_their_gateway_takes() {
+        let gw: Gateway = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "web", "name": "gw"},
+            "spec": {"gatewayClassName": "c",
+                "allowedListeners": {"namespaces": {"from": "Same"}},
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}
+        }))
+        .unwrap();
+        let set = |ns: &str, parent: &str, port: i32, protocol: &str| {
+            Arc::new(
+                serde_json::from_value::<ListenerSet>(serde_json::json!({
+                    "metadata": {"namespace": ns, "name": "s"},
+                    "spec": {"parentRef": {"name": parent, "namespace": "web"},
+                        "listeners": [{"name": "l", "port": port, "protocol": protocol}]}
+                }))
+                .unwrap(),
+            )
+        };
+        let sets = [
+            set("web", "gw", 8080, "HTTP"),
+            set("web", "gw", 53, "UDP"),
+            set("other", "gw", 9090, "HTTP"),
+            set("web", "another", 7070, "HTTP"),
+        ];
+        let tcp = Transports {
+            tcp: true,
+            udp: false,
+        };
+        let udp = Transports {
+            tcp: false,
+            udp: true,
+        };
+        assert_eq!(
+            exposed_ports(&gw, &sets),
+            BTreeMap::from([(53, udp), (80, tcp), (8080, tcp)])
+        );
+        // Without allowedListeners, ListenerSets add nothing.
+        let mut closed = gw.clone();
+        closed.spec.allowed_listeners = None;
+        assert_eq!(exposed_ports(&closed, &sets), BTreeMap::from([(80, tcp)]));
     }
 }

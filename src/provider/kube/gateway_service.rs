@@ -8,14 +8,16 @@ use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::binding::{
-    allocate_ports, desired_service, label_value, owner_gateway, service_matches, service_name,
-    service_ports, PortsExhausted, ServiceOptions, CLASS_FINALIZER, GATEWAY_FINALIZER,
+    allocate_ports, desired_service_for, exposed_ports, label_value, owner_gateway,
+    service_matches, service_name, service_ports, PortsExhausted, ServiceOptions, CLASS_FINALIZER,
+    GATEWAY_FINALIZER,
 };
 use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
@@ -91,6 +93,7 @@ impl Keeper {
             .filter(|c| c.spec.controller_name == self.controller_name)
             .collect();
         let gateways = stores.of::<Gateway>().state();
+        let listener_sets = stores.of::<ListenerSet>().state();
         let services: Vec<Arc<Service>> = stores
             .of::<Service>()
             .state()
@@ -113,7 +116,8 @@ impl Keeper {
                 self.clean_up(gw, &ns, &name).await
             } else if let Some(class) = class {
                 live.insert(service_name(&ns, &name));
-                self.ensure(gw, class, &services, &mut used).await
+                self.ensure(gw, class, &listener_sets, &services, &mut used)
+                    .await
             } else {
                 Ok(0)
             };
@@ -171,6 +175,7 @@ impl Keeper {
         &mut self,
         gw: &Gateway,
         class: &GatewayClass,
+        listener_sets: &[Arc<ListenerSet>],
         services: &[Arc<Service>],
         used: &mut BTreeSet<u16>,
     ) -> Result<usize, ServiceError> {
@@ -195,12 +200,8 @@ impl Keeper {
         for t in existing.values() {
             used.remove(t);
         }
-        let wanted: BTreeSet<u16> = gw
-            .spec
-            .listeners
-            .iter()
-            .filter_map(|l| u16::try_from(l.port).ok())
-            .collect();
+        let exposed = exposed_ports(gw, listener_sets);
+        let wanted: BTreeSet<u16> = exposed.keys().copied().collect();
         let label = label_value(ns, &name);
         let ports = allocate_ports(
             &label,
@@ -211,7 +212,7 @@ impl Keeper {
             self.options.port_count,
         )?;
         used.extend(ports.values().copied());
-        let desired = desired_service(gw, class, &ports, &self.options);
+        let desired = desired_service_for(gw, class, &ports, &exposed, &self.options);
         let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
         match current {
             Some(c) if service_matches(c, &desired) => {
