@@ -304,24 +304,21 @@ pub fn referenced_secrets(
     let mut out = BTreeSet::new();
     for gw in gateways {
         let gw_ns = namespace_of(&gw.metadata);
-        let refs = gw
-            .spec
-            .listeners
-            .iter()
-            .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
-            .flatten();
-        for r in refs {
-            if let Ok((ns, name)) = permitted_secret(&grants, "Gateway", gw_ns, r) {
-                out.insert((ns.to_owned(), name.to_owned()));
-            }
-        }
+        // The backend client certificate is read with a listener certificate's rules.
         let client = gw
             .spec
             .tls
             .as_ref()
             .and_then(|t| t.backend.as_ref()?.client_certificate_ref.as_ref())
             .map(as_certificate_ref);
-        if let Some(r) = &client {
+        let refs = gw
+            .spec
+            .listeners
+            .iter()
+            .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
+            .flatten()
+            .chain(client.iter());
+        for r in refs {
             if let Ok((ns, name)) = permitted_secret(&grants, "Gateway", gw_ns, r) {
                 out.insert((ns.to_owned(), name.to_owned()));
             }
@@ -466,7 +463,9 @@ mod tests {
     fn only_same_namespace_or_granted_secrets_are_referenced() {
         let gw: Gateway = serde_json::from_value(serde_json::json!({
             "metadata": {"namespace": "web", "name": "gw"},
-            "spec": {"gatewayClassName": "c", "listeners": [
+            "spec": {"gatewayClassName": "c",
+                "tls": {"backend": {"clientCertificateRef": {"name": "client"}}},
+                "listeners": [
                 {"name": "a", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [
                     {"name": "local"},
                     {"name": "shared", "namespace": "certs"},
@@ -483,10 +482,11 @@ mod tests {
         }))
         .unwrap();
         let got = referenced_secrets(&[Arc::new(gw)], &[Arc::new(grant)]);
-        let want: BTreeSet<(String, String)> = [("certs", "shared"), ("web", "local")]
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
+        let want: BTreeSet<(String, String)> =
+            [("certs", "shared"), ("web", "client"), ("web", "local")]
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
         assert_eq!(got, want);
     }
 }
