@@ -20,7 +20,7 @@ use edgeplane::metrics::Metrics;
 use edgeplane::provider::kube::{KubeOptions, KubeProvider};
 use edgeplane::proxy::Proxy;
 use edgeplane::reconcile::{Published, ReconcileOptions, Reconciler};
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use kube::api::PostParams;
 use kube::Api;
 use serde_json::{json, Value};

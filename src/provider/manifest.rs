@@ -258,7 +258,7 @@ pub fn merge_string_data(mut secret: Secret) -> Secret {
 
 #[cfg(test)]
 mod tests {
-    use gateway_api::apis::standard::httproutes::HttpRoute;
+    use gateway_api::apis::experimental::httproutes::HttpRoute;
     use k8s_openapi::api::core::v1::Namespace;
 
     use super::*;

@@ -7,12 +7,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use gateway_api::apis::experimental::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicyStatus, BackendTlsPolicyStatusAncestors,
 };
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gateway_api::apis::standard::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
 use gateway_api::apis::standard::listenersets::ListenerSetStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

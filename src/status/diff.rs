@@ -4,10 +4,10 @@
 //! other controllers' kept, guarded by the read `resourceVersion`), and the transitions that
 //! deserve an Event. Pure: the writer sends what this returns.
 
+use gateway_api::apis::experimental::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatus;
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gateway_api::apis::standard::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
 use gateway_api::apis::standard::listenersets::ListenerSetStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::Serialize;

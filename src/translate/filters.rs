@@ -2,7 +2,7 @@
 //! CORS, and RequestMirror targets (left for `rules` to resolve). Invalid or unsupported filters
 //! are errors that make their rule invalid. Pure.
 
-use gateway_api::apis::standard::httproutes::{
+use gateway_api::apis::experimental::httproutes::{
     HttpRouteRulesBackendRefsFilters, HttpRouteRulesFilters as Filter, HttpRouteRulesFiltersCors,
     HttpRouteRulesFiltersRequestMirror,
     HttpRouteRulesFiltersRequestRedirectPathType as RedirectPathType,
@@ -100,6 +100,7 @@ fn type_name(t: &Type) -> &'static str {
         Type::UrlRewrite => "URLRewrite",
         Type::ExtensionRef => "ExtensionRef",
         Type::Cors => "CORS",
+        Type::ExternalAuth => "ExternalAuth",
     }
 }
 
@@ -194,7 +195,7 @@ pub fn compile_filters(
                 let spec = f.cors.as_ref().ok_or(FilterError::Missing(name))?;
                 set_once(&mut out.cors, cors(spec)?, name)?;
             }
-            Type::ExtensionRef => return Err(FilterError::Unsupported(name)),
+            Type::ExtensionRef | Type::ExternalAuth => return Err(FilterError::Unsupported(name)),
         }
     }
     if out.redirect.is_some() && out.rewrite.is_some() {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gateway_api::apis::standard::httproutes::{
+use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteStatus, HttpRouteStatusParents,
     HttpRouteStatusParentsParentRef,
 };

@@ -23,8 +23,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
 use super::build::HostCache;

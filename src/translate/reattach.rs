@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 
 use super::gateway::GatewayModel;
 use super::httproute::{attach_route, Attached};

@@ -5,12 +5,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::{
+use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType as HType,
     HttpRouteRulesMatchesMethod as M, HttpRouteRulesMatchesPathType as PType,
     HttpRouteRulesMatchesQueryParamsType as QType,
 };
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use http::{HeaderName, Method};
 
 use super::backends::{BackendError, BackendRef, Backends};

@@ -2,7 +2,7 @@
 //! patches of every type, server-side apply, the status subresource, generation, finalizers
 //! and Leases.
 
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

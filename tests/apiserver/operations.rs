@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteStatus};
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::{HttpRoute, HttpRouteStatus};
 use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use k8s_openapi::api::core::v1::ObjectReference;

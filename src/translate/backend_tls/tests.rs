@@ -47,7 +47,7 @@ const CA: &str = "caCertificateRefs: [{group: \"\", kind: ConfigMap, name: ca}]"
 
 /// Routes of `gw` to ports 443 and 8443 of Services `a` and `b`, and to `unused` from a route
 /// of another controller's Gateway.
-fn routes() -> Vec<Arc<gateway_api::apis::standard::httproutes::HttpRoute>> {
+fn routes() -> Vec<Arc<gateway_api::apis::experimental::httproutes::HttpRoute>> {
     vec![
         object(
             "metadata: {name: r, namespace: infra}\n\
