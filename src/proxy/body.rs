@@ -14,6 +14,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use super::balance::Picked;
 use super::conn::InFlight;
 use super::error::ClientBodyError;
 use super::{BoxError, ProxyBody};
@@ -100,13 +101,16 @@ impl Body for ClientBody {
 pub(crate) struct Tracked {
     inner: ProxyBody,
     _in_flight: InFlight,
+    /// The endpoint that answered: the request counts as in flight on it until the body is sent.
+    _endpoint: Option<Picked>,
 }
 
 impl Tracked {
-    pub(crate) fn new(inner: ProxyBody, in_flight: InFlight) -> Self {
+    pub(crate) fn new(inner: ProxyBody, in_flight: InFlight, endpoint: Option<Picked>) -> Self {
         Self {
             inner,
             _in_flight: in_flight,
+            _endpoint: endpoint,
         }
     }
 }

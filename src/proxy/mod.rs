@@ -9,10 +9,12 @@
 //! (hop-by-hop and forwarded headers), `trusted` (the trusted proxies), `error` (the status
 //! mapping), `l4` (TLS passthrough and terminate, TCP and UDP forwarding).
 
+mod balance;
 mod body;
 mod conn;
 mod detect;
 mod error;
+mod forward;
 mod gate;
 mod headers;
 mod l4;
@@ -76,6 +78,8 @@ pub(crate) struct Shared {
     metrics: Arc<Metrics>,
     options: ProxyOptions,
     upstreams: upstream::Upstreams,
+    /// Endpoint state (in-flight requests, health), shared across tables.
+    backends: balance::Backends,
     tunnels: Arc<upgrade::Tunnels>,
 }
 
@@ -100,6 +104,7 @@ impl Proxy {
                 metrics,
                 options,
                 upstreams,
+                backends: balance::Backends::default(),
                 tunnels: Arc::default(),
             }),
             listeners: listener::Listeners::default(),

@@ -3,11 +3,10 @@
 //! mirrors -> forward (within the rule's timeouts) -> response filters -> metrics. The table is loaded once per request, so a request finishes on the table it
 //! started with however often the table is swapped meanwhile.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
@@ -15,9 +14,11 @@ use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
+use super::balance::Picked;
 use super::body::{ClientBody, Tracked};
 use super::conn::Activity;
 use super::error::ProxyError;
+use super::forward::Exchange;
 use super::gate::{self, Target};
 use super::headers::{client_address, set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
@@ -29,7 +30,7 @@ use super::upstream_tls::UpstreamTls;
 use super::{ProxyBody, Shared};
 use crate::table::{
     is_grpc, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef,
-    RouteRule, RouteTable, Scheme, ServiceBackend, Timeouts, UpstreamProtocol, WeightedBackend,
+    RouteRule, RouteTable, Scheme, ServiceBackend, UpstreamProtocol, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -91,10 +92,13 @@ impl Handler {
         let start = Instant::now();
         let table = self.shared.table.load_full();
         let mut route = None;
+        let mut endpoint = None;
         let body_idle = Arc::new(AtomicBool::new(false));
         let limit = self.shared.options.body_idle_timeout;
         let req = req.map(|b| ClientBody::new(b, limit, body_idle.clone()));
-        let served = self.serve(&table, req, &mut route, start).await;
+        let served = self
+            .serve(&table, req, &mut route, &mut endpoint, start)
+            .await;
         // A stalled body makes the upstream exchange fail: the client's fault, not the backend's.
         let served = match served {
             Err(_) if body_idle.load(Ordering::Acquire) => Err(ProxyError::BodyTimeout(limit)),
@@ -114,7 +118,9 @@ impl Handler {
         };
         let outcome = Outcome { route, response };
         self.record(&outcome, start);
-        outcome.response.map(|body| Tracked::new(body, in_flight))
+        outcome
+            .response
+            .map(|body| Tracked::new(body, in_flight, endpoint))
     }
 
     async fn serve(
@@ -122,6 +128,7 @@ impl Handler {
         table: &RouteTable,
         req: Request<ClientBody>,
         route_label: &mut Option<Arc<RouteRef>>,
+        endpoint: &mut Option<Picked>,
         start: Instant,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let listener = self.find_listener(table)?;
@@ -151,7 +158,6 @@ impl Handler {
             None => HeaderMap::new(),
         };
         let (backend, service) = pick_backend(&rule)?;
-        let endpoint = pick_endpoint(&service)?;
         let protocol = rule.upstream_protocol(&service);
         // WebSocket handshakes go through to HTTP/1 backends only.
         let upgrade = websocket_upgrade(req.headers())
@@ -168,14 +174,15 @@ impl Handler {
             restore_upgrade_headers(req.headers_mut(), value);
             client
         });
-        let send = self
-            .shared
-            .upstreams
-            .send(protocol, endpoint, tls.as_ref(), req);
-        let upstream_limit = self.shared.options.upstream_response_timeout;
-        let mut resp = within_timeouts(send, rule.filters.timeouts, upstream_limit, start)
-            .await
-            .map_err(ProxyError::blame_client_body)?;
+        let exchange = Exchange {
+            service: &service,
+            protocol,
+            tls: tls.as_ref(),
+            timeouts: rule.filters.timeouts,
+            start,
+        };
+        let (mut resp, picked) = self.forward(exchange, req).await?;
+        *endpoint = Some(picked);
         let switched = match upgrade {
             Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
@@ -424,32 +431,6 @@ fn http_version(protocol: UpstreamProtocol) -> Version {
         UpstreamProtocol::Http1 => Version::HTTP_11,
         UpstreamProtocol::H2c => Version::HTTP_2,
     }
-}
-
-/// Phase 8: the upstream exchange, bounded by the rule's `timeouts.request` (counted from the
-/// start of the request) and `timeouts.backendRequest` (counted from now), and by the proxy's
-/// `upstream` response timeout (from now) whichever ends first.
-async fn within_timeouts<T>(
-    exchange: impl Future<Output = Result<T, ProxyError>>,
-    timeouts: Timeouts,
-    upstream: Duration,
-    start: Instant,
-) -> Result<T, ProxyError> {
-    let now = Instant::now();
-    let (at, which, after) = [
-        timeouts.request.map(|d| (start + d, "request", d)),
-        timeouts
-            .backend_request
-            .map(|d| (now + d, "backendRequest", d)),
-        Some((now + upstream, "upstream response", upstream)),
-    ]
-    .into_iter()
-    .flatten()
-    .min_by_key(|(at, _, _)| *at)
-    .unwrap_or((now + upstream, "upstream response", upstream));
-    tokio::time::timeout_at(at.into(), exchange)
-        .await
-        .map_err(|_| ProxyError::Timeout { which, after })?
 }
 
 /// The proxy's own answer to a CORS preflight: 200, no body, the filter's headers (none when

@@ -436,7 +436,9 @@ mod tests {
                 port: 80,
             },
             endpoints: vec![],
+            terminating: vec![],
             protocol: Default::default(),
+            balance: Default::default(),
         });
         let m = |fraction| Mirror {
             backend: backend.clone(),

@@ -12,6 +12,7 @@ mod l4;
 mod matchers;
 mod model;
 mod path;
+mod resilience;
 mod tls;
 mod x509;
 
@@ -35,4 +36,5 @@ pub use model::{
     ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 pub use path::PathIndex;
+pub use resilience::{Balance, HashOn, RetryPolicy, SessionKind, SessionPersistence};
 pub use tls::{Certificate, CertificateError, ServedCertificates, TlsListener, TlsListeners};

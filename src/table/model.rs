@@ -14,6 +14,7 @@ use super::host::HostIndex;
 use super::l4::L4Routes;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
+use super::resilience::{Balance, RetryPolicy, SessionPersistence};
 use super::tls::TlsListeners;
 
 /// The whole data-plane configuration at one point in time. The proxy loads it once per request,
@@ -298,6 +299,12 @@ pub struct RuleFilters {
     /// `rules[].timeouts` (set on rule filters only).
     #[serde(skip_serializing_if = "Timeouts::is_empty")]
     pub timeouts: Timeouts,
+    /// `rules[].retry` (set on rule filters only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// `rules[].sessionPersistence` (set on rule filters only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionPersistence>,
 }
 
 /// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.
@@ -374,13 +381,21 @@ impl std::fmt::Display for ServiceKey {
     }
 }
 
-/// A Service port resolved to ready endpoints.
+/// A Service port resolved to its endpoints.
 #[derive(Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceBackend {
     pub service: ServiceKey,
+    /// Ready endpoints: the ones that take requests.
     pub endpoints: Vec<SocketAddr>,
+    /// Endpoints still serving but terminating: used only while no endpoint is ready (as
+    /// kube-proxy does), so a Service whose every pod is rolling keeps answering.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub terminating: Vec<SocketAddr>,
     pub protocol: UpstreamProtocol,
+    /// How a request picks an endpoint.
+    #[serde(skip_serializing_if = "Balance::is_default")]
+    pub balance: Balance,
 }
 
 /// How the proxy talks to a backend (from the Service port's `appProtocol`).

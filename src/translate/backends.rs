@@ -392,7 +392,9 @@ impl<'a> Backends<'a> {
         let backend = Arc::new(ServiceBackend {
             service: key.clone(),
             endpoints,
+            terminating: Vec::new(),
             protocol,
+            balance: Default::default(),
         });
         self.resolved
             .insert((svc_ns, svc_name, port), backend.clone());

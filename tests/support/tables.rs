@@ -29,7 +29,9 @@ pub fn service_with(
             port: 80,
         },
         endpoints: endpoints.to_vec(),
+        terminating: Vec::new(),
         protocol,
+        balance: Default::default(),
     })
 }
 
