@@ -42,6 +42,13 @@ pub struct Metrics {
     /// protocol (`tcp`, `tls`, `udp`) and reason (`no_route`, `unknown_sni`, `not_tls`,
     /// `invalid_backend`, `no_endpoints`, `connect_error`, `handshake`, `session_limit`).
     pub l4_dropped: IntCounterVec,
+    /// Endpoints ejected by outlier detection, by Service (`namespace/name:port`).
+    pub outlier_ejections: IntCounterVec,
+    /// Endpoints currently ejected by outlier detection.
+    pub outlier_ejected: IntGauge,
+    /// Requests refused by a circuit breaker, by Service and limit (`max-requests`,
+    /// `max-pending`, `max-connections`).
+    pub overloaded: IntCounterVec,
 }
 
 impl Metrics {
@@ -131,8 +138,32 @@ impl Metrics {
             &["protocol", "reason"],
         )
         .expect("valid metric");
+        let outlier_ejections = IntCounterVec::new(
+            Opts::new(
+                "outlier_ejections_total",
+                "Endpoints ejected by outlier detection, by Service",
+            ),
+            &["service"],
+        )
+        .expect("valid metric");
+        let outlier_ejected = IntGauge::new(
+            "outlier_ejected_endpoints",
+            "Endpoints currently ejected by outlier detection",
+        )
+        .expect("valid metric");
+        let overloaded = IntCounterVec::new(
+            Opts::new(
+                "overloaded_total",
+                "Requests refused by a Service's circuit breaker, by limit",
+            ),
+            &["service", "limit"],
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(outlier_ejections.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(outlier_ejected.clone()),
+            Box::new(overloaded.clone()),
+            Box::new(requests.clone()),
             Box::new(l4_dropped.clone()),
             Box::new(certificate_expiry.clone()),
             Box::new(request_seconds.clone()),
@@ -161,6 +192,9 @@ impl Metrics {
             connections_closed,
             request_errors,
             l4_dropped,
+            outlier_ejections,
+            outlier_ejected,
+            overloaded,
         })
     }
 

@@ -12,6 +12,10 @@ use super::ProxyBody;
 use crate::request::{HostError, PathError};
 use crate::table::ServiceKey;
 
+/// Header of a 503 a circuit breaker caused, naming the limit (`max-requests`, `max-pending`,
+/// `max-connections`): clients and dashboards tell shedding from a backend's own 503.
+pub const OVERLOADED: &str = "x-edgeplane-overloaded";
+
 /// Marks an error of the client's request body (a malformed chunk, a reset stream) as it passes
 /// through the upstream client, so the failure is blamed on the client, not the backend.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +100,12 @@ pub enum ProxyError {
     /// The Service is resolved but has no ready endpoints.
     #[error("backend {service} has no ready endpoints")]
     NoEndpoints { service: ServiceKey },
+    /// The Service is over a circuit-breaker limit: refused at once rather than queued.
+    #[error("backend {service} is over its {} limit", limit.as_str())]
+    Overloaded {
+        service: ServiceKey,
+        limit: super::balance::Overload,
+    },
     /// The upstream URI could not be built from the (rewritten) request.
     #[error("cannot build upstream request: {0}")]
     BadUpstreamRequest(String),
@@ -174,7 +184,7 @@ impl ProxyError {
             Self::InvalidBackend { .. } | Self::NoBackend | Self::BadUpstreamRequest(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            Self::NoEndpoints { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NoEndpoints { .. } | Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::ConnectIo { .. }
             | Self::UpstreamHttp { .. }
             | Self::UpstreamTls { .. }
@@ -219,6 +229,10 @@ impl ProxyError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
+        if let Self::Overloaded { limit, .. } = self {
+            resp.headers_mut()
+                .insert(OVERLOADED, HeaderValue::from_static(limit.as_str()));
+        }
         resp
     }
 }

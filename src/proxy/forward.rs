@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 
-use super::balance::{Outcome, PickRequest, Picked};
+use super::balance::{hash_key, Outcome, PickRequest, Picked};
 use super::error::ProxyError;
 use super::pool::ResponseBody;
 use super::service::Handler;
@@ -33,10 +33,12 @@ impl Handler {
         exchange: Exchange<'_>,
         req: Request<UpstreamBody>,
     ) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
-        let picked = self
-            .shared
-            .backends
-            .pick(exchange.service, &PickRequest::default())?;
+        let hash = hash_key(&exchange.service.balance, req.headers(), self.peer.ip());
+        let pick = PickRequest {
+            hash,
+            ..PickRequest::default()
+        };
+        let picked = self.shared.backends.pick(exchange.service, &pick)?;
         let send = self
             .shared
             .upstreams

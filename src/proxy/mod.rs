@@ -40,7 +40,8 @@ use bytes::Bytes;
 use crate::metrics::Metrics;
 use crate::table::RouteTable;
 
-pub use error::{Fault, ProxyError};
+pub use balance::{BreakerLimits, OutlierOptions, Overload};
+pub use error::{Fault, ProxyError, OVERLOADED};
 pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use l4::{parse_client_hello, Hello};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
@@ -98,13 +99,19 @@ impl Proxy {
         options: ProxyOptions,
     ) -> Arc<Self> {
         let upstreams = upstream::Upstreams::new(&options);
+        let backends = balance::Backends::new(
+            options.outlier.clone(),
+            options.breaker.clone(),
+            metrics.clone(),
+            upstreams.endpoints(),
+        );
         Arc::new(Self {
             shared: Arc::new(Shared {
                 table,
                 metrics,
                 options,
                 upstreams,
-                backends: balance::Backends::default(),
+                backends,
                 tunnels: Arc::default(),
             }),
             listeners: listener::Listeners::default(),

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::balance::{BreakerLimits, OutlierOptions};
 use super::TrustedProxies;
 use crate::request::PathPolicy;
 
@@ -59,6 +60,10 @@ pub struct ProxyOptions {
     /// every other peer they are replaced. None by default: a client's own claims are never
     /// passed on unless an operator names the proxies in front.
     pub trusted_proxies: TrustedProxies,
+    /// Passive outlier detection: when endpoints are ejected from balancing, for how long.
+    pub outlier: OutlierOptions,
+    /// Circuit-breaker limits per Service (requests, pending requests, connections).
+    pub breaker: BreakerLimits,
 }
 
 impl Default for ProxyOptions {
@@ -80,6 +85,8 @@ impl Default for ProxyOptions {
             udp_idle_timeout: Duration::from_secs(60),
             path_policy: PathPolicy::default(),
             trusted_proxies: TrustedProxies::default(),
+            outlier: OutlierOptions::default(),
+            breaker: BreakerLimits::default(),
         }
     }
 }

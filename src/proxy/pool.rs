@@ -24,6 +24,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::balance::{ConnGuard, Endpoints};
 use super::error::ProxyError;
 use super::upstream::UpstreamBody;
 use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
@@ -34,6 +35,8 @@ type Connection = http1::Connection<TokioIo<UpstreamIo>, UpstreamBody>;
 struct Conn {
     sender: http1::SendRequest<UpstreamBody>,
     conn: Connection,
+    /// Counts the connection on its endpoint (circuit breaking) while it lives.
+    counted: ConnGuard,
 }
 
 impl Conn {
@@ -68,6 +71,8 @@ pub struct Http1Pool {
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
+    /// Where open connections are counted per endpoint.
+    endpoints: Arc<Endpoints>,
 }
 
 impl Http1Pool {
@@ -79,9 +84,15 @@ impl Http1Pool {
             max_idle,
             idle_timeout,
             connect_timeout,
+            endpoints: Arc::default(),
         };
         pool.start_sweeper();
         pool
+    }
+
+    /// The per-endpoint state that open connections are counted in.
+    pub fn endpoints(&self) -> Arc<Endpoints> {
+        self.endpoints.clone()
     }
 
     /// Sends `req` (origin-form URI, `Host` naming the site) on a pooled or new connection,
@@ -152,8 +163,15 @@ impl Http1Pool {
         tls: Option<&UpstreamTls>,
         req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, ProxyError> {
-        let Conn { mut sender, conn } = *self.connect(endpoint, tls).await?;
-        tokio::spawn(conn.with_upgrades());
+        let Conn {
+            mut sender,
+            conn,
+            counted,
+        } = *self.connect(endpoint, tls).await?;
+        tokio::spawn(async move {
+            let _counted = counted;
+            conn.with_upgrades().await
+        });
         let resp = sender
             .send_request(req)
             .await
@@ -198,7 +216,12 @@ impl Http1Pool {
             .handshake(TokioIo::new(io))
             .await
             .map_err(upstream_error(endpoint))?;
-        Ok(Box::new(Conn { sender, conn }))
+        let counted = self.endpoints.connection(endpoint);
+        Ok(Box::new(Conn {
+            sender,
+            conn,
+            counted,
+        }))
     }
 
     /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones

@@ -25,7 +25,7 @@ use super::mirror::{spawn_mirror, tee};
 use super::pool::ResponseBody;
 use super::tls::TlsInfo;
 use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
-use super::upstream::{pick_endpoint, UpstreamBody};
+use super::upstream::UpstreamBody;
 use super::upstream_tls::UpstreamTls;
 use super::{ProxyBody, Shared};
 use crate::table::{
@@ -223,7 +223,10 @@ impl Handler {
             .iter()
             .chain(&backend.filters.mirrors)
             .filter(|m| m.sampled(fastrand::u64(..)))
-            .filter_map(|m| pick_endpoint(&m.backend).ok().map(|e| (m, e)))
+            .filter_map(|m| {
+                let endpoint = self.shared.backends.mirror_endpoint(&m.backend);
+                endpoint.ok().map(|e| (m, e))
+            })
             .collect();
         let (parts, body) = req.into_parts();
         let (body, copies) = tee(body, targets.len());

@@ -2,7 +2,7 @@
 //! HTTP/1.1 connections driven by the requests that use them (`pool`: idle connections capped
 //! per endpoint and closed after the pool idle timeout), and one multiplexed HTTP/2 (h2c prior knowledge) connection per endpoint whose
 //! requests carry the client's authority as `:authority`, let go when unused for the idle
-//! timeout; endpoint choice.
+//! timeout. Endpoint choice is `balance`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,11 +18,12 @@ use http_body_util::combinators::UnsyncBoxBody;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
+use super::balance::Endpoints;
 use super::error::ProxyError;
 use super::pool::{connect_tcp, Http1Pool, ResponseBody};
 use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
 use super::{BoxError, ProxyOptions};
-use crate::table::{ServiceBackend, UpstreamProtocol};
+use crate::table::UpstreamProtocol;
 
 /// Interval of HTTP/2 pings on h2c upstream connections.
 const H2C_PING_INTERVAL: Duration = Duration::from_secs(30);
@@ -50,14 +51,20 @@ impl Upstreams {
             options.connect_timeout,
         );
         Self {
-            http1,
             h2c: H2cPool {
+                endpoints: http1.endpoints(),
                 conns: Arc::new(Mutex::new(HashMap::new())),
                 connect_timeout: options.connect_timeout,
                 idle_timeout: options.upstream_idle_timeout,
                 next_id: Arc::new(AtomicU64::new(0)),
             },
+            http1,
         }
+    }
+
+    /// The per-endpoint state both pools count their open connections in.
+    pub(super) fn endpoints(&self) -> Arc<Endpoints> {
+        self.http1.endpoints()
     }
 
     /// Sends `req` (origin-form URI, `Host` header naming the site) to `endpoint` with the pool
@@ -128,6 +135,8 @@ struct H2cPool {
     connect_timeout: Duration,
     idle_timeout: Duration,
     next_id: Arc<AtomicU64>,
+    /// Where open connections are counted per endpoint.
+    endpoints: Arc<Endpoints>,
 }
 
 impl H2cPool {
@@ -175,7 +184,12 @@ impl H2cPool {
             })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let last_used = Arc::new(Mutex::new(tokio::time::Instant::now()));
-        tokio::spawn(self.clone().run(key, id, last_used.clone(), conn));
+        let counted = self.endpoints.connection(endpoint);
+        let run = self.clone().run(key, id, last_used.clone(), conn);
+        tokio::spawn(async move {
+            let _counted = counted;
+            run.await
+        });
         if let Ok(mut conns) = self.conns.lock() {
             // Endpoints come and go with the table: forget connections that have ended, so the
             // map holds live connections only.
@@ -249,17 +263,6 @@ impl H2cPool {
             }
             None => None,
         }
-    }
-}
-
-/// Picks one ready endpoint of `service` uniformly at random, or says there is none (503).
-pub fn pick_endpoint(service: &ServiceBackend) -> Result<SocketAddr, ProxyError> {
-    match service.endpoints.len() {
-        0 => Err(ProxyError::NoEndpoints {
-            service: service.service.clone(),
-        }),
-        1 => Ok(service.endpoints[0]),
-        n => Ok(service.endpoints[fastrand::usize(..n)]),
     }
 }
 

@@ -1,19 +1,37 @@
-//! Endpoint choice and the per-endpoint state behind it, shared by every table so it survives
-//! table swaps: requests in flight per endpoint (for least-request balancing). Keyed by endpoint
-//! address, never by route, so routes sharing a Service share its state.
+//! Endpoint choice and the state behind it, shared by every table so it survives table swaps:
+//! balancing per Service (least request, round robin, consistent hash), passive outlier
+//! detection per endpoint and circuit breaking per Service. Endpoint state is keyed by
+//! address, Service state by Service port, never by route: routes sharing a Service share it.
+
+mod breaker;
+mod endpoints;
+mod key;
+mod outlier;
+mod pick;
+mod ring;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+pub use breaker::{BreakerLimits, Overload};
+pub use endpoints::{ConnGuard, Endpoints};
+pub(crate) use key::hash_key;
+pub use outlier::OutlierOptions;
 
 use super::error::ProxyError;
-use crate::table::ServiceBackend;
+use crate::metrics::Metrics;
+use crate::table::{Balance, ServiceBackend, ServiceKey, UpstreamProtocol};
+use endpoints::EndpointState;
+use outlier::{nanos, Ejections};
+use ring::Ring;
 
 /// What a request brings to endpoint choice.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PickRequest<'a> {
-    /// The request's consistent-hash key, when the Service balances by hash.
+    /// The request's consistent-hash key, when the Service balances by hash ([`hash_key`]).
     pub hash: Option<u64>,
     /// The endpoint the request's session is bound to, if any.
     pub pinned: Option<SocketAddr>,
@@ -30,21 +48,131 @@ pub enum Outcome {
     Failure,
 }
 
-/// State of one endpoint, shared across tables.
-#[derive(Debug, Default)]
-pub struct EndpointState {
-    in_flight: AtomicUsize,
+/// What every Service's state refers to: options, metrics and the clock.
+#[derive(Debug)]
+struct Settings {
+    outlier: OutlierOptions,
+    limits: BreakerLimits,
+    metrics: Arc<Metrics>,
+    endpoints: Arc<Endpoints>,
+    epoch: Instant,
 }
 
-/// The registry of endpoint state.
-#[derive(Debug, Default)]
-pub struct Backends {
-    endpoints: RwLock<HashMap<SocketAddr, Arc<EndpointState>>>,
+impl Settings {
+    /// Nanoseconds since the epoch; never 0.
+    fn now(&self) -> u64 {
+        nanos(self.epoch.elapsed()).saturating_add(1)
+    }
+
+    /// Counts and logs the end of an ejection.
+    fn returned(&self, addr: SocketAddr, service: &dyn std::fmt::Display) {
+        self.endpoints.ejected.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.outlier_ejected.dec();
+        tracing::info!(endpoint = %addr, service = %service, "ejected endpoint returns to balancing");
+    }
 }
+
+/// State of one Service port, shared across tables.
+#[derive(Debug)]
+struct ServiceState {
+    key: ServiceKey,
+    settings: Arc<Settings>,
+    load: breaker::Load,
+    /// Round-robin position.
+    next: AtomicUsize,
+    /// Endpoints at the last pick, for the ejection cap.
+    size: AtomicUsize,
+    ejections: Ejections,
+    /// The hash ring of the endpoint set last hashed over.
+    ring: RwLock<Option<Arc<Ring>>>,
+}
+
+impl ServiceState {
+    /// The ring of `pool`, built once per endpoint set.
+    fn ring(&self, pool: &[SocketAddr]) -> Arc<Ring> {
+        if let Some(r) = self.ring.read().ok().and_then(|r| r.clone()) {
+            if r.serves(pool) {
+                return r;
+            }
+        }
+        let ring = Arc::new(Ring::new(pool));
+        if let Ok(mut slot) = self.ring.write() {
+            *slot = Some(ring.clone());
+        }
+        ring
+    }
+
+    /// Counts a failure of `addr`; ejects it when its run of failures is long enough and the
+    /// Service can spare it.
+    fn failure(&self, addr: SocketAddr, state: &EndpointState) {
+        let s = &self.settings;
+        if !state.health.failure(s.outlier.consecutive_failures) {
+            return;
+        }
+        let size = self.size.load(Ordering::Relaxed);
+        let now = s.now();
+        if let Some(time) = self
+            .ejections
+            .try_eject(addr, &state.health, size, now, &s.outlier)
+        {
+            s.endpoints.ejected.fetch_add(1, Ordering::Relaxed);
+            s.metrics.outlier_ejected.inc();
+            s.metrics
+                .outlier_ejections
+                .with_label_values(&[&self.key.to_string()])
+                .inc();
+            tracing::warn!(
+                endpoint = %addr,
+                service = %self.key,
+                seconds = time.as_secs_f64(),
+                "endpoint ejected after {} consecutive failures",
+                s.outlier.consecutive_failures
+            );
+        }
+    }
+}
+
+/// The registry of endpoint and Service state.
+#[derive(Debug)]
+pub struct Backends {
+    settings: Arc<Settings>,
+    services: RwLock<HashMap<ServiceKey, Arc<ServiceState>>>,
+    /// Service map size at which inserting sweeps.
+    services_sweep_at: AtomicUsize,
+    /// When picks next sweep ended ejections (nanoseconds since the epoch).
+    next_sweep: AtomicU64,
+}
+
+/// Interval of sweeps for ended ejections while some endpoint is ejected.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 impl Backends {
+    /// A registry with the outlier and breaker options, counting connections in `endpoints`
+    /// (the map the upstream pools count into).
+    pub fn new(
+        outlier: OutlierOptions,
+        limits: BreakerLimits,
+        metrics: Arc<Metrics>,
+        endpoints: Arc<Endpoints>,
+    ) -> Self {
+        Self {
+            settings: Arc::new(Settings {
+                outlier,
+                limits,
+                metrics,
+                endpoints,
+                epoch: Instant::now(),
+            }),
+            services: RwLock::default(),
+            services_sweep_at: AtomicUsize::new(64),
+            next_sweep: AtomicU64::new(0),
+        }
+    }
+
     /// Picks an endpoint of `service` for one attempt: a ready one, or a terminating one while
-    /// none is ready; answers 503 when it has neither.
+    /// none is ready, by the Service's balancer, skipping ejected endpoints and those in
+    /// `exclude` while others are left. 503 when the Service has no endpoint or is over a
+    /// circuit-breaker limit.
     pub fn pick(
         &self,
         service: &ServiceBackend,
@@ -55,65 +183,214 @@ impl Backends {
         } else {
             &service.endpoints
         };
-        let fresh: Vec<SocketAddr> = pool
-            .iter()
-            .copied()
-            .filter(|e| !request.exclude.contains(e))
-            .collect();
-        let candidates = if fresh.is_empty() { pool } else { &fresh };
-        let addr = match request.pinned.filter(|p| candidates.contains(p)) {
-            Some(p) => p,
-            None => match candidates.len() {
-                0 => {
-                    return Err(ProxyError::NoEndpoints {
-                        service: service.service.clone(),
-                    })
+        if pool.is_empty() {
+            return Err(ProxyError::NoEndpoints {
+                service: service.service.clone(),
+            });
+        }
+        let svc = self.service(&service.service);
+        if svc.size.load(Ordering::Relaxed) != pool.len() {
+            svc.size.store(pool.len(), Ordering::Relaxed);
+        }
+        let s = &*self.settings;
+        let admitted = svc.load.admit(&s.limits, || {
+            (service.protocol == UpstreamProtocol::Http1)
+                .then(|| pool.iter().map(|a| s.endpoints.connections(*a)).sum())
+        });
+        if let Err(limit) = admitted {
+            s.metrics
+                .overloaded
+                .with_label_values(&[&service.service.to_string(), limit.as_str()])
+                .inc();
+            return Err(ProxyError::Overloaded {
+                service: service.service.clone(),
+                limit,
+            });
+        }
+        // From here the slots are held by `Picked` (or given back below).
+        let now = (s.endpoints.ejected.load(Ordering::Relaxed) > 0).then(|| self.now_sweeping());
+        let ejected = |a: SocketAddr| match now {
+            None => false,
+            Some(now) => s.endpoints.get(a).is_some_and(|e| {
+                if e.health.take_return(now) {
+                    s.returned(a, &service.service);
                 }
-                n => {
-                    let at = request.hash.unwrap_or_else(|| fastrand::u64(..));
-                    candidates[(at % n as u64) as usize]
-                }
-            },
+                e.health.is_ejected(now)
+            }),
         };
-        Ok(Picked::start(addr, self.state(addr)))
+        let fresh = |a: SocketAddr| !request.exclude.contains(&a) && !ejected(a);
+        let healthy = |a: SocketAddr| !ejected(a);
+        let tiers: [&dyn Fn(SocketAddr) -> bool; 3] = [&fresh, &healthy, &|_| true];
+        let pinned = request.pinned.filter(|p| pool.contains(p) && fresh(*p));
+        let chosen = pinned.or_else(|| {
+            tiers
+                .iter()
+                .find_map(|ok| self.choose(service, &svc, pool, request.hash, *ok))
+        });
+        match chosen {
+            Some(addr) => Ok(Picked::start(addr, self.endpoint(addr), svc)),
+            None => {
+                svc.load.head_done();
+                svc.load.done();
+                Err(ProxyError::NoEndpoints {
+                    service: service.service.clone(),
+                })
+            }
+        }
     }
 
-    /// The state of `addr`, created on first use.
-    fn state(&self, addr: SocketAddr) -> Arc<EndpointState> {
-        if let Some(s) = self
-            .endpoints
-            .read()
-            .ok()
-            .and_then(|m| m.get(&addr).cloned())
+    /// An endpoint for a mirrored copy: not counted, not balanced, but never an ejected one
+    /// while another is left.
+    pub fn mirror_endpoint(&self, service: &ServiceBackend) -> Result<SocketAddr, ProxyError> {
+        let s = &*self.settings;
+        let now = (s.endpoints.ejected.load(Ordering::Relaxed) > 0).then(|| s.now());
+        let healthy = |a: &SocketAddr| {
+            now.is_none_or(|now| {
+                s.endpoints
+                    .get(*a)
+                    .is_none_or(|e| !e.health.is_ejected(now))
+            })
+        };
+        let pool = &service.endpoints;
+        let n = pool.len();
+        if n == 0 {
+            return Err(ProxyError::NoEndpoints {
+                service: service.service.clone(),
+            });
+        }
+        let start = fastrand::usize(..n);
+        let rotated = (0..n).map(|k| pool[(start + k) % n]);
+        Ok(rotated.clone().find(|a| healthy(a)).unwrap_or(pool[start]))
+    }
+
+    fn choose(
+        &self,
+        service: &ServiceBackend,
+        svc: &ServiceState,
+        pool: &[SocketAddr],
+        hash: Option<u64>,
+        ok: &dyn Fn(SocketAddr) -> bool,
+    ) -> Option<SocketAddr> {
+        match (&service.balance, hash) {
+            (Balance::ConsistentHash { .. }, Some(key)) => pick::hashed(&svc.ring(pool), key, ok),
+            (Balance::RoundRobin, _) => pick::round_robin(pool, &svc.next, ok),
+            _ => pick::least_request(pool, ok, |a| self.settings.endpoints.load(a)),
+        }
+    }
+
+    /// The clock, sweeping ended ejections of endpoints no pick looks at any more (they left
+    /// every table) every [`SWEEP_EVERY`].
+    fn now_sweeping(&self) -> u64 {
+        let s = &*self.settings;
+        let now = s.now();
+        let due = self.next_sweep.load(Ordering::Relaxed);
+        let next = now.saturating_add(nanos(SWEEP_EVERY));
+        if now >= due
+            && self
+                .next_sweep
+                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
         {
+            s.endpoints
+                .sweep(|addr, e| self.keep_endpoint(now, addr, e));
+        }
+        now
+    }
+
+    /// Whether unused endpoint state is worth keeping at `now`; reports ended ejections.
+    fn keep_endpoint(&self, now: u64, addr: &SocketAddr, e: &EndpointState) -> bool {
+        let s = &*self.settings;
+        if e.health.take_return(now) {
+            s.returned(*addr, &"(left the table)");
+        }
+        e.health.remembered(now, s.outlier.max_ejection)
+    }
+
+    fn endpoint(&self, addr: SocketAddr) -> Arc<EndpointState> {
+        let s = &*self.settings;
+        s.endpoints
+            .state(addr, |a, e| self.keep_endpoint(s.now(), a, e))
+    }
+
+    /// The state of Service port `key`, created on first use (which may sweep unused ones).
+    fn service(&self, key: &ServiceKey) -> Arc<ServiceState> {
+        if let Some(s) = self.services.read().ok().and_then(|m| m.get(key).cloned()) {
             return s;
         }
-        match self.endpoints.write() {
-            Ok(mut m) => m.entry(addr).or_default().clone(),
-            Err(_) => Arc::default(),
+        let fresh = || {
+            Arc::new(ServiceState {
+                key: key.clone(),
+                settings: self.settings.clone(),
+                load: Default::default(),
+                next: AtomicUsize::new(fastrand::usize(..)),
+                size: AtomicUsize::new(0),
+                ejections: Ejections::default(),
+                ring: RwLock::default(),
+            })
+        };
+        let Ok(mut map) = self.services.write() else {
+            return fresh();
+        };
+        if map.len() >= self.services_sweep_at.load(Ordering::Relaxed) {
+            let now = self.settings.now();
+            map.retain(|_, s| Arc::strong_count(s) > 1 || s.ejections.any(now));
+            self.services_sweep_at
+                .store((map.len() * 2).max(64), Ordering::Relaxed);
         }
+        map.entry(key.clone()).or_insert_with(fresh).clone()
+    }
+
+    /// Entries in the endpoint and Service maps (tests check that they are swept).
+    #[cfg(test)]
+    pub fn sizes(&self) -> (usize, usize) {
+        let services = self.services.read().map_or(0, |m| m.len());
+        (self.settings.endpoints.len(), services)
     }
 }
 
-/// An endpoint picked for one attempt; counts as in flight on it until dropped.
+/// An endpoint picked for one attempt: counts as in flight on the endpoint and the Service
+/// until dropped (the response body holds it until sent), and as pending until reported.
 #[derive(Debug)]
 pub struct Picked {
     pub addr: SocketAddr,
     state: Arc<EndpointState>,
+    service: Arc<ServiceState>,
+    pending: AtomicBool,
 }
 
 impl Picked {
-    fn start(addr: SocketAddr, state: Arc<EndpointState>) -> Self {
+    fn start(addr: SocketAddr, state: Arc<EndpointState>, service: Arc<ServiceState>) -> Self {
         state.in_flight.fetch_add(1, Ordering::Relaxed);
-        Self { addr, state }
+        Self {
+            addr,
+            state,
+            service,
+            pending: AtomicBool::new(true),
+        }
     }
 
-    /// Records how the attempt ended.
-    pub fn report(&self, _outcome: Outcome) {}
+    /// Records how the attempt ended (its response head arrived, or it failed): feeds the
+    /// endpoint's outlier detection and ends the pending state.
+    pub fn report(&self, outcome: Outcome) {
+        if self.pending.swap(false, Ordering::Relaxed) {
+            self.service.load.head_done();
+        }
+        match outcome {
+            Outcome::Success => self.state.health.success(),
+            Outcome::Failure => self.service.failure(self.addr, &self.state),
+        }
+    }
 }
 
 impl Drop for Picked {
     fn drop(&mut self) {
         self.state.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.pending.load(Ordering::Relaxed) {
+            self.service.load.head_done();
+        }
+        self.service.load.done();
     }
 }
+
+#[cfg(test)]
+mod tests;

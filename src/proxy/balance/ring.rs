@@ -1,0 +1,149 @@
+//! The consistent-hash ring: many virtual nodes per endpoint on a 64-bit circle, so a key
+//! keeps its endpoint while the endpoint stays, and adding or removing one endpoint of N moves
+//! about 1/N of the keys. Built once per endpoint set (cached per Service by the registry),
+//! looked up with one binary search per request.
+
+use std::net::{IpAddr, SocketAddr};
+
+/// Virtual nodes per endpoint: enough that each endpoint's share of the circle stays within a
+/// few percent of 1/N (the spread shrinks with the square root of this).
+const VNODES: u64 = 160;
+
+/// A ring over one endpoint set.
+#[derive(Debug)]
+pub struct Ring {
+    /// The endpoint set it was built from, in table order: a ring is reused while the
+    /// Service's endpoints are this list.
+    endpoints: Vec<SocketAddr>,
+    /// Points on the circle, sorted, each with the index of its endpoint in `endpoints`.
+    points: Vec<(u64, u32)>,
+}
+
+impl Ring {
+    /// Builds the ring of `endpoints`. Points depend only on each endpoint's address, so two
+    /// rings that share endpoints agree on the keys those endpoints own.
+    pub fn new(endpoints: &[SocketAddr]) -> Self {
+        let mut points = Vec::with_capacity(endpoints.len() * VNODES as usize);
+        for (i, e) in endpoints.iter().enumerate() {
+            let base = hash_addr(e);
+            for v in 0..VNODES {
+                points.push((mix(base ^ mix(v + 1)), i as u32));
+            }
+        }
+        points.sort_unstable();
+        Self {
+            endpoints: endpoints.to_vec(),
+            points,
+        }
+    }
+
+    /// True when this ring was built from exactly `endpoints`.
+    pub fn serves(&self, endpoints: &[SocketAddr]) -> bool {
+        self.endpoints == endpoints
+    }
+
+    /// The first endpoint clockwise from `key` that `ok` accepts (ejected or already tried
+    /// endpoints are skipped, so their keys spread over the others and come back after).
+    pub fn lookup(&self, key: u64, ok: impl Fn(SocketAddr) -> bool) -> Option<SocketAddr> {
+        let n = self.points.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.points.partition_point(|p| p.0 < key);
+        (0..n)
+            .map(|step| self.points[(start + step) % n].1 as usize)
+            .map(|i| self.endpoints[i])
+            .find(|e| ok(*e))
+    }
+}
+
+/// FNV-1a over `bytes`, finished with [`mix`]: stable across processes and versions, so every
+/// replica of the proxy sends a key to the same endpoint.
+pub fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    mix(h)
+}
+
+/// The hash of an IP address (for source-IP hashing and ring points).
+pub fn hash_ip(ip: IpAddr) -> u64 {
+    match ip {
+        IpAddr::V4(v4) => hash_bytes(&v4.octets()),
+        IpAddr::V6(v6) => hash_bytes(&v6.octets()),
+    }
+}
+
+fn hash_addr(addr: &SocketAddr) -> u64 {
+    hash_ip(addr.ip()) ^ mix(u64::from(addr.port()).wrapping_add(0x9e37_79b9))
+}
+
+/// The splitmix64 finalizer: spreads nearby inputs over the whole circle.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoints(n: u8) -> Vec<SocketAddr> {
+        (1..=n)
+            .map(|i| SocketAddr::from(([10, 0, 0, i], 8080)))
+            .collect()
+    }
+
+    #[test]
+    fn a_key_keeps_its_endpoint() {
+        let ring = Ring::new(&endpoints(4));
+        for k in 0..100u64 {
+            let key = hash_bytes(&k.to_le_bytes());
+            let first = ring.lookup(key, |_| true);
+            assert!(first.is_some());
+            assert_eq!(ring.lookup(key, |_| true), first);
+            // Another ring of the same endpoints agrees.
+            assert_eq!(Ring::new(&endpoints(4)).lookup(key, |_| true), first);
+        }
+    }
+
+    #[test]
+    fn adding_a_fifth_endpoint_moves_about_a_fifth_of_the_keys() {
+        let four = Ring::new(&endpoints(4));
+        let five = Ring::new(&endpoints(5));
+        let fifth = endpoints(5)[4];
+        let mut moved = 0;
+        for k in 0..1000u64 {
+            let key = hash_bytes(format!("user-{k}").as_bytes());
+            let (a, b) = (four.lookup(key, |_| true), five.lookup(key, |_| true));
+            if a != b {
+                moved += 1;
+                // Keys move only to the new endpoint.
+                assert_eq!(b, Some(fifth));
+            }
+        }
+        // Ideal: 200 of 1000.
+        assert!((120..=300).contains(&moved), "{moved} keys moved");
+    }
+
+    #[test]
+    fn skipped_endpoints_hand_their_keys_to_the_next_ones_only() {
+        let eps = endpoints(3);
+        let ring = Ring::new(&eps);
+        for k in 0..200u64 {
+            let key = hash_bytes(&k.to_le_bytes());
+            let all = ring.lookup(key, |_| true);
+            let without = ring.lookup(key, |e| e != eps[0]);
+            assert_ne!(without, Some(eps[0]));
+            if all != Some(eps[0]) {
+                assert_eq!(all, without, "a key not on the skipped endpoint stays");
+            }
+        }
+        assert_eq!(ring.lookup(1, |_| false), None);
+        assert!(Ring::new(&[]).lookup(1, |_| true).is_none());
+    }
+}
