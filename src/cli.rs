@@ -16,6 +16,7 @@ mod cluster;
 mod flags;
 mod policy;
 mod proxy_args;
+mod resilience_args;
 mod stack;
 
 pub use cluster::KubeArgs;

@@ -8,6 +8,7 @@ use clap::Args;
 
 use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
+use super::resilience_args::ResilienceArgs;
 use crate::proxy::{ProxyOptions, TrustedProxies};
 
 /// Each flag's default is the option's own default.
@@ -68,6 +69,8 @@ pub struct ProxyArgs {
     pub udp_idle_timeout: Duration,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,
+    #[command(flatten)]
+    pub resilience: ResilienceArgs,
 }
 
 impl ProxyArgs {
@@ -90,6 +93,8 @@ impl ProxyArgs {
             udp_idle_timeout: self.udp_idle_timeout,
             path_policy: self.path_policy.policy(),
             trusted_proxies: self.trusted_proxies.clone(),
+            outlier: self.resilience.outlier(),
+            breaker: self.resilience.limits(),
         }
     }
 }
@@ -127,6 +132,10 @@ mod tests {
             "3",
             "--trusted-proxies",
             "10.0.0.0/8,::1",
+            "--outlier-base-ejection-time",
+            "2s",
+            "--max-upstream-pending",
+            "9",
         ])
         .unwrap();
         let o = cli.proxy.options(Duration::from_secs(1));
@@ -134,6 +143,9 @@ mod tests {
         assert_eq!(o.idle_timeout, Duration::from_secs(120));
         assert_eq!(o.max_connections, 7);
         assert_eq!(o.upstream_max_idle_per_endpoint, 3);
+        assert_eq!(o.outlier.base_ejection, Duration::from_secs(2));
+        assert_eq!(o.breaker.max_pending, 9);
+        assert!(Cli::try_parse_from(["x", "--outlier-max-ejected-percent", "101"]).is_err());
         assert!(o.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
         assert!(o.trusted_proxies.contains("::1".parse().unwrap()));
         assert!(!o.trusted_proxies.contains("127.0.0.1".parse().unwrap()));
