@@ -33,6 +33,8 @@ mod mirror;
 mod path_policy;
 #[path = "proxy/protocols.rs"]
 mod protocols;
+#[path = "proxy/resilience.rs"]
+mod resilience;
 #[path = "proxy/routing.rs"]
 mod routing;
 #[path = "proxy/timeouts.rs"]
