@@ -642,4 +642,47 @@ mod tests {
         };
         assert!(serving_endpoints(&[slice], &unnamed).0.is_empty());
     }
+
+    #[test]
+    fn a_resolved_service_carries_its_balancer_and_draining_endpoints() {
+        let service: Service = serde_yaml_ng::from_str(
+            "metadata: {name: app, namespace: default, annotations: \
+             {edgeplane.io/load-balancer: consistent-hash, edgeplane.io/hash-on: source-ip}}\n\
+             spec: {ports: [{port: 80}]}",
+        )
+        .unwrap();
+        let slice: EndpointSlice = serde_yaml_ng::from_str(
+            "metadata: {name: app-1, namespace: default, \
+             labels: {kubernetes.io/service-name: app}}\n\
+             addressType: IPv4\n\
+             ports: [{port: 8080}]\n\
+             endpoints:\n\
+             - {addresses: [10.0.0.1], conditions: {ready: true}}\n\
+             - {addresses: [10.0.0.2], conditions: {ready: false, serving: true, terminating: true}}",
+        )
+        .unwrap();
+        let snapshot = Snapshot {
+            services: vec![Arc::new(service)],
+            endpoint_slices: vec![Arc::new(slice)],
+            ..Snapshot::default()
+        };
+        let mut backends = Backends::with_cache(&snapshot, BackendCache::new(), false);
+        let r = BackendRef {
+            from_kind: "HTTPRoute",
+            group: None,
+            kind: None,
+            name: "app",
+            namespace: None,
+            port: Some(80),
+        };
+        let got = backends.resolve("default", &r).unwrap();
+        assert_eq!(
+            got.balance,
+            Balance::ConsistentHash {
+                on: HashOn::SourceIp
+            }
+        );
+        assert_eq!(got.endpoints, vec!["10.0.0.1:8080".parse().unwrap()]);
+        assert_eq!(got.terminating, vec!["10.0.0.2:8080".parse().unwrap()]);
+    }
 }

@@ -182,3 +182,26 @@ fn state_of_endpoints_and_services_nobody_uses_is_swept() {
     assert!(endpoints <= 140, "{endpoints} endpoint entries");
     assert!(services <= 140, "{services} service entries");
 }
+
+#[test]
+fn mirrors_skip_ejected_endpoints() {
+    let outlier = OutlierOptions {
+        consecutive_failures: 1,
+        ..OutlierOptions::default()
+    };
+    let b = registry(outlier, BreakerLimits::default());
+    let s = service(addrs(2), Balance::RoundRobin);
+    let bad = s.endpoints[0];
+    loop {
+        let p = b.pick(&s, &PickRequest::default()).unwrap();
+        if p.addr == bad {
+            p.report(Outcome::Failure);
+            break;
+        }
+    }
+    for _ in 0..20 {
+        assert_eq!(b.mirror_endpoint(&s).unwrap(), s.endpoints[1]);
+    }
+    let none = service(Vec::new(), Balance::RoundRobin);
+    assert!(b.mirror_endpoint(&none).is_err());
+}
