@@ -5,7 +5,6 @@
 
 mod breaker;
 mod endpoints;
-mod key;
 mod outlier;
 mod pick;
 mod ring;
@@ -18,8 +17,8 @@ use std::time::{Duration, Instant};
 
 pub use breaker::{BreakerLimits, Overload};
 pub use endpoints::{ConnGuard, Endpoints};
-pub(crate) use key::hash_key;
 pub use outlier::OutlierOptions;
+pub(crate) use ring::hash_key;
 
 use super::error::ProxyError;
 use crate::metrics::Metrics;

@@ -1,9 +1,15 @@
-//! The consistent-hash ring: many virtual nodes per endpoint on a 64-bit circle, so a key
+//! Consistent hashing: the request's key (the hash of a header value, a cookie value or the
+//! client's IP, as the Service's policy says; none when the request lacks it, which then goes
+//! by least request) and the ring: many virtual nodes per endpoint on a 64-bit circle, so a key
 //! keeps its endpoint while the endpoint stays, and adding or removing one endpoint of N moves
-//! about 1/N of the keys. Built once per endpoint set (cached per Service by the registry),
-//! looked up with one binary search per request.
+//! about 1/N of the keys. A ring is built once per endpoint set (cached per Service by the
+//! registry) and looked up with one binary search per request.
 
 use std::net::{IpAddr, SocketAddr};
+
+use http::{header, HeaderMap};
+
+use crate::table::{Balance, HashOn};
 
 /// Virtual nodes per endpoint: enough that each endpoint's share of the circle stays within a
 /// few percent of 1/N (the spread shrinks with the square root of this).
@@ -57,6 +63,32 @@ impl Ring {
     }
 }
 
+/// The request's hash key for `balance`, or None when the Service does not hash or the request
+/// lacks the header or cookie. Called once per request, before the first pick.
+pub(crate) fn hash_key(balance: &Balance, headers: &HeaderMap, peer: IpAddr) -> Option<u64> {
+    let Balance::ConsistentHash { on } = balance else {
+        return None;
+    };
+    match on {
+        HashOn::Header(name) => headers.get(name.as_str()).map(|v| hash_bytes(v.as_bytes())),
+        HashOn::Cookie(name) => cookie(headers, name).map(hash_bytes),
+        HashOn::SourceIp => Some(hash_ip(peer)),
+    }
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers (HTTP/2 may split them).
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b';'))
+        .find_map(|pair| {
+            let pair = pair.trim_ascii();
+            let eq = pair.iter().position(|b| *b == b'=')?;
+            (&pair[..eq] == name.as_bytes()).then(|| &pair[eq + 1..])
+        })
+}
+
 /// FNV-1a over `bytes`, finished with [`mix`]: stable across processes and versions, so every
 /// replica of the proxy sends a key to the same endpoint.
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -91,6 +123,7 @@ fn mix(mut z: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     fn endpoints(n: u8) -> Vec<SocketAddr> {
         (1..=n)
@@ -145,5 +178,34 @@ mod tests {
         }
         assert_eq!(ring.lookup(1, |_| false), None);
         assert!(Ring::new(&[]).lookup(1, |_| true).is_none());
+    }
+
+    fn hashing(on: HashOn) -> Balance {
+        Balance::ConsistentHash { on }
+    }
+
+    #[test]
+    fn keys_come_from_the_configured_source() {
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("x-user", HeaderValue::from_static("alice"));
+        h.append(header::COOKIE, HeaderValue::from_static("a=1; sid=abc"));
+        h.append(header::COOKIE, HeaderValue::from_static("other=2"));
+        let by_header = hash_key(&hashing(HashOn::Header("x-user".into())), &h, ip);
+        assert_eq!(by_header, Some(hash_bytes(b"alice")));
+        let by_cookie = hash_key(&hashing(HashOn::Cookie("sid".into())), &h, ip);
+        assert_eq!(by_cookie, Some(hash_bytes(b"abc")));
+        let other = hash_key(&hashing(HashOn::Cookie("other".into())), &h, ip);
+        assert_eq!(other, Some(hash_bytes(b"2")));
+        let by_ip = hash_key(&hashing(HashOn::SourceIp), &h, ip);
+        assert_eq!(by_ip, Some(hash_ip(ip)));
+        // Missing key, or a Service that does not hash: no key.
+        assert_eq!(
+            hash_key(&hashing(HashOn::Header("x-none".into())), &h, ip),
+            None
+        );
+        assert_eq!(hash_key(&hashing(HashOn::Cookie("s".into())), &h, ip), None);
+        assert_eq!(hash_key(&Balance::LeastRequest, &h, ip), None);
+        assert_eq!(hash_key(&Balance::RoundRobin, &h, ip), None);
     }
 }
