@@ -227,11 +227,12 @@ async fn shed_while_slow_requests_hold(limits: BreakerLimits, slow: usize) -> (S
         .map(|_| {
             tokio::spawn(async move {
                 let c = h1_client();
-                send(&c, get(addr, "h", "/?delay=3s")).await.unwrap().status
+                send(&c, get(addr, "h", "/?delay=5s")).await.unwrap().status
             })
         })
         .collect();
-    let shed = first_shed(&h1_client(), addr, Duration::from_secs(2)).await;
+    // The held requests last 5 s: the limit is reached well within 4 s.
+    let shed = first_shed(&h1_client(), addr, Duration::from_secs(4)).await;
     for h in held {
         assert_eq!(h.await.unwrap(), 200, "held requests finish normally");
     }
