@@ -42,6 +42,10 @@ pub struct Metrics {
     /// protocol (`tcp`, `tls`, `udp`) and reason (`no_route`, `unknown_sni`, `not_tls`,
     /// `invalid_backend`, `no_endpoints`, `connect_error`, `handshake`, `session_limit`).
     pub l4_dropped: IntCounterVec,
+    /// Upstream attempts tried again, by Service (`namespace/name:port`) and reason
+    /// (`unsent`, `status`, `timeout`, `error`), and retries the budget refused
+    /// (`budget_exhausted`).
+    pub upstream_retries: IntCounterVec,
 }
 
 impl Metrics {
@@ -131,8 +135,17 @@ impl Metrics {
             &["protocol", "reason"],
         )
         .expect("valid metric");
+        let upstream_retries = IntCounterVec::new(
+            Opts::new(
+                "upstream_retries_total",
+                "Upstream attempts tried again, and retries the budget refused, by Service and reason",
+            ),
+            &["service", "reason"],
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(upstream_retries.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(requests.clone()),
             Box::new(l4_dropped.clone()),
             Box::new(certificate_expiry.clone()),
             Box::new(request_seconds.clone()),
@@ -161,6 +174,7 @@ impl Metrics {
             connections_closed,
             request_errors,
             l4_dropped,
+            upstream_retries,
         })
     }
 

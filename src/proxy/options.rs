@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::retry::BudgetLimits;
 use super::TrustedProxies;
 use crate::request::PathPolicy;
 
@@ -59,6 +60,10 @@ pub struct ProxyOptions {
     /// every other peer they are replaced. None by default: a client's own claims are never
     /// passed on unless an operator names the proxies in front.
     pub trusted_proxies: TrustedProxies,
+    /// How many retries may be in flight per Service: 20% of its active requests, and at least
+    /// 3 (Envoy's and Finagle's budget): enough to ride out one bad endpoint, never enough to
+    /// multiply the load on a failing Service.
+    pub retry_budget: BudgetLimits,
 }
 
 impl Default for ProxyOptions {
@@ -80,6 +85,7 @@ impl Default for ProxyOptions {
             udp_idle_timeout: Duration::from_secs(60),
             path_policy: PathPolicy::default(),
             trusted_proxies: TrustedProxies::default(),
+            retry_budget: BudgetLimits::default(),
         }
     }
 }
