@@ -21,7 +21,9 @@ use crate::published::Published;
 /// Settings of the election.
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
+    /// The controller's namespace, where the Lease lives.
     pub namespace: String,
+    /// The Lease's name: replicas sharing it elect one leader.
     pub name: String,
     /// This replica's identity (its pod name).
     pub identity: String,
@@ -106,6 +108,8 @@ pub struct Elector {
 }
 
 impl Elector {
+    /// An elector that has seen no record yet, so it waits a whole lease duration before
+    /// taking over a lease someone else holds.
     pub fn new(client: Client, options: LeaseOptions) -> Self {
         Self {
             api: Api::namespaced(client, &options.namespace),
