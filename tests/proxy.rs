@@ -33,8 +33,12 @@ mod mirror;
 mod path_policy;
 #[path = "proxy/protocols.rs"]
 mod protocols;
+#[path = "proxy/retries.rs"]
+mod retries;
 #[path = "proxy/routing.rs"]
 mod routing;
+#[path = "proxy/sessions.rs"]
+mod sessions;
 #[path = "proxy/timeouts.rs"]
 mod timeouts;
 #[path = "proxy/tls.rs"]

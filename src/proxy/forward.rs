@@ -1,9 +1,10 @@
 //! Phase 8 of a request: the upstream exchange. Picks an endpoint of the Service (balancer,
 //! session, health), sends the request within the rule's timeouts, reports the outcome to the
 //! endpoint's passive health state, and tries again where that is safe: a request none of which
-//! was sent (refused connection, failed TLS handshake) on any method, and under the rule's
-//! `retry` a listed status, a backend timeout or a broken exchange on an idempotent request
-//! whose body was kept ([`retry::MAX_REPLAY_BODY`]). Every retry goes to another endpoint when
+//! was sent (refused connection, failed TLS handshake) on any method; a body-less idempotent
+//! request whose exchange broke before the response (a pooled connection the backend had
+//! closed); and under the rule's `retry` a listed status, a backend timeout or a broken
+//! exchange of an idempotent request whose body was kept ([`retry::MAX_REPLAY_BODY`]). Every retry goes to another endpoint when
 //! there is one and needs the Service's retry budget.
 
 use std::future::Future;
@@ -11,6 +12,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
+use http_body::Body;
 
 use super::balance::{Outcome, PickRequest, Picked};
 use super::error::{Fault, ProxyError};
@@ -79,9 +81,14 @@ impl Handler {
         let service = exchange.service;
         let policy = exchange.retry;
         let active = self.shared.retries.enter(&service.service);
-        let (mut req, replay) = match policy {
-            Some(_) if !exchange.upgrade => retry::keep(req).await?,
-            _ => (req, None),
+        // Under a `retry`, small bodies are kept; without one, only body-less idempotent
+        // requests, so one that broke on a pooled connection can go again.
+        let keep = !exchange.upgrade
+            && (policy.is_some() || (req.body().is_end_stream() && idempotent(req.method())));
+        let (mut req, replay) = if keep {
+            retry::keep(req).await?
+        } else {
+            (req, None)
         };
         // Kept, and safe to send again after the backend saw it.
         let replayable = replay.as_ref().filter(|_| idempotent(req.method()));
@@ -132,7 +139,9 @@ impl Handler {
                     };
                     match (unsent, reason, replayable) {
                         (Some(unsent), _, _) => (Failed::Error(error), Reason::Unsent, unsent),
-                        (None, Some(reason), Some(r)) if policy.is_some() => {
+                        (None, Some(reason), Some(r))
+                            if policy.is_some() || matches!(reason, Reason::Error) =>
+                        {
                             (Failed::Error(error), reason, r.request())
                         }
                         _ => return Err(error),

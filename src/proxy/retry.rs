@@ -183,8 +183,17 @@ pub async fn keep(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let small = req.body().is_end_stream() || length.is_some_and(|n| n <= MAX_REPLAY_BODY);
-    if !small {
+    if req.body().is_end_stream() {
+        let replay = Replay {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            version: req.version(),
+            headers: req.headers().clone(),
+            body: Bytes::new(),
+        };
+        return Ok((req, Some(replay)));
+    }
+    if !length.is_some_and(|n| n <= MAX_REPLAY_BODY) {
         return Ok((req, None));
     }
     let (parts, body) = req.into_parts();
