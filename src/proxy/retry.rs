@@ -193,7 +193,7 @@ pub async fn keep(
         };
         return Ok((req, Some(replay)));
     }
-    if !length.is_some_and(|n| n <= MAX_REPLAY_BODY) {
+    if length.is_none_or(|n| n > MAX_REPLAY_BODY) {
         return Ok((req, None));
     }
     let (parts, body) = req.into_parts();
