@@ -108,7 +108,7 @@ async fn serve(
             }
             Mode::ResetReused if served == 1 => 200,
             Mode::Reset | Mode::ResetReused => {
-                let _ = stream.set_linger(Some(Duration::ZERO));
+                let _ = stream.set_zero_linger();
                 return;
             }
         };
