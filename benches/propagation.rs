@@ -128,7 +128,7 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
         support::proxy::test_options(),
     );
     let mut options = KubeOptions::new(CONTROLLER, SYSTEM_NS, "bench");
-    options.lease_renew = Duration::from_secs(1);
+    options.lease_retry_period = Duration::from_secs(1);
     let provider = KubeProvider::start(api.client(), options, published.clone(), metrics.clone());
     let mut snapshots = provider.snapshots.clone();
     let reconciler = Reconciler::new(

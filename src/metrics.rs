@@ -49,6 +49,10 @@ pub struct Metrics {
     /// Requests refused by a circuit breaker, by Service and limit (`max-requests`,
     /// `max-pending`, `max-connections`).
     pub overloaded: IntCounterVec,
+    /// Upstream attempts tried again, by Service (`namespace/name:port`) and reason
+    /// (`unsent`, `status`, `timeout`, `error`), and retries the budget refused
+    /// (`budget_exhausted`).
+    pub upstream_retries: IntCounterVec,
 }
 
 impl Metrics {
@@ -159,10 +163,19 @@ impl Metrics {
             &["service", "limit"],
         )
         .expect("valid metric");
+        let upstream_retries = IntCounterVec::new(
+            Opts::new(
+                "upstream_retries_total",
+                "Upstream attempts tried again, and retries the budget refused, by Service and reason",
+            ),
+            &["service", "reason"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(outlier_ejections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(outlier_ejected.clone()),
             Box::new(overloaded.clone()),
+            Box::new(upstream_retries.clone()),
             Box::new(requests.clone()),
             Box::new(l4_dropped.clone()),
             Box::new(certificate_expiry.clone()),
@@ -195,6 +208,7 @@ impl Metrics {
             outlier_ejections,
             outlier_ejected,
             overloaded,
+            upstream_retries,
         })
     }
 

@@ -5,6 +5,8 @@ mod support;
 
 #[path = "kube/binary.rs"]
 mod binary;
+#[path = "kube/failover.rs"]
+mod failover;
 #[path = "kube/harness.rs"]
 mod harness;
 #[path = "kube/listenerset.rs"]

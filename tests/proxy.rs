@@ -35,8 +35,12 @@ mod path_policy;
 mod protocols;
 #[path = "proxy/resilience.rs"]
 mod resilience;
+#[path = "proxy/retries.rs"]
+mod retries;
 #[path = "proxy/routing.rs"]
 mod routing;
+#[path = "proxy/sessions.rs"]
+mod sessions;
 #[path = "proxy/timeouts.rs"]
 mod timeouts;
 #[path = "proxy/tls.rs"]

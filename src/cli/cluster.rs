@@ -33,6 +33,20 @@ pub struct KubeArgs {
     /// This replica's identity in the Lease (defaults to the host name).
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
+    /// Others take over a Lease its holder has not renewed for this long.
+    #[arg(long, env = "LEADER_LEASE_DURATION",
+        default_value = duration_text(defaults().lease_duration), value_parser = parse_duration)]
+    pub leader_lease_duration: Duration,
+    /// The holder steps down (stops status writes, keeps serving) when it could not renew for
+    /// this long; shorter than the lease duration.
+    #[arg(long, env = "LEADER_RENEW_DEADLINE",
+        default_value = duration_text(defaults().lease_renew_deadline), value_parser = parse_duration)]
+    pub leader_renew_deadline: Duration,
+    /// How often the holder renews and the others try to acquire; shorter than the renew
+    /// deadline.
+    #[arg(long, env = "LEADER_RETRY_PERIOD",
+        default_value = duration_text(defaults().lease_retry_period), value_parser = parse_duration)]
+    pub leader_retry_period: Duration,
     /// Full rebuild from the caches this often, even without changes.
     #[arg(long, default_value = duration_text(defaults().resync), value_parser = parse_duration)]
     pub resync: Duration,
@@ -49,19 +63,53 @@ pub struct KubeArgs {
 
 impl KubeArgs {
     /// The provider options these flags describe, for a controller named `controller_name`.
-    /// The Lease identity is `--pod-name`, else the host name.
-    pub fn options(self, controller_name: &str) -> KubeOptions {
+    /// The Lease identity is `--pod-name`, else the host name. Fails on election timings
+    /// client-go would refuse.
+    pub fn options(self, controller_name: &str) -> anyhow::Result<KubeOptions> {
+        check_leader_timing(
+            self.leader_lease_duration,
+            self.leader_renew_deadline,
+            self.leader_retry_period,
+        )?;
         let pod_name = self.pod_name.unwrap_or_else(|| {
             std::env::var("HOSTNAME").unwrap_or_else(|_| "edgeplane".to_owned())
         });
         let mut options = KubeOptions::new(controller_name, &self.namespace, &pod_name);
         options.lease_name = self.lease_name;
+        options.lease_duration = self.leader_lease_duration;
+        options.lease_renew_deadline = self.leader_renew_deadline;
+        options.lease_retry_period = self.leader_retry_period;
         options.resync = self.resync;
         options.service_type = self.gateway_service_type;
         options.service_selector = self.gateway_service_selector;
         options.port_base = self.gateway_port_base;
-        options
+        Ok(options)
     }
+}
+
+/// The holder must give up before others may take over (renew deadline < lease duration), and
+/// get more than one try within its deadline (retry period < renew deadline); zero would spin.
+fn check_leader_timing(lease: Duration, renew: Duration, retry: Duration) -> anyhow::Result<()> {
+    for (flag, d) in [
+        ("--leader-lease-duration", lease),
+        ("--leader-renew-deadline", renew),
+        ("--leader-retry-period", retry),
+    ] {
+        anyhow::ensure!(!d.is_zero(), "{flag} must be greater than zero");
+    }
+    anyhow::ensure!(
+        renew < lease,
+        "--leader-renew-deadline ({}) must be shorter than --leader-lease-duration ({})",
+        duration_text(renew),
+        duration_text(lease)
+    );
+    anyhow::ensure!(
+        retry < renew,
+        "--leader-retry-period ({}) must be shorter than --leader-renew-deadline ({})",
+        duration_text(retry),
+        duration_text(renew)
+    );
+    Ok(())
 }
 
 /// `serve --kubernetes`: reflectors feed the reconcile loop, which starts once every kind has
@@ -70,7 +118,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     let client = kube::Client::try_default()
         .await
         .context("Kubernetes client (in-cluster or KUBECONFIG)")?;
-    let options = args.kube.options(&args.translate.controller_name);
+    let options = args.kube.options(&args.translate.controller_name)?;
     let metrics = Metrics::new();
     let mut stack = Stack::serve(
         metrics.clone(),
@@ -95,4 +143,69 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     provider.stop().await;
     stack.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        kube: KubeArgs,
+    }
+
+    fn options(args: &[&str]) -> anyhow::Result<KubeOptions> {
+        let cli = Cli::try_parse_from(std::iter::once("edgeplane").chain(args.iter().copied()))?;
+        cli.kube.options("c")
+    }
+
+    #[test]
+    fn leader_timing_defaults_are_client_go_s() {
+        let o = options(&[]).unwrap();
+        assert_eq!(o.lease_duration, Duration::from_secs(15));
+        assert_eq!(o.lease_renew_deadline, Duration::from_secs(10));
+        assert_eq!(o.lease_retry_period, Duration::from_secs(2));
+        let o = options(&[
+            "--leader-lease-duration=3s",
+            "--leader-renew-deadline",
+            "2s",
+            "--leader-retry-period=500ms",
+        ])
+        .unwrap();
+        assert_eq!(o.lease_duration, Duration::from_secs(3));
+        assert_eq!(o.lease_renew_deadline, Duration::from_secs(2));
+        assert_eq!(o.lease_retry_period, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn leader_timing_is_checked_and_the_error_names_the_flag() {
+        let err = |args: &[&str]| options(args).unwrap_err().to_string();
+        let e = err(&["--leader-renew-deadline=15s"]);
+        assert!(
+            e.contains(
+                "--leader-renew-deadline (15s) must be shorter than --leader-lease-duration (15s)"
+            ),
+            "{e}"
+        );
+        let e = err(&["--leader-retry-period=10s"]);
+        assert!(
+            e.contains("--leader-retry-period (10s) must be shorter than --leader-renew-deadline"),
+            "{e}"
+        );
+        let e = err(&["--leader-retry-period=0s"]);
+        assert!(
+            e.contains("--leader-retry-period must be greater than zero"),
+            "{e}"
+        );
+        let e = err(&["--leader-lease-duration=0"]);
+        assert!(
+            e.contains("--leader-lease-duration must be greater than zero"),
+            "{e}"
+        );
+        let e = err(&["--leader-retry-period=soon"]);
+        assert!(e.contains("--leader-retry-period"), "{e}");
+    }
 }

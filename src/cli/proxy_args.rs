@@ -9,7 +9,7 @@ use clap::Args;
 use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
 use super::resilience_args::ResilienceArgs;
-use crate::proxy::{ProxyOptions, TrustedProxies};
+use crate::proxy::{BudgetLimits, ProxyOptions, TrustedProxies};
 
 /// Each flag's default is the option's own default.
 fn defaults() -> ProxyOptions {
@@ -67,6 +67,12 @@ pub struct ProxyArgs {
     /// that sends and receives nothing for this long is ended.
     #[arg(long, default_value = duration_text(defaults().udp_idle_timeout), value_parser = parse_duration)]
     pub udp_idle_timeout: Duration,
+    /// Share of a Service's active requests that may be retries in flight (percent).
+    #[arg(long, default_value_t = defaults().retry_budget.percent, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub retry_budget_percent: u32,
+    /// Retries a Service may always have in flight, however few requests it has.
+    #[arg(long, default_value_t = defaults().retry_budget.min_concurrent)]
+    pub retry_budget_min: usize,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,
     #[command(flatten)]
@@ -95,6 +101,10 @@ impl ProxyArgs {
             trusted_proxies: self.trusted_proxies.clone(),
             outlier: self.resilience.outlier(),
             breaker: self.resilience.limits(),
+            retry_budget: BudgetLimits {
+                percent: self.retry_budget_percent,
+                min_concurrent: self.retry_budget_min,
+            },
         }
     }
 }

@@ -1,19 +1,27 @@
 //! Phase 8 of a request: the upstream exchange. Picks an endpoint of the Service (balancer,
-//! session, health), sends the request within the rule's timeouts, and reports the outcome to
-//! the endpoint's passive health state.
+//! session, health), sends the request within the rule's timeouts, reports the outcome to the
+//! endpoint's passive health state, and tries again where that is safe: a request none of which
+//! was sent (refused connection, failed TLS handshake) on any method; a body-less idempotent
+//! request whose exchange broke before the response (a pooled connection the backend had
+//! closed); and under the rule's `retry` a listed status, a backend timeout or a broken
+//! exchange of an idempotent request whose body was kept ([`retry::MAX_REPLAY_BODY`]). Every retry goes to another endpoint when
+//! there is one and needs the Service's retry budget.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
+use http_body::Body;
 
 use super::balance::{hash_key, Outcome, PickRequest, Picked};
-use super::error::ProxyError;
+use super::error::{Fault, ProxyError};
 use super::pool::ResponseBody;
+use super::retry::{self, idempotent, DEFAULT_UNSENT_RETRIES};
 use super::service::Handler;
-use super::upstream::UpstreamBody;
+use super::upstream::{SendError, UpstreamBody};
 use super::upstream_tls::UpstreamTls;
-use crate::table::{ServiceBackend, Timeouts, UpstreamProtocol};
+use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
 
 /// Everything an exchange needs besides the request.
 pub(super) struct Exchange<'a> {
@@ -21,44 +29,169 @@ pub(super) struct Exchange<'a> {
     pub protocol: UpstreamProtocol,
     pub tls: Option<&'a UpstreamTls>,
     pub timeouts: Timeouts,
+    /// The rule's `retry`, if any.
+    pub retry: Option<&'a RetryPolicy>,
+    /// The endpoint the request's session is bound to.
+    pub pinned: Option<SocketAddr>,
+    /// A protocol upgrade: its body is a tunnel, never kept for replay.
+    pub upgrade: bool,
     /// When the request arrived (`timeouts.request` counts from here).
     pub start: Instant,
 }
 
+/// Why an attempt is tried again: the `reason` label of `edgeplane_upstream_retries_total`.
+#[derive(Debug, Clone, Copy)]
+enum Reason {
+    /// Nothing was sent (connect refused or timed out, TLS handshake failed).
+    Unsent,
+    /// The response status is one the rule's `retry.codes` lists.
+    Status,
+    /// The attempt's `backendRequest` or upstream response timeout passed.
+    Timeout,
+    /// The exchange broke after the request was sent (reset, closed).
+    Error,
+}
+
+impl Reason {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Unsent => "unsent",
+            Self::Status => "status",
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// A failed attempt: what the client gets if it is not tried again.
+enum Failed {
+    /// Boxed: failures are the rare path, and the response head is large.
+    Response(Box<(Response<ResponseBody>, Picked)>),
+    Error(ProxyError),
+}
+
 impl Handler {
-    /// Sends `req` to an endpoint of the exchange's Service and returns the response head with
-    /// the endpoint it came from (held while the body streams).
+    /// Sends `req` to an endpoint of the exchange's Service, retrying as the module says, and
+    /// returns the response head with the endpoint it came from (held while the body streams).
     pub(super) async fn forward(
         &self,
         exchange: Exchange<'_>,
         req: Request<UpstreamBody>,
     ) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
-        let hash = hash_key(&exchange.service.balance, req.headers(), self.peer.ip());
-        let pick = PickRequest {
-            hash,
-            ..PickRequest::default()
+        let service = exchange.service;
+        let policy = exchange.retry;
+        let active = self.shared.retries.enter(&service.service);
+        // Under a `retry`, small bodies are kept; without one, only body-less idempotent
+        // requests, so one that broke on a pooled connection can go again.
+        let keep = !exchange.upgrade
+            && (policy.is_some() || (req.body().is_end_stream() && idempotent(req.method())));
+        let (mut req, replay) = if keep {
+            retry::keep(req).await?
+        } else {
+            (req, None)
         };
-        let picked = self.shared.backends.pick(exchange.service, &pick)?;
-        let send = self
-            .shared
-            .upstreams
-            .send(exchange.protocol, picked.addr, exchange.tls, req);
-        let upstream_limit = self.shared.options.upstream_response_timeout;
-        let sent = within_timeouts(send, exchange.timeouts, upstream_limit, exchange.start)
-            .await
-            .map_err(ProxyError::blame_client_body);
-        match sent {
-            Ok(resp) => {
-                picked.report(outcome_of(resp.status().as_u16()));
-                Ok((resp, picked))
-            }
-            Err(err) => {
-                if err.fault() == super::Fault::Upstream {
-                    picked.report(Outcome::Failure);
+        // Kept, and safe to send again after the backend saw it.
+        let replayable = replay.as_ref().filter(|_| idempotent(req.method()));
+        let max_retries = policy.map_or(DEFAULT_UNSENT_RETRIES, |p| p.attempts);
+        let deadline = exchange.timeouts.request.map(|d| exchange.start + d);
+        // Computed once: every attempt of a hashed request looks up the same key.
+        let hash = hash_key(&service.balance, req.headers(), self.peer.ip());
+        let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut retries = 0;
+        let mut _permit = None;
+        loop {
+            let pick = PickRequest {
+                hash,
+                pinned: exchange.pinned.filter(|_| tried.is_empty()),
+                exclude: &tried,
+            };
+            let picked = self.shared.backends.pick(service, &pick)?;
+            tried.push(picked.addr);
+            let send =
+                self.shared
+                    .upstreams
+                    .send(exchange.protocol, picked.addr, exchange.tls, req);
+            let upstream_limit = self.shared.options.upstream_response_timeout;
+            let sent = within_timeouts(send, exchange.timeouts, upstream_limit, exchange.start);
+            let (failed, reason, next) = match sent.await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    picked.report(outcome_of(status));
+                    match replayable {
+                        Some(r) if policy.is_some_and(|p| p.retries_status(status)) => (
+                            Failed::Response(Box::new((resp, picked))),
+                            Reason::Status,
+                            r.request(),
+                        ),
+                        _ => return Ok((resp, picked)),
+                    }
                 }
-                Err(err)
+                Err(SendError { error, unsent }) => {
+                    let error = error.blame_client_body();
+                    if error.fault() == Fault::Upstream {
+                        picked.report(Outcome::Failure);
+                    }
+                    let reason = match &error {
+                        ProxyError::Timeout {
+                            which: "request", ..
+                        } => None,
+                        ProxyError::Timeout { .. } => Some(Reason::Timeout),
+                        e if e.fault() == Fault::Upstream => Some(Reason::Error),
+                        _ => None,
+                    };
+                    match (unsent, reason, replayable) {
+                        (Some(unsent), _, _) => (Failed::Error(error), Reason::Unsent, unsent),
+                        (None, Some(reason), Some(r))
+                            if policy.is_some() || matches!(reason, Reason::Error) =>
+                        {
+                            (Failed::Error(error), reason, r.request())
+                        }
+                        _ => return Err(error),
+                    }
+                }
+            };
+            let permit = (retries < max_retries)
+                .then(|| active.try_retry())
+                .flatten();
+            let Some(permit) = permit else {
+                if retries < max_retries {
+                    self.count_retry(service, "budget_exhausted");
+                }
+                return match failed {
+                    Failed::Response(answered) => Ok(*answered),
+                    Failed::Error(error) => Err(error),
+                };
+            };
+            retries += 1;
+            // A request that never left goes at once to another endpoint; anything else waits.
+            let fresh_endpoint = service.endpoints.iter().any(|e| !tried.contains(e));
+            let wait = match reason {
+                Reason::Unsent if policy.is_none() && fresh_endpoint => Duration::ZERO,
+                _ => retry::backoff(policy, retries),
+            };
+            if let Some(deadline) = deadline {
+                if Instant::now() + wait >= deadline {
+                    let after = exchange.timeouts.request.unwrap_or_default();
+                    return Err(ProxyError::Timeout {
+                        which: "request",
+                        after,
+                    });
+                }
             }
+            drop(failed);
+            tokio::time::sleep(wait).await;
+            self.count_retry(service, reason.label());
+            _permit = Some(permit);
+            req = next;
         }
+    }
+
+    fn count_retry(&self, service: &ServiceBackend, reason: &str) {
+        self.shared
+            .metrics
+            .upstream_retries
+            .with_label_values(&[&service.service.to_string(), reason])
+            .inc();
     }
 }
 
@@ -70,15 +203,15 @@ fn outcome_of(status: u16) -> Outcome {
     }
 }
 
-/// The upstream exchange, bounded by the rule's `timeouts.request` (counted from the start of
-/// the request) and `timeouts.backendRequest` (counted from now), and by the proxy's `upstream`
+/// One attempt, bounded by the rule's `timeouts.request` (counted from the start of the
+/// request) and `timeouts.backendRequest` (counted from now), and by the proxy's `upstream`
 /// response timeout (from now) whichever ends first.
-pub(super) async fn within_timeouts<T>(
-    exchange: impl Future<Output = Result<T, ProxyError>>,
+pub(super) async fn within_timeouts<T, E: From<ProxyError>>(
+    exchange: impl Future<Output = Result<T, E>>,
     timeouts: Timeouts,
     upstream: Duration,
     start: Instant,
-) -> Result<T, ProxyError> {
+) -> Result<T, E> {
     let now = Instant::now();
     let (at, which, after) = [
         timeouts.request.map(|d| (start + d, "request", d)),
@@ -93,5 +226,5 @@ pub(super) async fn within_timeouts<T>(
     .unwrap_or((now + upstream, "upstream response", upstream));
     tokio::time::timeout_at(at.into(), exchange)
         .await
-        .map_err(|_| ProxyError::Timeout { which, after })?
+        .map_err(|_| E::from(ProxyError::Timeout { which, after }))?
 }

@@ -164,7 +164,8 @@ pub fn spawn_mirror(
         let exchange = async {
             let resp = upstreams
                 .send(protocol, endpoint, tls.as_ref(), req)
-                .await?;
+                .await
+                .map_err(|e| e.error)?;
             let mut body = resp.into_body();
             while let Some(frame) = body.frame().await {
                 if frame.is_err() {

@@ -22,7 +22,9 @@ mod listener;
 mod mirror;
 mod options;
 mod pool;
+mod retry;
 mod service;
+mod session;
 mod tls;
 mod trusted;
 mod upgrade;
@@ -46,6 +48,7 @@ pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use l4::{parse_client_hello, Hello};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use options::ProxyOptions;
+pub use retry::{BudgetLimits, MAX_REPLAY_BODY};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
 
 /// Boxed error of a streamed body.
@@ -81,6 +84,8 @@ pub(crate) struct Shared {
     upstreams: upstream::Upstreams,
     /// Endpoint state (in-flight requests, health), shared across tables.
     backends: balance::Backends,
+    /// Retry budgets by Service, shared across tables.
+    retries: retry::RetryBudgets,
     tunnels: Arc<upgrade::Tunnels>,
 }
 
@@ -105,6 +110,7 @@ impl Proxy {
             metrics.clone(),
             upstreams.endpoints(),
         );
+        let retries = retry::RetryBudgets::new(options.retry_budget);
         Arc::new(Self {
             shared: Arc::new(Shared {
                 table,
@@ -112,6 +118,7 @@ impl Proxy {
                 options,
                 upstreams,
                 backends,
+                retries,
                 tunnels: Arc::default(),
             }),
             listeners: listener::Listeners::default(),

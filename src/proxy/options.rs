@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::balance::{BreakerLimits, OutlierOptions};
+use super::retry::BudgetLimits;
 use super::TrustedProxies;
 use crate::request::PathPolicy;
 
@@ -64,6 +65,10 @@ pub struct ProxyOptions {
     pub outlier: OutlierOptions,
     /// Circuit-breaker limits per Service (requests, pending requests, connections).
     pub breaker: BreakerLimits,
+    /// How many retries may be in flight per Service: 20% of its active requests, and at least
+    /// 3 (Envoy's and Finagle's budget): enough to ride out one bad endpoint, never enough to
+    /// multiply the load on a failing Service.
+    pub retry_budget: BudgetLimits,
 }
 
 impl Default for ProxyOptions {
@@ -87,6 +92,7 @@ impl Default for ProxyOptions {
             trusted_proxies: TrustedProxies::default(),
             outlier: OutlierOptions::default(),
             breaker: BreakerLimits::default(),
+            retry_budget: BudgetLimits::default(),
         }
     }
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::balance::{ConnGuard, Endpoints};
 use super::error::ProxyError;
-use super::upstream::UpstreamBody;
+use super::upstream::{SendError, UpstreamBody};
 use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
 
 type Connection = http1::Connection<TokioIo<UpstreamIo>, UpstreamBody>;
@@ -103,7 +103,7 @@ impl Http1Pool {
         endpoint: SocketAddr,
         tls: Option<&UpstreamTls>,
         mut req: Request<UpstreamBody>,
-    ) -> Result<Response<ResponseBody>, ProxyError> {
+    ) -> Result<Response<ResponseBody>, SendError> {
         if req.headers().contains_key(http::header::UPGRADE) {
             return Box::pin(self.send_upgrade(endpoint, tls, req)).await;
         }
@@ -115,7 +115,10 @@ impl Http1Pool {
                 Some(c) => c,
                 // Boxed: opening a connection is the rare path, and its state would otherwise
                 // make every request's future larger.
-                None => Box::pin(self.connect(endpoint, tls)).await?,
+                None => match Box::pin(self.connect(endpoint, tls)).await {
+                    Ok(c) => c,
+                    Err(error) => return Err(SendError::unsent(error, req)),
+                },
             };
             let sent = conn.sender.try_send_request(req);
             tokio::pin!(sent);
@@ -149,7 +152,14 @@ impl Http1Pool {
                     // The request never left: a reused connection the peer had closed. Try
                     // again on another one.
                     Some(unsent) if !fresh => req = unsent,
-                    _ => return Err(upstream_error(endpoint)(e.into_error())),
+                    // Not sent on a new connection either: the caller may send it elsewhere.
+                    Some(unsent) => {
+                        return Err(SendError::unsent(
+                            upstream_error(endpoint)(e.into_error()),
+                            unsent,
+                        ))
+                    }
+                    None => return Err(upstream_error(endpoint)(e.into_error()).into()),
                 },
             }
         }
@@ -162,12 +172,15 @@ impl Http1Pool {
         endpoint: SocketAddr,
         tls: Option<&UpstreamTls>,
         req: Request<UpstreamBody>,
-    ) -> Result<Response<ResponseBody>, ProxyError> {
+    ) -> Result<Response<ResponseBody>, SendError> {
         let Conn {
             mut sender,
             conn,
             counted,
-        } = *self.connect(endpoint, tls).await?;
+        } = match self.connect(endpoint, tls).await {
+            Ok(c) => *c,
+            Err(error) => return Err(SendError::unsent(error, req)),
+        };
         tokio::spawn(async move {
             let _counted = counted;
             conn.with_upgrades().await

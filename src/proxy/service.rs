@@ -23,6 +23,7 @@ use super::gate::{self, Target};
 use super::headers::{client_address, set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
 use super::pool::ResponseBody;
+use super::session::Session;
 use super::tls::TlsInfo;
 use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::UpstreamBody;
@@ -157,7 +158,13 @@ impl Handler {
             Some(cors) => cors.response_headers(req.headers()),
             None => HeaderMap::new(),
         };
-        let (backend, service) = pick_backend(&rule)?;
+        let session = rule
+            .filters
+            .session
+            .as_ref()
+            .map(|spec| Session::read(spec, req.headers()));
+        let bound = session.as_ref().and_then(|s| s.bound(&rule));
+        let (backend, service) = pick_backend(&rule, bound.map(|(index, _)| index))?;
         let protocol = rule.upstream_protocol(&service);
         // WebSocket handshakes go through to HTTP/1 backends only.
         let upgrade = websocket_upgrade(req.headers())
@@ -179,9 +186,15 @@ impl Handler {
             protocol,
             tls: tls.as_ref(),
             timeouts: rule.filters.timeouts,
+            retry: rule.filters.retry.as_ref(),
+            pinned: bound.map(|(_, addr)| addr),
+            upgrade: upgrade.is_some(),
             start,
         };
         let (mut resp, picked) = self.forward(exchange, req).await?;
+        if let Some(session) = &session {
+            session.stamp(resp.headers_mut(), picked.addr);
+        }
         *endpoint = Some(picked);
         let switched = match upgrade {
             Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
@@ -396,11 +409,15 @@ fn find_rule(
     listener.route(&view).cloned().ok_or(ProxyError::NoRoute)
 }
 
-/// Phase 5: a backendRef by weight, which must be a resolved Service.
-fn pick_backend(rule: &RouteRule) -> Result<(&WeightedBackend, Arc<ServiceBackend>), ProxyError> {
-    let backend = rule
-        .backends
-        .pick(fastrand::u64(..))
+/// Phase 5: a backendRef by weight (or the one whose endpoint the request's session is bound
+/// to), which must be a resolved Service.
+fn pick_backend(
+    rule: &RouteRule,
+    bound: Option<usize>,
+) -> Result<(&WeightedBackend, Arc<ServiceBackend>), ProxyError> {
+    let backend = bound
+        .and_then(|i| rule.backends.backends.get(i))
+        .or_else(|| rule.backends.pick(fastrand::u64(..)))
         .ok_or(ProxyError::NoBackend)?;
     match &backend.target {
         BackendTarget::Service(service) => Ok((backend, service.clone())),

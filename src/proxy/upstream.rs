@@ -75,7 +75,7 @@ impl Upstreams {
         endpoint: SocketAddr,
         tls: Option<&UpstreamTls>,
         mut req: Request<UpstreamBody>,
-    ) -> Result<Response<ResponseBody>, ProxyError> {
+    ) -> Result<Response<ResponseBody>, SendError> {
         match protocol {
             // Origin-form, as it comes: the connection is chosen by endpoint, and `Host`
             // names the site.
@@ -99,6 +99,35 @@ impl Upstreams {
 impl std::fmt::Debug for Upstreams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstreams").finish_non_exhaustive()
+    }
+}
+
+/// A request that could not be exchanged with an endpoint.
+#[derive(Debug)]
+pub struct SendError {
+    pub error: ProxyError,
+    /// The request, when none of it reached the backend (the connection could not be made, or
+    /// closed before the request was written): it can be sent to another endpoint as it is,
+    /// whatever its method and body.
+    pub unsent: Option<Request<UpstreamBody>>,
+}
+
+impl SendError {
+    /// A failure before any byte of `req` was written.
+    pub fn unsent(error: ProxyError, req: Request<UpstreamBody>) -> Self {
+        Self {
+            error,
+            unsent: Some(req),
+        }
+    }
+}
+
+impl From<ProxyError> for SendError {
+    fn from(error: ProxyError) -> Self {
+        Self {
+            error,
+            unsent: None,
+        }
     }
 }
 
@@ -145,14 +174,25 @@ impl H2cPool {
         endpoint: SocketAddr,
         tls: Option<&UpstreamTls>,
         req: Request<UpstreamBody>,
-    ) -> Result<http::Response<hyper::body::Incoming>, ProxyError> {
-        let mut sender = self.sender(endpoint, tls).await?;
+    ) -> Result<http::Response<hyper::body::Incoming>, SendError> {
+        let mut sender = match self.sender(endpoint, tls).await {
+            Ok(s) => s,
+            Err(error) => return Err(SendError::unsent(error, req)),
+        };
         let upstream = |source| ProxyError::UpstreamHttp {
             addr: endpoint,
             source,
         };
-        sender.ready().await.map_err(upstream)?;
-        sender.send_request(req).await.map_err(upstream)
+        if let Err(e) = sender.ready().await {
+            return Err(SendError::unsent(upstream(e), req));
+        }
+        match sender.try_send_request(req).await {
+            Ok(resp) => Ok(resp),
+            Err(mut e) => match e.take_message() {
+                Some(unsent) => Err(SendError::unsent(upstream(e.into_error()), unsent)),
+                None => Err(upstream(e.into_error()).into()),
+            },
+        }
     }
 
     /// The live connection to `endpoint` (over TLS when `tls` says so), or a new one.

@@ -33,6 +33,7 @@ mod protocol;
 mod reattach;
 mod refgrant;
 mod relink;
+mod resilience;
 mod rules;
 #[cfg(test)]
 mod testing;

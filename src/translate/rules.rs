@@ -17,6 +17,7 @@ use super::backends::{BackendError, BackendRef, Backends};
 use super::duration::compile_timeouts;
 use super::filters::{compile_backend_filters, compile_filters, CompiledFilters};
 use super::grpcroute::{rule_matches, GRPC_ROUTE, HTTP_ROUTE};
+use super::resilience::{compile_retry, compile_session};
 use crate::snapshot::namespace_of;
 use crate::table::{
     BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex, RequestMatch,
@@ -102,7 +103,7 @@ pub fn compile_route(
             .iter()
             .all(|m| matches!(m.path, PathMatch::Prefix(_)));
         let (filters, backend_set) =
-            compile_actions(rule, all_prefix, namespace, backends, &mut out, index);
+            compile_actions(rule, all_prefix, &route_ref, backends, &mut out, index);
         let filters = Arc::new(filters);
         let backend_set = Arc::new(backend_set);
         for (match_index, matcher) in matchers.into_iter().enumerate() {
@@ -133,21 +134,32 @@ impl CompiledRoute {
 fn compile_actions(
     rule: &HttpRouteRules,
     all_prefix: bool,
-    namespace: &str,
+    route: &RouteRef,
     backends: &mut Backends<'_>,
     out: &mut CompiledRoute,
     index: usize,
 ) -> (RuleFilters, BackendSet) {
+    let namespace = route.namespace.as_str();
     let compiled = compile_filters(rule.filters.as_deref().unwrap_or_default(), all_prefix)
         .map_err(|e| e.to_string())
         .and_then(|c| {
             let timeouts = compile_timeouts(rule.timeouts.as_ref()).map_err(|e| e.to_string())?;
-            Ok((c, timeouts))
+            let retry = compile_retry(rule.retry.as_ref()).map_err(|e| e.to_string())?;
+            let session = compile_session(
+                rule.session_persistence.as_ref(),
+                namespace,
+                &route.name,
+                index,
+            )
+            .map_err(|e| e.to_string())?;
+            Ok((c, timeouts, retry, session))
         });
     let filters = match compiled {
-        Ok((c, timeouts)) => {
+        Ok((c, timeouts, retry, session)) => {
             let mut filters = resolve_mirrors(c, namespace, backends, out);
             filters.timeouts = timeouts;
+            filters.retry = retry;
+            filters.session = session;
             filters
         }
         Err(reason) => {

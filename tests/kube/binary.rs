@@ -117,4 +117,5 @@ async fn serve_kubernetes_binary() {
             .is_empty(),
         "lease kept: {lease}"
     );
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 1, "{lease}");
 }

@@ -34,7 +34,8 @@ pub struct Replica {
 pub fn options(name: &str, port_base: u16) -> KubeOptions {
     let mut o = KubeOptions::new(CONTROLLER, SYSTEM_NS, name);
     o.lease_duration = Duration::from_secs(2);
-    o.lease_renew = Duration::from_millis(200);
+    o.lease_renew_deadline = Duration::from_secs(1);
+    o.lease_retry_period = Duration::from_millis(200);
     o.status_retry = Duration::from_millis(200);
     o.port_base = port_base;
     o.port_count = 50;
@@ -55,15 +56,15 @@ impl Replica {
 
     /// [`Replica::start`] binding on `bind`.
     pub async fn start_on(api: &ApiServer, name: &str, port_base: u16, bind: IpAddr) -> Replica {
+        Self::start_with(api, options(name, port_base), bind).await
+    }
+
+    /// [`Replica::start_on`] with the given provider options (lease timing, say).
+    pub async fn start_with(api: &ApiServer, options: KubeOptions, bind: IpAddr) -> Replica {
         let metrics = Metrics::new();
         let published = Published::new(metrics.clone());
         let proxy = Proxy::new(published.shared_table(), metrics.clone(), test_options());
-        let provider = KubeProvider::start(
-            api.client(),
-            options(name, port_base),
-            published.clone(),
-            metrics,
-        );
+        let provider = KubeProvider::start(api.client(), options, published.clone(), metrics);
         let mut snapshots = provider.snapshots.clone();
         let reconciler = Reconciler::new(
             published.clone(),
@@ -98,6 +99,13 @@ impl Replica {
         if let Some(p) = self.provider.take() {
             p.stop().await;
         }
+    }
+
+    /// Stops watching and writing as a crash would: every controller task is aborted and the
+    /// lease is not released. The last table keeps serving.
+    pub fn crash_controller(&mut self) {
+        self.reconcile.abort();
+        drop(self.provider.take());
     }
 
     /// Stops everything, listeners included.

@@ -7,6 +7,7 @@
 pub mod apiserver;
 pub mod client;
 pub mod echo;
+pub mod faulty;
 pub mod grpc;
 pub mod mirror;
 pub mod net;

@@ -1,7 +1,10 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease: get, then create or replace with the
-//! read `resourceVersion`, so two replicas never both win. Only the holder writes status and
-//! side objects (each a [`LeaderPass`] on its own task); every replica serves traffic
-//! regardless.
+//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's timing: the holder
+//! renews every retry period and steps down when no renewal succeeded within the renew
+//! deadline; the others try every retry period and take over once the lease went unrenewed for
+//! its duration, or at once when it was released. Writes are a get, then a create or a replace
+//! with the read `resourceVersion`, so two replicas never both win. Only the holder writes
+//! status and side objects (each a [`LeaderPass`] on its own task); every replica serves
+//! traffic regardless.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,24 +14,29 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::PostParams;
 use kube::{Api, Client};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::published::Published;
 
 /// Settings of the election.
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
+    /// The controller's namespace, where the Lease lives.
     pub namespace: String,
+    /// The Lease's name: replicas sharing it elect one leader.
     pub name: String,
     /// This replica's identity (its pod name).
     pub identity: String,
-    /// How long a lease stays valid without renewal.
+    /// How long others wait, after last seeing the record change, before taking over.
     pub duration: Duration,
+    /// The holder steps down when no renewal succeeded for this long; shorter than `duration`
+    /// so it stops writing before anyone else may start.
+    pub renew_deadline: Duration,
     /// How often the holder renews and the others try to acquire.
-    pub renew_every: Duration,
+    pub retry_period: Duration,
 }
 
-/// A Lease operation failed; the replica keeps its current role until the lease would expire.
+/// A Lease operation failed; the holder keeps its role until the renew deadline passes.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     #[error("lease {name}: {source}")]
@@ -37,6 +45,8 @@ pub enum LeaseError {
         #[source]
         source: Box<kube::Error>,
     },
+    #[error("lease {name}: no answer within {after:?}")]
+    Timeout { name: String, after: Duration },
 }
 
 /// What the elector last saw of someone else's lease, by local clock (so clock skew between
@@ -47,6 +57,49 @@ struct Observed {
     at: Instant,
 }
 
+/// The holder's side of the renew deadline: whether it still leads after a round, given when
+/// its last successful renewal started.
+#[derive(Debug)]
+struct Tenure {
+    deadline: Duration,
+    renewed: Option<Instant>,
+}
+
+impl Tenure {
+    /// Records a round that started at `started` and returns whether this replica leads. A
+    /// failed round keeps the role only while the last renewal is younger than the deadline;
+    /// a round that found another holder ends it at once.
+    fn after_round(&mut self, started: Instant, result: &Result<bool, LeaseError>) -> bool {
+        match result {
+            Ok(true) => {
+                self.renewed = Some(started);
+                true
+            }
+            Ok(false) => {
+                self.renewed = None;
+                false
+            }
+            Err(_) => {
+                let within = self
+                    .renewed
+                    .is_some_and(|t| started.saturating_duration_since(t) < self.deadline);
+                if !within {
+                    self.renewed = None;
+                }
+                within
+            }
+        }
+    }
+
+    /// Time left for the next renewal to succeed (`None` when not leading).
+    fn remaining(&self, now: Instant) -> Option<Duration> {
+        self.renewed.map(|t| {
+            self.deadline
+                .saturating_sub(now.saturating_duration_since(t))
+        })
+    }
+}
+
 /// Runs the election for one replica.
 pub struct Elector {
     api: Api<Lease>,
@@ -55,6 +108,8 @@ pub struct Elector {
 }
 
 impl Elector {
+    /// An elector that has seen no record yet, so it waits a whole lease duration before
+    /// taking over a lease someone else holds.
     pub fn new(client: Client, options: LeaseOptions) -> Self {
         Self {
             api: Api::namespaced(client, &options.namespace),
@@ -109,6 +164,7 @@ impl Elector {
             spec.renew_time = Some(now);
             spec.lease_duration_seconds = Some(self.duration_secs());
         } else {
+            // A released lease (no holder) is free at once.
             if holder.is_some() && !self.expired(spec) {
                 return Ok(false);
             }
@@ -161,7 +217,10 @@ impl Elector {
         }
     }
 
-    /// Gives the lease up (on shutdown) so another replica takes over without waiting.
+    /// Gives the lease up (on shutdown) the way client-go's `ReleaseOnCancel` does: no
+    /// holder, a one-second duration, acquire and renew times of now. Others take it at their
+    /// next retry. A lease held by someone else is left alone; a conflict means someone wrote
+    /// in between, so nothing is released.
     pub async fn release(&mut self) -> Result<(), LeaseError> {
         let Some(mut lease) = self.current().await? else {
             return Ok(());
@@ -172,7 +231,11 @@ impl Elector {
         if spec.holder_identity.as_deref() != Some(self.options.identity.as_str()) {
             return Ok(());
         }
+        let now = MicroTime(jiff::Timestamp::now());
         spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.acquire_time = Some(now.clone());
+        spec.renew_time = Some(now);
         let name = self.options.name.clone();
         self.api
             .replace(&name, &PostParams::default(), &lease)
@@ -181,39 +244,66 @@ impl Elector {
             .map_err(|e| self.err(e))
     }
 
-    /// Runs rounds forever, publishing whether this replica leads. After failed rounds the
-    /// replica steps down once its last successful renewal is older than the lease duration,
-    /// before anyone else may take over.
-    pub async fn run(mut self, tx: watch::Sender<bool>) {
-        let mut renewed: Option<Instant> = None;
-        loop {
-            let leading = match self.try_acquire_or_renew().await {
-                Ok(true) => {
-                    renewed = Some(Instant::now());
-                    true
-                }
-                Ok(false) => false,
-                Err(e) => {
-                    tracing::warn!(error = %e, "lease round failed");
-                    // Keep a margin of one renew interval below the lease duration.
-                    let margin = self
-                        .options
-                        .duration
-                        .saturating_sub(self.options.renew_every);
-                    renewed.is_some_and(|t| t.elapsed() < margin)
-                }
-            };
-            tx.send_if_modified(|l| {
-                let changed = *l != leading;
-                if changed {
-                    tracing::info!(identity = %self.options.identity, leading, "leadership changed");
-                }
-                *l = leading;
-                changed
-            });
-            tokio::time::sleep(self.options.renew_every).await;
+    /// One round bounded in time: while leading, by what is left of the renew deadline;
+    /// otherwise by the renew deadline, so a hung request never stalls the loop.
+    async fn bounded_round(&mut self, limit: Duration) -> Result<bool, LeaseError> {
+        match tokio::time::timeout(limit, self.try_acquire_or_renew()).await {
+            Ok(r) => r,
+            Err(_) => Err(LeaseError::Timeout {
+                name: self.options.name.clone(),
+                after: limit,
+            }),
         }
     }
+
+    /// Runs rounds every retry period, publishing whether this replica leads, until `stop`
+    /// fires: then it steps down and releases the lease if it holds it. If `stop` is dropped
+    /// unsent, it returns without releasing.
+    pub async fn run(mut self, tx: watch::Sender<bool>, mut stop: oneshot::Receiver<()>) {
+        let mut tenure = Tenure {
+            deadline: self.options.renew_deadline,
+            renewed: None,
+        };
+        let release = loop {
+            let started = Instant::now();
+            let limit = tenure
+                .remaining(started)
+                .unwrap_or(self.options.renew_deadline);
+            let result = self.bounded_round(limit).await;
+            if let Err(e) = &result {
+                tracing::warn!(error = %e, "lease round failed");
+            }
+            let leading = tenure.after_round(started, &result);
+            publish(&tx, leading, &self.options.identity);
+            let next = tokio::time::Instant::from_std(started + self.options.retry_period);
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                r = &mut stop => break r.is_ok(),
+            }
+        };
+        if !release {
+            return;
+        }
+        publish(&tx, false, &self.options.identity);
+        let limit = self.options.renew_deadline;
+        match tokio::time::timeout(limit, self.release()).await {
+            Ok(Ok(())) => tracing::info!(identity = %self.options.identity, "lease released"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "lease not released"),
+            Err(_) => tracing::warn!(after = ?limit, "lease not released in time"),
+        }
+    }
+}
+
+/// Sends `leading` if it changed, with a log line.
+fn publish(tx: &watch::Sender<bool>, leading: bool, identity: &str) {
+    tx.send_if_modified(|l| {
+        let changed = *l != leading;
+        if changed {
+            tracing::info!(identity, leading, "leadership changed");
+        }
+        *l = leading;
+        changed
+    });
 }
 
 /// Work only the leader does after each publication: status writes, side objects. Each runs on
@@ -270,7 +360,8 @@ mod tests {
                 name: "l".into(),
                 identity: "me".into(),
                 duration: Duration::from_millis(30),
-                renew_every: Duration::from_millis(10),
+                renew_deadline: Duration::from_millis(20),
+                retry_period: Duration::from_millis(10),
             },
         );
         let mut spec = LeaseSpec {
@@ -287,5 +378,38 @@ mod tests {
         // A renewal seen restarts the clock.
         spec.renew_time = Some(MicroTime("2020-01-01T00:00:01Z".parse().unwrap()));
         assert!(!e.expired(&spec));
+    }
+
+    fn failed() -> Result<bool, LeaseError> {
+        Err(LeaseError::Timeout {
+            name: "l".into(),
+            after: Duration::from_secs(1),
+        })
+    }
+
+    #[test]
+    fn the_holder_steps_down_when_no_renewal_succeeds_within_the_deadline() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut tenure = Tenure {
+            deadline: s(10),
+            renewed: None,
+        };
+        // Failures without a renewal never make a leader.
+        assert!(!tenure.after_round(t0, &failed()));
+        assert!(tenure.after_round(t0, &Ok(true)));
+        assert_eq!(tenure.remaining(t0 + s(4)), Some(s(6)));
+        // Failed rounds keep the role while the last renewal is younger than the deadline.
+        assert!(tenure.after_round(t0 + s(2), &failed()));
+        assert!(tenure.after_round(t0 + s(9), &failed()));
+        assert!(!tenure.after_round(t0 + s(10), &failed()));
+        assert_eq!(tenure.remaining(t0 + s(11)), None);
+        // A later failure does not bring it back; a renewal does, with a fresh deadline.
+        assert!(!tenure.after_round(t0 + s(11), &failed()));
+        assert!(tenure.after_round(t0 + s(12), &Ok(true)));
+        assert!(tenure.after_round(t0 + s(21), &failed()));
+        // Another holder ends the role at once.
+        assert!(!tenure.after_round(t0 + s(22), &Ok(false)));
+        assert!(!tenure.after_round(t0 + s(23), &failed()));
     }
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
+use tokio::sync::oneshot;
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
@@ -39,8 +40,12 @@ pub struct KubeOptions {
     pub lease_name: String,
     /// This replica's identity in the Lease.
     pub pod_name: String,
+    /// Leader election timing, as client-go's: others take over a lease unrenewed this long.
     pub lease_duration: Duration,
-    pub lease_renew: Duration,
+    /// The holder steps down when it could not renew for this long.
+    pub lease_renew_deadline: Duration,
+    /// How often the holder renews and the others try to acquire.
+    pub lease_retry_period: Duration,
     /// A full snapshot is sent this often even without changes.
     pub resync: Duration,
     /// Delay before a failed status or side-object pass is retried when nothing else changes.
@@ -60,7 +65,8 @@ impl KubeOptions {
             lease_name: "edgeplane-leader".to_owned(),
             pod_name: pod_name.to_owned(),
             lease_duration: Duration::from_secs(15),
-            lease_renew: Duration::from_secs(5),
+            lease_renew_deadline: Duration::from_secs(10),
+            lease_retry_period: Duration::from_secs(2),
             resync: Duration::from_secs(300),
             status_retry: Duration::from_secs(2),
             service_type: "LoadBalancer".to_owned(),
@@ -74,7 +80,8 @@ impl KubeOptions {
     }
 }
 
-/// A running provider. Dropping it does not stop it; call [`KubeProvider::stop`].
+/// A running provider. [`KubeProvider::stop`] shuts it down gracefully, releasing the lease;
+/// dropping it aborts every task at once and leaves the lease to expire, as a crash would.
 pub struct KubeProvider {
     /// Snapshots for `Reconciler::run`. The first value is a placeholder: the first full
     /// snapshot arrives as the first change, once every store has listed.
@@ -82,8 +89,10 @@ pub struct KubeProvider {
     /// Whether this replica holds the lease.
     pub leader: channel::Receiver<bool>,
     pub stores: watch::Stores,
-    client: Client,
-    lease: LeaseOptions,
+    /// The election task and what tells it to step down and release the lease.
+    elector: Option<(JoinHandle<()>, oneshot::Sender<()>)>,
+    /// Bound on the wait for the release at shutdown.
+    release_within: Duration,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -116,11 +125,16 @@ impl KubeProvider {
             name: options.lease_name.clone(),
             identity: options.pod_name.clone(),
             duration: options.lease_duration,
-            renew_every: options.lease_renew,
+            renew_deadline: options.lease_renew_deadline,
+            retry_period: options.lease_retry_period,
         };
+        // The round in progress finishes (within the renew deadline) before the release, which
+        // gets the renew deadline again; a little slack on top.
+        let release_within = options.lease_renew_deadline * 2 + Duration::from_secs(1);
         let (leader_tx, leader) = channel::channel(false);
-        let elector = leader::Elector::new(client.clone(), lease.clone());
-        tasks.push(tokio::spawn(elector.run(leader_tx)));
+        let (release_tx, release_rx) = oneshot::channel();
+        let elector = leader::Elector::new(client.clone(), lease);
+        let elector = (tokio::spawn(elector.run(leader_tx, release_rx)), release_tx);
         let keeper = gateway_service::Keeper::new(
             client.clone(),
             stores.clone(),
@@ -159,8 +173,8 @@ impl KubeProvider {
             snapshots,
             leader,
             stores,
-            client,
-            lease,
+            elector: Some(elector),
+            release_within,
             tasks,
         }
     }
@@ -170,17 +184,36 @@ impl KubeProvider {
         *self.leader.borrow()
     }
 
-    /// Stops watching and writing, and gives the lease up if held so another replica takes
-    /// over at once. The last published table keeps serving until the proxy stops.
-    pub async fn stop(self) {
+    /// Stops watching and writing, then steps down and gives the lease up if held, so another
+    /// replica takes over at its next retry. The last published table keeps serving until the
+    /// proxy stops.
+    pub async fn stop(mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        let Some((mut handle, release)) = self.elector.take() else {
+            return;
+        };
+        if release.send(()).is_err() {
+            return;
+        }
+        if tokio::time::timeout(self.release_within, &mut handle)
+            .await
+            .is_err()
+        {
+            tracing::warn!(after = ?self.release_within, "lease release did not finish");
+            handle.abort();
+        }
+    }
+}
+
+impl Drop for KubeProvider {
+    fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
         }
-        if *self.leader.borrow() {
-            let mut elector = leader::Elector::new(self.client, self.lease);
-            if let Err(e) = elector.release().await {
-                tracing::warn!(error = %e, "lease not released");
-            }
+        if let Some((handle, _)) = &self.elector {
+            handle.abort();
         }
     }
 }

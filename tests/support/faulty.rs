@@ -1,0 +1,147 @@
+//! A backend that fails on command: a small keep-alive HTTP/1.1 server over raw TCP that
+//! answers `200` with its name, or a chosen status, or hangs, or resets the connection, and
+//! counts the requests it received, so tests can tell what the proxy sent and how often.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+use super::net::bind_loopback;
+
+/// What the backend does with the next request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `200` with the backend's name as the body.
+    Ok,
+    /// This status, with the backend's name as the body.
+    Status(u16),
+    /// Reads the request and never answers.
+    Hang,
+    /// Reads the request and resets the connection (RST) without answering.
+    Reset,
+    /// Answers the first request of each connection, resets at the second: a keep-alive
+    /// connection that died while idle in the proxy's pool.
+    ResetReused,
+    /// Answers with this status after this delay.
+    Late(Duration, u16),
+}
+
+/// A running faulty backend.
+pub struct Faulty {
+    pub addr: SocketAddr,
+    pub name: String,
+    requests: Arc<AtomicUsize>,
+    mode: Arc<Mutex<Mode>>,
+    task: JoinHandle<()>,
+}
+
+impl Faulty {
+    /// Requests received so far (answered or not).
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::Acquire)
+    }
+
+    /// Changes what the backend does from the next request on.
+    pub fn set(&self, mode: Mode) {
+        *self.mode.lock().expect("mode lock") = mode;
+    }
+}
+
+impl Drop for Faulty {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a backend named `name` in `mode` on a loopback port.
+pub async fn start_faulty(name: &str, mode: Mode) -> Faulty {
+    let listener = bind_loopback().await;
+    let addr = listener.local_addr().expect("address");
+    let requests = Arc::new(AtomicUsize::new(0));
+    let mode = Arc::new(Mutex::new(mode));
+    let (count, current, body) = (requests.clone(), mode.clone(), name.to_owned());
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (count, current, body) = (count.clone(), current.clone(), body.clone());
+            tokio::spawn(serve(stream, count, current, body));
+        }
+    });
+    Faulty {
+        addr,
+        name: name.into(),
+        requests,
+        mode,
+        task,
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    count: Arc<AtomicUsize>,
+    mode: Arc<Mutex<Mode>>,
+    name: String,
+) {
+    let mut buf = Vec::new();
+    let mut served = 0;
+    loop {
+        if read_request(&mut stream, &mut buf).await.is_none() {
+            return;
+        }
+        count.fetch_add(1, Ordering::AcqRel);
+        served += 1;
+        let now = *mode.lock().expect("mode lock");
+        let status = match now {
+            Mode::Ok => 200,
+            Mode::Status(s) => s,
+            Mode::Late(d, s) => {
+                tokio::time::sleep(d).await;
+                s
+            }
+            Mode::Hang => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                return;
+            }
+            Mode::ResetReused if served == 1 => 200,
+            Mode::Reset | Mode::ResetReused => {
+                let _ = stream.set_zero_linger();
+                return;
+            }
+        };
+        let reply = format!(
+            "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{name}",
+            name.len()
+        );
+        if stream.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads one request head and its `content-length` body; `None` when the peer closed.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    buf.drain(..head_end + length);
+    Some(())
+}
