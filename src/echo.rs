@@ -11,7 +11,8 @@
 //! Like the conformance suite's echo server it also obeys two instructions from the request:
 //! the `delay` query parameter (a Go duration such as `500ms`, `2s` or `1.5s`) waits that long
 //! before answering, and `X-Echo-Set-Header: Name: value[,Name2: value2]` sets those headers on
-//! the response.
+//! the response. It also runs the suite's retry simulation (`uuid`, `succeedAfter`,
+//! `responseCode`, `delayRetry`: [`retry`]).
 //!
 //! A gRPC call (`content-type: application/grpc*`, over h2c) is answered by the conformance
 //! suite's gRPC echo service instead ([`crate::grpc_echo`]), on the same port.
@@ -30,9 +31,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde::Serialize;
+
+use retry::Simulated;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+mod retry;
 mod transport;
 
 pub use transport::serve_udp_echo;
@@ -165,7 +169,7 @@ async fn serve_echo_with(
                     let service = service_fn(move |req| {
                         let identity = identity.clone();
                         let log = log.clone();
-                        async move { Ok::<_, Infallible>(answer(req, &identity, log.as_ref(), None).await) }
+                        async move { deliver(answer(req, &identity, log.as_ref(), None).await) }
                     });
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(stream), service)
@@ -180,6 +184,25 @@ async fn serve_echo_with(
                 }
             },
         }
+    }
+}
+
+/// Marks a response that must not be sent: the connection is closed instead (the retry
+/// simulation's connection failure).
+#[derive(Debug, Clone, Copy)]
+struct ResetConnection;
+
+/// The error that makes hyper close a connection without answering.
+#[derive(Debug, thiserror::Error)]
+#[error("connection reset by the retry simulation")]
+pub(crate) struct SimulatedReset;
+
+/// The response to send, or [`SimulatedReset`] when the connection is to be closed instead.
+pub(crate) fn deliver<B>(resp: Response<B>) -> Result<Response<B>, SimulatedReset> {
+    if resp.extensions().get::<ResetConnection>().is_some() {
+        Err(SimulatedReset)
+    } else {
+        Ok(resp)
     }
 }
 
@@ -258,6 +281,15 @@ async fn echo(
     if let Some(delay) = parts.uri.query().and_then(delay_param) {
         tokio::time::sleep(delay).await;
     }
+    let (simulated, retry_delay) = retry::simulate(parts.uri.query());
+    if let Some(delay) = retry_delay.filter(|d| *d <= MAX_DELAY) {
+        tokio::time::sleep(delay).await;
+    }
+    if simulated == Simulated::Reset {
+        let mut resp = Response::new(Full::new(Bytes::new()));
+        resp.extensions_mut().insert(ResetConnection);
+        return resp;
+    }
     // As Go servers do: HTTP/2 reports `:authority`, HTTP/1 the `Host` header.
     let host_header = || {
         parts
@@ -295,6 +327,9 @@ async fn echo(
     };
     let json = serde_json::to_vec(&reply).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(json)));
+    if let Simulated::Fail(status) = simulated {
+        *resp.status_mut() = status;
+    }
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

@@ -4,7 +4,6 @@
 //! carrying `tls.serverName` (the SNI the client sent) and `tls.peerCertificates` (the client's
 //! chain as PEM). Used by `edgeplane echo --tls-cert` and by tests of BackendTLSPolicy.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::echo::{answer, EchoIdentity, RequestLog, TlsSeen};
+use crate::echo::{answer, deliver, EchoIdentity, RequestLog, TlsSeen};
 
 /// Time a client gets to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -113,7 +112,7 @@ pub async fn serve_echo_tls(
                     let service = service_fn(move |req| {
                         let (identity, log, seen) = (identity.clone(), log.clone(), seen.clone());
                         async move {
-                            Ok::<_, Infallible>(answer(req, &identity, log.as_ref(), Some(&seen)).await)
+                            deliver(answer(req, &identity, log.as_ref(), Some(&seen)).await)
                         }
                     });
                     let _ = builder.serve_connection(TokioIo::new(stream), service).await;

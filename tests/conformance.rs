@@ -40,6 +40,8 @@ mod redirects;
 mod references;
 #[path = "conformance/report.rs"]
 mod report;
+#[path = "conformance/retries.rs"]
+mod retries;
 #[path = "conformance/scenarios.rs"]
 mod scenarios;
 #[path = "conformance/skipped.rs"]

@@ -13,6 +13,9 @@ pub const ADDITIONAL: &[&str] = &[
     "HTTPRouteNamespaceAttachment",
     "HTTPRouteAllowedRoutesLabelSelector",
     "GatewayHTTPListenerIsolationWithHostnameIntersection",
+    "HTTPRouteRetryConnectionError",
+    "HTTPRouteRetryWithTimeouts",
+    "HTTPRouteSessionPersistence",
 ];
 
 /// The verdict of one scenario.

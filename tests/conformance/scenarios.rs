@@ -16,7 +16,7 @@ use crate::report::Result as Verdict;
 use crate::report::GATEWAY_HTTP;
 use crate::{
     backend_tls, backends, client_certs, extended, gateway, grpc, httproute, listenerset,
-    redirects, references, skipped, tls,
+    redirects, references, retries, skipped, tls,
 };
 
 /// A scenario body: runs against a started environment.
@@ -375,6 +375,30 @@ pub fn all() -> Vec<Scenario> {
             "HTTPRouteBackendTimeout",
             "backend-timeout.yaml",
             extended::backend_timeout
+        ),
+        extended!(
+            "HTTPRouteRetry",
+            "HTTPRouteRetry",
+            "retry.yaml",
+            retries::retry
+        ),
+        extended!(
+            "HTTPRouteRetryConnectionError",
+            "HTTPRouteRetryConnectionError",
+            "retry-connection-error.yaml",
+            retries::retry_connection_error
+        ),
+        extended!(
+            "HTTPRouteRetryWithTimeouts",
+            "HTTPRouteRetryBackendTimeout",
+            "retry-timeouts.yaml",
+            retries::retry_with_timeouts
+        ),
+        extended!(
+            "HTTPRouteSessionPersistence",
+            "HTTPRouteSessionPersistence",
+            "session-persistence.yaml",
+            retries::session_persistence
         ),
         extended!(
             "HTTPRouteListenerPortMatching",

@@ -28,16 +28,9 @@ const INFRASTRUCTURE_NOTE: &str = "standalone mode creates no Service or Pod for
 
 /// The scenarios that do not run here, in upstream order of appearance.
 pub fn all() -> Vec<Scenario> {
-    vec![
-        skipped(
-            "HTTPRouteRetry",
-            Some("HTTPRouteRetry"),
-            "retries are not implemented (the retry field is in the experimental channel)",
-        ),
-        skipped(
-            "GatewayInfrastructure",
-            Some("GatewayInfrastructurePropagation"),
-            INFRASTRUCTURE_NOTE,
-        ),
-    ]
+    vec![skipped(
+        "GatewayInfrastructure",
+        Some("GatewayInfrastructurePropagation"),
+        INFRASTRUCTURE_NOTE,
+    )]
 }
