@@ -2,7 +2,8 @@
 # Rolling restart under traffic: three echo backends of one Service are replaced one by one
 # (new endpoint ready; old one serving but terminating; old one gone from the table; old
 # server closed) while two clients send requests back to back through the proxy. Prints the
-# number of requests and of failed ones for each run; exits non-zero if any request failed.
+# number of requests, of failed ones and of retried attempts for each run; exits non-zero if
+# any request failed or needed a retry.
 #
 #   benches/rolling-restart.sh [RUNS]      (default 1; each run takes about 3 s)
 #

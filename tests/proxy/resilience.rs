@@ -200,6 +200,15 @@ async fn an_endpoint_refusing_connections_is_ejected() {
     assert_eq!(unsent(), 2);
 }
 
+/// Every `edgeplane_upstream_retries_total` series of a metrics text, summed.
+fn retries_total(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("edgeplane_upstream_retries_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// `edgeplane_upstream_retries_total{reason="unsent"}` in a metrics text.
 fn unsent_retries(metrics: &str) -> u64 {
     metrics
@@ -391,7 +400,13 @@ async fn a_rolling_restart_under_traffic_fails_no_request() {
             *pods.entry(k).or_insert(0) += v;
         }
     }
-    println!("rolling restart: requests={sent} failures={}", failed.len());
+    let retried = retries_total(&proxy.metrics.encode());
+    println!(
+        "rolling restart: requests={sent} failures={} retried={retried}",
+        failed.len()
+    );
+    // Draining alone kept every request whole: none needed a retry either.
+    assert_eq!(retried, 0);
     assert!(failed.is_empty(), "failed: {failed:?}");
     assert!(sent > 0);
     // Traffic moved to the new backends.
