@@ -110,12 +110,14 @@ impl ServiceState {
         }
         let size = self.size.load(Ordering::Relaxed);
         let now = s.now();
-        if let Some(time) = self
-            .ejections
-            .try_eject(addr, &state.health, size, now, &s.outlier)
+        if let Some((time, continued)) =
+            self.ejections
+                .try_eject(addr, &state.health, size, now, &s.outlier)
         {
-            s.endpoints.ejected.fetch_add(1, Ordering::Relaxed);
-            s.metrics.outlier_ejected.inc();
+            if !continued {
+                s.endpoints.ejected.fetch_add(1, Ordering::Relaxed);
+                s.metrics.outlier_ejected.inc();
+            }
             s.metrics
                 .outlier_ejections
                 .with_label_values(&[&self.key.to_string()])

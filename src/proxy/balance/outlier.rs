@@ -86,8 +86,9 @@ impl Health {
         threshold > 0 && self.consecutive.fetch_add(1, Ordering::Relaxed) + 1 >= threshold
     }
 
-    /// Ejects from `now`; returns how long.
-    fn eject(&self, now: u64, options: &OutlierOptions) -> Duration {
+    /// Ejects from `now`; returns how long, and whether the endpoint still counted as ejected
+    /// (an ended ejection no pick had noticed yet, which this one continues).
+    fn eject(&self, now: u64, options: &OutlierOptions) -> (Duration, bool) {
         let times = self.times.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         let time = options
             .base_ejection
@@ -96,8 +97,8 @@ impl Health {
         self.until
             .store(now.saturating_add(nanos(time)), Ordering::Relaxed);
         self.consecutive.store(0, Ordering::Relaxed);
-        self.ejected.store(true, Ordering::Release);
-        time
+        let continued = self.ejected.swap(true, Ordering::AcqRel);
+        (time, continued)
     }
 }
 
@@ -114,7 +115,8 @@ pub struct Ejections {
 
 impl Ejections {
     /// Ejects `addr` (whose health is `health`) if the Service of `size` endpoints may lose
-    /// another one at `now`; returns the ejection time. Taken on failures only, so the lock
+    /// another one at `now`; returns the ejection time and whether the endpoint still counted
+    /// as ejected (so the caller does not count it twice). Taken on failures only, so the lock
     /// is off the path of successful requests.
     pub fn try_eject(
         &self,
@@ -123,7 +125,7 @@ impl Ejections {
         size: usize,
         now: u64,
         options: &OutlierOptions,
-    ) -> Option<Duration> {
+    ) -> Option<(Duration, bool)> {
         if health.is_ejected(now) {
             return None;
         }
@@ -134,9 +136,9 @@ impl Ejections {
         if list.len() >= cap {
             return None;
         }
-        let time = health.eject(now, options);
+        let (time, continued) = health.eject(now, options);
         list.push((addr, now.saturating_add(nanos(time))));
-        Some(time)
+        Some((time, continued))
     }
 
     /// True while some ejection of this Service may still last.
@@ -174,7 +176,7 @@ mod tests {
         let now = 10 * S;
         assert_eq!(
             e.try_eject(addr(1), &h, 4, now, &options),
-            Some(Duration::from_secs(30))
+            Some((Duration::from_secs(30), false))
         );
         assert!(h.is_ejected(now + 29 * S));
         assert!(!h.take_return(now + 29 * S));
@@ -185,13 +187,13 @@ mod tests {
         let now = 100 * S;
         assert_eq!(
             e.try_eject(addr(1), &h, 4, now, &options),
-            Some(Duration::from_secs(60))
+            Some((Duration::from_secs(60), false))
         );
         for i in 1..=20 {
             let now = now + i * 1000 * S;
             h.take_return(now);
             let got = e.try_eject(addr(1), &h, 4, now, &options);
-            assert!(got.is_some_and(|t| t <= Duration::from_secs(300)));
+            assert!(got.is_some_and(|(t, _)| t <= Duration::from_secs(300)));
         }
         assert!(h.remembered(now + 20_100 * S, Duration::from_secs(300)));
         h.take_return(now + 20_400 * S);
@@ -211,6 +213,19 @@ mod tests {
         assert!(e
             .try_eject(addr(3), &hs[2], 4, now + 31 * S, &options)
             .is_some());
+        // An ended ejection nobody noticed is continued, not counted again.
+        let stale = Ejections::default();
+        let h = Health::default();
+        assert_eq!(
+            stale.try_eject(addr(5), &h, 4, now, &options).map(|e| e.1),
+            Some(false)
+        );
+        assert_eq!(
+            stale
+                .try_eject(addr(5), &h, 4, now + 40 * S, &options)
+                .map(|e| e.1),
+            Some(true)
+        );
         // A lone endpoint is never ejected, even at 100%.
         let all = OutlierOptions {
             max_ejected_percent: 100,
