@@ -32,7 +32,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde::Serialize;
 
-use retry::Simulated;
+pub(crate) use retry::deliver;
+use retry::{ResetConnection, Simulated};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -184,25 +185,6 @@ async fn serve_echo_with(
                 }
             },
         }
-    }
-}
-
-/// Marks a response that must not be sent: the connection is closed instead (the retry
-/// simulation's connection failure).
-#[derive(Debug, Clone, Copy)]
-struct ResetConnection;
-
-/// The error that makes hyper close a connection without answering.
-#[derive(Debug, thiserror::Error)]
-#[error("connection reset by the retry simulation")]
-pub(crate) struct SimulatedReset;
-
-/// The response to send, or [`SimulatedReset`] when the connection is to be closed instead.
-pub(crate) fn deliver<B>(resp: Response<B>) -> Result<Response<B>, SimulatedReset> {
-    if resp.extensions().get::<ResetConnection>().is_some() {
-        Err(SimulatedReset)
-    } else {
-        Ok(resp)
     }
 }
 

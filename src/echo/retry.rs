@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use http::StatusCode;
+use http::{Response, StatusCode};
 
 use super::parse_go_duration;
 
@@ -18,6 +18,25 @@ const MAX_TRACKED: usize = 10_000;
 
 /// Attempts seen per `uuid`.
 static ATTEMPTS: Mutex<Option<HashMap<String, u32>>> = Mutex::new(None);
+
+/// Marks a response that must not be sent: the connection is closed instead (the retry
+/// simulation's connection failure).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ResetConnection;
+
+/// The error that makes hyper close a connection without answering.
+#[derive(Debug, thiserror::Error)]
+#[error("connection reset by the retry simulation")]
+pub(crate) struct SimulatedReset;
+
+/// The response to send, or [`SimulatedReset`] when the connection is to be closed instead.
+pub(crate) fn deliver<B>(resp: Response<B>) -> Result<Response<B>, SimulatedReset> {
+    if resp.extensions().get::<ResetConnection>().is_some() {
+        Err(SimulatedReset)
+    } else {
+        Ok(resp)
+    }
+}
 
 /// What the simulation makes of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@ mod bind;
 mod build;
 mod conflicts;
 mod duration;
+mod endpoints;
 mod filters;
 mod frontend;
 mod gateway;
