@@ -119,3 +119,108 @@ async fn serve_kubernetes_binary() {
     );
     assert_eq!(lease["spec"]["leaseDurationSeconds"], 1, "{lease}");
 }
+
+/// A `serve --kubernetes` process named `pod` with short leader-election timing.
+fn spawn_replica(
+    kubeconfig: &std::path::Path,
+    pod: &str,
+    timing: [&str; 3],
+) -> tokio::process::Child {
+    let admin = support::net::free_addr();
+    let bind = support::net::loopback_ip();
+    let base = port_base().to_string();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_edgeplane"))
+        .args(["serve", "--kubernetes", "--namespace", SYSTEM_NS])
+        .args(["--pod-name", pod])
+        .args(["--admin-addr", &admin.to_string()])
+        .args(["--bind-address", &bind.to_string()])
+        .args(["--gateway-port-base", &base, "--drain-timeout", "1s"])
+        .args(["--leader-lease-duration", timing[0]])
+        .args(["--leader-renew-deadline", timing[1]])
+        .args(["--leader-retry-period", timing[2]])
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "edgeplane=warn")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// The Lease's holder as the emulator has it.
+fn lease_holder(api: &ApiServer) -> Option<String> {
+    api.object("leases", SYSTEM_NS, "edgeplane-leader")
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
+        .filter(|h| !h.is_empty())
+}
+
+/// Waits (bounded by `limit`) until the Lease names `who`; returns how long that took.
+async fn held_by(api: &ApiServer, who: &str, limit: Duration) -> Option<Duration> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if lease_holder(api).as_deref() == Some(who) {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+/// Three processes of the binary: SIGKILL of the leader is taken over within lease duration
+/// plus retry period (measured from the kill, so it includes the last renewal's age), and a
+/// SIGTERM of the next leader hands the Lease over in under 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_and_terminated_leaders_are_replaced_in_time() {
+    let api = ApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let (lease, retry) = (Duration::from_secs(3), Duration::from_millis(500));
+    let timing = ["3s", "2s", "500ms"];
+    let mut first = spawn_replica(&kubeconfig, "bin-1", timing);
+    assert!(held_by(&api, "bin-1", T).await.is_some(), "bin-1 never led");
+    let mut second = spawn_replica(&kubeconfig, "bin-2", timing);
+    let mut third = spawn_replica(&kubeconfig, "bin-3", ["15s", "10s", "2s"]);
+    // Let the others watch a few renewals.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(lease_holder(&api).as_deref(), Some("bin-1"));
+    first.kill().await.unwrap();
+    let killed = std::time::Instant::now();
+    let took = loop {
+        match lease_holder(&api) {
+            Some(h) if h != "bin-1" => break Some((h, killed.elapsed())),
+            _ if killed.elapsed() > lease * 4 => break None,
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    };
+    let (next, took) = took.expect("nobody took over the killed leader's Lease");
+    eprintln!("takeover {took:?} after SIGKILL of the leader, by {next}");
+    // bin-2 tries every 500 ms, so it takes over within a lease duration and a retry period
+    // of the kill (bin-3, trying every 2 s, may win the race only earlier than that).
+    assert!(
+        took <= lease + retry + Duration::from_millis(1500),
+        "{took:?}"
+    );
+    // Graceful stop of the new leader: the other takes the released Lease at its next try
+    // (a retry period of at most 2 s).
+    let (leader, other) = if next == "bin-2" {
+        (&mut second, "bin-3")
+    } else {
+        (&mut third, "bin-2")
+    };
+    let pid = leader.id().unwrap().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(term.is_ok_and(|s| s.success()));
+    let stopped = std::time::Instant::now();
+    let handed = held_by(&api, other, Duration::from_secs(10)).await;
+    let handed = handed.map(|_| stopped.elapsed());
+    eprintln!("handover {handed:?} after SIGTERM of the leader, to {other}");
+    assert!(
+        handed.is_some_and(|t| t < Duration::from_secs(3)),
+        "{handed:?}"
+    );
+    let _ = tokio::time::timeout(T, leader.wait()).await;
+    second.kill().await.unwrap();
+    third.kill().await.unwrap();
+}
