@@ -3,12 +3,15 @@
 //!
 //! Modules: `listener` (bind, accept, drain), `conn` (one connection: handshake, idle, drain),
 //! `detect` (HTTP/1 or HTTP/2 preface), `options` (timeouts and limits), `gate` (host, framing
-//! and path checks before routing), `service` (per-request phases), `body` (request body idle
-//! timer, in-flight tracking), `upstream` (pooled clients), `tls` (TLS termination,
-//! certificates by SNI), `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers`
-//! (hop-by-hop and forwarded headers), `trusted` (the trusted proxies), `error` (the status
-//! mapping), `l4` (TLS passthrough and terminate, TCP and UDP forwarding).
-
+//! and path checks before routing), `service` (per-request phases), `answers` (responses
+//! without a backend), `forward` (the upstream exchange and its retries), `retry` (retry
+//! budgets, kept bodies, backoff), `session` (session persistence tokens), `balance` (endpoint
+//! choice, outlier detection, circuit breaking), `body` (request body idle timer, in-flight
+//! tracking), `upstream` (pooled clients), `tls` (TLS termination, certificates by SNI),
+//! `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and
+//! forwarded headers), `trusted` (the trusted proxies), `error` (the status mapping), `l4` (TLS
+//! passthrough and terminate, TCP and UDP forwarding).
+mod answers;
 mod balance;
 mod body;
 mod conn;

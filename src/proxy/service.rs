@@ -11,9 +11,10 @@ use std::time::Instant;
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use super::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
 use super::balance::Picked;
 use super::body::{ClientBody, Tracked};
 use super::conn::Activity;
@@ -451,47 +452,6 @@ fn http_version(protocol: UpstreamProtocol) -> Version {
         UpstreamProtocol::Http1 => Version::HTTP_11,
         UpstreamProtocol::H2c => Version::HTTP_2,
     }
-}
-
-/// The proxy's own answer to a CORS preflight: 200, no body, the filter's headers (none when
-/// the origin is not allowed, so the browser refuses the actual request).
-fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
-    let mut resp = Response::new(empty());
-    *resp.headers_mut() = headers;
-    resp.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
-    resp
-}
-
-/// The answer to a gRPC call that no route serves: HTTP 200 with gRPC status `UNIMPLEMENTED`
-/// in trailers-only form (the gRPC over HTTP/2 protocol's way to fail a call at once): a 404
-/// would reach a gRPC client as an opaque transport error instead of a status it can act on.
-fn grpc_unimplemented() -> Response<ProxyBody> {
-    let mut resp = Response::new(empty());
-    let headers = resp.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/grpc"),
-    );
-    headers.insert("grpc-status", HeaderValue::from_static("12"));
-    headers.insert(
-        "grpc-message",
-        HeaderValue::from_static("no%20route%20for%20this%20method"),
-    );
-    resp
-}
-
-/// The proxy's own answer to `OPTIONS *` (RFC 9110 9.3.7): 200 without a body; the request
-/// concerns the server, not any route.
-fn options_asterisk() -> Response<ProxyBody> {
-    let mut resp = Response::new(empty());
-    resp.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
-    resp
-}
-
-fn empty() -> ProxyBody {
-    Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
 /// TLS to `service` when a BackendTLSPolicy applies to its port, with the client certificate
