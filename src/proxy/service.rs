@@ -238,7 +238,7 @@ impl Handler {
             .chain(&backend.filters.mirrors)
             .filter(|m| m.sampled(fastrand::u64(..)))
             .filter_map(|m| {
-                let endpoint = self.shared.backends.mirror_endpoint(&m.backend);
+                let endpoint = self.shared.backends.spare_endpoint(&m.backend, &[]);
                 endpoint.ok().map(|e| (m, e))
             })
             .collect();

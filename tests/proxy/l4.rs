@@ -305,6 +305,57 @@ async fn tcp_without_ready_endpoints_is_closed_and_counted() {
     assert_eq!(counted, 1);
 }
 
+/// A route to one Service with ready endpoints `ready` and terminating ones `draining`.
+fn route_to_service(ready: &[SocketAddr], draining: &[SocketAddr]) -> L4Route {
+    let svc = Arc::new(edgeplane::table::ServiceBackend {
+        service: service("svc", &[]).service.clone(),
+        endpoints: ready.to_vec(),
+        terminating: draining.to_vec(),
+        protocol: Default::default(),
+        balance: Default::default(),
+    });
+    L4Route {
+        route: route("r", &[]).route,
+        backends: Arc::new(BackendSet::new(vec![weighted(&svc, 1)])),
+    }
+}
+
+async fn greeting(addr: SocketAddr) -> String {
+    let mut s = BufReader::new(TcpStream::connect(addr).await.unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(WAIT, s.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
+    line
+}
+
+#[tokio::test]
+async fn a_refused_tcp_connect_goes_to_another_endpoint() {
+    let (good, _t) = tcp_echo("good").await;
+    let refused = free_addr();
+    let addr = free_addr();
+    let _proxy = start(tcp_table(addr, route_to_service(&[refused, good], &[]))).await;
+    for n in 0..20 {
+        assert_eq!(greeting(addr).await, "good\n", "connection {n}");
+    }
+}
+
+#[tokio::test]
+async fn terminating_tcp_endpoints_serve_only_while_none_is_ready() {
+    let (ready, _r) = tcp_echo("ready").await;
+    let (old, _o) = tcp_echo("old").await;
+    let addr = free_addr();
+    let proxy = start(tcp_table(addr, route_to_service(&[ready], &[old]))).await;
+    for _ in 0..10 {
+        assert_eq!(greeting(addr).await, "ready\n");
+    }
+    proxy
+        .publish(tcp_table(addr, route_to_service(&[], &[old])))
+        .await;
+    assert_eq!(greeting(addr).await, "old\n");
+}
+
 /// A UDP backend answering every datagram with `name:` and the datagram.
 pub(crate) async fn udp_echo(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
     let socket = UdpSocket::bind((loopback_ip(), 0)).await.unwrap();

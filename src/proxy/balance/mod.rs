@@ -240,9 +240,14 @@ impl Backends {
         }
     }
 
-    /// An endpoint for a mirrored copy: not counted, not balanced, but never an ejected one
-    /// while another is left.
-    pub fn mirror_endpoint(&self, service: &ServiceBackend) -> Result<SocketAddr, ProxyError> {
+    /// An endpoint outside the balancer's counts (a mirrored copy, an L4 stream or datagram
+    /// session): at random among the ready ones (the terminating ones while none is ready),
+    /// never an ejected one or one of `exclude` while another is left.
+    pub fn spare_endpoint(
+        &self,
+        service: &ServiceBackend,
+        exclude: &[SocketAddr],
+    ) -> Result<SocketAddr, ProxyError> {
         let s = &*self.settings;
         let now = (s.endpoints.ejected.load(Ordering::Relaxed) > 0).then(|| s.now());
         let healthy = |a: &SocketAddr| {
@@ -252,7 +257,11 @@ impl Backends {
                     .is_none_or(|e| !e.health.is_ejected(now))
             })
         };
-        let pool = &service.endpoints;
+        let pool = if service.endpoints.is_empty() {
+            &service.terminating
+        } else {
+            &service.endpoints
+        };
         let n = pool.len();
         if n == 0 {
             return Err(ProxyError::NoEndpoints {
@@ -260,8 +269,11 @@ impl Backends {
             });
         }
         let start = fastrand::usize(..n);
-        let rotated = (0..n).map(|k| pool[(start + k) % n]);
-        Ok(rotated.clone().find(|a| healthy(a)).unwrap_or(pool[start]))
+        let rotated = || (0..n).map(|k| pool[(start + k) % n]);
+        Ok(rotated()
+            .find(|a| healthy(a) && !exclude.contains(a))
+            .or_else(|| rotated().find(|a| healthy(a)))
+            .unwrap_or(pool[start]))
     }
 
     fn choose(

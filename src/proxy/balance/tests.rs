@@ -200,8 +200,8 @@ fn mirrors_skip_ejected_endpoints() {
         }
     }
     for _ in 0..20 {
-        assert_eq!(b.mirror_endpoint(&s).unwrap(), s.endpoints[1]);
+        assert_eq!(b.spare_endpoint(&s, &[]).unwrap(), s.endpoints[1]);
     }
     let none = service(Vec::new(), Balance::RoundRobin);
-    assert!(b.mirror_endpoint(&none).is_err());
+    assert!(b.spare_endpoint(&none, &[]).is_err());
 }

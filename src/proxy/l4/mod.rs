@@ -8,6 +8,7 @@ pub(crate) mod udp;
 
 use std::net::SocketAddr;
 
+use super::balance::Backends;
 use crate::table::{BackendTarget, L4Route};
 
 pub use sni::{parse as parse_client_hello, Hello};
@@ -51,19 +52,22 @@ impl L4Error {
     }
 }
 
-/// A backend of the route by weight, then one of its ready endpoints at random.
-pub(crate) fn pick_endpoint(route: &L4Route) -> Result<SocketAddr, L4Error> {
+/// A backend of the route by weight, then one of its endpoints ([`Backends::spare_endpoint`]:
+/// ready, not ejected, not one of `exclude` while another is left; terminating ones only while
+/// none is ready).
+pub(crate) fn pick_endpoint(
+    route: &L4Route,
+    backends: &Backends,
+    exclude: &[SocketAddr],
+) -> Result<SocketAddr, L4Error> {
     let backend = route
         .backends
         .pick(fastrand::u64(..))
         .ok_or_else(|| L4Error::InvalidBackend(format!("route {} has no backend", route.route)))?;
     match &backend.target {
-        BackendTarget::Service(s) => {
-            if s.endpoints.is_empty() {
-                return Err(L4Error::NoEndpoints(s.service.to_string()));
-            }
-            Ok(s.endpoints[fastrand::usize(..s.endpoints.len())])
-        }
+        BackendTarget::Service(s) => backends
+            .spare_endpoint(s, exclude)
+            .map_err(|_| L4Error::NoEndpoints(s.service.to_string())),
         BackendTarget::Invalid { reason } => Err(L4Error::InvalidBackend(reason.clone())),
     }
 }

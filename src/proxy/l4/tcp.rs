@@ -148,13 +148,31 @@ async fn read_hello<I: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Connects to an endpoint of the route's backends, bounded by the connect timeout.
+/// Connects to an endpoint of the route's backends, bounded by the connect timeout. A refused
+/// or timed-out connection is tried again on another endpoint (nothing was sent yet), up to
+/// [`CONNECT_TRIES`] in all.
 async fn connect(route: &L4Route, shared: &Shared) -> Result<TcpStream, L4Error> {
-    let endpoint = pick_endpoint(route)?;
-    let stream = tokio::time::timeout(shared.options.connect_timeout, TcpStream::connect(endpoint))
-        .await
-        .map_err(|_| L4Error::Connect(endpoint, std::io::ErrorKind::TimedOut.into()))?
-        .map_err(|e| L4Error::Connect(endpoint, e))?;
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
+    let mut tried = Vec::new();
+    loop {
+        let endpoint = pick_endpoint(route, &shared.backends, &tried)?;
+        let connected =
+            tokio::time::timeout(shared.options.connect_timeout, TcpStream::connect(endpoint))
+                .await
+                .map_err(|_| L4Error::Connect(endpoint, std::io::ErrorKind::TimedOut.into()))
+                .and_then(|r| r.map_err(|e| L4Error::Connect(endpoint, e)));
+        match connected {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) if tried.len() + 1 >= CONNECT_TRIES => return Err(e),
+            Err(e) => {
+                tracing::debug!(error = %e, "L4 connect failed, trying another endpoint");
+                tried.push(endpoint);
+            }
+        }
+    }
 }
+
+/// Connection attempts per TCP or TLS stream: the first and two more on other endpoints.
+const CONNECT_TRIES: usize = 3;

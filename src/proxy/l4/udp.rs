@@ -236,7 +236,7 @@ async fn open_session(
             _ => return Err(L4Error::NoRoute),
         }
     };
-    let endpoint = pick_endpoint(&route)?;
+    let endpoint = pick_endpoint(&route, &shared.backends, &[])?;
     let local: IpAddr = if endpoint.is_ipv4() {
         Ipv4Addr::UNSPECIFIED.into()
     } else {
