@@ -195,10 +195,11 @@ impl Handler {
     }
 }
 
-/// What a response status says of the endpoint's health: gateway errors count against it.
+/// What a response status says of the endpoint's health: any 5xx counts against it (as
+/// Envoy's consecutive-5xx detection does); a 4xx is the client's doing.
 fn outcome_of(status: u16) -> Outcome {
     match status {
-        502..=504 => Outcome::Failure,
+        500..=599 => Outcome::Failure,
         _ => Outcome::Success,
     }
 }

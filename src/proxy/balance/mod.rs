@@ -41,7 +41,7 @@ pub struct PickRequest<'a> {
 /// How an exchange with an endpoint ended, for passive health tracking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// A response that says the endpoint works (anything but a 5xx gateway error).
+    /// A response that says the endpoint works (anything but a 5xx).
     Success,
     /// A 5xx response, or a connect or exchange failure.
     Failure,
