@@ -187,7 +187,7 @@ impl Handler {
             protocol,
             tls: tls.as_ref(),
             timeouts: rule.filters.timeouts,
-            retry: rule.filters.retry.as_ref(),
+            retry: rule.filters.retry.as_deref(),
             pinned: bound.map(|(_, addr)| addr),
             upgrade: upgrade.is_some(),
             start,

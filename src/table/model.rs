@@ -299,12 +299,13 @@ pub struct RuleFilters {
     /// `rules[].timeouts` (set on rule filters only).
     #[serde(skip_serializing_if = "Timeouts::is_empty")]
     pub timeouts: Timeouts,
-    /// `rules[].retry` (set on rule filters only).
+    /// `rules[].retry` (set on rule filters only; boxed, as every backendRef carries filters
+    /// and few rules retry).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry: Option<RetryPolicy>,
+    pub retry: Option<Box<RetryPolicy>>,
     /// `rules[].sessionPersistence` (set on rule filters only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<SessionPersistence>,
+    pub session: Option<Box<SessionPersistence>>,
 }
 
 /// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.

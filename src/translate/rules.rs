@@ -158,8 +158,8 @@ fn compile_actions(
         Ok((c, timeouts, retry, session)) => {
             let mut filters = resolve_mirrors(c, namespace, backends, out);
             filters.timeouts = timeouts;
-            filters.retry = retry;
-            filters.session = session;
+            filters.retry = retry.map(Box::new);
+            filters.session = session.map(Box::new);
             filters
         }
         Err(reason) => {

@@ -34,7 +34,7 @@ async fn proxy_to(
     let svc = service("s", endpoints);
     let addr = free_addr();
     let filters = RuleFilters {
-        retry,
+        retry: retry.map(Box::new),
         timeouts,
         ..Default::default()
     };

@@ -31,7 +31,7 @@ fn table_to(
 ) -> edgeplane::table::RouteTable {
     let svc = service("s", endpoints);
     let filters = RuleFilters {
-        session: Some(persistence(kind)),
+        session: Some(Box::new(persistence(kind))),
         ..Default::default()
     };
     let mut t = single(
