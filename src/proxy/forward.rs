@@ -80,7 +80,6 @@ impl Handler {
     ) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
         let service = exchange.service;
         let policy = exchange.retry;
-        let active = self.shared.retries.enter(&service.service);
         // Under a `retry`, small bodies are kept; without one, only body-less idempotent
         // requests, so one that broke on a pooled connection can go again.
         let keep = !exchange.upgrade
@@ -151,7 +150,7 @@ impl Handler {
                 }
             };
             let permit = (retries < max_retries)
-                .then(|| active.try_retry())
+                .then(|| self.shared.backends.retry_permit(&service.service))
                 .flatten();
             let Some(permit) = permit else {
                 if retries < max_retries {

@@ -87,8 +87,6 @@ pub(crate) struct Shared {
     upstreams: upstream::Upstreams,
     /// Endpoint state (in-flight requests, health), shared across tables.
     backends: balance::Backends,
-    /// Retry budgets by Service, shared across tables.
-    retries: retry::RetryBudgets,
     tunnels: Arc<upgrade::Tunnels>,
 }
 
@@ -112,8 +110,8 @@ impl Proxy {
             options.breaker.clone(),
             metrics.clone(),
             upstreams.endpoints(),
-        );
-        let retries = retry::RetryBudgets::new(options.retry_budget);
+        )
+        .with_retry_budget(options.retry_budget);
         Arc::new(Self {
             shared: Arc::new(Shared {
                 table,
@@ -121,7 +119,6 @@ impl Proxy {
                 options,
                 upstreams,
                 backends,
-                retries,
                 tunnels: Arc::default(),
             }),
             listeners: listener::Listeners::default(),

@@ -1,10 +1,8 @@
-//! When a failed attempt is tried again: the retry budget of each Service (retries in flight
-//! stay within a share of its active requests, so retries never multiply an outage), the
-//! request bodies kept for replay (only small ones), and the backoff between attempts.
+//! When a failed attempt is tried again: the limits of the retry budget (kept per Service by
+//! [`super::balance::Backends::retry_permit`]: retries in flight stay within a share of its
+//! requests in flight, so retries never multiply an outage), the request bodies kept for replay
+//! (only small ones), and the backoff between attempts.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 
 use super::error::ProxyError;
 use super::upstream::UpstreamBody;
-use crate::table::{RetryPolicy, ServiceKey};
+use crate::table::RetryPolicy;
 
 /// Largest request body kept for replay. A bigger body streams to the backend as it comes and
 /// its request is retried only when none of it was sent.
@@ -45,105 +43,6 @@ impl Default for BudgetLimits {
             percent: 20,
             min_concurrent: 3,
         }
-    }
-}
-
-/// Retry budgets by Service, shared across tables.
-#[derive(Debug, Default)]
-pub struct RetryBudgets {
-    limits: BudgetLimits,
-    services: RwLock<HashMap<ServiceKey, Arc<Budget>>>,
-}
-
-/// One Service's active requests and retries in flight.
-#[derive(Debug, Default)]
-pub struct Budget {
-    active: AtomicUsize,
-    retries: AtomicUsize,
-}
-
-impl RetryBudgets {
-    pub fn new(limits: BudgetLimits) -> Self {
-        Self {
-            limits,
-            services: RwLock::default(),
-        }
-    }
-
-    /// Counts one request as active on `service` until the guard drops.
-    pub fn enter(&self, service: &ServiceKey) -> Active {
-        let budget = self.budget(service);
-        budget.active.fetch_add(1, Ordering::Relaxed);
-        Active {
-            budget,
-            limits: self.limits,
-        }
-    }
-
-    fn budget(&self, service: &ServiceKey) -> Arc<Budget> {
-        if let Some(b) = self
-            .services
-            .read()
-            .ok()
-            .and_then(|m| m.get(service).cloned())
-        {
-            return b;
-        }
-        match self.services.write() {
-            Ok(mut m) => {
-                // Services that left every table and have nothing active are forgotten here,
-                // so the map holds only Services in use.
-                if m.len() >= 1024 {
-                    m.retain(|_, b| Arc::strong_count(b) > 1);
-                }
-                m.entry(service.clone()).or_default().clone()
-            }
-            Err(_) => Arc::default(),
-        }
-    }
-}
-
-/// A request active on a Service; it may ask the Service's budget for a retry.
-#[derive(Debug)]
-pub struct Active {
-    budget: Arc<Budget>,
-    limits: BudgetLimits,
-}
-
-impl Active {
-    /// A retry in flight, if the budget allows one more: fewer retries in flight than
-    /// `percent` of active requests, or than the floor.
-    pub fn try_retry(&self) -> Option<RetryPermit> {
-        let active = self.budget.active.load(Ordering::Relaxed);
-        let share = active * self.limits.percent as usize / 100;
-        let allowed = share.max(self.limits.min_concurrent);
-        let taken = self.budget.retries.fetch_add(1, Ordering::AcqRel);
-        if taken < allowed {
-            Some(RetryPermit {
-                budget: self.budget.clone(),
-            })
-        } else {
-            self.budget.retries.fetch_sub(1, Ordering::AcqRel);
-            None
-        }
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        self.budget.active.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// One retry in flight, counted against its Service's budget until dropped.
-#[derive(Debug)]
-pub struct RetryPermit {
-    budget: Arc<Budget>,
-}
-
-impl Drop for RetryPermit {
-    fn drop(&mut self) {
-        self.budget.retries.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -232,34 +131,6 @@ pub fn backoff(policy: Option<&RetryPolicy>, retry: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key() -> ServiceKey {
-        ServiceKey {
-            namespace: "ns".into(),
-            name: "svc".into(),
-            port: 80,
-        }
-    }
-
-    #[test]
-    fn the_budget_allows_its_floor_then_a_share_of_active_requests() {
-        let budgets = RetryBudgets::new(BudgetLimits {
-            percent: 20,
-            min_concurrent: 2,
-        });
-        let first = budgets.enter(&key());
-        let a = first.try_retry().expect("within the floor");
-        let b = first.try_retry().expect("within the floor");
-        assert!(first.try_retry().is_none(), "floor of 2 reached");
-        drop(a);
-        let _c = first.try_retry().expect("a retry ended, one more fits");
-        drop(b);
-        // 20 active requests: 20% is 4 retries in flight.
-        let others: Vec<Active> = (0..19).map(|_| budgets.enter(&key())).collect();
-        let permits: Vec<RetryPermit> = (0..3).filter_map(|_| first.try_retry()).collect();
-        assert_eq!(permits.len(), 3, "4 allowed, 1 already in flight");
-        assert!(others[0].try_retry().is_none());
-    }
 
     #[test]
     fn backoff_doubles_up_to_its_cap_and_never_undercuts_the_policy() {

@@ -1,6 +1,6 @@
 //! Endpoint choice and the state behind it, shared by every table so it survives table swaps:
 //! balancing per Service (least request, round robin, consistent hash), passive outlier
-//! detection per endpoint and circuit breaking per Service. Endpoint state is keyed by
+//! detection per endpoint, circuit breaking and the retry budget per Service. Endpoint state is keyed by
 //! address, Service state by Service port, never by route: routes sharing a Service share it.
 
 mod breaker;
@@ -21,6 +21,7 @@ pub use outlier::OutlierOptions;
 pub(crate) use ring::hash_key;
 
 use super::error::ProxyError;
+use super::retry::BudgetLimits;
 use crate::metrics::Metrics;
 use crate::table::{Balance, ServiceBackend, ServiceKey, UpstreamProtocol};
 use endpoints::EndpointState;
@@ -79,6 +80,8 @@ struct ServiceState {
     load: breaker::Load,
     /// Round-robin position.
     next: AtomicUsize,
+    /// Retries in flight, for the retry budget.
+    retries: AtomicUsize,
     /// Endpoints at the last pick, for the ejection cap.
     size: AtomicUsize,
     ejections: Ejections,
@@ -142,6 +145,8 @@ pub struct Backends {
     services_sweep_at: AtomicUsize,
     /// When picks next sweep ended ejections (nanoseconds since the epoch).
     next_sweep: AtomicU64,
+    /// The retry budget of every Service.
+    budget: BudgetLimits,
 }
 
 /// Interval of sweeps for ended ejections while some endpoint is ejected.
@@ -167,6 +172,30 @@ impl Backends {
             services: RwLock::default(),
             services_sweep_at: AtomicUsize::new(64),
             next_sweep: AtomicU64::new(0),
+            budget: BudgetLimits::default(),
+        }
+    }
+
+    /// The registry with `budget` as every Service's retry budget.
+    pub fn with_retry_budget(mut self, budget: BudgetLimits) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// A retry of a request to `service`, if its budget allows one more in flight: fewer
+    /// retries in flight than the budget's share of the requests in flight to the Service, or
+    /// than its floor. Asked only when a request is about to be retried, so a request that
+    /// succeeds at once never touches the budget.
+    pub fn retry_permit(&self, service: &ServiceKey) -> Option<RetryPermit> {
+        let svc = self.service(service);
+        let active = svc.load.requests.load(Ordering::Relaxed);
+        let share = active * self.budget.percent as usize / 100;
+        let allowed = share.max(self.budget.min_concurrent);
+        if svc.retries.fetch_add(1, Ordering::AcqRel) < allowed {
+            Some(RetryPermit { service: svc })
+        } else {
+            svc.retries.fetch_sub(1, Ordering::AcqRel);
+            None
         }
     }
 
@@ -336,6 +365,7 @@ impl Backends {
                 settings: self.settings.clone(),
                 load: Default::default(),
                 next: AtomicUsize::new(fastrand::usize(..)),
+                retries: AtomicUsize::new(0),
                 size: AtomicUsize::new(0),
                 ejections: Ejections::default(),
                 ring: RwLock::default(),
@@ -358,6 +388,18 @@ impl Backends {
     pub fn sizes(&self) -> (usize, usize) {
         let services = self.services.read().map_or(0, |m| m.len());
         (self.settings.endpoints.len(), services)
+    }
+}
+
+/// One retry in flight, counted against its Service's budget until dropped.
+#[derive(Debug)]
+pub struct RetryPermit {
+    service: Arc<ServiceState>,
+}
+
+impl Drop for RetryPermit {
+    fn drop(&mut self) {
+        self.service.retries.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
