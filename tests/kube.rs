@@ -117,9 +117,17 @@ async fn routes_statuses_and_live_changes() {
     );
     let accepted = cond(&gw["status"]["conditions"], "Accepted").unwrap();
     assert_eq!(accepted["observedGeneration"], gw["metadata"]["generation"]);
-    assert!(gw["metadata"]["finalizers"]
-        .to_string()
-        .contains("edgeplane.dev/gateway-cleanup"));
+    // The Gateway's finalizer also comes from the Gateway Service keeper, in its own write.
+    let finalized = api
+        .wait_until(T, |a| {
+            a.object("gateways", "web", "gw").is_some_and(|gw| {
+                gw["metadata"]["finalizers"]
+                    .to_string()
+                    .contains("edgeplane.dev/gateway-cleanup")
+            })
+        })
+        .await;
+    assert!(finalized, "{}", gw["metadata"]);
     let ok = api
         .wait_until(T, |a| {
             let r = a.object("httproutes", "web", "r").unwrap_or_default();
