@@ -269,13 +269,7 @@ async fn weighted_tcp_backends_both_get_connections() {
     let _proxy = start(tcp_table(addr, route("r", &[(a, 1), (b, 1), (a, 0)]))).await;
     let (mut seen_a, mut seen_b) = (false, false);
     for _ in 0..200 {
-        let mut s = BufReader::new(TcpStream::connect(addr).await.unwrap());
-        let mut line = String::new();
-        tokio::time::timeout(WAIT, s.read_line(&mut line))
-            .await
-            .unwrap()
-            .unwrap();
-        match line.as_str() {
+        match greeting(addr).await.as_str() {
             "a\n" => seen_a = true,
             "b\n" => seen_b = true,
             other => panic!("unexpected greeting {other:?}"),
@@ -320,6 +314,7 @@ fn route_to_service(ready: &[SocketAddr], draining: &[SocketAddr]) -> L4Route {
     }
 }
 
+/// The greeting line of a new connection through the proxy at `addr`.
 async fn greeting(addr: SocketAddr) -> String {
     let mut s = BufReader::new(TcpStream::connect(addr).await.unwrap());
     let mut line = String::new();
