@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod admission;
 pub mod cli;
+pub mod crd;
 pub mod demo;
 pub mod echo;
 pub mod echo_tls;

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::crd::{ProxyConfig, TrafficPolicy};
 use crate::kinds::{not_being_deleted, Wanted};
 use crate::l4kinds::{TcpRoute, UdpRoute};
 use crate::provider::manifest::merge_string_data;
@@ -77,6 +78,10 @@ crate::kinds! {
             config_maps: ConfigMap { referenced(ca_config_maps) },
             /// TLS to backend Service ports.
             backend_tls_policies: BackendTlsPolicy,
+            /// Proxy settings referenced by GatewayClass and Gateway `parametersRef`s.
+            proxy_configs: ProxyConfig,
+            /// Traffic settings attached to Gateways, listeners, routes, rules and Services.
+            traffic_policies: TrafficPolicy,
         }
         /// Where listeners bind. `None` (standalone): every listener binds its own port on the
         /// Gateway's addresses. `Some` (cluster): each Gateway binds the ports its Service maps

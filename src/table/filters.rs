@@ -283,7 +283,8 @@ pub struct Timeouts {
     pub backend_request: Option<Duration>,
 }
 
-fn ser_ms<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+/// An optional duration as `"<n>ms"`, how `/debug/config` shows every duration.
+pub(crate) fn ser_ms<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {
         Some(d) => s.collect_str(&format_args!("{}ms", d.as_millis())),
         None => s.serialize_none(),
@@ -439,6 +440,7 @@ mod tests {
             terminating: vec![],
             protocol: Default::default(),
             balance: Default::default(),
+            limits: None,
         });
         let m = |fraction| Mirror {
             backend: backend.clone(),

@@ -12,6 +12,7 @@ mod l4;
 mod matchers;
 mod model;
 mod path;
+mod policy;
 mod resilience;
 mod tls;
 mod x509;
@@ -36,5 +37,9 @@ pub use model::{
     ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 pub use path::PathIndex;
+pub use policy::{
+    AccessLog, AccessLogFormat, BasicAuth, IpAccess, JwtAuth, JwtIssuer, ListenerSettings,
+    PasswordHash, RateLimit, RateLimitKey, RequestPolicy, ServiceLimits,
+};
 pub use resilience::{Balance, HashOn, RetryPolicy, SessionKind, SessionPersistence};
 pub use tls::{Certificate, CertificateError, ServedCertificates, TlsListener, TlsListeners};

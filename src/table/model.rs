@@ -14,6 +14,7 @@ use super::host::HostIndex;
 use super::l4::L4Routes;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
+use super::policy::{ListenerSettings, RequestPolicy, ServiceLimits};
 use super::resilience::{Balance, RetryPolicy, SessionPersistence};
 use super::tls::TlsListeners;
 
@@ -105,6 +106,9 @@ pub struct ListenerTable {
     /// as HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub l4: Option<L4Routes>,
+    /// The ProxyConfig of the first Gateway bound here; `None` keeps the command line's values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Arc<ListenerSettings>>,
 }
 
 impl ListenerTable {
@@ -122,6 +126,7 @@ impl ListenerTable {
             tls: None,
             backend_identity: None,
             l4: None,
+            settings: None,
         }
     }
 
@@ -168,6 +173,10 @@ pub struct VirtualHost {
     pub listener: u32,
     /// Sorted by precedence, highest first.
     pub rules: Vec<Arc<RouteRule>>,
+    /// TrafficPolicy settings of the Gateway and listener this host is served for; a rule's
+    /// own (`RuleFilters::policy`) are merged over them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Arc<RequestPolicy>>,
     #[serde(skip)]
     index: PathIndex,
 }
@@ -181,6 +190,7 @@ impl VirtualHost {
             hostname,
             listener: 0,
             rules,
+            policy: None,
             index,
         }
     }
@@ -306,6 +316,10 @@ pub struct RuleFilters {
     /// `rules[].sessionPersistence` (set on rule filters only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<Box<SessionPersistence>>,
+    /// TrafficPolicy settings of the route and rule (set on rule filters only); merged over
+    /// the virtual host's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Arc<RequestPolicy>>,
 }
 
 /// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.
@@ -397,6 +411,10 @@ pub struct ServiceBackend {
     /// How a request picks an endpoint.
     #[serde(skip_serializing_if = "Balance::is_default")]
     pub balance: Balance,
+    /// Circuit-breaker, outlier and retry-budget settings of TrafficPolicies targeting the
+    /// Service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Arc<ServiceLimits>>,
 }
 
 /// How the proxy talks to a backend (from the Service port's `appProtocol`).

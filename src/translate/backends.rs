@@ -395,6 +395,7 @@ impl<'a> Backends<'a> {
             terminating,
             protocol,
             balance: balance_of(service),
+            limits: None,
         });
         self.resolved
             .insert((svc_ns, svc_name, port), backend.clone());

@@ -307,6 +307,7 @@ fn route_to_service(ready: &[SocketAddr], draining: &[SocketAddr]) -> L4Route {
         terminating: draining.to_vec(),
         protocol: Default::default(),
         balance: Default::default(),
+        limits: None,
     });
     L4Route {
         route: route("r", &[]).route,

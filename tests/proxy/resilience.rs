@@ -31,6 +31,7 @@ fn app(ready: &[SocketAddr], terminating: &[SocketAddr], balance: Balance) -> Ar
         terminating: terminating.to_vec(),
         protocol: UpstreamProtocol::Http1,
         balance,
+        limits: None,
     })
 }
 

@@ -32,6 +32,7 @@ pub fn service_with(
         terminating: Vec::new(),
         protocol,
         balance: Default::default(),
+        limits: None,
     })
 }
 

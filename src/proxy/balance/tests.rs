@@ -27,6 +27,7 @@ fn service(endpoints: Vec<SocketAddr>, balance: Balance) -> ServiceBackend {
         terminating: Vec::new(),
         protocol: UpstreamProtocol::Http1,
         balance,
+        limits: None,
     }
 }
 

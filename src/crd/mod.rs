@@ -1,0 +1,16 @@
+//! edgeplane's own custom resources (group `edgeplane.dev`): `ProxyConfig`, the proxy-wide
+//! settings of a GatewayClass or Gateway, and `TrafficPolicy`, what the Gateway API does not
+//! say about traffic (rate limits, authentication, resilience) attached to Gateways, listeners,
+//! routes, rules and Services. `v1beta1` is the storage version and the one the translator
+//! reads. Pure types; no I/O.
+
+pub mod proxy_config;
+pub mod traffic_policy;
+
+pub use proxy_config::{ProxyConfig, ProxyConfigSpec};
+pub use traffic_policy::{TrafficPolicy, TrafficPolicySpec, TrafficPolicyStatus};
+
+/// The API group of every edgeplane kind.
+pub const GROUP: &str = "edgeplane.dev";
+/// The storage version, read by the translator.
+pub const STORAGE_VERSION: &str = "v1beta1";

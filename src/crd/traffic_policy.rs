@@ -1,0 +1,320 @@
+//! `TrafficPolicy` (v1beta1): traffic settings attached by `targetRefs` (Gateway API policy
+//! attachment) to a Gateway, one of its listeners (`sectionName`), an HTTPRoute, one of its
+//! rules (`sectionName` = rule name) or a Service. Where several policies set the same
+//! setting for one request, the most specific target wins (rule, route, Service, listener,
+//! Gateway), then the oldest policy.
+
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatusAncestors;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Traffic settings for the targets named in `targetRefs`.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "edgeplane.dev",
+    version = "v1beta1",
+    kind = "TrafficPolicy",
+    plural = "trafficpolicies",
+    shortname = "tp",
+    namespaced,
+    status = "TrafficPolicyStatus",
+    derive = "Default",
+    derive = "PartialEq"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficPolicySpec {
+    /// The objects this policy applies to, all in the policy's namespace.
+    pub target_refs: Vec<PolicyTargetRef>,
+    /// Request and per-try timeouts (as HTTPRoute `rules[].timeouts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<PolicyTimeouts>,
+    /// Retries of failed requests, and the budget that bounds them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<PolicyRetry>,
+    /// How a request picks an endpoint of a Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancer: Option<LoadBalancerPolicy>,
+    /// Limits per Service above which requests are shed with 503.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit_breaker: Option<CircuitBreakerPolicy>,
+    /// Passive ejection of failing endpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outlier_detection: Option<OutlierDetectionPolicy>,
+    /// Local (per replica) rate limiting; over the limit requests get 429 with `Retry-After`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitPolicy>,
+    /// HTTP basic authentication against an htpasswd file in a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuthPolicy>,
+    /// JWT bearer token validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<JwtPolicy>,
+    /// Client address allow and deny lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_access: Option<IpAccessPolicy>,
+    /// Request and response body size limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_limits: Option<BodyLimitsPolicy>,
+}
+
+/// One target of a policy (Gateway API `LocalPolicyTargetReferenceWithSectionName`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyTargetRef {
+    /// `gateway.networking.k8s.io` for Gateway and HTTPRoute, `""` for Service.
+    pub group: String,
+    /// `Gateway`, `HTTPRoute` or `Service`.
+    pub kind: String,
+    pub name: String,
+    /// A listener name of a Gateway, a rule name of an HTTPRoute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+}
+
+/// Timeouts (Gateway API durations such as `10s`, `500ms`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyTimeouts {
+    /// The whole request, retries included; 504 when it elapses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// One try to a backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_request: Option<String>,
+}
+
+/// Retries (as HTTPRoute `rules[].retry`) plus the Service's retry budget.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRetry {
+    /// Retries after the first try.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// Response codes that are retried (connection failures always are).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<u16>,
+    /// First backoff between tries (doubles each time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
+    /// Retries in flight per Service, as a share of its active requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<RetryBudget>,
+}
+
+/// The retry budget of a Service.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryBudget {
+    /// Percent of active requests that may be retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<u32>,
+    /// Retries always allowed whatever the percent says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_retries: Option<u32>,
+}
+
+/// Load-balancing algorithm and, for consistent hashing, its key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancerPolicy {
+    pub algorithm: LoadBalancerAlgorithm,
+    /// What is hashed (with `ConsistentHash` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<HashKey>,
+}
+
+/// Load-balancing algorithms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum LoadBalancerAlgorithm {
+    #[default]
+    LeastRequest,
+    RoundRobin,
+    ConsistentHash,
+}
+
+/// The key of consistent hashing: exactly one of the fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HashKey {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_parameter: Option<String>,
+    /// Hash the client address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ip: Option<bool>,
+}
+
+/// Circuit-breaker limits of a Service.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CircuitBreakerPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pending_requests: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u32>,
+}
+
+/// Outlier detection of a Service's endpoints.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutlierDetectionPolicy {
+    /// Consecutive 5xx answers (or connect failures) that eject an endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive_errors: Option<u32>,
+    /// First ejection time (grows with each ejection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ejection_time: Option<String>,
+    /// Most of a Service's endpoints ejected at once, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ejection_percent: Option<u32>,
+}
+
+/// A token bucket per key: `requests` per `unit`, with `burst` extra.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitPolicy {
+    pub requests: u32,
+    pub unit: RateLimitUnit,
+    /// Requests allowed at once above the steady rate (bucket size = requests + burst).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// What one bucket counts; one bucket per client address by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<RateLimitKey>,
+}
+
+/// Rate limit time units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RateLimitUnit {
+    #[default]
+    Second,
+    Minute,
+    Hour,
+}
+
+/// What one rate-limit bucket counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitKey {
+    #[serde(rename = "type")]
+    pub type_: RateLimitKeyType,
+    /// The header whose value is the key (with `type: Header`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+}
+
+/// Rate limit key types.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RateLimitKeyType {
+    /// One bucket per client address (after trusted proxies).
+    #[default]
+    ClientIP,
+    /// One bucket per value of a request header (requests without it share one).
+    Header,
+    /// One bucket for every request the policy applies to.
+    Route,
+}
+
+/// Basic authentication.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BasicAuthPolicy {
+    /// A Secret in the policy's namespace whose key (default `.htpasswd`) holds htpasswd lines
+    /// (bcrypt `$2y$` or `{SHA}`).
+    pub secret_ref: LocalObjectKeyRef,
+    /// The realm of the `WWW-Authenticate` challenge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realm: Option<String>,
+}
+
+/// A key of a Secret or ConfigMap in the policy's namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectKeyRef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// JWT validation: a request must carry a bearer token signed by one of the providers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtPolicy {
+    pub providers: Vec<JwtProvider>,
+    /// When true, requests without a token pass (tokens present are still validated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// One token issuer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtProvider {
+    pub name: String,
+    /// Required `iss` claim.
+    pub issuer: String,
+    /// `aud` must contain one of these when set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+    /// Where the JSON Web Key Set is.
+    pub jwks: JwksSource,
+    /// Claims copied into request headers for the backend.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims_to_headers: Vec<ClaimToHeader>,
+}
+
+/// A JWKS document in a Secret or a ConfigMap (exactly one; key default `jwks.json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JwksSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectKeyRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<LocalObjectKeyRef>,
+}
+
+/// A claim copied to a request header.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimToHeader {
+    pub claim: String,
+    pub header: String,
+}
+
+/// Client address lists: a request from a denied address, or (when `allow` is set) from an
+/// address not allowed, gets 403.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IpAccessPolicy {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+/// Body size limits in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BodyLimitsPolicy {
+    /// Larger request bodies get 413.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_bytes: Option<u64>,
+    /// Larger response bodies are cut off: 502 before the head is sent, a reset after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
+}
+
+/// Policy status: one entry per ancestor (the Gateway a target is attached to), in the shape
+/// of Gateway API `PolicyStatus`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficPolicyStatus {
+    #[serde(default)]
+    pub ancestors: Vec<BackendTlsPolicyStatusAncestors>,
+}
