@@ -22,6 +22,8 @@ use super::binding::{
 use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
 use super::watch::Stores;
+use crate::crd::proxy_config::GatewayServiceConfig;
+use crate::crd::{ProxyConfig, GROUP};
 use crate::snapshot::namespace_of;
 
 /// A side-object write failed or could not be planned.
@@ -94,6 +96,7 @@ impl Keeper {
             .collect();
         let gateways = stores.of::<Gateway>().state();
         let listener_sets = stores.of::<ListenerSet>().state();
+        let proxy_configs = stores.of::<ProxyConfig>().state();
         let services: Vec<Arc<Service>> = stores
             .of::<Service>()
             .state()
@@ -116,7 +119,9 @@ impl Keeper {
                 self.clean_up(gw, &ns, &name).await
             } else if let Some(class) = class {
                 live.insert(service_name(&ns, &name));
-                self.ensure(gw, class, &listener_sets, &services, &mut used)
+                let config = gateway_service_config(&proxy_configs, gw, class);
+                let ctx = (listener_sets.as_slice(), services.as_slice());
+                self.ensure(gw, class, config.as_ref(), ctx, &mut used)
                     .await
             } else {
                 Ok(0)
@@ -175,8 +180,8 @@ impl Keeper {
         &mut self,
         gw: &Gateway,
         class: &GatewayClass,
-        listener_sets: &[Arc<ListenerSet>],
-        services: &[Arc<Service>],
+        config: Option<&GatewayServiceConfig>,
+        (listener_sets, services): (&[Arc<ListenerSet>], &[Arc<Service>]),
         used: &mut BTreeSet<u16>,
     ) -> Result<usize, ServiceError> {
         let ns = namespace_of(&gw.metadata);
@@ -212,7 +217,7 @@ impl Keeper {
             self.options.port_count,
         )?;
         used.extend(ports.values().copied());
-        let desired = desired_service_for(gw, class, &ports, &exposed, &self.options);
+        let desired = desired_service_for(gw, class, &ports, &exposed, config, &self.options);
         let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
         match current {
             Some(c) if service_matches(c, &desired) => {
@@ -356,6 +361,52 @@ impl Keeper {
                 Ok(0)
             }
             Err(e) => Err(Self::api_err(format!("finalizers of {name}"))(e)),
+        }
+    }
+}
+
+/// The `service` settings of a Gateway's ProxyConfigs: those of its class's
+/// `spec.parametersRef`, overridden field by field by those of its own
+/// `spec.infrastructure.parametersRef` (type; annotations key by key). References to other
+/// kinds or to missing objects count as unset.
+pub fn gateway_service_config(
+    configs: &[Arc<ProxyConfig>],
+    gateway: &Gateway,
+    class: &GatewayClass,
+) -> Option<GatewayServiceConfig> {
+    let find = |group: &str, kind: &str, ns: Option<&str>, name: &str| {
+        (group == GROUP && kind == "ProxyConfig")
+            .then(|| {
+                configs.iter().find(|c| {
+                    c.metadata.name.as_deref() == Some(name)
+                        && ns.is_some_and(|ns| namespace_of(&c.metadata) == ns)
+                })
+            })
+            .flatten()
+            .and_then(|c| c.spec.service.clone())
+    };
+    let of_class = class
+        .spec
+        .parameters_ref
+        .as_ref()
+        .and_then(|r| find(&r.group, &r.kind, r.namespace.as_deref(), &r.name));
+    let of_gateway = gateway
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref())
+        .and_then(|r| {
+            let ns = namespace_of(&gateway.metadata);
+            find(&r.group, &r.kind, Some(ns), &r.name)
+        });
+    match (of_class, of_gateway) {
+        (None, None) => None,
+        (Some(c), None) => Some(c),
+        (None, Some(g)) => Some(g),
+        (Some(mut c), Some(g)) => {
+            c.type_ = g.type_.or(c.type_);
+            c.annotations.extend(g.annotations);
+            Some(c)
         }
     }
 }
