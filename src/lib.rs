@@ -26,3 +26,4 @@ pub mod snapshot;
 pub mod status;
 pub mod table;
 pub mod translate;
+pub mod webhook;

@@ -3,6 +3,8 @@
 
 mod support;
 
+#[path = "apiserver/conversion.rs"]
+mod conversion;
 #[path = "apiserver/objects.rs"]
 mod objects;
 #[path = "apiserver/operations.rs"]

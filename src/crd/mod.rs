@@ -2,12 +2,20 @@
 //! settings of a GatewayClass or Gateway, and `TrafficPolicy`, what the Gateway API does not
 //! say about traffic (rate limits, authentication, resilience) attached to Gateways, listeners,
 //! routes, rules and Services. `v1beta1` is the storage version and the one the translator
-//! reads. Pure types; no I/O.
+//! reads; `v1alpha1` is the earlier, flatter shape, still served and converted (`convert`),
+//! through the conversion webhook (`review`) in a cluster. Pure types; no I/O.
 
+pub mod convert;
+mod convert_policy;
+mod convert_proxy;
 pub mod proxy_config;
+pub mod review;
 pub mod traffic_policy;
+pub mod v1alpha1;
 
+pub use convert::{convert, ConvertError, CONVERSION_ANNOTATION};
 pub use proxy_config::{ProxyConfig, ProxyConfigSpec};
+pub use review::{answer_review, ReviewError};
 pub use traffic_policy::{TrafficPolicy, TrafficPolicySpec, TrafficPolicyStatus};
 
 /// The API group of every edgeplane kind.

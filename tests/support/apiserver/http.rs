@@ -12,10 +12,11 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
+use super::conversion::{convert, convert_one, storage_kind};
 use super::object;
 use super::patch::{self, Patch, PatchType};
 use super::selectors::{parse_query, Selectors};
-use super::store::{ApiError, Target};
+use super::store::{ApiError, Store, Target};
 use super::{discovery, watch, Kind, RequestRecord, Shared};
 
 /// Response body: a full JSON document or a watch stream.
@@ -243,24 +244,32 @@ async fn resource(
                     partial,
                 ))
             }
-            Method::GET => Ok(respond(
-                200,
-                &list(shared, &kind, addr.namespace.as_deref(), &selectors),
-            )),
+            Method::GET => {
+                let (rv, items) = list(shared, &kind, addr.namespace.as_deref(), &selectors);
+                let items = if partial {
+                    items
+                } else {
+                    convert(shared, items, &kind).await?
+                };
+                Ok(respond(200, &list_doc(&kind, rv, items)))
+            }
             Method::POST if kind.namespaced && addr.namespace.is_none() => {
                 Err(method_not_allowed())
             }
             Method::POST => {
                 shared.count_write(&kind, "create", "");
-                let obj = parse_json(&body)?;
-                let created = shared.write(|s| s.create(&kind, &ns, obj))?;
-                Ok(respond(201, &created))
+                let obj = at_version(parse_json(&body)?, &kind);
+                let stored = storage_kind(&shared.store(), &kind);
+                let obj = convert_one(shared, obj, &stored).await?;
+                let created = shared.write(|s| s.create(&stored, &ns, obj))?;
+                Ok(respond(201, &convert_one(shared, created, &kind).await?))
             }
             Method::DELETE => {
                 shared.count_write(&kind, "deletecollection", "");
+                let stored = storage_kind(&shared.store(), &kind);
                 let items = shared.write(|s| {
                     let victims: Vec<Value> = s
-                        .list(&kind, addr.namespace.as_deref())
+                        .list(&stored, addr.namespace.as_deref())
                         .into_iter()
                         .filter(|o| selectors.matches(o))
                         .collect();
@@ -275,23 +284,34 @@ async fn resource(
                                 .pointer("/metadata/name")
                                 .and_then(Value::as_str)
                                 .unwrap_or("");
-                            s.delete(&kind, o_ns, o_name, &Value::Null).ok()
+                            s.delete(&stored, o_ns, o_name, &Value::Null).ok()
                         })
                         .collect::<Vec<_>>()
                 });
+                let items = convert(shared, items, &kind).await?;
                 let rv = shared.store().current_rv();
                 Ok(respond(200, &list_doc(&kind, rv, items)))
             }
             _ => Err(method_not_allowed()),
         };
     };
+    let stored = storage_kind(&shared.store(), &kind);
     match method {
-        Method::GET => Ok(respond(200, &shared.store().get(&kind, &ns, &name)?)),
+        Method::GET => {
+            let obj = shared.store().get(&stored, &ns, &name)?;
+            let obj = if partial {
+                obj
+            } else {
+                convert_one(shared, obj, &kind).await?
+            };
+            Ok(respond(200, &obj))
+        }
         Method::PUT => {
             shared.count_write(&kind, "update", &sub);
-            let obj = parse_json(&body)?;
-            let updated = shared.write(|s| s.update(&kind, &ns, &name, obj, target))?;
-            Ok(respond(200, &updated))
+            let obj = at_version(parse_json(&body)?, &kind);
+            let obj = convert_one(shared, obj, &stored).await?;
+            let updated = shared.write(|s| s.update(&stored, &ns, &name, obj, target))?;
+            Ok(respond(200, &convert_one(shared, updated, &kind).await?))
         }
         Method::PATCH => {
             let ptype = PatchType::from_content_type(&content_type).ok_or_else(|| {
@@ -313,11 +333,16 @@ async fn resource(
                 body: patch::parse(ptype, &body)?,
                 manager: param("fieldManager").unwrap_or("").to_string(),
             };
-            let (patched, created) = shared.write(|s| {
-                let existed = s.get(&kind, &ns, &name).is_ok();
-                s.patch(&kind, &ns, &name, patch, target)
-                    .map(|o| (o, !existed))
-            })?;
+            let (patched, created) = if stored == kind {
+                shared.write(|s| {
+                    let existed = s.get(&kind, &ns, &name).is_ok();
+                    s.patch(&kind, &ns, &name, patch, target)
+                        .map(|o| (o, !existed))
+                })?
+            } else {
+                patch_converted(shared, &kind, &stored, (&ns, &name), patch, target).await?
+            };
+            let patched = convert_one(shared, patched, &kind).await?;
             Ok(respond(if created { 201 } else { 200 }, &patched))
         }
         Method::DELETE if sub.is_empty() => {
@@ -327,21 +352,77 @@ async fn resource(
             } else {
                 parse_json(&body)?
             };
-            let deleted = shared.write(|s| s.delete(&kind, &ns, &name, &options))?;
-            Ok(respond(200, &deleted))
+            let deleted = shared.write(|s| s.delete(&stored, &ns, &name, &options))?;
+            Ok(respond(200, &convert_one(shared, deleted, &kind).await?))
         }
         _ => Err(method_not_allowed()),
     }
 }
 
-fn list(shared: &Shared, kind: &Kind, ns: Option<&str>, selectors: &Selectors) -> Value {
-    let store = shared.store();
+/// A body without `apiVersion` is read as the version of the URL.
+fn at_version(mut obj: Value, kind: &Kind) -> Value {
+    if let Some(o) = obj.as_object_mut() {
+        o.entry("apiVersion")
+            .or_insert_with(|| Value::String(kind.api_version()));
+    }
+    obj
+}
+
+/// A PATCH at a version other than the storage one, as the API server does it: the stored
+/// object converted to the request's version, patched there, converted back and written if
+/// nobody wrote in between (else again, a few times). Server-side apply converts the applied
+/// object instead and applies it at the storage version.
+async fn patch_converted(
+    shared: &Arc<Shared>,
+    kind: &Kind,
+    stored: &Kind,
+    (ns, name): (&str, &str),
+    patch: Patch,
+    target: Target,
+) -> Result<(Value, bool), ApiError> {
+    if patch.ptype == PatchType::Apply {
+        let body = convert_one(shared, at_version(patch.body, kind), stored).await?;
+        let patch = Patch { body, ..patch };
+        return shared.write(|s| {
+            let existed = s.get(stored, ns, name).is_ok();
+            s.patch(stored, ns, name, patch, target)
+                .map(|o| (o, !existed))
+        });
+    }
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let current = shared.store().get(stored, ns, name)?;
+        let old_rv = object::rv_of(&current).map(str::to_string);
+        let mut doc = convert_one(shared, current, kind).await?;
+        patch::apply(&mut doc, patch.ptype, &patch.body)?;
+        if object::rv_of(&doc).map(str::to_string) != old_rv {
+            return Err(ApiError::conflict(kind, name));
+        }
+        let new = convert_one(shared, doc, stored).await?;
+        match shared.write(|s| s.update(stored, ns, name, new, target)) {
+            Err(e) if e.code == 409 && attempts < 5 => continue,
+            other => return other.map(|o| (o, false)),
+        }
+    }
+}
+
+/// The stored objects of `kind` (at the storage version) the selectors match, and the
+/// resourceVersion of the list.
+fn list(
+    shared: &Shared,
+    kind: &Kind,
+    ns: Option<&str>,
+    selectors: &Selectors,
+) -> (u64, Vec<Value>) {
+    let store: std::sync::MutexGuard<'_, Store> = shared.store();
+    let stored = storage_kind(&store, kind);
     let items: Vec<Value> = store
-        .list(kind, ns)
+        .list(&stored, ns)
         .into_iter()
         .filter(|o| selectors.matches(o))
         .collect();
-    list_doc(kind, store.current_rv(), items)
+    (store.current_rv(), items)
 }
 
 fn list_doc(kind: &Kind, rv: u64, items: Vec<Value>) -> Value {

@@ -45,6 +45,28 @@ impl ApiServer {
         self.shared.store().kinds.register(kind);
     }
 
+    /// Stops serving every version of `resource` (`plural.group`), as in a cluster where its
+    /// CRD is not installed.
+    pub fn unregister(&self, resource: &str) {
+        self.shared.store().kinds.unregister(resource);
+    }
+
+    /// Routes the Service `ns/name` (a conversion webhook's `clientConfig.service`) to `addr`.
+    pub fn set_service_address(&self, ns: &str, name: &str, addr: std::net::SocketAddr) {
+        self.shared
+            .services
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(format!("{ns}/{name}"), addr);
+    }
+
+    /// Conversion reviews sent to webhooks so far (successful or not).
+    pub fn conversions(&self) -> u64 {
+        self.shared
+            .conversions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Serves every kind a declaration reads (a test's own `edgeplane::kinds!` set).
     pub fn register_declared<S: KindSet>(&self) {
         for kind in super::kinds::declared::<S>() {

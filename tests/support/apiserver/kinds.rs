@@ -84,6 +84,11 @@ impl Table {
         self.0.push(kind);
     }
 
+    /// Stops serving every version of `resource` (`plural.group`): a CRD not installed.
+    pub fn unregister(&mut self, resource: &str) {
+        self.0.retain(|k| k.resource() != resource);
+    }
+
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Kind> {
         self.0
             .iter()
@@ -116,6 +121,7 @@ impl Table {
 }
 
 const GATEWAY: &str = "gateway.networking.k8s.io";
+const EDGEPLANE: &str = "edgeplane.dev";
 
 /// Resources a real API server serves without a `/status` subresource.
 const WITHOUT_STATUS: &[&str] = &[
@@ -125,6 +131,7 @@ const WITHOUT_STATUS: &[&str] = &[
     "endpointslices",
     "leases",
     "referencegrants",
+    "proxyconfigs",
 ];
 
 /// Every kind the declaration `S` reads (see `edgeplane::kinds!`), at the version its reflector
@@ -176,6 +183,24 @@ fn cluster() -> Vec<Kind> {
             "customresourcedefinitions",
             "CustomResourceDefinition",
             false,
+            true,
+        ),
+        // edgeplane's own kinds are served at v1alpha1 too (v1beta1, the storage version,
+        // comes from the `Snapshot` declaration).
+        Kind::new(
+            EDGEPLANE,
+            "v1alpha1",
+            "proxyconfigs",
+            "ProxyConfig",
+            true,
+            false,
+        ),
+        Kind::new(
+            EDGEPLANE,
+            "v1alpha1",
+            "trafficpolicies",
+            "TrafficPolicy",
+            true,
             true,
         ),
     ];

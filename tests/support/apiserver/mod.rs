@@ -4,6 +4,7 @@
 //! unchanged. Tests also reach inside: objects, write counts, injected failures, outages.
 
 mod apply;
+pub mod conversion;
 pub mod discovery;
 pub mod error;
 pub mod http;
@@ -71,6 +72,10 @@ pub struct Shared {
     writes: Mutex<BTreeMap<WriteKey, u64>>,
     requests: Mutex<Vec<RequestRecord>>,
     bookmark_interval: Mutex<Duration>,
+    /// `namespace/name` of a Service -> where its webhook listens (conversion webhooks).
+    services: Mutex<BTreeMap<String, SocketAddr>>,
+    /// Conversion reviews sent to webhooks so far.
+    conversions: std::sync::atomic::AtomicU64,
 }
 
 const REQUEST_LOG_LIMIT: usize = 10_000;
@@ -85,6 +90,8 @@ impl Shared {
             writes: Mutex::new(BTreeMap::new()),
             requests: Mutex::new(Vec::new()),
             bookmark_interval: Mutex::new(Duration::from_secs(2)),
+            services: Mutex::new(BTreeMap::new()),
+            conversions: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -139,6 +146,20 @@ impl Shared {
         })?;
         rule.remaining -= 1;
         Some(rule.code)
+    }
+
+    /// Where the Service `ns/name` is reached (as the cluster network would route it).
+    pub fn service_address(&self, ns: &str, name: &str) -> Option<SocketAddr> {
+        self.services
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&format!("{ns}/{name}"))
+            .copied()
+    }
+
+    fn count_conversion(&self) {
+        self.conversions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn count_write(&self, kind: &Kind, verb: &str, subresource: &str) {

@@ -1,6 +1,8 @@
 //! Watch streams: newline-delimited JSON events over a chunked response, replayed from the
 //! store's history after the requested resourceVersion; `410 Expired` as an ERROR event when
 //! the history no longer reaches back; periodic BOOKMARKs; closing at `timeoutSeconds`.
+//! Objects are converted to the watched version as they are sent (an ERROR event ends the
+//! stream when a conversion fails).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -14,9 +16,10 @@ use hyper::Response;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::conversion::{convert_one, storage_kind};
 use super::error::ApiError;
 use super::http::Body;
-use super::object::{self, as_version};
+use super::object;
 use super::selectors::Selectors;
 use super::store::{Event, EventType};
 use super::{Kind, Shared, Tick};
@@ -53,6 +56,12 @@ impl Params {
     }
 }
 
+/// One queued event: ready to send, or an object still at its stored version.
+enum Pending {
+    Chunk(Bytes),
+    Object(&'static str, Value),
+}
+
 struct WatchState {
     shared: Arc<Shared>,
     kind: Kind,
@@ -63,7 +72,7 @@ struct WatchState {
     /// `true` until the initial ADDED events have been queued.
     initial: bool,
     initial_end_bookmark: bool,
-    pending: VecDeque<Bytes>,
+    pending: VecDeque<Pending>,
     deadline: Instant,
     bookmarks: bool,
     next_bookmark: Instant,
@@ -117,11 +126,19 @@ pub fn serve(
 }
 
 impl WatchState {
-    fn event(&self, ty: &str, object: &Value) -> Bytes {
+    /// The event line of a stored object, converted to the watched version; an ERROR line
+    /// (and the end of the stream) when the conversion fails.
+    async fn event(&mut self, ty: &str, object: Value) -> Bytes {
         if self.metadata_only {
-            line(ty, object::metadata_only(object))
-        } else {
-            line(ty, object.clone())
+            return line(ty, object::metadata_only(&object));
+        }
+        match convert_one(&self.shared, object, &self.kind).await {
+            Ok(o) => line(ty, o),
+            Err(e) => {
+                self.done = true;
+                self.pending.clear();
+                line("ERROR", e.to_status())
+            }
         }
     }
 }
@@ -135,8 +152,10 @@ fn line(ty: &str, object: Value) -> Bytes {
 impl WatchState {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
-            if let Some(chunk) = self.pending.pop_front() {
-                return Some(chunk);
+            match self.pending.pop_front() {
+                Some(Pending::Chunk(chunk)) => return Some(chunk),
+                Some(Pending::Object(ty, obj)) => return Some(self.event(ty, obj).await),
+                None => {}
             }
             if self.done {
                 return None;
@@ -159,7 +178,8 @@ impl WatchState {
                 _ = tokio::time::sleep_until(self.deadline) => self.done = true,
                 _ = tokio::time::sleep_until(self.next_bookmark), if self.bookmarks => {
                     self.next_bookmark = Instant::now() + interval;
-                    self.pending.push_back(line("BOOKMARK", self.bookmark(false)));
+                    let mark = line("BOOKMARK", self.bookmark(false));
+                    self.pending.push_back(Pending::Chunk(mark));
                 }
             }
         }
@@ -171,24 +191,24 @@ impl WatchState {
         let current = store.current_rv();
         if self.initial {
             self.initial = false;
-            let items = store.list(&self.kind, self.namespace.as_deref());
-            for obj in items.iter().filter(|o| self.selectors.matches(o)) {
-                let chunk = self.event("ADDED", obj);
-                self.pending.push_back(chunk);
+            let stored = storage_kind(&store, &self.kind);
+            let items = store.list(&stored, self.namespace.as_deref());
+            for obj in items.into_iter().filter(|o| self.selectors.matches(o)) {
+                self.pending.push_back(Pending::Object("ADDED", obj));
             }
             self.last = current;
             drop(store);
             if self.initial_end_bookmark {
-                self.pending
-                    .push_back(line("BOOKMARK", self.bookmark(true)));
+                let mark = line("BOOKMARK", self.bookmark(true));
+                self.pending.push_back(Pending::Chunk(mark));
             }
             return;
         }
         match store.events_since(&self.kind.resource(), self.last) {
             Ok(events) => {
                 for event in &events {
-                    if let Some(chunk) = self.render(event) {
-                        self.pending.push_back(chunk);
+                    if let Some(pending) = self.render(event) {
+                        self.pending.push_back(pending);
                     }
                 }
                 self.last = current;
@@ -199,7 +219,8 @@ impl WatchState {
                     "Expired",
                     format!("too old resource version: {} ({})", self.last, current),
                 );
-                self.pending.push_back(line("ERROR", gone.to_status()));
+                self.pending
+                    .push_back(Pending::Chunk(line("ERROR", gone.to_status())));
                 self.done = true;
             }
         }
@@ -207,7 +228,7 @@ impl WatchState {
 
     /// The event this watch reports for `event`, given its namespace and selectors: an
     /// object that enters the selection is ADDED, one that leaves it DELETED.
-    fn render(&self, event: &Event) -> Option<Bytes> {
+    fn render(&self, event: &Event) -> Option<Pending> {
         if self
             .namespace
             .as_ref()
@@ -227,7 +248,7 @@ impl WatchState {
             (EventType::Modified, Some(true), false) => EventType::Deleted,
             _ => return None,
         };
-        Some(self.event(ty.as_str(), &as_version(&event.object, &self.kind)))
+        Some(Pending::Object(ty.as_str(), event.object.clone()))
     }
 
     fn bookmark(&self, initial_end: bool) -> Value {

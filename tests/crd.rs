@@ -1,0 +1,10 @@
+//! edgeplane's own CRDs: conversion between their versions, the conversion webhook over real
+//! HTTPS, the generated CRD file, and admission of both kinds in standalone mode.
+
+mod support;
+
+#[path = "crd/webhook.rs"]
+mod webhook;
+
+#[path = "crd/convert.rs"]
+mod convert;
