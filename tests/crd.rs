@@ -5,3 +5,6 @@ mod support;
 
 #[path = "crd/webhook.rs"]
 mod webhook;
+
+#[path = "crd/convert.rs"]
+mod convert;

@@ -6,9 +6,12 @@
 //! through the conversion webhook (`review`) in a cluster. Pure types; no I/O.
 
 pub mod convert;
+mod convert_policy;
+mod convert_proxy;
 pub mod proxy_config;
 pub mod review;
 pub mod traffic_policy;
+pub mod v1alpha1;
 
 pub use convert::{convert, ConvertError, CONVERSION_ANNOTATION};
 pub use proxy_config::{ProxyConfig, ProxyConfigSpec};

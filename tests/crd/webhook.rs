@@ -118,6 +118,41 @@ async fn answers_a_review_over_https() {
     assert_eq!(answer["response"]["result"]["status"], "Success");
     assert_eq!(answer["response"]["convertedObjects"], json!([object]));
 
+    // Both directions, several objects in one review, order kept.
+    let alpha = json!({
+        "apiVersion": "edgeplane.dev/v1alpha1", "kind": "TrafficPolicy",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"targetRef": {"group": "", "kind": "Service", "name": "svc"}, "maxConnections": 5},
+    });
+    let (status, body) = call(
+        hook.addr,
+        &cert,
+        Method::POST,
+        "/convert",
+        review("edgeplane.dev/v1beta1", vec![alpha.clone(), object.clone()]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_slice(&body).expect("json answer");
+    assert_eq!(answer["response"]["result"]["status"], "Success");
+    let beta = answer["response"]["convertedObjects"][0].clone();
+    assert_eq!(beta["apiVersion"], "edgeplane.dev/v1beta1");
+    assert_eq!(
+        beta["spec"],
+        json!({"targetRefs": [{"group": "", "kind": "Service", "name": "svc"}], "circuitBreaker": {"maxConnections": 5}})
+    );
+    assert_eq!(answer["response"]["convertedObjects"][1], object);
+    let (_, body) = call(
+        hook.addr,
+        &cert,
+        Method::POST,
+        "/convert",
+        review("edgeplane.dev/v1alpha1", vec![beta]),
+    )
+    .await;
+    let answer: Value = serde_json::from_slice(&body).expect("json answer");
+    assert_eq!(answer["response"]["convertedObjects"], json!([alpha]));
+
     let (status, body) = call(
         hook.addr,
         &cert,

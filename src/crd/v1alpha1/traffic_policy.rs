@@ -1,0 +1,106 @@
+//! `TrafficPolicy` (v1alpha1, deprecated): one `targetRef` and flat settings. Converted to
+//! `v1beta1` (a `targetRefs` list and grouped settings) for everything that reads it.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::crd::traffic_policy::{LoadBalancerAlgorithm, PolicyTargetRef, TrafficPolicyStatus};
+
+/// Traffic settings for the target named in `targetRef` (deprecated: use v1beta1).
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "edgeplane.dev",
+    version = "v1alpha1",
+    kind = "TrafficPolicy",
+    plural = "trafficpolicies",
+    shortname = "tp",
+    namespaced,
+    status = "TrafficPolicyStatus",
+    derive = "Default",
+    derive = "PartialEq"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficPolicySpec {
+    /// The object this policy applies to, in the policy's namespace.
+    pub target_ref: PolicyTargetRef,
+    /// The whole request, retries included (a Gateway API duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_timeout: Option<String>,
+    /// One try to a backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_request_timeout: Option<String>,
+    /// Retries after the first try.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// Response codes that are retried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retry_on: Vec<u16>,
+    /// First backoff between tries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff: Option<String>,
+    /// Retries in flight per Service, as a share of its active requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_budget_percent: Option<u32>,
+    /// Load-balancing algorithm of a Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancing: Option<LoadBalancerAlgorithm>,
+    /// Consistent hashing on this header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_header: Option<String>,
+    /// Consistent hashing on this cookie.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_cookie: Option<String>,
+    /// Consistent hashing on the client address.
+    #[serde(
+        default,
+        rename = "hashSourceIP",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub hash_source_ip: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pending_requests: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u32>,
+    /// Consecutive errors that eject an endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eject_after_errors: Option<u32>,
+    /// First ejection time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ejection_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ejection_percent: Option<u32>,
+    /// Requests per second per client address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<u32>,
+    /// Requests allowed at once above the steady rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// Secret (key `.htpasswd`) with the htpasswd lines of basic authentication.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth_secret: Option<String>,
+    /// Realm of the basic authentication challenge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realm: Option<String>,
+    /// Required `iss` of JWT bearer tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_issuer: Option<String>,
+    /// `aud` must contain one of these when set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jwt_audiences: Vec<String>,
+    /// Secret (key `jwks.json`) with the JSON Web Key Set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_secret: Option<String>,
+    /// Client addresses allowed (all when empty).
+    #[serde(default, rename = "allowCIDRs", skip_serializing_if = "Vec::is_empty")]
+    pub allow_cidrs: Vec<String>,
+    /// Client addresses denied.
+    #[serde(default, rename = "denyCIDRs", skip_serializing_if = "Vec::is_empty")]
+    pub deny_cidrs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_body_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_body_bytes: Option<u64>,
+}
