@@ -299,3 +299,101 @@ async fn without_the_crds_gateway_api_is_still_served() {
     assert_eq!(answered.map(|(_, s)| s), Some(200));
     replica.stop().await;
 }
+
+/// A TrafficPolicy written at v1alpha1 (one `targetRef`, flat settings) through the API: the
+/// emulator has the product's webhook convert it, stores it as v1beta1, gives it back at
+/// v1alpha1 as written; the controller reads v1beta1, applies it and writes its status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_policy_written_at_v1alpha1_is_stored_as_v1beta1_and_applied() {
+    use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+    use kube::core::GroupVersionKind;
+
+    let api = ApiServer::start().await;
+    install_crds(&api);
+    let echoes = start_fleet(&["pod-a"]).await;
+    seed(&api, &["gw"], &[("svc-a", echoes[0].addr)]);
+    api.insert(route("web", "r", "gw", "example.com", "/", "svc-a"));
+    let (certs, _) = start_webhook(&api).await;
+    let replica = Replica::start_with(&api, with_webhook("one", &certs, None), loopback_ip()).await;
+    let port = wait_gateway_port(&api, "web", "gw", 80).await;
+    replica
+        .wait_for(port, "example.com", "/", 200, Some("pod-a"), T)
+        .await
+        .unwrap();
+    let trusted = api
+        .wait_until(T, |a| {
+            ca_bundle(a, "trafficpolicies.edgeplane.dev").is_some_and(|b| !b.is_empty())
+        })
+        .await;
+    assert!(trusted, "caBundle never set");
+
+    let gvk = GroupVersionKind::gvk("edgeplane.dev", "v1alpha1", "TrafficPolicy");
+    let alpha: Api<DynamicObject> = Api::namespaced_with(
+        api.client(),
+        "web",
+        &ApiResource::from_gvk_with_plural(&gvk, "trafficpolicies"),
+    );
+    let spec = json!({
+        "targetRef": {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "r"},
+        "requestTimeout": "5s",
+        "denyCIDRs": ["127.0.0.0/8"],
+    });
+    let written: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "edgeplane.dev/v1alpha1", "kind": "TrafficPolicy",
+        "metadata": {"namespace": "web", "name": "deny"}, "spec": spec}))
+    .unwrap();
+    let before = api.conversions();
+    // The first handshakes may precede the certificate's loading: retried briefly.
+    let mut created = None;
+    for _ in 0..50 {
+        match alpha.create(&PostParams::default(), &written).await {
+            Ok(o) => {
+                created = Some(o);
+                break;
+            }
+            Err(kube::Error::Api(s)) if s.code == 500 => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("create at v1alpha1: {e}"),
+        }
+    }
+    let created = created.expect("created through the webhook");
+    assert_eq!(created.data["spec"], spec);
+    assert!(api.conversions() > before, "the webhook was not called");
+    let stored = api
+        .object("trafficpolicies.edgeplane.dev", "web", "deny")
+        .expect("stored");
+    assert_eq!(stored["apiVersion"], "edgeplane.dev/v1beta1");
+    assert_eq!(stored["spec"]["targetRefs"][0]["name"], "r");
+    assert_eq!(stored["spec"]["timeouts"]["request"], "5s");
+    assert_eq!(alpha.get("deny").await.unwrap().data["spec"], spec);
+
+    // Applied: the route's clients are now refused; its status is written at v1beta1 and
+    // reads back at v1alpha1.
+    replica
+        .wait_for(port, "example.com", "/", 403, None, T)
+        .await
+        .unwrap();
+    let accepted = |o: &Value| {
+        o["status"]["ancestors"].as_array().is_some_and(|a| {
+            a.iter().any(|x| {
+                x["controllerName"] == CONTROLLER
+                    && cond(&x["conditions"], "Accepted").is_some_and(|c| c["status"] == "True")
+            })
+        })
+    };
+    let written_status = api
+        .wait_until(T, |a| {
+            a.object("trafficpolicies.edgeplane.dev", "web", "deny")
+                .is_some_and(|o| accepted(&o))
+        })
+        .await;
+    assert!(
+        written_status,
+        "{:?}",
+        api.object("trafficpolicies.edgeplane.dev", "web", "deny")
+    );
+    let read = serde_json::to_value(alpha.get("deny").await.unwrap()).unwrap();
+    assert!(accepted(&read), "{read}");
+    replica.stop().await;
+}

@@ -23,8 +23,9 @@ use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
 use super::watch::Stores;
 use crate::crd::proxy_config::GatewayServiceConfig;
-use crate::crd::{ProxyConfig, GROUP};
-use crate::snapshot::namespace_of;
+use crate::crd::ProxyConfig;
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::translate::gateway_service_config;
 
 /// A side-object write failed or could not be planned.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +97,12 @@ impl Keeper {
             .collect();
         let gateways = stores.of::<Gateway>().state();
         let listener_sets = stores.of::<ListenerSet>().state();
-        let proxy_configs = stores.of::<ProxyConfig>().state();
+        // What the translator reads to find a Gateway's ProxyConfig.
+        let parameters = Snapshot {
+            gateway_classes: stores.of::<GatewayClass>().state(),
+            proxy_configs: stores.of::<ProxyConfig>().state(),
+            ..Snapshot::default()
+        };
         let services: Vec<Arc<Service>> = stores
             .of::<Service>()
             .state()
@@ -119,7 +125,7 @@ impl Keeper {
                 self.clean_up(gw, &ns, &name).await
             } else if let Some(class) = class {
                 live.insert(service_name(&ns, &name));
-                let config = gateway_service_config(&proxy_configs, gw, class);
+                let config = gateway_service_config(&parameters, gw);
                 let ctx = (listener_sets.as_slice(), services.as_slice());
                 self.ensure(gw, class, config.as_ref(), ctx, &mut used)
                     .await
@@ -361,52 +367,6 @@ impl Keeper {
                 Ok(0)
             }
             Err(e) => Err(Self::api_err(format!("finalizers of {name}"))(e)),
-        }
-    }
-}
-
-/// The `service` settings of a Gateway's ProxyConfigs: those of its class's
-/// `spec.parametersRef`, overridden field by field by those of its own
-/// `spec.infrastructure.parametersRef` (type; annotations key by key). References to other
-/// kinds or to missing objects count as unset.
-pub fn gateway_service_config(
-    configs: &[Arc<ProxyConfig>],
-    gateway: &Gateway,
-    class: &GatewayClass,
-) -> Option<GatewayServiceConfig> {
-    let find = |group: &str, kind: &str, ns: Option<&str>, name: &str| {
-        (group == GROUP && kind == "ProxyConfig")
-            .then(|| {
-                configs.iter().find(|c| {
-                    c.metadata.name.as_deref() == Some(name)
-                        && ns.is_some_and(|ns| namespace_of(&c.metadata) == ns)
-                })
-            })
-            .flatten()
-            .and_then(|c| c.spec.service.clone())
-    };
-    let of_class = class
-        .spec
-        .parameters_ref
-        .as_ref()
-        .and_then(|r| find(&r.group, &r.kind, r.namespace.as_deref(), &r.name));
-    let of_gateway = gateway
-        .spec
-        .infrastructure
-        .as_ref()
-        .and_then(|i| i.parameters_ref.as_ref())
-        .and_then(|r| {
-            let ns = namespace_of(&gateway.metadata);
-            find(&r.group, &r.kind, Some(ns), &r.name)
-        });
-    match (of_class, of_gateway) {
-        (None, None) => None,
-        (Some(c), None) => Some(c),
-        (None, Some(g)) => Some(g),
-        (Some(mut c), Some(g)) => {
-            c.type_ = g.type_.or(c.type_);
-            c.annotations.extend(g.annotations);
-            Some(c)
         }
     }
 }
