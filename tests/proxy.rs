@@ -37,6 +37,8 @@ mod policy_access;
 mod policy_body;
 #[path = "proxy/policy_jwt.rs"]
 mod policy_jwt;
+#[path = "proxy/policy_service.rs"]
+mod policy_service;
 #[path = "proxy/protocols.rs"]
 mod protocols;
 #[path = "proxy/resilience.rs"]
