@@ -78,7 +78,8 @@ mod tests {
         };
         let b = breaker(&base, Some(&l));
         assert_eq!((b.max_requests, b.max_pending), (1, base.max_pending));
-        let o = outlier(&OutlierOptions::default(), Some(&l));
+        let default_outlier = OutlierOptions::default();
+        let o = outlier(&default_outlier, Some(&l));
         assert_eq!(o.base_ejection, Duration::from_secs(2));
         assert_eq!(o.max_ejected_percent, 100);
         assert_eq!(o.consecutive_failures, 5);
