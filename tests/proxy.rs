@@ -33,10 +33,16 @@ mod mirror;
 mod path_policy;
 #[path = "proxy/policy_access.rs"]
 mod policy_access;
+#[path = "proxy/policy_access_log.rs"]
+mod policy_access_log;
 #[path = "proxy/policy_body.rs"]
 mod policy_body;
 #[path = "proxy/policy_jwt.rs"]
 mod policy_jwt;
+#[path = "proxy/policy_listener.rs"]
+mod policy_listener;
+#[path = "proxy/policy_service.rs"]
+mod policy_service;
 #[path = "proxy/protocols.rs"]
 mod protocols;
 #[path = "proxy/resilience.rs"]

@@ -183,4 +183,15 @@ mod tests {
         assert!(Cli::try_parse_from(["x", "--trusted-proxies", "10.0.0.0/40"]).is_err());
         assert!(Cli::try_parse_from(["x", "--body-idle-timeout", "5x"]).is_err());
     }
+
+    #[test]
+    fn the_access_log_is_off_unless_asked_for() {
+        let off = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(off.proxy.access_log, AccessLogArg::Off);
+        let json = Cli::try_parse_from(["x", "--access-log", "json"]).unwrap();
+        assert_eq!(json.proxy.access_log, AccessLogArg::Json);
+        let text = Cli::try_parse_from(["x", "--access-log", "text"]).unwrap();
+        assert_eq!(text.proxy.access_log, AccessLogArg::Text);
+        assert!(Cli::try_parse_from(["x", "--access-log", "xml"]).is_err());
+    }
 }

@@ -150,7 +150,11 @@ impl Handler {
                 }
             };
             let permit = (retries < max_retries)
-                .then(|| self.shared.backends.retry_permit(&service.service))
+                .then(|| {
+                    self.shared
+                        .backends
+                        .retry_permit(&service.service, service.limits.as_deref())
+                })
                 .flatten();
             let Some(permit) = permit else {
                 if retries < max_retries {

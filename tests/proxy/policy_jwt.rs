@@ -104,9 +104,11 @@ async fn bad_or_missing_tokens_get_401_with_a_bearer_challenge() {
     ))
     .await;
     let client = h1_client();
-    let mut tampered = ec.token(&claims(json!({})));
-    tampered.pop();
-    tampered.push('A');
+    // One signature byte changed (a character in the middle: every bit of it counts).
+    let valid = ec.token(&claims(json!({})));
+    let at = valid.len() - 20;
+    let swapped = if &valid[at..at + 1] == "A" { "B" } else { "A" };
+    let tampered = format!("{}{swapped}{}", &valid[..at], &valid[at + 1..]);
     let cases = [
         ("expired", ec.token(&claims(json!({"exp": now() - 3600})))),
         (

@@ -6,6 +6,7 @@
 mod breaker;
 mod endpoints;
 mod outlier;
+mod overrides;
 mod pick;
 mod ring;
 
@@ -23,7 +24,7 @@ pub(crate) use ring::hash_key;
 use super::error::ProxyError;
 use super::retry::BudgetLimits;
 use crate::metrics::Metrics;
-use crate::table::{Balance, ServiceBackend, ServiceKey, UpstreamProtocol};
+use crate::table::{Balance, ServiceBackend, ServiceKey, ServiceLimits, UpstreamProtocol};
 use endpoints::EndpointState;
 use outlier::{nanos, Ejections};
 use ring::Ring;
@@ -106,16 +107,17 @@ impl ServiceState {
 
     /// Counts a failure of `addr`; ejects it when its run of failures is long enough and the
     /// Service can spare it.
-    fn failure(&self, addr: SocketAddr, state: &EndpointState) {
+    fn failure(&self, addr: SocketAddr, state: &EndpointState, limits: Option<&ServiceLimits>) {
         let s = &self.settings;
-        if !state.health.failure(s.outlier.consecutive_failures) {
+        let outlier = overrides::outlier(&s.outlier, limits);
+        if !state.health.failure(outlier.consecutive_failures) {
             return;
         }
         let size = self.size.load(Ordering::Relaxed);
         let now = s.now();
         if let Some((time, continued)) =
             self.ejections
-                .try_eject(addr, &state.health, size, now, &s.outlier)
+                .try_eject(addr, &state.health, size, now, &outlier)
         {
             if !continued {
                 s.endpoints.ejected.fetch_add(1, Ordering::Relaxed);
@@ -130,7 +132,7 @@ impl ServiceState {
                 service = %self.key,
                 seconds = time.as_secs_f64(),
                 "endpoint ejected after {} consecutive failures",
-                s.outlier.consecutive_failures
+                outlier.consecutive_failures
             );
         }
     }
@@ -184,13 +186,19 @@ impl Backends {
 
     /// A retry of a request to `service`, if its budget allows one more in flight: fewer
     /// retries in flight than the budget's share of the requests in flight to the Service, or
-    /// than its floor. Asked only when a request is about to be retried, so a request that
-    /// succeeds at once never touches the budget.
-    pub fn retry_permit(&self, service: &ServiceKey) -> Option<RetryPermit> {
+    /// than its floor (the Service's own budget when a TrafficPolicy sets `limits`). Asked
+    /// only when a request is about to be retried, so a request that succeeds at once never
+    /// touches the budget.
+    pub fn retry_permit(
+        &self,
+        service: &ServiceKey,
+        limits: Option<&ServiceLimits>,
+    ) -> Option<RetryPermit> {
         let svc = self.service(service);
+        let budget = overrides::budget(self.budget, limits);
         let active = svc.load.requests.load(Ordering::Relaxed);
-        let share = active * self.budget.percent as usize / 100;
-        let allowed = share.max(self.budget.min_concurrent);
+        let share = active * budget.percent as usize / 100;
+        let allowed = share.max(budget.min_concurrent);
         if svc.retries.fetch_add(1, Ordering::AcqRel) < allowed {
             Some(RetryPermit { service: svc })
         } else {
@@ -223,7 +231,8 @@ impl Backends {
             svc.size.store(pool.len(), Ordering::Relaxed);
         }
         let s = &*self.settings;
-        let admitted = svc.load.admit(&s.limits, || {
+        let limits = overrides::breaker(&s.limits, service.limits.as_deref());
+        let admitted = svc.load.admit(&limits, || {
             (service.protocol == UpstreamProtocol::Http1)
                 .then(|| pool.iter().map(|a| s.endpoints.connections(*a)).sum())
         });
@@ -258,7 +267,12 @@ impl Backends {
                 .find_map(|ok| self.choose(service, &svc, pool, request.hash, *ok))
         });
         match chosen {
-            Some(addr) => Ok(Picked::start(addr, self.endpoint(addr), svc)),
+            Some(addr) => Ok(Picked::start(
+                addr,
+                self.endpoint(addr),
+                svc,
+                service.limits.clone(),
+            )),
             None => {
                 svc.load.head_done();
                 svc.load.done();
@@ -411,16 +425,24 @@ pub struct Picked {
     state: Arc<EndpointState>,
     service: Arc<ServiceState>,
     pending: AtomicBool,
+    /// The Service's own limits (outlier detection), when a TrafficPolicy sets them.
+    limits: Option<Arc<ServiceLimits>>,
 }
 
 impl Picked {
-    fn start(addr: SocketAddr, state: Arc<EndpointState>, service: Arc<ServiceState>) -> Self {
+    fn start(
+        addr: SocketAddr,
+        state: Arc<EndpointState>,
+        service: Arc<ServiceState>,
+        limits: Option<Arc<ServiceLimits>>,
+    ) -> Self {
         state.in_flight.fetch_add(1, Ordering::Relaxed);
         Self {
             addr,
             state,
             service,
             pending: AtomicBool::new(true),
+            limits,
         }
     }
 
@@ -432,7 +454,10 @@ impl Picked {
         }
         match outcome {
             Outcome::Success => self.state.health.success(),
-            Outcome::Failure => self.service.failure(self.addr, &self.state),
+            Outcome::Failure => {
+                self.service
+                    .failure(self.addr, &self.state, self.limits.as_deref())
+            }
         }
     }
 }

@@ -216,19 +216,24 @@ fn the_retry_budget_allows_its_floor_then_a_share_of_requests_in_flight() {
         },
     );
     let s = service(addrs(3), Balance::RoundRobin);
-    let first = b.retry_permit(&s.service).expect("within the floor");
-    let second = b.retry_permit(&s.service).expect("within the floor");
-    assert!(b.retry_permit(&s.service).is_none(), "floor of 2 reached");
+    let first = b.retry_permit(&s.service, None).expect("within the floor");
+    let second = b.retry_permit(&s.service, None).expect("within the floor");
+    assert!(
+        b.retry_permit(&s.service, None).is_none(),
+        "floor of 2 reached"
+    );
     drop(first);
     let _third = b
-        .retry_permit(&s.service)
+        .retry_permit(&s.service, None)
         .expect("a retry ended, one more fits");
     drop(second);
     // 20 requests in flight: 20% is 4 retries in flight, 1 of them taken.
     let held: Vec<Picked> = (0..20)
         .map(|_| b.pick(&s, &PickRequest::default()).unwrap())
         .collect();
-    let permits: Vec<RetryPermit> = (0..5).filter_map(|_| b.retry_permit(&s.service)).collect();
+    let permits: Vec<RetryPermit> = (0..5)
+        .filter_map(|_| b.retry_permit(&s.service, None))
+        .collect();
     assert_eq!(permits.len(), 3);
     drop(held);
     drop(permits);
