@@ -22,7 +22,8 @@ use crate::kinds::{not_being_deleted, Wanted};
 use crate::l4kinds::{TcpRoute, UdpRoute};
 use crate::provider::manifest::merge_string_data;
 use crate::translate::{
-    referenced_ca_objects, referenced_listener_set_secrets, referenced_secrets,
+    referenced_ca_objects, referenced_listener_set_secrets, referenced_policy_objects,
+    referenced_secrets,
 };
 
 /// Namespace of a namespaced object that names none, as `kubectl apply` and the API server
@@ -99,12 +100,24 @@ fn listener_secrets(snapshot: &Snapshot) -> Wanted {
         &snapshot.reference_grants,
     ));
     wanted.extend(ca_objects(snapshot, "Secret"));
+    wanted.extend(policy_objects(snapshot, "Secret"));
     wanted
 }
 
-/// The ConfigMaps Gateways and BackendTLSPolicies reference as CA bundles.
+/// The Secrets or ConfigMaps (`kind`) TrafficPolicies read: htpasswd files and JWKS.
+fn policy_objects(snapshot: &Snapshot, kind: &'static str) -> Wanted {
+    referenced_policy_objects(&snapshot.traffic_policies)
+        .into_iter()
+        .filter(|(k, _, _)| *k == kind)
+        .map(|(_, ns, name)| (ns, name))
+        .collect()
+}
+
+/// The ConfigMaps Gateways and BackendTLSPolicies reference as CA bundles, and the JWKS
+/// ConfigMaps of TrafficPolicies.
 fn ca_config_maps(snapshot: &Snapshot) -> Wanted {
     let mut wanted: Wanted = ca_objects(snapshot, "ConfigMap").collect();
+    wanted.extend(policy_objects(snapshot, "ConfigMap"));
     for p in &snapshot.backend_tls_policies {
         let ns = namespace_of(&p.metadata);
         let refs = p.spec.validation.ca_certificate_refs.iter().flatten();
@@ -180,6 +193,8 @@ mod tests {
                 "secrets <- /v1 Secret (secrets, namespaced, Referenced)",
                 "config_maps <- /v1 ConfigMap (configmaps, namespaced, Referenced)",
                 "backend_tls_policies <- gateway.networking.k8s.io/v1 BackendTLSPolicy (backendtlspolicies, namespaced, Objects)",
+                "proxy_configs <- edgeplane.dev/v1beta1 ProxyConfig (proxyconfigs, namespaced, Objects)",
+                "traffic_policies <- edgeplane.dev/v1beta1 TrafficPolicy (trafficpolicies, namespaced, Objects)",
             ]
         );
     }

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::conditions::{carry_changes, carry_times, carry_to, is_problem};
 use super::{ObjectKind, Problem};
+use crate::crd::TrafficPolicyStatus;
 
 /// One object's status. Serializes exactly as the JSON of the typed status (object keys sorted),
 /// and deserializes into [`StatusBody::Json`]. A route's status is shared (`Arc`): the
@@ -36,6 +37,8 @@ pub enum StatusBody {
     /// so it is held in the same type and every walk over route statuses serves both kinds.
     GrpcRoute(Arc<HttpRouteStatus>),
     BackendTlsPolicy(BackendTlsPolicyStatus),
+    /// A TrafficPolicy's status: the same `ancestors[]` shape as a BackendTLSPolicy's.
+    TrafficPolicy(TrafficPolicyStatus),
     /// A status read back from JSON (`/debug/status`) or written by hand.
     Json(Value),
 }
@@ -61,6 +64,7 @@ impl StatusBody {
             Self::ListenerSet(s) => serde_json::to_value(s),
             Self::HttpRoute(s) | Self::GrpcRoute(s) => serde_json::to_value(s),
             Self::BackendTlsPolicy(s) => serde_json::to_value(s),
+            Self::TrafficPolicy(s) => serde_json::to_value(s),
             Self::Json(v) => return Cow::Borrowed(v),
         };
         Cow::Owned(v.unwrap_or(Value::Null))
@@ -89,9 +93,8 @@ impl StatusBody {
                 Self::HttpRoute(_),
             )
             | (ObjectKind::GrpcRoute, Self::GrpcRoute(_))
-            | (ObjectKind::BackendTlsPolicy, Self::BackendTlsPolicy(_)) => {
-                Some(Cow::Borrowed(self))
-            }
+            | (ObjectKind::BackendTlsPolicy, Self::BackendTlsPolicy(_))
+            | (ObjectKind::TrafficPolicy, Self::TrafficPolicy(_)) => Some(Cow::Borrowed(self)),
             (_, Self::Json(v)) => {
                 let typed = match kind {
                     ObjectKind::GatewayClass => {
@@ -112,6 +115,9 @@ impl StatusBody {
                     }
                     ObjectKind::BackendTlsPolicy => {
                         Self::BackendTlsPolicy(BackendTlsPolicyStatus::deserialize(v).ok()?)
+                    }
+                    ObjectKind::TrafficPolicy => {
+                        Self::TrafficPolicy(TrafficPolicyStatus::deserialize(v).ok()?)
                     }
                 };
                 Some(Cow::Owned(typed))
@@ -143,6 +149,9 @@ impl StatusBody {
                 carry_shared_route(p, n)
             }
             (Self::BackendTlsPolicy(p), Self::BackendTlsPolicy(n)) => carry_policy(p, n),
+            (Self::TrafficPolicy(p), Self::TrafficPolicy(n)) => {
+                carry_ancestors(&p.ancestors, &mut n.ancestors)
+            }
             _ => {}
         }
     }
@@ -176,6 +185,11 @@ impl StatusBody {
                 }
             }
             Self::BackendTlsPolicy(s) => {
+                for a in &mut s.ancestors {
+                    stamp(&mut a.conditions);
+                }
+            }
+            Self::TrafficPolicy(s) => {
                 for a in &mut s.ancestors {
                     stamp(&mut a.conditions);
                 }
@@ -229,8 +243,9 @@ impl StatusBody {
                     push_problems(&scope, Some(&p.conditions), out);
                 }
             }
-            Self::BackendTlsPolicy(s) => {
-                for a in &s.ancestors {
+            Self::BackendTlsPolicy(BackendTlsPolicyStatus { ancestors })
+            | Self::TrafficPolicy(TrafficPolicyStatus { ancestors }) => {
+                for a in ancestors {
                     let scope = format!("{object} ancestor {}", a.ancestor_ref.name);
                     push_problems(&scope, Some(&a.conditions), out);
                 }
@@ -305,8 +320,16 @@ fn carry_shared_route(prev: &HttpRouteStatus, next: &mut Arc<HttpRouteStatus>) {
 /// [`StatusBody::carry_from`] for a policy: each ancestor's conditions, the ancestor matched
 /// by `ancestorRef` and `controllerName`.
 pub(super) fn carry_policy(prev: &BackendTlsPolicyStatus, next: &mut BackendTlsPolicyStatus) {
-    for a in &mut next.ancestors {
-        if let Some(q) = prev.ancestors.iter().find(|q| same_ancestor(q, a)) {
+    carry_ancestors(&prev.ancestors, &mut next.ancestors);
+}
+
+/// [`carry_policy`] on the `ancestors[]` of any policy kind.
+pub(super) fn carry_ancestors(
+    prev: &[BackendTlsPolicyStatusAncestors],
+    next: &mut [BackendTlsPolicyStatusAncestors],
+) {
+    for a in next {
+        if let Some(q) = prev.iter().find(|q| same_ancestor(q, a)) {
             carry_times(&q.conditions, &mut a.conditions);
         }
     }

@@ -26,6 +26,7 @@ pub enum Carried<'a> {
     ListenerSet(Option<&'a ListenerSetStatus>),
     HttpRoute(Option<&'a HttpRouteStatus>),
     BackendTlsPolicy(Option<&'a BackendTlsPolicyStatus>),
+    TrafficPolicy(Option<&'a crate::crd::TrafficPolicyStatus>),
     /// A GRPCRoute's status, read into the HTTPRoute type: both are the spec's `RouteStatus`
     /// (see [`grpc_route_status`]).
     GrpcRoute(Option<&'a HttpRouteStatus>),
@@ -130,6 +131,19 @@ pub fn patch(
         }
         (StatusBody::BackendTlsPolicy(want), Carried::BackendTlsPolicy(current)) => {
             policy_patch(current, want, resource_version, controller)
+        }
+        (StatusBody::TrafficPolicy(want), Carried::TrafficPolicy(current)) => {
+            // Both kinds' status is the spec's `PolicyStatus`: one rule for their ancestors.
+            let as_policy = |s: &crate::crd::TrafficPolicyStatus| BackendTlsPolicyStatus {
+                ancestors: s.ancestors.clone(),
+            };
+            let current = current.map(as_policy);
+            policy_patch(
+                current.as_ref(),
+                &as_policy(want),
+                resource_version,
+                controller,
+            )
         }
         _ => return Err(DiffError::OtherKind { kind, name }),
     })

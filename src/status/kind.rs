@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 
 /// The API group of every Gateway API kind.
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
-/// `apiVersion` of every kind whose status is computed.
+/// `apiVersion` of every Gateway API kind whose status is computed.
 pub const API_VERSION: &str = "gateway.networking.k8s.io/v1";
+/// `apiVersion` of a TrafficPolicy (its storage version).
+pub const TRAFFIC_POLICY_API_VERSION: &str = "edgeplane.dev/v1beta1";
 
 /// A kind whose status the translator computes. Ordered as reports list them: classes, then
 /// Gateways, then routes, then policies.
@@ -31,6 +33,8 @@ pub enum ObjectKind {
     UdpRoute,
     #[serde(rename = "BackendTLSPolicy")]
     BackendTlsPolicy,
+    /// Our own policy kind (`edgeplane.dev`), with a Gateway API `PolicyStatus`.
+    TrafficPolicy,
 }
 
 /// A kind name that is not one of [`ObjectKind`]'s.
@@ -40,7 +44,7 @@ pub struct UnknownKind(pub String);
 
 impl ObjectKind {
     /// Every kind, in report order.
-    pub const ALL: [ObjectKind; 9] = [
+    pub const ALL: [ObjectKind; 10] = [
         Self::GatewayClass,
         Self::Gateway,
         Self::ListenerSet,
@@ -50,6 +54,7 @@ impl ObjectKind {
         Self::TcpRoute,
         Self::UdpRoute,
         Self::BackendTlsPolicy,
+        Self::TrafficPolicy,
     ];
 
     /// The kind's name, as in `kind:` of a manifest.
@@ -64,6 +69,7 @@ impl ObjectKind {
             Self::TcpRoute => "TCPRoute",
             Self::UdpRoute => "UDPRoute",
             Self::BackendTlsPolicy => "BackendTLSPolicy",
+            Self::TrafficPolicy => "TrafficPolicy",
         }
     }
 
@@ -74,7 +80,10 @@ impl ObjectKind {
 
     /// The `apiVersion` written beside the kind.
     pub fn api_version(self) -> &'static str {
-        API_VERSION
+        match self {
+            Self::TrafficPolicy => TRAFFIC_POLICY_API_VERSION,
+            _ => API_VERSION,
+        }
     }
 
     /// Whether objects of the kind live in a namespace (GatewayClasses are cluster-scoped).
@@ -88,7 +97,8 @@ impl ObjectKind {
             | Self::TlsRoute
             | Self::TcpRoute
             | Self::UdpRoute
-            | Self::BackendTlsPolicy => true,
+            | Self::BackendTlsPolicy
+            | Self::TrafficPolicy => true,
         }
     }
 }

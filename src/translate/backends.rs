@@ -12,6 +12,7 @@ use super::conditions::{
     REASON_UNSUPPORTED_PROTOCOL,
 };
 use super::endpoints::{balance_of, serving_endpoints};
+use super::policy::ServiceOverlays;
 use super::refgrant::{Grants, RefSide};
 use crate::snapshot::Snapshot;
 use crate::snapshot::{namespace_of, or_default_namespace};
@@ -231,6 +232,8 @@ pub struct Backends<'a> {
     next: BackendCache,
     /// Every resolution since [`Backends::record`], with its reference.
     recording: Option<Vec<(OwnedRef, Resolved)>>,
+    /// What Service-targeted TrafficPolicies put on Service ports.
+    overlays: Option<&'a ServiceOverlays>,
 }
 
 impl<'a> Backends<'a> {
@@ -253,7 +256,14 @@ impl<'a> Backends<'a> {
             previous,
             next,
             recording: None,
+            overlays: None,
         }
+    }
+
+    /// Resolves Service ports with the balancer and limits TrafficPolicies give them.
+    pub fn with_overlays(mut self, overlays: &'a ServiceOverlays) -> Self {
+        self.overlays = Some(overlays).filter(|o| !o.is_empty());
+        self
     }
 
     /// Starts recording every resolution (with its reference) until [`Backends::recorded`].
@@ -352,11 +362,20 @@ impl<'a> Backends<'a> {
             name: r.name.to_owned(),
             port: u16::try_from(port).unwrap_or(0),
         };
+        let overlay = self
+            .overlays
+            .and_then(|o| o.get(&(namespace.to_owned(), r.name.to_owned(), port)));
+        let balance = overlay
+            .and_then(|o| o.balance.clone())
+            .unwrap_or_else(|| balance_of(service));
+        let limits = overlay.and_then(|o| o.limits.clone());
         let cache_key = (key, port);
         let cached = self.previous.remove(&cache_key);
         let cached = cached.or_else(|| self.next.remove(&cache_key));
         if let Some(c) = cached.filter(|c| {
             same_object(&c.service, service)
+                && c.backend.balance == balance
+                && c.backend.limits == limits
                 && c.slices.len() == slices.len()
                 && c.slices.iter().zip(&slices).all(|(a, b)| same_object(a, b))
         }) {
@@ -394,8 +413,8 @@ impl<'a> Backends<'a> {
             endpoints,
             terminating,
             protocol,
-            balance: balance_of(service),
-            limits: None,
+            balance,
+            limits,
         });
         self.resolved
             .insert((svc_ns, svc_name, port), backend.clone());

@@ -16,7 +16,8 @@ use super::rules::CompiledRoute;
 use super::tls::ListenerTls;
 use crate::table::hostname::{HostnameMap, Pattern};
 use crate::table::{
-    BackendIdentity, ListenerTable, RouteRule, RouteTable, TlsListener, TlsListeners, VirtualHost,
+    BackendIdentity, ListenerSettings, ListenerTable, RequestPolicy, RouteRule, RouteTable,
+    TlsListener, TlsListeners, VirtualHost,
 };
 
 /// Identity of a rule in a virtual host, so a route attached twice is served once.
@@ -34,6 +35,11 @@ struct SocketBuild<'r> {
     tls: Vec<TlsListener>,
     /// The client certificate for TLS backends of the first Gateway bound here with one.
     identity: Option<Arc<BackendIdentity>>,
+    /// The ProxyConfig settings of the first Gateway bound here with some.
+    settings: Option<Arc<ListenerSettings>>,
+    /// The first `(gateway, listener)` bound here with each of `listener_hosts`: its
+    /// TrafficPolicy settings are those of the hosts it owns.
+    host_owners: Vec<(usize, usize)>,
     sources: BTreeSet<String>,
     /// Hostnames of the listeners bound here (`None`: any host).
     listener_hosts: Vec<Option<String>>,
@@ -49,7 +55,16 @@ struct SocketBuild<'r> {
 pub struct CachedHost {
     group: u32,
     rules: Vec<Arc<RouteRule>>,
+    policy: Option<Arc<RequestPolicy>>,
     host: Arc<VirtualHost>,
+}
+
+/// What the table takes besides Gateways and routes: TrafficPolicy settings of Gateway
+/// listeners' virtual hosts, by `(gateway, listener)`, and each Gateway's ProxyConfig settings
+/// (by Gateway index).
+pub struct Extras<'a> {
+    pub hosts: &'a HashMap<(usize, usize), Arc<RequestPolicy>>,
+    pub settings: &'a [Option<Arc<ListenerSettings>>],
 }
 
 /// Virtual hosts by socket and hostname, carried from one table to the next: sorting and
@@ -61,7 +76,7 @@ pub type HostCache = HashMap<(SocketAddr, String), CachedHost>;
 fn virtual_host(
     addr: SocketAddr,
     name: String,
-    group: u32,
+    (group, policy): (u32, Option<Arc<RequestPolicy>>),
     rules: Vec<&Arc<RouteRule>>,
     previous: &mut HostCache,
     next: &mut HostCache,
@@ -69,6 +84,7 @@ fn virtual_host(
     let key = (addr, name);
     let same = |c: &CachedHost| {
         c.group == group
+            && c.policy == policy
             && c.rules.len() == rules.len()
             && c.rules.iter().zip(&rules).all(|(a, b)| Arc::ptr_eq(a, b))
     };
@@ -76,10 +92,13 @@ fn virtual_host(
         Some(c) => c,
         None => {
             let rules: Vec<Arc<RouteRule>> = rules.into_iter().cloned().collect();
+            let mut host = VirtualHost::new(key.1.clone(), rules.clone()).in_listener(group);
+            host.policy = policy.clone();
             CachedHost {
                 group,
-                host: Arc::new(VirtualHost::new(key.1.clone(), rules.clone()).in_listener(group)),
+                host: Arc::new(host),
                 rules,
+                policy,
             }
         }
     };
@@ -93,6 +112,7 @@ fn virtual_host(
 pub fn build_table(
     gateways: &[GatewayModel<'_>],
     routes: &[(Arc<Attached>, Arc<CompiledRoute>)],
+    extras: &Extras<'_>,
     generation: u64,
     hosts: &mut HostCache,
 ) -> RouteTable {
@@ -116,6 +136,9 @@ pub fn build_table(
                     if let Some(Ok(id)) = &g.backend_identity {
                         s.identity = Some(id.clone());
                     }
+                }
+                if s.settings.is_none() {
+                    s.settings = extras.settings.get(gi).cloned().flatten();
                 }
                 if !s.members.contains(&(gi, li)) {
                     s.members.push((gi, li));
@@ -151,6 +174,7 @@ pub fn build_table(
                     .insert(Pattern::of(host.as_deref()), s.listener_hosts.len())
                 {
                     s.listener_hosts.push(host);
+                    s.host_owners.push((gi, li));
                 }
             }
         }
@@ -192,12 +216,18 @@ pub fn build_table(
         .into_iter()
         .map(|(addr, s)| {
             let owners = s.owners;
+            let host_owners = s.host_owners;
             let hosts = s
                 .hosts
                 .into_iter()
                 .map(|(name, rules)| {
                     // Hosts of one listener fall back to each other, never to another listener's.
-                    let group = owners.find(&name).copied().unwrap_or(0) as u32;
+                    let owner = owners.find(&name).copied().unwrap_or(0);
+                    let policy = host_owners
+                        .get(owner)
+                        .and_then(|o| extras.hosts.get(o))
+                        .cloned();
+                    let group = (owner as u32, policy);
                     let mut rules = rules;
                     // Already in key order unless a route attached to the host twice.
                     rules.sort_by_key(|(key, _)| *key);
@@ -209,6 +239,7 @@ pub fn build_table(
             let mut table =
                 ListenerTable::new(addr, s.sources.into_iter().collect(), hosts).with_port(s.port);
             table.backend_identity = s.identity;
+            table.settings = s.settings;
             if s.protocol
                 .as_ref()
                 .is_some_and(ListenerProtocol::terminates_tls)

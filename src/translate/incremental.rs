@@ -32,6 +32,7 @@ use super::grpcroute::lower;
 use super::httproute::Attached;
 use super::kinds_conflict::Losers;
 use super::moved::{touches, Moved, Resolvable};
+use super::policy::ServiceOverlays;
 use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
 use super::rules::{compile_route, CompiledRoute};
@@ -151,14 +152,19 @@ impl Incremental {
     }
 
     /// Starts one translation's use of the cache.
-    pub(super) fn begin<'a>(&mut self, snapshot: &'a Snapshot) -> RouteCompiler<'a> {
-        let now = Resolvable::of(snapshot);
+    pub(super) fn begin<'a>(
+        &mut self,
+        snapshot: &'a Snapshot,
+        overlays: &'a Arc<ServiceOverlays>,
+    ) -> RouteCompiler<'a> {
+        let now = Resolvable::of(snapshot, overlays.clone());
         let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
         self.resolvable = Some(now);
         let backends = std::mem::take(&mut self.backends);
         let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
         RouteCompiler {
-            backends: Backends::with_cache(snapshot, backends, moved.is_some()),
+            backends: Backends::with_cache(snapshot, backends, moved.is_some())
+                .with_overlays(overlays),
             moved,
             previous: std::mem::take(&mut self.routes),
             by_name: None,

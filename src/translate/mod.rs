@@ -29,8 +29,10 @@ mod listenerset;
 mod listenerset_tests;
 mod moved;
 mod parameters;
+mod policy;
 mod ports;
 mod protocol;
+mod proxy_config;
 mod reattach;
 mod refgrant;
 mod relink;
@@ -60,7 +62,10 @@ pub use httproute::AttachError;
 use incremental::Source;
 pub use incremental::{Incremental, Reuse};
 pub use listener::intersect_hostnames;
-pub use parameters::{resolve_parameters, InvalidParameters, ParametersRef};
+pub use parameters::{
+    gateway_service_config, resolve_parameters, InvalidParameters, ParametersRef,
+};
+pub use policy::referenced_policy_objects;
 pub use ports::{PortMap, PortMapError};
 pub use rules::MatchError;
 pub use tls::{referenced_listener_set_secrets, referenced_secrets, TlsRefError};
@@ -122,13 +127,12 @@ fn translate_cached(
     for class in &snapshot.gateway_classes {
         if gateway::owns_class(class, options) {
             let name = class.metadata.name.as_deref().unwrap_or("");
-            let invalid = class
-                .spec
-                .parameters_ref
-                .as_ref()
-                .and_then(|r| resolve_parameters(snapshot, &ParametersRef::of_class(r)).err());
-            let status = gateway::class_status(class, options, invalid.as_ref());
-            classes.insert(name, invalid);
+            let resolved = match class.spec.parameters_ref.as_ref() {
+                Some(r) => resolve_parameters(snapshot, &ParametersRef::of_class(r)),
+                None => Ok(None),
+            };
+            let status = gateway::class_status(class, options, resolved.as_ref().err());
+            classes.insert(name, resolved);
             report.entries.push(ObjectStatus::new(
                 ObjectKind::GatewayClass,
                 None,
@@ -141,12 +145,24 @@ fn translate_cached(
     let set_inputs = listenerset::inputs(snapshot);
     let mut certificates = tls::Certificates::new(snapshot, served);
     let mut frontends = frontend::Frontends::new(snapshot);
+    let mut settings = HashMap::new();
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()
         .filter_map(|g| {
             let class = g.spec.gateway_class_name.as_str();
-            let invalid = gateway_parameters(snapshot, g, class, classes.get(class)?.as_ref());
+            let invalid =
+                match parameters::gateway_parameters(snapshot, g, class, classes.get(class)?) {
+                    Ok(s) => {
+                        let key = (
+                            namespace_of(&g.metadata),
+                            g.metadata.name.as_deref().unwrap_or(""),
+                        );
+                        settings.insert(key, s);
+                        None
+                    }
+                    Err(e) => Some(e),
+                };
             Some(gateway::GatewayModel::new(
                 g,
                 options,
@@ -169,8 +185,14 @@ fn translate_cached(
     conflicts::mark_socket_conflicts(&mut gateways);
     let by_name = GatewayIndex::new(&gateways, &sets);
 
+    let gateway_settings: Vec<_> = gateways
+        .iter()
+        .map(|g| settings.get(&(g.namespace, g.name)).cloned().flatten())
+        .collect();
+    let policies = policy::Policies::new(snapshot);
+    let overlays = Arc::new(policies.service_overlays(snapshot));
     let tokens = cache.faces().tokens(&gateways, &labels, options);
-    let mut compiler = cache.begin(snapshot);
+    let mut compiler = cache.begin(snapshot, &overlays);
     let mut compiled = Vec::new();
     let mut counted = Vec::new();
     {
@@ -286,12 +308,12 @@ fn translate_cached(
     cache.finish(compiler);
     // Which Gateways reach which Service ports matters only for policies' ancestors: without
     // policies, no pass over every route's backends.
-    let used = if snapshot.backend_tls_policies.is_empty() {
+    let used = if snapshot.backend_tls_policies.is_empty() && policies.is_empty() {
         BTreeMap::new()
     } else {
         services_used(&compiled)
     };
-    let policies = backend_tls::resolve_policies(
+    let tls_policies = backend_tls::resolve_policies(
         &snapshot.backend_tls_policies,
         &snapshot.services,
         &used,
@@ -303,7 +325,7 @@ fn translate_cached(
         },
         &options.controller_name,
     );
-    for (policy, status) in policies.statuses {
+    for (policy, status) in tls_policies.statuses {
         report.entries.push(ObjectStatus::new(
             ObjectKind::BackendTlsPolicy,
             Some(namespace_of(&policy.metadata)),
@@ -312,8 +334,33 @@ fn translate_cached(
             StatusBody::BackendTlsPolicy(status),
         ));
     }
-    let mut table = build::build_table(&gateways, &compiled, options.generation, cache.hosts());
-    table.backend_tls = policies.by_port;
+    let applied = policy::translate_policies(
+        &policies,
+        snapshot,
+        &gateways,
+        &counted,
+        &compiled,
+        &used,
+        options,
+        &mut report,
+    );
+    let extras = build::Extras {
+        hosts: &applied.hosts,
+        settings: &gateway_settings,
+    };
+    let routes = if policies.is_empty() {
+        &compiled
+    } else {
+        &applied.routes
+    };
+    let mut table = build::build_table(
+        &gateways,
+        routes,
+        &extras,
+        options.generation,
+        cache.hosts(),
+    );
+    table.backend_tls = tls_policies.by_port;
     l4build::add_l4_sockets(&mut table, &gateways, &l4);
     report.sort();
     Translation {
@@ -342,30 +389,6 @@ fn services_used(
         }
     }
     used
-}
-
-/// Why a Gateway's parameters cannot be used: its class's, else its own
-/// `spec.infrastructure.parametersRef`.
-fn gateway_parameters(
-    snapshot: &Snapshot,
-    gateway: &gateway_api::apis::standard::gateways::Gateway,
-    class: &str,
-    class_invalid: Option<&InvalidParameters>,
-) -> Option<InvalidParameters> {
-    if let Some(e) = class_invalid {
-        return Some(InvalidParameters::Class {
-            class: class.to_owned(),
-            source: Box::new(e.clone()),
-        });
-    }
-    let ns = namespace_of(&gateway.metadata);
-    let reference = gateway
-        .spec
-        .infrastructure
-        .as_ref()?
-        .parameters_ref
-        .as_ref()?;
-    resolve_parameters(snapshot, &ParametersRef::of_gateway(reference, ns)).err()
 }
 
 /// A parentRef as `(group, kind, namespace, name)`, unset fields `None`.

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::backends::{BackendRef, SERVICE_NAME_LABEL};
+use super::policy::ServiceOverlays;
 use crate::snapshot::{or_default_namespace, Snapshot};
 
 /// More changed Services than this and every reference is resolved again.
@@ -21,6 +22,8 @@ pub struct Resolvable {
     services: Vec<Arc<Service>>,
     slices: Vec<Arc<EndpointSlice>>,
     grants: Vec<Arc<ReferenceGrant>>,
+    /// What TrafficPolicies put on Service ports.
+    overlays: Arc<ServiceOverlays>,
 }
 
 /// The Services (namespace, name) whose resolution may differ from the previous translation:
@@ -34,11 +37,12 @@ fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
 
 impl Resolvable {
     /// What `snapshot` holds of them.
-    pub fn of(snapshot: &Snapshot) -> Self {
+    pub fn of(snapshot: &Snapshot, overlays: Arc<ServiceOverlays>) -> Self {
         Self {
             services: snapshot.services.clone(),
             slices: snapshot.endpoint_slices.clone(),
             grants: snapshot.reference_grants.clone(),
+            overlays,
         }
     }
 
@@ -56,6 +60,15 @@ impl Resolvable {
             return None;
         }
         let mut out = Vec::new();
+        // A Service whose policy overlay changed resolves differently.
+        if !Arc::ptr_eq(&self.overlays, &now.overlays) {
+            let (a, b) = (&*self.overlays, &*now.overlays);
+            for key in a.keys().chain(b.keys()) {
+                if a.get(key) != b.get(key) {
+                    out.push((key.0.clone(), key.1.clone()));
+                }
+            }
+        }
         for (a, b) in self.services.iter().zip(&now.services) {
             if !same(a, b) {
                 for s in [a, b] {

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 
 use super::leader::{run_leader_pass, LeaderPass};
 use super::watch::Stores;
+use crate::crd::TrafficPolicy;
 use crate::l4kinds::{TcpRoute, UdpRoute};
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
@@ -310,6 +311,16 @@ impl StatusWriter {
                         diff::patch(e, carried, rv, &controller)
                     })
                 }
+                ObjectKind::TrafficPolicy => {
+                    let r = ObjectRef::new(&e.name).within(ns);
+                    let Some(o) = self.stores.of::<TrafficPolicy>().get(&r) else {
+                        continue;
+                    };
+                    self.plan_one(key, revision, &*o, |rv| {
+                        let carried = Carried::TrafficPolicy(o.status.as_ref());
+                        diff::patch(e, carried, rv, &controller)
+                    })
+                }
                 ObjectKind::TlsRoute => {
                     let r = ObjectRef::new(&e.name).within(ns);
                     let Some(o) = self.stores.of::<TlsRoute>().get(&r) else {
@@ -493,6 +504,9 @@ impl StatusWriter {
             }
             ObjectKind::BackendTlsPolicy => {
                 patch_status::<BackendTlsPolicy>(Api::namespaced(client, ns), &w).await
+            }
+            ObjectKind::TrafficPolicy => {
+                patch_status::<TrafficPolicy>(Api::namespaced(client, ns), &w).await
             }
             ObjectKind::TlsRoute => patch_status::<TlsRoute>(Api::namespaced(client, ns), &w).await,
             ObjectKind::TcpRoute => patch_status::<TcpRoute>(Api::namespaced(client, ns), &w).await,

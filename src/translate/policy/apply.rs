@@ -1,0 +1,310 @@
+//! Policies into the table's routes and virtual hosts. Gateway and listener targets give the
+//! virtual hosts of that listener their `RequestPolicy`; HTTPRoute and rule targets give each
+//! rule its own (merged by the proxy over the host's). Timeouts and retries have no place on a
+//! host, so they go on the rules: the rule's own `timeouts`/`retry` first, then rule, route,
+//! listener and Gateway policies. A rule reached through listeners whose policies differ is
+//! copied once per difference; the copies serve the attachments they belong to. Routes no
+//! policy touches are handed on as they are (the same `Arc`s). Pure.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+
+use super::{Compiled, Policies, Setting, Target, TargetKind, REQUEST_SETTINGS};
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::table::{RequestPolicy, RetryPolicy, RouteRule, RuleFilters, Timeouts};
+use crate::translate::gateway::GatewayModel;
+use crate::translate::httproute::{Attached, Attachment};
+use crate::translate::rules::CompiledRoute;
+
+/// The table's inputs with policies applied.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The routes the table is built from: each as compiled, or its copies carrying policy
+    /// settings, each copy with the attachments it serves.
+    pub routes: Vec<(Arc<Attached>, Arc<CompiledRoute>)>,
+    /// The `RequestPolicy` of the virtual hosts of each Gateway listener, by (Gateway,
+    /// listener) index.
+    pub hosts: HashMap<(usize, usize), Arc<RequestPolicy>>,
+}
+
+/// What one rule serves with: its timeouts, retry and request policy.
+#[derive(Debug, Clone, PartialEq)]
+struct Effect {
+    timeouts: Timeouts,
+    retry: Option<RetryPolicy>,
+    policy: Option<Arc<RequestPolicy>>,
+}
+
+impl Effect {
+    fn of(filters: &RuleFilters) -> Self {
+        Self {
+            timeouts: filters.timeouts,
+            retry: filters.retry.as_deref().cloned(),
+            policy: filters.policy.clone(),
+        }
+    }
+}
+
+/// The policy targets of a Gateway listener, most specific first: the listener (a Gateway's
+/// own listener only; ListenerSet listeners are not sections of the Gateway), then the Gateway.
+fn listener_keys(g: &GatewayModel<'_>, listener: usize) -> Vec<Target> {
+    let gateway = Target {
+        kind: TargetKind::Gateway,
+        namespace: g.namespace.to_owned(),
+        name: g.name.to_owned(),
+        section: None,
+    };
+    let mut keys = Vec::with_capacity(2);
+    if let Some(l) = g.listeners.get(listener).filter(|l| l.origin.is_none()) {
+        keys.push(Target {
+            section: Some(l.spec.name.clone()),
+            ..gateway.clone()
+        });
+    }
+    keys.push(gateway);
+    keys
+}
+
+/// Applies `policies` to the compiled `routes` (named by `names`, `(kind, namespace, name)`
+/// in the same order) and to the listeners of `gateways`.
+pub fn apply_policies(
+    policies: &Policies<'_>,
+    snapshot: &Snapshot,
+    gateways: &[GatewayModel<'_>],
+    names: &[(&str, &str, &str)],
+    routes: &[(Arc<Attached>, Arc<CompiledRoute>)],
+) -> Applied {
+    let mut wanted = vec![Setting::Timeouts, Setting::Retry];
+    wanted.extend_from_slice(REQUEST_SETTINGS);
+    // What the Gateway and listener policies decide, per listener.
+    let mut listeners: HashMap<(usize, usize), Compiled> = HashMap::new();
+    let mut hosts = HashMap::new();
+    for (gi, g) in gateways.iter().enumerate() {
+        for li in 0..g.listeners.len() {
+            let keys = listener_keys(g, li);
+            if !keys.iter().any(|k| policies.targets(k)) {
+                continue;
+            }
+            let merged = policies.merged(&keys, &wanted);
+            if !merged.request.is_empty() {
+                hosts.insert((gi, li), Arc::new(merged.request.clone()));
+            }
+            listeners.insert((gi, li), merged);
+        }
+    }
+    let targeted: std::collections::HashSet<(&str, &str)> = policies
+        .by_target
+        .keys()
+        .filter(|t| t.kind == TargetKind::HttpRoute)
+        .map(|t| (t.namespace.as_str(), t.name.as_str()))
+        .collect();
+    let timed =
+        |c: &Compiled| c.sets.contains(&Setting::Timeouts) || c.sets.contains(&Setting::Retry);
+    // Made at the first route a policy touches.
+    let mut specs: Option<HashMap<(&str, &str), &HttpRoute>> = None;
+    let mut out = Vec::with_capacity(routes.len());
+    for (i, (attached, compiled)) in routes.iter().enumerate() {
+        let &(kind, ns, name) = &names[i];
+        let touched = kind == "HTTPRoute"
+            && (targeted.contains(&(ns, name))
+                || attached
+                    .attachments
+                    .iter()
+                    .any(|a| listeners.get(&(a.gateway, a.listener)).is_some_and(timed)));
+        if !touched {
+            out.push((attached.clone(), compiled.clone()));
+            continue;
+        }
+        let specs = specs.get_or_insert_with(|| {
+            snapshot
+                .http_routes
+                .iter()
+                .map(|r| {
+                    let name = r.metadata.name.as_deref().unwrap_or("");
+                    ((namespace_of(&r.metadata), name), r.as_ref())
+                })
+                .collect()
+        });
+        match specs.get(&(ns, name)) {
+            Some(spec) => {
+                let route = RouteInputs {
+                    policies,
+                    spec,
+                    ns,
+                    name,
+                    wanted: &wanted,
+                };
+                decorate(&route, attached, compiled, &listeners, &mut out);
+            }
+            None => out.push((attached.clone(), compiled.clone())),
+        }
+    }
+    Applied { routes: out, hosts }
+}
+
+struct RouteInputs<'a, 'p> {
+    policies: &'a Policies<'p>,
+    spec: &'a HttpRoute,
+    ns: &'a str,
+    name: &'a str,
+    wanted: &'a [Setting],
+}
+
+/// Pushes `compiled` onto `out` once per distinct outcome of the policies over its
+/// attachments.
+fn decorate(
+    route: &RouteInputs<'_, '_>,
+    attached: &Arc<Attached>,
+    compiled: &Arc<CompiledRoute>,
+    listeners: &HashMap<(usize, usize), Compiled>,
+    out: &mut Vec<(Arc<Attached>, Arc<CompiledRoute>)>,
+) {
+    if attached.attachments.is_empty() {
+        out.push((attached.clone(), compiled.clone()));
+        return;
+    }
+    let whole = Target {
+        kind: TargetKind::HttpRoute,
+        namespace: route.ns.to_owned(),
+        name: route.name.to_owned(),
+        section: None,
+    };
+    // Rule and route policies, per rule index.
+    let mut own: BTreeMap<u32, (Compiled, &RuleFilters, bool, bool)> = BTreeMap::new();
+    for r in &compiled.rules {
+        own.entry(r.rule_index).or_insert_with(|| {
+            let rule_key = r.rule_name.as_ref().map(|n| Target {
+                section: Some(n.clone()),
+                ..whole.clone()
+            });
+            let merged = route
+                .policies
+                .merged(rule_key.iter().chain([&whole]), route.wanted);
+            let spec = route
+                .spec
+                .spec
+                .rules
+                .as_ref()
+                .and_then(|rules| rules.get(r.rule_index as usize));
+            let timeouts_set = spec.is_some_and(|s| s.timeouts.is_some());
+            let retry_set = spec.is_some_and(|s| s.retry.is_some());
+            (merged, &*r.filters, timeouts_set, retry_set)
+        });
+    }
+    let policy: BTreeMap<u32, Option<Arc<RequestPolicy>>> = own
+        .iter()
+        .map(|(&i, (m, _, _, _))| {
+            (
+                i,
+                (!m.request.is_empty()).then(|| Arc::new(m.request.clone())),
+            )
+        })
+        .collect();
+    let none = Compiled::default();
+    let mut groups: Vec<(BTreeMap<u32, Effect>, Vec<Attachment>)> = Vec::new();
+    for a in &attached.attachments {
+        let outer = listeners.get(&(a.gateway, a.listener)).unwrap_or(&none);
+        let effects: BTreeMap<u32, Effect> = own
+            .iter()
+            .map(|(&i, (m, filters, timeouts_set, retry_set))| {
+                let pick = |s: Setting| {
+                    if m.sets.contains(&s) {
+                        Some(m)
+                    } else if outer.sets.contains(&s) {
+                        Some(outer)
+                    } else {
+                        None
+                    }
+                };
+                let mut e = Effect::of(filters);
+                if !timeouts_set {
+                    if let Some(c) = pick(Setting::Timeouts) {
+                        e.timeouts = c.timeouts;
+                    }
+                }
+                if !retry_set {
+                    if let Some(c) = pick(Setting::Retry) {
+                        e.retry = c.retry.clone();
+                    }
+                }
+                if let Some(p) = &policy[&i] {
+                    e.policy = Some(p.clone());
+                }
+                (i, e)
+            })
+            .collect();
+        match groups.iter_mut().find(|(e, _)| *e == effects) {
+            Some((_, list)) => list.push(a.clone()),
+            None => groups.push((effects, vec![a.clone()])),
+        }
+    }
+    let single = groups.len() == 1;
+    for (effects, attachments) in groups {
+        let unchanged = own
+            .iter()
+            .all(|(i, (_, filters, _, _))| effects[i] == Effect::of(filters));
+        let c = if unchanged {
+            compiled.clone()
+        } else {
+            Arc::new(with_effects(compiled, &effects))
+        };
+        let a = if single {
+            attached.clone()
+        } else {
+            Arc::new(Attached {
+                status: None,
+                attachments,
+                counted: Vec::new(),
+            })
+        };
+        out.push((a, c));
+    }
+}
+
+/// A copy of `compiled` whose rules serve with `effects` (matches of one rule keep sharing
+/// their filters; rules without a change keep their `Arc`).
+fn with_effects(compiled: &CompiledRoute, effects: &BTreeMap<u32, Effect>) -> CompiledRoute {
+    let mut filters: HashMap<u32, Arc<RuleFilters>> = HashMap::new();
+    let rules = compiled
+        .rules
+        .iter()
+        .map(|r| {
+            let Some(e) = effects
+                .get(&r.rule_index)
+                .filter(|e| **e != Effect::of(&r.filters))
+            else {
+                return r.clone();
+            };
+            let f = filters
+                .entry(r.rule_index)
+                .or_insert_with(|| {
+                    let mut f = (*r.filters).clone();
+                    f.timeouts = e.timeouts;
+                    f.retry = e.retry.clone().map(Box::new);
+                    f.policy = e.policy.clone();
+                    Arc::new(f)
+                })
+                .clone();
+            Arc::new(RouteRule {
+                route: r.route.clone(),
+                created: r.created,
+                rule_index: r.rule_index,
+                match_index: r.match_index,
+                rule_name: r.rule_name.clone(),
+                matcher: r.matcher.clone(),
+                filters: f,
+                backends: r.backends.clone(),
+            })
+        })
+        .collect();
+    CompiledRoute {
+        kind: compiled.kind,
+        rules,
+        total: compiled.total,
+        invalid: compiled.invalid.clone(),
+        invalid_rules: compiled.invalid_rules.clone(),
+        unresolved: compiled.unresolved.clone(),
+    }
+}

@@ -1,0 +1,234 @@
+//! The status of each TrafficPolicy: one `ancestors[]` entry per ancestor (Gateway API
+//! `PolicyStatus`), each with an `Accepted` condition. Ancestors: the Gateway of a Gateway or
+//! listener target (`sectionName` set for a listener), each of our Gateways an HTTPRoute
+//! target is accepted by, and for a Service target each of our Gateways whose routes reach
+//! the Service. A target that does not exist (or whose `sectionName` does not) is its own
+//! ancestor, with reason `TargetNotFound`. Policies without an ancestor of ours get no status.
+//! Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gateway_api::apis::standard::backendtlspolicies::{
+    BackendTlsPolicyStatusAncestors, BackendTlsPolicyStatusAncestorsAncestorRef,
+};
+
+use super::{Policies, Target, TargetKind};
+use crate::crd::{TrafficPolicy, TrafficPolicyStatus};
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::status::conditions::{Stamp, ACCEPTED, REASON_ACCEPTED, REASON_INVALID};
+use crate::status::GATEWAY_GROUP;
+use crate::table::ServiceKey;
+use crate::translate::gateway::GatewayModel;
+
+/// Policy Accepted reason: a target, or its `sectionName`, does not exist.
+pub const REASON_TARGET_NOT_FOUND: &str = "TargetNotFound";
+/// Policy Accepted reason: older policies on the same target set every setting this one sets.
+pub const REASON_CONFLICTED: &str = "Conflicted";
+
+/// What one target makes of the policy at one ancestor.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Applied,
+    /// Every setting is taken by these older policies.
+    Shadowed(BTreeSet<String>),
+    NotFound(String),
+}
+
+/// `(group, kind, namespace, name, sectionName)` of an ancestor.
+type AncestorKey = (String, String, String, String, Option<String>);
+
+fn gateway_ancestor(ns: &str, name: &str, section: Option<&str>) -> AncestorKey {
+    (
+        GATEWAY_GROUP.to_owned(),
+        "Gateway".to_owned(),
+        ns.to_owned(),
+        name.to_owned(),
+        section.map(str::to_owned),
+    )
+}
+
+fn target_ancestor(t: &Target) -> AncestorKey {
+    let (group, kind) = t.kind.group_kind();
+    (
+        group.to_owned(),
+        kind.to_owned(),
+        t.namespace.clone(),
+        t.name.clone(),
+        t.section.clone(),
+    )
+}
+
+/// The inputs status needs besides the policies.
+pub struct StatusInputs<'a, 'g> {
+    pub snapshot: &'a Snapshot,
+    pub gateways: &'a [GatewayModel<'g>],
+    /// Our Gateways (indexes) accepting each HTTPRoute, by `(namespace, name)`.
+    pub routes: &'a BTreeMap<(&'a str, &'a str), BTreeSet<usize>>,
+    /// Our Gateways (indexes) whose routes reach each Service port.
+    pub used: &'a BTreeMap<ServiceKey, BTreeSet<usize>>,
+    pub controller: &'a str,
+}
+
+/// Every policy with an ancestor, with its status.
+pub fn policy_statuses<'p>(
+    policies: &Policies<'p>,
+    inputs: &StatusInputs<'_, '_>,
+    stamp: impl Fn(Option<i64>) -> Stamp,
+) -> Vec<(&'p TrafficPolicy, TrafficPolicyStatus)> {
+    let shadowed = policies.shadowed();
+    let mut out = Vec::new();
+    for (i, (policy, compiled)) in policies.policies.iter().enumerate() {
+        let mut ancestors: BTreeMap<AncestorKey, Vec<Outcome>> = BTreeMap::new();
+        for t in &compiled.targets {
+            let outcome = match shadowed.get(&(i, t)) {
+                Some(winners) => Outcome::Shadowed(winners.clone()),
+                None => Outcome::Applied,
+            };
+            for (key, o) in reach(t, inputs, outcome) {
+                ancestors.entry(key).or_default().push(o);
+            }
+        }
+        if ancestors.is_empty() {
+            continue;
+        }
+        let s = stamp(policy.metadata.generation);
+        let entries = ancestors
+            .into_iter()
+            .map(|(key, mut outcomes)| {
+                outcomes.sort();
+                let accepted = match (&outcomes[0], &compiled.error) {
+                    (Outcome::NotFound(m), _) if outcomes.len() == 1 => {
+                        s.fail(ACCEPTED, REASON_TARGET_NOT_FOUND, m.clone())
+                    }
+                    (_, Some(e)) => s.fail(ACCEPTED, REASON_INVALID, invalid_message(e, policy)),
+                    (Outcome::Applied, None) => s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                    (Outcome::Shadowed(w), None) => s.fail(
+                        ACCEPTED,
+                        REASON_CONFLICTED,
+                        format!(
+                            "every setting of this policy here is set by older policy {}, which takes precedence",
+                            w.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    ),
+                    (Outcome::NotFound(m), None) => {
+                        s.fail(ACCEPTED, REASON_TARGET_NOT_FOUND, m.clone())
+                    }
+                };
+                let (group, kind, namespace, name, section_name) = key;
+                BackendTlsPolicyStatusAncestors {
+                    ancestor_ref: BackendTlsPolicyStatusAncestorsAncestorRef {
+                        group: Some(group),
+                        kind: Some(kind),
+                        name,
+                        namespace: Some(namespace),
+                        port: None,
+                        section_name,
+                    },
+                    conditions: vec![accepted],
+                    controller_name: inputs.controller.to_owned(),
+                }
+            })
+            .collect();
+        out.push((*policy, TrafficPolicyStatus { ancestors: entries }));
+    }
+    out
+}
+
+/// The message of an invalid policy, saying what its authentication does meanwhile.
+fn invalid_message(error: &str, policy: &TrafficPolicy) -> String {
+    let auth = policy.spec.basic_auth.is_some() || policy.spec.jwt.is_some();
+    if auth {
+        format!("{error}; the policy applies nothing but its authentication, which refuses every request (401) until it is fixed")
+    } else {
+        format!("{error}; the policy applies nothing")
+    }
+}
+
+/// The ancestors target `t` reaches, each with `outcome` (or `TargetNotFound` as its own).
+fn reach(
+    t: &Target,
+    inputs: &StatusInputs<'_, '_>,
+    outcome: Outcome,
+) -> Vec<(AncestorKey, Outcome)> {
+    let snapshot = inputs.snapshot;
+    let named = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        namespace_of(meta) == t.namespace && meta.name.as_deref() == Some(t.name.as_str())
+    };
+    let not_found = |what: String| vec![(target_ancestor(t), Outcome::NotFound(what))];
+    let (_, kind) = t.kind.group_kind();
+    let missing = format!("{kind} {}/{} not found", t.namespace, t.name);
+    match t.kind {
+        TargetKind::Gateway => {
+            let Some(gw) = snapshot.gateways.iter().find(|g| named(&g.metadata)) else {
+                return not_found(missing);
+            };
+            if !inputs
+                .gateways
+                .iter()
+                .any(|g| g.namespace == t.namespace && g.name == t.name)
+            {
+                return Vec::new();
+            }
+            if let Some(section) = &t.section {
+                if !gw.spec.listeners.iter().any(|l| &l.name == section) {
+                    return not_found(format!(
+                        "Gateway {}/{} has no listener {section:?}",
+                        t.namespace, t.name
+                    ));
+                }
+            }
+            vec![(
+                gateway_ancestor(&t.namespace, &t.name, t.section.as_deref()),
+                outcome,
+            )]
+        }
+        TargetKind::HttpRoute => {
+            let Some(route) = snapshot.http_routes.iter().find(|r| named(&r.metadata)) else {
+                return not_found(missing);
+            };
+            if let Some(section) = &t.section {
+                let rules = route.spec.rules.iter().flatten();
+                if !rules.clone().any(|r| r.name.as_ref() == Some(section)) {
+                    return not_found(format!(
+                        "HTTPRoute {}/{} has no rule named {section:?}",
+                        t.namespace, t.name
+                    ));
+                }
+            }
+            let gateways = inputs.routes.get(&(t.namespace.as_str(), t.name.as_str()));
+            gateway_ancestors(inputs, gateways.into_iter().flatten().copied(), outcome)
+        }
+        TargetKind::Service => {
+            let Some(svc) = snapshot.services.iter().find(|s| named(&s.metadata)) else {
+                return not_found(missing);
+            };
+            if let Some(section) = &t.section {
+                let ports = svc.spec.iter().flat_map(|s| s.ports.iter().flatten());
+                if !ports.clone().any(|p| p.name.as_ref() == Some(section)) {
+                    return not_found(format!(
+                        "Service {}/{} has no port named {section:?}",
+                        t.namespace, t.name
+                    ));
+                }
+            }
+            let gateways = inputs
+                .used
+                .iter()
+                .filter(|(k, _)| k.namespace == t.namespace && k.name == t.name)
+                .flat_map(|(_, g)| g.iter().copied());
+            gateway_ancestors(inputs, gateways, outcome)
+        }
+    }
+}
+
+fn gateway_ancestors(
+    inputs: &StatusInputs<'_, '_>,
+    gateways: impl Iterator<Item = usize>,
+    outcome: Outcome,
+) -> Vec<(AncestorKey, Outcome)> {
+    let set: BTreeSet<usize> = gateways.collect();
+    set.into_iter()
+        .filter_map(|gi| inputs.gateways.get(gi))
+        .map(|g| (gateway_ancestor(g.namespace, g.name, None), outcome.clone()))
+        .collect()
+}
