@@ -53,6 +53,9 @@ pub struct Metrics {
     /// (`unsent`, `status`, `timeout`, `error`), and retries the budget refused
     /// (`budget_exhausted`).
     pub upstream_retries: IntCounterVec,
+    /// Requests a TrafficPolicy refused before any backend saw them, by reason (`ip`,
+    /// `rate_limit`, `basic_auth`, `jwt`, `body`).
+    pub policy_denied: IntCounterVec,
 }
 
 impl Metrics {
@@ -171,8 +174,17 @@ impl Metrics {
             &["service", "reason"],
         )
         .expect("valid metric");
+        let policy_denied = IntCounterVec::new(
+            Opts::new(
+                "policy_denied_total",
+                "Requests refused by a TrafficPolicy, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(outlier_ejections.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(policy_denied.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(outlier_ejections.clone()),
             Box::new(outlier_ejected.clone()),
             Box::new(overloaded.clone()),
             Box::new(upstream_retries.clone()),
@@ -209,6 +221,7 @@ impl Metrics {
             outlier_ejected,
             overloaded,
             upstream_retries,
+            policy_denied,
         })
     }
 

@@ -31,6 +31,12 @@ mod lifecycle;
 mod mirror;
 #[path = "proxy/path_policy.rs"]
 mod path_policy;
+#[path = "proxy/policy_access.rs"]
+mod policy_access;
+#[path = "proxy/policy_body.rs"]
+mod policy_body;
+#[path = "proxy/policy_jwt.rs"]
+mod policy_jwt;
 #[path = "proxy/protocols.rs"]
 mod protocols;
 #[path = "proxy/resilience.rs"]

@@ -9,7 +9,16 @@ use clap::Args;
 use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
 use super::resilience_args::ResilienceArgs;
-use crate::proxy::{BudgetLimits, ProxyOptions, TrustedProxies};
+use crate::proxy::{BudgetLimits, LogSpec, ProxyOptions, TrustedProxies};
+use crate::table::AccessLogFormat;
+
+/// Values of `--access-log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccessLogArg {
+    Json,
+    Text,
+    Off,
+}
 
 /// Each flag's default is the option's own default.
 fn defaults() -> ProxyOptions {
@@ -73,6 +82,12 @@ pub struct ProxyArgs {
     /// Retries a Service may always have in flight, however few requests it has.
     #[arg(long, default_value_t = defaults().retry_budget.min_concurrent)]
     pub retry_budget_min: usize,
+    /// Access log of every listener whose ProxyConfig sets none: one line per request on
+    /// standard output, as JSON or `key=value` text. Off by default, so throughput is
+    /// comparable with proxies benchmarked without access logs; a ProxyConfig's
+    /// `accessLog` overrides it per listener.
+    #[arg(long, value_enum, default_value = "off")]
+    pub access_log: AccessLogArg,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,
     #[command(flatten)]
@@ -105,6 +120,12 @@ impl ProxyArgs {
                 percent: self.retry_budget_percent,
                 min_concurrent: self.retry_budget_min,
             },
+            access_log: LogSpec::new(match self.access_log {
+                AccessLogArg::Json => AccessLogFormat::Json,
+                AccessLogArg::Text => AccessLogFormat::Text,
+                AccessLogArg::Off => AccessLogFormat::Off,
+            }),
+            access_sink: Default::default(),
         }
     }
 }

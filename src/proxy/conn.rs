@@ -21,8 +21,9 @@ use tokio::time::Instant;
 
 use super::detect::{detect, Prefixed};
 use super::service::Handler;
+use super::settings::{for_listener, ConnSettings};
 use super::tls::handshake;
-use super::{ProxyOptions, Shared};
+use super::Shared;
 
 /// After a connection was asked to close (idle, drain), time given to flush the last response
 /// or the GOAWAY before a connection with nothing in flight is dropped: HTTP/2 peers that never
@@ -30,19 +31,27 @@ use super::{ProxyOptions, Shared};
 const CLOSE_GRACE: Duration = Duration::from_millis(250);
 
 /// The connection builder: HTTP/1.1 and HTTP/2 on one port with every timer of hyper that
-/// applies: the request head timeout (slowloris) and HTTP/2 keep-alive PINGs.
-pub(crate) fn builder(options: &ProxyOptions) -> auto::Builder<TokioExecutor> {
+/// applies: the request head timeout (slowloris) and HTTP/2 keep-alive PINGs; with a
+/// header size limit, the HTTP/1.1 read buffer (hyper answers 431 to a head that does not fit)
+/// and the HTTP/2 header list size.
+pub(crate) fn builder(options: &ConnSettings) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(options.header_read_timeout);
+    if let Some(size) = options.head_buffer() {
+        builder.http1().max_buf_size(size);
+    }
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(options.http2_keepalive_interval)
         .keep_alive_timeout(options.http2_keepalive_timeout)
         .max_concurrent_streams(options.http2_max_concurrent_streams);
+    if let Some(size) = options.max_request_header_bytes {
+        builder.http2().max_header_list_size(size);
+    }
     builder
 }
 
@@ -184,18 +193,29 @@ pub(crate) async fn handle(conn: Accepted) {
         mut drain,
         open: _open,
     } = conn;
-    let (is_l4, is_tls) = shared
-        .table
-        .load()
-        .listener(&listener)
-        .map_or((false, false), |l| (l.l4.is_some(), l.tls.is_some()));
+    let (is_l4, is_tls, settings) = {
+        let table = shared.table.load();
+        let found = table.listener(&listener);
+        let settings = found.and_then(|l| l.settings.as_deref());
+        (
+            found.is_some_and(|l| l.l4.is_some()),
+            found.is_some_and(|l| l.tls.is_some()),
+            for_listener(&shared.conn_defaults, settings),
+        )
+    };
     if is_l4 {
         super::l4::tcp::serve(stream, peer, listener, shared).await;
         return;
     }
+    // A listener with a ProxyConfig gets a builder with its own limits.
+    let builder = if Arc::ptr_eq(&settings, &shared.conn_defaults) {
+        builder
+    } else {
+        self::builder(&settings)
+    };
     let _ = stream.set_nodelay(true);
-    let deadline = Instant::now() + shared.options.handshake_timeout;
-    let mut handler = Handler::new(shared.clone(), listener, peer);
+    let deadline = Instant::now() + settings.handshake_timeout;
+    let mut handler = Handler::new(shared.clone(), listener, peer, settings);
     if !is_tls {
         if let Some(io) = before_http(stream, deadline, &mut drain, &shared).await {
             serve_http(&builder, io, handler, drain).await;
@@ -274,6 +294,7 @@ async fn serve_http<I>(
 {
     let activity = handler.activity.clone();
     let shared = handler.shared.clone();
+    let idle = handler.settings.idle_timeout;
     let peer = handler.peer;
     let service = service_fn(move |req| {
         // Boxed: a request's future is large, and hyper moves the future it is given into
@@ -283,7 +304,6 @@ async fn serve_http<I>(
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
-    let idle = shared.options.idle_timeout;
     let mut closing = false;
     let ended = loop {
         tokio::select! {

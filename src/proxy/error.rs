@@ -142,6 +142,29 @@ pub enum ProxyError {
     /// head; the upstream exchange was aborted.
     #[error("request body idle for {0:?}")]
     BodyTimeout(std::time::Duration),
+    /// The client address is not allowed by the TrafficPolicy's `ipAccess` lists.
+    #[error("client address {0} is not allowed")]
+    IpDenied(std::net::IpAddr),
+    /// The request's rate-limit bucket is empty; a token is back after `retry_after`.
+    #[error("rate limit exceeded")]
+    RateLimited { retry_after: std::time::Duration },
+    /// Missing or wrong credentials: basic auth or JWT. `challenge` is the
+    /// `WWW-Authenticate` value that tells the client what to send.
+    #[error("unauthorized: {reason}")]
+    Unauthorized {
+        challenge: HeaderValue,
+        reason: String,
+    },
+    /// The request head is larger than the listener's `maxRequestHeaderBytes`.
+    #[error("request head larger than {0} bytes")]
+    HeadersTooLarge(u32),
+    /// The request body is larger than the policy's or listener's limit.
+    #[error("request body larger than {0} bytes")]
+    RequestBodyTooLarge(u64),
+    /// The upstream response body is larger than the policy's limit (known from its
+    /// `Content-Length` before anything was sent to the client).
+    #[error("response body larger than {0} bytes")]
+    ResponseBodyTooLarge(u64),
     /// The rule's `timeouts.request` or `timeouts.backendRequest`, or the proxy's upstream
     /// response timeout, passed before the response head arrived.
     #[error("{which} timeout of {after:?} exceeded")]
@@ -191,6 +214,12 @@ impl ProxyError {
             | Self::BackendTlsUnusable { .. } => StatusCode::BAD_GATEWAY,
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::IpDenied(_) => StatusCode::FORBIDDEN,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Self::RequestBodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::ResponseBodyTooLarge(_) => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -229,9 +258,22 @@ impl ProxyError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        if let Self::Overloaded { limit, .. } = self {
-            resp.headers_mut()
-                .insert(OVERLOADED, HeaderValue::from_static(limit.as_str()));
+        match self {
+            Self::Overloaded { limit, .. } => {
+                resp.headers_mut()
+                    .insert(OVERLOADED, HeaderValue::from_static(limit.as_str()));
+            }
+            Self::RateLimited { retry_after } => {
+                // Whole seconds, rounded up, never 0 (RFC 9110 10.2.3 allows no fractions).
+                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+            }
+            Self::Unauthorized { challenge, .. } => {
+                resp.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, challenge.clone());
+            }
+            _ => {}
         }
         resp
     }
@@ -287,5 +329,17 @@ mod tests {
         let te = ProxyError::UnsupportedTransferCoding("gzip".into());
         assert_eq!((te.status().as_u16(), te.fault()), (501, Fault::Client));
         assert_eq!(ProxyError::BadPath(PathError::EmptySegment).status(), 400);
+        let limited = ProxyError::RateLimited {
+            retry_after: std::time::Duration::from_millis(200),
+        };
+        let resp = limited.to_response();
+        assert_eq!(
+            (resp.status().as_u16(), limited.fault()),
+            (429, Fault::Client)
+        );
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        let big = ProxyError::ResponseBodyTooLarge(10);
+        assert_eq!((big.status().as_u16(), big.fault()), (502, Fault::Upstream));
+        assert_eq!(ProxyError::RequestBodyTooLarge(10).status(), 413);
     }
 }

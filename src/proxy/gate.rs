@@ -1,6 +1,7 @@
 //! The request gate: what a request must satisfy before it is routed, checked once, in order:
-//! its host (one valid `Host`, agreeing with `:authority`), its framing (no transfer coding
-//! but `chunked`), and its target (asterisk-form only for `OPTIONS`; the path canonicalized
+//! its head size (a ProxyConfig's limit), its host (one valid `Host`, agreeing with
+//! `:authority`), its framing (no transfer coding but `chunked`), and its target
+//! (asterisk-form only for `OPTIONS`; the path canonicalized
 //! by the path policy, so the path a rule matches is the path the backend receives).
 //! Every refusal is a [`ProxyError`] that `error.rs` maps to a 4xx or 501.
 
@@ -133,6 +134,26 @@ pub(crate) fn normalize_target<B>(
         Some(PathAndQuery::try_from(full).map_err(|e| ProxyError::BadUri(e.to_string()))?);
     *req.uri_mut() = Uri::from_parts(parts).map_err(|e| ProxyError::BadUri(e.to_string()))?;
     Ok(Target::Path)
+}
+
+/// 431 when the request head (request line and header lines, as HTTP/1.1 would send them) is
+/// larger than the listener's limit: hyper's own check only works in multiples of its buffer.
+pub(super) fn check_head_size(
+    req: &Request<super::body::ClientBody>,
+    max: u32,
+) -> Result<(), ProxyError> {
+    let line = req.method().as_str().len()
+        + req.uri().path_and_query().map_or(1, |p| p.as_str().len())
+        + 11;
+    let size = req
+        .headers()
+        .iter()
+        .fold(line, |n, (k, v)| n + k.as_str().len() + v.len() + 4);
+    if size > max as usize {
+        Err(ProxyError::HeadersTooLarge(max))
+    } else {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

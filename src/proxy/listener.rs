@@ -241,7 +241,7 @@ async fn accept_loop(
     shared: Arc<Shared>,
     mut stop: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
-    let builder = builder(&shared.options);
+    let builder = builder(&shared.conn_defaults);
     let label = key.to_string();
     let open = OpenConns::new(
         shared
@@ -271,12 +271,25 @@ async fn accept_loop(
             open: open.add(),
         }));
     };
+    // The drain window of the listener's ProxyConfig as last seen: when the listener leaves
+    // the table its settings are gone with it.
+    let drain_of = || {
+        shared
+            .table
+            .load()
+            .listener(&key)
+            .and_then(|l| l.settings.as_ref().and_then(|s| s.drain))
+    };
+    let mut drain_timeout = drain_of().unwrap_or(shared.options.drain_timeout);
     let ack = loop {
         tokio::select! {
             ack = &mut stop => break ack.ok(),
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => spawn(&mut conns, stream, peer),
+                Ok((stream, peer)) => {
+                    drain_timeout = drain_of().unwrap_or(shared.options.drain_timeout);
+                    spawn(&mut conns, stream, peer)
+                }
                 Err(error) => {
                     tracing::warn!(addr = %key, %error, "accept failed");
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
@@ -298,7 +311,6 @@ async fn accept_loop(
     if remaining > 0 {
         tracing::info!(addr = %key, open = remaining, "draining connections");
     }
-    let drain_timeout = shared.options.drain_timeout;
     let reap = async { while conns.join_next().await.is_some() {} };
     tokio::select! {
         _ = open.all_closed() => {}

@@ -10,7 +10,9 @@
 //! tracking), `upstream` (pooled clients), `tls` (TLS termination, certificates by SNI),
 //! `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and
 //! forwarded headers), `trusted` (the trusted proxies), `error` (the status mapping), `l4` (TLS
-//! passthrough and terminate, TCP and UDP forwarding).
+//! passthrough and terminate, TCP and UDP forwarding), `policy` (TrafficPolicy checks),
+//! `settings` (per-connection settings from ProxyConfig), `access_log` (one line per request).
+mod access_log;
 mod answers;
 mod balance;
 mod body;
@@ -24,10 +26,12 @@ mod l4;
 mod listener;
 mod mirror;
 mod options;
+mod policy;
 mod pool;
 mod retry;
 mod service;
 mod session;
+mod settings;
 mod tls;
 mod trusted;
 mod upgrade;
@@ -45,6 +49,7 @@ use bytes::Bytes;
 use crate::metrics::Metrics;
 use crate::table::RouteTable;
 
+pub use access_log::{AccessSink, LogSpec};
 pub use balance::{BreakerLimits, OutlierOptions, Overload};
 pub use error::{Fault, ProxyError, OVERLOADED};
 pub use headers::{set_forwarded, strip_hop_by_hop};
@@ -88,6 +93,10 @@ pub(crate) struct Shared {
     /// Endpoint state (in-flight requests, health), shared across tables.
     backends: balance::Backends,
     tunnels: Arc<upgrade::Tunnels>,
+    /// Rate-limit buckets and remembered credentials, shared across tables.
+    policies: policy::PolicyState,
+    /// Connection settings of listeners without a ProxyConfig.
+    conn_defaults: Arc<settings::ConnSettings>,
 }
 
 /// The proxy: owns the bound sockets and the upstream connection pools.
@@ -112,8 +121,14 @@ impl Proxy {
             upstreams.endpoints(),
         )
         .with_retry_budget(options.retry_budget);
+        let conn_defaults = Arc::new(settings::ConnSettings::from_options(
+            &options,
+            options.access_log.clone(),
+        ));
         Arc::new(Self {
             shared: Arc::new(Shared {
+                policies: policy::PolicyState::default(),
+                conn_defaults,
                 table,
                 metrics,
                 options,

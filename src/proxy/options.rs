@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::access_log::{AccessSink, LogSpec};
 use super::balance::{BreakerLimits, OutlierOptions};
 use super::retry::BudgetLimits;
 use super::TrustedProxies;
@@ -69,6 +70,12 @@ pub struct ProxyOptions {
     /// 3 (Envoy's and Finagle's budget): enough to ride out one bad endpoint, never enough to
     /// multiply the load on a failing Service.
     pub retry_budget: BudgetLimits,
+    /// The access log of listeners whose ProxyConfig sets none. Off by default: the proxy's
+    /// throughput is compared with peers benchmarked without access logs, and a line per
+    /// request costs a formatted write; operators turn it on (`--access-log json|text`).
+    pub access_log: LogSpec,
+    /// Where access log lines go: standard output (tests capture them).
+    pub access_sink: AccessSink,
 }
 
 impl Default for ProxyOptions {
@@ -93,6 +100,8 @@ impl Default for ProxyOptions {
             outlier: OutlierOptions::default(),
             breaker: BreakerLimits::default(),
             retry_budget: BudgetLimits::default(),
+            access_log: LogSpec::default(),
+            access_sink: AccessSink::default(),
         }
     }
 }

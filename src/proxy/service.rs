@@ -1,10 +1,10 @@
 //! The HTTP service: one request through its phases, Pingora-style, one function per phase:
-//! listener -> gate (host, framing, canonical path: `gate.rs`) -> host (421 when it belongs to another HTTPS listener than the SNI) -> rule -> redirect -> CORS preflight -> backend -> request filters ->
-//! mirrors -> forward (within the rule's timeouts) -> response filters -> metrics. The table is loaded once per request, so a request finishes on the table it
+//! listener -> gate (host, framing, canonical path: `gate.rs`) -> host (421 when it belongs to another HTTPS listener than the SNI) -> rule -> redirect -> CORS preflight ->
+//! policy (TrafficPolicy: IP access, rate limit, basic auth, JWT, body size: `policy/`) -> backend -> request filters ->
+//! mirrors -> forward (within the rule's timeouts) -> response filters -> metrics and access log. The table is loaded once per request, so a request finishes on the table it
 //! started with however often the table is swapped meanwhile.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,15 +16,17 @@ use hyper::body::Incoming;
 
 use super::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
 use super::balance::Picked;
-use super::body::{ClientBody, Tracked};
+use super::body::{BodyFlags, ClientBody, Tracked};
 use super::conn::Activity;
 use super::error::ProxyError;
 use super::forward::Exchange;
 use super::gate::{self, Target};
 use super::headers::{client_address, set_forwarded, strip_hop_by_hop};
 use super::mirror::{spawn_mirror, tee};
+use super::policy;
 use super::pool::ResponseBody;
 use super::session::Session;
+use super::settings::ConnSettings;
 use super::tls::TlsInfo;
 use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::UpstreamBody;
@@ -32,7 +34,7 @@ use super::upstream_tls::UpstreamTls;
 use super::{ProxyBody, Shared};
 use crate::table::{
     is_grpc, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef,
-    RouteRule, RouteTable, Scheme, ServiceBackend, UpstreamProtocol, WeightedBackend,
+    RouteRule, RouteTable, Scheme, ServiceBackend, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 
 /// Label of requests that matched no route.
@@ -52,6 +54,8 @@ pub(crate) struct Handler {
     pub tls: Option<TlsInfo>,
     /// Requests in flight on the connection, for its idle timer and the drain.
     pub activity: Arc<Activity>,
+    /// The connection's settings (command line, or its listener's ProxyConfig at accept).
+    pub settings: Arc<ConnSettings>,
 }
 
 /// The peer of a connection as the forwarded headers need it.
@@ -59,7 +63,7 @@ pub(crate) struct Handler {
 struct Client {
     /// Its address as an `X-Forwarded-For` value.
     address: HeaderValue,
-    /// Whether it is a trusted proxy (`--trusted-proxies`).
+    /// Whether it is a trusted proxy (`--trusted-proxies`, or the listener's ProxyConfig).
     trusted: bool,
 }
 
@@ -72,10 +76,15 @@ struct Outcome {
 
 impl Handler {
     /// The handler of a new connection (plain until `tls` is set).
-    pub fn new(shared: Arc<Shared>, listener: SocketAddr, peer: SocketAddr) -> Self {
+    pub fn new(
+        shared: Arc<Shared>,
+        listener: SocketAddr,
+        peer: SocketAddr,
+        settings: Arc<ConnSettings>,
+    ) -> Self {
         let client = Client {
             address: client_address(peer.ip()),
-            trusted: shared.options.trusted_proxies.contains(peer.ip()),
+            trusted: settings.trusted_proxies.contains(peer.ip()),
         };
         Self {
             client,
@@ -84,6 +93,7 @@ impl Handler {
             peer,
             tls: None,
             activity: Activity::new(),
+            settings,
         }
     }
 
@@ -95,17 +105,14 @@ impl Handler {
         let table = self.shared.table.load_full();
         let mut route = None;
         let mut endpoint = None;
-        let body_idle = Arc::new(AtomicBool::new(false));
-        let limit = self.shared.options.body_idle_timeout;
-        let req = req.map(|b| ClientBody::new(b, limit, body_idle.clone()));
+        let flags = Arc::new(BodyFlags::default());
+        let limit = self.settings.body_idle_timeout;
+        let mut log = (!self.settings.access_log.is_off()).then(|| self.log_entry(&req, start));
+        let req = req.map(|b| ClientBody::new(b, limit, flags.clone()));
         let served = self
             .serve(&table, req, &mut route, &mut endpoint, start)
             .await;
-        // A stalled body makes the upstream exchange fail: the client's fault, not the backend's.
-        let served = match served {
-            Err(_) if body_idle.load(Ordering::Acquire) => Err(ProxyError::BodyTimeout(limit)),
-            other => other,
-        };
+        let served = flags.blame(served, limit, &self.shared.metrics);
         let response = match served {
             Ok(resp) => resp,
             Err(err) => {
@@ -120,9 +127,15 @@ impl Handler {
         };
         let outcome = Outcome { route, response };
         self.record(&outcome, start);
+        if let Some(entry) = log.as_mut() {
+            entry.status = outcome.response.status().as_u16();
+            entry.route = outcome.route.clone();
+            entry.upstream = endpoint.as_ref().map(|p| p.addr);
+        }
+        let log = log.map(|entry| (Box::new(entry), flags));
         outcome
             .response
-            .map(|body| Tracked::new(body, in_flight, endpoint))
+            .map(|body| Tracked::new(body, in_flight, endpoint, log))
     }
 
     async fn serve(
@@ -135,6 +148,9 @@ impl Handler {
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let listener = self.find_listener(table)?;
         let mut req = req;
+        if let Some(max) = self.settings.max_request_header_bytes {
+            gate::check_head_size(&req, max)?;
+        }
         gate::check_framing(req.version(), req.headers())?;
         let gate::RequestHost {
             header: raw_host,
@@ -144,7 +160,7 @@ impl Handler {
             return Ok(options_asterisk());
         }
         self.check_misdirected(listener, &host)?;
-        let rule = match find_rule(listener, &req, &host) {
+        let (vhost, rule) = match find_rule(listener, &req, &host) {
             Err(ProxyError::NoRoute) if is_grpc(req.headers()) => return Ok(grpc_unimplemented()),
             found => found?,
         };
@@ -159,6 +175,7 @@ impl Handler {
             Some(cors) => cors.response_headers(req.headers()),
             None => HeaderMap::new(),
         };
+        let response_limit = self.check_policy(&mut req, &rule, vhost).await?;
         let session = rule
             .filters
             .session
@@ -193,6 +210,7 @@ impl Handler {
             start,
         };
         let (mut resp, picked) = self.forward(exchange, req).await?;
+        policy::check_declared_response(&resp, response_limit)?;
         if let Some(session) = &session {
             session.stamp(resp.headers_mut(), picked.addr);
         }
@@ -210,6 +228,9 @@ impl Handler {
             _ => None,
         };
         let mut resp = response_filters(resp, &rule, backend);
+        if let Some(max) = response_limit.filter(|_| switched.is_none()) {
+            resp = resp.map(|body| policy::limit_response(body, max));
+        }
         if let Some(value) = switched {
             restore_upgrade_headers(resp.headers_mut(), value);
         }
@@ -394,12 +415,13 @@ impl Handler {
     }
 }
 
-/// Phase 3: the highest-precedence rule of the host that accepts the request.
-fn find_rule(
-    listener: &ListenerTable,
+/// Phase 3: the highest-precedence rule of the host that accepts the request, with that
+/// virtual host (its TrafficPolicy applies under the rule's).
+fn find_rule<'t>(
+    listener: &'t ListenerTable,
     req: &Request<ClientBody>,
     host: &str,
-) -> Result<Arc<RouteRule>, ProxyError> {
+) -> Result<(&'t VirtualHost, Arc<RouteRule>), ProxyError> {
     let view = RequestView {
         host,
         path: req.uri().path(),
@@ -407,7 +429,11 @@ fn find_rule(
         method: req.method(),
         headers: req.headers(),
     };
-    listener.route(&view).cloned().ok_or(ProxyError::NoRoute)
+    listener
+        .hosts
+        .candidates(host)
+        .find_map(|vhost| vhost.route(&view).map(|rule| (vhost, rule.clone())))
+        .ok_or(ProxyError::NoRoute)
 }
 
 /// Phase 5: a backendRef by weight (or the one whose endpoint the request's session is bound

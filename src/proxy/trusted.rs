@@ -32,6 +32,11 @@ impl TrustedProxies {
         self.nets.iter().any(|net| net.contains(&peer))
     }
 
+    /// Peers in `nets` (a ProxyConfig's list, already parsed).
+    pub fn from_nets(nets: Vec<IpNet>) -> Self {
+        Self { nets }
+    }
+
     /// True when no peer is trusted.
     pub fn is_empty(&self) -> bool {
         self.nets.is_empty()

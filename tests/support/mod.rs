@@ -9,6 +9,7 @@ pub mod client;
 pub mod echo;
 pub mod faulty;
 pub mod grpc;
+pub mod jwt;
 pub mod mirror;
 pub mod net;
 pub mod proxy;

@@ -1,0 +1,211 @@
+//! TrafficPolicy enforcement on the request path: the rule's policy merged over its virtual
+//! host's, then, before any backend is picked, IP access (403), rate limit (429), basic auth
+//! and JWT (401), and the declared request body size (413). Owns the state that outlives
+//! tables (rate-limit buckets, remembered bcrypt checks); the tables only describe policies.
+//! A request without any policy pays two `Option` checks.
+
+mod basic;
+mod body;
+mod ip;
+mod jwt;
+mod ratelimit;
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+pub(crate) use body::{content_length, limit_response, TooLarge};
+pub(crate) use ip::client_ip;
+
+use http::Request;
+
+use super::body::ClientBody;
+use super::error::ProxyError;
+use super::service::Handler;
+use crate::metrics::Metrics;
+use crate::table::{RateLimitKey, RequestPolicy, RouteRef, RouteRule, VirtualHost};
+use ratelimit::{KeyValue, RateLimits};
+
+/// Policy state shared by every connection and kept across tables.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyState {
+    rates: RateLimits,
+    verified: basic::Verified,
+}
+
+/// The policy in effect for a request: the rule's settings over the host's. Borrowed when only
+/// one of them has a policy, so requests under one policy allocate nothing here.
+pub(crate) fn effective<'a>(
+    rule: Option<&'a Arc<RequestPolicy>>,
+    host: Option<&'a Arc<RequestPolicy>>,
+) -> Option<Cow<'a, RequestPolicy>> {
+    match (rule, host) {
+        (None, None) => None,
+        (Some(one), None) | (None, Some(one)) => Some(Cow::Borrowed(&**one)),
+        (Some(rule), Some(host)) => Some(Cow::Owned(rule.over(host))),
+    }
+}
+
+/// What a policy check needs to know of the request besides its headers.
+pub(crate) struct Subject<'a> {
+    /// The client address ([`client_ip`]).
+    pub client: IpAddr,
+    /// The matched route, for per-route rate limits.
+    pub route: &'a RouteRef,
+}
+
+impl PolicyState {
+    /// Runs every check of `policy` in order; the first refusal is the answer, counted in
+    /// `edgeplane_policy_denied_total{reason}`. JWT claims may be added to `headers`.
+    pub(crate) async fn check(
+        &self,
+        policy: &RequestPolicy,
+        subject: &Subject<'_>,
+        headers: &mut HeaderMap,
+        metrics: &Metrics,
+    ) -> Result<(), ProxyError> {
+        let denied = |reason: &str, err: ProxyError| {
+            metrics.policy_denied.with_label_values(&[reason]).inc();
+            Err(err)
+        };
+        if let Some(access) = &policy.ip_access {
+            if !ip::allowed(access, subject.client) {
+                return denied("ip", ProxyError::IpDenied(subject.client));
+            }
+        }
+        if let Some(limit) = &policy.rate_limit {
+            let route_key;
+            let key = match &limit.key {
+                RateLimitKey::ClientIp => KeyValue::Ip(subject.client),
+                RateLimitKey::Header(name) => KeyValue::Bytes(
+                    headers
+                        .get(name.as_str())
+                        .map_or(&b""[..], |v| v.as_bytes()),
+                ),
+                RateLimitKey::Route => {
+                    route_key = format!("{}/{}", subject.route.namespace, subject.route.name);
+                    KeyValue::Bytes(route_key.as_bytes())
+                }
+            };
+            if let Err(retry_after) = self.rates.take(limit, key) {
+                return denied("rate_limit", ProxyError::RateLimited { retry_after });
+            }
+        }
+        if let Some(auth) = &policy.basic_auth {
+            if let Err(e) = basic::check(auth, headers, &self.verified).await {
+                let err = ProxyError::Unauthorized {
+                    challenge: basic::challenge(auth),
+                    reason: e.to_string(),
+                };
+                return denied("basic_auth", err);
+            }
+        }
+        if let Some(auth) = &policy.jwt {
+            if let Err(e) = jwt::check(auth, headers) {
+                let err = ProxyError::Unauthorized {
+                    challenge: jwt::challenge(&e),
+                    reason: e.to_string(),
+                };
+                return denied("jwt", err);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 413 when the declared body is over `max`; counted as a `body` refusal.
+pub(crate) fn check_declared_body(
+    headers: &HeaderMap,
+    max: u64,
+    metrics: &Metrics,
+) -> Result<(), ProxyError> {
+    match content_length(headers) {
+        Some(n) if n > max => {
+            metrics.policy_denied.with_label_values(&["body"]).inc();
+            Err(ProxyError::RequestBodyTooLarge(max))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Handler {
+    /// Phase 5b: the TrafficPolicy of the rule over its host's: access checks, then the body
+    /// limit (the policy's or the listener's, the lower one). Returns the response body limit.
+    pub(super) async fn check_policy(
+        &self,
+        req: &mut Request<ClientBody>,
+        rule: &RouteRule,
+        vhost: &VirtualHost,
+    ) -> Result<Option<u64>, ProxyError> {
+        let effective = effective(rule.filters.policy.as_ref(), vhost.policy.as_ref());
+        let mut body_limit = self.settings.max_request_body;
+        let mut response_limit = None;
+        if let Some(p) = effective.as_deref() {
+            let subject = Subject {
+                client: client_ip(
+                    self.peer.ip(),
+                    &self.settings.trusted_proxies,
+                    req.headers(),
+                ),
+                route: &rule.route,
+            };
+            self.shared
+                .policies
+                .check(p, &subject, req.headers_mut(), &self.shared.metrics)
+                .await?;
+            body_limit = match (body_limit, p.max_request_body) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            response_limit = p.max_response_body;
+        }
+        if let Some(max) = body_limit {
+            check_declared_body(req.headers(), max, &self.shared.metrics)?;
+            req.body_mut().limit_size(max);
+        }
+        Ok(response_limit)
+    }
+}
+
+/// 502 when the upstream response declares a body over the policy's limit `max`: nothing has
+/// been sent to the client yet, so it gets a clean error instead of a cut body.
+pub(crate) fn check_declared_response<B>(
+    resp: &http::Response<B>,
+    max: Option<u64>,
+) -> Result<(), ProxyError> {
+    match max {
+        Some(max) if content_length(resp.headers()).is_some_and(|n| n > max) => {
+            Err(ProxyError::ResponseBodyTooLarge(max))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::IpAccess;
+
+    #[test]
+    fn the_rule_overrides_the_host_setting_by_setting() {
+        let host = Arc::new(RequestPolicy {
+            ip_access: Some(Arc::new(IpAccess::default())),
+            max_request_body: Some(10),
+            ..Default::default()
+        });
+        let rule = Arc::new(RequestPolicy {
+            max_request_body: Some(5),
+            ..Default::default()
+        });
+        assert!(effective(None, None).is_none());
+        let merged = effective(Some(&rule), Some(&host)).unwrap();
+        assert_eq!(merged.max_request_body, Some(5));
+        assert!(merged.ip_access.is_some());
+        assert!(matches!(
+            effective(None, Some(&host)),
+            Some(Cow::Borrowed(_))
+        ));
+    }
+}
