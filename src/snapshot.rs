@@ -200,6 +200,24 @@ mod tests {
     }
 
     #[test]
+    fn secrets_and_config_maps_named_by_traffic_policies_are_wanted() {
+        let policy: TrafficPolicy = serde_yaml_ng::from_str(
+            "metadata: {name: p, namespace: apps}\nspec:\n  targetRefs: []\n  \
+             basicAuth: {secretRef: {name: users}}\n  jwt:\n    providers:\n    \
+             - {name: a, issuer: i, jwks: {secretRef: {name: keys}}}\n    \
+             - {name: b, issuer: j, jwks: {configMapRef: {name: jwks}}}\n",
+        )
+        .unwrap();
+        let s = Snapshot {
+            traffic_policies: vec![Arc::new(policy)],
+            ..Snapshot::default()
+        };
+        let pair = |n: &str| ("apps".to_owned(), n.to_owned());
+        assert_eq!(listener_secrets(&s), [pair("keys"), pair("users")].into());
+        assert_eq!(ca_config_maps(&s), [pair("jwks")].into());
+    }
+
+    #[test]
     fn len_counts_objects_of_every_kind() {
         let s = Snapshot {
             services: vec![Arc::default(), Arc::default()],

@@ -1,6 +1,7 @@
 //! Incremental translation equals full translation: random sequences of changes (HTTPRoutes
 //! and GRPCRoutes,
-//! Gateways and their listeners, Services, EndpointSlices, ReferenceGrants, Secrets added,
+//! Gateways and their listeners, Services, EndpointSlices, ReferenceGrants, Secrets,
+//! TrafficPolicies added,
 //! removed, modified, or replaced by an equal copy) are applied to a snapshot, and after
 //! each one the translation through a long-lived `Incremental` must serialize exactly like a
 //! fresh full translation of the same snapshot: the table (`/debug/config`) and the status.
@@ -218,6 +219,35 @@ impl Gen {
             "spec": {"from": [{"group": group, "kind": kind, "namespace": from_ns}], "to": [to]}})
     }
 
+    /// A TrafficPolicy on a Gateway (or one of its listeners), an HTTPRoute or a Service.
+    fn policy(&mut self, name: String) -> Value {
+        let mut meta = self.meta_in(name);
+        meta["creationTimestamp"] = json!(format!("2026-01-0{}T00:00:00Z", self.rng.u8(1..4)));
+        let mut spec = match self.rng.u8(0..3) {
+            0 => {
+                meta["namespace"] = json!("a");
+                let mut t = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                    "name": format!("g{}", self.rng.u8(0..3))});
+                if self.rng.bool() {
+                    t["sectionName"] = json!(format!("l{}", self.rng.u8(0..2)));
+                }
+                json!({"targetRefs": [t], "timeouts": {"request": "2s"}})
+            }
+            1 => json!({"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
+                "name": format!("r{}", self.rng.u8(0..12))}],
+                "retry": {"attempts": self.rng.u8(1..3)}}),
+            _ => json!({"targetRefs": [{"group": "", "kind": "Service",
+                "name": format!("s{}", self.rng.u8(0..4))}],
+                "loadBalancer": {"algorithm": self.pick(&["RoundRobin", "LeastRequest"])}}),
+        };
+        if spec["targetRefs"][0]["kind"] == "Service" {
+            spec["circuitBreaker"] = json!({"maxConnections": self.rng.u8(1..4)});
+        } else {
+            spec["rateLimit"] = json!({"requests": self.rng.u8(1..4), "unit": "Second"});
+        }
+        json!({"metadata": meta, "spec": spec})
+    }
+
     fn secret(&mut self, name: String) -> Secret {
         let ns = self.ns();
         let (crt, key) = match self.rng.u8(0..5) {
@@ -276,7 +306,14 @@ fn suffix(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
 
 fn step(g: &mut Gen, s: &mut Snapshot) {
     let mut rng = fastrand::Rng::with_seed(g.rng.u64(..));
-    match rng.u8(0..14) {
+    match rng.u8(0..15) {
+        14 => change(
+            &mut rng,
+            &mut s.traffic_policies,
+            4,
+            |o| suffix(&o.metadata),
+            |n| object(g.policy(format!("tp{n}"))),
+        ),
         13 => change(
             &mut rng,
             &mut s.listener_sets,
@@ -372,6 +409,7 @@ fn initial(g: &mut Gen) -> Snapshot {
         secrets: (0..2)
             .map(|i| Arc::new(g.secret(format!("k{i}"))))
             .collect(),
+        traffic_policies: (0..3).map(|i| object(g.policy(format!("tp{i}")))).collect(),
         ..Snapshot::default()
     }
 }

@@ -17,6 +17,8 @@
 //! - each route's attachment to its listeners and its status, valid while its compiled rules
 //!   are the same `Arc` and the Gateways it names and its namespace's labels look the same to
 //!   attachment (`reattach`);
+//! - each route copied with TrafficPolicy settings, valid while it is copied from the same
+//!   compiled route with the same settings;
 //! - each virtual host of the table (rules sorted by precedence, path index), by socket and
 //!   hostname, valid while it serves the same rule `Arc`s for the same listener.
 
@@ -32,7 +34,7 @@ use super::grpcroute::lower;
 use super::httproute::Attached;
 use super::kinds_conflict::Losers;
 use super::moved::{touches, Moved, Resolvable};
-use super::policy::ServiceOverlays;
+use super::policy::{RouteMemo, ServiceOverlays};
 use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
 use super::rules::{compile_route, CompiledRoute};
@@ -78,6 +80,8 @@ pub struct Incremental {
     resolvable: Option<Resolvable>,
     /// The routes that lost a listener to a route of the other kind last time.
     losers: Losers,
+    /// Routes copied with TrafficPolicy settings last time.
+    policy_routes: RouteMemo,
     last: Reuse,
 }
 
@@ -139,6 +143,11 @@ impl Incremental {
     /// Where this translation leaves its losers for the next one.
     pub(super) fn losers_mut(&mut self) -> &mut Losers {
         &mut self.losers
+    }
+
+    /// The routes the last translation copied with TrafficPolicy settings.
+    pub(super) fn policy_routes(&mut self) -> &mut RouteMemo {
+        &mut self.policy_routes
     }
 
     /// The virtual hosts of the last table, for the next one to reuse.

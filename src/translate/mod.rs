@@ -343,6 +343,7 @@ fn translate_cached(
         &used,
         options,
         &mut report,
+        cache.policy_routes(),
     );
     let extras = build::Extras {
         hosts: &applied.hosts,

@@ -29,6 +29,53 @@ pub struct Applied {
     pub hosts: HashMap<(usize, usize), Arc<RequestPolicy>>,
 }
 
+/// The copies of routes made by the previous translation, by the address of the compiled
+/// route each was made from: a route whose compiled rules and policy outcome are unchanged
+/// keeps its copy, so its virtual hosts are reused rather than sorted and indexed again.
+#[derive(Debug, Default)]
+pub struct RouteMemo {
+    entries: HashMap<usize, Vec<Memo>>,
+}
+
+#[derive(Debug)]
+struct Memo {
+    /// Held so that its address is not reused while the entry lives.
+    from: Arc<CompiledRoute>,
+    effects: BTreeMap<u32, Effect>,
+    made: Arc<CompiledRoute>,
+}
+
+/// The previous translation's copies and this one's.
+struct Memos<'m> {
+    previous: RouteMemo,
+    next: &'m mut RouteMemo,
+}
+
+impl Memos<'_> {
+    /// `compiled` serving with `effects`: the previous copy when there is one.
+    fn copy(
+        &mut self,
+        compiled: &Arc<CompiledRoute>,
+        effects: BTreeMap<u32, Effect>,
+    ) -> Arc<CompiledRoute> {
+        let key = Arc::as_ptr(compiled) as usize;
+        let found = self.previous.entries.get_mut(&key).and_then(|list| {
+            let at = list
+                .iter()
+                .position(|m| Arc::ptr_eq(&m.from, compiled) && m.effects == effects)?;
+            Some(list.swap_remove(at))
+        });
+        let memo = found.unwrap_or_else(|| Memo {
+            from: compiled.clone(),
+            made: Arc::new(with_effects(compiled, &effects)),
+            effects,
+        });
+        let made = memo.made.clone();
+        self.next.entries.entry(key).or_default().push(memo);
+        made
+    }
+}
+
 /// What one rule serves with: its timeouts, retry and request policy.
 #[derive(Debug, Clone, PartialEq)]
 struct Effect {
@@ -75,7 +122,12 @@ pub fn apply_policies(
     gateways: &[GatewayModel<'_>],
     names: &[(&str, &str, &str)],
     routes: &[(Arc<Attached>, Arc<CompiledRoute>)],
+    memo: &mut RouteMemo,
 ) -> Applied {
+    let mut memos = Memos {
+        previous: std::mem::take(memo),
+        next: memo,
+    };
     let mut wanted = vec![Setting::Timeouts, Setting::Retry];
     wanted.extend_from_slice(REQUEST_SETTINGS);
     // What the Gateway and listener policies decide, per listener.
@@ -136,7 +188,7 @@ pub fn apply_policies(
                     name,
                     wanted: &wanted,
                 };
-                decorate(&route, attached, compiled, &listeners, &mut out);
+                decorate(&route, attached, compiled, &listeners, &mut memos, &mut out);
             }
             None => out.push((attached.clone(), compiled.clone())),
         }
@@ -159,6 +211,7 @@ fn decorate(
     attached: &Arc<Attached>,
     compiled: &Arc<CompiledRoute>,
     listeners: &HashMap<(usize, usize), Compiled>,
+    memos: &mut Memos<'_>,
     out: &mut Vec<(Arc<Attached>, Arc<CompiledRoute>)>,
 ) {
     if attached.attachments.is_empty() {
@@ -248,7 +301,7 @@ fn decorate(
         let c = if unchanged {
             compiled.clone()
         } else {
-            Arc::new(with_effects(compiled, &effects))
+            memos.copy(compiled, effects)
         };
         let a = if single {
             attached.clone()

@@ -29,7 +29,7 @@ use crate::translate::kinds_conflict::Counted;
 use crate::translate::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
 
-pub use apply::{apply_policies, Applied};
+pub use apply::{apply_policies, Applied, RouteMemo};
 pub use auth::referenced_policy_objects;
 pub use compile::{compile_policy, Compiled, CompiledPolicy, Target, TargetKind};
 pub use status::{policy_statuses, StatusInputs};
@@ -259,8 +259,10 @@ pub fn translate_policies(
     used: &BTreeMap<ServiceKey, BTreeSet<usize>>,
     options: &TranslateOptions,
     report: &mut StatusReport,
+    memo: &mut RouteMemo,
 ) -> Applied {
     if policies.is_empty() {
+        *memo = RouteMemo::default();
         return Applied::default();
     }
     let names: Vec<(&str, &str, &str)> = counted
@@ -295,7 +297,7 @@ pub fn translate_policies(
             StatusBody::TrafficPolicy(status),
         ));
     }
-    apply_policies(policies, snapshot, gateways, &names, compiled)
+    apply_policies(policies, snapshot, gateways, &names, compiled, memo)
 }
 
 /// `namespace/name` of a policy.

@@ -490,3 +490,38 @@ fn invalid_or_missing_proxy_configs_are_invalid_parameters() {
     );
     assert!(gateway_service_config(&s, &s.gateways[0]).is_none());
 }
+
+#[test]
+fn unchanged_policies_keep_the_copied_rules_and_hosts() {
+    let limit = |n: u32| {
+        world(vec![policy(
+            "route",
+            1,
+            &format!("{ROUTE_TARGET}  rateLimit: {{requests: {n}, unit: Second}}\n"),
+        )])
+    };
+    let mut inc = crate::translate::Incremental::default();
+    let opts = options(Default::default());
+    let first = inc.translate(&limit(1), &opts, &Default::default());
+    let second = inc.translate(&limit(1), &opts, &Default::default());
+    assert!(Arc::ptr_eq(
+        &host(&first.table).rules[0],
+        &host(&second.table).rules[0]
+    ));
+    let listener = |t: &Translation| t.table.listeners.values().next().unwrap().clone();
+    let (l1, l2) = (listener(&first), listener(&second));
+    let h1 = l1.hosts.iter().next().unwrap() as *const VirtualHost;
+    let h2 = l2.hosts.iter().next().unwrap() as *const VirtualHost;
+    assert_eq!(h1, h2, "the virtual host is reused");
+    let third = inc.translate(&limit(2), &opts, &Default::default());
+    assert!(!Arc::ptr_eq(
+        &host(&second.table).rules[0],
+        &host(&third.table).rules[0]
+    ));
+    let p = host(&third.table).rules[0].filters.policy.clone().unwrap();
+    assert_eq!(p.rate_limit.as_ref().unwrap().requests, 2);
+    assert_eq!(
+        p.rate_limit.as_ref().unwrap().id,
+        "default/route:2/s+0:clientIP"
+    );
+}
