@@ -67,6 +67,9 @@ pub enum Command {
     Echo(EchoArgs),
     /// Run the quickstart: echo backends, example routes, proxy and admin server.
     Demo(DemoArgs),
+    /// Print the CustomResourceDefinitions of the edgeplane.dev kinds (TrafficPolicy,
+    /// ProxyConfig) as multi-document YAML, for `kubectl apply -f -`.
+    Crds,
 }
 
 /// Flags every translation takes.
@@ -211,6 +214,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => Ok(check(&args)),
         Command::Echo(args) => echo(args).await,
         Command::Demo(args) => demo(args).await,
+        Command::Crds => {
+            print!("{}", crate::crd::generate::crds_yaml()?);
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -8,3 +8,9 @@ mod webhook;
 
 #[path = "crd/convert.rs"]
 mod convert;
+
+#[path = "crd/admission.rs"]
+mod admission;
+
+#[path = "crd/generated.rs"]
+mod generated;

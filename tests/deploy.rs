@@ -1,6 +1,7 @@
 //! Offline validation of `deploy/`: every manifest deserializes into its typed Kubernetes or
 //! Gateway API struct without losing a field (typed round trip), every kustomization lists
-//! files and directories that exist, and the ClusterRole covers every declared kind.
+//! files and directories that exist, the ClusterRole covers every declared kind, and the
+//! conversion webhook's Service, port, Secret and CRD permissions match the controller's.
 
 use std::path::{Path, PathBuf};
 
@@ -90,6 +91,9 @@ fn every_manifest_round_trips_through_its_typed_struct() {
                 "ClusterRole" => round_trip::<rbac::ClusterRole>(doc, &where_),
                 "ClusterRoleBinding" => round_trip::<rbac::ClusterRoleBinding>(doc, &where_),
                 "Role" => round_trip::<rbac::Role>(doc, &where_),
+                "CustomResourceDefinition" => round_trip::<
+                    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+                >(doc, &where_),
                 "RoleBinding" => round_trip::<rbac::RoleBinding>(doc, &where_),
                 "Deployment" => round_trip::<apps::Deployment>(doc, &where_),
                 "DaemonSet" => round_trip::<apps::DaemonSet>(doc, &where_),
@@ -202,8 +206,9 @@ fn the_cluster_role_covers_every_declared_kind() {
 }
 
 /// Every permission the ClusterRole and the namespaced Role grant, as `(role kind, group,
-/// resource, verb)`: exactly the list below, which says why each is needed. A wildcard or a new
-/// permission fails here until it is reviewed and listed (least privilege, docs/security.md).
+/// resource, verb, resourceNames)`: exactly the list below, which says why each is needed. A
+/// wildcard or a new permission fails here until it is reviewed and listed (least privilege,
+/// docs/security.md).
 #[test]
 fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
     let rbac = deploy_dir().join("base/rbac.yaml");
@@ -223,13 +228,24 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
                     .collect()
             };
             assert!(
-                rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
+                rule.get("nonResourceURLs").is_none(),
                 "unexpected rule shape in {role}: {rule}"
             );
+            let names = if rule.get("resourceNames").is_some() {
+                list("resourceNames").join(",")
+            } else {
+                String::new()
+            };
             for group in list("apiGroups") {
                 for resource in list("resources") {
                     for verb in list("verbs") {
-                        granted.insert((role.clone(), group.clone(), resource.clone(), verb));
+                        granted.insert((
+                            role.clone(),
+                            group.clone(),
+                            resource.clone(),
+                            verb,
+                            names.clone(),
+                        ));
                     }
                 }
             }
@@ -237,7 +253,7 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
     }
     let gw = "gateway.networking.k8s.io";
     let mut expected = std::collections::BTreeSet::new();
-    let mut grant = |role: &str, group: &str, resources: &[&str], verbs: &[&str]| {
+    let mut named = |role: &str, group: &str, resources: &[&str], verbs: &[&str], names: &str| {
         for r in resources {
             for v in verbs {
                 expected.insert((
@@ -245,9 +261,31 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
                     group.to_owned(),
                     (*r).to_owned(),
                     (*v).to_owned(),
+                    names.to_owned(),
                 ));
             }
         }
+    };
+    // edgeplane's CRDs (caBundle) and the webhook certificate's Secret, by name only.
+    let crds = edgeplane::provider::kube::WebhookCertOptions::new("ns", ("ns", "svc"))
+        .crds
+        .join(",");
+    named(
+        "ClusterRole",
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        &["get", "list", "watch", "patch"],
+        &crds,
+    );
+    named(
+        "Role",
+        "",
+        &["secrets"],
+        &["update"],
+        edgeplane::provider::kube::crd_bundle::DEFAULT_SECRET,
+    );
+    let mut grant = |role: &str, group: &str, resources: &[&str], verbs: &[&str]| {
+        named(role, group, resources, verbs, "")
     };
     // Read what the translator reads (Secrets: metadata watched, referenced ones fetched).
     let read = ["get", "list", "watch"];
@@ -315,6 +353,19 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         &["events"],
         &["create", "patch"],
     );
+    // edgeplane's own kinds, and the TrafficPolicy status the leader writes.
+    grant(
+        "ClusterRole",
+        "edgeplane.dev",
+        &["proxyconfigs", "trafficpolicies"],
+        &read,
+    );
+    grant(
+        "ClusterRole",
+        "edgeplane.dev",
+        &["trafficpolicies/status"],
+        &["patch", "update"],
+    );
     // In the controller's namespace only: the leader Lease and the per-Gateway Services.
     grant(
         "Role",
@@ -328,6 +379,8 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         &["services"],
         &["create", "patch", "update", "delete"],
     );
+    // The webhook certificate's Secret is created once (create cannot be limited by name).
+    grant("Role", "", &["secrets"], &["create"]);
     let extra: Vec<_> = granted.difference(&expected).collect();
     let missing: Vec<_> = expected.difference(&granted).collect();
     assert!(
@@ -335,4 +388,46 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         "{}: granted but not listed here {extra:?}; listed but not granted {missing:?}",
         rbac.display()
     );
+}
+
+/// The webhook Service in the controller's namespace sends port 443 to the container port the
+/// Deployment and the DaemonSet open for `--webhook-addr`; the CRDs' `clientConfig` names it.
+#[test]
+fn the_webhook_service_reaches_the_webhook_port_of_every_workload() {
+    let svc = documents(&deploy_dir().join("base/webhook-service.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "Service")
+        .expect("the webhook Service");
+    assert_eq!(svc["metadata"]["namespace"], "edgeplane-system");
+    assert_eq!(svc["metadata"]["name"], "edgeplane-webhook");
+    let port = &svc["spec"]["ports"][0];
+    assert_eq!(port["port"], 443);
+    let target = port["targetPort"].as_str().expect("a named target port");
+    let base = &documents(&deploy_dir().join("base/kustomization.yaml"))[0];
+    assert!(base["resources"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|x| x == "webhook-service.yaml")));
+    for file in ["deployment.yaml", "daemonset/daemonset.yaml"] {
+        let workload = &documents(&deploy_dir().join(file))[0];
+        let pod = &workload["spec"]["template"];
+        assert_eq!(
+            svc["spec"]["selector"]["app.kubernetes.io/name"],
+            pod["metadata"]["labels"]["app.kubernetes.io/name"],
+            "{file}"
+        );
+        let container = &pod["spec"]["containers"][0];
+        let opened = container["ports"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == target))
+            .unwrap_or_else(|| panic!("{file}: no container port {target}"));
+        let listen = container["args"]
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .find_map(|x| x.as_str()?.strip_prefix("--webhook-addr="))
+            })
+            .unwrap_or("0.0.0.0:9443");
+        let listen: std::net::SocketAddr = listen.parse().expect("--webhook-addr");
+        assert_eq!(opened["containerPort"], listen.port(), "{file}");
+    }
 }

@@ -11,6 +11,8 @@ mod failover;
 mod harness;
 #[path = "kube/listenerset.rs"]
 mod listenerset;
+#[path = "kube/policy.rs"]
+mod policy;
 #[path = "kube/reliability.rs"]
 mod reliability;
 

@@ -2,6 +2,8 @@
 //! defaulted as a cluster would default them even when no CRD file is loaded (`--crds`). Each
 //! kind becomes a schema that carries only defaults and keeps every other field as written;
 //! a CRD loaded from a file for the same kind replaces it (and validates as well).
+//! The edgeplane.dev kinds are registered with their complete CRDs (every version, OpenAPI
+//! and CEL), generated from their Rust types.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
@@ -171,10 +173,18 @@ pub fn crds() -> Arc<Crds> {
     BUILTIN.clone()
 }
 
-/// Registers the built-in schemas of every Gateway API kind.
+/// Registers the built-in schemas of every Gateway API kind, and the full CRDs (every served
+/// version, OpenAPI and CEL) of the edgeplane kinds, generated from their Rust types.
 pub fn register(crds: &mut Crds) -> Result<(), CrdError> {
     for (kind, defaults) in defaults() {
         crds.register(&crd(kind, &defaults)?)?;
+    }
+    let own = crate::crd::generate::crd_values().map_err(|e| CrdError::BadSchema {
+        path: "edgeplane.dev CRDs".to_owned(),
+        reason: e.to_string(),
+    })?;
+    for crd in &own {
+        crds.register(crd)?;
     }
     Ok(())
 }

@@ -2,7 +2,9 @@
 //! Kubernetes provider into the shared [`Stack`]. Start-up code, so `anyhow` is fine here.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,9 +14,19 @@ use super::flags::{duration_text, labels_text, parse_duration, parse_labels};
 use super::stack::{shutdown_signal, Stack};
 use super::ServeArgs;
 use crate::metrics::Metrics;
-use crate::provider::kube::{KubeOptions, KubeProvider, DEFAULT_CONTROLLER_NAMESPACE};
+use crate::provider::kube::crd_bundle::{DEFAULT_RENEW_BEFORE, DEFAULT_SECRET, DEFAULT_VALIDITY};
+use crate::provider::kube::webhook_cert::Rotation;
+use crate::provider::kube::{
+    KubeOptions, KubeProvider, WebhookCertOptions, DEFAULT_CONTROLLER_NAMESPACE,
+};
 use crate::reconcile::ReconcileOptions;
 use crate::translate::DEFAULT_CONTROLLER_NAME;
+use crate::webhook::WebhookCerts;
+
+/// Where the conversion webhook listens by default (the webhook Service's target port).
+const DEFAULT_WEBHOOK_ADDR: &str = "0.0.0.0:9443";
+/// The Service the CRDs' `clientConfig` names, as `namespace/name`.
+const DEFAULT_WEBHOOK_SERVICE: &str = "edgeplane-system/edgeplane-webhook";
 
 /// The options `serve --kubernetes` starts from: each flag's default is read from here.
 fn defaults() -> KubeOptions {
@@ -59,6 +71,32 @@ pub struct KubeArgs {
     /// First port handed out to Gateway listeners (each Gateway gets its own ports).
     #[arg(long, default_value_t = defaults().port_base)]
     pub gateway_port_base: u16,
+    /// Where the CRD conversion webhook (HTTPS) listens, in every replica.
+    #[arg(long, default_value = DEFAULT_WEBHOOK_ADDR)]
+    pub webhook_addr: SocketAddr,
+    /// The Service (`namespace/name`) the CRDs reach the webhook through; its DNS names are
+    /// in the webhook certificate.
+    #[arg(long, default_value = DEFAULT_WEBHOOK_SERVICE, value_parser = parse_service)]
+    pub webhook_service: (String, String),
+    /// Secret (in `--namespace`) holding the webhook certificate, which the leader issues.
+    #[arg(long, default_value = DEFAULT_SECRET)]
+    pub webhook_secret: String,
+    /// Lifetime of each webhook certificate (and of the CA made with it).
+    #[arg(long, default_value = duration_text(DEFAULT_VALIDITY), value_parser = parse_duration)]
+    pub webhook_cert_validity: Duration,
+    /// A new webhook certificate is made this long before the current one expires.
+    #[arg(long, default_value = duration_text(DEFAULT_RENEW_BEFORE), value_parser = parse_duration)]
+    pub webhook_cert_renew_before: Duration,
+}
+
+/// Parses `namespace/name`.
+fn parse_service(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("`{s}` is not namespace/name")),
+    }
 }
 
 impl KubeArgs {
@@ -83,6 +121,27 @@ impl KubeArgs {
         options.service_type = self.gateway_service_type;
         options.service_selector = self.gateway_service_selector;
         options.port_base = self.gateway_port_base;
+        Ok(options)
+    }
+
+    /// Where the webhook certificate is kept and how it rotates. Fails when the renewal
+    /// window is not shorter than the validity.
+    pub fn webhook_options(&self, namespace: &str) -> anyhow::Result<WebhookCertOptions> {
+        let (validity, renew) = (self.webhook_cert_validity, self.webhook_cert_renew_before);
+        anyhow::ensure!(
+            !renew.is_zero() && renew < validity,
+            "--webhook-cert-renew-before ({}) must be greater than zero and shorter than \
+             --webhook-cert-validity ({})",
+            duration_text(renew),
+            duration_text(validity)
+        );
+        let (svc_ns, svc_name) = &self.webhook_service;
+        let mut options = WebhookCertOptions::new(namespace, (svc_ns, svc_name));
+        options.secret_name = self.webhook_secret.clone();
+        options.rotation = Rotation {
+            validity,
+            renew_before: renew,
+        };
         Ok(options)
     }
 }
@@ -118,7 +177,19 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     let client = kube::Client::try_default()
         .await
         .context("Kubernetes client (in-cluster or KUBECONFIG)")?;
-    let options = args.kube.options(&args.translate.controller_name)?;
+    let webhook_addr = args.kube.webhook_addr;
+    let webhook = args.kube.webhook_options(&args.kube.namespace)?;
+    let mut options = args.kube.options(&args.translate.controller_name)?;
+    let certs = Arc::new(WebhookCerts::new());
+    let listener = tokio::net::TcpListener::bind(webhook_addr)
+        .await
+        .with_context(|| format!("conversion webhook: listen on {webhook_addr}"))?;
+    tracing::info!(addr = %webhook_addr, "conversion webhook listening");
+    let (stop_webhook, stopped) = tokio::sync::oneshot::channel::<()>();
+    let webhook_task = tokio::spawn(crate::webhook::serve(listener, certs.clone(), async {
+        let _ = stopped.await;
+    }));
+    options.webhook = Some((webhook, certs));
     let metrics = Metrics::new();
     let mut stack = Stack::serve(
         metrics.clone(),
@@ -141,7 +212,13 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     );
     shutdown_signal().await;
     provider.stop().await;
+    let _ = stop_webhook.send(());
     stack.stop().await;
+    match webhook_task.await {
+        Ok(Err(e)) => tracing::warn!(error = %e, "conversion webhook failed"),
+        Err(e) => tracing::warn!(error = %e, "conversion webhook task failed"),
+        Ok(Ok(())) => {}
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -178,6 +255,38 @@ mod tests {
         assert_eq!(o.lease_duration, Duration::from_secs(3));
         assert_eq!(o.lease_renew_deadline, Duration::from_secs(2));
         assert_eq!(o.lease_retry_period, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn webhook_flags_default_and_are_checked() {
+        let cli = Cli::try_parse_from(["edgeplane"]).unwrap();
+        assert_eq!(cli.kube.webhook_addr.to_string(), "0.0.0.0:9443");
+        let o = cli.kube.webhook_options("sys").unwrap();
+        assert_eq!(
+            o.service,
+            ("edgeplane-system".into(), "edgeplane-webhook".into())
+        );
+        assert_eq!(o.secret_name, "edgeplane-webhook-cert");
+        assert_eq!(o.namespace, "sys");
+        assert_eq!(o.rotation.validity, Duration::from_secs(365 * 24 * 3600));
+        assert_eq!(
+            o.crds,
+            [
+                "proxyconfigs.edgeplane.dev",
+                "trafficpolicies.edgeplane.dev"
+            ]
+        );
+        let cli = Cli::try_parse_from([
+            "edgeplane",
+            "--webhook-service=gw/hook",
+            "--webhook-cert-validity=1h",
+            "--webhook-cert-renew-before=2h",
+        ])
+        .unwrap();
+        assert_eq!(cli.kube.webhook_service, ("gw".into(), "hook".into()));
+        let e = cli.kube.webhook_options("sys").unwrap_err().to_string();
+        assert!(e.contains("--webhook-cert-renew-before (2h)"), "{e}");
+        assert!(Cli::try_parse_from(["edgeplane", "--webhook-service=hook"]).is_err());
     }
 
     #[test]

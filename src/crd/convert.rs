@@ -43,6 +43,15 @@ pub enum ConvertError {
 /// not parse.
 type SpecMap = fn(Value) -> Result<Value, String>;
 
+/// True for an edgeplane object written at a served version other than the storage version:
+/// what the file provider converts (as the API server does before storing) after admitting it
+/// at the version it was written in.
+pub fn needs_storage_conversion(object: &Value) -> bool {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    version_of(api_version).is_some_and(|v| v != super::STORAGE_VERSION)
+        && mappings(object["kind"].as_str().unwrap_or_default(), "v1beta1").is_some()
+}
+
 /// The version part of `edgeplane.dev/<version>` when it is served.
 fn version_of(api_version: &str) -> Option<&str> {
     let (group, version) = api_version.split_once('/')?;

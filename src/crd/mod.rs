@@ -8,17 +8,23 @@
 pub mod convert;
 mod convert_policy;
 mod convert_proxy;
+pub mod generate;
 pub mod proxy_config;
 pub mod review;
+pub mod rules;
 pub mod traffic_policy;
 pub mod v1alpha1;
 
-pub use convert::{convert, ConvertError, CONVERSION_ANNOTATION};
+pub use convert::{convert, needs_storage_conversion, ConvertError, CONVERSION_ANNOTATION};
 pub use proxy_config::{ProxyConfig, ProxyConfigSpec};
 pub use review::{answer_review, ReviewError};
 pub use traffic_policy::{TrafficPolicy, TrafficPolicySpec, TrafficPolicyStatus};
 
 /// The API group of every edgeplane kind.
 pub const GROUP: &str = "edgeplane.dev";
+/// Gateway API duration strings (`1h`, `30s`, `1s500ms`), as the Gateway API CRDs check them.
+pub const DURATION_PATTERN: &str = "^([0-9]{1,5}(h|m|s|ms)){1,4}$";
 /// The storage version, read by the translator.
 pub const STORAGE_VERSION: &str = "v1beta1";
+/// `apiVersion` of the storage version.
+pub const STORAGE_API_VERSION: &str = "edgeplane.dev/v1beta1";

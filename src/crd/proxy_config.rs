@@ -5,21 +5,35 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::rules::CIDRS;
+use super::DURATION_PATTERN;
+
 /// The settings of the proxy serving the Gateways that reference this object.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "edgeplane.dev",
     version = "v1beta1",
     kind = "ProxyConfig",
     plural = "proxyconfigs",
     shortname = "pxc",
+    category = "edgeplane",
     namespaced,
     derive = "Default",
-    derive = "PartialEq"
+    derive = "PartialEq",
+    printcolumn(
+        name = "Service type",
+        type_ = "string",
+        json_path = ".spec.service.type"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ProxyConfigSpec {
@@ -41,10 +55,13 @@ pub struct ProxyConfigSpec {
     /// Peers (CIDRs) whose `X-Forwarded-For`, `-Proto` and `-Host` are trusted; the client
     /// address used by rate limits and IP lists is then taken from `X-Forwarded-For`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub trusted_proxies: Vec<String>,
     /// Time in-flight requests get to finish when a listener is removed or the proxy stops
     /// (a Gateway API duration, e.g. `30s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub drain_duration: Option<String>,
 }
 
@@ -128,15 +145,19 @@ pub struct RequestLimits {
 pub struct ClientTimeouts {
     /// TLS handshake and protocol detection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub handshake: Option<String>,
     /// Time to send a complete HTTP/1.1 request head.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub request_header: Option<String>,
     /// A request body silent for this long is aborted (408).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub body_idle: Option<String>,
     /// A connection without requests for this long is closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub idle: Option<String>,
 }
 
@@ -149,8 +170,10 @@ pub struct Http2Config {
     pub max_concurrent_streams: Option<u32>,
     /// Interval of keep-alive PINGs (a Gateway API duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub keepalive_interval: Option<String>,
     /// A PING unanswered for this long closes the connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub keepalive_timeout: Option<String>,
 }

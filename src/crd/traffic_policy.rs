@@ -5,26 +5,55 @@
 //! Gateway), then the oldest policy.
 
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatusAncestors;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::rules::{
+    CIDRS, HASH_ONLY_WITH_CONSISTENT_HASH, IP_ACCESS_NOT_EMPTY, JWKS_ONE_SOURCE, JWT_UNIQUE_NAMES,
+    ONE_HASH_KEY, RATE_KEY_HEADER, REQUEST_SCOPED, SECTION_NAME_TARGETS, SERVICE_SCOPED,
+    TARGET_COUNT, TARGET_KINDS,
+};
+use super::DURATION_PATTERN;
+
 /// Traffic settings for the targets named in `targetRefs`.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+// Two printer columns share a type; clippy takes that for a repeated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "edgeplane.dev",
     version = "v1beta1",
     kind = "TrafficPolicy",
     plural = "trafficpolicies",
     shortname = "tp",
+    category = "edgeplane",
     namespaced,
     status = "TrafficPolicyStatus",
     derive = "Default",
-    derive = "PartialEq"
+    derive = "PartialEq",
+    printcolumn(
+        name = "Targets",
+        type_ = "string",
+        json_path = ".spec.targetRefs[*].name"
+    ),
+    printcolumn(
+        name = "Accepted",
+        type_ = "string",
+        json_path = ".status.ancestors[0].conditions[?(@.type==\"Accepted\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
+#[x_kube(validation = Rule::new(SERVICE_SCOPED.0).message(SERVICE_SCOPED.1))]
+#[x_kube(validation = Rule::new(REQUEST_SCOPED.0).message(REQUEST_SCOPED.1))]
 #[serde(rename_all = "camelCase")]
 pub struct TrafficPolicySpec {
-    /// The objects this policy applies to, all in the policy's namespace.
+    /// The objects this policy applies to, all in the policy's namespace (1 to 16).
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new(TARGET_COUNT.0).message(TARGET_COUNT.1))]
     pub target_refs: Vec<PolicyTargetRef>,
     /// Request and per-try timeouts (as HTTPRoute `rules[].timeouts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,16 +88,22 @@ pub struct TrafficPolicySpec {
 }
 
 /// One target of a policy (Gateway API `LocalPolicyTargetReferenceWithSectionName`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new(TARGET_KINDS.0).message(TARGET_KINDS.1))]
+#[x_kube(validation = Rule::new(SECTION_NAME_TARGETS.0).message(SECTION_NAME_TARGETS.1))]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyTargetRef {
     /// `gateway.networking.k8s.io` for Gateway and HTTPRoute, `""` for Service.
+    #[schemars(length(max = 253))]
     pub group: String,
     /// `Gateway`, `HTTPRoute` or `Service`.
+    #[schemars(length(min = 1, max = 63))]
     pub kind: String,
+    #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// A listener name of a Gateway, a rule name of an HTTPRoute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
     pub section_name: Option<String>,
 }
 
@@ -78,9 +113,11 @@ pub struct PolicyTargetRef {
 pub struct PolicyTimeouts {
     /// The whole request, retries included; 504 when it elapses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub request: Option<String>,
     /// One try to a backend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub backend_request: Option<String>,
 }
 
@@ -96,6 +133,7 @@ pub struct PolicyRetry {
     pub codes: Vec<u16>,
     /// First backoff between tries (doubles each time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub backoff: Option<String>,
     /// Retries in flight per Service, as a share of its active requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,9 +153,12 @@ pub struct RetryBudget {
 }
 
 /// Load-balancing algorithm and, for consistent hashing, its key.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new(HASH_ONLY_WITH_CONSISTENT_HASH.0).message(HASH_ONLY_WITH_CONSISTENT_HASH.1))]
 #[serde(rename_all = "camelCase")]
 pub struct LoadBalancerPolicy {
+    /// `LeastRequest` (default), `RoundRobin` or `ConsistentHash`.
+    #[serde(default)]
     pub algorithm: LoadBalancerAlgorithm,
     /// What is hashed (with `ConsistentHash` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,7 +175,8 @@ pub enum LoadBalancerAlgorithm {
 }
 
 /// The key of consistent hashing: exactly one of the fields.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new(ONE_HASH_KEY.0).message(ONE_HASH_KEY.1))]
 #[serde(rename_all = "camelCase")]
 pub struct HashKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,6 +211,7 @@ pub struct OutlierDetectionPolicy {
     pub consecutive_errors: Option<u32>,
     /// First ejection time (grows with each ejection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub base_ejection_time: Option<String>,
     /// Most of a Service's endpoints ejected at once, in percent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +223,8 @@ pub struct OutlierDetectionPolicy {
 #[serde(rename_all = "camelCase")]
 pub struct RateLimitPolicy {
     pub requests: u32,
+    /// `Second` (default), `Minute` or `Hour`.
+    #[serde(default)]
     pub unit: RateLimitUnit,
     /// Requests allowed at once above the steady rate (bucket size = requests + burst).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,10 +244,12 @@ pub enum RateLimitUnit {
 }
 
 /// What one rate-limit bucket counts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new(RATE_KEY_HEADER.0).message(RATE_KEY_HEADER.1))]
 #[serde(rename_all = "camelCase")]
 pub struct RateLimitKey {
-    #[serde(rename = "type")]
+    /// `ClientIP` (default), `Header` or `Route`.
+    #[serde(default, rename = "type")]
     pub type_: RateLimitKeyType,
     /// The header whose value is the key (with `type: Header`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,9 +290,12 @@ pub struct LocalObjectKeyRef {
 }
 
 /// JWT validation: a request must carry a bearer token signed by one of the providers.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JwtPolicy {
+    /// Accepted issuers (1 to 16, unique names).
+    #[schemars(length(min = 1, max = 16))]
+    #[x_kube(validation = Rule::new(JWT_UNIQUE_NAMES.0).message(JWT_UNIQUE_NAMES.1))]
     pub providers: Vec<JwtProvider>,
     /// When true, requests without a token pass (tokens present are still validated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,6 +306,7 @@ pub struct JwtPolicy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JwtProvider {
+    #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Required `iss` claim.
     pub issuer: String,
@@ -270,7 +321,8 @@ pub struct JwtProvider {
 }
 
 /// A JWKS document in a Secret or a ConfigMap (exactly one; key default `jwks.json`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new(JWKS_ONE_SOURCE.0).message(JWKS_ONE_SOURCE.1))]
 #[serde(rename_all = "camelCase")]
 pub struct JwksSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -289,12 +341,17 @@ pub struct ClaimToHeader {
 
 /// Client address lists: a request from a denied address, or (when `allow` is set) from an
 /// address not allowed, gets 403.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new(IP_ACCESS_NOT_EMPTY.0).message(IP_ACCESS_NOT_EMPTY.1))]
 #[serde(rename_all = "camelCase")]
 pub struct IpAccessPolicy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub allow: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub deny: Vec<String>,
 }
 

@@ -353,12 +353,26 @@ impl<S: KindSet> Admission<S> {
             .map(|p| serde_json::from_str(&p.admitted))
             .transpose()
             .map_err(internal)?;
+        let rejected = |r: crate::admission::Rejection| Rejected {
+            field: r.errors.first().map(|e| e.field.clone()),
+            message: r.to_string(),
+        };
         self.crds
             .admit(&mut defaulted.value, old.as_ref())
-            .map_err(|r| Rejected {
-                field: r.errors.first().map(|e| e.field.clone()),
-                message: r.to_string(),
-            })?;
+            .map_err(rejected)?;
+        // An edgeplane object written at an older version is stored (and read) as v1beta1.
+        if crate::crd::needs_storage_conversion(&defaulted.value) {
+            let stored = crate::crd::STORAGE_API_VERSION;
+            defaulted.value =
+                crate::crd::convert(defaulted.value.take(), stored).map_err(|e| Rejected {
+                    field: None,
+                    message: e.to_string(),
+                })?;
+            defaulted.api_version = stored.to_owned();
+            self.crds
+                .admit(&mut defaulted.value, old.as_ref())
+                .map_err(rejected)?;
+        }
         let object = self.kinds.decode(&defaulted).map_err(|message| Rejected {
             field: None,
             message,

@@ -158,6 +158,14 @@ pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Object>, ManifestE
             let line = doc.line;
             crds.admit(&mut doc.value, None)
                 .map_err(|r| ManifestError::at(path, line, r.to_string()))?;
+            if crate::crd::needs_storage_conversion(&doc.value) {
+                let stored = crate::crd::STORAGE_API_VERSION;
+                doc.value = crate::crd::convert(doc.value.take(), stored)
+                    .map_err(|e| ManifestError::at(path, line, e.to_string()))?;
+                doc.api_version = stored.to_owned();
+                crds.admit(&mut doc.value, None)
+                    .map_err(|r| ManifestError::at(path, line, r.to_string()))?;
+            }
             doc.to_object()
                 .map_err(|m| ManifestError::at(path, line, m))
         })

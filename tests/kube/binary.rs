@@ -40,6 +40,7 @@ async fn serve_kubernetes_binary() {
             &bind.to_string(),
         ])
         .args(["--gateway-port-base", &base, "--drain-timeout", "1s"])
+        .args(["--webhook-addr", "127.0.0.1:0"])
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "edgeplane=warn")
         .env_remove("KUBERNETES_SERVICE_HOST")
@@ -135,6 +136,7 @@ fn spawn_replica(
         .args(["--admin-addr", &admin.to_string()])
         .args(["--bind-address", &bind.to_string()])
         .args(["--gateway-port-base", &base, "--drain-timeout", "1s"])
+        .args(["--webhook-addr", "127.0.0.1:0"])
         .args(["--leader-lease-duration", timing[0]])
         .args(["--leader-renew-deadline", timing[1]])
         .args(["--leader-retry-period", timing[2]])

@@ -3,24 +3,37 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
-use schemars::JsonSchema;
+use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::crd::proxy_config::{AccessLogField, AccessLogFormat, ServiceType};
+use crate::crd::rules::CIDRS;
+use crate::crd::DURATION_PATTERN;
 
 /// The settings of the proxy serving the Gateways that reference this object (deprecated:
 /// use v1beta1).
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "edgeplane.dev",
     version = "v1alpha1",
     kind = "ProxyConfig",
     plural = "proxyconfigs",
     shortname = "pxc",
+    category = "edgeplane",
     namespaced,
+    deprecated = "edgeplane.dev/v1alpha1 ProxyConfig is deprecated; use edgeplane.dev/v1beta1",
     derive = "Default",
-    derive = "PartialEq"
+    derive = "PartialEq",
+    printcolumn(
+        name = "Service type",
+        type_ = "string",
+        json_path = ".spec.serviceType"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ProxyConfigSpec {
@@ -39,18 +52,24 @@ pub struct ProxyConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_body_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub handshake_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub request_header_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub body_idle_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub idle_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2_max_concurrent_streams: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub http2_keepalive_interval: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub http2_keepalive_timeout: Option<String>,
     /// Peers whose forwarding headers are trusted.
     #[serde(
@@ -58,8 +77,11 @@ pub struct ProxyConfigSpec {
         rename = "trustedProxyCIDRs",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub trusted_proxy_cidrs: Vec<String>,
     /// Time in-flight requests get to finish when a listener goes away, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 99999))]
     pub drain_seconds: Option<u32>,
 }

@@ -1,34 +1,56 @@
 //! `TrafficPolicy` (v1alpha1, deprecated): one `targetRef` and flat settings. Converted to
 //! `v1beta1` (a `targetRefs` list and grouped settings) for everything that reads it.
 
-use kube::CustomResource;
-use schemars::JsonSchema;
+use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use crate::crd::rules::{ALPHA_HASH, ALPHA_JWT, ALPHA_REQUEST_SCOPED, ALPHA_SERVICE_SCOPED, CIDRS};
 use crate::crd::traffic_policy::{LoadBalancerAlgorithm, PolicyTargetRef, TrafficPolicyStatus};
+use crate::crd::DURATION_PATTERN;
 
 /// Traffic settings for the target named in `targetRef` (deprecated: use v1beta1).
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+// Two printer columns share a type; clippy takes that for a repeated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "edgeplane.dev",
     version = "v1alpha1",
     kind = "TrafficPolicy",
     plural = "trafficpolicies",
     shortname = "tp",
+    category = "edgeplane",
     namespaced,
     status = "TrafficPolicyStatus",
+    deprecated = "edgeplane.dev/v1alpha1 TrafficPolicy is deprecated; use edgeplane.dev/v1beta1",
     derive = "Default",
-    derive = "PartialEq"
+    derive = "PartialEq",
+    printcolumn(name = "Targets", type_ = "string", json_path = ".spec.targetRef.name"),
+    printcolumn(
+        name = "Accepted",
+        type_ = "string",
+        json_path = ".status.ancestors[0].conditions[?(@.type==\"Accepted\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
+#[x_kube(validation = Rule::new(ALPHA_SERVICE_SCOPED.0).message(ALPHA_SERVICE_SCOPED.1))]
+#[x_kube(validation = Rule::new(ALPHA_REQUEST_SCOPED.0).message(ALPHA_REQUEST_SCOPED.1))]
+#[x_kube(validation = Rule::new(ALPHA_HASH.0).message(ALPHA_HASH.1))]
+#[x_kube(validation = Rule::new(ALPHA_JWT.0).message(ALPHA_JWT.1))]
 #[serde(rename_all = "camelCase")]
 pub struct TrafficPolicySpec {
     /// The object this policy applies to, in the policy's namespace.
     pub target_ref: PolicyTargetRef,
     /// The whole request, retries included (a Gateway API duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub request_timeout: Option<String>,
     /// One try to a backend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub backend_request_timeout: Option<String>,
     /// Retries after the first try.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,6 +60,7 @@ pub struct TrafficPolicySpec {
     pub retry_on: Vec<u16>,
     /// First backoff between tries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub retry_backoff: Option<String>,
     /// Retries in flight per Service, as a share of its active requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +92,7 @@ pub struct TrafficPolicySpec {
     pub eject_after_errors: Option<u32>,
     /// First ejection time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub ejection_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ejection_percent: Option<u32>,
@@ -95,9 +119,13 @@ pub struct TrafficPolicySpec {
     pub jwks_secret: Option<String>,
     /// Client addresses allowed (all when empty).
     #[serde(default, rename = "allowCIDRs", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub allow_cidrs: Vec<String>,
     /// Client addresses denied.
     #[serde(default, rename = "denyCIDRs", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub deny_cidrs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_body_bytes: Option<u64>,

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::service_meta::service_metadata;
+use crate::crd::proxy_config::{GatewayServiceConfig, ServiceType};
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 
@@ -229,21 +230,28 @@ pub fn desired_service(
     ports: &BTreeMap<u16, u16>,
     options: &ServiceOptions,
 ) -> Service {
-    desired_service_for(gateway, class, ports, &exposed_ports(gateway, &[]), options)
+    let exposed = exposed_ports(gateway, &[]);
+    desired_service_for(gateway, class, ports, &exposed, None, options)
 }
 
 /// [`desired_service`] exposing `exposed` (see [`exposed_ports`]): the Gateway's listeners and
-/// those its ListenerSets add.
+/// those its ListenerSets add. `config` (the Gateway's ProxyConfig `service`) sets the type,
+/// else `options` does, and adds annotations.
 pub fn desired_service_for(
     gateway: &Gateway,
     class: &GatewayClass,
     ports: &BTreeMap<u16, u16>,
     exposed: &BTreeMap<u16, Transports>,
+    config: Option<&GatewayServiceConfig>,
     options: &ServiceOptions,
 ) -> Service {
     let ns = namespace_of(&gateway.metadata);
     let name = gateway.name_any();
-    let (labels, annotations) = service_metadata(gateway, &label_value(ns, &name));
+    let extra = config.map(|c| c.annotations.clone()).unwrap_or_default();
+    let (labels, annotations) = service_metadata(gateway, &label_value(ns, &name), &extra);
+    let service_type = config
+        .and_then(|c| c.type_)
+        .map_or_else(|| options.service_type.clone(), service_type_name);
     Service {
         metadata: ObjectMeta {
             name: Some(service_name(ns, &name)),
@@ -260,7 +268,7 @@ pub fn desired_service_for(
             ..ObjectMeta::default()
         },
         spec: Some(ServiceSpec {
-            type_: Some(options.service_type.clone()),
+            type_: Some(service_type),
             selector: Some(options.selector.clone()),
             ports: Some(
                 ports
@@ -285,6 +293,16 @@ pub fn desired_service_for(
         }),
         status: None,
     }
+}
+
+/// The Kubernetes spelling of a Service type.
+pub fn service_type_name(t: ServiceType) -> String {
+    match t {
+        ServiceType::LoadBalancer => "LoadBalancer",
+        ServiceType::NodePort => "NodePort",
+        ServiceType::ClusterIp => "ClusterIP",
+    }
+    .to_owned()
 }
 
 /// Which transports the listeners on one port use: UDP listeners need a UDP Service port,

@@ -22,7 +22,10 @@ use super::binding::{
 use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
 use super::watch::Stores;
-use crate::snapshot::namespace_of;
+use crate::crd::proxy_config::GatewayServiceConfig;
+use crate::crd::ProxyConfig;
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::translate::gateway_service_config;
 
 /// A side-object write failed or could not be planned.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +97,12 @@ impl Keeper {
             .collect();
         let gateways = stores.of::<Gateway>().state();
         let listener_sets = stores.of::<ListenerSet>().state();
+        // What the translator reads to find a Gateway's ProxyConfig.
+        let parameters = Snapshot {
+            gateway_classes: stores.of::<GatewayClass>().state(),
+            proxy_configs: stores.of::<ProxyConfig>().state(),
+            ..Snapshot::default()
+        };
         let services: Vec<Arc<Service>> = stores
             .of::<Service>()
             .state()
@@ -116,7 +125,9 @@ impl Keeper {
                 self.clean_up(gw, &ns, &name).await
             } else if let Some(class) = class {
                 live.insert(service_name(&ns, &name));
-                self.ensure(gw, class, &listener_sets, &services, &mut used)
+                let config = gateway_service_config(&parameters, gw);
+                let ctx = (listener_sets.as_slice(), services.as_slice());
+                self.ensure(gw, class, config.as_ref(), ctx, &mut used)
                     .await
             } else {
                 Ok(0)
@@ -175,8 +186,8 @@ impl Keeper {
         &mut self,
         gw: &Gateway,
         class: &GatewayClass,
-        listener_sets: &[Arc<ListenerSet>],
-        services: &[Arc<Service>],
+        config: Option<&GatewayServiceConfig>,
+        (listener_sets, services): (&[Arc<ListenerSet>], &[Arc<Service>]),
         used: &mut BTreeSet<u16>,
     ) -> Result<usize, ServiceError> {
         let ns = namespace_of(&gw.metadata);
@@ -212,7 +223,7 @@ impl Keeper {
             self.options.port_count,
         )?;
         used.extend(ports.values().copied());
-        let desired = desired_service_for(gw, class, &ports, &exposed, &self.options);
+        let desired = desired_service_for(gw, class, &ports, &exposed, config, &self.options);
         let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
         match current {
             Some(c) if service_matches(c, &desired) => {

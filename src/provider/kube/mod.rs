@@ -4,12 +4,14 @@
 //! reconcile loop publishes. Every replica translates and serves.
 
 pub mod binding;
+pub mod crd_bundle;
 pub mod gateway_service;
 pub mod leader;
 pub mod service_meta;
 pub mod status;
 pub mod stores;
 pub mod watch;
+pub mod webhook_cert;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,8 +26,10 @@ use tokio::task::JoinHandle;
 use crate::metrics::Metrics;
 use crate::published::Published;
 use crate::snapshot::Snapshot;
+use crate::webhook::WebhookCerts;
 
 pub use binding::ServiceOptions;
+pub use crd_bundle::WebhookCertOptions;
 pub use leader::LeaseOptions;
 
 /// Namespace used when neither `--namespace` nor the pod's namespace is known.
@@ -54,6 +58,10 @@ pub struct KubeOptions {
     pub service_selector: BTreeMap<String, String>,
     pub port_base: u16,
     pub port_count: u16,
+    /// The conversion webhook's certificate: where it is kept (the leader issues, rotates and
+    /// publishes it in the CRDs' `caBundle`) and the server every replica loads it into.
+    /// `None`: no webhook in this process.
+    pub webhook: Option<(WebhookCertOptions, Arc<WebhookCerts>)>,
 }
 
 impl KubeOptions {
@@ -76,6 +84,7 @@ impl KubeOptions {
             )]),
             port_base: 10080,
             port_count: 10000,
+            webhook: None,
         }
     }
 }
@@ -169,6 +178,19 @@ impl KubeProvider {
             recorder,
         );
         tasks.push(tokio::spawn(writer.run(options.status_retry)));
+        if let Some((cert_options, certs)) = options.webhook {
+            let install: crd_bundle::Install = Arc::new(move |pair| {
+                certs
+                    .set_pem(&pair.cert_pem, &pair.key_pem)
+                    .map_err(|e| e.to_string())
+            });
+            tasks.push(tokio::spawn(crd_bundle::run(
+                client.clone(),
+                cert_options,
+                leader.clone(),
+                install,
+            )));
+        }
         Self {
             snapshots,
             leader,

@@ -10,19 +10,25 @@ use serde_json::json;
 
 use super::binding::{GATEWAY_LABEL, INFRASTRUCTURE_KEYS, MANAGED_BY_LABEL};
 
-/// The Service's labels and annotations: the Gateway's `spec.infrastructure.labels` and
-/// `annotations` (Gateway API "GatewayInfrastructurePropagation"), then edgeplane's own keys,
-/// which win over a propagated key of the same name: [`GATEWAY_LABEL`] is how every replica
-/// finds the Service, so a Gateway must not be able to point it elsewhere.
+/// The Service's labels and annotations: `config_annotations` (the Gateway's ProxyConfig
+/// `service.annotations`), then the Gateway's `spec.infrastructure.labels` and `annotations`
+/// (Gateway API "GatewayInfrastructurePropagation"), which win over the ProxyConfig's, then
+/// edgeplane's own keys, which win over a propagated key of the same name: [`GATEWAY_LABEL`] is
+/// how every replica finds the Service, so a Gateway must not be able to point it elsewhere.
+/// Both kinds of propagated keys are recorded, so keys dropped from either are removed.
 pub fn service_metadata(
     gateway: &Gateway,
     gateway_label: &str,
+    config_annotations: &BTreeMap<String, String>,
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let infra = gateway.spec.infrastructure.as_ref();
     let mut labels = infra.and_then(|i| i.labels.clone()).unwrap_or_default();
-    let mut annotations = infra
-        .and_then(|i| i.annotations.clone())
-        .unwrap_or_default();
+    let mut annotations = config_annotations.clone();
+    annotations.extend(
+        infra
+            .and_then(|i| i.annotations.clone())
+            .unwrap_or_default(),
+    );
     labels.insert(GATEWAY_LABEL.to_owned(), gateway_label.to_owned());
     labels.insert(MANAGED_BY_LABEL.to_owned(), "edgeplane".to_owned());
     annotations.remove(INFRASTRUCTURE_KEYS);

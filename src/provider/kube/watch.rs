@@ -56,19 +56,49 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
     let stream = watcher(api, config)
         .default_backoff()
+        .flat_map(not_served_as_empty(kind.clone()))
         .modify(|o: &mut K| o.managed_fields_mut().clear())
         .reflect(writer);
-    (
-        reader,
-        drive(
-            stream,
-            K::kind(&K::DynamicType::default()).into_owned(),
-            trigger,
-            metrics,
-        ),
-    )
+    (reader, drive(stream, kind, trigger, metrics))
+}
+
+/// One item of a watcher stream.
+type WatchItem<K> = Result<Event<K>, watcher::Error>;
+/// Items that replace one.
+type WatchItems<K> = futures_util::stream::Iter<std::vec::IntoIter<WatchItem<K>>>;
+
+/// A kind the API server does not serve (its CRD is not installed: the list answers 404) is
+/// an empty kind, so the other kinds are still served: the first 404 in a row becomes an
+/// empty list (`Init`, `InitDone`) and one log line; later ones are dropped while the watcher
+/// keeps retrying with backoff, and objects appear once the CRD is installed.
+fn not_served_as_empty<K>(kind: String) -> impl FnMut(WatchItem<K>) -> WatchItems<K> {
+    let mut reported = false;
+    move |event| {
+        let out = match event {
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+                if reported {
+                    Vec::new()
+                } else {
+                    reported = true;
+                    tracing::warn!(
+                        kind,
+                        "not served by the API server (CRD not installed?); treated as empty"
+                    );
+                    vec![Ok(Event::Init), Ok(Event::InitDone)]
+                }
+            }
+            other => {
+                if other.is_ok() {
+                    reported = false;
+                }
+                vec![other]
+            }
+        };
+        futures_util::stream::iter(out)
+    }
 }
 
 fn drive<K, S>(
