@@ -431,3 +431,28 @@ fn the_webhook_service_reaches_the_webhook_port_of_every_workload() {
         assert_eq!(opened["containerPort"], listen.port(), "{file}");
     }
 }
+
+/// The CRDs the install applies are the ones the types generate (`edgeplane crds`), so a
+/// change of the types cannot ship without them; they convert through the webhook Service.
+#[test]
+fn the_install_carries_the_generated_crds() {
+    let copy = std::fs::read_to_string(deploy_dir().join("base/crds.yaml")).expect("crds.yaml");
+    let generated = edgeplane::crd::generate::crds_yaml().expect("CRDs generate");
+    assert!(
+        copy == generated,
+        "deploy/base/crds.yaml is out of date; regenerate it with \
+         `cargo run -- crds > deploy/base/crds.yaml`"
+    );
+    let base = &documents(&deploy_dir().join("base/kustomization.yaml"))[0];
+    assert!(base["resources"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|x| x == "crds.yaml")));
+    let svc = &documents(&deploy_dir().join("base/webhook-service.yaml"))[0];
+    for crd in documents(&deploy_dir().join("base/crds.yaml")) {
+        let service = &crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
+        assert_eq!(service["namespace"], svc["metadata"]["namespace"]);
+        assert_eq!(service["name"], svc["metadata"]["name"]);
+        assert_eq!(service["port"], svc["spec"]["ports"][0]["port"]);
+        assert_eq!(service["path"], edgeplane::webhook::CONVERT_PATH);
+    }
+}
