@@ -431,3 +431,33 @@ fn the_webhook_service_reaches_the_webhook_port_of_every_workload() {
         assert_eq!(opened["containerPort"], listen.port(), "{file}");
     }
 }
+
+/// The install applies the CRDs the types generate (`crds/edgeplane.yaml`, through the
+/// `crds/` kustomization), so a change of the types cannot ship without them; they convert
+/// through the webhook Service.
+#[test]
+fn the_install_carries_the_generated_crds() {
+    let crds_dir = deploy_dir().join("../crds");
+    let base = &documents(&deploy_dir().join("base/kustomization.yaml"))[0];
+    assert!(base["resources"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|x| x == "../../crds")));
+    let listed = &documents(&crds_dir.join("kustomization.yaml"))[0];
+    assert_eq!(listed["resources"], serde_json::json!(["edgeplane.yaml"]));
+    let generated = edgeplane::crd::generate::crds_yaml().expect("CRDs generate");
+    let on_disk = std::fs::read_to_string(crds_dir.join("edgeplane.yaml")).expect("CRDs file");
+    assert!(on_disk == generated, "crds/edgeplane.yaml is out of date");
+    let svc = &documents(&deploy_dir().join("base/webhook-service.yaml"))[0];
+    let crds = documents(&crds_dir.join("edgeplane.yaml"));
+    assert_eq!(crds.len(), 2);
+    for (i, crd) in crds.iter().enumerate() {
+        round_trip::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(crd, &format!("crds/edgeplane.yaml#{i}"));
+        let service = &crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
+        assert_eq!(service["namespace"], svc["metadata"]["namespace"]);
+        assert_eq!(service["name"], svc["metadata"]["name"]);
+        assert_eq!(service["port"], svc["spec"]["ports"][0]["port"]);
+        assert_eq!(service["path"], edgeplane::webhook::CONVERT_PATH);
+    }
+}

@@ -5,6 +5,8 @@
 mod admission;
 #[path = "e2e/binds.rs"]
 mod binds;
+#[path = "e2e/policies.rs"]
+mod policies;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;

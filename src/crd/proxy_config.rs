@@ -55,7 +55,7 @@ pub struct ProxyConfigSpec {
     /// Peers (CIDRs) whose `X-Forwarded-For`, `-Proto` and `-Host` are trusted; the client
     /// address used by rate limits and IP lists is then taken from `X-Forwarded-For`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), inner(length(max = 64)))]
     #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub trusted_proxies: Vec<String>,
     /// Time in-flight requests get to finish when a listener is removed or the proxy stops

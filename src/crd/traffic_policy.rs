@@ -346,11 +346,11 @@ pub struct ClaimToHeader {
 #[serde(rename_all = "camelCase")]
 pub struct IpAccessPolicy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), inner(length(max = 64)))]
     #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub allow: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), inner(length(max = 64)))]
     #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub deny: Vec<String>,
 }

@@ -1,102 +1,32 @@
 //! Custom resources at a version other than the storage one: the emulator calls the CRD's
 //! conversion webhook over HTTPS (certificate checked against `caBundle`) for reads, lists,
 //! watches and every kind of write, and answers a failed conversion with 500 as the API server
-//! does. The webhook here is a small one of the test's own: `spec.legacy` (v1alpha1) is
-//! `spec.current` (v1beta1), and objects labelled `fail` cannot be converted.
+//! does. The webhook is the product's server and converter: v1alpha1 has one `targetRef` and
+//! flat settings (`requestTimeout`), v1beta1 a `targetRefs` list and groups (`timeouts`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures_util::StreamExt;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{json, Value};
 
 use crate::support::apiserver::ApiServer;
 use crate::support::net::bind_loopback;
 use crate::support::tls::TestCa;
 
-/// Converts `spec.legacy` <-> `spec.current`; fails for objects labelled `fail`.
-fn convert_object(mut obj: Value, desired: &str) -> Result<Value, String> {
-    if obj["metadata"]["labels"]["fail"].is_string() {
-        return Err(format!("cannot convert {}", obj["metadata"]["name"]));
-    }
-    let spec = obj["spec"].as_object_mut().ok_or("no spec")?;
-    let (from, to) = if desired.ends_with("v1beta1") {
-        ("legacy", "current")
-    } else {
-        ("current", "legacy")
-    };
-    if let Some(v) = spec.remove(from) {
-        spec.insert(to.to_string(), v);
-    }
-    obj["apiVersion"] = json!(desired);
-    Ok(obj)
-}
-
-fn review_answer(review: &Value) -> Value {
-    let req = &review["request"];
-    let desired = req["desiredAPIVersion"].as_str().unwrap_or("");
-    let converted: Result<Vec<Value>, String> = req["objects"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| convert_object(o.clone(), desired))
-        .collect();
-    let response = match converted {
-        Ok(objects) => json!({"uid": req["uid"], "convertedObjects": objects,
-            "result": {"status": "Success"}}),
-        Err(message) => json!({"uid": req["uid"], "convertedObjects": [],
-            "result": {"status": "Failure", "message": message}}),
-    };
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-        "response": response})
-}
-
-/// Serves the converter over TLS with `cert`/`key` on a loopback port.
+/// The product's webhook server with `cert`/`key` on a loopback port.
 async fn start_webhook(cert_pem: &str, key_pem: &str) -> SocketAddr {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let certs = Arc::new(edgeplane::webhook::WebhookCerts::from_pem(cert_pem, key_pem).unwrap());
     let listener = bind_loopback().await;
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(|req: hyper::Request<_>| async move {
-                    let body: Bytes = BodyExt::collect(req.into_body()).await?.to_bytes();
-                    let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-                    let answer = review_answer(&review).to_string();
-                    Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(answer))))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    tokio::spawn(edgeplane::webhook::serve(
+        listener,
+        certs,
+        std::future::pending(),
+    ));
     addr
 }
 
@@ -121,11 +51,12 @@ fn api_at(api: &ApiServer, version: &str) -> Api<DynamicObject> {
     Api::namespaced_with(api.client(), "web", &ar)
 }
 
-fn policy(name: &str, legacy: &str) -> DynamicObject {
+fn policy(name: &str, timeout: &str) -> DynamicObject {
     serde_json::from_value(
         json!({"apiVersion": "edgeplane.dev/v1alpha1", "kind": "TrafficPolicy",
         "metadata": {"name": name, "namespace": "web"},
-        "spec": {"targetRefs": [], "legacy": legacy}}),
+        "spec": {"targetRef": {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
+            "name": "r"}, "requestTimeout": timeout}}),
     )
     .unwrap()
 }
@@ -146,10 +77,10 @@ async fn non_storage_versions_go_through_the_webhook_for_every_verb() {
     let alpha = api_at(&api, "v1alpha1");
     let beta = api_at(&api, "v1beta1");
     let created = alpha
-        .create(&PostParams::default(), &policy("p", "one"))
+        .create(&PostParams::default(), &policy("p", "1s"))
         .await
         .unwrap();
-    assert_eq!(created.data["spec"]["legacy"], "one");
+    assert_eq!(created.data["spec"]["requestTimeout"], "1s");
     assert_eq!(
         created.types.as_ref().unwrap().api_version,
         "edgeplane.dev/v1alpha1"
@@ -158,21 +89,27 @@ async fn non_storage_versions_go_through_the_webhook_for_every_verb() {
         .object("trafficpolicies.edgeplane.dev", "web", "p")
         .unwrap();
     assert_eq!(stored["apiVersion"], "edgeplane.dev/v1beta1");
-    assert_eq!(stored["spec"]["current"], "one");
-    assert!(stored["spec"].get("legacy").is_none(), "{stored}");
+    assert_eq!(stored["spec"]["timeouts"]["request"], "1s");
+    assert!(stored["spec"].get("requestTimeout").is_none(), "{stored}");
     assert!(api.conversions() >= 2, "create converts in and out");
 
     // Reads at either version.
-    assert_eq!(alpha.get("p").await.unwrap().data["spec"]["legacy"], "one");
-    assert_eq!(beta.get("p").await.unwrap().data["spec"]["current"], "one");
+    assert_eq!(
+        alpha.get("p").await.unwrap().data["spec"]["requestTimeout"],
+        "1s"
+    );
+    assert_eq!(
+        beta.get("p").await.unwrap().data["spec"]["timeouts"]["request"],
+        "1s"
+    );
     let listed = alpha.list(&Default::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
-    assert_eq!(listed.items[0].data["spec"]["legacy"], "one");
+    assert_eq!(listed.items[0].data["spec"]["requestTimeout"], "1s");
 
     // A watch at v1alpha1 sees converted objects, initial and later ones.
     let mut events = watcher(alpha.clone(), watcher::Config::default()).boxed();
     let mut seen = Vec::new();
-    let patch = json!({"spec": {"legacy": "two"}});
+    let patch = json!({"spec": {"requestTimeout": "2s"}});
     for _ in 0..20 {
         let Ok(Some(Ok(event))) =
             tokio::time::timeout(std::time::Duration::from_secs(5), events.next()).await
@@ -187,30 +124,31 @@ async fn non_storage_versions_go_through_the_webhook_for_every_verb() {
                     .unwrap();
             }
             watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
-                seen.push(o.data["spec"]["legacy"].clone());
-                if o.data["spec"]["legacy"] == "two" {
+                seen.push(o.data["spec"]["requestTimeout"].clone());
+                if o.data["spec"]["requestTimeout"] == "2s" {
                     break;
                 }
             }
             _ => {}
         }
     }
-    assert_eq!(seen, [json!("one"), json!("two")]);
+    assert_eq!(seen, [json!("1s"), json!("2s")]);
     let stored = api
         .object("trafficpolicies.edgeplane.dev", "web", "p")
         .unwrap();
-    assert_eq!(stored["spec"]["current"], "two");
+    assert_eq!(stored["spec"]["timeouts"]["request"], "2s");
     assert_eq!(stored["metadata"]["generation"], 2);
 
     // Replace and status writes at v1alpha1.
     let mut obj = alpha.get("p").await.unwrap();
-    obj.data["spec"]["legacy"] = json!("three");
+    obj.data["spec"]["requestTimeout"] = json!("3s");
     let replaced = alpha
         .replace("p", &PostParams::default(), &obj)
         .await
         .unwrap();
-    assert_eq!(replaced.data["spec"]["legacy"], "three");
-    let status = json!({"status": {"ancestors": [{"controllerName": "x/y"}]}});
+    assert_eq!(replaced.data["spec"]["requestTimeout"], "3s");
+    let status = json!({"status": {"ancestors": [{"ancestorRef": {"name": "gw"},
+        "controllerName": "x/y", "conditions": []}]}});
     alpha
         .patch_status("p", &PatchParams::default(), &Patch::Merge(&status))
         .await
@@ -218,7 +156,7 @@ async fn non_storage_versions_go_through_the_webhook_for_every_verb() {
     let stored = api
         .object("trafficpolicies.edgeplane.dev", "web", "p")
         .unwrap();
-    assert_eq!(stored["spec"]["current"], "three");
+    assert_eq!(stored["spec"]["timeouts"]["request"], "3s");
     assert_eq!(stored["status"]["ancestors"][0]["controllerName"], "x/y");
     alpha.delete("p", &Default::default()).await.unwrap();
     assert!(api
@@ -231,8 +169,12 @@ async fn failed_conversions_answer_500_with_the_webhook_message() {
     let (api, _ca) = with_webhook().await;
     let alpha = api_at(&api, "v1alpha1");
     let beta = api_at(&api, "v1beta1");
-    let mut bad = policy("bad", "x");
-    bad.metadata.labels = Some([("fail".to_string(), "yes".to_string())].into());
+    // Not a valid v1alpha1 TrafficPolicy (no targetRef): the product's converter refuses it.
+    let mut bad = policy("bad", "1s");
+    bad.data["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("targetRef");
     let err = alpha
         .create(&PostParams::default(), &bad)
         .await
@@ -242,7 +184,10 @@ async fn failed_conversions_answer_500_with_the_webhook_message() {
     };
     assert_eq!(status.code, 500);
     assert!(
-        status.message.contains("conversion webhook for edgeplane.dev/v1alpha1, Kind=TrafficPolicy failed: cannot convert \"bad\""),
+        status
+            .message
+            .contains("conversion webhook for edgeplane.dev/v1alpha1, Kind=TrafficPolicy failed: ")
+            && status.message.contains("targetRef"),
         "{}",
         status.message
     );
@@ -253,7 +198,7 @@ async fn failed_conversions_answer_500_with_the_webhook_message() {
     // A caBundle that does not match the webhook's certificate: reads at v1alpha1 fail, reads
     // at the storage version need no conversion.
     alpha
-        .create(&PostParams::default(), &policy("p", "one"))
+        .create(&PostParams::default(), &policy("p", "1s"))
         .await
         .unwrap();
     let other = TestCa::new("someone-else");
@@ -263,5 +208,8 @@ async fn failed_conversions_answer_500_with_the_webhook_message() {
         matches!(&err, kube::Error::Api(s) if s.code == 500 && s.message.contains("conversion webhook")),
         "{err:?}"
     );
-    assert_eq!(beta.get("p").await.unwrap().data["spec"]["current"], "one");
+    assert_eq!(
+        beta.get("p").await.unwrap().data["spec"]["timeouts"]["request"],
+        "1s"
+    );
 }

@@ -26,25 +26,12 @@ const WEBHOOK_SERVICE: &str = "edgeplane-webhook";
 const SECRET: &str = "edgeplane-webhook-cert";
 const HOST: &str = "edgeplane-webhook.edgeplane-system.svc";
 
-/// The CRD of one edgeplane kind as `edgeplane crds` writes it: both versions served,
-/// v1beta1 stored, conversion through the webhook Service, `caBundle` empty.
-fn crd(plural: &str, kind: &str) -> Value {
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.edgeplane.dev")},
-        "spec": {"group": "edgeplane.dev", "scope": "Namespaced",
-            "names": {"plural": plural, "kind": kind},
-            "versions": [
-                {"name": "v1alpha1", "served": true, "storage": false},
-                {"name": "v1beta1", "served": true, "storage": true}],
-            "conversion": {"strategy": "Webhook", "webhook": {
-                "conversionReviewVersions": ["v1"],
-                "clientConfig": {"service": {"namespace": SYSTEM_NS, "name": WEBHOOK_SERVICE,
-                    "path": "/convert", "port": 443}}}}}})
-}
-
+/// The CRDs `edgeplane crds` generates (conversion through the webhook Service, `caBundle`
+/// empty), as `kubectl apply` would leave them.
 fn install_crds(api: &ApiServer) {
-    api.insert(crd("proxyconfigs", "ProxyConfig"));
-    api.insert(crd("trafficpolicies", "TrafficPolicy"));
+    for crd in edgeplane::crd::generate::crd_values().expect("CRDs generate") {
+        api.insert(crd);
+    }
 }
 
 /// The product's webhook server on a loopback port, reachable as the webhook Service.

@@ -239,3 +239,69 @@ async fn the_lower_of_the_listeners_and_the_policys_body_limit_applies() {
     assert_eq!(send(&client, post("1234")).await.unwrap().status, 413);
     assert_eq!(send(&client, post("123")).await.unwrap().status, 200);
 }
+
+#[tokio::test]
+async fn a_slow_request_head_is_cut_at_the_listeners_header_timeout() {
+    let echo = start_echo("a").await;
+    let addr = free_addr();
+    let s = ListenerSettings {
+        header_read_timeout: Some(Duration::from_millis(300)),
+        ..settings()
+    };
+    let _proxy = start(one(socket(addr, echo.addr, Some(s), None))).await;
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET / HTTP/1.1\r\nhost: h\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    // The command line's header timeout is 5 s in tests; this listener's is 300 ms.
+    let ended = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the connection is closed");
+}
+
+#[tokio::test]
+async fn a_removed_listener_drains_within_its_proxy_configs_window() {
+    let echo = start_echo("a").await;
+    let addr = free_addr();
+    let s = ListenerSettings {
+        drain: Some(Duration::from_millis(200)),
+        ..settings()
+    };
+    let proxy = start(one(socket(addr, echo.addr, Some(s), None))).await;
+    let held = tokio::spawn(async move {
+        send(
+            &h1_client(),
+            crate::support::client::get(addr, "h", "/?delay=4s"),
+        )
+        .await
+    });
+    // Bounded wait until the held request is in flight, then remove the listener.
+    for _ in 0..100 {
+        if proxy
+            .metrics
+            .encode()
+            .contains("edgeplane_connections_open{listener=")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let removed = Instant::now();
+    proxy.publish(table(2, vec![])).await;
+    // The command line's drain is 5 s and the request wants 4 s; the listener's 200 ms cut it.
+    let outcome = tokio::time::timeout(Duration::from_secs(3), held)
+        .await
+        .expect("the held request ends with the drain window")
+        .unwrap();
+    assert!(outcome.is_err(), "cut, not answered: {outcome:?}");
+    assert!(removed.elapsed() < Duration::from_secs(3));
+}

@@ -77,7 +77,7 @@ pub struct ProxyConfigSpec {
         rename = "trustedProxyCIDRs",
         skip_serializing_if = "Vec::is_empty"
     )]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), inner(length(max = 64)))]
     #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub trusted_proxy_cidrs: Vec<String>,
     /// Time in-flight requests get to finish when a listener goes away, in seconds.

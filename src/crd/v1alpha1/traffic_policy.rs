@@ -119,12 +119,12 @@ pub struct TrafficPolicySpec {
     pub jwks_secret: Option<String>,
     /// Client addresses allowed (all when empty).
     #[serde(default, rename = "allowCIDRs", skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), inner(length(max = 64)))]
     #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub allow_cidrs: Vec<String>,
     /// Client addresses denied.
     #[serde(default, rename = "denyCIDRs", skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), inner(length(max = 64)))]
     #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
     pub deny_cidrs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -166,8 +166,8 @@ fn check_audience(
     }
 }
 
-/// Verifies with the JWKS key named by `kid`, or with every key that fits `alg` when the
-/// token names none.
+/// Verifies with the JWKS key named by `kid` (or keys without a `kid`), or with every key that
+/// fits `alg` when the token names none.
 fn verify_signature(
     jwks: &Value,
     alg: &str,
@@ -193,7 +193,12 @@ fn verify_signature(
             && k.get("use")
                 .and_then(Value::as_str)
                 .is_none_or(|u| u == "sig")
-            && kid.is_none_or(|kid| k.get("kid").and_then(Value::as_str) == Some(kid))
+            // A token's `kid` must name the key, unless the key has none.
+            && kid.is_none_or(|kid| {
+                k.get("kid")
+                    .and_then(Value::as_str)
+                    .is_none_or(|own| own == kid)
+            })
     });
     for key in candidates {
         if verify_with(key, alg, signed, sig).is_some() {

@@ -76,7 +76,6 @@ impl PolicyState {
             }
         }
         if let Some(limit) = &policy.rate_limit {
-            let route_key;
             let key = match &limit.key {
                 RateLimitKey::ClientIp => KeyValue::Ip(subject.client),
                 RateLimitKey::Header(name) => KeyValue::Bytes(
@@ -85,8 +84,7 @@ impl PolicyState {
                         .map_or(&b""[..], |v| v.as_bytes()),
                 ),
                 RateLimitKey::Route => {
-                    route_key = format!("{}/{}", subject.route.namespace, subject.route.name);
-                    KeyValue::Bytes(route_key.as_bytes())
+                    KeyValue::Route(&subject.route.namespace, &subject.route.name)
                 }
             };
             if let Err(retry_after) = self.rates.take(limit, key) {
@@ -187,6 +185,39 @@ pub(crate) fn check_declared_response<B>(
 mod tests {
     use super::*;
     use crate::table::IpAccess;
+
+    #[tokio::test]
+    async fn route_keyed_limits_count_each_route_apart() {
+        let policy = RequestPolicy {
+            rate_limit: Some(Arc::new(crate::table::RateLimit {
+                id: "default/p".into(),
+                requests: 1,
+                per: std::time::Duration::from_secs(60),
+                capacity: 1,
+                key: RateLimitKey::Route,
+            })),
+            ..Default::default()
+        };
+        let state = PolicyState::default();
+        let metrics = Metrics::new();
+        let route = |name: &str| RouteRef {
+            kind: "HTTPRoute".into(),
+            namespace: "default".into(),
+            name: name.into(),
+        };
+        let (a, b) = (route("a"), route("b"));
+        let mut headers = HeaderMap::new();
+        let mut results = Vec::new();
+        for route in [&a, &a, &b] {
+            let subject = Subject {
+                client: "192.0.2.1".parse().unwrap(),
+                route,
+            };
+            let checked = state.check(&policy, &subject, &mut headers, &metrics).await;
+            results.push(checked.is_ok());
+        }
+        assert_eq!(results, [true, false, true]);
+    }
 
     #[test]
     fn the_rule_overrides_the_host_setting_by_setting() {

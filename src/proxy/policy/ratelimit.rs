@@ -25,6 +25,8 @@ pub(crate) enum KeyValue<'a> {
     Ip(IpAddr),
     /// A header's value (empty when absent: requests without the header share one bucket).
     Bytes(&'a [u8]),
+    /// The matched route's namespace and name.
+    Route(&'a str, &'a str),
 }
 
 #[derive(Debug, Clone, Copy)]
