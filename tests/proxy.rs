@@ -43,6 +43,8 @@ mod policy_jwt;
 mod policy_listener;
 #[path = "proxy/policy_service.rs"]
 mod policy_service;
+#[path = "proxy/policy_translated.rs"]
+mod policy_translated;
 #[path = "proxy/protocols.rs"]
 mod protocols;
 #[path = "proxy/resilience.rs"]

@@ -25,6 +25,9 @@ use crate::translate::duration::{compile_timeouts, parse_duration};
 use crate::translate::proxy_config::parse_cidr;
 use crate::translate::resilience::compile_retry;
 
+/// Most targets of one policy (the CRD's limit).
+pub const MAX_TARGETS: usize = 16;
+
 /// What a target reference names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TargetKind {
@@ -82,8 +85,10 @@ pub fn compile_policy(snapshot: &Snapshot, policy: &TrafficPolicy) -> CompiledPo
     let spec = &policy.spec;
     let mut targets = Vec::new();
     let mut error = None;
-    if spec.target_refs.is_empty() {
-        error = Some("spec.targetRefs: at least one target is required".to_owned());
+    if spec.target_refs.is_empty() || spec.target_refs.len() > MAX_TARGETS {
+        error = Some(format!(
+            "spec.targetRefs: must name 1 to {MAX_TARGETS} targets"
+        ));
     }
     for (i, t) in spec.target_refs.iter().enumerate() {
         let kind = match (t.group.as_str(), t.kind.as_str()) {
@@ -99,6 +104,11 @@ pub fn compile_policy(snapshot: &Snapshot, policy: &TrafficPolicy) -> CompiledPo
                 continue;
             }
         };
+        if kind == TargetKind::Service && t.section_name.is_some() {
+            error.get_or_insert_with(|| {
+                format!("spec.targetRefs[{i}].sectionName: only allowed on Gateway and HTTPRoute targets")
+            });
+        }
         targets.push(Target {
             kind,
             namespace: ns.to_owned(),
@@ -277,6 +287,9 @@ fn settings(
         out.sets.push(Setting::Jwt);
     }
     if let Some(ip) = &spec.ip_access {
+        if ip.allow.is_empty() && ip.deny.is_empty() {
+            return Err("spec.ipAccess: must set allow or deny".into());
+        }
         let list = |field: &str, values: &[String]| {
             values
                 .iter()
@@ -335,7 +348,7 @@ fn balance(lb: &crate::crd::traffic_policy::LoadBalancerPolicy) -> Result<Balanc
             .filter(|s| **s)
             .count();
             if count != 1 {
-                return Err("spec.loadBalancer.hash: set exactly one of header, cookie, queryParameter and sourceIP".into());
+                return Err("spec.loadBalancer.hash: set exactly one of header, cookie, queryParameter and sourceIp: true".into());
             }
             let on = if let Some(header) = &h.header {
                 let name = http::HeaderName::from_bytes(header.as_bytes()).map_err(|_| {
@@ -374,6 +387,9 @@ fn rate_limit(
     };
     let burst = rl.burst.unwrap_or(0);
     let key_spec = rl.key.clone().unwrap_or_default();
+    if key_spec.type_ != RateLimitKeyType::Header && key_spec.header.is_some() {
+        return Err("spec.rateLimit.key.header: allowed only with type Header".into());
+    }
     let key = match key_spec.type_ {
         RateLimitKeyType::ClientIP => RateLimitKey::ClientIp,
         RateLimitKeyType::Route => RateLimitKey::Route,

@@ -313,7 +313,8 @@ fn service_targets_set_balance_and_limits_with_the_gateways_as_ancestors() {
     let svc = "  targetRefs: [{group: \"\", kind: Service, name: svc}]\n";
     let s = world(vec![
         policy("svc", 1, &format!("{svc}  loadBalancer: {{algorithm: RoundRobin}}\n  circuitBreaker: {{maxConnections: 7}}\n  retry: {{budget: {{percent: 20}}}}\n")),
-        policy("port", 2, "  targetRefs: [{group: \"\", kind: Service, name: svc, sectionName: web}]\n  outlierDetection: {consecutiveErrors: 3, baseEjectionTime: 10s}\n"),
+        policy("outlier", 2, &format!("{svc}  outlierDetection: {{consecutiveErrors: 3, baseEjectionTime: 10s}}\n")),
+        policy("port", 4, "  targetRefs: [{group: \"\", kind: Service, name: svc, sectionName: web}]\n  circuitBreaker: {maxConnections: 1}\n"),
         policy("req-on-svc", 3, &format!("{svc}  timeouts: {{request: 1s}}\n")),
     ]);
     let t = run(&s);
