@@ -94,7 +94,12 @@ impl Handler {
         let max_retries = policy.map_or(DEFAULT_UNSENT_RETRIES, |p| p.attempts);
         let deadline = exchange.timeouts.request.map(|d| exchange.start + d);
         // Computed once: every attempt of a hashed request looks up the same key.
-        let hash = hash_key(&service.balance, req.headers(), self.peer.ip());
+        let hash = hash_key(
+            &service.balance,
+            req.headers(),
+            req.uri().query(),
+            self.peer.ip(),
+        );
         let mut tried: Vec<SocketAddr> = Vec::new();
         let mut retries = 0;
         let mut _permit = None;

@@ -82,6 +82,8 @@ pub enum HashOn {
     Header(String),
     /// The value of a request cookie.
     Cookie(String),
+    /// The value of a query parameter, as sent (not percent-decoded).
+    Query(String),
     /// The client's IP address.
     SourceIp,
 }

@@ -64,16 +64,30 @@ impl Ring {
 }
 
 /// The request's hash key for `balance`, or None when the Service does not hash or the request
-/// lacks the header or cookie. Called once per request, before the first pick.
-pub(crate) fn hash_key(balance: &Balance, headers: &HeaderMap, peer: IpAddr) -> Option<u64> {
+/// lacks the header, cookie or query parameter. Called once per request, before the first pick.
+pub(crate) fn hash_key(
+    balance: &Balance,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    peer: IpAddr,
+) -> Option<u64> {
     let Balance::ConsistentHash { on } = balance else {
         return None;
     };
     match on {
         HashOn::Header(name) => headers.get(name.as_str()).map(|v| hash_bytes(v.as_bytes())),
         HashOn::Cookie(name) => cookie(headers, name).map(hash_bytes),
+        HashOn::Query(name) => query_parameter(query?, name).map(hash_bytes),
         HashOn::SourceIp => Some(hash_ip(peer)),
     }
+}
+
+/// The raw value of the first query parameter `name` (`a=1&name=v`), as sent.
+fn query_parameter<'a>(query: &'a str, name: &str) -> Option<&'a [u8]> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == name).then_some(value.as_bytes())
+    })
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers (HTTP/2 may split them).
@@ -191,21 +205,39 @@ mod tests {
         h.insert("x-user", HeaderValue::from_static("alice"));
         h.append(header::COOKIE, HeaderValue::from_static("a=1; sid=abc"));
         h.append(header::COOKIE, HeaderValue::from_static("other=2"));
-        let by_header = hash_key(&hashing(HashOn::Header("x-user".into())), &h, ip);
+        let by_header = hash_key(&hashing(HashOn::Header("x-user".into())), &h, None, ip);
         assert_eq!(by_header, Some(hash_bytes(b"alice")));
-        let by_cookie = hash_key(&hashing(HashOn::Cookie("sid".into())), &h, ip);
+        let by_cookie = hash_key(&hashing(HashOn::Cookie("sid".into())), &h, None, ip);
         assert_eq!(by_cookie, Some(hash_bytes(b"abc")));
-        let other = hash_key(&hashing(HashOn::Cookie("other".into())), &h, ip);
+        let other = hash_key(&hashing(HashOn::Cookie("other".into())), &h, None, ip);
         assert_eq!(other, Some(hash_bytes(b"2")));
-        let by_ip = hash_key(&hashing(HashOn::SourceIp), &h, ip);
+        let by_ip = hash_key(&hashing(HashOn::SourceIp), &h, None, ip);
         assert_eq!(by_ip, Some(hash_ip(ip)));
         // Missing key, or a Service that does not hash: no key.
         assert_eq!(
-            hash_key(&hashing(HashOn::Header("x-none".into())), &h, ip),
+            hash_key(&hashing(HashOn::Header("x-none".into())), &h, None, ip),
             None
         );
-        assert_eq!(hash_key(&hashing(HashOn::Cookie("s".into())), &h, ip), None);
-        assert_eq!(hash_key(&Balance::LeastRequest, &h, ip), None);
-        assert_eq!(hash_key(&Balance::RoundRobin, &h, ip), None);
+        assert_eq!(
+            hash_key(&hashing(HashOn::Cookie("s".into())), &h, None, ip),
+            None
+        );
+        assert_eq!(hash_key(&Balance::LeastRequest, &h, None, ip), None);
+        assert_eq!(hash_key(&Balance::RoundRobin, &h, None, ip), None);
+    }
+
+    #[test]
+    fn query_keys_are_the_raw_value_of_the_named_parameter() {
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let h = HeaderMap::new();
+        let on = hashing(HashOn::Query("user".into()));
+        let key = |q| hash_key(&on, &h, q, ip);
+        assert_eq!(
+            key(Some("a=1&user=bob%20x&user=z")),
+            Some(hash_bytes(b"bob%20x"))
+        );
+        assert_eq!(key(Some("user")), Some(hash_bytes(b"")));
+        assert_eq!(key(Some("username=bob")), None);
+        assert_eq!(key(None), None);
     }
 }

@@ -360,8 +360,11 @@ fn balance(lb: &crate::crd::traffic_policy::LoadBalancerPolicy) -> Result<Balanc
                     return Err("spec.loadBalancer.hash.cookie: must not be empty".into());
                 }
                 HashOn::Cookie(cookie.clone())
-            } else if h.query_parameter.is_some() {
-                return Err("spec.loadBalancer.hash.queryParameter: hashing on a query parameter is not supported".into());
+            } else if let Some(name) = &h.query_parameter {
+                if name.is_empty() {
+                    return Err("spec.loadBalancer.hash.queryParameter: must not be empty".into());
+                }
+                HashOn::Query(name.clone())
             } else {
                 HashOn::SourceIp
             };

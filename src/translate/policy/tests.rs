@@ -526,3 +526,20 @@ fn unchanged_policies_keep_the_copied_rules_and_hosts() {
         "default/route:2/s+0:clientIP"
     );
 }
+
+#[test]
+fn a_query_parameter_hash_key_reaches_the_service() {
+    let svc = "  targetRefs: [{group: \"\", kind: Service, name: svc}]\n";
+    let s = world(vec![policy(
+        "hash",
+        1,
+        &format!(
+            "{svc}  loadBalancer: {{algorithm: ConsistentHash, hash: {{queryParameter: user}}}}\n"
+        ),
+    )]);
+    let t = run(&s);
+    let backend = &rule(&t.table, "/a")["backends"]["backends"][0]["target"];
+    assert_eq!(backend["balance"]["on"]["source"], "query", "{backend:#}");
+    assert_eq!(backend["balance"]["on"]["name"], "user");
+    assert_eq!(accepted(&t, "hash")[0].1, "Accepted");
+}
