@@ -13,11 +13,11 @@ use http::{HeaderMap, Method};
 
 fn rule(route: usize, path: PathMatch) -> Arc<RouteRule> {
     Arc::new(RouteRule {
-        route: Arc::new(RouteRef {
-            kind: "HTTPRoute".into(),
-            namespace: "bench".into(),
-            name: format!("route-{route}"),
-        }),
+        route: Arc::new(RouteRef::new(
+            "HTTPRoute",
+            "bench",
+            format!("route-{route}"),
+        )),
         created: route as i64,
         rule_index: 0,
         match_index: 0,

@@ -15,10 +15,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime_builder().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -31,5 +28,21 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The runtime's scheduler. With one worker (`TOKIO_WORKER_THREADS=1`, or a process allowed on
+/// one CPU) the current-thread scheduler: the same single thread runs every task, without the
+/// work-stealing scheduler's queues and cross-thread wake-ups, which a proxied request pays
+/// for several times over. Otherwise the multi-threaded one, with Tokio's worker count.
+fn runtime_builder() -> tokio::runtime::Builder {
+    let workers = std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(Into::into));
+    if workers == Some(1) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
     }
 }

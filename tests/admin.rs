@@ -75,11 +75,7 @@ async fn request_with_host(addr: SocketAddr, method: &str, path: &str, host: &st
 fn table() -> RouteTable {
     let bind: SocketAddr = "127.0.0.1:18080".parse().unwrap();
     let rule = Arc::new(RouteRule {
-        route: Arc::new(RouteRef {
-            kind: "HTTPRoute".into(),
-            namespace: "default".into(),
-            name: "web".into(),
-        }),
+        route: Arc::new(RouteRef::new("HTTPRoute", "default", "web")),
         created: 0,
         rule_index: 0,
         match_index: 0,

@@ -324,11 +324,7 @@ mod tests {
             user_agent: None,
             request_id: None,
             status: 200,
-            route: Some(Arc::new(RouteRef {
-                kind: "HTTPRoute".into(),
-                namespace: "default".into(),
-                name: "r".into(),
-            })),
+            route: Some(Arc::new(RouteRef::new("HTTPRoute", "default", "r"))),
             upstream: None,
             request_bytes: 3,
             response_bytes: 5,

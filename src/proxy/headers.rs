@@ -6,51 +6,91 @@ use std::net::IpAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
-static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// The headers that describe one connection rather than the message (RFC 9110 7.6.1), besides
+/// those `Connection` names. `TE` is last: [`strip_hop_by_hop`] may put it back.
+static HOP_BY_HOP: [HeaderName; 7] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::TE,
+];
 
 /// Removes the headers that describe one connection rather than the message (RFC 9110 7.6.1):
 /// `Connection` and every header it names, `Keep-Alive`, `Proxy-Connection`, `Trailer`,
 /// `Transfer-Encoding`, `Upgrade`, and `TE` unless it asks for `trailers` (then it is kept as
 /// exactly `trailers`, the only value HTTP/2 allows).
+///
+/// Runs twice per proxied request, so it first finds in one pass over the names which of them
+/// are present (most requests carry none; most responses only `Connection`), and removes only
+/// those: a removal costs a hash and a probe whether or not the header is there.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    let wants_trailers = headers
-        .get_all(header::TE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            t.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("trailers"))
-        });
+    let mut present = 0u8;
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present |= 1 << i;
+        }
+    }
+    if present == 0 {
+        return;
+    }
+    let has = |name: &HeaderName| {
+        HOP_BY_HOP
+            .iter()
+            .position(|h| h == name)
+            .is_some_and(|i| present & (1 << i) != 0)
+    };
+    let listed: Vec<HeaderName> = if has(&header::CONNECTION) {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            // `keep-alive`, the usual value, is removed below anyway: skipped before parsing,
+            // which allocates for a name that is not a standard one.
+            .filter(|token| !is_hop_by_hop(token))
+            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .filter(|name| headers.contains_key(name))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let wants_trailers = has(&header::TE)
+        && headers
+            .get_all(header::TE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| {
+                t.split(';')
+                    .next()
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("trailers"))
+            });
     for name in listed {
         headers.remove(name);
     }
-    for name in [
-        &header::CONNECTION,
-        &KEEP_ALIVE,
-        &PROXY_CONNECTION,
-        &header::TRAILER,
-        &header::TRANSFER_ENCODING,
-        &header::UPGRADE,
-        &header::TE,
-    ] {
-        headers.remove(name);
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
+            headers.remove(name);
+        }
     }
     if wants_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
+}
+
+/// Whether a `Connection` token names one of [`HOP_BY_HOP`].
+fn is_hop_by_hop(token: &str) -> bool {
+    HOP_BY_HOP
+        .iter()
+        .any(|h| token.eq_ignore_ascii_case(h.as_str()))
 }
 
 /// Sets the forwarded headers upstream. From a trusted proxy (`trusted`), the `X-Forwarded-For`
@@ -148,6 +188,30 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
         assert_eq!(names, vec!["x-kept"]);
+    }
+
+    #[test]
+    fn a_message_without_hop_by_hop_headers_is_left_as_it_is() {
+        let pairs = [
+            ("host", "a.example"),
+            ("x-one", "1"),
+            ("x-one", "2"),
+            ("accept", "*/*"),
+        ];
+        let mut h = map(&pairs);
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h, map(&pairs));
+    }
+
+    #[test]
+    fn connection_naming_absent_or_hop_by_hop_headers_removes_only_what_is_there() {
+        let mut h = map(&[
+            ("connection", "close, keep-alive, x-absent"),
+            ("content-length", "13"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, vec!["content-length"]);
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl Handler {
         let response = match served {
             Ok(resp) => resp,
             Err(err) => {
-                tracing::debug!(listener = %self.listener, route = ?route.as_deref().map(ToString::to_string), error = %err, "request failed");
+                tracing::debug!(listener = %self.listener, route = ?route.as_deref().map(RouteRef::label), error = %err, "request failed");
                 self.shared
                     .metrics
                     .request_errors
@@ -405,8 +405,7 @@ impl Handler {
     /// Phase 9: request count by route and code, and time to response head.
     fn record(&self, outcome: &Outcome, start: Instant) {
         let metrics = &self.shared.metrics;
-        let route = outcome.route.as_deref().map(ToString::to_string);
-        let route = route.as_deref().unwrap_or(NO_ROUTE);
+        let route = outcome.route.as_deref().map_or(NO_ROUTE, RouteRef::label);
         metrics.record_request(route, outcome.response.status());
         metrics
             .request_seconds

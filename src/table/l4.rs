@@ -114,11 +114,7 @@ mod tests {
 
     fn route(name: &str) -> L4Route {
         L4Route {
-            route: Arc::new(RouteRef {
-                kind: "TLSRoute".into(),
-                namespace: "ns".into(),
-                name: name.into(),
-            }),
+            route: Arc::new(RouteRef::new("TLSRoute", "ns", name)),
             backends: Arc::default(),
         }
     }

@@ -216,11 +216,37 @@ pub struct RouteRef {
     pub kind: String,
     pub namespace: String,
     pub name: String,
+    /// `namespace/name`, made once: every request's metrics are labelled with it.
+    #[serde(skip)]
+    label: Box<str>,
+}
+
+impl RouteRef {
+    /// The route `namespace/name` of `kind`.
+    pub fn new(
+        kind: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        let (namespace, name) = (namespace.into(), name.into());
+        let label = format!("{namespace}/{name}").into_boxed_str();
+        Self {
+            kind: kind.into(),
+            namespace,
+            name,
+            label,
+        }
+    }
+
+    /// `namespace/name`, as metrics and logs name the route.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
 }
 
 impl std::fmt::Display for RouteRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        f.write_str(&self.label)
     }
 }
 

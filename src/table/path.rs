@@ -74,11 +74,7 @@ mod tests {
 
     fn rule(name: &str, path: PathMatch) -> Arc<RouteRule> {
         Arc::new(RouteRule {
-            route: Arc::new(RouteRef {
-                kind: "HTTPRoute".into(),
-                namespace: "ns".into(),
-                name: name.into(),
-            }),
+            route: Arc::new(RouteRef::new("HTTPRoute", "ns", name)),
             created: 0,
             rule_index: 0,
             match_index: 0,

@@ -295,11 +295,11 @@ fn compile(
         })
         .collect();
     let route = L4Route {
-        route: Arc::new(RouteRef {
-            kind: view.kind.as_str().to_owned(),
-            namespace: ns.to_owned(),
-            name: view.meta.name.clone().unwrap_or_default(),
-        }),
+        route: Arc::new(RouteRef::new(
+            view.kind.as_str().to_owned(),
+            ns.to_owned(),
+            view.meta.name.clone().unwrap_or_default(),
+        )),
         backends: Arc::new(BackendSet::new(set)),
     };
     (route, unresolved)

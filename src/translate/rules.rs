@@ -63,11 +63,11 @@ pub fn compile_route(
     } else {
         HTTP_ROUTE
     };
-    let route_ref = Arc::new(RouteRef {
-        kind: kind.into(),
-        namespace: namespace.to_owned(),
-        name: route.metadata.name.clone().unwrap_or_default(),
-    });
+    let route_ref = Arc::new(RouteRef::new(
+        kind,
+        namespace,
+        route.metadata.name.clone().unwrap_or_default(),
+    ));
     let created = route
         .metadata
         .creation_timestamp

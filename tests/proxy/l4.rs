@@ -27,11 +27,7 @@ const WAIT: Duration = Duration::from_secs(5);
 /// A route named `name` to backends `(addr, weight)` (one Service each).
 fn route(name: &str, backends: &[(SocketAddr, u32)]) -> L4Route {
     L4Route {
-        route: Arc::new(RouteRef {
-            kind: "TCPRoute".into(),
-            namespace: "default".into(),
-            name: name.into(),
-        }),
+        route: Arc::new(RouteRef::new("TCPRoute", "default", name)),
         backends: Arc::new(BackendSet::new(
             backends
                 .iter()

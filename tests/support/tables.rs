@@ -143,11 +143,7 @@ impl RuleBuilder {
 
     pub fn build(self) -> Arc<RouteRule> {
         Arc::new(RouteRule {
-            route: Arc::new(RouteRef {
-                kind: "HTTPRoute".into(),
-                namespace: "default".into(),
-                name: self.name,
-            }),
+            route: Arc::new(RouteRef::new("HTTPRoute", "default", self.name)),
             created: self.created,
             rule_index: 0,
             match_index: 0,

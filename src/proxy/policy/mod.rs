@@ -200,11 +200,7 @@ mod tests {
         };
         let state = PolicyState::default();
         let metrics = Metrics::new();
-        let route = |name: &str| RouteRef {
-            kind: "HTTPRoute".into(),
-            namespace: "default".into(),
-            name: name.into(),
-        };
+        let route = |name: &str| RouteRef::new("HTTPRoute", "default", name);
         let (a, b) = (route("a"), route("b"));
         let mut headers = HeaderMap::new();
         let mut results = Vec::new();
