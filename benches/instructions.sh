@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# User-space instructions per proxied request, counted by valgrind's callgrind, for nginx,
+# HAProxy and edgeplane proxying HTTP/1.1 keep-alive requests to one nginx backend. Unlike
+# requests per second, the count does not depend on what else the machine is doing or on the
+# virtual machine's cache and TLB behaviour: it is the same for the same binary and load,
+# so it compares the proxies' own code across runs and machines. The kernel's share (the
+# socket work) is not counted.
+#
+#   benches/instructions.sh [--proxies nginx,haproxy,edgeplane]
+#
+# Each proxy runs with one worker under callgrind, pinned to core 1; wrk (1 thread, 16
+# connections) and the backend run on core 0. After 3 s of warm-up the counters are zeroed,
+# wrk runs for INSTR_SECONDS (default 10), and the instructions executed by the whole proxy
+# process are divided by the requests wrk completed. Everything listens on 127.0.0.1.
+set -euo pipefail
+
+proxies=nginx,haproxy,edgeplane
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --proxies) proxies=${2:?}; shift ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+seconds=${INSTR_SECONDS:-10}
+base=${INSTR_PORT_BASE:-29100}
+cd "$(dirname "$0")/.."
+
+need=()
+for tool in valgrind:valgrind nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl; do
+    command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+bin=${EDGEPLANE_BIN:-}
+if [ -z "$bin" ] && [[ ,$proxies, == *,edgeplane,* ]]; then
+    cargo build --release --locked --bin edgeplane
+    bin=target/release/edgeplane
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+backend=$base
+mkdir -p "$work/backend" "$work/nginx" "$work/edgeplane"
+cat >"$work/backend/nginx.conf" <<EOF
+worker_processes 1; daemon off; pid $work/backend/nginx.pid; error_log $work/backend/error.log;
+events { worker_connections 4096; }
+http { access_log off; keepalive_requests 10000000;
+  server { listen 127.0.0.1:$backend; location / { return 200 "hello, world\n"; } } }
+EOF
+cat >"$work/nginx/nginx.conf" <<EOF
+worker_processes 1; master_process off; daemon off; pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 4096; }
+http { access_log off; keepalive_requests 10000000;
+  upstream backend { server 127.0.0.1:$backend; keepalive 128; }
+  server { listen 127.0.0.1:$((base + 1));
+    location / { proxy_pass http://backend; proxy_http_version 1.1;
+      proxy_set_header Connection ""; proxy_set_header Host \$http_host;
+      proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Forwarded-Host \$http_host; } } }
+EOF
+cat >"$work/haproxy.cfg" <<EOF
+global
+    nbthread 1
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+    option http-keep-alive
+    http-reuse always
+frontend proxy
+    bind 127.0.0.1:$((base + 2))
+    option forwardfor
+    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Forwarded-Host %[req.hdr(host)]
+    default_backend backend
+backend backend
+    server b1 127.0.0.1:$backend
+EOF
+cat >"$work/edgeplane/bench.yaml" <<EOF
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: edgeplane}
+spec: {controllerName: edgeplane.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: bench, namespace: default}
+spec:
+  gatewayClassName: edgeplane
+  listeners: [{name: http, protocol: HTTP, port: $((base + 3))}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: bench, namespace: default}
+spec:
+  parentRefs: [{name: bench}]
+  rules: [{backendRefs: [{name: backend, port: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: default}
+spec: {ports: [{name: http, port: 80, targetPort: $backend}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: backend-1, namespace: default, labels: {kubernetes.io/service-name: backend}}
+addressType: IPv4
+ports: [{name: http, port: $backend}]
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+EOF
+
+taskset -c 0 nginx -c "$work/backend/nginx.conf" -p "$work/backend" &
+pids+=($!)
+
+# count NAME PORT COMMAND...: runs COMMAND under callgrind and prints its figures.
+count() {
+    local name=$1 port=$2
+    shift 2
+    local out=$work/$name.callgrind
+    taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$out" "$@" >"$work/$name.log" 2>&1 &
+    local vpid=$!
+    pids+=("$vpid")
+    local url=http://127.0.0.1:$port/ up=0
+    for _ in $(seq 300); do
+        if curl -sf -o /dev/null "$url"; then up=1; break; fi
+        sleep 0.2
+    done
+    if [ "$up" = 0 ]; then
+        echo "$name: did not answer on $url" >&2
+        cat "$work/$name.log" >&2
+        return 1
+    fi
+    taskset -c 0 wrk -t1 -c16 -d3s "$url" >/dev/null
+    callgrind_control -z "$vpid" >/dev/null 2>&1
+    local requests
+    requests=$(taskset -c 0 wrk -t1 -c16 -d"${seconds}s" "$url" | awk '/requests in/ { print $1 }')
+    callgrind_control -d "$vpid" >/dev/null 2>&1
+    sleep 1
+    kill "$vpid" 2>/dev/null || true
+    wait "$vpid" 2>/dev/null || true
+    local dump total
+    dump=$(ls -t "$out".* | head -1)
+    total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+    printf '| %s | %s | %s | %s |\n' "$name" "$requests" "$total" "$((total / requests))"
+}
+
+echo "User-space instructions per proxied HTTP/1.1 request (callgrind), $(date -u +%Y-%m-%dT%H:%MZ)"
+echo
+echo "| proxy | requests counted | instructions | per request |"
+echo "|---|---:|---:|---:|"
+IFS=, read -ra list <<<"$proxies"
+for proxy in "${list[@]}"; do
+    case "$proxy" in
+    nginx) count nginx $((base + 1)) nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" ;;
+    haproxy) count haproxy $((base + 2)) haproxy -db -f "$work/haproxy.cfg" ;;
+    edgeplane)
+        TOKIO_WORKER_THREADS=1 RUST_LOG=warn count edgeplane $((base + 3)) "$bin" serve \
+            --config-dir "$work/edgeplane" --admin-addr "127.0.0.1:$((base + 4))" \
+            --upstream-max-idle 128
+        ;;
+    *) echo "unknown proxy: $proxy" >&2; exit 2 ;;
+    esac
+done
