@@ -3,7 +3,8 @@
 //! 1,000 and 5,000 routes already in place, while a client keeps sending requests to existing
 //! routes and counts those not answered 2xx. Prints p50/p99 per size as a table.
 //!
-//! `cargo bench --bench propagation` (set `PROPAGATION_SIZES=100,1000` to pick sizes). The
+//! `cargo bench --bench propagation` (set `PROPAGATION_SIZES=100,1000` to pick sizes,
+//! `PROPAGATION_LOG=1` for the replica's log on stderr). The
 //! replica runs as a follower (another identity holds the Lease), so the figures measure watch,
 //! snapshot, translation, table swap and routing, not status writes.
 
@@ -206,6 +207,15 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
+    if std::env::var_os("PROPAGATION_LOG").is_some() {
+        // The replica's log on stderr (`RUST_LOG` filters it; default: debug for edgeplane).
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("edgeplane=debug"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let sizes: Vec<usize> = std::env::var("PROPAGATION_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
