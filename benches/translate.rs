@@ -1,6 +1,7 @@
 //! Full translation (snapshot -> route table + status) of 1,000 and 10,000 HTTPRoutes attached to
 //! one Gateway, each with its own Service and EndpointSlice; and incremental translation of one
-//! changed route, or one changed EndpointSlice, at 1,000, 5,000 and 10,000 routes.
+//! changed route, or one changed EndpointSlice, at 1,000, 5,000 and 10,000 routes; and one
+//! added route at as many routes of one hostname each (the propagation benchmarks' shape).
 
 use std::fmt::Write;
 use std::path::Path;
@@ -140,5 +141,63 @@ fn bench_translate(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_translate, bench_incremental);
+/// Manifests in the propagation benchmarks' shape: one Gateway, `routes` HTTPRoutes with one
+/// hostname each (`base-<i>.example`), all sending to one Service.
+fn own_host_manifests(routes: usize) -> String {
+    let mut y = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: bench}}\n\
+         spec: {{controllerName: {DEFAULT_CONTROLLER_NAME}}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: bench}}\n\
+         spec:\n  gatewayClassName: bench\n  listeners:\n  - {{name: http, port: 8080, protocol: HTTP}}\n\
+         ---\napiVersion: v1\nkind: Service\nmetadata: {{name: echo, namespace: bench}}\n\
+         spec: {{ports: [{{name: http, port: 80, targetPort: 8080}}]}}\n\
+         ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {{name: echo-1, namespace: bench, labels: {{kubernetes.io/service-name: echo}}}}\n\
+         addressType: IPv4\nports: [{{name: http, port: 8080}}]\n\
+         endpoints: [{{addresses: [\"10.0.0.1\"], conditions: {{ready: true}}}}]\n"
+    );
+    for i in 0..routes {
+        let _ = write!(
+            y,
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+             metadata: {{name: r-base-{i}, namespace: bench}}\n\
+             spec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [\"base-{i}.example\"]\n\
+             \x20 rules: [{{backendRefs: [{{name: echo, port: 80}}]}}]\n"
+        );
+    }
+    y
+}
+
+/// One route added and removed per iteration at N routes of their own hostname (what the
+/// propagation benchmarks measure end to end): translations alternate between a snapshot and
+/// the same with one more route, through one long-lived `Incremental`.
+fn bench_added(c: &mut Criterion) {
+    let options = options();
+    let served = ServedCertificates::default();
+    let mut group = c.benchmark_group("added");
+    group.sample_size(20);
+    for routes in [1_000, 5_000, 10_000] {
+        let text = own_host_manifests(routes + 1);
+        let objects = parse_manifests(Path::new("bench.yaml"), &text).expect("manifests parse");
+        let with = Snapshot::from_objects(objects);
+        let mut without = with.clone();
+        // The added route sorts among the others, as a new object does in a provider's store.
+        without.http_routes.remove(routes / 2);
+        let pair = [without, with];
+        let mut memory = Incremental::default();
+        memory.translate(&pair[0], &options, &served);
+        let mut next = 1;
+        group.bench_function(BenchmarkId::from_parameter(routes), |b| {
+            b.iter(|| {
+                let out = memory.translate(&pair[next], &options, &served);
+                assert_eq!(out.table.rule_count(), routes + next);
+                next = 1 - next;
+                out
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_translate, bench_incremental, bench_added);
 criterion_main!(benches);

@@ -13,7 +13,7 @@ use super::model::VirtualHost;
 /// specific first (the spec's precedence for routes with intersecting hostnames), but only against
 /// hosts of the same Gateway listener as the most specific one: that keeps listeners with
 /// different hostnames isolated.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct HostIndex(HostnameMap<Arc<VirtualHost>>);
 
 impl HostIndex {
@@ -27,6 +27,18 @@ impl HostIndex {
             index.insert(Pattern::of(Some(&name)), host);
         }
         Self(index)
+    }
+
+    /// Adds `host`, or replaces the host of the same hostname: the next table patches the
+    /// previous one's index where routes changed instead of indexing every host again.
+    pub fn put(&mut self, host: Arc<VirtualHost>) {
+        let name = host.hostname.clone();
+        self.0.put(Pattern::of(Some(&name)), host);
+    }
+
+    /// Removes the host named `hostname`, if there is one.
+    pub fn remove(&mut self, hostname: &str) -> Option<Arc<VirtualHost>> {
+        self.0.remove(Pattern::of(Some(hostname)))
     }
 
     /// The most specific virtual host for `host` (already normalized).
@@ -61,7 +73,7 @@ impl HostIndex {
 
     /// Number of rules across all hosts.
     pub fn rule_count(&self) -> usize {
-        self.iter().map(|h| h.rules.len()).sum()
+        self.0.values().map(|h| h.rules.len()).sum()
     }
 }
 

@@ -91,6 +91,25 @@ impl<T> HostnameMap<T> {
         }
     }
 
+    /// Sets the value of `pattern`, replacing any it had: a table built from an earlier one
+    /// replaces the hosts that changed.
+    pub fn put(&mut self, pattern: Pattern<'_>, value: T) -> Option<T> {
+        match pattern {
+            Pattern::Any => self.any.replace(value),
+            Pattern::Wildcard(suffix) => self.wildcard.insert(suffix.to_owned(), value),
+            Pattern::Exact(name) => self.exact.insert(name.to_owned(), value),
+        }
+    }
+
+    /// Removes the value of `pattern`, if it has one.
+    pub fn remove(&mut self, pattern: Pattern<'_>) -> Option<T> {
+        match pattern {
+            Pattern::Any => self.any.take(),
+            Pattern::Wildcard(suffix) => self.wildcard.remove(suffix),
+            Pattern::Exact(name) => self.exact.remove(name),
+        }
+    }
+
     /// Every value whose pattern covers `host`, most specific first: the exact name, wildcards
     /// from the longest suffix, then the catch-all. `host` is compared as given (callers
     /// normalize case); a wildcard `host` is matched by wildcards that cover it.
@@ -155,6 +174,28 @@ mod tests {
         assert_eq!(f("*"), Some(0));
         let all: Vec<_> = m.matching("a.foo.example.com").copied().collect();
         assert_eq!(all, vec![3, 2, 1, 0]);
+    }
+
+    #[test]
+    fn put_replaces_and_remove_falls_back() {
+        let mut m = HostnameMap::default();
+        for (i, p) in [None, Some("*.example.com"), Some("a.example.com")]
+            .into_iter()
+            .enumerate()
+        {
+            assert!(m.insert(Pattern::of(p), i));
+        }
+        assert_eq!(m.put(Pattern::of(Some("*.example.com")), 7), Some(1));
+        assert_eq!(m.find("b.example.com"), Some(&7));
+        assert_eq!(m.remove(Pattern::of(Some("a.example.com"))), Some(2));
+        assert_eq!(m.find("a.example.com"), Some(&7));
+        assert_eq!(m.remove(Pattern::of(Some("*.example.com"))), Some(7));
+        assert_eq!(m.find("a.example.com"), Some(&0));
+        assert_eq!(m.put(Pattern::Any, 8), Some(0));
+        assert_eq!(m.remove(Pattern::Any), Some(8));
+        assert_eq!(m.find("example.com"), None);
+        assert_eq!(m.put(Pattern::of(Some("new.example.com")), 9), None);
+        assert_eq!(m.find("new.example.com"), Some(&9));
     }
 
     /// The index and `covers` are two forms of one rule: for every pair they agree.

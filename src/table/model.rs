@@ -118,11 +118,17 @@ impl ListenerTable {
         sources: Vec<String>,
         hosts: impl IntoIterator<Item = impl Into<Arc<VirtualHost>>>,
     ) -> Self {
+        Self::indexed(bind, sources, HostIndex::build(hosts))
+    }
+
+    /// Builds a listener around an index of its virtual hosts (one patched from an earlier
+    /// table's).
+    pub fn indexed(bind: SocketAddr, sources: Vec<String>, hosts: HostIndex) -> Self {
         Self {
             bind,
             port: None,
             sources,
-            hosts: HostIndex::build(hosts),
+            hosts,
             tls: None,
             backend_identity: None,
             l4: None,

@@ -29,8 +29,8 @@ use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 
 use super::backends::{same_outcome, BackendCache, Backends, OwnedRef, Resolved};
-use super::build::HostCache;
 use super::grpcroute::lower;
+use super::hosts::HostCache;
 use super::httproute::Attached;
 use super::kinds_conflict::Losers;
 use super::moved::{touches, Moved, Resolvable};

@@ -18,6 +18,7 @@ mod gateway;
 #[cfg(test)]
 mod grpc_tests;
 mod grpcroute;
+mod hosts;
 mod httproute;
 mod incremental;
 mod kinds_conflict;
