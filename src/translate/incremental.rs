@@ -22,7 +22,6 @@
 //! - each virtual host of the table (rules sorted by precedence, path index), by socket and
 //!   hostname, valid while it serves the same rule `Arc`s for the same listener.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
@@ -54,6 +53,15 @@ pub struct Reuse {
     pub compiled: usize,
     /// Routes whose attachment and status were taken from the previous translation.
     pub reattached: usize,
+}
+
+/// A hash of a route's kind (GRPCRoute or not), namespace and name, to find its previous
+/// entry by.
+fn name_hash(key: (bool, &str, &str)) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// How a cached route compares with the current inputs.
@@ -176,6 +184,7 @@ impl Incremental {
                 .with_overlays(overlays),
             moved,
             previous: std::mem::take(&mut self.routes),
+            shift: 0,
             by_name: None,
             next: (0..routes).map(|_| None).collect(),
             reuse: Reuse::default(),
@@ -199,9 +208,13 @@ pub(super) struct RouteCompiler<'a> {
     moved: Moved,
     /// The previous translation's entries, by position in its snapshot.
     previous: Vec<Option<RouteEntry>>,
-    /// Positions in `previous` by route kind (GRPCRoute or not), namespace and name, made when
-    /// a route is not found at its own position (routes added or removed before it).
-    by_name: Option<HashMap<(bool, String, String), usize>>,
+    /// Offset from a route's position to its previous entry's, learnt from the last route
+    /// found elsewhere: after a route is added or removed, the routes behind it are found at
+    /// once.
+    shift: isize,
+    /// Positions in `previous` by a hash of route kind (GRPCRoute or not), namespace and
+    /// name, sorted by hash; made when a route is not found near its own position.
+    by_name: Option<Vec<(u64, usize)>>,
     /// This translation's entries, by position in its snapshot.
     next: Vec<Option<RouteEntry>>,
     reuse: Reuse,
@@ -229,38 +242,48 @@ impl RouteCompiler<'_> {
         (compiled, attached)
     }
 
-    /// The previous entry of the route at `position`: the one at the same position when it is
-    /// the same route (the usual case: snapshots list objects in a stable order), else the
-    /// one of the same namespace and name wherever it was.
+    /// The previous entry of the route at `position`: the one at the same position, shifted
+    /// by as many routes as were added or removed before it, when it is the same route (the
+    /// usual case: snapshots list objects in a stable order), else the one of the same kind,
+    /// namespace and name wherever it was.
     fn previous(&mut self, position: usize, route: Source<'_>) -> Option<RouteEntry> {
         let ns = namespace_of(route.meta());
         let name = route.meta().name.as_deref().unwrap_or("");
         let grpc = route.is_grpc();
-        let named = |e: &RouteEntry| {
-            e.grpc.is_some() == grpc
-                && e.route.metadata.name.as_deref().unwrap_or("") == name
-                && namespace_of(&e.route.metadata) == ns
+        let named = |e: &Option<RouteEntry>| {
+            e.as_ref().is_some_and(|e| {
+                e.grpc.is_some() == grpc
+                    && e.route.metadata.name.as_deref().unwrap_or("") == name
+                    && namespace_of(&e.route.metadata) == ns
+            })
         };
-        if self
-            .previous
-            .get(position)
-            .is_some_and(|e| e.as_ref().is_some_and(named))
-        {
-            return self.previous[position].take();
+        let guess = position.checked_add_signed(self.shift);
+        if let Some(at) = guess.filter(|&at| self.previous.get(at).is_some_and(named)) {
+            return self.previous[at].take();
         }
         let previous = &self.previous;
         let by_name = self.by_name.get_or_insert_with(|| {
-            let mut index = HashMap::with_capacity(previous.len());
-            for (i, e) in previous.iter().enumerate() {
-                if let Some(e) = e {
-                    let ns = namespace_of(&e.route.metadata).to_owned();
-                    let name = e.route.metadata.name.clone().unwrap_or_default();
-                    index.insert((e.grpc.is_some(), ns, name), i);
-                }
-            }
+            let mut index: Vec<(u64, usize)> = previous
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| {
+                    let e = e.as_ref()?;
+                    let name = e.route.metadata.name.as_deref().unwrap_or("");
+                    let key = (e.grpc.is_some(), namespace_of(&e.route.metadata), name);
+                    Some((name_hash(key), i))
+                })
+                .collect();
+            index.sort_unstable();
             index
         });
-        let at = *by_name.get(&(grpc, ns.to_owned(), name.to_owned()))?;
+        let hash = name_hash((grpc, ns, name));
+        let from = by_name.partition_point(|&(h, _)| h < hash);
+        let at = by_name[from..]
+            .iter()
+            .take_while(|&&(h, _)| h == hash)
+            .map(|&(_, i)| i)
+            .find(|&i| previous.get(i).is_some_and(named))?;
+        self.shift = at as isize - position as isize;
         self.previous.get_mut(at)?.take()
     }
 
