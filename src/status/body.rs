@@ -219,34 +219,41 @@ impl StatusBody {
     }
 
     /// Appends every condition that reports a problem, in the order of the serialized status,
-    /// each named by where it sits: `object`, a listener of it, or a route parent.
-    pub(super) fn problems(&self, object: &str, out: &mut Vec<Problem>) {
+    /// each named by where it sits: `object`, a listener of it, or a route parent. Names are
+    /// made only for the problems found: a report holds thousands of healthy routes.
+    pub(super) fn problems(&self, object: &dyn Fn() -> String, out: &mut Vec<Problem>) {
         match self {
             Self::GatewayClass(s) => push_problems(object, s.conditions.as_deref(), out),
             Self::Gateway(s) => {
                 push_problems(object, s.conditions.as_deref(), out);
                 for l in s.listeners.iter().flatten() {
-                    let scope = format!("{object} listener {}", l.name);
-                    push_problems(&scope, Some(&l.conditions), out);
+                    push_problems(
+                        &within(object, "listener", &l.name),
+                        Some(&l.conditions),
+                        out,
+                    );
                 }
             }
             Self::ListenerSet(s) => {
                 push_problems(object, s.conditions.as_deref(), out);
                 for l in s.listeners.iter().flatten() {
-                    let scope = format!("{object} listener {}", l.name);
-                    push_problems(&scope, Some(&l.conditions), out);
+                    push_problems(
+                        &within(object, "listener", &l.name),
+                        Some(&l.conditions),
+                        out,
+                    );
                 }
             }
             Self::HttpRoute(s) | Self::GrpcRoute(s) => {
                 for p in &s.parents {
-                    let scope = format!("{object} parent {}", p.parent_ref.name);
+                    let scope = within(object, "parent", &p.parent_ref.name);
                     push_problems(&scope, Some(&p.conditions), out);
                 }
             }
             Self::BackendTlsPolicy(BackendTlsPolicyStatus { ancestors })
             | Self::TrafficPolicy(TrafficPolicyStatus { ancestors }) => {
                 for a in ancestors {
-                    let scope = format!("{object} ancestor {}", a.ancestor_ref.name);
+                    let scope = within(object, "ancestor", &a.ancestor_ref.name);
                     push_problems(&scope, Some(&a.conditions), out);
                 }
             }
@@ -345,11 +352,24 @@ fn same_parent(a: &HttpRouteStatusParents, b: &HttpRouteStatusParents) -> bool {
     a.parent_ref == b.parent_ref && a.controller_name == b.controller_name
 }
 
-fn push_problems(scope: &str, conditions: Option<&[Condition]>, out: &mut Vec<Problem>) {
+/// The name of a part of `object`: `<object> <what> <name>`.
+fn within<'a>(
+    object: &'a dyn Fn() -> String,
+    what: &'static str,
+    name: &'a str,
+) -> impl Fn() -> String + 'a {
+    move || format!("{} {what} {name}", object())
+}
+
+fn push_problems(
+    scope: &dyn Fn() -> String,
+    conditions: Option<&[Condition]>,
+    out: &mut Vec<Problem>,
+) {
     for c in conditions.unwrap_or_default() {
         if is_problem(c) {
             out.push(Problem {
-                object: scope.to_owned(),
+                object: scope(),
                 condition: c.type_.clone(),
                 status: c.status.clone(),
                 reason: c.reason.clone(),
@@ -439,8 +459,8 @@ mod tests {
     #[test]
     fn problems_are_named_by_where_they_sit() {
         let mut problems = Vec::new();
-        gateway("False", T0).problems("Gateway ns/gw", &mut problems);
-        route("False", T0).problems("HTTPRoute ns/r", &mut problems);
+        gateway("False", T0).problems(&|| "Gateway ns/gw".into(), &mut problems);
+        route("False", T0).problems(&|| "HTTPRoute ns/r".into(), &mut problems);
         let scopes: Vec<&str> = problems.iter().map(|p| p.object.as_str()).collect();
         assert_eq!(
             scopes,

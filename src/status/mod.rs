@@ -10,7 +10,6 @@ pub mod conditions;
 pub mod diff;
 mod kind;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::ser::SerializeStruct;
@@ -161,7 +160,7 @@ impl StatusReport {
         let mut out = Vec::new();
         for e in &self.entries {
             if let Some(body) = e.status.typed(e.kind) {
-                body.problems(&e.label(), &mut out);
+                body.problems(&|| e.label(), &mut out);
             }
         }
         out
@@ -174,7 +173,7 @@ impl StatusReport {
     /// previous one's when the entry is equal to it, else a new one. Sealing serializes
     /// nothing. Runs on the reconciler's blocking thread.
     pub fn seal(mut self, previous: &SealedReport) -> SealedReport {
-        let index: HashMap<ObjectId<'_>, usize> = previous
+        let index: foldhash::HashMap<ObjectId<'_>, usize> = previous
             .report
             .entries
             .iter()

@@ -186,6 +186,7 @@ impl Incremental {
             previous: std::mem::take(&mut self.routes),
             shift: 0,
             by_name: None,
+            missed: false,
             next: (0..routes).map(|_| None).collect(),
             reuse: Reuse::default(),
         }
@@ -213,8 +214,11 @@ pub(super) struct RouteCompiler<'a> {
     /// once.
     shift: isize,
     /// Positions in `previous` by a hash of route kind (GRPCRoute or not), namespace and
-    /// name, sorted by hash; made when a route is not found near its own position.
+    /// name, sorted by hash; made when a second route is not found at its shifted position.
     by_name: Option<Vec<(u64, usize)>>,
+    /// Whether a route was not found at its shifted position yet: the first such route is
+    /// most likely new (nothing to find), so only a second one pays for `by_name`.
+    missed: bool,
     /// This translation's entries, by position in its snapshot.
     next: Vec<Option<RouteEntry>>,
     reuse: Reuse,
@@ -260,6 +264,20 @@ impl RouteCompiler<'_> {
         let guess = position.checked_add_signed(self.shift);
         if let Some(at) = guess.filter(|&at| self.previous.get(at).is_some_and(named)) {
             return self.previous[at].take();
+        }
+        // A route added (or removed) just before this one: its previous entry is one behind
+        // (or ahead of) the guess.
+        for step in [-1, 1] {
+            let near = position.checked_add_signed(self.shift + step);
+            if let Some(at) = near.filter(|&at| self.previous.get(at).is_some_and(named)) {
+                self.shift += step;
+                return self.previous[at].take();
+            }
+        }
+        if self.by_name.is_none() && !std::mem::replace(&mut self.missed, true) {
+            // Compiling a route anew gives what reusing its entry would, only slower; a
+            // route moved further is found from the second miss on.
+            return None;
         }
         let previous = &self.previous;
         let by_name = self.by_name.get_or_insert_with(|| {

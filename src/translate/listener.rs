@@ -2,7 +2,7 @@
 //! attach to it: hostname intersection, `allowedRoutes.namespaces` (Same, All, label Selector)
 //! and `allowedRoutes.kinds`. Pure.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use super::frontend::ClientAuth;
 use super::protocol::ListenerProtocol;
@@ -130,8 +130,9 @@ pub struct ListenerModel<'a> {
     /// `HostnameConflict` or `ProtocolConflict`.
     pub conflict: Option<&'static str>,
     pub namespaces: NamespacePolicy,
-    /// `(kind, namespace, name)` of every route accepted on this listener.
-    pub attached: HashSet<(&'static str, &'a str, &'a str)>,
+    /// `(kind, namespace, name)` of every route accepted on this listener (hashed fast: one
+    /// insert per route and translation).
+    pub attached: foldhash::HashSet<(&'static str, &'a str, &'a str)>,
     /// The ListenerSet (its index among the translation's ListenerSets, its namespace and
     /// name) that contributed the listener; `None` for the Gateway's own listeners. Routes
     /// reach a listener only through a parentRef to the object that declares it.
@@ -254,7 +255,7 @@ pub(super) fn listener_model(spec: &GatewayListeners, tls: ListenerTls) -> Liste
         client_auth: ClientAuth::Off,
         conflict: None,
         namespaces,
-        attached: HashSet::new(),
+        attached: Default::default(),
         origin: None,
     }
 }

@@ -194,8 +194,10 @@ fn translate_cached(
     let overlays = Arc::new(policies.service_overlays(snapshot));
     let tokens = cache.faces().tokens(&gateways, &labels, options);
     let mut compiler = cache.begin(snapshot, &overlays);
-    let mut compiled = Vec::new();
-    let mut counted = Vec::new();
+    let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
+    let mut compiled = Vec::with_capacity(routes);
+    let mut counted = Vec::with_capacity(routes);
+    report.entries.reserve(routes + snapshot.gateways.len());
     {
         let inputs = reattach::AttachInputs {
             gateways: &gateways,

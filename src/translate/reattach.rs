@@ -84,7 +84,7 @@ pub struct Faces {
 #[derive(Debug)]
 pub struct Tokens<'a> {
     pub gateways: Vec<u64>,
-    pub namespaces: HashMap<&'a str, u64>,
+    pub namespaces: foldhash::HashMap<&'a str, u64>,
 }
 
 impl Faces {
@@ -120,7 +120,8 @@ impl Faces {
             tokens.push(token);
         }
         let mut previous = std::mem::take(&mut self.namespaces);
-        let mut namespaces = HashMap::with_capacity(labels.len());
+        let mut namespaces = foldhash::HashMap::default();
+        namespaces.reserve(labels.len());
         for (&ns, l) in labels {
             let (l, token) = match previous.remove_entry(ns) {
                 Some((key, (old, t))) if old == *l => (key, (old, t)),
