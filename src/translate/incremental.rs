@@ -33,6 +33,7 @@ use super::hosts::HostCache;
 use super::httproute::Attached;
 use super::kinds_conflict::Losers;
 use super::moved::{touches, Moved, Resolvable};
+use super::order::RouteOrder;
 use super::policy::{RouteMemo, ServiceOverlays};
 use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
@@ -90,6 +91,8 @@ pub struct Incremental {
     losers: Losers,
     /// Routes copied with TrafficPolicy settings last time.
     policy_routes: RouteMemo,
+    /// The routes in report order.
+    order: RouteOrder,
     last: Reuse,
 }
 
@@ -156,6 +159,11 @@ impl Incremental {
     /// The routes the last translation copied with TrafficPolicy settings.
     pub(super) fn policy_routes(&mut self) -> &mut RouteMemo {
         &mut self.policy_routes
+    }
+
+    /// The routes of the last translation in report order, for this one to update.
+    pub(super) fn order(&mut self) -> &mut RouteOrder {
+        &mut self.order
     }
 
     /// The virtual hosts of the last table, for the next one to reuse.

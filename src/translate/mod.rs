@@ -29,6 +29,7 @@ mod listenerset;
 #[cfg(test)]
 mod listenerset_tests;
 mod moved;
+mod order;
 mod parameters;
 mod policy;
 mod ports;
@@ -197,6 +198,8 @@ fn translate_cached(
     let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
     let mut compiled = Vec::with_capacity(routes);
     let mut counted = Vec::with_capacity(routes);
+    // The position of each of `counted` among the snapshot's routes.
+    let mut positions = Vec::with_capacity(routes);
     report.entries.reserve(routes + snapshot.gateways.len());
     {
         let inputs = reattach::AttachInputs {
@@ -254,14 +257,22 @@ fn translate_cached(
                 created,
                 attached: attached.clone(),
             });
+            positions.push(position);
             compiled.push((attached, c));
         }
     }
     let losers = kinds_conflict::resolve(&mut counted, &mut compiled, options, cache.losers());
     *cache.losers_mut() = losers;
-    for route in &counted {
-        let attached = &route.attached;
-        if let Some(status) = &attached.status {
+    let mut at = vec![None; routes];
+    for (i, &p) in positions.iter().enumerate() {
+        at[p] = Some(i);
+    }
+    // In report order, so that sorting the report finds the routes sorted already.
+    for &p in cache.order().of(snapshot) {
+        let Some(route) = at.get(p).copied().flatten().map(|i| &counted[i]) else {
+            continue;
+        };
+        if let Some(status) = &route.attached.status {
             let (kind, body) = if route.kind == grpcroute::GRPC_ROUTE {
                 (ObjectKind::GrpcRoute, StatusBody::GrpcRoute(status.clone()))
             } else {
@@ -275,7 +286,9 @@ fn translate_cached(
                 body,
             ));
         }
-        for &(gi, li) in &attached.counted {
+    }
+    for route in &counted {
+        for &(gi, li) in &route.attached.counted {
             let key = (route.kind, route.namespace, route.name);
             gateways[gi].listeners[li].attached.insert(key);
         }
