@@ -19,8 +19,8 @@
 //!   attachment (`reattach`);
 //! - each route copied with TrafficPolicy settings, valid while it is copied from the same
 //!   compiled route with the same settings;
-//! - each virtual host of the table (rules sorted by precedence, path index), by socket and
-//!   hostname, valid while it serves the same rule `Arc`s for the same listener.
+//! - each socket's virtual hosts and host index, patched where routes changed (`hosts`);
+//! - the routes in report order, placed again only where routes changed (`order`).
 
 use std::sync::Arc;
 
