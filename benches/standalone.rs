@@ -4,8 +4,10 @@
 //!
 //! - memory: resident set (`VmRSS`) after the first load, in KiB per route;
 //! - propagation: a new route file written -> the first 200 from its backend (p50/p99);
-//! - churn: K successive single-route edits (each waited for until live), then RSS again and
-//!   its ratio to the first load, and the mean rebuild time from `/metrics`;
+//! - churn: K successive single-route edits (each waited for until live; they cycle over 50
+//!   routes, each edit giving its route a second rule, so the configuration's size is the
+//!   same after the first 50 edits as after the last), then RSS again and its ratio to the
+//!   first load, and the mean rebuild time from `/metrics`;
 //! - availability: a client on existing routes counting non-2xx answers during all changes.
 //!
 //! `cargo bench --bench standalone`. Environment: `STANDALONE_SIZES=100,1000` (sizes),
@@ -27,6 +29,9 @@ use std::time::{Duration, Instant};
 
 use server::{infrastructure, route, until_served, write, Server};
 use support::client::h1_client;
+
+/// How many routes the churn edits, in turn.
+const EDITED: usize = 50;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -147,12 +152,15 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // K single-route edits, spread over the existing routes, each waited for until live.
+    // K single-route edits, each waited for until live. An edit gives its route a second
+    // rule; the edits cycle over EDITED routes, so that after the first EDITED changes the
+    // configuration keeps its size and RSS growth shows what changes leave behind, not the
+    // rules they add.
     let churn_started = Instant::now();
     let mut done = 0;
     let mut rss_50 = None;
     while done < changes && churn_started.elapsed() < change_limit {
-        let i = (done * 7919) % routes;
+        let i = ((done % EDITED) * 7919) % routes;
         let name = format!("base-{i}");
         let path = format!("v{done}");
         write(
