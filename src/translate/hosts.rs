@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::gateway::GatewayModel;
 use super::httproute::Attached;
+use super::order::changed_middle;
 use super::rules::CompiledRoute;
 use crate::table::hostname::HostnameMap;
 use crate::table::{HostIndex, RequestPolicy, RouteRule, VirtualHost};
@@ -110,7 +111,9 @@ impl HostCache {
                 .all(|(addr, layout)| self.sockets.get(addr).is_some_and(|s| s.layout == *layout));
         let mut touched: BTreeSet<(SocketAddr, String)> = BTreeSet::new();
         let (start, old_end, new_end) = if same_layouts {
-            changed_range(&self.routes, routes)
+            changed_middle(&self.routes, routes, |p, (a, c)| {
+                Arc::ptr_eq(&p.attached, a) && Arc::ptr_eq(&p.compiled, c)
+            })
         } else {
             touched.extend(self.relayout(layouts));
             (0, 0, routes.len())
@@ -283,24 +286,4 @@ fn route_order(route: &CompiledRoute) -> (bool, &str, &str) {
         Some(r) => (grpc, r.route.namespace.as_str(), r.route.name.as_str()),
         None => (grpc, "", ""),
     }
-}
-
-/// The positions that changed between the routes placed last time and `now`, compared by
-/// `Arc`: `(start, old_end, new_end)`, so that `old[start..old_end]` were replaced by
-/// `now[start..new_end]`. A single added, removed or changed route gives a range of one.
-fn changed_range(
-    old: &[Placed],
-    now: &[(Arc<Attached>, Arc<CompiledRoute>)],
-) -> (usize, usize, usize) {
-    let same = |p: &Placed, (a, c): &(Arc<Attached>, Arc<CompiledRoute>)| {
-        Arc::ptr_eq(&p.attached, a) && Arc::ptr_eq(&p.compiled, c)
-    };
-    let start = old.iter().zip(now).take_while(|(p, n)| same(p, n)).count();
-    let tail = old[start..]
-        .iter()
-        .rev()
-        .zip(now[start..].iter().rev())
-        .take_while(|(p, n)| same(p, n))
-        .count();
-    (start, old.len() - tail, now.len() - tail)
 }

@@ -59,10 +59,8 @@ pub struct Reuse {
 /// A hash of a route's kind (GRPCRoute or not), namespace and name, to find its previous
 /// entry by.
 fn name_hash(key: (bool, &str, &str)) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut hasher);
-    hasher.finish()
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(key)
 }
 
 /// How a cached route compares with the current inputs.
