@@ -138,6 +138,14 @@ pub enum ProxyError {
         #[source]
         source: hyper::Error,
     },
+    /// The endpoint accepted the connection but the HTTP/1.1 exchange on a pooled connection
+    /// failed.
+    #[error("upstream {addr}: {source}")]
+    UpstreamH1 {
+        addr: SocketAddr,
+        #[source]
+        source: super::h1::H1Error,
+    },
     /// The client's request body sent nothing for the body idle timeout before the response
     /// head; the upstream exchange was aborted.
     #[error("request body idle for {0:?}")]
@@ -180,6 +188,7 @@ impl ProxyError {
     pub fn blame_client_body(self) -> Self {
         let client = match &self {
             Self::UpstreamHttp { source, .. } => client_body_in(source),
+            Self::UpstreamH1 { source, .. } => client_body_in(source),
             _ => None,
         };
         match client {
@@ -210,6 +219,7 @@ impl ProxyError {
             Self::NoEndpoints { .. } | Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::ConnectIo { .. }
             | Self::UpstreamHttp { .. }
+            | Self::UpstreamH1 { .. }
             | Self::UpstreamTls { .. }
             | Self::BackendTlsUnusable { .. } => StatusCode::BAD_GATEWAY,
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,

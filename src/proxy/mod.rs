@@ -7,7 +7,8 @@
 //! without a backend), `forward` (the upstream exchange and its retries), `retry` (retry
 //! budgets, kept bodies, backoff), `session` (session persistence tokens), `balance` (endpoint
 //! choice, outlier detection, circuit breaking), `body` (request body idle timer, in-flight
-//! tracking), `upstream` (pooled clients), `tls` (TLS termination, certificates by SNI),
+//! tracking), `upstream` (pooled clients), `pool` and `h1` (pooled HTTP/1.1 connections and
+//! their codec), `tls` (TLS termination, certificates by SNI),
 //! `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and
 //! forwarded headers), `trusted` (the trusted proxies), `error` (the status mapping), `l4` (TLS
 //! passthrough and terminate, TCP and UDP forwarding), `policy` (TrafficPolicy checks),
@@ -21,6 +22,7 @@ mod detect;
 mod error;
 mod forward;
 mod gate;
+mod h1;
 mod headers;
 mod l4;
 mod listener;

@@ -1,14 +1,15 @@
 //! The HTTP/1.1 upstream pool. A pooled connection has no task of its own: the request that
-//! checks it out drives it (while waiting for the response head, then from the response body's
-//! `poll_frame`), so a proxied request never hops to a connection task and back through a
-//! channel. When the response body ends and the connection is idle again, the body hands it
-//! back; a connection whose body is dropped early, or whose peer closed, is closed instead.
-//! Idle connections are capped per endpoint and expire after the pool idle timeout. Requests
-//! that upgrade (WebSocket) get a connection of their own, driven by a task, since the tunnel
-//! outlives the response.
+//! checks it out makes its exchange with the `h1` codec (writing the request and reading the
+//! response head in the request's task, then the body from the response body's `poll_frame`),
+//! so a proxied request never hops to a connection task and back through a channel. When the
+//! response body ends and the connection can take another request, the body hands it back; a
+//! connection whose body is dropped early, or whose peer closed, is closed instead. Idle
+//! connections are capped per endpoint, checked for a close by the peer at checkout, and expire
+//! after the pool idle timeout. Requests that upgrade (WebSocket) get a connection of their
+//! own, with hyper's client driven by a task, since the tunnel outlives the response.
 
 use std::collections::HashMap;
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -24,37 +25,12 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::balance::{ConnGuard, Endpoints};
+use super::balance::Endpoints;
 use super::error::ProxyError;
+use super::h1::{Connection, Exchange};
 use super::upstream::{SendError, UpstreamBody};
 use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
-
-type Connection = http1::Connection<TokioIo<UpstreamIo>, UpstreamBody>;
-
-/// A connection and its request handle, driven by whoever holds it.
-struct Conn {
-    sender: http1::SendRequest<UpstreamBody>,
-    conn: Connection,
-    /// Counts the connection on its endpoint (circuit breaking) while it lives.
-    counted: ConnGuard,
-}
-
-impl Conn {
-    /// Polls the connection once: false when it has ended (peer closed, error).
-    #[must_use = "an ended connection cannot be reused"]
-    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
-        Pin::new(&mut self.conn).poll(cx).is_pending()
-    }
-
-    /// True when the connection is alive and can take the next request now.
-    fn reusable(&mut self, cx: &mut Context<'_>) -> bool {
-        self.drive(cx) && self.sender.is_ready() && !self.sender.is_closed()
-    }
-}
-
-/// A connection as the pool and response bodies hold it: boxed, since hyper's connection
-/// state is large and moves from the pool to the request and on into the response body.
-type Pooled = Box<Conn>;
+use super::BoxError;
 
 /// Where a pooled connection goes: the endpoint, and the TLS identity it was made with
 /// ([`UpstreamTls::pool_key`], 0 for plain TCP).
@@ -62,7 +38,7 @@ type PoolKey = (SocketAddr, u64);
 
 /// Idle connections by endpoint and TLS identity, each with when it became idle, oldest first
 /// (connections are pushed as they become idle, so the list is sorted by that time).
-type IdleConns = HashMap<PoolKey, Vec<(Pooled, Instant)>>;
+type IdleConns = HashMap<PoolKey, Vec<(Connection, Instant)>>;
 
 /// The pool: idle connections by endpoint, shared by every request and table.
 #[derive(Clone)]
@@ -102,67 +78,40 @@ impl Http1Pool {
         &self,
         endpoint: SocketAddr,
         tls: Option<&UpstreamTls>,
-        mut req: Request<UpstreamBody>,
+        req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, SendError> {
         if req.headers().contains_key(http::header::UPGRADE) {
             return Box::pin(self.send_upgrade(endpoint, tls, req)).await;
         }
         let key = (endpoint, UpstreamTls::pool_key(tls));
-        loop {
-            let reused = self.checkout(key).await;
-            let fresh = reused.is_none();
-            let mut conn = match reused {
-                Some(c) => c,
-                // Boxed: opening a connection is the rare path, and its state would otherwise
-                // make every request's future larger.
-                None => match Box::pin(self.connect(endpoint, tls)).await {
-                    Ok(c) => c,
-                    Err(error) => return Err(SendError::unsent(error, req)),
-                },
-            };
-            let sent = conn.sender.try_send_request(req);
-            tokio::pin!(sent);
-            let head = poll_fn(|cx| {
-                if let Poll::Ready(r) = sent.as_mut().poll(cx) {
-                    return Poll::Ready(r);
-                }
-                // The connection writes the request and reads the response only when polled.
-                // If the connection ended, the request future resolves with the reason.
-                let _ = conn.drive(cx);
-                sent.as_mut().poll(cx)
-            })
-            .await;
-            match head {
-                Ok(resp) => {
-                    let (parts, inner) = resp.into_parts();
-                    let mut body = ResponseBody {
-                        inner,
-                        driver: Some(Driver {
-                            conn,
-                            key,
-                            pool: self.clone(),
-                        }),
-                    };
-                    if body.inner.is_end_stream() {
-                        body.release();
-                    }
-                    return Ok(Response::from_parts(parts, body));
-                }
-                Err(mut e) => match e.take_message() {
-                    // The request never left: a reused connection the peer had closed. Try
-                    // again on another one.
-                    Some(unsent) if !fresh => req = unsent,
-                    // Not sent on a new connection either: the caller may send it elsewhere.
-                    Some(unsent) => {
-                        return Err(SendError::unsent(
-                            upstream_error(endpoint)(e.into_error()),
-                            unsent,
-                        ))
-                    }
-                    None => return Err(upstream_error(endpoint)(e.into_error()).into()),
-                },
-            }
-        }
+        let conn = match self.checkout(key) {
+            Some(c) => c,
+            // Boxed: opening a connection is the rare path, and its state would otherwise make
+            // every request's future larger.
+            None => match Box::pin(self.connect(endpoint, tls)).await {
+                Ok(io) => Connection::new(io, self.endpoints.connection(endpoint)),
+                Err(error) => return Err(SendError::unsent(error, req)),
+            },
+        };
+        let mut exchange = Exchange::start(conn, req);
+        let head = poll_fn(|cx| exchange.poll_head(cx))
+            .await
+            .map_err(|source| ProxyError::UpstreamH1 {
+                addr: endpoint,
+                source,
+            })?;
+        let mut resp = Response::new(ResponseBody {
+            kind: Kind::Pooled {
+                exchange,
+                pool: self.clone(),
+                key,
+            },
+        });
+        *resp.status_mut() = head.status;
+        *resp.version_mut() = head.version;
+        *resp.headers_mut() = head.headers;
+        resp.body_mut().release_if_ended();
+        Ok(resp)
     }
 
     /// An upgrade gets a connection of its own, driven by a task: the tunnel outlives the
@@ -173,14 +122,15 @@ impl Http1Pool {
         tls: Option<&UpstreamTls>,
         req: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, SendError> {
-        let Conn {
-            mut sender,
-            conn,
-            counted,
-        } = match self.connect(endpoint, tls).await {
-            Ok(c) => *c,
+        let io = match self.connect(endpoint, tls).await {
+            Ok(io) => io,
             Err(error) => return Err(SendError::unsent(error, req)),
         };
+        let counted = self.endpoints.connection(endpoint);
+        let (mut sender, conn) = http1::Builder::new()
+            .handshake(TokioIo::new(io))
+            .await
+            .map_err(upstream_error(endpoint))?;
         tokio::spawn(async move {
             let _counted = counted;
             conn.with_upgrades().await
@@ -192,8 +142,8 @@ impl Http1Pool {
         Ok(resp.map(ResponseBody::plain))
     }
 
-    /// The newest idle connection for `key` that is still alive.
-    async fn checkout(&self, key: PoolKey) -> Option<Pooled> {
+    /// The newest idle connection for `key` that is still open.
+    fn checkout(&self, key: PoolKey) -> Option<Connection> {
         loop {
             let (mut conn, since) = {
                 let mut idle = self.idle.lock().ok()?;
@@ -204,42 +154,30 @@ impl Http1Pool {
                 }
                 entry
             };
-            if since.elapsed() >= self.idle_timeout {
-                continue;
-            }
-            if poll_fn(|cx| Poll::Ready(conn.reusable(cx))).await {
+            if since.elapsed() < self.idle_timeout && conn.is_open() {
                 return Some(conn);
             }
         }
     }
 
+    /// A new connection to `endpoint`, over TLS when `tls` says so.
     async fn connect(
         &self,
         endpoint: SocketAddr,
         tls: Option<&UpstreamTls>,
-    ) -> Result<Pooled, ProxyError> {
+    ) -> Result<UpstreamIo, ProxyError> {
         let stream = connect_tcp(endpoint, self.connect_timeout).await?;
-        let io = match tls {
-            None => UpstreamIo::Plain(stream),
+        match tls {
+            None => Ok(UpstreamIo::Plain(stream)),
             Some(tls) => {
-                connect_tls(stream, endpoint, tls, b"http/1.1", self.connect_timeout).await?
+                connect_tls(stream, endpoint, tls, b"http/1.1", self.connect_timeout).await
             }
-        };
-        let (sender, conn) = http1::Builder::new()
-            .handshake(TokioIo::new(io))
-            .await
-            .map_err(upstream_error(endpoint))?;
-        let counted = self.endpoints.connection(endpoint);
-        Ok(Box::new(Conn {
-            sender,
-            conn,
-            counted,
-        }))
+        }
     }
 
     /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones
     /// (a prefix of the list, which is oldest first: one clock reading, not one per entry).
-    fn put_back(&self, key: PoolKey, conn: Pooled) {
+    fn put_back(&self, key: PoolKey, conn: Connection) {
         let Ok(mut idle) = self.idle.lock() else {
             return;
         };
@@ -317,36 +255,48 @@ fn upstream_error(endpoint: SocketAddr) -> impl FnOnce(hyper::Error) -> ProxyErr
     }
 }
 
-/// What a response body needs to drive its connection and give it back.
-struct Driver {
-    conn: Pooled,
-    key: PoolKey,
-    pool: Http1Pool,
+/// The body of an upstream response.
+pub struct ResponseBody {
+    kind: Kind,
 }
 
-/// The body of an upstream response: for a pooled HTTP/1.1 connection it drives the
-/// connection and gives it back at its end; otherwise (h2c, upgrades) a task drives it.
-pub struct ResponseBody {
-    inner: Incoming,
-    driver: Option<Driver>,
+// The large variant is the common one: boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
+enum Kind {
+    /// Read by its own polls from a pooled connection, which goes back to the pool (`key`)
+    /// when the exchange has ended and the connection can be reused.
+    Pooled {
+        exchange: Exchange,
+        pool: Http1Pool,
+        key: PoolKey,
+    },
+    /// Read from a connection a task drives (h2c, upgrades).
+    Task(Incoming),
+    /// Ended, its connection given back or closed.
+    Ended,
 }
 
 impl ResponseBody {
     /// A body whose connection a task drives.
     pub fn plain(inner: Incoming) -> Self {
         Self {
-            inner,
-            driver: None,
+            kind: Kind::Task(inner),
         }
     }
 
-    /// Hands the connection back if it can take another request.
-    fn release(&mut self) {
-        if let Some(mut d) = self.driver.take() {
-            let waker = futures_util::task::noop_waker();
-            let mut cx = Context::from_waker(&waker);
-            if d.conn.reusable(&mut cx) {
-                d.pool.put_back(d.key, d.conn);
+    /// Gives the connection back once the whole body has been read.
+    fn release_if_ended(&mut self) {
+        if !matches!(&self.kind, Kind::Pooled { exchange, .. } if exchange.is_end_stream()) {
+            return;
+        }
+        if let Kind::Pooled {
+            exchange,
+            pool,
+            key,
+        } = std::mem::replace(&mut self.kind, Kind::Ended)
+        {
+            if let Some(conn) = exchange.finish() {
+                pool.put_back(key, conn);
             }
         }
     }
@@ -354,32 +304,51 @@ impl ResponseBody {
 
 impl Body for ResponseBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        if let Some(d) = &mut this.driver {
-            if !d.conn.drive(cx) {
-                // Ended: whatever the body still holds is all there is.
-                this.driver = None;
-            }
+        match &mut this.kind {
+            Kind::Pooled { exchange, .. } => match exchange.poll_data(cx) {
+                Poll::Ready(Some(Ok(data))) => {
+                    this.release_if_ended();
+                    Poll::Ready(Some(Ok(Frame::data(data))))
+                }
+                Poll::Ready(None) => {
+                    this.release_if_ended();
+                    Poll::Ready(None)
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    // The connection is closed with the exchange.
+                    this.kind = Kind::Ended;
+                    Poll::Ready(Some(Err(e.into())))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            Kind::Task(inner) => Pin::new(inner).poll_frame(cx).map_err(Into::into),
+            Kind::Ended => Poll::Ready(None),
         }
-        let frame = Pin::new(&mut this.inner).poll_frame(cx);
-        if matches!(frame, Poll::Ready(None)) || this.inner.is_end_stream() {
-            this.release();
-        }
-        frame
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.kind {
+            Kind::Pooled { exchange, .. } => exchange.is_end_stream(),
+            Kind::Task(inner) => inner.is_end_stream(),
+            Kind::Ended => true,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.kind {
+            Kind::Pooled { exchange, .. } => exchange
+                .remaining()
+                .map_or_else(SizeHint::default, SizeHint::with_exact),
+            Kind::Task(inner) => inner.size_hint(),
+            Kind::Ended => SizeHint::with_exact(0),
+        }
     }
 }
 

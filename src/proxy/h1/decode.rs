@@ -1,0 +1,440 @@
+//! Reading an HTTP/1.1 response: the head parsed straight into the `http` types (header values
+//! share the bytes read, nothing is copied), and the body's framing (RFC 9112 6.3): a length, chunks,
+//! or until the connection closes.
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Version};
+
+use super::H1Error;
+
+/// Most header lines a response head may have.
+const MAX_HEADERS: usize = 100;
+
+/// Largest response head accepted, in bytes.
+pub(super) const MAX_HEAD: usize = 64 * 1024;
+
+/// Longest chunk-size line (with extensions) accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+
+/// A parsed response head and how its body is framed.
+pub(super) struct Head {
+    pub status: StatusCode,
+    pub version: Version,
+    pub headers: HeaderMap,
+    pub framing: Framing,
+    /// The backend keeps the connection open after this response.
+    pub keep_alive: bool,
+}
+
+/// Parses a response head from the front of `buf`, taking its bytes out of `buf`. `None` while
+/// the head is incomplete. Informational (1xx) responses come back as heads too: the caller
+/// skips them.
+pub(super) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<Head>, H1Error> {
+    // Where each name and value lies in the head, so the head can be frozen and shared by
+    // the values once parsing is done.
+    let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
+    let (len, code, minor, count) = {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        let len = match resp.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+                return Err(H1Error::HeadTooLarge)
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(e) => return Err(H1Error::Head(e)),
+        };
+        let base = buf.as_ptr() as usize;
+        let offset = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
+        let mut count = 0;
+        for (span, h) in spans.iter_mut().zip(resp.headers.iter()) {
+            *span = (
+                offset(h.name.as_bytes()),
+                h.name.len() as u32,
+                offset(h.value),
+                h.value.len() as u32,
+            );
+            count += 1;
+        }
+        (
+            len,
+            resp.code.unwrap_or_default(),
+            resp.version.unwrap_or(1),
+            count,
+        )
+    };
+    let head = buf.split_to(len).freeze();
+    let status = StatusCode::from_u16(code).map_err(|_| H1Error::Status(code))?;
+    let mut headers = HeaderMap::with_capacity(count);
+    for &(name, name_len, value, value_len) in &spans[..count] {
+        let (name, value) = (name as usize, value as usize);
+        let name = HeaderName::from_bytes(&head[name..name + name_len as usize])
+            .map_err(|_| H1Error::Header)?;
+        let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len as usize))
+            .map_err(|_| H1Error::Header)?;
+        headers.append(name, value);
+    }
+    let version = if minor == 0 {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    let (framing, close_delimited) = framing(request, status, &headers)?;
+    let keep_alive = version == Version::HTTP_11 && !close_delimited && !asks_close(&headers);
+    Ok(Some(Head {
+        status,
+        version,
+        headers,
+        framing,
+        keep_alive,
+    }))
+}
+
+/// How the body of a response to `request` with `status` and `headers` ends (RFC 9112 6.3), and
+/// whether only the connection's close ends it.
+fn framing(
+    request: &Method,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Result<(Framing, bool), H1Error> {
+    if *request == Method::HEAD
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok((Framing::Done, false));
+    }
+    if let Some(coding) = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .next_back()
+    {
+        let last = coding
+            .as_bytes()
+            .rsplit(|b| *b == b',')
+            .next()
+            .unwrap_or(b"");
+        return Ok(if last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+            (Framing::Chunked(Chunk::Size), false)
+        } else {
+            (Framing::Close, true)
+        });
+    }
+    let mut length = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        for item in value.as_bytes().split(|b| *b == b',') {
+            let n = std::str::from_utf8(item.trim_ascii())
+                .ok()
+                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or(H1Error::ContentLength)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(H1Error::ContentLength);
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        Some(0) => (Framing::Done, false),
+        Some(n) => (Framing::Length(n), false),
+        None => (Framing::Close, true),
+    })
+}
+
+/// True when `Connection` lists `close`.
+fn asks_close(headers: &HeaderMap) -> bool {
+    headers.get_all(header::CONNECTION).iter().any(|v| {
+        v.as_bytes()
+            .split(|b| *b == b',')
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+    })
+}
+
+/// Where the reading of a response body stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    /// This many bytes are still to come.
+    Length(u64),
+    /// Chunked transfer coding, at this point of a chunk.
+    Chunked(Chunk),
+    /// The body ends when the connection closes.
+    Close,
+    /// The body has ended.
+    Done,
+}
+
+/// The position within chunked coding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk's data, this many bytes left.
+    Data(u64),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty one (trailers are dropped).
+    Trailers,
+}
+
+/// What the decoder needs next.
+pub(super) enum Step {
+    /// A piece of the body.
+    Data(Bytes),
+    /// More bytes from the connection.
+    Read,
+    /// The body has ended.
+    End,
+}
+
+impl Framing {
+    /// The next step of decoding the body from `buf`; `eof` says the connection has closed and
+    /// nothing more will arrive.
+    pub(super) fn step(&mut self, buf: &mut BytesMut, eof: bool) -> Result<Step, H1Error> {
+        loop {
+            match self {
+                Self::Done => return Ok(Step::End),
+                Self::Length(left) | Self::Chunked(Chunk::Data(left)) => {
+                    if buf.is_empty() {
+                        return if eof {
+                            Err(H1Error::IncompleteBody)
+                        } else {
+                            Ok(Step::Read)
+                        };
+                    }
+                    let take = (*left).min(buf.len() as u64) as usize;
+                    *left -= take as u64;
+                    if *left == 0 {
+                        *self = match self {
+                            Self::Length(_) => Self::Done,
+                            _ => Self::Chunked(Chunk::DataEnd),
+                        };
+                    }
+                    return Ok(Step::Data(buf.split_to(take).freeze()));
+                }
+                Self::Close => {
+                    if !buf.is_empty() {
+                        return Ok(Step::Data(buf.split().freeze()));
+                    }
+                    if eof {
+                        *self = Self::Done;
+                        return Ok(Step::End);
+                    }
+                    return Ok(Step::Read);
+                }
+                Self::Chunked(chunk) => {
+                    let Some(line) = take_line(buf)? else {
+                        return if eof {
+                            Err(H1Error::IncompleteBody)
+                        } else {
+                            Ok(Step::Read)
+                        };
+                    };
+                    *self = match chunk {
+                        Chunk::Size => match chunk_size(&line)? {
+                            0 => Self::Chunked(Chunk::Trailers),
+                            n => Self::Chunked(Chunk::Data(n)),
+                        },
+                        Chunk::DataEnd if line.is_empty() => Self::Chunked(Chunk::Size),
+                        Chunk::DataEnd => return Err(H1Error::Chunk),
+                        Chunk::Trailers if line.is_empty() => Self::Done,
+                        Chunk::Trailers => Self::Chunked(Chunk::Trailers),
+                        Chunk::Data(_) => return Err(H1Error::Chunk),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Bytes still expected, when known.
+    pub(super) fn remaining(&self) -> Option<u64> {
+        match self {
+            Self::Length(n) => Some(*n),
+            Self::Done => Some(0),
+            _ => None,
+        }
+    }
+}
+
+/// Takes one line (without its CRLF or bare LF) from the front of `buf`; `None` while it is
+/// incomplete.
+fn take_line(buf: &mut BytesMut) -> Result<Option<BytesMut>, H1Error> {
+    match buf.iter().position(|b| *b == b'\n') {
+        Some(end) => {
+            let mut line = buf.split_to(end + 1);
+            line.truncate(end);
+            if line.last() == Some(&b'\r') {
+                line.truncate(end - 1);
+            }
+            Ok(Some(line))
+        }
+        None if buf.len() > MAX_CHUNK_LINE => Err(H1Error::Chunk),
+        None => Ok(None),
+    }
+}
+
+/// The size of a chunk-size line, extensions ignored.
+fn chunk_size(line: &[u8]) -> Result<u64, H1Error> {
+    let digits = line
+        .split(|b| *b == b';')
+        .next()
+        .unwrap_or(b"")
+        .trim_ascii();
+    if digits.is_empty() || digits.len() > 15 {
+        return Err(H1Error::Chunk);
+    }
+    digits.iter().try_fold(0u64, |n, b| {
+        let d = (*b as char).to_digit(16).ok_or(H1Error::Chunk)?;
+        Ok(n << 4 | u64::from(d))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &str, method: &Method) -> Result<Option<Head>, H1Error> {
+        parse_head(&mut BytesMut::from(text), method)
+    }
+
+    /// Decodes all of `wire` as a body with `framing`, fed `step` bytes at a time.
+    fn body(mut framing: Framing, wire: &[u8], step: usize) -> Result<Vec<u8>, H1Error> {
+        let mut buf = BytesMut::new();
+        let mut fed = 0;
+        let mut out = Vec::new();
+        loop {
+            match framing.step(&mut buf, fed == wire.len())? {
+                Step::Data(d) => out.extend_from_slice(&d),
+                Step::End => return Ok(out),
+                Step::Read => {
+                    let end = (fed + step).min(wire.len());
+                    buf.extend_from_slice(&wire[fed..end]);
+                    fed = end;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_head_with_a_length_keeps_the_connection() {
+        let h = head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\nx-a: 2\r\n\r\nok",
+            &Method::GET,
+        )
+        .expect("parses")
+        .expect("complete");
+        assert_eq!(h.status, 200);
+        assert_eq!(h.framing, Framing::Length(2));
+        assert!(h.keep_alive);
+        let values: Vec<_> = h.headers.get_all("x-a").iter().collect();
+        assert_eq!(values, ["1", "2"]);
+    }
+
+    #[test]
+    fn incomplete_heads_wait_and_oversized_ones_fail() {
+        assert!(head("HTTP/1.1 200 OK\r\nA: b\r\n", &Method::GET)
+            .expect("partial is fine")
+            .is_none());
+        let big = format!("HTTP/1.1 200 OK\r\nA: {}", "x".repeat(MAX_HEAD + 1));
+        assert!(matches!(
+            head(&big, &Method::GET),
+            Err(H1Error::HeadTooLarge)
+        ));
+        assert!(matches!(
+            head("HTTP/1.1 2x0 OK\r\n\r\n", &Method::GET),
+            Err(H1Error::Head(_))
+        ));
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let framing = |text: &str, method: &Method| {
+            head(text, method)
+                .map(|h| h.map(|h| (h.framing, h.keep_alive)))
+                .map_err(|e| e.to_string())
+        };
+        let get = &Method::GET;
+        assert_eq!(
+            framing(
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+                &Method::HEAD
+            ),
+            Ok(Some((Framing::Done, true)))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 204 No Content\r\n\r\n", get),
+            Ok(Some((Framing::Done, true)))
+        );
+        assert_eq!(
+            framing(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 3\r\n\r\n",
+                get
+            ),
+            Ok(Some((Framing::Chunked(Chunk::Size), true)))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", get),
+            Ok(Some((Framing::Close, false)))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\n\r\n", get),
+            Ok(Some((Framing::Close, false)))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nContent-Length: 4, 4\r\n\r\n", get),
+            Ok(Some((Framing::Length(4), true)))
+        );
+        assert!(framing("HTTP/1.1 200 OK\r\nContent-Length: 4, 5\r\n\r\n", get).is_err());
+        assert!(framing("HTTP/1.1 200 OK\r\nContent-Length: +4\r\n\r\n", get).is_err());
+        assert_eq!(
+            framing(
+                "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\n",
+                get
+            ),
+            Ok(Some((Framing::Length(1), false)))
+        );
+        assert_eq!(
+            framing("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", get),
+            Ok(Some((Framing::Length(1), false)))
+        );
+    }
+
+    #[test]
+    fn bodies_decode_whatever_the_read_sizes() {
+        let chunked = b"5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nTrailer: x\r\n\r\n";
+        for step in [1, 2, 7, 1000] {
+            assert_eq!(
+                body(Framing::Chunked(Chunk::Size), chunked, step).expect("chunked"),
+                b"hello world"
+            );
+            assert_eq!(
+                body(Framing::Length(5), b"hello", step).expect("length"),
+                b"hello"
+            );
+            assert_eq!(
+                body(Framing::Close, b"until close", step).expect("close"),
+                b"until close"
+            );
+        }
+    }
+
+    #[test]
+    fn broken_bodies_are_errors() {
+        assert!(matches!(
+            body(Framing::Length(5), b"hel", 10),
+            Err(H1Error::IncompleteBody)
+        ));
+        assert!(matches!(
+            body(Framing::Chunked(Chunk::Size), b"5\r\nhello\r\n", 10),
+            Err(H1Error::IncompleteBody)
+        ));
+        assert!(matches!(
+            body(Framing::Chunked(Chunk::Size), b"zz\r\n", 10),
+            Err(H1Error::Chunk)
+        ));
+        assert!(matches!(
+            body(Framing::Chunked(Chunk::Size), b"2\r\nhiX\r\n", 10),
+            Err(H1Error::Chunk)
+        ));
+    }
+}
