@@ -238,3 +238,6 @@ impl Exchange {
         (done && self.keep_alive && !self.eof && self.conn.read.is_empty()).then_some(self.conn)
     }
 }
+
+#[cfg(test)]
+mod tests;
