@@ -8,7 +8,7 @@
 //! after the pool idle timeout. Requests that upgrade (WebSocket) get a connection of their
 //! own, with hyper's client driven by a task, since the tunnel outlives the response.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -56,7 +56,7 @@ impl Http1Pool {
     /// `idle_timeout`.
     pub fn new(max_idle: usize, idle_timeout: Duration, connect_timeout: Duration) -> Self {
         let pool = Self {
-            idle: Arc::new(Mutex::new(HashMap::new())),
+            idle: Arc::new(Mutex::new(HashMap::default())),
             max_idle,
             idle_timeout,
             connect_timeout,

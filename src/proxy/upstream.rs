@@ -4,7 +4,7 @@
 //! requests carry the client's authority as `:authority`, let go when unused for the idle
 //! timeout. Endpoint choice is `balance`.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,7 +53,7 @@ impl Upstreams {
         Self {
             h2c: H2cPool {
                 endpoints: http1.endpoints(),
-                conns: Arc::new(Mutex::new(HashMap::new())),
+                conns: Arc::new(Mutex::new(HashMap::default())),
                 connect_timeout: options.connect_timeout,
                 idle_timeout: options.upstream_idle_timeout,
                 next_id: Arc::new(AtomicU64::new(0)),

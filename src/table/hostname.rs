@@ -4,7 +4,7 @@
 //! lookup and SNI certificate selection all use it, so a request's Host and its TLS handshake
 //! can never disagree about which listener owns a name. Pure.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// One hostname pattern, as listeners and routes spell them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +61,8 @@ pub struct HostnameMap<T> {
 impl<T> Default for HostnameMap<T> {
     fn default() -> Self {
         Self {
-            exact: HashMap::new(),
-            wildcard: HashMap::new(),
+            exact: HashMap::default(),
+            wildcard: HashMap::default(),
             any: None,
         }
     }

@@ -1,7 +1,7 @@
 //! Path index of one virtual host. Exact paths and segment prefixes are hash keys, so a lookup costs
 //! one probe per path segment however many routes the host has; only regex rules are scanned.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use super::matchers::PathMatch;

@@ -3,7 +3,7 @@
 //! hostname). Certificates are parsed from PEM once per table build into rustls'
 //! `CertifiedKey`; handshakes only look them up. Pure: parsing, no I/O.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use rustls::server::{ClientHello, ResolvesServerCert};

@@ -3,7 +3,7 @@
 //! (outlier detection). Keyed by address; entries nobody holds are swept so endpoints that
 //! left every table do not accumulate.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
