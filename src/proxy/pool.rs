@@ -101,11 +101,11 @@ impl Http1Pool {
                 source,
             })?;
         let mut resp = Response::new(ResponseBody {
-            kind: Kind::Pooled {
+            kind: Kind::Pooled(Box::new(Pooled {
                 exchange,
                 pool: self.clone(),
                 key,
-            },
+            })),
         });
         *resp.status_mut() = head.status;
         *resp.version_mut() = head.version;
@@ -255,21 +255,24 @@ fn upstream_error(endpoint: SocketAddr) -> impl FnOnce(hyper::Error) -> ProxyErr
     }
 }
 
+/// An exchange on a pooled connection, which goes back to the pool (`key`) when the exchange
+/// has ended and the connection can be reused.
+struct Pooled {
+    exchange: Exchange,
+    pool: Http1Pool,
+    key: PoolKey,
+}
+
 /// The body of an upstream response.
 pub struct ResponseBody {
     kind: Kind,
 }
 
-// The large variant is the common one: boxing it would cost an allocation per request.
-#[allow(clippy::large_enum_variant)]
 enum Kind {
-    /// Read by its own polls from a pooled connection, which goes back to the pool (`key`)
-    /// when the exchange has ended and the connection can be reused.
-    Pooled {
-        exchange: Exchange,
-        pool: Http1Pool,
-        key: PoolKey,
-    },
+    /// Read by its own polls from a pooled connection. Boxed: the response moves through
+    /// several layers on its way to the client, and a pointer is cheaper to move than the
+    /// exchange's state.
+    Pooled(Box<Pooled>),
     /// Read from a connection a task drives (h2c, upgrades).
     Task(Incoming),
     /// Ended, its connection given back or closed.
@@ -286,15 +289,15 @@ impl ResponseBody {
 
     /// Gives the connection back once the whole body has been read.
     fn release_if_ended(&mut self) {
-        if !matches!(&self.kind, Kind::Pooled { exchange, .. } if exchange.is_end_stream()) {
+        if !matches!(&self.kind, Kind::Pooled(p) if p.exchange.is_end_stream()) {
             return;
         }
-        if let Kind::Pooled {
-            exchange,
-            pool,
-            key,
-        } = std::mem::replace(&mut self.kind, Kind::Ended)
-        {
+        if let Kind::Pooled(p) = std::mem::replace(&mut self.kind, Kind::Ended) {
+            let Pooled {
+                exchange,
+                pool,
+                key,
+            } = *p;
             if let Some(conn) = exchange.finish() {
                 pool.put_back(key, conn);
             }
@@ -312,7 +315,7 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         match &mut this.kind {
-            Kind::Pooled { exchange, .. } => match exchange.poll_data(cx) {
+            Kind::Pooled(p) => match p.exchange.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {
                     this.release_if_ended();
                     Poll::Ready(Some(Ok(Frame::data(data))))
@@ -335,7 +338,7 @@ impl Body for ResponseBody {
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Pooled { exchange, .. } => exchange.is_end_stream(),
+            Kind::Pooled(p) => p.exchange.is_end_stream(),
             Kind::Task(inner) => inner.is_end_stream(),
             Kind::Ended => true,
         }
@@ -343,7 +346,8 @@ impl Body for ResponseBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Pooled { exchange, .. } => exchange
+            Kind::Pooled(p) => p
+                .exchange
                 .remaining()
                 .map_or_else(SizeHint::default, SizeHint::with_exact),
             Kind::Task(inner) => inner.size_hint(),

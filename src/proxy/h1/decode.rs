@@ -67,12 +67,14 @@ pub(super) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     let head = buf.split_to(len).freeze();
     let status = StatusCode::from_u16(code).map_err(|_| H1Error::Status(code))?;
     let mut headers = HeaderMap::with_capacity(count);
+    let mut declared = Declared::default();
     for &(name, name_len, value, value_len) in &spans[..count] {
         let (name, value) = (name as usize, value as usize);
         let name = HeaderName::from_bytes(&head[name..name + name_len as usize])
             .map_err(|_| H1Error::Header)?;
         let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len as usize))
             .map_err(|_| H1Error::Header)?;
+        declared.see(&name, value.as_bytes());
         headers.append(name, value);
     }
     let version = if minor == 0 {
@@ -80,8 +82,8 @@ pub(super) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     } else {
         Version::HTTP_11
     };
-    let (framing, close_delimited) = framing(request, status, &headers)?;
-    let keep_alive = version == Version::HTTP_11 && !close_delimited && !asks_close(&headers);
+    let (framing, close_delimited) = framing(request, status, &declared)?;
+    let keep_alive = version == Version::HTTP_11 && !close_delimited && !declared.close;
     Ok(Some(Head {
         status,
         version,
@@ -91,12 +93,50 @@ pub(super) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     }))
 }
 
-/// How the body of a response to `request` with `status` and `headers` ends (RFC 9112 6.3), and
-/// whether only the connection's close ends it.
+/// What a response's framing headers say, gathered while its head is read (no lookups after).
+#[derive(Default)]
+struct Declared {
+    /// Whether the last transfer coding named is `chunked`, when there is a `Transfer-Encoding`.
+    chunked: Option<bool>,
+    /// The `Content-Length`, when given.
+    length: Option<u64>,
+    /// A `Content-Length` is not a number, or two disagree.
+    bad_length: bool,
+    /// `Connection` lists `close`.
+    close: bool,
+}
+
+impl Declared {
+    fn see(&mut self, name: &HeaderName, value: &[u8]) {
+        if *name == header::TRANSFER_ENCODING {
+            let last = value.rsplit(|b| *b == b',').next().unwrap_or(b"");
+            self.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if *name == header::CONTENT_LENGTH {
+            for item in value.split(|b| *b == b',') {
+                let n = std::str::from_utf8(item.trim_ascii())
+                    .ok()
+                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|s| s.parse::<u64>().ok());
+                match (n, self.length) {
+                    (Some(n), Some(l)) if n != l => self.bad_length = true,
+                    (Some(n), _) => self.length = Some(n),
+                    (None, _) => self.bad_length = true,
+                }
+            }
+        } else if *name == header::CONNECTION {
+            self.close |= value
+                .split(|b| *b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+        }
+    }
+}
+
+/// How the body of a response to `request` with `status` ends (RFC 9112 6.3), and whether only
+/// the connection's close ends it.
 fn framing(
     request: &Method,
     status: StatusCode,
-    headers: &HeaderMap,
+    declared: &Declared,
 ) -> Result<(Framing, bool), H1Error> {
     if *request == Method::HEAD
         || status.is_informational()
@@ -105,49 +145,18 @@ fn framing(
     {
         return Ok((Framing::Done, false));
     }
-    if let Some(coding) = headers
-        .get_all(header::TRANSFER_ENCODING)
-        .iter()
-        .next_back()
-    {
-        let last = coding
-            .as_bytes()
-            .rsplit(|b| *b == b',')
-            .next()
-            .unwrap_or(b"");
-        return Ok(if last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
-            (Framing::Chunked(Chunk::Size), false)
-        } else {
-            (Framing::Close, true)
-        });
+    match declared.chunked {
+        Some(true) => return Ok((Framing::Chunked(Chunk::Size), false)),
+        Some(false) => return Ok((Framing::Close, true)),
+        None => {}
     }
-    let mut length = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        for item in value.as_bytes().split(|b| *b == b',') {
-            let n = std::str::from_utf8(item.trim_ascii())
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(H1Error::ContentLength)?;
-            if length.is_some_and(|l| l != n) {
-                return Err(H1Error::ContentLength);
-            }
-            length = Some(n);
-        }
+    if declared.bad_length {
+        return Err(H1Error::ContentLength);
     }
-    Ok(match length {
+    Ok(match declared.length {
         Some(0) => (Framing::Done, false),
         Some(n) => (Framing::Length(n), false),
         None => (Framing::Close, true),
-    })
-}
-
-/// True when `Connection` lists `close`.
-fn asks_close(headers: &HeaderMap) -> bool {
-    headers.get_all(header::CONNECTION).iter().any(|v| {
-        v.as_bytes()
-            .split(|b| *b == b',')
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
     })
 }
 
