@@ -120,6 +120,9 @@ pub struct Exchange {
     keep_alive: bool,
     /// The backend closed its side.
     eof: bool,
+    /// How many bytes the read buffer held when a head was last found incomplete: it is
+    /// parsed again only once more have arrived.
+    tried: usize,
     /// Writing failed after the head was sent: kept to explain a response that never came.
     write_error: Option<H1Error>,
 }
@@ -137,6 +140,7 @@ impl Exchange {
             framing: Framing::Done,
             keep_alive: false,
             eof: false,
+            tried: 0,
             write_error: None,
         }
     }
@@ -175,7 +179,13 @@ impl Exchange {
     pub fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Head, H1Error>> {
         self.poll_write(cx)?;
         loop {
-            if let Some(head) = decode::parse_head(&mut self.conn.read, &self.method)? {
+            let buffered = self.conn.read.len();
+            if buffered > 0 && buffered != self.tried {
+                let Some(head) = decode::parse_head(&mut self.conn.read, &self.method)? else {
+                    self.tried = buffered;
+                    continue;
+                };
+                self.tried = 0;
                 if head.status.is_informational() {
                     continue;
                 }
