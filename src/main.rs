@@ -8,7 +8,9 @@ use edgeplane::cli::{init_logging, run, Cli};
 /// jemalloc instead of the system allocator. glibc keeps an arena per thread that allocates
 /// and each arena keeps the peak it reached, so the resident set of a long-running process
 /// climbs with every rebuild of the table; jemalloc returns freed pages (its settings are in
-/// `.cargo/config.toml`), and translation runs faster on it.
+/// `.cargo/config.toml`), and translation runs faster on it. The `system-allocator` feature
+/// keeps the system's `malloc`, for heap profilers that follow it (heaptrack).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
