@@ -158,6 +158,14 @@ impl Crds {
         Some((crd, crd.versions.get(version)?))
     }
 
+    /// Whether admitting a new version of an object of `kind` at `api_version` reads the
+    /// previous version (its schema has transition rules): the file provider keeps the
+    /// admitted version of such objects only.
+    pub fn reads_old(&self, api_version: &str, kind: &str) -> bool {
+        self.schema(api_version, kind)
+            .is_some_and(|(_, s)| s.any_old_self)
+    }
+
     /// Applies the schema's defaults to `object` in place (structural defaulting, as the API
     /// server: missing property with a `default` gets a deep copy; recursion continues into
     /// newly defaulted values; arrays recurse into items; additionalProperties too), then

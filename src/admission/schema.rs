@@ -97,6 +97,9 @@ pub(crate) struct Schema {
     pub rules: Vec<Rule>,
     /// True when this node or any node below it carries CEL rules (lets walks skip subtrees).
     pub any_rules: bool,
+    /// True when this node or any node below it carries a transition rule (`oldSelf`): only
+    /// then does admitting a new version need the previous one.
+    pub any_old_self: bool,
 }
 
 impl Schema {
@@ -193,6 +196,10 @@ impl Schema {
             || s.properties.values().any(|p| p.any_rules)
             || s.items.as_ref().is_some_and(|i| i.any_rules)
             || matches!(&s.additional, Additional::Schema(a) if a.any_rules);
+        s.any_old_self = s.rules.iter().any(Rule::uses_old_self)
+            || s.properties.values().any(|p| p.any_old_self)
+            || s.items.as_ref().is_some_and(|i| i.any_old_self)
+            || matches!(&s.additional, Additional::Schema(a) if a.any_old_self);
         Ok(s)
     }
 

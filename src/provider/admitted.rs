@@ -120,8 +120,9 @@ struct AdmittedObject<S> {
     path: PathBuf,
     /// The document as written, shared with its [`Definition`].
     written: Arc<str>,
-    /// The document after defaulting, as compact JSON: `oldSelf` of the next version.
-    admitted: String,
+    /// The document after defaulting, as compact JSON: `oldSelf` of the next version. Kept
+    /// only for kinds with transition rules (few are: most objects never need it).
+    admitted: Option<String>,
     object: Object<S>,
 }
 
@@ -350,7 +351,8 @@ impl<S: KindSet> Admission<S> {
         };
         let mut defaulted = def.document().map_err(internal)?;
         let old: Option<Value> = previous
-            .map(|p| serde_json::from_str(&p.admitted))
+            .and_then(|p| p.admitted.as_deref())
+            .map(serde_json::from_str)
             .transpose()
             .map_err(internal)?;
         let rejected = |r: crate::admission::Rejection| Rejected {
@@ -380,7 +382,12 @@ impl<S: KindSet> Admission<S> {
         Ok(Some(AdmittedObject {
             path: path.to_owned(),
             written: def.written.clone(),
-            admitted: serde_json::to_string(&defaulted.value).map_err(internal)?,
+            admitted: self
+                .crds
+                .reads_old(&defaulted.api_version, &defaulted.kind)
+                .then(|| serde_json::to_string(&defaulted.value))
+                .transpose()
+                .map_err(internal)?,
             object,
         }))
     }

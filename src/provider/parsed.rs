@@ -80,6 +80,8 @@ impl ParsedFile {
             kinds.normalize(&mut doc);
             definitions.push(Definition::new(doc));
         }
+        // Kept until the file changes, usually with one document: no spare capacity.
+        definitions.shrink_to_fit();
         Self {
             text,
             had_documents,

@@ -32,6 +32,13 @@ pub(crate) struct Rule {
     optional_old_self: bool,
 }
 
+impl Rule {
+    /// Whether the rule is a transition rule (reads `oldSelf`).
+    pub(crate) fn uses_old_self(&self) -> bool {
+        self.uses_old_self
+    }
+}
+
 fn compile(source: &str, path: &str, what: &str) -> Result<Program, CrdError> {
     let env = library::ENV
         .as_ref()

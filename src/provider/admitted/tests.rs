@@ -195,3 +195,61 @@ fn incremental_readings_admit_what_complete_readings_admit() {
         }
     }
 }
+
+/// The built-in defaults plus a GRPCRoute CRD whose hostnames may not change once admitted
+/// (a transition rule), beside the HTTPRoute CRD of [`crds`] (no transition rule).
+fn crds_with_transition_rule() -> Arc<Crds> {
+    let mut crds = Arc::try_unwrap(crds()).unwrap_or_else(|_| unreachable!());
+    crds.register(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "grpcroutes.gateway.networking.k8s.io"},
+        "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": "GRPCRoute", "plural": "grpcroutes"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"hostnames": {"type": "array", "items": {"type": "string"},
+                        "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "hostnames are immutable"}]}}}}}}}]}
+    }))
+    .unwrap();
+    Arc::new(crds)
+}
+
+#[test]
+fn transition_rules_see_the_previous_version_and_only_their_kinds_keep_it() {
+    let crds = crds_with_transition_rule();
+    assert!(crds.reads_old("gateway.networking.k8s.io/v1", "GRPCRoute"));
+    assert!(!crds.reads_old("gateway.networking.k8s.io/v1", "HTTPRoute"));
+    let grpc = |host: &str| {
+        format!("apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata:\n  name: g\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [{host}]\n")
+    };
+    let mut a = Admission::new(crds);
+    let first = a.apply(
+        read(&[("g.yaml", &grpc("g.io")), ("a.yaml", &route("s", "s.io"))]),
+        Reading::Final,
+    );
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    // The GRPCRoute's admitted version is kept for its transition rule, the HTTPRoute's not.
+    let kept: Vec<(String, bool)> = a
+        .admitted
+        .iter()
+        .map(|(k, o)| (k.kind.clone(), o.admitted.is_some()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("GRPCRoute".to_owned(), true),
+            ("HTTPRoute".to_owned(), false)
+        ]
+    );
+    let changed = a.apply(
+        read(&[("g.yaml", &grpc("h.io")), ("a.yaml", &route("s", "t.io"))]),
+        Reading::Final,
+    );
+    let [e] = changed.errors.as_slice() else {
+        panic!("{:?}", changed.errors)
+    };
+    assert!(e.message.contains("hostnames are immutable"), "{e}");
+    // The HTTPRoute's change, with no transition rule, is admitted.
+    assert_eq!(routes(&a), [("s".to_owned(), "t.io".to_owned())]);
+}
