@@ -4,7 +4,7 @@
 //! lookup and SNI certificate selection all use it, so a request's Host and its TLS handshake
 //! can never disagree about which listener owns a name. Pure.
 
-use foldhash::HashMap;
+use super::shards::Shards;
 
 /// One hostname pattern, as listeners and routes spell them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,45 +49,39 @@ fn is_subdomain(name: &str, suffix: &str) -> bool {
 }
 
 /// Values keyed by hostname pattern, looked up by host in precedence order with one hash probe
-/// per label. The first value inserted for a pattern wins.
+/// per label. The first value inserted for a pattern wins. Names are kept in [`Shards`]: a
+/// table patches a copy of the previous table's map, and the two share what did not change.
 #[derive(Debug, Clone)]
 pub struct HostnameMap<T> {
-    exact: HashMap<String, T>,
+    exact: Shards<T>,
     /// Keyed by suffix: `.example.com` for `*.example.com`.
-    wildcard: HashMap<String, T>,
+    wildcard: Shards<T>,
     any: Option<T>,
 }
 
 impl<T> Default for HostnameMap<T> {
     fn default() -> Self {
         Self {
-            exact: HashMap::default(),
-            wildcard: HashMap::default(),
+            exact: Shards::default(),
+            wildcard: Shards::default(),
             any: None,
         }
     }
 }
 
-impl<T> HostnameMap<T> {
+impl<T: Clone> HostnameMap<T> {
     /// Adds `value` for `pattern` unless the pattern has one already; true when added.
     pub fn insert(&mut self, pattern: Pattern<'_>, value: T) -> bool {
-        let slot = match pattern {
+        match pattern {
             Pattern::Any => {
                 if self.any.is_some() {
                     return false;
                 }
                 self.any = Some(value);
-                return true;
-            }
-            Pattern::Wildcard(suffix) => self.wildcard.entry(suffix.to_owned()),
-            Pattern::Exact(name) => self.exact.entry(name.to_owned()),
-        };
-        match slot {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(value);
                 true
             }
+            Pattern::Wildcard(suffix) => self.wildcard.insert_new(suffix, value),
+            Pattern::Exact(name) => self.exact.insert_new(name, value),
         }
     }
 
@@ -96,8 +90,8 @@ impl<T> HostnameMap<T> {
     pub fn put(&mut self, pattern: Pattern<'_>, value: T) -> Option<T> {
         match pattern {
             Pattern::Any => self.any.replace(value),
-            Pattern::Wildcard(suffix) => self.wildcard.insert(suffix.to_owned(), value),
-            Pattern::Exact(name) => self.exact.insert(name.to_owned(), value),
+            Pattern::Wildcard(suffix) => self.wildcard.put(suffix, value),
+            Pattern::Exact(name) => self.exact.put(name, value),
         }
     }
 
@@ -109,7 +103,9 @@ impl<T> HostnameMap<T> {
             Pattern::Exact(name) => self.exact.remove(name),
         }
     }
+}
 
+impl<T> HostnameMap<T> {
     /// Every value whose pattern covers `host`, most specific first: the exact name, wildcards
     /// from the longest suffix, then the catch-all. `host` is compared as given (callers
     /// normalize case); a wildcard `host` is matched by wildcards that cover it.

@@ -31,9 +31,10 @@ pub struct RequestMatch {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub query: Vec<QueryMatch>,
     /// Set on every match of a GRPCRoute: the request must be a gRPC call to this service and
-    /// method (the path condition only narrows the index lookup).
+    /// method (the path condition only narrows the index lookup). Boxed: every rule carries
+    /// a match, few are gRPC.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub grpc: Option<GrpcMatch>,
+    pub grpc: Option<Box<GrpcMatch>>,
 }
 
 fn ser_method<S: Serializer>(m: &Option<Method>, s: S) -> Result<S::Ok, S::Error> {

@@ -14,6 +14,7 @@ mod model;
 mod path;
 mod policy;
 mod resilience;
+mod shards;
 mod tls;
 mod x509;
 

@@ -1,5 +1,7 @@
 //! Path index of one virtual host. Exact paths and segment prefixes are hash keys, so a lookup costs
 //! one probe per path segment however many routes the host has; only regex rules are scanned.
+//! A host with a few rules is scanned whole instead: most hosts have a rule or two, and for
+//! those the maps cost more memory than the scan costs time.
 
 use foldhash::HashMap;
 use std::sync::Arc;
@@ -7,17 +9,33 @@ use std::sync::Arc;
 use super::matchers::PathMatch;
 use super::model::RouteRule;
 
+/// Hosts with at most this many rules are scanned rather than indexed.
+const SCAN_AT_MOST: usize = 4;
+
 /// Candidate rules by path, as indices into the host's precedence-sorted rule list.
 #[derive(Debug, Default)]
 pub struct PathIndex {
     exact: HashMap<Box<str>, Vec<u32>>,
     prefix: HashMap<Box<str>, Vec<u32>>,
     regex: Vec<u32>,
+    /// When not zero, the host's rule count: every rule is a candidate, in order.
+    scan: u32,
 }
 
 impl PathIndex {
     /// Indexes rules that are already sorted by precedence; each list keeps that order.
     pub fn build(rules: &[Arc<RouteRule>]) -> Self {
+        Self::build_scanning(rules, SCAN_AT_MOST)
+    }
+
+    /// [`PathIndex::build`], scanning hosts of up to `scan_at_most` rules.
+    fn build_scanning(rules: &[Arc<RouteRule>], scan_at_most: usize) -> Self {
+        if !rules.is_empty() && rules.len() <= scan_at_most {
+            return Self {
+                scan: rules.len() as u32,
+                ..Self::default()
+            };
+        }
         let mut index = Self::default();
         for (i, rule) in rules.iter().enumerate() {
             let i = i as u32;
@@ -30,13 +48,18 @@ impl PathIndex {
         index
     }
 
-    /// The first candidate, in precedence order, accepted by `accept` (which checks the whole match:
-    /// method, headers, query and, for regex rules, the path).
+    /// The first candidate, in precedence order, accepted by `accept`, which checks the whole
+    /// match, path included: the index only narrows the candidates (to the rules whose path
+    /// condition can hold, or to all rules of a scanned host), so with either the first
+    /// accepted rule is the first rule in precedence order that matches.
     ///
     /// Order: exact rules for `path`, then regex rules, then prefix rules from the longest prefix of
     /// `path` at a segment boundary down to `/`. That is the spec's order, because within each list
     /// the rules are already sorted by the remaining criteria.
     pub fn find(&self, path: &str, mut accept: impl FnMut(usize) -> bool) -> Option<usize> {
+        if self.scan > 0 {
+            return (0..self.scan as usize).find(|&i| accept(i));
+        }
         let mut first = |list: &[u32]| list.iter().map(|&i| i as usize).find(|&i| accept(i));
         if let Some(list) = self.exact.get(path) {
             if let Some(i) = first(list) {
@@ -88,11 +111,18 @@ mod tests {
         })
     }
 
+    /// The rule an index of `rules` finds for `path`: the same whether the host is indexed or
+    /// scanned (checked on every lookup).
     fn lookup(rules: &[Arc<RouteRule>], path: &str) -> Option<String> {
-        let index = PathIndex::build(rules);
-        index
-            .find(path, |i| rules[i].matcher.path.matches(path))
-            .map(|i| rules[i].route.name.clone())
+        let find = |index: PathIndex| {
+            index
+                .find(path, |i| rules[i].matcher.path.matches(path))
+                .map(|i| rules[i].route.name.clone())
+        };
+        let indexed = find(PathIndex::build_scanning(rules, 0));
+        let scanned = find(PathIndex::build_scanning(rules, usize::MAX));
+        assert_eq!(indexed, scanned, "indexed and scanned lookups of {path}");
+        indexed
     }
 
     #[test]
@@ -124,5 +154,37 @@ mod tests {
         let rules = vec![rule("api", PathMatch::prefix("/api"))];
         assert_eq!(lookup(&rules, "/other"), None);
         assert_eq!(lookup(&rules, "/api//x").as_deref(), Some("api"));
+    }
+
+    /// Indexed and scanned lookups agree on every path of a grid, for a host whose rules
+    /// share prefixes and mix all three kinds of path condition.
+    #[test]
+    fn scanning_finds_what_the_index_finds() {
+        let specs = [
+            PathMatch::prefix("/"),
+            PathMatch::prefix("/a"),
+            PathMatch::prefix("/a/b/"),
+            PathMatch::prefix("/ab"),
+            PathMatch::Exact("/a/b".into()),
+            PathMatch::Exact("/a/".into()),
+            PathMatch::RegularExpression(Regex::new("/a/[bc]+").unwrap()),
+        ];
+        let paths = [
+            "/", "//", "/a", "/a/", "/a//", "/a/b", "/a/b/", "/a/bc", "/a/b/c", "/ab", "/ab/",
+            "/abc", "/b", "*", "", "a", "/a/c",
+        ];
+        // Every subset of the rules, as hosts of up to seven rules.
+        for mask in 1u32..(1 << specs.len()) {
+            let mut rules: Vec<Arc<RouteRule>> = specs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(i, p)| rule(&format!("r{i}"), p.clone()))
+                .collect();
+            rules.sort_by(|a, b| a.precedence_cmp(b));
+            for path in paths {
+                lookup(&rules, path);
+            }
+        }
     }
 }

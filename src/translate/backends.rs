@@ -271,9 +271,12 @@ impl<'a> Backends<'a> {
         self.recording = Some(Vec::new());
     }
 
-    /// The resolutions since [`Backends::record`]; stops recording.
+    /// The resolutions since [`Backends::record`]; stops recording. Sized to fit: the
+    /// incremental cache keeps them as long as the route stands.
     pub fn recorded(&mut self) -> Vec<(OwnedRef, Resolved)> {
-        self.recording.take().unwrap_or_default()
+        let mut recorded = self.recording.take().unwrap_or_default();
+        recorded.shrink_to_fit();
+        recorded
     }
 
     /// The Service ports this translation resolved, for the next one.

@@ -300,11 +300,12 @@ pub fn compile_backend_filters(
     compile_filters(&rule, false)
 }
 
-fn set_once<T>(slot: &mut Option<T>, value: T, name: &'static str) -> Result<(), FilterError> {
+/// Sets a filter that a rule may name once (boxed: see [`RuleFilters`]).
+fn set_once<T>(slot: &mut Option<Box<T>>, value: T, name: &'static str) -> Result<(), FilterError> {
     if slot.is_some() {
         return Err(FilterError::Repeated(name));
     }
-    *slot = Some(value);
+    *slot = Some(Box::new(value));
     Ok(())
 }
 

@@ -101,7 +101,7 @@ pub fn compile_grpc_match(m: &GrpcRouteRulesMatches) -> Result<RequestMatch, Mat
         method: None,
         headers,
         query: Vec::new(),
-        grpc: Some(grpc),
+        grpc: Some(Box::new(grpc)),
     })
 }
 

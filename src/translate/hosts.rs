@@ -234,6 +234,8 @@ impl HostCache {
                 }
             }
         }
+        // Kept until the route changes: no spare capacity.
+        out.shrink_to_fit();
         out
     }
 }

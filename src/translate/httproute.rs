@@ -151,6 +151,10 @@ pub fn attach_route(
             },
         });
     }
+    // Kept per route until it changes: no spare capacity.
+    parents.shrink_to_fit();
+    attachments.shrink_to_fit();
+    counted.shrink_to_fit();
     Attached {
         status: (!parents.is_empty()).then(|| Arc::new(HttpRouteStatus { parents })),
         attachments,

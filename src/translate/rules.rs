@@ -119,6 +119,8 @@ pub fn compile_route(
             }));
         }
     }
+    // Kept per route until it changes: no spare capacity.
+    out.rules.shrink_to_fit();
     out
 }
 

@@ -48,7 +48,7 @@ async fn preflight_is_answered_without_the_backend() {
     let echo = start_echo("e").await;
     let addr = free_addr();
     let filters = || RuleFilters {
-        cors: Some(cors()),
+        cors: Some(Box::new(cors())),
         ..Default::default()
     };
     let _p = start(single(

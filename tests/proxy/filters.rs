@@ -16,23 +16,27 @@ async fn request_and_response_header_filters() {
     let echo = start_echo("e").await;
     let svc = service("e", &[echo.addr]);
     let mut backend = to(&svc);
-    backend.filters.request_headers = Some(header_mod(&[("x-backend", "b1")], &[], &[]));
-    backend.filters.response_headers = Some(header_mod(&[], &[("x-resp", "from-backend")], &[]));
+    backend.filters.request_headers = Some(Box::new(header_mod(&[("x-backend", "b1")], &[], &[])));
+    backend.filters.response_headers = Some(Box::new(header_mod(
+        &[],
+        &[("x-resp", "from-backend")],
+        &[],
+    )));
     let addr = free_addr();
     let _p = start(single(
         addr,
         vec![rule("r")
             .filters(RuleFilters {
-                request_headers: Some(header_mod(
+                request_headers: Some(Box::new(header_mod(
                     &[("x-set", "new"), ("x-backend", "rule")],
                     &[("x-add", "added")],
                     &["x-remove"],
-                )),
-                response_headers: Some(header_mod(
+                ))),
+                response_headers: Some(Box::new(header_mod(
                     &[("content-type", "text/x-set")],
                     &[("x-resp", "from-rule")],
                     &[],
-                )),
+                ))),
                 ..Default::default()
             })
             .backend(backend)
@@ -65,7 +69,7 @@ fn redirect_rule(
     rule(name)
         .path(PathMatch::prefix(prefix))
         .filters(RuleFilters {
-            redirect: Some(redirect),
+            redirect: Some(Box::new(redirect)),
             ..Default::default()
         })
         .build()
@@ -156,17 +160,17 @@ async fn url_rewrite_host_and_path() {
     let echo = start_echo("e").await;
     let svc = service("e", &[echo.addr]);
     let rewrite = |host: Option<&'static str>, path: Option<PathModifier>| RuleFilters {
-        rewrite: Some(UrlRewrite {
+        rewrite: Some(Box::new(UrlRewrite {
             hostname: host.map(HeaderValue::from_static),
             path,
-        }),
+        })),
         ..Default::default()
     };
     let mut backend_rewrite = to(&svc);
-    backend_rewrite.filters.rewrite = Some(UrlRewrite {
+    backend_rewrite.filters.rewrite = Some(Box::new(UrlRewrite {
         hostname: Some(HeaderValue::from_static("backend.example")),
         path: None,
-    });
+    }));
     let addr = free_addr();
     let _p = start(single(
         addr,

@@ -42,7 +42,11 @@ async fn every_mirror_gets_the_filtered_request_and_its_body() {
         addr,
         vec![rule("r")
             .filters(RuleFilters {
-                request_headers: Some(header_mod(&[("x-set", "set")], &[], &["x-remove"])),
+                request_headers: Some(Box::new(header_mod(
+                    &[("x-set", "set")],
+                    &[],
+                    &["x-remove"],
+                ))),
                 mirrors: vec![mirror(&service("m1", &[m1.addr]), None)],
                 ..Default::default()
             })

@@ -209,23 +209,23 @@ async fn redirects_and_rewrites_use_the_canonical_path_and_never_inject_headers(
             rule("redirect")
                 .path(PathMatch::prefix("/old"))
                 .filters(RuleFilters {
-                    redirect: Some(Redirect {
+                    redirect: Some(Box::new(Redirect {
                         scheme: None,
                         hostname: None,
                         port: None,
                         path: Some(PathModifier::ReplacePrefixMatch("/new".into())),
                         status: 301,
-                    }),
+                    })),
                     ..RuleFilters::default()
                 })
                 .build(),
             rule("rewrite")
                 .path(PathMatch::prefix("/api"))
                 .filters(RuleFilters {
-                    rewrite: Some(UrlRewrite {
+                    rewrite: Some(Box::new(UrlRewrite {
                         hostname: None,
                         path: Some(PathModifier::ReplacePrefixMatch("/v2".into())),
-                    }),
+                    })),
                     ..RuleFilters::default()
                 })
                 .backend(to(&app))

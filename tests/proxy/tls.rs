@@ -204,13 +204,13 @@ async fn redirects_keep_the_https_scheme() {
     let addr = free_addr();
     let redirect = rule("redirect")
         .filters(RuleFilters {
-            redirect: Some(Redirect {
+            redirect: Some(Box::new(Redirect {
                 scheme: None,
                 hostname: Some("other.example.com".into()),
                 port: None,
                 path: None,
                 status: 302,
-            }),
+            })),
             ..Default::default()
         })
         .build();
