@@ -1,7 +1,7 @@
 //! Backend resolution: a backendRef -> a Service port -> ready endpoints from the EndpointSlices
 //! labelled with the Service's name. Checks kind, ReferenceGrants, ports and `appProtocol`. Pure.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
@@ -197,14 +197,15 @@ impl<'a> Lookup<'a> {
     }
 
     fn index(snapshot: &'a Snapshot) -> Self {
-        let mut services = HashMap::with_capacity(snapshot.services.len());
+        let mut services =
+            HashMap::with_capacity_and_hasher(snapshot.services.len(), Default::default());
         for s in &snapshot.services {
             if let Some(name) = s.metadata.name.as_deref() {
                 services.insert((ns_of(&s.metadata.namespace), name), s);
             }
         }
         let mut slices: HashMap<_, Vec<&Arc<EndpointSlice>>> =
-            HashMap::with_capacity(snapshot.endpoint_slices.len());
+            HashMap::with_capacity_and_hasher(snapshot.endpoint_slices.len(), Default::default());
         for e in &snapshot.endpoint_slices {
             if let Some(svc) = service_of(e) {
                 slices
@@ -244,15 +245,15 @@ impl<'a> Backends<'a> {
     /// knows to be unchanged.
     pub fn with_cache(snapshot: &'a Snapshot, previous: BackendCache, keep: bool) -> Self {
         let (previous, next) = if keep {
-            (BackendCache::new(), previous)
+            (BackendCache::default(), previous)
         } else {
-            (previous, BackendCache::new())
+            (previous, BackendCache::default())
         };
         Self {
             snapshot,
             lookup: Lookup::Scan(0),
             grants: Grants::new(&snapshot.reference_grants),
-            resolved: HashMap::new(),
+            resolved: HashMap::default(),
             previous,
             next,
             recording: None,
@@ -459,7 +460,7 @@ mod tests {
             endpoint_slices: vec![Arc::new(slice)],
             ..Snapshot::default()
         };
-        let mut backends = Backends::with_cache(&snapshot, BackendCache::new(), false);
+        let mut backends = Backends::with_cache(&snapshot, BackendCache::default(), false);
         let r = BackendRef {
             from_kind: "HTTPRoute",
             group: None,

@@ -3,7 +3,9 @@
 //! not bind, so `Programmed` is True only for what actually listens. Pure: the bind outcome is
 //! an input, as the table is.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -50,8 +52,8 @@ fn overlay_failures(
     }
     // Every socket of every Gateway, with the Gateway listener placed on it; and of every
     // ListenerSet, with its listener.
-    let mut placed: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::new();
-    let mut placed_sets: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::new();
+    let mut placed: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::default();
+    let mut placed_sets: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::default();
     for (addr, listener) in sockets {
         for source in &listener.sources {
             if let Some((ns, gateway, name)) = split_source(source) {

@@ -4,7 +4,9 @@
 //! bring their certificates; a socket serves one protocol, the first one bound there. A virtual
 //! host whose rules are the same `Arc`s as in the previous table is that table's host. Pure.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! Listener conflicts: within one Gateway (shared port, different protocol or same hostname) and
 //! across Gateways that bind the same socket. Pure.
 
+use foldhash::HashMap;
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use super::conditions::{
@@ -21,7 +21,8 @@ use super::protocol::ListenerProtocol;
 /// listener port.
 pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
     // Keyed by transport too: a UDP socket and a TCP socket may share a port number.
-    let mut sockets: HashMap<(bool, SocketAddr), (&ListenerProtocol, usize, u16)> = HashMap::new();
+    let mut sockets: HashMap<(bool, SocketAddr), (&ListenerProtocol, usize, u16)> =
+        HashMap::default();
     let mut marks = Vec::new();
     for (gi, g) in gateways.iter().enumerate() {
         if !g.accepted() {

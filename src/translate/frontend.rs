@@ -4,7 +4,9 @@
 //! the listener conditions the spec asks for when references are invalid. Each CA bundle is
 //! parsed once per translation, each Gateway port's validation built once. Pure.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::{
@@ -244,8 +246,8 @@ impl<'a> Frontends<'a> {
             config_maps,
             secrets,
             grants: Grants::new(&snapshot.reference_grants),
-            bundles: HashMap::new(),
-            ports: HashMap::new(),
+            bundles: HashMap::default(),
+            ports: HashMap::default(),
         }
     }
 

@@ -6,7 +6,9 @@
 //! virtual host whose rules are the same. Either way the hosts equal those of a build from
 //! nothing (`tests/incremental.rs`). Pure.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 

@@ -3,7 +3,9 @@
 //! resolution into one weighted set per route, and each route's `parents[]` status. L4 routes
 //! are compiled in full on every translation. Pure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use gateway_api::apis::experimental::httproutes::{

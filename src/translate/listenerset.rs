@@ -3,7 +3,9 @@
 //! (the Gateway's own, then ListenerSets by creation time, then `namespace/name`) with conflicts
 //! resolved in that order, and each ListenerSet's status. Pure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use gateway_api::apis::standard::gateways::{
     GatewayAllowedListenersNamespacesFrom as AllowedFrom, GatewayListeners,

@@ -44,7 +44,9 @@ mod rules;
 mod testing;
 mod tls;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -125,7 +127,7 @@ fn translate_cached(
     cache: &mut Incremental,
 ) -> Translation {
     let mut report = StatusReport::default();
-    let mut classes = HashMap::new();
+    let mut classes = HashMap::default();
     for class in &snapshot.gateway_classes {
         if gateway::owns_class(class, options) {
             let name = class.metadata.name.as_deref().unwrap_or("");
@@ -147,7 +149,7 @@ fn translate_cached(
     let set_inputs = listenerset::inputs(snapshot);
     let mut certificates = tls::Certificates::new(snapshot, served);
     let mut frontends = frontend::Frontends::new(snapshot);
-    let mut settings = HashMap::new();
+    let mut settings = HashMap::default();
     let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()
@@ -456,7 +458,7 @@ impl<'a> GatewayIndex<'a> {
         let map = if list.len() > GATEWAYS_SCANNED {
             list.iter().enumerate().map(|(i, &k)| (k, i)).collect()
         } else {
-            HashMap::new()
+            HashMap::default()
         };
         Self { list, map, sets }
     }

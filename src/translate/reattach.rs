@@ -10,7 +10,9 @@
 //! previous publication's time over every condition whose status did not change) publishes
 //! exactly what it would after a full translation.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;

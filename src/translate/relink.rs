@@ -3,7 +3,7 @@
 //! rules are copied with the new `ServiceBackend`s instead of compiled again: no matcher,
 //! filter, regular expression or reference is looked at. Pure.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use super::backends::Resolved;
@@ -35,7 +35,7 @@ pub fn relink(compiled: &CompiledRoute, current: &[Resolved]) -> CompiledRoute {
             .map_or_else(|| b.clone(), |n| Arc::clone(n))
     };
     // Matches of one rule share its filters and backends; keep them shared.
-    let mut per_rule: HashMap<u32, (Arc<RuleFilters>, Arc<BackendSet>)> = HashMap::new();
+    let mut per_rule: HashMap<u32, (Arc<RuleFilters>, Arc<BackendSet>)> = HashMap::default();
     let rules = compiled
         .rules
         .iter()

@@ -3,7 +3,9 @@
 //! reason. Each referenced Secret is parsed once per translation, however many listeners use it.
 //! Pure.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::{
@@ -121,7 +123,7 @@ impl<'a> Certificates<'a> {
         Self {
             secrets,
             grants: Grants::new(&snapshot.reference_grants),
-            parsed: HashMap::new(),
+            parsed: HashMap::default(),
             served,
         }
     }

@@ -6,7 +6,9 @@
 //! copied once per difference; the copies serve the attachments they belong to. Routes no
 //! policy touches are handed on as they are (the same `Arc`s). Pure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
@@ -131,8 +133,8 @@ pub fn apply_policies(
     let mut wanted = vec![Setting::Timeouts, Setting::Retry];
     wanted.extend_from_slice(REQUEST_SETTINGS);
     // What the Gateway and listener policies decide, per listener.
-    let mut listeners: HashMap<(usize, usize), Compiled> = HashMap::new();
-    let mut hosts = HashMap::new();
+    let mut listeners: HashMap<(usize, usize), Compiled> = HashMap::default();
+    let mut hosts = HashMap::default();
     for (gi, g) in gateways.iter().enumerate() {
         for li in 0..g.listeners.len() {
             let keys = listener_keys(g, li);
@@ -319,7 +321,7 @@ fn decorate(
 /// A copy of `compiled` whose rules serve with `effects` (matches of one rule keep sharing
 /// their filters; rules without a change keep their `Arc`).
 fn with_effects(compiled: &CompiledRoute, effects: &BTreeMap<u32, Effect>) -> CompiledRoute {
-    let mut filters: HashMap<u32, Arc<RuleFilters>> = HashMap::new();
+    let mut filters: HashMap<u32, Arc<RuleFilters>> = HashMap::default();
     let rules = compiled
         .rules
         .iter()

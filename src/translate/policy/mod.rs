@@ -14,7 +14,9 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use crate::crd::TrafficPolicy;
@@ -180,7 +182,7 @@ impl<'a> Policies<'a> {
     /// For each (policy, target) whose every setting is taken by older policies on the same
     /// target: the names (`namespace/name`) of those winners.
     pub fn shadowed(&self) -> HashMap<(usize, &Target), BTreeSet<String>> {
-        let mut out = HashMap::new();
+        let mut out = HashMap::default();
         for (target, list) in &self.by_target {
             let mut taken: BTreeMap<Setting, usize> = BTreeMap::new();
             for &i in list {
@@ -203,7 +205,7 @@ impl<'a> Policies<'a> {
 
     /// What the policies targeting Services put on each of their ports.
     pub fn service_overlays(&self, snapshot: &Snapshot) -> ServiceOverlays {
-        let mut out = ServiceOverlays::new();
+        let mut out = ServiceOverlays::default();
         let targeted: BTreeSet<(&str, &str)> = self
             .by_target
             .keys()
