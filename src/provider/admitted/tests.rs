@@ -5,22 +5,28 @@ use serde_json::json;
 
 use super::*;
 
+/// A route CRD of `kind` (plural `plural`) in the Gateway API group whose `spec.hostnames`
+/// has the schema `hostnames`; everything else is preserved unchecked.
+fn route_crd(kind: &str, plural: &str, hostnames: serde_json::Value) -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.gateway.networking.k8s.io")},
+        "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": kind, "plural": plural}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"hostnames": hostnames}}}}}}]}
+    })
+}
+
 /// The built-in defaults plus an HTTPRoute CRD whose hostnames have at most 10 characters.
 fn crds() -> Arc<Crds> {
     let mut crds = Crds::new();
     crate::admission::builtin::register(&mut crds).unwrap();
-    crds.register(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
-        "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": "HTTPRoute", "plural": "httproutes"}, "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                    "properties": {"hostnames": {"type": "array",
-                        "items": {"type": "string", "maxLength": 10}}}}}}}}]}
-    }))
-    .unwrap();
+    let hostnames = json!({"type": "array", "items": {"type": "string", "maxLength": 10}});
+    crds.register(&route_crd("HTTPRoute", "httproutes", hostnames))
+        .unwrap();
     Arc::new(crds)
 }
 
@@ -200,18 +206,10 @@ fn incremental_readings_admit_what_complete_readings_admit() {
 /// (a transition rule), beside the HTTPRoute CRD of [`crds`] (no transition rule).
 fn crds_with_transition_rule() -> Arc<Crds> {
     let mut crds = Arc::try_unwrap(crds()).unwrap_or_else(|_| unreachable!());
-    crds.register(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "grpcroutes.gateway.networking.k8s.io"},
-        "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": "GRPCRoute", "plural": "grpcroutes"}, "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                    "properties": {"hostnames": {"type": "array", "items": {"type": "string"},
-                        "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "hostnames are immutable"}]}}}}}}}]}
-    }))
-    .unwrap();
+    let hostnames = json!({"type": "array", "items": {"type": "string"},
+        "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "hostnames are immutable"}]});
+    crds.register(&route_crd("GRPCRoute", "grpcroutes", hostnames))
+        .unwrap();
     Arc::new(crds)
 }
 
