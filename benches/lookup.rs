@@ -16,7 +16,7 @@ fn rule(route: usize, path: PathMatch) -> Arc<RouteRule> {
         route: Arc::new(RouteRef::new(
             "HTTPRoute",
             "bench",
-            format!("route-{route}"),
+            &format!("route-{route}"),
         )),
         created: route as i64,
         rule_index: 0,

@@ -17,6 +17,7 @@ pub mod grpc_echo;
 pub mod kinds;
 pub mod l4kinds;
 pub mod metrics;
+pub mod name;
 pub mod provider;
 pub mod proxy;
 pub mod published;

@@ -16,6 +16,7 @@ use super::objects::{collect, FileKinds, Object};
 use super::parsed::{Definition, ParsedFile};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
+use crate::name::Name;
 use crate::snapshot::Snapshot;
 
 /// A kind the product does not read, found while loading a directory.
@@ -31,24 +32,23 @@ impl fmt::Display for SkippedKind {
     }
 }
 
-/// Identity of an object: two documents with the same key are the same object.
+/// Identity of an object: two documents with the same key are the same object. Group, kind
+/// and namespace are interned: every object of a directory repeats them.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjectKey {
-    pub group: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
+    pub group: Name,
+    pub kind: Name,
+    pub namespace: Option<Name>,
+    pub name: Box<str>,
 }
 
 impl ObjectKey {
     pub(super) fn of(doc: &Document) -> Self {
         Self {
-            group: doc.group().to_owned(),
-            kind: doc.kind.clone(),
-            namespace: doc.value["metadata"]["namespace"]
-                .as_str()
-                .map(str::to_owned),
-            name: doc.name().to_owned(),
+            group: Name::new(doc.group()),
+            kind: Name::new(&doc.kind),
+            namespace: doc.value["metadata"]["namespace"].as_str().map(Name::new),
+            name: doc.name().into(),
         }
     }
 }
@@ -117,12 +117,13 @@ struct Rejected {
 
 /// An admitted object, with what it was admitted from.
 struct AdmittedObject<S> {
-    path: PathBuf,
+    /// The file it was read from, shared with the file's entry.
+    path: Arc<Path>,
     /// The document as written, shared with its [`Definition`].
     written: Arc<str>,
     /// The document after defaulting, as compact JSON: `oldSelf` of the next version. Kept
     /// only for kinds with transition rules (few are: most objects never need it).
-    admitted: Option<String>,
+    admitted: Option<Box<str>>,
     object: Object<S>,
 }
 
@@ -130,8 +131,10 @@ struct AdmittedObject<S> {
 pub struct Admission<S = Snapshot> {
     crds: Arc<Crds>,
     kinds: FileKinds<S>,
-    files: BTreeMap<PathBuf, ParsedFile>,
-    admitted: BTreeMap<ObjectKey, AdmittedObject<S>>,
+    files: BTreeMap<Arc<Path>, ParsedFile>,
+    /// Boxed: a map node holds eleven entries, most of them half full, so a large entry
+    /// costs its size about twice over.
+    admitted: BTreeMap<ObjectKey, Box<AdmittedObject<S>>>,
 }
 
 impl Admission {
@@ -158,12 +161,12 @@ impl<S: KindSet> Admission<S> {
     /// whose text did not change is not parsed again; an unchanged document is not admitted
     /// again. Every object is settled again, so every standing problem is reported.
     pub fn apply(&mut self, files_read: Vec<(PathBuf, Taken)>, reading: Reading) -> Applied {
-        let listed: BTreeSet<&PathBuf> = files_read.iter().map(|(p, _)| p).collect();
+        let listed: BTreeSet<&Path> = files_read.iter().map(|(p, _)| p.as_path()).collect();
         let removed: Vec<PathBuf> = self
             .files
             .keys()
-            .filter(|p| !listed.contains(p))
-            .cloned()
+            .filter(|p| !listed.contains(&***p))
+            .map(|p| p.to_path_buf())
             .collect();
         let changes = files_read
             .into_iter()
@@ -197,7 +200,11 @@ impl<S: KindSet> Admission<S> {
         let mut out = Applied::default();
         let mut touched = BTreeSet::new();
         for (path, change) in changes {
-            let previous = self.files.remove(&path);
+            // The path keeps its shared copy while the file stays.
+            let (shared, previous) = match self.files.remove_entry(path.as_path()) {
+                Some((shared, previous)) => (shared, Some(previous)),
+                None => (Arc::from(path.as_path()), None),
+            };
             let parsed = match change {
                 None => {
                     let gone = previous.iter().flat_map(|p| &p.definitions);
@@ -223,7 +230,7 @@ impl<S: KindSet> Admission<S> {
                 }
             };
             if let Some(p) = parsed {
-                self.files.insert(path, p);
+                self.files.insert(shared, p);
             }
         }
         let keys = match scope {
@@ -251,11 +258,11 @@ impl<S: KindSet> Admission<S> {
         for (key, defs) in definitions {
             let previous = self.admitted.remove(key);
             let settled = if let [(path, doc)] = defs.as_slice() {
-                match self.admit(path, doc, previous.as_ref()) {
+                match self.admit(path, doc, previous.as_deref()) {
                     Ok(None) => previous,
                     Ok(Some(new)) => {
                         out.changed = true;
-                        Some(new)
+                        Some(Box::new(new))
                     }
                     Err(rejected) => {
                         let line = rejected
@@ -338,11 +345,11 @@ impl<S: KindSet> Admission<S> {
     /// Admits one definition: `Ok(None)` when it is the previous version unchanged.
     fn admit(
         &self,
-        path: &Path,
+        path: &Arc<Path>,
         def: &Definition,
         previous: Option<&AdmittedObject<S>>,
     ) -> Result<Option<AdmittedObject<S>>, Rejected> {
-        if previous.is_some_and(|p| p.path == path && p.written == def.written) {
+        if previous.is_some_and(|p| p.path == *path && p.written == def.written) {
             return Ok(None);
         }
         let internal = |e: serde_json::Error| Rejected {
@@ -380,12 +387,12 @@ impl<S: KindSet> Admission<S> {
             message,
         })?;
         Ok(Some(AdmittedObject {
-            path: path.to_owned(),
+            path: path.clone(),
             written: def.written.clone(),
             admitted: self
                 .crds
                 .reads_old(&defaulted.api_version, &defaulted.kind)
-                .then(|| serde_json::to_string(&defaulted.value))
+                .then(|| serde_json::to_string(&defaulted.value).map(String::into_boxed_str))
                 .transpose()
                 .map_err(internal)?,
             object,
@@ -422,11 +429,11 @@ impl<S: KindSet> Admission<S> {
 /// Every definition of the objects of `keys` (of every object when `None`) in the parsed
 /// files, in file order; with `None`, every skipped kind is recorded in `out`.
 fn definitions<'a>(
-    files: &'a BTreeMap<PathBuf, ParsedFile>,
+    files: &'a BTreeMap<Arc<Path>, ParsedFile>,
     keys: Option<&BTreeSet<ObjectKey>>,
     out: &mut Applied,
-) -> BTreeMap<&'a ObjectKey, Vec<(&'a Path, &'a Definition)>> {
-    let mut definitions: BTreeMap<&ObjectKey, Vec<(&Path, &Definition)>> = BTreeMap::new();
+) -> BTreeMap<&'a ObjectKey, Vec<(&'a Arc<Path>, &'a Definition)>> {
+    let mut definitions: BTreeMap<&ObjectKey, Vec<(&Arc<Path>, &Definition)>> = BTreeMap::new();
     for (path, file) in files {
         if keys.is_none() {
             out.skipped.extend(file.skipped.iter().cloned());
@@ -436,10 +443,7 @@ fn definitions<'a>(
             .iter()
             .filter(|d| keys.is_none_or(|k| k.contains(&d.key)));
         for def in wanted {
-            definitions
-                .entry(&def.key)
-                .or_default()
-                .push((path.as_path(), def));
+            definitions.entry(&def.key).or_default().push((path, def));
         }
     }
     definitions

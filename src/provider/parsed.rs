@@ -7,6 +7,7 @@ use super::admitted::{ObjectKey, SkippedKind};
 use super::manifest::Document;
 use super::objects::FileKinds;
 use crate::kinds::KindSet;
+use crate::name::Name;
 
 /// The last successful parse of one file.
 pub(super) struct ParsedFile {
@@ -27,8 +28,8 @@ pub(super) struct Definition {
     pub(super) line: usize,
     pub(super) index: usize,
     pub(super) field_prefix: String,
-    pub(super) api_version: String,
-    pub(super) kind: String,
+    /// Interned, as the key's group and kind are: every route of a directory repeats it.
+    pub(super) api_version: Name,
     /// The document as written (after namespace and generation were filled in).
     pub(super) written: Arc<str>,
 }
@@ -41,8 +42,7 @@ impl Definition {
             line: doc.line,
             index: doc.index,
             field_prefix: doc.field_prefix,
-            api_version: doc.api_version,
-            kind: doc.kind,
+            api_version: Name::from(doc.api_version),
             written: written.into(),
         }
     }
@@ -53,8 +53,8 @@ impl Definition {
             line: self.line,
             index: self.index,
             field_prefix: self.field_prefix.clone(),
-            api_version: self.api_version.clone(),
-            kind: self.kind.clone(),
+            api_version: self.api_version.to_string(),
+            kind: self.key.kind.to_string(),
             value: serde_json::from_str(&self.written)?,
         })
     }

@@ -193,7 +193,7 @@ impl Entry {
             Field::ResponseBytes => Value::Num(self.response_bytes),
             Field::Route => match &self.route {
                 Some(r) => {
-                    let _ = write!(scratch, "{}/{}", r.namespace, r.name);
+                    let _ = write!(scratch, "{}", r.label());
                     Value::Null
                 }
                 None => Value::Null,

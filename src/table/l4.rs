@@ -132,7 +132,7 @@ mod tests {
         let routes = SniRoutes::new(vec![wild, exact, catch_all]);
         let pick = |sni: Option<&str>| {
             let l = routes.listener(sni)?;
-            Some((l.terminate, l.route(sni)?.route.name.clone()))
+            Some((l.terminate, l.route(sni)?.route.name().to_owned()))
         };
         assert_eq!(pick(Some("a.example.com")), Some((false, "a".into())));
         assert_eq!(pick(Some("b.example.com")), Some((false, "any".into())));

@@ -216,37 +216,75 @@ impl VirtualHost {
 }
 
 /// Names a route object, for metrics labels, logs and `/debug/config`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// Held once per route and shared by its rules. The namespace and name live in one string,
+/// `namespace/name`, which is also the label every request's metrics carry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RouteRef {
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    /// `namespace/name`, made once: every request's metrics are labelled with it.
-    #[serde(skip)]
+    kind: &'static str,
     label: Box<str>,
+    /// Where the name starts in `label`.
+    name_at: u32,
 }
 
 impl RouteRef {
     /// The route `namespace/name` of `kind`.
-    pub fn new(
-        kind: impl Into<String>,
-        namespace: impl Into<String>,
-        name: impl Into<String>,
-    ) -> Self {
-        let (namespace, name) = (namespace.into(), name.into());
+    pub fn new(kind: &'static str, namespace: &str, name: &str) -> Self {
         let label = format!("{namespace}/{name}").into_boxed_str();
         Self {
-            kind: kind.into(),
-            namespace,
-            name,
+            kind,
             label,
+            name_at: u32::try_from(namespace.len() + 1).unwrap_or(u32::MAX),
         }
+    }
+
+    /// `HTTPRoute`, `GRPCRoute`, `TLSRoute`, ...
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The route's namespace.
+    pub fn namespace(&self) -> &str {
+        let at = self.name_at as usize;
+        self.label.get(..at.saturating_sub(1)).unwrap_or_default()
+    }
+
+    /// The route's name.
+    pub fn name(&self) -> &str {
+        self.label.get(self.name_at as usize..).unwrap_or_default()
     }
 
     /// `namespace/name`, as metrics and logs name the route.
     pub fn label(&self) -> &str {
         &self.label
+    }
+}
+
+/// Kind, then namespace, then name.
+impl Ord for RouteRef {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.kind, self.namespace(), self.name()).cmp(&(
+            other.kind,
+            other.namespace(),
+            other.name(),
+        ))
+    }
+}
+
+impl PartialOrd for RouteRef {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Serialize for RouteRef {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("RouteRef", 3)?;
+        s.serialize_field("kind", self.kind)?;
+        s.serialize_field("namespace", self.namespace())?;
+        s.serialize_field("name", self.name())?;
+        s.end()
     }
 }
 
@@ -295,8 +333,8 @@ impl RouteRule {
             .then(b.headers.len().cmp(&a.headers.len()))
             .then(b.query.len().cmp(&a.query.len()))
             .then(self.created.cmp(&other.created))
-            .then(self.route.namespace.cmp(&other.route.namespace))
-            .then(self.route.name.cmp(&other.route.name))
+            .then(self.route.namespace().cmp(other.route.namespace()))
+            .then(self.route.name().cmp(other.route.name()))
             .then(self.rule_index.cmp(&other.rule_index))
             .then(self.match_index.cmp(&other.match_index))
     }
@@ -474,6 +512,42 @@ mod tests {
     fn filters_a_rule_leaves_unset_stay_small() {
         let size = std::mem::size_of::<RuleFilters>();
         assert!(size <= 128, "RuleFilters grew to {size} bytes");
+    }
+
+    /// Namespace and name share the label's one string; each reads back whole, and routes
+    /// sort by namespace then name, not by the joined label (`a-b/c` would sort before `a/z`).
+    #[test]
+    fn a_route_ref_is_one_string_read_back_in_parts() {
+        let r = RouteRef::new("HTTPRoute", "infra", "web");
+        assert_eq!(
+            (r.kind(), r.namespace(), r.name()),
+            ("HTTPRoute", "infra", "web")
+        );
+        assert_eq!(
+            (r.label(), r.to_string()),
+            ("infra/web", "infra/web".to_owned())
+        );
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({"kind": "HTTPRoute", "namespace": "infra", "name": "web"})
+        );
+        let empty = RouteRef::new("TLSRoute", "", "");
+        assert_eq!(
+            (empty.namespace(), empty.name(), empty.label()),
+            ("", "", "/")
+        );
+
+        let mut refs = vec![
+            RouteRef::new("HTTPRoute", "a-b", "c"),
+            RouteRef::new("HTTPRoute", "a", "z"),
+            RouteRef::new("GRPCRoute", "z", "z"),
+        ];
+        refs.sort();
+        let labels: Vec<String> = refs.iter().map(|r| format!("{} {r}", r.kind())).collect();
+        assert_eq!(
+            labels,
+            ["GRPCRoute z/z", "HTTPRoute a/z", "HTTPRoute a-b/c"]
+        );
     }
 
     fn backend(weight: u32) -> WeightedBackend {

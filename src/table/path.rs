@@ -117,7 +117,7 @@ mod tests {
         let find = |index: PathIndex| {
             index
                 .find(path, |i| rules[i].matcher.path.matches(path))
-                .map(|i| rules[i].route.name.clone())
+                .map(|i| rules[i].route.name().to_owned())
         };
         let indexed = find(PathIndex::build_scanning(rules, 0));
         let scanned = find(PathIndex::build_scanning(rules, usize::MAX));

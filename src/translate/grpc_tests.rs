@@ -57,8 +57,8 @@ fn routed(t: &Translation, host: &str, path: &str, headers: &[(&str, &str)]) -> 
     };
     let rule = listener.route(&view)?;
     Some(match &rule.rule_name {
-        Some(n) => format!("{}#{n}", rule.route.name),
-        None => rule.route.name.clone(),
+        Some(n) => format!("{}#{n}", rule.route.name()),
+        None => rule.route.name().to_owned(),
     })
 }
 

@@ -287,7 +287,7 @@ impl SocketHosts {
 fn route_order(route: &CompiledRoute) -> (bool, &str, &str) {
     let grpc = route.kind == super::grpcroute::GRPC_ROUTE;
     match route.rules.first() {
-        Some(r) => (grpc, r.route.namespace.as_str(), r.route.name.as_str()),
+        Some(r) => (grpc, r.route.namespace(), r.route.name()),
         None => (grpc, "", ""),
     }
 }

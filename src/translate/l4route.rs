@@ -253,10 +253,10 @@ pub fn attach_l4_routes<'s>(
         }
     }
     out.sort_by(|a, b| {
-        (a.created, &a.route.route.namespace, &a.route.route.name).cmp(&(
+        (a.created, a.route.route.namespace(), a.route.route.name()).cmp(&(
             b.created,
-            &b.route.route.namespace,
-            &b.route.route.name,
+            b.route.route.namespace(),
+            b.route.route.name(),
         ))
     });
     out
@@ -298,9 +298,9 @@ fn compile(
         .collect();
     let route = L4Route {
         route: Arc::new(RouteRef::new(
-            view.kind.as_str().to_owned(),
-            ns.to_owned(),
-            view.meta.name.clone().unwrap_or_default(),
+            view.kind.as_str(),
+            ns,
+            view.meta.name.as_deref().unwrap_or_default(),
         )),
         backends: Arc::new(BackendSet::new(set)),
     };

@@ -146,7 +146,7 @@ fn table_gets_l4_sockets_with_their_routes() {
     let addr = |p: u16| std::net::SocketAddr::new("127.0.0.9".parse().unwrap(), p);
     let tcp = t.table.listeners.get(&addr(9000)).unwrap();
     assert!(
-        matches!(&tcp.l4, Some(crate::table::L4Routes::Tcp { route: Some(r) }) if r.route.name == "t")
+        matches!(&tcp.l4, Some(crate::table::L4Routes::Tcp { route: Some(r) }) if r.route.name() == "t")
     );
     assert!(matches!(
         &t.table.udp.get(&addr(9000)).unwrap().l4,
@@ -158,7 +158,7 @@ fn table_gets_l4_sockets_with_their_routes() {
     };
     let l = sni.listener(Some("a.example.com")).unwrap();
     assert!(!l.terminate);
-    assert_eq!(l.route(Some("a.example.com")).unwrap().route.name, "p");
+    assert_eq!(l.route(Some("a.example.com")).unwrap().route.name(), "p");
     assert!(l.route(Some("b.example.com")).is_none());
     assert!(t.table.listeners.get(&addr(80)).unwrap().l4.is_none());
 }

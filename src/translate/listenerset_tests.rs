@@ -240,7 +240,7 @@ fn served(t: &Translation, port: u16, host: &str) -> Option<String> {
         method: &Method::GET,
         headers: &headers,
     };
-    Some(listener.route(&view)?.route.name.clone())
+    Some(listener.route(&view)?.route.name().to_owned())
 }
 
 #[test]

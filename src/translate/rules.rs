@@ -66,7 +66,7 @@ pub fn compile_route(
     let route_ref = Arc::new(RouteRef::new(
         kind,
         namespace,
-        route.metadata.name.clone().unwrap_or_default(),
+        route.metadata.name.as_deref().unwrap_or_default(),
     ));
     let created = route
         .metadata
@@ -141,7 +141,7 @@ fn compile_actions(
     out: &mut CompiledRoute,
     index: usize,
 ) -> (RuleFilters, BackendSet) {
-    let namespace = route.namespace.as_str();
+    let namespace = route.namespace();
     let compiled = compile_filters(rule.filters.as_deref().unwrap_or_default(), all_prefix)
         .map_err(|e| e.to_string())
         .and_then(|c| {
@@ -150,7 +150,7 @@ fn compile_actions(
             let session = compile_session(
                 rule.session_persistence.as_ref(),
                 namespace,
-                &route.name,
+                route.name(),
                 index,
             )
             .map_err(|e| e.to_string())?;

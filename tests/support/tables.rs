@@ -143,7 +143,7 @@ impl RuleBuilder {
 
     pub fn build(self) -> Arc<RouteRule> {
         Arc::new(RouteRule {
-            route: Arc::new(RouteRef::new("HTTPRoute", "default", self.name)),
+            route: Arc::new(RouteRef::new("HTTPRoute", "default", &self.name)),
             created: self.created,
             rule_index: 0,
             match_index: 0,

@@ -84,7 +84,7 @@ impl PolicyState {
                         .map_or(&b""[..], |v| v.as_bytes()),
                 ),
                 RateLimitKey::Route => {
-                    KeyValue::Route(&subject.route.namespace, &subject.route.name)
+                    KeyValue::Route(subject.route.namespace(), subject.route.name())
                 }
             };
             if let Err(retry_after) = self.rates.take(limit, key) {
