@@ -537,7 +537,7 @@ mod tests {
             ("", "", "/")
         );
 
-        let mut refs = vec![
+        let mut refs = [
             RouteRef::new("HTTPRoute", "a-b", "c"),
             RouteRef::new("HTTPRoute", "a", "z"),
             RouteRef::new("GRPCRoute", "z", "z"),
