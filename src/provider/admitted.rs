@@ -198,6 +198,8 @@ impl<S: KindSet> Admission<S> {
         scope: Scope,
     ) -> Applied {
         let mut out = Applied::default();
+        // A reading of every object settles them all: it lists none.
+        let listing = scope == Scope::Touched;
         let mut touched = BTreeSet::new();
         for (path, change) in changes {
             // The path keeps its shared copy while the file stays.
@@ -208,13 +210,14 @@ impl<S: KindSet> Admission<S> {
             let parsed = match change {
                 None => {
                     let gone = previous.iter().flat_map(|p| &p.definitions);
-                    touched.extend(gone.map(|d| d.key.clone()));
+                    touched.extend(gone.filter(|_| listing).map(|d| d.key.clone()));
                     None
                 }
                 Some(Taken::Held) => previous,
                 Some(Taken::Read(read)) => {
                     let before: Vec<ObjectKey> = previous
                         .iter()
+                        .filter(|_| listing)
                         .flat_map(|p| p.definitions.iter().map(|d| d.key.clone()))
                         .collect();
                     // Only a new parse changes the file's definitions.
@@ -222,7 +225,8 @@ impl<S: KindSet> Admission<S> {
                         Ok(parsed) => {
                             out.skipped.extend(parsed.skipped.iter().cloned());
                             touched.extend(before);
-                            touched.extend(parsed.definitions.iter().map(|d| d.key.clone()));
+                            let now = parsed.definitions.iter().filter(|_| listing);
+                            touched.extend(now.map(|d| d.key.clone()));
                             Some(parsed)
                         }
                         Err(kept) => kept,

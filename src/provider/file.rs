@@ -25,7 +25,9 @@ use crate::kinds::KindSet;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
-/// Quiet time after the last event of a burst before the directory is read.
+/// Quiet time after the last event of a burst before the directory is read, unless that
+/// event completed a file (closed after writing, renamed into place, removed): then the
+/// reading starts at once.
 pub const SETTLE: Duration = Duration::from_millis(3);
 
 /// A burst of events that never goes quiet is read at the latest this long after it started.
@@ -234,6 +236,8 @@ fn relevant(event: &notify::Event) -> bool {
 #[derive(Debug, Default)]
 struct Activity {
     last_event: Option<Instant>,
+    /// Whether the last event completed a file: written and closed, renamed, or removed.
+    last_completed: bool,
     /// Files modified and not closed since, with when their writing was first seen. The
     /// kernel reports a close after writing (inotify `IN_CLOSE_WRITE`); until then the file
     /// may be half-written.
@@ -245,6 +249,7 @@ struct Activity {
 impl Activity {
     fn observe(&mut self, event: &notify::Event, now: Instant) {
         self.changes.record(event);
+        self.last_completed = false;
         match event.kind {
             EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
                 for p in &event.paths {
@@ -257,6 +262,7 @@ impl Activity {
                 for p in &event.paths {
                     self.writing.remove(p);
                 }
+                self.last_completed = true;
             }
             _ => {}
         }
@@ -264,14 +270,18 @@ impl Activity {
     }
 
     /// When the burst that started at `started` may be read: [`SETTLE`] after its last event
-    /// (at most [`SETTLE_CAP`] after it started), and not while a file is being written (for
-    /// at most [`WRITE_CAP`] per file).
+    /// (at most [`SETTLE_CAP`] after it started), at once when that event completed a file,
+    /// and not while a file is being written (for at most [`WRITE_CAP`] per file). Reading
+    /// at once is safe: a file that still looks half-written is read again
+    /// ([`Reading::Tentative`]), and events that arrive during a reading start the next one.
     fn ready_at(&mut self, started: Instant, now: Instant) -> Instant {
         self.writing.retain(|_, since| *since + WRITE_CAP > now);
-        let quiet = self
-            .last_event
-            .map_or(now, |t| t + SETTLE)
-            .min(started + SETTLE_CAP);
+        let quiet = match self.last_event {
+            None => now,
+            Some(t) if self.last_completed => t,
+            Some(t) => t + SETTLE,
+        }
+        .min(started + SETTLE_CAP);
         self.writing
             .values()
             .map(|since| *since + WRITE_CAP)
@@ -486,10 +496,18 @@ mod tests {
         );
         let t1 = t0 + Duration::from_millis(30);
         a.observe(&close, t1);
+        // Closed after writing: complete, read at once.
+        assert_eq!(a.ready_at(t0, t1), t1);
+        // Any other last event waits for the burst to go quiet...
+        let create = event(
+            EventKind::Create(notify::event::CreateKind::File),
+            "/d/b.yaml",
+        );
+        a.observe(&create, t1);
         assert_eq!(a.ready_at(t0, t1), t1 + SETTLE);
-        // A burst that never goes quiet is read at the cap.
+        // ...and a burst that never goes quiet is read at the cap.
         let t2 = t0 + SETTLE_CAP - SETTLE / 2;
-        a.observe(&close, t2);
+        a.observe(&create, t2);
         assert_eq!(a.ready_at(t0, t2), t0 + SETTLE_CAP);
         // A writer that never closes is waited for at most WRITE_CAP.
         a.observe(&modify, t2);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde::Serialize;
 
@@ -394,6 +394,38 @@ pub struct RuleFilters {
     pub policy: Option<Arc<RequestPolicy>>,
 }
 
+impl RuleFilters {
+    /// True when no filter is set: what most rules and backendRefs carry.
+    pub fn is_empty(&self) -> bool {
+        self.request_headers.is_none()
+            && self.response_headers.is_none()
+            && self.redirect.is_none()
+            && self.rewrite.is_none()
+            && self.mirrors.is_empty()
+            && self.cors.is_none()
+            && self.timeouts.is_empty()
+            && self.retry.is_none()
+            && self.session.is_none()
+            && self.policy.is_none()
+    }
+
+    /// `self` behind an `Arc`: empty filters are one allocation shared by every rule and
+    /// backendRef that has none.
+    pub fn shared(self) -> Arc<Self> {
+        static EMPTY: LazyLock<Arc<RuleFilters>> = LazyLock::new(Arc::default);
+        if self.is_empty() {
+            EMPTY.clone()
+        } else {
+            Arc::new(self)
+        }
+    }
+
+    /// The shared empty filters.
+    pub fn none() -> Arc<Self> {
+        Self::default().shared()
+    }
+}
+
 /// The weighted backends of a rule. An empty set, or one whose weights are all zero, answers 500.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -442,7 +474,8 @@ impl BackendSet {
 pub struct WeightedBackend {
     pub weight: u32,
     pub target: BackendTarget,
-    pub filters: RuleFilters,
+    /// Shared, like a rule's: most backendRefs have none ([`RuleFilters::none`]).
+    pub filters: Arc<RuleFilters>,
 }
 
 /// Where a backendRef sends traffic.
@@ -550,13 +583,30 @@ mod tests {
         );
     }
 
+    /// Most rules and backendRefs have no filter: they share one empty value.
+    #[test]
+    fn empty_filters_are_one_shared_allocation() {
+        let (a, b) = (RuleFilters::none(), RuleFilters::default().shared());
+        assert!(Arc::ptr_eq(&a, &b) && a.is_empty());
+        let timed = RuleFilters {
+            timeouts: Timeouts {
+                request: Some(std::time::Duration::from_secs(1)),
+                ..Timeouts::default()
+            },
+            ..RuleFilters::default()
+        };
+        assert!(!timed.is_empty());
+        let shared = timed.shared();
+        assert!(!Arc::ptr_eq(&shared, &a) && !shared.timeouts.is_empty());
+    }
+
     fn backend(weight: u32) -> WeightedBackend {
         WeightedBackend {
             weight,
             target: BackendTarget::Invalid {
                 reason: format!("w{weight}"),
             },
-            filters: RuleFilters::default(),
+            filters: RuleFilters::none(),
         }
     }
 

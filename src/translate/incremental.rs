@@ -38,6 +38,7 @@ use super::policy::{RouteMemo, ServiceOverlays};
 use super::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use super::relink::{endpoints_only, relink};
 use super::rules::{compile_route, CompiledRoute};
+use super::statuses::StatusPool;
 use super::{Snapshot, TranslateOptions, Translation};
 use crate::snapshot::namespace_of;
 use crate::table::ServedCertificates;
@@ -91,6 +92,8 @@ pub struct Incremental {
     policy_routes: RouteMemo,
     /// The routes in report order.
     order: RouteOrder,
+    /// The distinct route statuses the routes hold.
+    statuses: StatusPool,
     last: Reuse,
 }
 
@@ -194,6 +197,7 @@ impl Incremental {
             by_name: None,
             missed: false,
             next: (0..routes).map(|_| None).collect(),
+            statuses: std::mem::take(&mut self.statuses),
             reuse: Reuse::default(),
         }
     }
@@ -202,6 +206,9 @@ impl Incremental {
     pub(super) fn finish(&mut self, compiler: RouteCompiler<'_>) {
         self.routes = compiler.next;
         self.backends = compiler.backends.into_cache();
+        self.statuses = compiler.statuses;
+        // Statuses no route of this translation holds (nor the reports still published).
+        self.statuses.prune();
         self.last = compiler.reuse;
     }
 }
@@ -227,6 +234,7 @@ pub(super) struct RouteCompiler<'a> {
     missed: bool,
     /// This translation's entries, by position in its snapshot.
     next: Vec<Option<RouteEntry>>,
+    statuses: StatusPool,
     reuse: Reuse,
 }
 
@@ -242,10 +250,18 @@ impl RouteCompiler<'_> {
         route: Source<'_>,
         inputs: &AttachInputs<'_, '_>,
     ) -> (Arc<CompiledRoute>, Arc<Attached>) {
+        let mut statuses = std::mem::take(&mut self.statuses);
         let entry = self.entry(position, route);
         let lowered = entry.route.clone();
-        let (attached, reused) = attach(&lowered, &entry.compiled, inputs, &mut entry.attached);
+        let (attached, reused) = attach(
+            &lowered,
+            &entry.compiled,
+            inputs,
+            &mut entry.attached,
+            &mut statuses,
+        );
         let compiled = entry.compiled.clone();
+        self.statuses = statuses;
         if reused {
             self.reuse.reattached += 1;
         }

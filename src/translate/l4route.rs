@@ -292,7 +292,7 @@ fn compile(
             WeightedBackend {
                 weight,
                 target,
-                filters: RuleFilters::default(),
+                filters: RuleFilters::none(),
             }
         })
         .collect();

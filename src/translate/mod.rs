@@ -40,6 +40,7 @@ mod refgrant;
 mod relink;
 mod resilience;
 mod rules;
+mod statuses;
 #[cfg(test)]
 mod testing;
 mod tls;

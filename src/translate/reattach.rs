@@ -21,6 +21,7 @@ use super::gateway::GatewayModel;
 use super::httproute::{attach_route, Attached};
 use super::listener::{ListenerModel, NamespacePolicy, HTTP_ROUTE_KINDS};
 use super::rules::CompiledRoute;
+use super::statuses::StatusPool;
 use super::{GatewayIndex, TranslateOptions};
 use crate::snapshot::namespace_of;
 
@@ -195,6 +196,7 @@ pub fn attach(
     compiled: &Arc<CompiledRoute>,
     inputs: &AttachInputs<'_, '_>,
     cached: &mut Option<AttachEntry>,
+    statuses: &mut StatusPool,
 ) -> (Arc<Attached>, bool) {
     let ns = namespace_of(&route.metadata);
     let namespace = inputs
@@ -218,14 +220,16 @@ pub fn attach(
             &fallback
         }
     };
-    let attached = Arc::new(attach_route(
+    let mut attached = attach_route(
         route,
         compiled,
         inputs.gateways,
         inputs.by_name,
         labels,
         inputs.options,
-    ));
+    );
+    attached.status = attached.status.map(|s| statuses.share(s));
+    let attached = Arc::new(attached);
     *cached = Some(AttachEntry {
         compiled: compiled.clone(),
         parents: parents(route, inputs).collect(),

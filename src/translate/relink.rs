@@ -43,7 +43,7 @@ pub fn relink(compiled: &CompiledRoute, current: &[Resolved]) -> CompiledRoute {
             let (filters, backends) = per_rule
                 .entry(r.rule_index)
                 .or_insert_with(|| {
-                    let filters = Arc::new(filters_with(&r.filters, &backend));
+                    let filters = filters_with(&r.filters, &backend).shared();
                     let set = r
                         .backends
                         .backends
@@ -56,7 +56,7 @@ pub fn relink(compiled: &CompiledRoute, current: &[Resolved]) -> CompiledRoute {
                                     reason: reason.clone(),
                                 },
                             },
-                            filters: filters_with(&w.filters, &backend),
+                            filters: filters_with(&w.filters, &backend).shared(),
                         })
                         .collect();
                     (filters, Arc::new(BackendSet::new(set)))

@@ -104,7 +104,7 @@ pub fn compile_route(
             .all(|m| matches!(m.path, PathMatch::Prefix(_)));
         let (filters, backend_set) =
             compile_actions(rule, all_prefix, &route_ref, backends, &mut out, index);
-        let filters = Arc::new(filters);
+        let filters = filters.shared();
         let backend_set = Arc::new(backend_set);
         for (match_index, matcher) in matchers.into_iter().enumerate() {
             out.rules.push(Arc::new(RouteRule {
@@ -171,7 +171,7 @@ fn compile_actions(
             let invalid = WeightedBackend {
                 weight: 1,
                 target: BackendTarget::Invalid { reason },
-                filters: RuleFilters::default(),
+                filters: RuleFilters::none(),
             };
             return (RuleFilters::default(), BackendSet::new(vec![invalid]));
         }
@@ -201,7 +201,7 @@ fn compile_actions(
                         target: BackendTarget::Invalid {
                             reason: e.to_string(),
                         },
-                        filters: RuleFilters::default(),
+                        filters: RuleFilters::none(),
                     });
                     continue;
                 }
@@ -217,7 +217,7 @@ fn compile_actions(
         set.push(WeightedBackend {
             weight,
             target,
-            filters: backend_filters,
+            filters: backend_filters.shared(),
         });
     }
     (filters, BackendSet::new(set))

@@ -1,6 +1,8 @@
 //! Filters and header hygiene: header modifiers, redirects, URL rewrites, hop-by-hop and
 //! forwarded headers.
 
+use std::sync::Arc;
+
 use edgeplane::proxy::ProxyOptions;
 use edgeplane::table::{PathMatch, PathModifier, Redirect, RuleFilters, Scheme, UrlRewrite};
 use http::{HeaderValue, Method};
@@ -16,8 +18,9 @@ async fn request_and_response_header_filters() {
     let echo = start_echo("e").await;
     let svc = service("e", &[echo.addr]);
     let mut backend = to(&svc);
-    backend.filters.request_headers = Some(Box::new(header_mod(&[("x-backend", "b1")], &[], &[])));
-    backend.filters.response_headers = Some(Box::new(header_mod(
+    Arc::make_mut(&mut backend.filters).request_headers =
+        Some(Box::new(header_mod(&[("x-backend", "b1")], &[], &[])));
+    Arc::make_mut(&mut backend.filters).response_headers = Some(Box::new(header_mod(
         &[],
         &[("x-resp", "from-backend")],
         &[],
@@ -167,7 +170,7 @@ async fn url_rewrite_host_and_path() {
         ..Default::default()
     };
     let mut backend_rewrite = to(&svc);
-    backend_rewrite.filters.rewrite = Some(Box::new(UrlRewrite {
+    Arc::make_mut(&mut backend_rewrite.filters).rewrite = Some(Box::new(UrlRewrite {
         hostname: Some(HeaderValue::from_static("backend.example")),
         path: None,
     }));

@@ -1,6 +1,7 @@
 //! RequestMirror: copies reach every mirror with the rule's request headers and the whole body,
 //! shares are sampled, and a mirror that is slow, stalled or down never touches the main request.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -36,7 +37,7 @@ async fn every_mirror_gets_the_filtered_request_and_its_body() {
     let (m2, mut rec2) = start_recorder("m2").await;
     let mut backend = to(&service("main", &[echo.addr]));
     // A backendRef-level mirror next to the rule-level one.
-    backend.filters.mirrors = vec![mirror(&service("m2", &[m2.addr]), None)];
+    Arc::make_mut(&mut backend.filters).mirrors = vec![mirror(&service("m2", &[m2.addr]), None)];
     let addr = free_addr();
     let _p = start(single(
         addr,

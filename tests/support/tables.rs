@@ -46,7 +46,7 @@ pub fn weighted(svc: &Arc<ServiceBackend>, weight: u32) -> WeightedBackend {
     WeightedBackend {
         weight,
         target: BackendTarget::Service(svc.clone()),
-        filters: RuleFilters::default(),
+        filters: RuleFilters::none(),
     }
 }
 
@@ -57,7 +57,7 @@ pub fn invalid(reason: &str) -> WeightedBackend {
         target: BackendTarget::Invalid {
             reason: reason.into(),
         },
-        filters: RuleFilters::default(),
+        filters: RuleFilters::none(),
     }
 }
 
