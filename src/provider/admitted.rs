@@ -3,7 +3,7 @@
 //! defined twice, or part of a file that does not parse keeps its last admitted version, as a
 //! rejected `kubectl apply` leaves the stored object unchanged. Pure: callers read the files.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -109,6 +109,10 @@ pub enum Reading {
     Final,
 }
 
+/// The documents of files parsed during one reading, by file and [`Definition::position`];
+/// each is taken by the admission of its definition.
+type Fresh = HashMap<Arc<Path>, Vec<Option<Document>>>;
+
 /// Why a document was not admitted, and the field the first error is about.
 struct Rejected {
     field: Option<String>,
@@ -119,8 +123,8 @@ struct Rejected {
 struct AdmittedObject<S> {
     /// The file it was read from, shared with the file's entry.
     path: Arc<Path>,
-    /// The document as written, shared with its [`Definition`].
-    written: Arc<str>,
+    /// The digest of the document it was admitted from ([`Definition::digest`]).
+    digest: [u8; 20],
     /// The document after defaulting, as compact JSON: `oldSelf` of the next version. Kept
     /// only for kinds with transition rules (few are: most objects never need it).
     admitted: Option<Box<str>>,
@@ -201,6 +205,8 @@ impl<S: KindSet> Admission<S> {
         // A reading of every object settles them all: it lists none.
         let listing = scope == Scope::Touched;
         let mut touched = BTreeSet::new();
+        // The documents of the files parsed by this reading, for their admission.
+        let mut fresh = Fresh::new();
         for (path, change) in changes {
             // The path keeps its shared copy while the file stays.
             let (shared, previous) = match self.files.remove_entry(path.as_path()) {
@@ -222,7 +228,8 @@ impl<S: KindSet> Admission<S> {
                         .collect();
                     // Only a new parse changes the file's definitions.
                     match self.take(&path, read, previous, reading, &mut out) {
-                        Ok(parsed) => {
+                        Ok((parsed, documents)) => {
+                            fresh.insert(shared.clone(), documents.into_iter().map(Some).collect());
                             out.skipped.extend(parsed.skipped.iter().cloned());
                             touched.extend(before);
                             let now = parsed.definitions.iter().filter(|_| listing);
@@ -262,7 +269,7 @@ impl<S: KindSet> Admission<S> {
         for (key, defs) in definitions {
             let previous = self.admitted.remove(key);
             let settled = if let [(path, doc)] = defs.as_slice() {
-                match self.admit(path, doc, previous.as_deref()) {
+                match self.admit(path, doc, previous.as_deref(), &mut fresh) {
                     Ok(None) => previous,
                     Ok(Some(new)) => {
                         out.changed = true;
@@ -310,7 +317,7 @@ impl<S: KindSet> Admission<S> {
         previous: Option<ParsedFile>,
         reading: Reading,
         out: &mut Applied,
-    ) -> Result<ParsedFile, Option<ParsedFile>> {
+    ) -> Result<(ParsedFile, Vec<Document>), Option<ParsedFile>> {
         let tentative = reading == Reading::Tentative;
         let kept = match read {
             Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
@@ -320,6 +327,7 @@ impl<S: KindSet> Admission<S> {
             }
             Ok(text) => match parse_documents_for(&self.kinds, path, &text) {
                 Ok(documents) => return Ok(ParsedFile::new(&self.kinds, text, documents)),
+
                 Err(_) if tentative => {
                     out.unsettled.push(path.to_owned());
                     previous
@@ -352,15 +360,19 @@ impl<S: KindSet> Admission<S> {
         path: &Arc<Path>,
         def: &Definition,
         previous: Option<&AdmittedObject<S>>,
+        fresh: &mut Fresh,
     ) -> Result<Option<AdmittedObject<S>>, Rejected> {
-        if previous.is_some_and(|p| p.path == *path && p.written == def.written) {
+        if previous.is_some_and(|p| p.path == *path && p.digest == def.digest) {
             return Ok(None);
         }
         let internal = |e: serde_json::Error| Rejected {
             field: None,
             message: format!("internal error: a stored document does not parse: {e}"),
         };
-        let mut defaulted = def.document().map_err(internal)?;
+        let mut defaulted = self.document(path, def, fresh).ok_or_else(|| Rejected {
+            field: None,
+            message: "internal error: a held file no longer parses".to_owned(),
+        })?;
         let old: Option<Value> = previous
             .and_then(|p| p.admitted.as_deref())
             .map(serde_json::from_str)
@@ -392,7 +404,7 @@ impl<S: KindSet> Admission<S> {
         })?;
         Ok(Some(AdmittedObject {
             path: path.clone(),
-            written: def.written.clone(),
+            digest: def.digest,
             admitted: self
                 .crds
                 .reads_old(&defaulted.api_version, &defaulted.kind)
@@ -401,6 +413,16 @@ impl<S: KindSet> Admission<S> {
                 .map_err(internal)?,
             object,
         }))
+    }
+
+    /// The document of `def`: parsed by this reading, else parsed again from its file's
+    /// text (every document of that file at once, for the file's other definitions).
+    fn document(&self, path: &Arc<Path>, def: &Definition, fresh: &mut Fresh) -> Option<Document> {
+        if !fresh.contains_key(&**path) {
+            let documents = self.files.get(&**path)?.documents(&self.kinds, path);
+            fresh.insert(path.clone(), documents.into_iter().map(Some).collect());
+        }
+        fresh.get_mut(&**path)?.get_mut(def.position)?.take()
     }
 
     /// The line of `field` of `doc` in its file's text, when it can be found.

@@ -148,6 +148,39 @@ fn an_object_defined_twice_keeps_its_admitted_version() {
     assert_eq!(routes(&a), [("s".to_owned(), "s.io".to_owned())]);
 }
 
+/// A held file's document that has to be admitted later (here: once its duplicate is gone) is
+/// parsed again from the file's text; the items of a `List` share their YAML document, so
+/// each is found by its place among the file's definitions.
+#[test]
+fn a_document_of_a_held_file_is_admitted_from_its_text() {
+    let item = |name: &str, host: &str| {
+        format!("- apiVersion: gateway.networking.k8s.io/v1\n  kind: HTTPRoute\n  metadata: {{name: {name}}}\n  spec: {{parentRefs: [{{name: gw}}], hostnames: [a.b, {host}]}}\n")
+    };
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}{}",
+        item("x", "x.io"),
+        item("y", "y-list.io")
+    );
+    let mut a = Admission::new(crds());
+    let first = a.apply(
+        read(&[("c.yaml", &list), ("d.yaml", &route("y", "y-file.io"))]),
+        Reading::Final,
+    );
+    assert_eq!(first.errors.len(), 1, "{:?}", first.errors);
+    assert_eq!(routes(&a), [("x".to_owned(), "x.io".to_owned())]);
+
+    let second = a.apply(vec![(PathBuf::from("c.yaml"), Taken::Held)], Reading::Final);
+    assert!(second.errors.is_empty(), "{:?}", second.errors);
+    assert!(second.changed);
+    assert_eq!(
+        routes(&a),
+        [
+            ("x".to_owned(), "x.io".to_owned()),
+            ("y".to_owned(), "y-list.io".to_owned())
+        ]
+    );
+}
+
 #[test]
 fn an_unchanged_reading_changes_nothing() {
     let mut a = Admission::new(crds());
