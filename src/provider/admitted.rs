@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::lines::field_line;
 use super::manifest::{parse_documents_for, Document, ManifestError};
 use super::objects::{collect, FileKinds, Object};
-use super::parsed::{Definition, ParsedFile};
+use super::parsed::{Definition, ParsedFile, Written};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
 use crate::name::Name;
@@ -111,7 +111,7 @@ pub enum Reading {
 
 /// The documents of files parsed during one reading, by file and [`Definition::position`];
 /// each is taken by the admission of its definition.
-type Fresh = HashMap<Arc<Path>, Vec<Option<Document>>>;
+type Fresh = HashMap<Arc<Path>, Vec<Option<Written>>>;
 
 /// Why a document was not admitted, and the field the first error is about.
 struct Rejected {
@@ -317,7 +317,7 @@ impl<S: KindSet> Admission<S> {
         previous: Option<ParsedFile>,
         reading: Reading,
         out: &mut Applied,
-    ) -> Result<(ParsedFile, Vec<Document>), Option<ParsedFile>> {
+    ) -> Result<(ParsedFile, Vec<Written>), Option<ParsedFile>> {
         let tentative = reading == Reading::Tentative;
         let kept = match read {
             Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
@@ -369,10 +369,11 @@ impl<S: KindSet> Admission<S> {
             field: None,
             message: format!("internal error: a stored document does not parse: {e}"),
         };
-        let mut defaulted = self.document(path, def, fresh).ok_or_else(|| Rejected {
+        let written = self.written(path, def, fresh).ok_or_else(|| Rejected {
             field: None,
             message: "internal error: a held file no longer parses".to_owned(),
         })?;
+        let mut defaulted = written.document().map_err(internal)?;
         let old: Option<Value> = previous
             .and_then(|p| p.admitted.as_deref())
             .map(serde_json::from_str)
@@ -417,7 +418,7 @@ impl<S: KindSet> Admission<S> {
 
     /// The document of `def`: parsed by this reading, else parsed again from its file's
     /// text (every document of that file at once, for the file's other definitions).
-    fn document(&self, path: &Arc<Path>, def: &Definition, fresh: &mut Fresh) -> Option<Document> {
+    fn written(&self, path: &Arc<Path>, def: &Definition, fresh: &mut Fresh) -> Option<Written> {
         if !fresh.contains_key(&**path) {
             let documents = self.files.get(&**path)?.documents(&self.kinds, path);
             fresh.insert(path.clone(), documents.into_iter().map(Some).collect());

@@ -39,34 +39,58 @@ pub(super) struct Definition {
 }
 
 impl Definition {
-    fn new(doc: &Document, position: usize) -> Self {
-        let written = serde_json::to_vec(&doc.value).unwrap_or_default();
-        Self {
-            key: ObjectKey::of(doc),
+    /// The definition of `doc`, and the document as compact JSON.
+    fn new(mut doc: Document, position: usize) -> (Self, Written) {
+        let json = serde_json::to_string(&doc.value).unwrap_or_default();
+        let def = Self {
+            key: ObjectKey::of(&doc),
             line: doc.line,
             index: doc.index,
             field_prefix: doc.field_prefix.clone(),
             position,
-            digest: Sha1::digest(&written).into(),
-        }
+            digest: Sha1::digest(json.as_bytes()).into(),
+        };
+        doc.value = serde_json::Value::Null;
+        let written = Written {
+            doc,
+            json: json.into_boxed_str(),
+        };
+        (def, written)
+    }
+}
+
+/// A document of a file parsed by the current reading, kept until it is admitted as compact
+/// JSON (a tree of maps takes about ten times the memory, and a reading may hold thousands).
+pub(super) struct Written {
+    /// The document without its value.
+    doc: Document,
+    json: Box<str>,
+}
+
+impl Written {
+    /// The document, its value parsed back.
+    pub(super) fn document(self) -> Result<Document, serde_json::Error> {
+        let mut doc = self.doc;
+        doc.value = serde_json::from_str(&self.json)?;
+        Ok(doc)
     }
 }
 
 impl ParsedFile {
     /// The file of `text` and its `documents`, with the documents of the kinds read,
-    /// normalized, in the order of its definitions.
+    /// normalized, as compact JSON, in the order of its definitions.
     pub(super) fn new<S: KindSet>(
         kinds: &FileKinds<S>,
         text: String,
         documents: Vec<Document>,
-    ) -> (Self, Vec<Document>) {
+    ) -> (Self, Vec<Written>) {
         let had_documents = !documents.is_empty();
         let (read, skipped) = read_documents(kinds, documents);
-        let mut definitions: Vec<Definition> = read
-            .iter()
+        let (mut definitions, written): (Vec<Definition>, Vec<Written>) = read
+            .into_iter()
             .enumerate()
             .map(|(position, doc)| Definition::new(doc, position))
-            .collect();
+            .unzip();
         // Kept until the file changes, usually with one document: no spare capacity.
         definitions.shrink_to_fit();
         let file = Self {
@@ -75,16 +99,21 @@ impl ParsedFile {
             definitions,
             skipped,
         };
-        (file, read)
+        (file, written)
     }
 
-    /// Its documents of the kinds read, normalized, parsed again from its text: one for each
-    /// definition, at its [`Definition::position`]. Empty if the text no longer parses, which
+    /// Its documents of the kinds read, normalized, parsed again from its text (as compact
+    /// JSON): one for each definition, at its [`Definition::position`]. Empty if the text no longer parses, which
     /// cannot happen: it parsed when it was taken.
-    pub(super) fn documents<S: KindSet>(&self, kinds: &FileKinds<S>, path: &Path) -> Vec<Document> {
-        parse_documents_for(kinds, path, &self.text)
-            .map(|documents| read_documents(kinds, documents).0)
-            .unwrap_or_default()
+    pub(super) fn documents<S: KindSet>(&self, kinds: &FileKinds<S>, path: &Path) -> Vec<Written> {
+        let Ok(documents) = parse_documents_for(kinds, path, &self.text) else {
+            return Vec::new();
+        };
+        let (read, _) = read_documents(kinds, documents);
+        read.into_iter()
+            .enumerate()
+            .map(|(position, doc)| Definition::new(doc, position).1)
+            .collect()
     }
 }
 
