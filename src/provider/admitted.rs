@@ -327,7 +327,6 @@ impl<S: KindSet> Admission<S> {
             }
             Ok(text) => match parse_documents_for(&self.kinds, path, &text) {
                 Ok(documents) => return Ok(ParsedFile::new(&self.kinds, text, documents)),
-
                 Err(_) if tentative => {
                     out.unsettled.push(path.to_owned());
                     previous
