@@ -397,16 +397,29 @@ pub struct RuleFilters {
 impl RuleFilters {
     /// True when no filter is set: what most rules and backendRefs carry.
     pub fn is_empty(&self) -> bool {
-        self.request_headers.is_none()
-            && self.response_headers.is_none()
-            && self.redirect.is_none()
-            && self.rewrite.is_none()
-            && self.mirrors.is_empty()
-            && self.cors.is_none()
-            && self.timeouts.is_empty()
-            && self.retry.is_none()
-            && self.session.is_none()
-            && self.policy.is_none()
+        // Every field named: a new filter cannot be forgotten here (and dropped by `shared`).
+        let Self {
+            request_headers,
+            response_headers,
+            redirect,
+            rewrite,
+            mirrors,
+            cors,
+            timeouts,
+            retry,
+            session,
+            policy,
+        } = self;
+        request_headers.is_none()
+            && response_headers.is_none()
+            && redirect.is_none()
+            && rewrite.is_none()
+            && mirrors.is_empty()
+            && cors.is_none()
+            && timeouts.is_empty()
+            && retry.is_none()
+            && session.is_none()
+            && policy.is_none()
     }
 
     /// `self` behind an `Arc`: empty filters are one allocation shared by every rule and
