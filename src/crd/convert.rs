@@ -8,7 +8,9 @@
 //! The annotation holds `{"apiVersion": <the version it restores>, "spec": [entries]}`, each
 //! entry `{"path": [...], "from": <value the mapping gives there>, "to": <value to restore>}`
 //! (`from`/`to` left out for "absent"). An entry is applied only where the mapped object still
-//! has its `from` value, so a field changed through the other version keeps the change.
+//! has its `from` value and only when restoring it leaves the meaning of the object as written
+//! unchanged ([`restore_kept`]), so an edit made through the other version wins over every
+//! kept value that belongs with it.
 
 use std::collections::BTreeSet;
 
@@ -98,9 +100,11 @@ pub fn convert(mut object: Value, desired: &str) -> Result<Value, ConvertError> 
         };
         let mut converted = forward(spec.clone()).map_err(|e| invalid(&api_version, e))?;
         if let Some(saved) = saved.filter(|s| s["apiVersion"] == desired) {
-            for entry in saved["spec"].as_array().into_iter().flatten() {
-                restore(&mut converted, entry);
-            }
+            let entries = saved["spec"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            converted = restore_kept(converted, entries, backward);
         }
         let back = backward(converted.clone()).map_err(|e| invalid(desired, e))?;
         let mut entries = Vec::new();
@@ -172,6 +176,52 @@ fn diff(from: Option<&Value>, to: Option<&Value>, path: &mut Vec<Value>, out: &m
             out.push(Value::Object(entry));
         }
     }
+}
+
+/// `converted` with the kept values of `entries` restored where they do not change what the
+/// object means in the version it was written in.
+///
+/// A kept value belongs with the fields it was derived beside: a rate limit kept as
+/// `{requests: 120, unit: Minute}` is written in `v1alpha1` as `requestsPerSecond: 2`; when
+/// that is edited to 5, restoring `unit: Minute` alone (its `from` value still matches) would
+/// store 5 a minute. So every restore is checked against the written version: `backward` of
+/// the result must equal `backward` of the plain conversion, i.e. the written object still
+/// reads as written. Entries are tried together per top-level spec field first (an untouched
+/// group comes back whole, whose members may only be valid together), then one by one; any
+/// that would change the written meaning is dropped and the edit wins.
+fn restore_kept(converted: Value, entries: &[Value], backward: SpecMap) -> Value {
+    let Ok(written) = backward(converted.clone()) else {
+        return converted;
+    };
+    let keeps_meaning =
+        |candidate: &Value| backward(candidate.clone()).is_ok_and(|seen| seen == written);
+    let mut groups: Vec<(Option<&Value>, Vec<&Value>)> = Vec::new();
+    for entry in entries {
+        let head = entry["path"].as_array().and_then(|p| p.first());
+        match groups.iter_mut().find(|(h, _)| *h == head) {
+            Some((_, members)) => members.push(entry),
+            None => groups.push((head, vec![entry])),
+        }
+    }
+    let mut result = converted;
+    for (_, members) in groups {
+        let mut together = result.clone();
+        for entry in &members {
+            restore(&mut together, entry);
+        }
+        if keeps_meaning(&together) {
+            result = together;
+            continue;
+        }
+        for entry in members {
+            let mut one = result.clone();
+            restore(&mut one, entry);
+            if keeps_meaning(&one) {
+                result = one;
+            }
+        }
+    }
+    result
 }
 
 /// Applies one entry made by [`diff`] when `root` still holds its `from` value.

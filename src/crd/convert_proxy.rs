@@ -48,9 +48,25 @@ pub fn up(spec: Value) -> Result<Value, String> {
             keepalive_timeout: a.http2_keepalive_timeout,
         }),
         trusted_proxies: a.trusted_proxy_cidrs,
-        drain_duration: a.drain_seconds.map(|s| format!("{s}s")),
+        drain_duration: a.drain_seconds.map(seconds_duration),
     };
     serde_json::to_value(b).map_err(|e| e.to_string())
+}
+
+/// `seconds` as a Gateway API duration in the largest whole units (`90` is `1m30s`), so that
+/// every value a `u32` holds stays within the five digits a duration's parts may have.
+fn seconds_duration(seconds: u32) -> String {
+    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    let mut text = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            text.push_str(&format!("{n}{unit}"));
+        }
+    }
+    if text.is_empty() {
+        text.push_str("0s");
+    }
+    text
 }
 
 /// `v1beta1` spec to `v1alpha1`: a drain duration becomes whole seconds, rounded up.
@@ -83,4 +99,20 @@ pub fn down(spec: Value) -> Result<Value, String> {
             .and_then(|ms| u32::try_from(ms.div_ceil(1000)).ok()),
     };
     serde_json::to_value(a).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_read_back_as_the_same_duration() {
+        for (seconds, text) in [(0, "0s"), (90, "1m30s"), (3600, "1h"), (403_200, "112h")] {
+            assert_eq!(seconds_duration(seconds), text);
+        }
+        for seconds in [1, 59, 61, 99_999, 3_599_999, u32::MAX] {
+            let millis = duration_millis(&seconds_duration(seconds));
+            assert_eq!(millis, Some(u64::from(seconds) * 1000), "{seconds}");
+        }
+    }
 }
