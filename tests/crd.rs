@@ -14,3 +14,6 @@ mod admission;
 
 #[path = "crd/generated.rs"]
 mod generated;
+
+#[path = "crd/columns.rs"]
+mod columns;

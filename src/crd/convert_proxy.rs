@@ -54,7 +54,8 @@ pub fn up(spec: Value) -> Result<Value, String> {
 }
 
 /// `seconds` as a Gateway API duration in the largest whole units (`90` is `1m30s`), so that
-/// every value a `u32` holds stays within the five digits a duration's parts may have.
+/// every value below 100,000 hours (far above `drainSeconds`' maximum of 99,999) keeps within
+/// the five digits a duration's parts may have and reads back as the same number.
 fn seconds_duration(seconds: u32) -> String {
     let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
     let mut text = String::new();
@@ -110,7 +111,7 @@ mod tests {
         for (seconds, text) in [(0, "0s"), (90, "1m30s"), (3600, "1h"), (403_200, "112h")] {
             assert_eq!(seconds_duration(seconds), text);
         }
-        for seconds in [1, 59, 61, 99_999, 3_599_999, u32::MAX] {
+        for seconds in [1, 59, 61, 99_999, 3_599_999, 359_999_999] {
             let millis = duration_millis(&seconds_duration(seconds));
             assert_eq!(millis, Some(u64::from(seconds) * 1000), "{seconds}");
         }

@@ -33,13 +33,15 @@ use super::DURATION_PATTERN;
     derive = "PartialEq",
     printcolumn(
         name = "Targets",
-        type_ = "string",
-        json_path = ".spec.targetRefs[*].name"
+        type_ = "integer",
+        description = "The number of targetRefs",
+        json_path = ".status.targets"
     ),
     printcolumn(
         name = "Accepted",
         type_ = "string",
-        json_path = ".status.ancestors[0].conditions[?(@.type==\"Accepted\")].status"
+        description = "Ancestors that accept the policy, of all its ancestors",
+        json_path = ".status.accepted"
     ),
     printcolumn(
         name = "Age",
@@ -368,10 +370,37 @@ pub struct BodyLimitsPolicy {
 }
 
 /// Policy status: one entry per ancestor (the Gateway a target is attached to), in the shape
-/// of Gateway API `PolicyStatus`.
+/// of Gateway API `PolicyStatus`, and a summary of them for `kubectl get`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrafficPolicyStatus {
     #[serde(default)]
     pub ancestors: Vec<BackendTlsPolicyStatusAncestors>,
+    /// How many ancestors accept the policy, of how many: `accepted/total` (`1/2`). The
+    /// `Accepted` column of `kubectl get trafficpolicies`: a column shows only the first
+    /// match of its JSONPath, so a column over `ancestors[*]` would tell of one ancestor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<String>,
+    /// The number of `spec.targetRefs` the status was computed for (the `Targets` column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<u32>,
+}
+
+impl TrafficPolicyStatus {
+    /// The status of `ancestors` for a policy of `targets` targetRefs, with its summary.
+    pub fn summarized(ancestors: Vec<BackendTlsPolicyStatusAncestors>, targets: usize) -> Self {
+        let accepted = ancestors
+            .iter()
+            .filter(|a| {
+                a.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Accepted" && c.status == "True")
+            })
+            .count();
+        Self {
+            accepted: Some(format!("{accepted}/{}", ancestors.len())),
+            targets: Some(u32::try_from(targets).unwrap_or(u32::MAX)),
+            ancestors,
+        }
+    }
 }

@@ -251,7 +251,7 @@ impl StatusBody {
                 }
             }
             Self::BackendTlsPolicy(BackendTlsPolicyStatus { ancestors })
-            | Self::TrafficPolicy(TrafficPolicyStatus { ancestors }) => {
+            | Self::TrafficPolicy(TrafficPolicyStatus { ancestors, .. }) => {
                 for a in ancestors {
                     let scope = within(object, "ancestor", &a.ancestor_ref.name);
                     push_problems(&scope, Some(&a.conditions), out);

@@ -137,13 +137,15 @@ pub fn patch(
             let as_policy = |s: &crate::crd::TrafficPolicyStatus| BackendTlsPolicyStatus {
                 ancestors: s.ancestors.clone(),
             };
-            let current = current.map(as_policy);
-            policy_patch(
-                current.as_ref(),
+            let summary = |s: &crate::crd::TrafficPolicyStatus| (s.accepted.clone(), s.targets);
+            let summary_changed = current.map(summary) != Some(summary(want));
+            let ancestors = policy_patch(
+                current.map(as_policy).as_ref(),
                 &as_policy(want),
                 resource_version,
                 controller,
-            )
+            );
+            with_policy_summary(ancestors, summary_changed.then_some(want))
         }
         _ => return Err(DiffError::OtherKind { kind, name }),
     })
@@ -219,6 +221,24 @@ fn policy_patch(
         }),
         notable: Vec::new(),
     })
+}
+
+/// `patch` (the ancestors' write, if any) with the TrafficPolicy summary of `want` added
+/// when it changed: the summary is the controller's alone, so it is merged in as it is.
+fn with_policy_summary(
+    patch: Option<StatusPatch>,
+    want: Option<&crate::crd::TrafficPolicyStatus>,
+) -> Option<StatusPatch> {
+    let Some(want) = want else {
+        return patch;
+    };
+    let mut patch = patch.unwrap_or_else(|| StatusPatch {
+        body: json!({"status": {}}),
+        notable: Vec::new(),
+    });
+    patch.body["status"]["accepted"] = json!(want.accepted);
+    patch.body["status"]["targets"] = json!(want.targets);
+    Some(patch)
 }
 
 /// The route's new `parents[]`: other controllers' entries as they are, then ours as computed

@@ -24,11 +24,12 @@ use crate::crd::DURATION_PATTERN;
     deprecated = "edgeplane.dev/v1alpha1 TrafficPolicy is deprecated; use edgeplane.dev/v1beta1",
     derive = "Default",
     derive = "PartialEq",
-    printcolumn(name = "Targets", type_ = "string", json_path = ".spec.targetRef.name"),
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.targetRef.name"),
     printcolumn(
         name = "Accepted",
         type_ = "string",
-        json_path = ".status.ancestors[0].conditions[?(@.type==\"Accepted\")].status"
+        description = "Ancestors that accept the policy, of all its ancestors",
+        json_path = ".status.accepted"
     ),
     printcolumn(
         name = "Age",

@@ -129,7 +129,8 @@ pub fn policy_statuses<'p>(
                 }
             })
             .collect();
-        out.push((*policy, TrafficPolicyStatus { ancestors: entries }));
+        let targets = policy.spec.target_refs.len();
+        out.push((*policy, TrafficPolicyStatus::summarized(entries, targets)));
     }
     out
 }
