@@ -2,6 +2,7 @@
 //! Gateway API struct without losing a field (typed round trip), every kustomization lists
 //! files and directories that exist, the ClusterRole covers every declared kind, and the
 //! conversion webhook's Service, port, Secret and CRD permissions match the controller's.
+//! The LICENSE file holds the license Cargo.toml names.
 
 use std::path::{Path, PathBuf};
 
@@ -460,4 +461,23 @@ fn the_install_carries_the_generated_crds() {
         assert_eq!(service["port"], svc["spec"]["ports"][0]["port"]);
         assert_eq!(service["path"], edgeplane::webhook::CONVERT_PATH);
     }
+}
+
+#[test]
+fn the_license_file_is_the_license_cargo_toml_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let named = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("license = "))
+        .map(|v| v.trim_matches('"'))
+        .expect("Cargo.toml names a license");
+    let text = std::fs::read_to_string(root.join("LICENSE")).expect("a LICENSE file");
+    let heading: Vec<&str> = text.split_whitespace().take(4).collect();
+    let expected = match named {
+        "Apache-2.0" => ["Apache", "License", "Version", "2.0,"],
+        other => panic!("no LICENSE heading known for {other}"),
+    };
+    assert_eq!(heading, expected, "LICENSE does not hold {named}");
+    assert!(text.contains("TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION"));
 }
