@@ -39,7 +39,8 @@ use crate::translate::{translate, PortMap, TranslateOptions, DEFAULT_CONTROLLER_
 #[derive(Debug, Parser)]
 #[command(name = "edgeplane", version, about)]
 pub struct Cli {
-    /// Log line format (the level comes from RUST_LOG, default info).
+    /// Log line format (levels come from RUST_LOG, default info,rustls=error). Text lines
+    /// are coloured only when stderr is a terminal.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     #[command(subcommand)]
@@ -198,8 +199,11 @@ const DEFAULT_LOG_FILTER: &str = "info,rustls=error";
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    // Escape codes only for a person at a terminal: a pipe, a file or a log collector gets
+    // plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -400,6 +404,13 @@ fn print_demo(args: &DemoArgs, pods: &[crate::demo::EchoPod]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_help_names_the_default_log_filter() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains(DEFAULT_LOG_FILTER), "{help}");
+    }
 
     #[test]
     fn serve_needs_a_source() {

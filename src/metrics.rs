@@ -9,10 +9,16 @@ use prometheus::{
     TextEncoder,
 };
 
+/// The prefix of every metric name (the registry adds it at exposition).
+const PREFIX: &str = "edgeplane";
+
 /// All metrics of the process, registered in one registry served at `/metrics`.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// What every registered family is: name, help and label names, whether or not it has a
+    /// series yet (a labelled family is exposed only after its first event).
+    catalog: Vec<prometheus::core::Desc>,
     /// Requests by route (`namespace/name`, or `none` when unmatched) and status code.
     pub requests: IntCounterVec,
     /// Request duration by route, from request head to response head.
@@ -62,7 +68,7 @@ impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Arc<Self> {
         let registry =
-            Registry::new_custom(Some("edgeplane".into()), None).expect("metric prefix is valid");
+            Registry::new_custom(Some(PREFIX.into()), None).expect("metric prefix is valid");
         let requests = IntCounterVec::new(
             Opts::new("requests_total", "HTTP requests by route and status code"),
             &["route", "code"],
@@ -182,6 +188,7 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let mut catalog = Vec::new();
         for c in [
             Box::new(policy_denied.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(outlier_ejections.clone()),
@@ -201,10 +208,13 @@ impl Metrics {
             Box::new(connections_closed.clone()),
             Box::new(request_errors.clone()),
         ] {
+            catalog.extend(c.desc().into_iter().cloned());
             registry.register(c).expect("metric names are unique");
         }
+        catalog.sort_by(|a, b| a.fq_name.cmp(&b.fq_name));
         Arc::new(Self {
             registry,
+            catalog,
             requests,
             request_seconds,
             table_generation,
@@ -251,6 +261,15 @@ impl Metrics {
                 .with_label_values(&[ns, name, l.source.as_str()])
                 .set(not_after);
         }
+    }
+
+    /// Every metric family the process registers, by name: `(name, label names, help)`.
+    /// What the README's metric table is checked against.
+    pub fn catalog(&self) -> impl Iterator<Item = (String, &[String], &str)> {
+        self.catalog.iter().map(|d| {
+            let name = format!("{PREFIX}_{}", d.fq_name);
+            (name, d.variable_labels.as_slice(), d.help.as_str())
+        })
     }
 
     /// The Prometheus text exposition of every metric.

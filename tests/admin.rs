@@ -230,3 +230,6 @@ async fn host_header_is_checked_against_dns_rebinding() {
     }
     task.abort();
 }
+
+#[path = "admin/metrics_doc.rs"]
+mod metrics_doc;

@@ -19,8 +19,8 @@ fn limits() -> BreakerLimits {
 /// How failing and overloaded backends are handled.
 #[derive(Debug, Args)]
 pub struct ResilienceArgs {
-    /// Consecutive failures (502-504, connect or exchange errors) that eject an endpoint from
-    /// balancing; 0 turns ejection off.
+    /// Consecutive failures (any 5xx response, a refused or failed connection or exchange)
+    /// that eject an endpoint from balancing; 0 turns ejection off.
     #[arg(long, default_value_t = outlier().consecutive_failures)]
     pub outlier_consecutive_failures: u32,
     /// Length of an endpoint's first ejection; the n-th lasts n times as long.

@@ -237,3 +237,18 @@ pub(super) async fn within_timeouts<T, E: From<ProxyError>>(
         .await
         .map_err(|_| E::from(ProxyError::Timeout { which, after }))?
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_5xx_counts_against_the_endpoint_and_nothing_else_does() {
+        for status in [500, 501, 502, 503, 504, 599] {
+            assert_eq!(outcome_of(status), Outcome::Failure, "{status}");
+        }
+        for status in [200, 204, 301, 404, 429, 499] {
+            assert_eq!(outcome_of(status), Outcome::Success, "{status}");
+        }
+    }
+}

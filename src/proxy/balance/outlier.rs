@@ -11,7 +11,7 @@ use std::time::Duration;
 /// When endpoints are ejected and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutlierOptions {
-    /// Consecutive failures (502-504 responses, connect or exchange errors) that eject an
+    /// Consecutive failures (any 5xx response, connect or exchange errors) that eject an
     /// endpoint; 0 turns ejection off. 5, like Envoy: a single bad response is noise.
     pub consecutive_failures: u32,
     /// The first ejection lasts this long, the n-th n times as long. 30 s.
