@@ -2,6 +2,9 @@
 //! construct, plus (when the Gateway API release sits next to the crate) every upstream CRD
 //! and conformance manifest.
 
+#[path = "support/upstream.rs"]
+mod upstream;
+
 use std::path::{Path, PathBuf};
 
 use edgeplane::admission::{Crds, FieldErrorType, Rejection};
@@ -36,9 +39,6 @@ fn messages(r: &Rejection) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // Upstream Gateway API CRDs and conformance manifests.
 
-fn upstream_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/gateway-api-v1.6.1")
-}
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -57,10 +57,7 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Registers every upstream CRD of one channel; `None` when the release is not present.
 fn upstream_crds(channel: &str) -> Option<(Crds, usize)> {
-    let dir = upstream_dir().join("config/crd").join(channel);
-    if !dir.is_dir() {
-        return None;
-    }
+    let dir = upstream::upstream(&format!("config/crd/{channel}"), "upstream admission")?;
     let mut crds = Crds::new();
     let mut rules = 0;
     let mut files = Vec::new();
@@ -104,7 +101,7 @@ fn upstream_crds_compile_and_conformance_manifests_are_admitted() {
     );
 
     let mut files = Vec::new();
-    yaml_files(&upstream_dir().join("conformance"), &mut files);
+    yaml_files(&upstream::release_dir().join("conformance"), &mut files);
     let (mut admitted, mut failures) = (0, Vec::new());
     for f in &files {
         for mut doc in documents(&conformance_substitutions(&read(f))) {

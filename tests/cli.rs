@@ -8,6 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "support/upstream.rs"]
+mod upstream;
+
 #[path = "cli/interface.rs"]
 mod interface;
 #[path = "cli/rejections.rs"]
@@ -196,16 +199,8 @@ fn check_problems_exit_1_and_go_to_stderr() {
 }
 
 fn conformance_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/gateway-api-v1.6.1/conformance"
-    ));
-    if dir.join("base/manifests.yaml").is_file() {
-        Some(dir)
-    } else {
-        println!("skipped: no conformance manifests at {}", dir.display());
-        None
-    }
+    upstream::upstream("conformance/base/manifests.yaml", "check over the upstream manifests")?;
+    Some(upstream::release_dir().join("conformance"))
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {

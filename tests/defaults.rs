@@ -3,6 +3,9 @@
 //! defaults compared with the upstream CRDs where a copy of them is beside the project.
 //! `UPDATE_GOLDEN=1 cargo test --test defaults` rewrites the golden files for review.
 
+#[path = "support/upstream.rs"]
+mod upstream;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -82,12 +85,9 @@ fn schema_defaults(schema: &Value, path: &str, out: &mut BTreeSet<(String, Strin
 /// carries every standard field), kind by kind.
 #[test]
 fn built_in_defaults_match_the_upstream_crds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/gateway-api-v1.6.1/config/crd/experimental");
-    if !dir.is_dir() {
-        println!("skipped: no upstream CRDs at {}", dir.display());
+    let Some(dir) = upstream::upstream("config/crd/experimental", "built-in defaults") else {
         return;
-    }
+    };
     let mut compared = 0;
     for entry in std::fs::read_dir(&dir).expect("CRD dir") {
         let path = entry.expect("entry").path();

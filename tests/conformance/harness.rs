@@ -528,11 +528,8 @@ fn port_map_arg() -> String {
 /// when a copy is beside the project, so fixtures are defaulted and validated exactly as a
 /// cluster would; without it the built-in defaults apply.
 pub fn crds_args() -> Vec<std::ffi::OsString> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/gateway-api-v1.6.1/config/crd/experimental");
-    if dir.is_dir() {
-        vec!["--crds".into(), dir.into_os_string()]
-    } else {
-        Vec::new()
+    match crate::support::upstream::upstream("config/crd/experimental", "conformance --crds") {
+        Some(dir) => vec!["--crds".into(), dir.into_os_string()],
+        None => Vec::new(),
     }
 }

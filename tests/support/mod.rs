@@ -16,4 +16,5 @@ pub mod proxy;
 pub mod raw;
 pub mod tables;
 pub mod tls;
+pub mod upstream;
 pub mod websocket;
