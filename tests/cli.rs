@@ -8,6 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "cli/namespace.rs"]
+mod namespace;
 #[path = "cli/rejections.rs"]
 mod rejections;
 #[path = "cli/rollout.rs"]

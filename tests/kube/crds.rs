@@ -1,7 +1,7 @@
 //! A cluster without the edgeplane.dev CRDs: the missing kinds count as empty and are retried
-//! with a growing backoff while nothing is republished, one WARN line and a gauge say so, and
-//! the kinds are picked up when their CRDs are created. And the controller's namespace: empty
-//! is a start-up error.
+//! with a growing backoff while nothing is republished, one WARN line and a gauge say so, the
+//! kinds are picked up when their CRDs are created and emptied when deleted. And the
+//! controller's namespace: empty is a start-up error.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -162,6 +162,21 @@ async fn missing_crds_back_off_publish_nothing_and_are_picked_up_when_created() 
     let both = api.wait_until(T, |_| available("ProxyConfig") == 1).await;
     assert!(both, "ProxyConfig not picked up");
     assert!(replica.published.table().generation > generation);
+
+    // The TrafficPolicy CRD deleted: its watch ends (as the API server ends it) and answers
+    // 404 from then on; the kind empties and the route serves again.
+    api.remove(
+        "customresourcedefinitions",
+        "",
+        "trafficpolicies.edgeplane.dev",
+    )
+    .unwrap();
+    api.close_watches();
+    replica
+        .wait_for(port, "example.com", "/", 200, Some("pod-a"), T)
+        .await
+        .unwrap();
+    assert_eq!(available("TrafficPolicy"), 0);
     replica.stop().await;
 }
 

@@ -114,11 +114,13 @@ enum Served {
 }
 
 /// Turns a kind the API server does not serve (its list answers 404: the CRD is not
-/// installed) into an empty kind, so that the other kinds are still served. The first 404 in
+/// installed; or its watch does: the CRD was deleted) into an empty kind, so that the other
+/// kinds are still served. The first 404 in
 /// a row becomes an empty list (`Init`, `InitDone`: the store is ready and empty), one WARN
 /// line naming the kind and what to install, and the gauge at 0; later 404s pass silently
-/// (the watcher keeps retrying with [`with_backoff`]). The first list that succeeds sets the
-/// gauge to 1 and, after a 404, logs that the kind was picked up.
+/// (the watcher keeps retrying with [`with_backoff`]). The first list that succeeds (or watch
+/// event, when a watch resumes) sets the gauge to 1 and, after a 404, logs that the kind was
+/// picked up.
 pub struct NotServedAsEmpty {
     kind: String,
     group: String,
@@ -140,7 +142,11 @@ impl NotServedAsEmpty {
     /// The items that replace one item of the watcher.
     pub fn map<K>(&mut self, item: WatchItem<K>) -> Vec<WatchItem<K>> {
         match item {
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+            Err(
+                watcher::Error::InitialListFailed(kube::Error::Api(s))
+                | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                | watcher::Error::WatchFailed(kube::Error::Api(s)),
+            ) if s.code == 404 => {
                 if self.served == Served::No {
                     tracing::debug!(kind = self.kind, "still not served by the API server");
                     return Vec::new();
@@ -155,7 +161,8 @@ impl NotServedAsEmpty {
                 );
                 vec![Ok(Event::Init), Ok(Event::InitDone)]
             }
-            Ok(Event::InitDone) => {
+            // A completed list, or a watch resumed after the CRD came back: served.
+            Ok(event @ (Event::InitDone | Event::Apply(_) | Event::Delete(_))) => {
                 if self.served == Served::No {
                     tracing::info!(
                         kind = self.kind,
@@ -164,7 +171,7 @@ impl NotServedAsEmpty {
                 }
                 self.served = Served::Yes;
                 self.gauge.set(1);
-                vec![Ok(Event::InitDone)]
+                vec![Ok(event)]
             }
             other => vec![other],
         }
@@ -244,9 +251,16 @@ mod tests {
             [Ok(Event::InitDone)]
         ));
         assert_eq!(gauge.get(), 1);
-        // Removed again: reported again.
-        assert_eq!(m.map::<()>(Err(not_found())).len(), 2);
+        // The CRD deleted: the watch answers 404 (the client reads the Status as the stream's
+        // first item). Emptied and reported again.
+        let watch_404 = watcher::Error::WatchFailed(kube::Error::Api(
+            kube::core::Status::failure("not found", "NotFound")
+                .with_code(404)
+                .boxed(),
+        ));
+        assert_eq!(m.map::<()>(Err(watch_404)).len(), 2);
         assert_eq!(gauge.get(), 0);
+        assert!(m.map::<()>(Err(not_found())).is_empty());
         // Other errors pass through to be logged and retried.
         let other = m.map::<()>(Err(watcher::Error::NoResourceVersion));
         assert!(matches!(other.as_slice(), [Err(_)]));
