@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -105,36 +105,44 @@ impl AdmissionArgs {
     }
 }
 
+/// Flags of `serve`, grouped in `--help` by what they are for (the README's tables follow the
+/// same groups). `--config-dir` or `--kubernetes` is required ([`Cli::parse_checked`] says so).
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Directory of YAML/JSON manifests, read recursively.
+    /// Directory of YAML/JSON manifests, read recursively (standalone mode).
     #[arg(
         long,
-        required_unless_present = "kubernetes",
-        conflicts_with = "kubernetes"
+        value_name = "DIR",
+        conflicts_with = "kubernetes",
+        help_heading = "Standalone"
     )]
     pub config_dir: Option<PathBuf>,
     /// Watch a Kubernetes cluster (in-cluster or KUBECONFIG).
-    #[arg(long)]
+    #[arg(long, help_heading = "Kubernetes")]
     pub kubernetes: bool,
     #[command(flatten)]
     pub translate: TranslateArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Standalone")]
     pub admission: AdmissionArgs,
+    /// Bind listener ports on other local ports, as Service targetPorts do
+    /// (`80=18080,443=18443`, e.g. to run unprivileged); status keeps the Gateways' ports.
+    #[arg(
+        long,
+        value_name = "PORT=LOCAL,...",
+        conflicts_with = "kubernetes",
+        help_heading = "Standalone"
+    )]
+    pub port_map: Option<PortMap>,
+    #[command(flatten, next_help_heading = "Kubernetes")]
+    pub kube: cluster::KubeArgs,
     /// Address of the admin server (health, metrics, debug).
-    #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
+    #[arg(long, default_value = DEFAULT_ADMIN_ADDR, help_heading = "Admin")]
     pub admin_addr: SocketAddr,
     /// Time in-flight requests get to finish at shutdown (e.g. 30s, 500ms, 2m).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Proxy")]
     pub drain_timeout: Duration,
-    /// Standalone: bind listener ports on other local ports, as Service targetPorts do
-    /// (`80=18080,443=18443`, e.g. to run unprivileged); status keeps the Gateways' ports.
-    #[arg(long, value_name = "PORT=LOCAL,...", conflicts_with = "kubernetes")]
-    pub port_map: Option<PortMap>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Proxy")]
     pub proxy: ProxyArgs,
-    #[command(flatten)]
-    pub kube: cluster::KubeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -156,9 +164,10 @@ pub struct EchoArgs {
     /// Pod name reported in responses.
     #[arg(long, env = "POD_NAME", default_value = "echo")]
     pub pod: String,
-    /// Namespace reported in responses.
-    #[arg(long, env = "NAMESPACE", default_value = "default")]
-    pub namespace: String,
+    /// Namespace reported in responses; without it and POD_NAMESPACE, the environment
+    /// variable NAMESPACE (as the Gateway API conformance echo reads it), else `default`.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
     /// Answer UDP datagrams instead (each reply: the pod name, `:`, the datagram).
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     pub udp: bool,
@@ -209,6 +218,43 @@ pub fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+/// What `serve` without `--config-dir` or `--kubernetes` says.
+const SERVE_NEEDS_A_SOURCE: &str =
+    "serve needs --config-dir DIR (standalone: a directory of manifests) or --kubernetes \
+     (watch a cluster)";
+
+impl Cli {
+    /// Parses the command line, exiting with clap's usage error (code 2) on bad arguments,
+    /// `serve` without a source included.
+    pub fn parse_checked() -> Cli {
+        Self::try_parse_checked(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// [`Parser::try_parse_from`] plus what clap cannot word: `serve` needs `--config-dir DIR`
+    /// or `--kubernetes`.
+    pub fn try_parse_checked<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli = Self::try_parse_from(args)?;
+        if let Command::Serve(s) = &cli.command {
+            if s.config_dir.is_none() && !s.kubernetes {
+                let mut cmd = Self::command();
+                cmd.build();
+                let serve = cmd
+                    .find_subcommand_mut("serve")
+                    .expect("serve is a subcommand");
+                return Err(serve.error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    SERVE_NEEDS_A_SOURCE,
+                ));
+            }
+        }
+        Ok(cli)
+    }
 }
 
 /// Runs one subcommand to completion and returns the process exit code.
@@ -270,10 +316,20 @@ fn check(args: &CheckArgs) -> ExitCode {
     }
 }
 
+/// The namespace `echo` reports: `--namespace` or POD_NAMESPACE, else NAMESPACE, else
+/// `default` (empty values count as unset).
+fn echo_namespace(flag: Option<String>, fallback: Option<String>) -> String {
+    [flag, fallback]
+        .into_iter()
+        .flatten()
+        .find(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| "default".to_owned())
+}
+
 async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     let identity = EchoIdentity {
         pod: args.pod,
-        namespace: args.namespace,
+        namespace: echo_namespace(args.namespace, std::env::var("NAMESPACE").ok()),
     };
     if args.udp {
         let socket = tokio::net::UdpSocket::bind(args.listen)
@@ -320,7 +376,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         return cluster::serve_kubernetes(args).await;
     }
     let Some(dir) = args.config_dir else {
-        bail!("--config-dir is required");
+        bail!("{SERVE_NEEDS_A_SOURCE}");
     };
     let metrics = Metrics::new();
     let crds = args.admission.load().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -414,11 +470,21 @@ mod tests {
 
     #[test]
     fn serve_needs_a_source() {
-        assert!(Cli::try_parse_from(["edgeplane", "serve"]).is_err());
+        let e = Cli::try_parse_checked(["edgeplane", "serve"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let text = e.to_string();
         assert!(
-            Cli::try_parse_from(["edgeplane", "serve", "--config-dir", "d", "--kubernetes"])
-                .is_err()
+            text.contains("--config-dir DIR") && text.contains("or --kubernetes"),
+            "{text}"
         );
+        assert!(Cli::try_parse_checked([
+            "edgeplane",
+            "serve",
+            "--config-dir",
+            "d",
+            "--kubernetes"
+        ])
+        .is_err());
         let cli = Cli::try_parse_from(["edgeplane", "serve", "--config-dir", "d"]).unwrap();
         let Command::Serve(s) = cli.command else {
             panic!("not serve")
@@ -434,5 +500,57 @@ mod tests {
         assert_eq!(s.kube.namespace, "gw");
         assert_eq!(s.kube.gateway_port_base, 10080);
         assert_eq!(s.kube.resync, Duration::from_secs(300));
+        assert_eq!(s.kube.watch_retry_max, Duration::from_secs(30));
+        let e = Cli::try_parse_checked(["edgeplane", "serve", "--kubernetes", "--namespace", ""]);
+        let text = e.unwrap_err().to_string();
+        assert!(
+            text.contains("empty") && text.contains("POD_NAMESPACE"),
+            "{text}"
+        );
+        let e = Cli::try_parse_checked(["edgeplane", "serve", "--kubernetes", "--namespace=A_b"]);
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn serve_help_groups_flags_by_mode() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let serve = cmd.find_subcommand_mut("serve").unwrap();
+        let heading = |id: &str| {
+            serve
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .unwrap_or_else(|| panic!("no {id}"))
+                .get_help_heading()
+                .map(str::to_owned)
+        };
+        for (id, want) in [
+            ("config_dir", Some("Standalone")),
+            ("crds", Some("Standalone")),
+            ("port_map", Some("Standalone")),
+            ("kubernetes", Some("Kubernetes")),
+            ("namespace", Some("Kubernetes")),
+            ("watch_retry_max", Some("Kubernetes")),
+            ("webhook_addr", Some("Kubernetes")),
+            ("admin_addr", Some("Admin")),
+            ("drain_timeout", Some("Proxy")),
+            ("idle_timeout", Some("Proxy")),
+            ("path_backslash", Some("Proxy")),
+            ("retry_budget_percent", Some("Resilience")),
+            ("outlier_consecutive_failures", Some("Resilience")),
+            ("max_upstream_requests", Some("Resilience")),
+            ("controller_name", None),
+        ] {
+            assert_eq!(heading(id).as_deref(), want, "{id}");
+        }
+    }
+
+    #[test]
+    fn echo_namespace_prefers_the_flag_then_namespace_then_default() {
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(echo_namespace(some("a"), some("b")), "a");
+        assert_eq!(echo_namespace(None, some("b")), "b");
+        assert_eq!(echo_namespace(some(""), some("b")), "b");
+        assert_eq!(echo_namespace(None, None), "default");
     }
 }

@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use edgeplane::cli::{init_logging, run, Cli};
 
 /// jemalloc instead of the system allocator. glibc keeps an arena per thread that allocates
@@ -15,7 +14,7 @@ use edgeplane::cli::{init_logging, run, Cli};
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_checked();
     init_logging(cli.log_format);
     let runtime = match runtime_builder().enable_all().build() {
         Ok(r) => r,

@@ -62,6 +62,9 @@ pub struct Metrics {
     /// Requests a TrafficPolicy refused before any backend saw them, by reason (`ip`,
     /// `rate_limit`, `basic_auth`, `jwt`, `body`).
     pub policy_denied: IntCounterVec,
+    /// Kubernetes mode: 1 when the API server serves a watched kind, 0 when it does not (its
+    /// CRD is not installed; the kind counts as empty and is picked up once it is), by kind.
+    pub watch_kind_available: IntGaugeVec,
 }
 
 impl Metrics {
@@ -188,9 +191,18 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let watch_kind_available = IntGaugeVec::new(
+            Opts::new(
+                "watch_kind_available",
+                "1 when the API server serves a watched kind, 0 when its CRD is not installed",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         let mut catalog = Vec::new();
         for c in [
-            Box::new(policy_denied.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(watch_kind_available.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(policy_denied.clone()),
             Box::new(outlier_ejections.clone()),
             Box::new(outlier_ejected.clone()),
             Box::new(overloaded.clone()),
@@ -232,6 +244,7 @@ impl Metrics {
             overloaded,
             upstream_retries,
             policy_denied,
+            watch_kind_available,
         })
     }
 

@@ -13,6 +13,8 @@ mod upstream;
 
 #[path = "cli/interface.rs"]
 mod interface;
+#[path = "cli/namespace.rs"]
+mod namespace;
 #[path = "cli/rejections.rs"]
 mod rejections;
 #[path = "cli/rollout.rs"]

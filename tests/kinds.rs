@@ -15,6 +15,7 @@ use edgeplane::kinds::{KindSet, Wanted, WatchMode};
 use edgeplane::metrics::Metrics;
 use edgeplane::provider::file::{watch_dir, ConfigDir};
 use edgeplane::provider::kube::watch::{reflectors, run_snapshots, Trigger};
+use edgeplane::provider::kube::RetryPolicy;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::ByteString;
 use kube::{CustomResource, ResourceExt};
@@ -209,7 +210,12 @@ async fn a_declared_kind_is_watched_through_the_kube_client() {
     api.insert(secret("web", "unrelated", "never fetched"));
 
     let trigger = Trigger::default();
-    let started = reflectors::<Widgets>(&api.client(), &trigger, &Metrics::new());
+    let started = reflectors::<Widgets>(
+        &api.client(),
+        RetryPolicy::default(),
+        &trigger,
+        &Metrics::new(),
+    );
     let mut tasks: Vec<_> = started.tasks.into_iter().map(tokio::spawn).collect();
     let (tx, mut rx) = watch::channel(Arc::new(Widgets::default()));
     tasks.push(tokio::spawn(run_snapshots(

@@ -5,6 +5,8 @@ mod support;
 
 #[path = "kube/binary.rs"]
 mod binary;
+#[path = "kube/crds.rs"]
+mod crds;
 #[path = "kube/failover.rs"]
 mod failover;
 #[path = "kube/harness.rs"]

@@ -36,8 +36,10 @@ fn defaults() -> KubeOptions {
 /// Flags of `serve --kubernetes`.
 #[derive(Debug, Args)]
 pub struct KubeArgs {
-    /// The controller's namespace (its Lease and Gateway Services live there).
-    #[arg(long, env = "POD_NAMESPACE", default_value = DEFAULT_CONTROLLER_NAMESPACE)]
+    /// The controller's namespace (its Lease and Gateway Services live there); set
+    /// POD_NAMESPACE from the downward API. Empty is an error.
+    #[arg(long, env = "POD_NAMESPACE", default_value = DEFAULT_CONTROLLER_NAMESPACE,
+        value_parser = parse_namespace)]
     pub namespace: String,
     /// Name of the Lease used for leader election.
     #[arg(long, default_value = defaults().lease_name)]
@@ -62,6 +64,11 @@ pub struct KubeArgs {
     /// Full rebuild from the caches this often, even without changes.
     #[arg(long, default_value = duration_text(defaults().resync), value_parser = parse_duration)]
     pub resync: Duration,
+    /// Longest wait between retries of a kind's failed list or watch (an API error, or a kind
+    /// whose CRD is not installed, which counts as empty meanwhile); waits start at 1s and
+    /// double, with jitter, up to this. A CRD installed later is picked up within about this.
+    #[arg(long, default_value = duration_text(defaults().watch_retry.max), value_parser = parse_duration)]
+    pub watch_retry_max: Duration,
     /// Type of the Service made for each Gateway.
     #[arg(long, default_value = defaults().service_type)]
     pub gateway_service_type: String,
@@ -89,6 +96,30 @@ pub struct KubeArgs {
     pub webhook_cert_renew_before: Duration,
 }
 
+/// Parses the controller's namespace: a DNS label (RFC 1123), so that an empty
+/// `POD_NAMESPACE` stops the start instead of electing a leader in namespace `""`.
+fn parse_namespace(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err(
+            "the controller's namespace is empty: set --namespace or the environment \
+                    variable POD_NAMESPACE (the pod's metadata.namespace, from the downward API)"
+                .to_owned(),
+        );
+    }
+    let label = s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if !label {
+        return Err(format!(
+            "`{s}` is not a namespace name (lower-case letters, digits and `-`, at most 63); \
+             set --namespace or POD_NAMESPACE"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
 /// Parses `namespace/name`.
 fn parse_service(s: &str) -> Result<(String, String), String> {
     match s.split_once('/') {
@@ -109,6 +140,10 @@ impl KubeArgs {
             self.leader_renew_deadline,
             self.leader_retry_period,
         )?;
+        anyhow::ensure!(
+            !self.watch_retry_max.is_zero(),
+            "--watch-retry-max must be greater than zero"
+        );
         let pod_name = self.pod_name.unwrap_or_else(|| {
             std::env::var("HOSTNAME").unwrap_or_else(|_| "edgeplane".to_owned())
         });
@@ -118,6 +153,7 @@ impl KubeArgs {
         options.lease_renew_deadline = self.leader_renew_deadline;
         options.lease_retry_period = self.leader_retry_period;
         options.resync = self.resync;
+        options.watch_retry.max = self.watch_retry_max;
         options.service_type = self.gateway_service_type;
         options.service_selector = self.gateway_service_selector;
         options.port_base = self.gateway_port_base;
@@ -174,12 +210,12 @@ fn check_leader_timing(lease: Duration, renew: Duration, retry: Duration) -> any
 /// `serve --kubernetes`: reflectors feed the reconcile loop, which starts once every kind has
 /// been listed (so `/readyz` means a full sync was published); the leader writes status.
 pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let client = kube::Client::try_default()
-        .await
-        .context("Kubernetes client (in-cluster or KUBECONFIG)")?;
     let webhook_addr = args.kube.webhook_addr;
     let webhook = args.kube.webhook_options(&args.kube.namespace)?;
     let mut options = args.kube.options(&args.translate.controller_name)?;
+    let client = kube::Client::try_default()
+        .await
+        .context("Kubernetes client (in-cluster or KUBECONFIG)")?;
     let certs = Arc::new(WebhookCerts::new());
     let listener = tokio::net::TcpListener::bind(webhook_addr)
         .await

@@ -77,10 +77,11 @@ pub struct ProxyArgs {
     #[arg(long, default_value = duration_text(defaults().udp_idle_timeout), value_parser = parse_duration)]
     pub udp_idle_timeout: Duration,
     /// Share of a Service's active requests that may be retries in flight (percent).
-    #[arg(long, default_value_t = defaults().retry_budget.percent, value_parser = clap::value_parser!(u32).range(0..=100))]
+    #[arg(long, default_value_t = defaults().retry_budget.percent, value_parser = clap::value_parser!(u32).range(0..=100),
+        help_heading = "Resilience")]
     pub retry_budget_percent: u32,
     /// Retries a Service may always have in flight, however few requests it has.
-    #[arg(long, default_value_t = defaults().retry_budget.min_concurrent)]
+    #[arg(long, default_value_t = defaults().retry_budget.min_concurrent, help_heading = "Resilience")]
     pub retry_budget_min: usize,
     /// Access log of every listener whose ProxyConfig sets none: one line per request on
     /// standard output, as JSON or `key=value` text. Off by default, so throughput is
@@ -90,7 +91,7 @@ pub struct ProxyArgs {
     pub access_log: AccessLogArg,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Resilience")]
     pub resilience: ResilienceArgs,
 }
 

@@ -7,6 +7,7 @@ pub mod binding;
 pub mod crd_bundle;
 pub mod gateway_service;
 pub mod leader;
+pub mod retry;
 pub mod service_meta;
 pub mod status;
 pub mod stores;
@@ -31,6 +32,7 @@ use crate::webhook::WebhookCerts;
 pub use binding::ServiceOptions;
 pub use crd_bundle::WebhookCertOptions;
 pub use leader::LeaseOptions;
+pub use retry::RetryPolicy;
 
 /// Namespace used when neither `--namespace` nor the pod's namespace is known.
 pub const DEFAULT_CONTROLLER_NAMESPACE: &str = "edgeplane-system";
@@ -52,6 +54,9 @@ pub struct KubeOptions {
     pub lease_retry_period: Duration,
     /// A full snapshot is sent this often even without changes.
     pub resync: Duration,
+    /// Waits between a reflector's failed lists or watches (API errors, a kind whose CRD is
+    /// not installed).
+    pub watch_retry: RetryPolicy,
     /// Delay before a failed status or side-object pass is retried when nothing else changes.
     pub status_retry: Duration,
     pub service_type: String,
@@ -76,6 +81,7 @@ impl KubeOptions {
             lease_renew_deadline: Duration::from_secs(10),
             lease_retry_period: Duration::from_secs(2),
             resync: Duration::from_secs(300),
+            watch_retry: RetryPolicy::default(),
             status_retry: Duration::from_secs(2),
             service_type: "LoadBalancer".to_owned(),
             service_selector: BTreeMap::from([(
@@ -116,7 +122,8 @@ impl KubeProvider {
         metrics: Arc<Metrics>,
     ) -> Self {
         let trigger = watch::Trigger::default();
-        let reflectors = watch::reflectors::<Snapshot>(&client, &trigger, &metrics);
+        let reflectors =
+            watch::reflectors::<Snapshot>(&client, options.watch_retry, &trigger, &metrics);
         let stores = reflectors.stores.clone();
         let mut tasks: Vec<JoinHandle<()>> =
             reflectors.tasks.into_iter().map(tokio::spawn).collect();

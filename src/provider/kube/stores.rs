@@ -5,6 +5,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
@@ -203,6 +204,8 @@ trait Slot<S>: Send + Sync {
     fn fill(&self, snapshot: &mut S);
     /// Puts the referenced objects into the snapshot (other kinds: nothing).
     fn fetch<'a>(&'a self, snapshot: &'a mut S) -> BoxFuture<'a, ()>;
+    /// Adds a digest of each object of the kind in the snapshot to `out`.
+    fn versions(&self, snapshot: &mut S, out: &mut Vec<u64>);
     fn store(&self) -> &dyn Any;
 }
 
@@ -238,6 +241,17 @@ impl<S: KindSet, K: Kind> Slot<S> for KindSlot<S, K> {
             (self.declared.slot)(snapshot).extend(objects.into_iter().filter(|o| keep(o)));
         }
         .boxed()
+    }
+
+    fn versions(&self, snapshot: &mut S, out: &mut Vec<u64>) {
+        let kind = K::kind(&());
+        for o in (self.declared.slot)(snapshot).iter() {
+            let m = o.meta();
+            let mut h = DefaultHasher::new();
+            let id = (&m.namespace, &m.name, &m.uid, &m.resource_version);
+            (kind.as_ref(), id).hash(&mut h);
+            out.push(h.finish());
+        }
     }
 
     fn store(&self) -> &dyn Any {
@@ -336,6 +350,18 @@ impl<S: KindSet> Stores<S> {
             slot.fill(&mut snapshot);
         }
         snapshot
+    }
+
+    /// A digest of every object in `snapshot` (kind, namespace, name, uid, resourceVersion),
+    /// in no particular order of objects: equal digests mean the same inputs, since the API
+    /// server gives an object a new resourceVersion whenever it changes it.
+    pub fn versions(&self, snapshot: &mut S) -> Vec<u64> {
+        let mut out = Vec::new();
+        for slot in self.slots.iter() {
+            slot.versions(snapshot, &mut out);
+        }
+        out.sort_unstable();
+        out
     }
 
     /// Fetches what the referenced kinds' `wanted` names in `snapshot` into it; only objects

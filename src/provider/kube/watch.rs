@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{watch, Notify};
 
 use super::binding::bindings_from_services;
+use super::retry::{with_backoff, NotServedAsEmpty, RetryPolicy};
 use super::stores::Open;
 pub use super::stores::Stores;
 use crate::kinds::{Kind, KindSet};
@@ -41,13 +42,15 @@ impl Trigger {
     }
 }
 
-/// Starts a reflector for `K`: a watcher with backoff, `managedFields` stripped, reflected into
-/// a store. The returned future drives it; every raw event that changes the store fires
-/// `trigger` (including `InitDone`, where a relist reveals deletes missed while disconnected).
-/// [`reflectors`] calls it for every kind a set declares.
+/// Starts a reflector for `K`: a watcher retried with `retry` (see [`with_backoff`]), a kind
+/// the API server does not serve taken as empty ([`NotServedAsEmpty`]), `managedFields`
+/// stripped, reflected into a store. The returned future drives it; every raw event that
+/// changes the store fires `trigger` (including `InitDone`, where a relist reveals deletes
+/// missed while disconnected). [`reflectors`] calls it for every kind a set declares.
 pub fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
+    retry: RetryPolicy,
     trigger: Trigger,
     metrics: Arc<Metrics>,
 ) -> (Store<K>, BoxFuture<'static, ()>)
@@ -56,49 +59,15 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .flat_map(not_served_as_empty(kind.clone()))
+    let dt = K::DynamicType::default();
+    let kind = K::kind(&dt).into_owned();
+    let gauge = metrics.watch_kind_available.with_label_values(&[&kind]);
+    let mut served = NotServedAsEmpty::new(&kind, &K::group(&dt), gauge);
+    let stream = with_backoff(watcher(api, config), retry)
+        .flat_map(move |item| futures_util::stream::iter(served.map(item)))
         .modify(|o: &mut K| o.managed_fields_mut().clear())
         .reflect(writer);
     (reader, drive(stream, kind, trigger, metrics))
-}
-
-/// One item of a watcher stream.
-type WatchItem<K> = Result<Event<K>, watcher::Error>;
-/// Items that replace one.
-type WatchItems<K> = futures_util::stream::Iter<std::vec::IntoIter<WatchItem<K>>>;
-
-/// A kind the API server does not serve (its CRD is not installed: the list answers 404) is
-/// an empty kind, so the other kinds are still served: the first 404 in a row becomes an
-/// empty list (`Init`, `InitDone`) and one log line; later ones are dropped while the watcher
-/// keeps retrying with backoff, and objects appear once the CRD is installed.
-fn not_served_as_empty<K>(kind: String) -> impl FnMut(WatchItem<K>) -> WatchItems<K> {
-    let mut reported = false;
-    move |event| {
-        let out = match event {
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
-                if reported {
-                    Vec::new()
-                } else {
-                    reported = true;
-                    tracing::warn!(
-                        kind,
-                        "not served by the API server (CRD not installed?); treated as empty"
-                    );
-                    vec![Ok(Event::Init), Ok(Event::InitDone)]
-                }
-            }
-            other => {
-                if other.is_ok() {
-                    reported = false;
-                }
-                vec![other]
-            }
-        };
-        futures_util::stream::iter(out)
-    }
 }
 
 fn drive<K, S>(
@@ -140,6 +109,7 @@ pub struct Reflectors<S = Snapshot> {
 /// Opens stores as reflectors, cluster-wide, collecting the futures that drive them.
 struct Reflect<'a> {
     client: &'a Client,
+    retry: RetryPolicy,
     trigger: &'a Trigger,
     metrics: &'a Arc<Metrics>,
     tasks: Vec<BoxFuture<'static, ()>>,
@@ -168,6 +138,7 @@ impl Reflect<'_> {
         let (store, task) = reflect(
             api,
             watcher::Config::default(),
+            self.retry,
             self.trigger.clone(),
             self.metrics.clone(),
         );
@@ -177,14 +148,16 @@ impl Reflect<'_> {
 }
 
 /// Creates one reflector per kind `S` declares, as it declares it (whole objects or metadata
-/// only), cluster-wide. Nothing runs until the tasks are polled.
+/// only), cluster-wide, each retried with `retry`. Nothing runs until the tasks are polled.
 pub fn reflectors<S: KindSet>(
     client: &Client,
+    retry: RetryPolicy,
     trigger: &Trigger,
     metrics: &Arc<Metrics>,
 ) -> Reflectors<S> {
     let mut reflect = Reflect {
         client,
+        retry,
         trigger,
         metrics,
         tasks: Vec::new(),
@@ -204,10 +177,13 @@ pub fn bind_gateways(snapshot: &mut Snapshot, controller_namespace: &str) {
     snapshot.gateway_bindings = Some(Arc::new(bindings));
 }
 
-/// Waits for every store's first list, then sends a snapshot at once and again after every
-/// trigger and every `resync`, until the receiver side is gone. Referenced objects are fetched
-/// into each snapshot (only those whose resourceVersion changed cost an API call), then
-/// `finish` adds what is not an object (a [`Snapshot`]'s Gateway bindings: [`bind_gateways`]).
+/// Waits for every store's first list, then sends a snapshot at once, after every trigger
+/// that changed an object (a relist that found what was cached, a kind still not served, a
+/// watch that reconnected publish nothing: [`Stores::versions`] compares every object's
+/// resourceVersion with the last snapshot sent), and after every `resync` regardless, until
+/// the receiver side is gone. Referenced objects are fetched into each snapshot (only those
+/// whose resourceVersion changed cost an API call), then `finish` adds what is not an object
+/// (a [`Snapshot`]'s Gateway bindings: [`bind_gateways`], derived from its objects).
 pub async fn run_snapshots<S: KindSet>(
     stores: Stores<S>,
     trigger: Trigger,
@@ -219,17 +195,28 @@ pub async fn run_snapshots<S: KindSet>(
         return;
     }
     tracing::info!("initial list of every kind complete");
-    loop {
+    let mut sent: Option<Vec<u64>> = None;
+    let mut resynced = false;
+    while !tx.is_closed() {
         let mut snapshot = stores.snapshot();
         stores.fetch_referenced(&mut snapshot).await;
-        finish(&mut snapshot);
-        if tx.send(Arc::new(snapshot)).is_err() {
-            return;
+        let versions = stores.versions(&mut snapshot);
+        if resynced || sent.as_ref() != Some(&versions) {
+            finish(&mut snapshot);
+            if tx.send(Arc::new(snapshot)).is_err() {
+                return;
+            }
+            sent = Some(versions);
+        } else {
+            tracing::debug!("no object changed; nothing to publish");
         }
-        tokio::select! {
-            () = trigger.fired() => {}
-            () = tokio::time::sleep(resync) => tracing::debug!("periodic resync"),
-        }
+        resynced = tokio::select! {
+            () = trigger.fired() => false,
+            () = tokio::time::sleep(resync) => {
+                tracing::debug!("periodic resync");
+                true
+            }
+        };
     }
 }
 

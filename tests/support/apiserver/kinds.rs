@@ -89,6 +89,42 @@ impl Table {
         self.0.retain(|k| k.resource() != resource);
     }
 
+    /// Serves the versions a CustomResourceDefinition marks `served`, as the API server does
+    /// once the CRD is established (a `/status` subresource where the version declares one).
+    pub fn register_crd(&mut self, crd: &Value) {
+        let spec = &crd["spec"];
+        let (Some(group), Some(plural), Some(kind)) = (
+            spec["group"].as_str(),
+            spec["names"]["plural"].as_str(),
+            spec["names"]["kind"].as_str(),
+        ) else {
+            return;
+        };
+        let namespaced = spec["scope"] == "Namespaced";
+        for v in spec["versions"].as_array().into_iter().flatten() {
+            let Some(version) = v["name"].as_str() else {
+                continue;
+            };
+            if v["served"] == true {
+                let status = v.pointer("/subresources/status").is_some();
+                self.register(Kind::new(group, version, plural, kind, namespaced, status));
+            } else {
+                self.0
+                    .retain(|k| !(k.group == group && k.version == version && k.plural == plural));
+            }
+        }
+    }
+
+    /// Stops serving what a deleted CustomResourceDefinition served.
+    pub fn unregister_crd(&mut self, crd: &Value) {
+        let spec = &crd["spec"];
+        if let (Some(group), Some(plural)) =
+            (spec["group"].as_str(), spec["names"]["plural"].as_str())
+        {
+            self.unregister(&format!("{plural}.{group}"));
+        }
+    }
+
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Kind> {
         self.0
             .iter()

@@ -2,6 +2,8 @@
 //! protocol (discovery, list, watch, get, create, update, patch, apply, delete, `/status`), so
 //! the production kube client, watchers, reflectors and Lease-based election run against it
 //! unchanged. Tests also reach inside: objects, write counts, injected failures, outages.
+//! Creating a CustomResourceDefinition starts serving its kinds (deleting it stops), as a real
+//! API server does once the CRD is established; `ApiServer::unregister` makes a kind absent.
 
 mod apply;
 pub mod conversion;

@@ -17,6 +17,9 @@ use super::patch::{self, Patch, PatchType};
 
 pub use super::error::ApiError;
 
+/// The resource whose objects decide which custom kinds are served.
+const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
 /// What happened to an object, as a watch reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -190,7 +193,21 @@ impl Store {
             .or_default()
             .insert(key, body.clone());
         self.record(EventType::Added, &resource, ns, body.clone(), None);
+        self.follow_crd(kind, &body, false);
         Ok(body)
+    }
+
+    /// A CustomResourceDefinition written or removed changes what is served, as in a real API
+    /// server once the CRD is established (or gone).
+    fn follow_crd(&mut self, kind: &Kind, obj: &Value, removed: bool) {
+        if kind.resource() != CRDS {
+            return;
+        }
+        if removed {
+            self.kinds.unregister_crd(obj);
+        } else {
+            self.kinds.register_crd(obj);
+        }
     }
 
     /// PUT: 409 Conflict when `metadata.resourceVersion` is stale.
@@ -402,6 +419,7 @@ impl Store {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         self.record(EventType::Deleted, &resource, ns, obj.clone(), old);
+        self.follow_crd(kind, &obj, true);
         if let Some(uid) = obj.pointer("/metadata/uid").and_then(Value::as_str) {
             self.collect_garbage(uid);
         }
@@ -440,6 +458,7 @@ impl Store {
     }
 
     fn store(&mut self, kind: &Kind, ns: &str, name: &str, obj: Value) {
+        self.follow_crd(kind, &obj, false);
         self.objects
             .entry(kind.resource())
             .or_default()
