@@ -28,3 +28,4 @@ pub mod status;
 pub mod table;
 pub mod translate;
 pub mod webhook;
+pub mod yaml_out;
