@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+mod check;
 mod cluster;
 mod flags;
 mod policy;
@@ -19,6 +20,7 @@ mod proxy_args;
 mod resilience_args;
 mod stack;
 
+pub use check::{CheckArgs, CheckOutput};
 pub use cluster::KubeArgs;
 pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
@@ -30,10 +32,10 @@ use crate::admission::Crds;
 use crate::echo::{serve_echo, serve_udp_echo, EchoIdentity};
 use crate::metrics::Metrics;
 use crate::provider::crds::load_crds;
-use crate::provider::file::{load_dir, report_errors, watch_dir, ConfigDir};
+use crate::provider::file::{report_errors, watch_dir, ConfigDir};
 use crate::provider::manifest::ManifestError;
 use crate::reconcile::ReconcileOptions;
-use crate::translate::{translate, PortMap, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+use crate::translate::{PortMap, DEFAULT_CONTROLLER_NAME};
 
 /// A Kubernetes Gateway API controller and the edge proxy it programs, in one process.
 #[derive(Debug, Parser)]
@@ -59,8 +61,9 @@ pub enum LogFormat {
 pub enum Command {
     /// Serve the Gateways of a directory of manifests (reloaded on change), or of a cluster.
     Serve(Box<ServeArgs>),
-    /// Translate a directory once, print every object's status as YAML; exit 1 on problems,
-    /// 2 on a manifest that cannot be parsed.
+    /// Admit and translate manifests (files or directories) once and print every owned
+    /// object's status; exit 1 on problems, 2 on a manifest that does not parse, a rejected
+    /// object or an unknown kind of our API groups, 3 when nothing of ours was checked.
     Check(CheckArgs),
     /// Run an echo backend that answers every request with JSON describing it (gRPC calls: the
     /// conformance suite's gRPC echo service, on the same port).
@@ -137,17 +140,6 @@ pub struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Directory of YAML/JSON manifests, read recursively.
-    #[arg(long)]
-    pub config_dir: PathBuf,
-    #[command(flatten)]
-    pub translate: TranslateArgs,
-    #[command(flatten)]
-    pub admission: AdmissionArgs,
-}
-
-#[derive(Debug, Args)]
 pub struct EchoArgs {
     /// Address to listen on.
     #[arg(long)]
@@ -211,58 +203,13 @@ pub fn init_logging(format: LogFormat) {
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve(*args).await,
-        Command::Check(args) => Ok(check(&args)),
+        Command::Check(args) => Ok(check::check(&args)),
         Command::Echo(args) => echo(args).await,
         Command::Demo(args) => demo(args).await,
         Command::Crds => {
             print!("{}", crate::crd::generate::crds_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-/// `check`: exit 0 when every condition is fine, 1 with problems, 2 when a file does not parse,
-/// an object is rejected or the directory cannot be read.
-fn check(args: &CheckArgs) -> ExitCode {
-    let loaded = args
-        .admission
-        .load()
-        .and_then(|crds| load_dir(&args.config_dir, Arc::new(crds)));
-    let loaded = match loaded {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let options = TranslateOptions {
-        controller_name: args.translate.controller_name.clone(),
-        bind_address: args.translate.bind_address,
-        now: jiff::Timestamp::now(),
-        generation: 1,
-        port_map: Default::default(),
-    };
-    let translation = translate(&loaded.snapshot, &options);
-    match serde_yaml_ng::to_string(&translation.status) {
-        Ok(yaml) => print!("{yaml}"),
-        Err(e) => {
-            eprintln!("error: cannot print status: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    for e in &loaded.errors {
-        eprintln!("error: {e}");
-    }
-    let problems = translation.status.problems();
-    for p in &problems {
-        eprintln!("problem: {p}");
-    }
-    if !loaded.errors.is_empty() {
-        ExitCode::from(2)
-    } else if problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
     }
 }
 
