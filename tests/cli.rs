@@ -8,10 +8,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "cli/nothing_checked.rs"]
+mod nothing_checked;
 #[path = "cli/rejections.rs"]
 mod rejections;
 #[path = "cli/rollout.rs"]
 mod rollout;
+#[path = "cli/yaml_readers.rs"]
+mod yaml_readers;
 
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CONTROLLER: &str = "edgeplane.dev/gateway-controller";
