@@ -31,8 +31,9 @@ use crate::admin::DEFAULT_ADMIN_ADDR;
 use crate::admission::Crds;
 use crate::echo::{serve_echo, serve_udp_echo, EchoIdentity};
 use crate::metrics::Metrics;
+use crate::problem_log::Sources;
 use crate::provider::crds::load_crds;
-use crate::provider::file::{report_errors, watch_dir, ConfigDir};
+use crate::provider::file::{report_errors, watch_shared, ConfigDir};
 use crate::provider::manifest::ManifestError;
 use crate::reconcile::ReconcileOptions;
 use crate::translate::{PortMap, DEFAULT_CONTROLLER_NAME};
@@ -279,7 +280,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(%port_map, "listener ports bind mapped local ports");
     }
     let (tx, rx) = watch::channel(Arc::new(loaded.snapshot));
-    let watcher = watch_dir(config, tx, metrics.clone())?;
+    let config = Arc::new(std::sync::Mutex::new(config));
+    let watcher = watch_shared(config.clone(), tx, metrics.clone())?;
+    // Problems in the log name the file and line of their object.
+    let sources = Sources::new(Arc::new(
+        move |group: &str, kind: &str, namespace: Option<&str>, name: &str| {
+            config.lock().ok()?.location(group, kind, namespace, name)
+        },
+    ));
     let stack = Stack::standalone(
         rx,
         metrics,
@@ -289,6 +297,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map,
+            sources,
         },
     )
     .await?;
@@ -311,6 +320,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
             port_map: Default::default(),
+            sources: Default::default(),
         },
     )
     .await?;

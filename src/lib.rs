@@ -18,6 +18,7 @@ pub mod kinds;
 pub mod l4kinds;
 pub mod metrics;
 pub mod name;
+pub mod problem_log;
 pub mod provider;
 pub mod proxy;
 pub mod published;

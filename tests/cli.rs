@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 #[path = "cli/nothing_checked.rs"]
 mod nothing_checked;
+#[path = "cli/problem_log.rs"]
+mod problem_log;
 #[path = "cli/rejections.rs"]
 mod rejections;
 #[path = "cli/rollout.rs"]

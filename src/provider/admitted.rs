@@ -438,6 +438,13 @@ impl<S: KindSet> Admission<S> {
         collect(self.admitted.values().map(|a| a.object.clone()))
     }
 
+    /// The file and line (of its document) the admitted object `key` was read from.
+    pub fn location(&self, key: &ObjectKey) -> Option<(&Path, usize)> {
+        let path = &self.admitted.get(key)?.path;
+        let defs = &self.files.get(path)?.definitions;
+        Some((path, defs.iter().find(|d| d.key == *key)?.line))
+    }
+
     /// Number of documents in the files, of every kind (read, skipped or unknown).
     pub fn documents(&self) -> usize {
         self.files

@@ -27,20 +27,7 @@ pub struct ProblemChanges {
 impl ProblemChanges {
     /// The changes from `before` to `after`, in report order.
     pub fn between(before: &StatusReport, after: &StatusReport) -> Self {
-        let old = all(before);
-        let new = all(after);
-        let keys = |list: &[ObjectProblem]| -> BTreeSet<String> { list.iter().map(key).collect() };
-        let (old_keys, new_keys) = (keys(&old), keys(&new));
-        Self {
-            appeared: new
-                .into_iter()
-                .filter(|p| !old_keys.contains(&key(p)))
-                .collect(),
-            cleared: old
-                .into_iter()
-                .filter(|p| !new_keys.contains(&key(p)))
-                .collect(),
-        }
+        ProblemSet::of(after).changes_from(&ProblemSet::of(before))
     }
 
     /// True when no problem appeared or cleared.
@@ -49,19 +36,59 @@ impl ProblemChanges {
     }
 }
 
-fn all(report: &StatusReport) -> Vec<ObjectProblem> {
-    report
-        .problems_by_object()
-        .into_iter()
-        .flat_map(|(e, problems)| {
-            problems.into_iter().map(move |problem| ObjectProblem {
-                kind: e.kind,
-                namespace: e.namespace.clone(),
-                name: e.name.clone(),
-                problem,
+/// The problems of one published report, kept until the next publication to compare with.
+#[derive(Debug, Clone, Default)]
+pub struct ProblemSet {
+    problems: Vec<ObjectProblem>,
+    keys: BTreeSet<String>,
+}
+
+impl ProblemSet {
+    /// Every problem of `report`, in report order.
+    pub fn of(report: &StatusReport) -> Self {
+        let problems: Vec<ObjectProblem> = report
+            .problems_by_object()
+            .into_iter()
+            .flat_map(|(e, problems)| {
+                problems.into_iter().map(move |problem| ObjectProblem {
+                    kind: e.kind,
+                    namespace: e.namespace.clone(),
+                    name: e.name.clone(),
+                    problem,
+                })
             })
-        })
-        .collect()
+            .collect();
+        let keys = problems.iter().map(key).collect();
+        Self { problems, keys }
+    }
+
+    /// Number of problems.
+    pub fn len(&self) -> usize {
+        self.problems.len()
+    }
+
+    /// True without problems.
+    pub fn is_empty(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// What changed from `before` to this set.
+    pub fn changes_from(&self, before: &ProblemSet) -> ProblemChanges {
+        ProblemChanges {
+            appeared: self
+                .problems
+                .iter()
+                .filter(|p| !before.keys.contains(&key(p)))
+                .cloned()
+                .collect(),
+            cleared: before
+                .problems
+                .iter()
+                .filter(|p| !self.keys.contains(&key(p)))
+                .cloned()
+                .collect(),
+        }
+    }
 }
 
 /// Identity of a problem across publications: where it is and what it says (the time of its
