@@ -12,6 +12,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+mod check;
 mod cluster;
 mod flags;
 mod policy;
@@ -19,6 +20,7 @@ mod proxy_args;
 mod resilience_args;
 mod stack;
 
+pub use check::{CheckArgs, CheckOutput};
 pub use cluster::KubeArgs;
 pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
@@ -29,11 +31,12 @@ use crate::admin::DEFAULT_ADMIN_ADDR;
 use crate::admission::Crds;
 use crate::echo::{serve_echo, serve_udp_echo, EchoIdentity};
 use crate::metrics::Metrics;
+use crate::problem_log::Sources;
 use crate::provider::crds::load_crds;
-use crate::provider::file::{load_dir, report_errors, watch_dir, ConfigDir};
+use crate::provider::file::{report_errors, watch_shared, ConfigDir};
 use crate::provider::manifest::ManifestError;
 use crate::reconcile::ReconcileOptions;
-use crate::translate::{translate, PortMap, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+use crate::translate::{PortMap, DEFAULT_CONTROLLER_NAME};
 
 /// A Kubernetes Gateway API controller and the edge proxy it programs, in one process.
 #[derive(Debug, Parser)]
@@ -60,8 +63,9 @@ pub enum LogFormat {
 pub enum Command {
     /// Serve the Gateways of a directory of manifests (reloaded on change), or of a cluster.
     Serve(Box<ServeArgs>),
-    /// Translate a directory once, print every object's status as YAML; exit 1 on problems,
-    /// 2 on a manifest that cannot be parsed.
+    /// Admit and translate manifests (files or directories) once and print every owned
+    /// object's status; exit 1 on problems, 2 on a manifest that does not parse, a rejected
+    /// object or an unknown kind of our API groups, 3 when nothing of ours was checked.
     Check(CheckArgs),
     /// Run an echo backend that answers every request with JSON describing it (gRPC calls: the
     /// conformance suite's gRPC echo service, on the same port).
@@ -143,17 +147,6 @@ pub struct ServeArgs {
     pub drain_timeout: Duration,
     #[command(flatten, next_help_heading = "Proxy")]
     pub proxy: ProxyArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Directory of YAML/JSON manifests, read recursively.
-    #[arg(long)]
-    pub config_dir: PathBuf,
-    #[command(flatten)]
-    pub translate: TranslateArgs,
-    #[command(flatten)]
-    pub admission: AdmissionArgs,
 }
 
 #[derive(Debug, Args)]
@@ -261,58 +254,13 @@ impl Cli {
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve(*args).await,
-        Command::Check(args) => Ok(check(&args)),
+        Command::Check(args) => Ok(check::check(&args)),
         Command::Echo(args) => echo(args).await,
         Command::Demo(args) => demo(args).await,
         Command::Crds => {
             print!("{}", crate::crd::generate::crds_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-/// `check`: exit 0 when every condition is fine, 1 with problems, 2 when a file does not parse,
-/// an object is rejected or the directory cannot be read.
-fn check(args: &CheckArgs) -> ExitCode {
-    let loaded = args
-        .admission
-        .load()
-        .and_then(|crds| load_dir(&args.config_dir, Arc::new(crds)));
-    let loaded = match loaded {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let options = TranslateOptions {
-        controller_name: args.translate.controller_name.clone(),
-        bind_address: args.translate.bind_address,
-        now: jiff::Timestamp::now(),
-        generation: 1,
-        port_map: Default::default(),
-    };
-    let translation = translate(&loaded.snapshot, &options);
-    match serde_yaml_ng::to_string(&translation.status) {
-        Ok(yaml) => print!("{yaml}"),
-        Err(e) => {
-            eprintln!("error: cannot print status: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    for e in &loaded.errors {
-        eprintln!("error: {e}");
-    }
-    let problems = translation.status.problems();
-    for p in &problems {
-        eprintln!("problem: {p}");
-    }
-    if !loaded.errors.is_empty() {
-        ExitCode::from(2)
-    } else if problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
     }
 }
 
@@ -392,7 +340,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(%port_map, "listener ports bind mapped local ports");
     }
     let (tx, rx) = watch::channel(Arc::new(loaded.snapshot));
-    let watcher = watch_dir(config, tx, metrics.clone())?;
+    let config = Arc::new(std::sync::Mutex::new(config));
+    let watcher = watch_shared(config.clone(), tx, metrics.clone())?;
+    // Problems in the log name the file and line of their object.
+    let sources = Sources::new(Arc::new(
+        move |group: &str, kind: &str, namespace: Option<&str>, name: &str| {
+            config.lock().ok()?.location(group, kind, namespace, name)
+        },
+    ));
     let stack = Stack::standalone(
         rx,
         metrics,
@@ -402,6 +357,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map,
+            sources,
         },
     )
     .await?;
@@ -424,6 +380,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
             port_map: Default::default(),
+            sources: Default::default(),
         },
     )
     .await?;

@@ -15,8 +15,10 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
+use crate::problem_log::{log_changes, Sources};
 use crate::proxy::{ListenerError, Proxy};
 use crate::snapshot::Snapshot;
+use crate::status::problems::ProblemSet;
 use crate::status::{ObjectKind, ObjectStatus, StatusReport};
 use crate::table::ServedCertificates;
 use crate::translate::{
@@ -113,6 +115,8 @@ pub struct ReconcileOptions {
     pub bind_address: IpAddr,
     /// Standalone mode's `--port-map`: the local port each Gateway listener port binds.
     pub port_map: PortMap,
+    /// Where objects were read from, named in the log lines of problems.
+    pub sources: Sources,
 }
 
 /// What one publication did, for logs and tests.
@@ -139,6 +143,8 @@ pub struct Reconciler {
     memory: Incremental,
     /// Where translations run and old tables and reports are freed.
     worker: Worker,
+    /// The problems of the published status, to log only those that appear or clear.
+    problems: ProblemSet,
 }
 
 impl Reconciler {
@@ -157,6 +163,7 @@ impl Reconciler {
             gateways: Vec::new(),
             memory: Incremental::default(),
             worker: Worker::start(),
+            problems: ProblemSet::default(),
         }
     }
 
@@ -233,6 +240,8 @@ impl Reconciler {
             .map(|p| p.udp_bind_failures())
             .unwrap_or_default();
         let published = self.published.clone();
+        let before = std::mem::take(&mut self.problems);
+        let sources = self.options.sources.clone();
         let (problems, gateways) = self
             .worker
             .run(move || {
@@ -243,16 +252,18 @@ impl Reconciler {
                 apply_bind_failures(&mut status, &table, &failures);
                 apply_udp_bind_failures(&mut status, &table, &udp_failures);
                 let status = status.seal(&published.status());
-                let problems = status.problems().len();
+                let problems = ProblemSet::of(&status);
                 drop(published.publish_status(status));
+                log_changes(&problems.changes_from(&before), &sources);
                 (problems, gateways)
             })
             .await
             .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "status bookkeeping failed");
-                (0, Vec::new())
+                (ProblemSet::default(), Vec::new())
             });
         self.gateways = gateways;
+        let problems = problems_count(&mut self.problems, problems);
         self.published.mark_ready();
         self.published.announce(self.generation);
         let m = self.published.metrics();
@@ -296,6 +307,8 @@ impl Reconciler {
         let published = self.published.clone();
         let gateways = self.gateways.clone();
         let now = jiff::Timestamp::now();
+        let before = std::mem::take(&mut self.problems);
+        let sources = self.options.sources.clone();
         let problems = self
             .worker
             .run(move || {
@@ -311,15 +324,17 @@ impl Reconciler {
                 apply_bind_failures(&mut status, &table, &failures);
                 apply_udp_bind_failures(&mut status, &table, &udp_failures);
                 let status = status.seal(&current);
-                let problems = status.problems().len();
+                let problems = ProblemSet::of(&status);
                 drop(published.publish_status(status));
+                log_changes(&problems.changes_from(&before), &sources);
                 problems
             })
             .await
             .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "status bookkeeping failed");
-                0
+                ProblemSet::default()
             });
+        let problems = problems_count(&mut self.problems, problems);
         self.published.announce_status();
         tracing::info!(
             generation = self.generation,
@@ -356,6 +371,12 @@ impl Reconciler {
             }
         }
     }
+}
+
+/// Keeps `now` as the published problems and returns how many there are.
+fn problems_count(kept: &mut ProblemSet, now: ProblemSet) -> usize {
+    *kept = now;
+    kept.len()
 }
 
 /// The Gateway entries of a translator's report, with their index.
@@ -399,6 +420,7 @@ mod tests {
                 controller_name: "x/y".into(),
                 bind_address: IpAddr::from([127, 0, 0, 1]),
                 port_map: Default::default(),
+                sources: Default::default(),
             },
         );
         (published, r)

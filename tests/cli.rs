@@ -15,10 +15,16 @@ mod upstream;
 mod interface;
 #[path = "cli/namespace.rs"]
 mod namespace;
+#[path = "cli/nothing_checked.rs"]
+mod nothing_checked;
+#[path = "cli/problem_log.rs"]
+mod problem_log;
 #[path = "cli/rejections.rs"]
 mod rejections;
 #[path = "cli/rollout.rs"]
 mod rollout;
+#[path = "cli/yaml_readers.rs"]
+mod yaml_readers;
 
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CONTROLLER: &str = "edgeplane.dev/gateway-controller";

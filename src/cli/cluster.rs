@@ -244,6 +244,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map: Default::default(),
+            sources: Default::default(),
         },
     );
     shutdown_signal().await;

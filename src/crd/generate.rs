@@ -87,7 +87,8 @@ pub fn crd_values() -> Result<Vec<Value>, GenerateError> {
         .collect()
 }
 
-/// Both CRDs as one multi-document YAML text: what `edgeplane crds` prints.
+/// Both CRDs as one multi-document YAML text: what `edgeplane crds` prints, through
+/// [`crate::yaml_out`] so that YAML 1.1 readers (kubectl) take every string as a string.
 pub fn crds_yaml() -> Result<String, GenerateError> {
     let mut out = String::from(
         "# edgeplane CustomResourceDefinitions (group edgeplane.dev), generated from the Rust\n\
@@ -96,7 +97,7 @@ pub fn crds_yaml() -> Result<String, GenerateError> {
     for crd in crds()? {
         out.push_str("---\n");
         out.push_str(
-            &serde_yaml_ng::to_string(&crd).map_err(|e| GenerateError::Encode(e.to_string()))?,
+            &crate::yaml_out::to_string(&crd).map_err(|e| GenerateError::Encode(e.to_string()))?,
         );
     }
     Ok(out)

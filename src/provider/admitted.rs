@@ -14,23 +14,12 @@ use super::lines::field_line;
 use super::manifest::{parse_documents_for, Document, ManifestError};
 use super::objects::{collect, FileKinds, Object};
 use super::parsed::{Definition, ParsedFile, Written};
+use super::skipped::sort_skipped;
+pub use super::skipped::SkippedKind;
 use crate::admission::Crds;
 use crate::kinds::KindSet;
 use crate::name::Name;
 use crate::snapshot::Snapshot;
-
-/// A kind the product does not read, found while loading a directory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct SkippedKind {
-    pub api_version: String,
-    pub kind: String,
-}
-
-impl fmt::Display for SkippedKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.api_version, self.kind)
-    }
-}
 
 /// Identity of an object: two documents with the same key are the same object. Group, kind
 /// and namespace are interned: every object of a directory repeats them.
@@ -88,7 +77,8 @@ enum Scope {
 pub struct Applied {
     /// Files that did not parse and objects that were not admitted, each with file and line.
     pub errors: Vec<ManifestError>,
-    /// Kinds that were skipped (not read by the product).
+    /// Kinds that were skipped (not read by the product); kinds that look meant for us but
+    /// are unknown (`kind: HttpRoute`) are errors instead.
     pub skipped: BTreeSet<SkippedKind>,
     /// False when the admitted objects are exactly those of the previous reading.
     pub changed: bool,
@@ -230,7 +220,9 @@ impl<S: KindSet> Admission<S> {
                     match self.take(&path, read, previous, reading, &mut out) {
                         Ok((parsed, documents)) => {
                             fresh.insert(shared.clone(), documents.into_iter().map(Some).collect());
-                            out.skipped.extend(parsed.skipped.iter().cloned());
+                            if listing {
+                                sort_skipped(&self.kinds, &self.crds, &shared, &parsed, &mut out);
+                            }
                             touched.extend(before);
                             let now = parsed.definitions.iter().filter(|_| listing);
                             touched.extend(now.map(|d| d.key.clone()));
@@ -248,7 +240,12 @@ impl<S: KindSet> Admission<S> {
             Scope::All => None,
             Scope::Touched => Some(&touched),
         };
-        let definitions = definitions(&self.files, keys, &mut out);
+        let definitions = definitions(&self.files, keys);
+        if keys.is_none() {
+            for (path, file) in &self.files {
+                sort_skipped(&self.kinds, &self.crds, path, file, &mut out);
+            }
+        }
         // Objects of the scope without a definition now were deleted.
         let deleted: Vec<ObjectKey> = match keys {
             Some(keys) => keys
@@ -441,6 +438,21 @@ impl<S: KindSet> Admission<S> {
         collect(self.admitted.values().map(|a| a.object.clone()))
     }
 
+    /// The file and line (of its document) the admitted object `key` was read from.
+    pub fn location(&self, key: &ObjectKey) -> Option<(&Path, usize)> {
+        let path = &self.admitted.get(key)?.path;
+        let defs = &self.files.get(path)?.definitions;
+        Some((path, defs.iter().find(|d| d.key == *key)?.line))
+    }
+
+    /// Number of documents in the files, of every kind (read, skipped or unknown).
+    pub fn documents(&self) -> usize {
+        self.files
+            .values()
+            .map(|f| f.definitions.len() + f.skipped.len())
+            .sum()
+    }
+
     /// Number of admitted objects.
     pub fn len(&self) -> usize {
         self.admitted.len()
@@ -453,17 +465,13 @@ impl<S: KindSet> Admission<S> {
 }
 
 /// Every definition of the objects of `keys` (of every object when `None`) in the parsed
-/// files, in file order; with `None`, every skipped kind is recorded in `out`.
+/// files, in file order.
 fn definitions<'a>(
     files: &'a BTreeMap<Arc<Path>, ParsedFile>,
     keys: Option<&BTreeSet<ObjectKey>>,
-    out: &mut Applied,
 ) -> BTreeMap<&'a ObjectKey, Vec<(&'a Arc<Path>, &'a Definition)>> {
     let mut definitions: BTreeMap<&ObjectKey, Vec<(&Arc<Path>, &Definition)>> = BTreeMap::new();
     for (path, file) in files {
-        if keys.is_none() {
-            out.skipped.extend(file.skipped.iter().cloned());
-        }
         let wanted = file
             .definitions
             .iter()

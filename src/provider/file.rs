@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::admitted::{Admission, Applied, Taken};
+use super::admitted::{Admission, Applied, ObjectKey, Taken};
 pub use super::admitted::{Reading, SkippedKind};
 use super::changed::{read_text, Changes, Shape};
 use super::manifest::ManifestError;
@@ -23,6 +23,7 @@ use super::walk::{ignored_name, walk};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
 use crate::metrics::Metrics;
+use crate::name::Name;
 use crate::snapshot::Snapshot;
 
 /// Quiet time after the last event of a burst before the directory is read, unless that
@@ -104,6 +105,25 @@ impl<S: KindSet> ConfigDir<S> {
     /// The directory read.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// `path:line` of the document the admitted object was read from (API group, kind,
+    /// namespace, name), for log lines.
+    pub fn location(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<String> {
+        let key = ObjectKey {
+            group: Name::new(group),
+            kind: Name::new(kind),
+            namespace: namespace.map(Name::new),
+            name: name.into(),
+        };
+        let (path, line) = self.admission.location(&key)?;
+        Some(format!("{}:{line}", path.display()))
     }
 
     /// Reads the directory again, taking every file as it is ([`Reading::Final`]).
@@ -322,7 +342,20 @@ pub fn watch_dir<S: KindSet>(
     sender: watch::Sender<Arc<S>>,
     metrics: Arc<Metrics>,
 ) -> Result<DirWatcher, WatchError> {
-    let dir = config.path().to_owned();
+    watch_shared(Arc::new(Mutex::new(config)), sender, metrics)
+}
+
+/// [`watch_dir`] on a directory others may look into between readings (for
+/// [`ConfigDir::location`]); a reading holds the lock while it runs.
+pub fn watch_shared<S: KindSet>(
+    config: Arc<Mutex<ConfigDir<S>>>,
+    sender: watch::Sender<Arc<S>>,
+    metrics: Arc<Metrics>,
+) -> Result<DirWatcher, WatchError> {
+    let dir = match config.lock() {
+        Ok(c) => c.path().to_owned(),
+        Err(p) => p.get_ref().path().to_owned(),
+    };
     // Capacity one: a pending wake-up absorbs every further event until the reload takes it.
     let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
     let activity = Arc::new(Mutex::new(Activity::default()));
@@ -357,7 +390,6 @@ pub fn watch_dir<S: KindSet>(
     let counter = reloads.clone();
     let task = tokio::spawn(async move {
         // The caller's first load is what `sender` holds; only changes are sent from here.
-        let mut config = Some(config);
         while wake_rx.recv().await.is_some() {
             let started = Instant::now();
             settle(&activity, &mut wake_rx, started).await;
@@ -373,12 +405,10 @@ pub fn watch_dir<S: KindSet>(
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 let read_started = Instant::now();
-                let Some(c) = config.take() else { return };
-                let (c, result) = match read_blocking(c, paths.take(), reading).await {
-                    Some(r) => r,
-                    None => return,
+                let Some(result) = read_blocking(config.clone(), paths.take(), reading).await
+                else {
+                    return;
                 };
-                config = Some(c);
                 let (applied, snapshot) = match result {
                     Ok(r) => r,
                     Err(e) => {
@@ -417,19 +447,23 @@ pub fn watch_dir<S: KindSet>(
     })
 }
 
-/// One reading off the async workers; `None` when the blocking task failed.
+/// One reading off the async workers; `None` when the blocking task failed (now or in an
+/// earlier reading, which left the state poisoned).
 async fn read_blocking<S: KindSet>(
-    mut config: ConfigDir<S>,
+    config: Arc<Mutex<ConfigDir<S>>>,
     paths: Option<BTreeSet<PathBuf>>,
     reading: Reading,
-) -> Option<(ConfigDir<S>, ReadResult<S>)> {
-    match tokio::task::spawn_blocking(move || {
-        let r = config.read_changed(paths.as_ref(), reading);
-        (config, r)
-    })
-    .await
-    {
-        Ok(r) => Some(r),
+) -> Option<ReadResult<S>> {
+    let read = tokio::task::spawn_blocking(move || {
+        let mut config = config.lock().ok()?;
+        Some(config.read_changed(paths.as_ref(), reading))
+    });
+    match read.await {
+        Ok(Some(r)) => Some(r),
+        Ok(None) => {
+            tracing::error!("config reload state lost in an earlier failed reading");
+            None
+        }
         Err(e) => {
             tracing::error!(error = %e, "config reload task failed");
             None

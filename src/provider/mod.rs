@@ -10,6 +10,8 @@ pub mod lines;
 pub mod manifest;
 pub mod objects;
 mod parsed;
+pub mod paths;
+pub mod skipped;
 pub mod stamp;
 pub mod walk;
 pub mod yaml;

@@ -137,6 +137,7 @@ impl Snapshot {
 /// One declared kind, type-erased so a set can be searched by group and kind.
 trait FileKind<S>: Send + Sync {
     fn matches(&self, group: &str, kind: &str) -> bool;
+    fn group_and_kind(&self) -> (&str, &str);
     fn namespaced(&self) -> bool;
     fn decode(&self, value: Value) -> Result<Object<S>, String>;
 }
@@ -150,6 +151,10 @@ struct Entry<S, K> {
 impl<S: 'static, K: Kind> FileKind<S> for Entry<S, K> {
     fn matches(&self, group: &str, kind: &str) -> bool {
         self.group == group && self.kind == kind
+    }
+
+    fn group_and_kind(&self) -> (&str, &str) {
+        (&self.group, &self.kind)
     }
 
     fn namespaced(&self) -> bool {
@@ -208,6 +213,16 @@ impl<S: KindSet> FileKinds<S> {
             .iter()
             .find(|k| k.matches(group, &doc.kind))
             .map(|k| &**k)
+    }
+
+    /// The kinds read in API group `group` (`""`: the core group), in declaration order.
+    pub fn kinds_of_group(&self, group: &str) -> Vec<&str> {
+        self.kinds
+            .iter()
+            .map(|k| k.group_and_kind())
+            .filter(|(g, _)| *g == group)
+            .map(|(_, k)| k)
+            .collect()
     }
 
     /// True for documents of a declared kind; others are skipped.

@@ -6,9 +6,10 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-use super::admitted::{ObjectKey, SkippedKind};
+use super::admitted::ObjectKey;
 use super::manifest::{parse_documents_for, Document};
 use super::objects::FileKinds;
+use super::skipped::SkippedKind;
 use crate::kinds::KindSet;
 
 /// The last successful parse of one file.
@@ -18,8 +19,8 @@ pub(super) struct ParsedFile {
     pub(super) had_documents: bool,
     /// Its documents of the kinds read, normalized, in file order.
     pub(super) definitions: Vec<Definition>,
-    /// Kinds of its documents that are not read.
-    pub(super) skipped: Vec<SkippedKind>,
+    /// Kinds of its documents that are not read, with the line of each document.
+    pub(super) skipped: Vec<(SkippedKind, usize)>,
 }
 
 /// One document of a file, normalized, as kept between readings: its identity, where it is,
@@ -117,19 +118,20 @@ impl ParsedFile {
     }
 }
 
-/// The documents of the kinds read, normalized, and the kinds of the others.
+/// The documents of the kinds read, normalized, and the kinds (and lines) of the others.
 fn read_documents<S: KindSet>(
     kinds: &FileKinds<S>,
     documents: Vec<Document>,
-) -> (Vec<Document>, Vec<SkippedKind>) {
+) -> (Vec<Document>, Vec<(SkippedKind, usize)>) {
     let mut read = Vec::new();
     let mut skipped = Vec::new();
     for mut doc in documents {
         if !kinds.reads(&doc) {
-            skipped.push(SkippedKind {
+            let kind = SkippedKind {
                 api_version: doc.api_version,
                 kind: doc.kind,
-            });
+            };
+            skipped.push((kind, doc.line));
             continue;
         }
         kinds.normalize(&mut doc);

@@ -9,6 +9,7 @@ mod body;
 pub mod conditions;
 pub mod diff;
 mod kind;
+pub mod problems;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -85,7 +86,8 @@ impl ObjectStatus {
         }
     }
 
-    fn label(&self) -> String {
+    /// `Kind namespace/name` (`Kind name` for cluster-scoped kinds), as problems name it.
+    pub fn label(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{} {}/{}", self.kind, ns, self.name),
             None => format!("{} {}", self.kind, self.name),
@@ -164,6 +166,18 @@ impl StatusReport {
             }
         }
         out
+    }
+
+    /// Every entry with its problems, for the entries that have any, in report order.
+    pub fn problems_by_object(&self) -> Vec<(&ObjectStatus, Vec<Problem>)> {
+        self.entries
+            .iter()
+            .filter_map(|e| {
+                let mut out = Vec::new();
+                e.status.typed(e.kind)?.problems(&|| e.label(), &mut out);
+                (!out.is_empty()).then_some((e, out))
+            })
+            .collect()
     }
 
     /// The report as published after `previous`: JSON bodies that parse as their kind's status
