@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 mod check;
+mod checked;
 mod cluster;
 mod flags;
 mod policy;
@@ -21,6 +22,7 @@ mod resilience_args;
 mod stack;
 
 pub use check::{CheckArgs, CheckOutput};
+use checked::{echo_namespace, SERVE_NEEDS_A_SOURCE};
 pub use cluster::KubeArgs;
 pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
@@ -213,43 +215,6 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// What `serve` without `--config-dir` or `--kubernetes` says.
-const SERVE_NEEDS_A_SOURCE: &str =
-    "serve needs --config-dir DIR (standalone: a directory of manifests) or --kubernetes \
-     (watch a cluster)";
-
-impl Cli {
-    /// Parses the command line, exiting with clap's usage error (code 2) on bad arguments,
-    /// `serve` without a source included.
-    pub fn parse_checked() -> Cli {
-        Self::try_parse_checked(std::env::args_os()).unwrap_or_else(|e| e.exit())
-    }
-
-    /// [`Parser::try_parse_from`] plus what clap cannot word: `serve` needs `--config-dir DIR`
-    /// or `--kubernetes`.
-    pub fn try_parse_checked<I, T>(args: I) -> Result<Cli, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString> + Clone,
-    {
-        let cli = Self::try_parse_from(args)?;
-        if let Command::Serve(s) = &cli.command {
-            if s.config_dir.is_none() && !s.kubernetes {
-                let mut cmd = Self::command();
-                cmd.build();
-                let serve = cmd
-                    .find_subcommand_mut("serve")
-                    .expect("serve is a subcommand");
-                return Err(serve.error(
-                    clap::error::ErrorKind::MissingRequiredArgument,
-                    SERVE_NEEDS_A_SOURCE,
-                ));
-            }
-        }
-        Ok(cli)
-    }
-}
-
 /// Runs one subcommand to completion and returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -262,16 +227,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// The namespace `echo` reports: `--namespace` or POD_NAMESPACE, else NAMESPACE, else
-/// `default` (empty values count as unset).
-fn echo_namespace(flag: Option<String>, fallback: Option<String>) -> String {
-    [flag, fallback]
-        .into_iter()
-        .flatten()
-        .find(|n| !n.trim().is_empty())
-        .unwrap_or_else(|| "default".to_owned())
 }
 
 async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
@@ -466,48 +421,5 @@ mod tests {
         );
         let e = Cli::try_parse_checked(["edgeplane", "serve", "--kubernetes", "--namespace=A_b"]);
         assert!(e.is_err());
-    }
-
-    #[test]
-    fn serve_help_groups_flags_by_mode() {
-        let mut cmd = Cli::command();
-        cmd.build();
-        let serve = cmd.find_subcommand_mut("serve").unwrap();
-        let heading = |id: &str| {
-            serve
-                .get_arguments()
-                .find(|a| a.get_id() == id)
-                .unwrap_or_else(|| panic!("no {id}"))
-                .get_help_heading()
-                .map(str::to_owned)
-        };
-        for (id, want) in [
-            ("config_dir", Some("Standalone")),
-            ("crds", Some("Standalone")),
-            ("port_map", Some("Standalone")),
-            ("kubernetes", Some("Kubernetes")),
-            ("namespace", Some("Kubernetes")),
-            ("watch_retry_max", Some("Kubernetes")),
-            ("webhook_addr", Some("Kubernetes")),
-            ("admin_addr", Some("Admin")),
-            ("drain_timeout", Some("Proxy")),
-            ("idle_timeout", Some("Proxy")),
-            ("path_backslash", Some("Proxy")),
-            ("retry_budget_percent", Some("Resilience")),
-            ("outlier_consecutive_failures", Some("Resilience")),
-            ("max_upstream_requests", Some("Resilience")),
-            ("controller_name", None),
-        ] {
-            assert_eq!(heading(id).as_deref(), want, "{id}");
-        }
-    }
-
-    #[test]
-    fn echo_namespace_prefers_the_flag_then_namespace_then_default() {
-        let some = |s: &str| Some(s.to_owned());
-        assert_eq!(echo_namespace(some("a"), some("b")), "a");
-        assert_eq!(echo_namespace(None, some("b")), "b");
-        assert_eq!(echo_namespace(some(""), some("b")), "b");
-        assert_eq!(echo_namespace(None, None), "default");
     }
 }

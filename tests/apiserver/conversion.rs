@@ -36,8 +36,10 @@ fn crd(ca_pem: &str) -> Value {
         "spec": {"group": "edgeplane.dev", "scope": "Namespaced",
             "names": {"plural": "trafficpolicies", "kind": "TrafficPolicy"},
             "versions": [
-                {"name": "v1alpha1", "served": true, "storage": false},
-                {"name": "v1beta1", "served": true, "storage": true}],
+                {"name": "v1alpha1", "served": true, "storage": false,
+                    "subresources": {"status": {}}},
+                {"name": "v1beta1", "served": true, "storage": true,
+                    "subresources": {"status": {}}}],
             "conversion": {"strategy": "Webhook", "webhook": {
                 "conversionReviewVersions": ["v1"],
                 "clientConfig": {

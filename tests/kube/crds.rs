@@ -91,6 +91,8 @@ async fn missing_crds_back_off_publish_nothing_and_are_picked_up_when_created() 
     for resource in EDGEPLANE_CRDS {
         api.unregister(resource);
     }
+    // Gateway API kinds missing (the experimental channel not installed) are treated alike.
+    api.unregister("tcproutes.gateway.networking.k8s.io");
     let echoes = start_fleet(&["pod-a"]).await;
     seed(&api, &["gw"], &[("svc-a", echoes[0].addr)]);
     api.insert(route("web", "r", "gw", "example.com", "/", "svc-a"));
@@ -113,7 +115,9 @@ async fn missing_crds_back_off_publish_nothing_and_are_picked_up_when_created() 
     };
     assert_eq!(available("TrafficPolicy"), 0);
     assert_eq!(available("ProxyConfig"), 0);
+    assert_eq!(available("TCPRoute"), 0);
     assert_eq!(available("Gateway"), 1);
+    assert_eq!(available("HTTPRoute"), 1);
     settled(&replica).await;
 
     // Five quiet seconds: no rebuild, no new table, and a handful of lists at growing
