@@ -326,6 +326,22 @@ mod tests {
         assert_eq!(string("a\u{85}"), "\"a\\u0085\"");
     }
 
+    proptest::proptest! {
+        /// Any string, as a value, a key, an item or a nested value, reads back as itself.
+        #[test]
+        fn every_string_reads_back(s in "[a-c]?[a-c0-2 :#.'\"\\\\\n\t~&*|>@`,\\[\\]{}?=<é\u{85}\u{2028}-]{0,8}") {
+            let mut inner = Mapping::new();
+            inner.insert(Value::String(s.clone()), Value::String(s.clone()));
+            let mut m = Mapping::new();
+            m.insert(Value::String(s.clone()), Value::String(s.clone()));
+            m.insert(Value::String("list".into()), Value::Sequence(vec![Value::String(s.clone()), Value::Mapping(inner)]));
+            let v = Value::Mapping(m);
+            let text = emit(&v);
+            let back: Value = serde_yaml_ng::from_str(&text).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}: {text}")))?;
+            proptest::prop_assert_eq!(back, v, "{}", text);
+        }
+    }
+
     #[test]
     fn layout_is_block_style_with_literal_blocks() {
         let v: Value = serde_yaml_ng::from_str(
