@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "admission/builtin.rs"]
+mod builtin;
+
 use edgeplane::admission::{Crds, FieldErrorType, Rejection};
 use serde::Deserialize;
 use serde_json::{json, Value};

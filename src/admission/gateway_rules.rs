@@ -139,9 +139,10 @@ fn filter_list(list: &str, types: &[(&str, &str)], once: &[&str], out: &mut Vec<
     out.push((list.to_owned(), rules(list_rules)));
     let mut each = Vec::new();
     for (ty, field) in types {
+        let article = if ty.starts_with('E') { "an" } else { "a" };
         each.push(rule_at(
             &format!("self.type != '{ty}' || has(self.{field})"),
-            &format!("a {ty} filter needs {field}"),
+            &format!("{article} {ty} filter needs {field}"),
             ".type",
         ));
         each.push(rule_at(

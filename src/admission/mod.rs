@@ -171,6 +171,15 @@ impl Crds {
             .unwrap_or_default()
     }
 
+    /// `(schema path, message)` of every CEL rule of one registered kind and version that has
+    /// a fixed `message` (rules with only a `messageExpression` are left out), so tests can
+    /// check each rule is exercised.
+    pub fn rule_messages(&self, api_version: &str, kind: &str) -> Vec<(String, String)> {
+        self.schema(api_version, kind)
+            .map(|(_, s)| cel::rule_messages(s))
+            .unwrap_or_default()
+    }
+
     fn schema(&self, api_version: &str, kind: &str) -> Option<(&Crd, &Schema)> {
         let (group, version) = api_version.split_once('/')?;
         let crd = self.kinds.get(&(group.to_string(), kind.to_string()))?;
