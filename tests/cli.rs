@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 mod rejections;
 #[path = "cli/rollout.rs"]
 mod rollout;
+#[path = "cli/typos.rs"]
+mod typos;
 
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CONTROLLER: &str = "edgeplane.dev/gateway-controller";
