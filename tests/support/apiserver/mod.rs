@@ -2,6 +2,10 @@
 //! protocol (discovery, list, watch, get, create, update, patch, apply, delete, `/status`), so
 //! the production kube client, watchers, reflectors and Lease-based election run against it
 //! unchanged. Tests also reach inside: objects, write counts, injected failures, outages.
+//! Writes of the Gateway API and edgeplane.dev kinds get server-side field validation against
+//! edgeplane's built-in schemas (`validation`): `fieldValidation=Strict`, kubectl's default,
+//! refuses an unknown field as the API server does; the default `Warn` drops it with a
+//! `Warning` header. Defaults, other schema checks and CEL rules are not applied here.
 
 mod apply;
 pub mod conversion;
@@ -14,6 +18,7 @@ pub mod object;
 pub mod patch;
 pub mod selectors;
 pub mod store;
+pub mod validation;
 pub mod watch;
 
 use std::collections::BTreeMap;
