@@ -193,10 +193,20 @@ fn built() -> Result<&'static Crds, CrdError> {
     })
 }
 
+/// The built-in CustomResourceDefinitions of the Gateway API kinds as JSON (derived schema,
+/// defaults and rules, every version), for tests and tools that compare them with a release's
+/// CRDs.
+pub fn gateway_crds() -> Result<Vec<Value>, CrdError> {
+    defaults()
+        .into_iter()
+        .map(|(kind, defaults)| crd(kind, &defaults))
+        .collect()
+}
+
 fn build() -> Result<Crds, CrdError> {
     let mut crds = Crds::new();
-    for (kind, defaults) in defaults() {
-        crds.register(&crd(kind, &defaults)?)?;
+    for crd in gateway_crds()? {
+        crds.register(&crd)?;
     }
     let own = crate::crd::generate::crd_values().map_err(|e| CrdError::BadSchema {
         path: "edgeplane.dev CRDs".to_owned(),

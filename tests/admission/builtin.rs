@@ -141,3 +141,115 @@ fn upstream_crds_agree_with_the_fixtures() {
         );
     }
 }
+
+/// Every property path of a schema (`.spec.rules[].name`), `{}` for map values.
+fn field_paths(schema: &Value, path: &str, out: &mut std::collections::BTreeSet<String>) {
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, sub) in props {
+            let p = format!("{path}.{name}");
+            out.insert(p.clone());
+            field_paths(sub, &p, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        field_paths(items, &format!("{path}[]"), out);
+    }
+    if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+        field_paths(values, &format!("{path}{{}}"), out);
+    }
+}
+
+/// The built-in schemas declare every field of the upstream CRDs (experimental channel, every
+/// version both serve), so nothing valid is refused as unknown; the only field they declare
+/// beyond upstream is one the crate's types still carry.
+#[test]
+fn built_in_schemas_declare_every_upstream_field() {
+    let Some(dir) =
+        Some(super::upstream_dir().join("config/crd/experimental")).filter(|d| d.is_dir())
+    else {
+        println!("note: upstream Gateway API CRDs not found; comparison skipped");
+        return;
+    };
+    let ours = builtin::gateway_crds().expect("built-in CRDs");
+    let mut files = Vec::new();
+    super::yaml_files(&dir, &mut files);
+    let mut compared = 0;
+    for f in files {
+        for upstream in documents(&read(&f)) {
+            if upstream["kind"] != "CustomResourceDefinition" {
+                continue;
+            }
+            let kind = &upstream["spec"]["names"]["kind"];
+            let Some(built_in) = ours.iter().find(|c| c["spec"]["names"]["kind"] == *kind) else {
+                continue;
+            };
+            for version in upstream["spec"]["versions"].as_array().expect("versions") {
+                let name = &version["name"];
+                let Some(mine) = built_in["spec"]["versions"]
+                    .as_array()
+                    .and_then(|v| v.iter().find(|m| m["name"] == *name))
+                else {
+                    panic!("{kind} {name}: served upstream, not built in");
+                };
+                let (mut theirs, mut declared) = Default::default();
+                field_paths(&version["schema"]["openAPIV3Schema"], "", &mut theirs);
+                field_paths(&mine["schema"]["openAPIV3Schema"], "", &mut declared);
+                for root in [".apiVersion", ".kind", ".metadata"] {
+                    theirs.remove(root);
+                }
+                let missing: Vec<&String> = theirs.difference(&declared).collect();
+                assert!(
+                    missing.is_empty(),
+                    "{kind} {name}: not declared: {missing:?}"
+                );
+                let extra: Vec<&String> = declared
+                    .difference(&theirs)
+                    .filter(|p| !p.ends_with(".sessionPersistence.idleTimeout"))
+                    .collect();
+                assert!(
+                    extra.is_empty(),
+                    "{kind} {name}: declared beyond upstream: {extra:?}"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 19, "compared only {compared} versions");
+}
+
+/// Every upstream conformance manifest (all of them valid for the upstream CRDs) is admitted
+/// by the built-in schemas as well.
+#[test]
+fn built_in_schemas_admit_the_upstream_conformance_manifests() {
+    let dir = super::upstream_dir().join("conformance");
+    if !dir.is_dir() {
+        println!("note: upstream conformance manifests not found; skipped");
+        return;
+    }
+    let crds = builtin::crds();
+    let mut files = Vec::new();
+    super::yaml_files(&dir, &mut files);
+    let (mut admitted, mut failures) = (0, Vec::new());
+    for f in &files {
+        for mut doc in documents(&super::conformance_substitutions(&read(f))) {
+            let (api, kind) = (doc["apiVersion"].as_str(), doc["kind"].as_str());
+            let Some((api, kind)) = api.zip(kind) else {
+                continue;
+            };
+            if !api.starts_with("gateway.networking.k8s.io/") || !crds.contains(api, kind) {
+                continue;
+            }
+            match crds.admit(&mut doc, None) {
+                Ok(()) => admitted += 1,
+                Err(r) => failures.push(format!("{}: {r}", f.display())),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} refused:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(admitted > 300, "only {admitted} objects admitted");
+}
