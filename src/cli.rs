@@ -94,8 +94,11 @@ pub struct TranslateArgs {
 #[derive(Debug, Args)]
 pub struct AdmissionArgs {
     /// CustomResourceDefinitions (a file or a directory, repeatable), e.g. the Gateway API
-    /// standard-install.yaml: objects read from files are defaulted and validated against them
-    /// as the API server would. Without it, the Gateway API defaults are applied.
+    /// standard-install.yaml: objects of their kinds are defaulted and validated against them
+    /// exactly as the API server with those CRDs would (every bound, pattern and CEL rule).
+    /// Without it, Gateway API objects are still validated, against built-in schemas: every
+    /// field the Gateway API types declare (an unknown field is refused), the CRDs' defaults
+    /// and the common cross-field rules (paths, redirects, rewrites, filters, ports, weights).
     #[arg(long = "crds", value_name = "PATH")]
     pub crds: Vec<PathBuf>,
 }

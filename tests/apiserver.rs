@@ -9,5 +9,7 @@ mod conversion;
 mod objects;
 #[path = "apiserver/operations.rs"]
 mod operations;
+#[path = "apiserver/validation.rs"]
+mod validation;
 #[path = "apiserver/watches.rs"]
 mod watches;

@@ -25,6 +25,8 @@ mod rejections;
 mod rollout;
 #[path = "cli/yaml_readers.rs"]
 mod yaml_readers;
+#[path = "cli/typos.rs"]
+mod typos;
 
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CONTROLLER: &str = "edgeplane.dev/gateway-controller";

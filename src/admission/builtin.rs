@@ -1,16 +1,17 @@
-//! The defaults the Gateway API v1.6 CRDs declare, built in, so that objects read from files are
-//! defaulted as a cluster would default them even when no CRD file is loaded (`--crds`). Each
-//! kind becomes a schema that carries only defaults and keeps every other field as written;
-//! a CRD loaded from a file for the same kind replaces it (and validates as well).
-//! The edgeplane.dev kinds are registered with their complete CRDs (every version, OpenAPI
-//! and CEL), generated from their Rust types.
+//! The built-in schemas, so that objects read from files are defaulted and validated as a
+//! cluster would do it even when no CRD file is loaded (`--crds`). Each Gateway API kind gets
+//! the structural schema derived from the gateway-api crate's type ([`gateway_schema`]: every
+//! field declared, so an unknown field is refused), the defaults the v1.6 CRDs declare (the
+//! table here) and this project's statement of the rules users run into ([`gateway_rules`]);
+//! a CRD loaded from a file for the same kind replaces it. The edgeplane.dev kinds are
+//! registered with their complete CRDs (every version, OpenAPI and CEL), generated from their
+//! Rust types.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::{CrdError, Crds};
+use super::{gateway_rules, gateway_schema, CrdError, Crds};
 
 /// The Gateway API group.
 const GROUP: &str = "gateway.networking.k8s.io";
@@ -157,27 +158,55 @@ pub fn defaults() -> Vec<(&'static str, Vec<(String, &'static str)>)> {
         ("UDPRoute", l4),
         ("ListenerSet", listener_set),
         ("ReferenceGrant", Vec::new()),
+        ("BackendTLSPolicy", Vec::new()),
     ]
 }
 
 /// The built-in schemas alone, registered once per process: what parsing a manifest without a
 /// CRD file applies.
 pub fn crds() -> Arc<Crds> {
-    static BUILTIN: LazyLock<Arc<Crds>> = LazyLock::new(|| {
-        let mut crds = Crds::new();
-        if let Err(e) = register(&mut crds) {
-            tracing::error!(error = %e, "built-in Gateway API defaults not registered");
+    static BUILTIN: LazyLock<Arc<Crds>> = LazyLock::new(|| match built() {
+        Ok(crds) => Arc::new(crds.clone()),
+        Err(e) => {
+            tracing::error!(error = %e, "built-in schemas not registered");
+            Arc::new(Crds::new())
         }
-        Arc::new(crds)
     });
     BUILTIN.clone()
 }
 
-/// Registers the built-in schemas of every Gateway API kind, and the full CRDs (every served
-/// version, OpenAPI and CEL) of the edgeplane kinds, generated from their Rust types.
+/// Registers the built-in schemas of every Gateway API kind edgeplane reads, and the full CRDs
+/// (every served version, OpenAPI and CEL) of the edgeplane kinds, generated from their Rust
+/// types. They are built once per process and shared.
 pub fn register(crds: &mut Crds) -> Result<(), CrdError> {
-    for (kind, defaults) in defaults() {
-        crds.register(&crd(kind, &defaults)?)?;
+    crds.include(built()?);
+    Ok(())
+}
+
+/// The built-in registry, built on first use.
+fn built() -> Result<&'static Crds, CrdError> {
+    static BUILT: LazyLock<Result<Crds, String>> =
+        LazyLock::new(|| build().map_err(|e| e.to_string()));
+    BUILT.as_ref().map_err(|e| CrdError::BadSchema {
+        path: "built-in schemas".to_owned(),
+        reason: e.clone(),
+    })
+}
+
+/// The built-in CustomResourceDefinitions of the Gateway API kinds as JSON (derived schema,
+/// defaults and rules, every version), for tests and tools that compare them with a release's
+/// CRDs.
+pub fn gateway_crds() -> Result<Vec<Value>, CrdError> {
+    defaults()
+        .into_iter()
+        .map(|(kind, defaults)| crd(kind, &defaults))
+        .collect()
+}
+
+fn build() -> Result<Crds, CrdError> {
+    let mut crds = Crds::new();
+    for crd in gateway_crds()? {
+        crds.register(&crd)?;
     }
     let own = crate::crd::generate::crd_values().map_err(|e| CrdError::BadSchema {
         path: "edgeplane.dev CRDs".to_owned(),
@@ -186,24 +215,34 @@ pub fn register(crds: &mut Crds) -> Result<(), CrdError> {
     for crd in &own {
         crds.register(crd)?;
     }
-    Ok(())
+    Ok(crds)
 }
 
-/// A CustomResourceDefinition whose schema holds `defaults` and keeps every other field.
+/// A CustomResourceDefinition for `kind`: the structural schema derived from the
+/// gateway-api crate's type, with the built-in `defaults` and this project's rules
+/// ([`gateway_rules`]) added, served at every version in [`VERSIONS`].
 fn crd(kind: &str, defaults: &[(String, &str)]) -> Result<Value, CrdError> {
-    let mut root = Node::default();
+    let bad = |path: &str, reason: String| CrdError::BadSchema {
+        path: format!("built-in {kind} {path}"),
+        reason,
+    };
+    let mut schema = gateway_schema::schema(kind)?;
     for (path, value) in defaults {
-        let value: Value = serde_json::from_str(value).map_err(|e| CrdError::BadSchema {
-            path: format!("built-in {kind} {path}"),
-            reason: e.to_string(),
-        })?;
-        root.at(path).default = Some(value);
+        let value: Value = serde_json::from_str(value).map_err(|e| bad(path, e.to_string()))?;
+        gateway_schema::add(&mut schema, path, &json!({ "default": value }))
+            .map_err(|e| bad(path, e))?;
     }
-    let schema = root.schema();
-    let versions: Vec<Value> = VERSIONS
+    for (path, addition) in gateway_rules::additions(kind) {
+        gateway_schema::add(&mut schema, &path, &addition).map_err(|e| bad(&path, e))?;
+    }
+    let versions = VERSIONS
         .iter()
-        .map(|v| json!({"name": v, "served": true, "storage": *v == "v1", "schema": {"openAPIV3Schema": schema}}))
-        .collect();
+        .map(|v| {
+            let mut schema = schema.clone();
+            for_version(kind, v, &mut schema);
+            json!({"name": v, "served": true, "storage": *v == "v1", "schema": {"openAPIV3Schema": schema}})
+        })
+        .collect::<Vec<Value>>();
     Ok(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -217,52 +256,13 @@ fn crd(kind: &str, defaults: &[(String, &str)]) -> Result<Value, CrdError> {
     }))
 }
 
-/// One node of a defaults-only schema.
-#[derive(Default)]
-struct Node {
-    default: Option<Value>,
-    properties: BTreeMap<String, Node>,
-    items: Option<Box<Node>>,
-}
-
-impl Node {
-    /// The node at `path` (`a.b[].c`, `[]` stepping into list items), created when missing.
-    fn at(&mut self, path: &str) -> &mut Node {
-        let mut node = self;
-        for segment in path.split('.') {
-            let (name, items) = match segment.strip_suffix("[]") {
-                Some(n) => (n, true),
-                None => (segment, false),
-            };
-            if !name.is_empty() {
-                node = node.properties.entry(name.to_owned()).or_default();
-            }
-            if items {
-                node = node.items.get_or_insert_with(Box::default);
-            }
+/// What an older version allows that the crate's types (the newest version) require: a
+/// `v1alpha2` TLSRoute may leave out `hostnames`.
+fn for_version(kind: &str, version: &str, schema: &mut Value) {
+    if kind == "TLSRoute" && version == "v1alpha2" {
+        if let Some(Value::Array(required)) = schema.pointer_mut("/properties/spec/required") {
+            required.retain(|r| r != "hostnames");
         }
-        node
-    }
-
-    /// The node as an OpenAPI schema that validates nothing and keeps unknown fields.
-    fn schema(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("x-kubernetes-preserve-unknown-fields".into(), true.into());
-        if let Some(d) = &self.default {
-            map.insert("default".into(), d.clone());
-        }
-        if !self.properties.is_empty() {
-            let props = self
-                .properties
-                .iter()
-                .map(|(k, n)| (k.clone(), n.schema()))
-                .collect();
-            map.insert("properties".into(), Value::Object(props));
-        }
-        if let Some(items) = &self.items {
-            map.insert("items".into(), items.schema());
-        }
-        Value::Object(map)
     }
 }
 
@@ -290,10 +290,10 @@ mod tests {
             json!({
                 "parentRefs": [{"name": "gw"}],
                 "rules": [
-                    {"backendRefs": [{"name": "svc", "port": 80}], "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}]},
-                    {"matches": [{"headers": [{"name": "a", "value": "b"}]}]}
+                    {"backendRefs": [{"name": "svc", "port": 80}]},
+                    {"matches": [{"headers": [{"name": "a", "value": "b"}]}],
+                     "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}]}
                 ],
-                "extra": {"kept": true},
             }),
         );
         assert_eq!(
@@ -309,13 +309,54 @@ mod tests {
             rule["matches"],
             json!([{"path": {"type": "PathPrefix", "value": "/"}}])
         );
-        assert_eq!(rule["filters"][0]["requestRedirect"]["statusCode"], 302);
+        let redirect = &spec["rules"][1]["filters"][0]["requestRedirect"];
+        assert_eq!(redirect["statusCode"], 302);
         // A match without a path gets the default path; its header gets the default type.
         assert_eq!(
             spec["rules"][1]["matches"][0],
             json!({"path": {"type": "PathPrefix", "value": "/"}, "headers": [{"name": "a", "value": "b", "type": "Exact"}]})
         );
-        assert_eq!(spec["extra"], json!({"kept": true}));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_at_their_path() {
+        let mut crds = Crds::new();
+        register(&mut crds).unwrap();
+        let mut object = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "x"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRef": [{"name": "s", "port": 80}]}]},
+        });
+        let r = crds.admit(&mut object, None).unwrap_err();
+        assert_eq!(
+            r.to_string(),
+            r#"HTTPRoute.gateway.networking.k8s.io "x" is invalid: spec.rules[0].backendRef: field not declared in schema"#
+        );
+        for kind in [
+            "GatewayClass",
+            "Gateway",
+            "ListenerSet",
+            "GRPCRoute",
+            "TLSRoute",
+            "TCPRoute",
+            "UDPRoute",
+            "ReferenceGrant",
+            "BackendTLSPolicy",
+        ] {
+            let mut object = json!({
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": "x"},
+                "spec": {"typo": 1},
+            });
+            let r = crds.admit(&mut object, None).unwrap_err();
+            assert!(
+                r.errors.iter().any(|e| e.field == "spec.typo"
+                    && e.error == crate::admission::FieldErrorType::UnknownField),
+                "{kind}: {r}"
+            );
+        }
     }
 
     #[test]
@@ -364,7 +405,7 @@ mod tests {
         let spec = admit(
             "HTTPRoute",
             json!({"parentRefs": [{"name": "gw", "group": "other.io", "kind": "Thing"}],
-                   "rules": [{"backendRefs": [{"name": "s", "weight": 0}]}]}),
+                   "rules": [{"backendRefs": [{"name": "s", "port": 80, "weight": 0}]}]}),
         );
         assert_eq!(spec["parentRefs"][0]["group"], "other.io");
         assert_eq!(spec["parentRefs"][0]["kind"], "Thing");

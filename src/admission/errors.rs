@@ -71,7 +71,8 @@ pub enum FieldErrorType {
     Forbidden,
     /// A value of the wrong JSON type: worded `Invalid value` like the API server does.
     TypeInvalid,
-    /// A field the schema does not declare (strict field validation).
+    /// A field the schema does not declare (strict field validation), worded as the API
+    /// server's structured merge reports it: `field not declared in schema`.
     UnknownField,
 }
 
@@ -86,7 +87,7 @@ impl FieldErrorType {
             FieldErrorType::TooMany => "Too many",
             FieldErrorType::Duplicate => "Duplicate value",
             FieldErrorType::Forbidden => "Forbidden",
-            FieldErrorType::UnknownField => "unknown field",
+            FieldErrorType::UnknownField => "field not declared in schema",
         }
     }
 }
@@ -241,7 +242,7 @@ mod tests {
             "spec.x: Too many: 17: must have at most 16 items"
         );
         let e = FieldError::new("spec.foo", FieldErrorType::UnknownField, None, "");
-        assert_eq!(e.to_string(), "spec.foo: unknown field");
+        assert_eq!(e.to_string(), "spec.foo: field not declared in schema");
     }
 
     #[test]

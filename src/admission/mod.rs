@@ -8,6 +8,8 @@ mod cel;
 mod default;
 mod errors;
 mod formats;
+mod gateway_rules;
+mod gateway_schema;
 mod schema;
 mod validate;
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use errors::go_quote;
 pub use errors::{render_value, FieldError, FieldErrorType, Rejection};
 use schema::Schema;
 
@@ -30,7 +33,7 @@ pub struct Crds {
 #[derive(Debug)]
 struct Crd {
     name: String,
-    versions: HashMap<String, Schema>,
+    versions: HashMap<String, Arc<Schema>>,
 }
 
 /// Why a CRD could not be registered.
@@ -105,6 +108,8 @@ impl Crds {
                 field: "spec.versions",
             })?;
         let mut parsed = HashMap::new();
+        // Versions often carry the same schema: it is parsed (and its rules compiled) once.
+        let mut seen: Vec<(&Value, Arc<Schema>)> = Vec::new();
         for v in versions {
             let served = v.get("served").and_then(Value::as_bool).unwrap_or(true);
             let (Some(version), Some(schema), true) = (
@@ -114,12 +119,18 @@ impl Crds {
             ) else {
                 continue;
             };
-            let schema = Schema::parse(schema, "").map_err(|e| CrdError::InVersion {
+            if let Some((_, same)) = seen.iter().find(|(json, _)| *json == schema) {
+                parsed.insert(version, same.clone());
+                continue;
+            }
+            let compiled = Schema::parse(schema, "").map_err(|e| CrdError::InVersion {
                 crd: name.clone(),
                 version: version.clone(),
                 source: Box::new(e),
             })?;
-            parsed.insert(version, schema);
+            let compiled = Arc::new(compiled);
+            seen.push((schema, compiled.clone()));
+            parsed.insert(version, compiled);
         }
         if parsed.is_empty() {
             return Err(CrdError::NoSchema { crd: name });
@@ -130,6 +141,14 @@ impl Crds {
         };
         self.kinds.insert((group, kind), Arc::new(entry));
         Ok(name)
+    }
+
+    /// Registers every kind of `other` here (sharing its parsed schemas), replacing kinds
+    /// registered already.
+    pub fn include(&mut self, other: &Crds) {
+        for (key, crd) in &other.kinds {
+            self.kinds.insert(key.clone(), crd.clone());
+        }
     }
 
     /// True when a schema for this apiVersion ("group/version") and kind is registered.
@@ -152,10 +171,49 @@ impl Crds {
             .unwrap_or_default()
     }
 
+    /// `(schema path, message)` of every CEL rule of one registered kind and version that has
+    /// a fixed `message` (rules with only a `messageExpression` are left out), so tests can
+    /// check each rule is exercised.
+    pub fn rule_messages(&self, api_version: &str, kind: &str) -> Vec<(String, String)> {
+        self.schema(api_version, kind)
+            .map(|(_, s)| cel::rule_messages(s))
+            .unwrap_or_default()
+    }
+
     fn schema(&self, api_version: &str, kind: &str) -> Option<(&Crd, &Schema)> {
         let (group, version) = api_version.split_once('/')?;
         let crd = self.kinds.get(&(group.to_string(), kind.to_string()))?;
         Some((crd, crd.versions.get(version)?))
+    }
+
+    /// An object of a registered kind at a version its CRD does not serve is refused, as the
+    /// API server has no such resource: it is neither defaulted nor validated, so admitting it
+    /// would let anything through. Objects of unregistered kinds are admitted unchanged.
+    fn unserved(&self, api_version: &str, kind: &str, object: &Value) -> Result<(), Rejection> {
+        let (group, _) = api_version.split_once('/').unwrap_or(("", api_version));
+        let Some(crd) = self.kinds.get(&(group.to_string(), kind.to_string())) else {
+            return Ok(());
+        };
+        let mut served: Vec<String> = crd
+            .versions
+            .keys()
+            .map(|v| go_quote(&format!("{group}/{v}")))
+            .collect();
+        served.sort();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Err(Rejection {
+            kind: crd.name.clone(),
+            name: name.to_string(),
+            errors: vec![FieldError::new(
+                "apiVersion",
+                FieldErrorType::Unsupported,
+                Some(go_quote(api_version)),
+                format!("supported values: {}", served.join(", ")),
+            )],
+        })
     }
 
     /// Whether admitting a new version of an object of `kind` at `api_version` reads the
@@ -166,18 +224,32 @@ impl Crds {
             .is_some_and(|(_, s)| s.any_old_self)
     }
 
+    /// Applies the schema's defaults to `object` in place without validating it: for tests of
+    /// how the translator copes with objects a cluster's API server would refuse (they reach
+    /// it when a cluster's CRDs are older or lack validation). Other kinds are left unchanged.
+    pub fn apply_defaults(&self, object: &mut Value) {
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let kind = object.get("kind").and_then(Value::as_str);
+        if let Some((_, schema)) = api_version.zip(kind).and_then(|(a, k)| self.schema(a, k)) {
+            default::apply(schema, object);
+        }
+    }
+
     /// Applies the schema's defaults to `object` in place (structural defaulting, as the API
     /// server: missing property with a `default` gets a deep copy; recursion continues into
     /// newly defaulted values; arrays recurse into items; additionalProperties too), then
     /// validates it. `old` is the previously admitted version of the same object, for transition
     /// rules (`oldSelf`); rules that use oldSelf are skipped when there is no old value at that
-    /// path (as Kubernetes does). Objects of unregistered kinds (or of a version the CRD does
-    /// not serve) are returned Ok unchanged.
+    /// path (as Kubernetes does). Objects of unregistered kinds are returned Ok unchanged; an
+    /// object of a registered kind at a version its CRD does not serve is refused.
     pub fn admit(&self, object: &mut Value, old: Option<&Value>) -> Result<(), Rejection> {
         let api_version = object.get("apiVersion").and_then(Value::as_str);
         let kind = object.get("kind").and_then(Value::as_str);
-        let Some((crd, schema)) = api_version.zip(kind).and_then(|(a, k)| self.schema(a, k)) else {
+        let Some((api_version, kind)) = api_version.zip(kind) else {
             return Ok(());
+        };
+        let Some((crd, schema)) = self.schema(api_version, kind) else {
+            return self.unserved(api_version, kind, object);
         };
         default::apply(schema, object);
         let mut errors = Vec::new();

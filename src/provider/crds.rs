@@ -1,7 +1,7 @@
 //! CustomResourceDefinitions read from files (`--crds`), for standalone mode and `check` to
 //! default and validate objects as the API server of a cluster with those CRDs would. The
-//! built-in Gateway API defaults are always registered first; a CRD file for the same kind
-//! replaces them.
+//! built-in schemas (Gateway API and edgeplane.dev kinds) are always registered first; a CRD
+//! file for the same kind replaces its built-in schema.
 
 use std::path::{Path, PathBuf};
 

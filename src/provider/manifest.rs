@@ -147,24 +147,43 @@ pub fn parse_documents_for<S: KindSet>(
     Ok(out)
 }
 
-/// Parses every document of `text` into typed objects, defaulted as the Gateway API CRDs
-/// declare ([`crate::admission::builtin`]); `path` only labels errors.
+/// Parses every document of `text` into typed objects, defaulted and validated as a cluster
+/// would do it ([`crate::admission::builtin`]): the first object that is refused is the error.
+/// `path` only labels errors.
 pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError> {
+    parse_admitted(path, text, true)
+}
+
+/// Parses every document of `text` into typed objects, defaulted as a cluster would default
+/// them but not validated: for tests of how the translator copes with objects the API server
+/// would refuse. `path` only labels errors.
+pub fn parse_manifests_unvalidated(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError> {
+    parse_admitted(path, text, false)
+}
+
+fn parse_admitted(path: &Path, text: &str, validate: bool) -> Result<Vec<Object>, ManifestError> {
     let crds = crate::admission::builtin::crds();
+    let admit = |value: &mut Value, line| {
+        if validate {
+            crds.admit(value, None)
+                .map_err(|r| ManifestError::at(path, line, r.to_string()))
+        } else {
+            crds.apply_defaults(value);
+            Ok(())
+        }
+    };
     parse_documents(path, text)?
         .into_iter()
         .map(|mut doc| {
             doc.normalize();
             let line = doc.line;
-            crds.admit(&mut doc.value, None)
-                .map_err(|r| ManifestError::at(path, line, r.to_string()))?;
+            admit(&mut doc.value, line)?;
             if crate::crd::needs_storage_conversion(&doc.value) {
                 let stored = crate::crd::STORAGE_API_VERSION;
                 doc.value = crate::crd::convert(doc.value.take(), stored)
                     .map_err(|e| ManifestError::at(path, line, e.to_string()))?;
                 doc.api_version = stored.to_owned();
-                crds.admit(&mut doc.value, None)
-                    .map_err(|r| ManifestError::at(path, line, r.to_string()))?;
+                admit(&mut doc.value, line)?;
             }
             doc.to_object()
                 .map_err(|m| ManifestError::at(path, line, m))

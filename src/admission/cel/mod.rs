@@ -370,6 +370,15 @@ fn evaluation_error(e: &ExecutionError, rule: &Rule) -> String {
 }
 
 /// The rules of a schema tree with the rule text, for callers that list what was compiled.
+/// `(schema path, message)` of every rule with a fixed `message`.
+pub(crate) fn rule_messages(schema: &Schema) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    schema.collect_rules("", &mut out);
+    out.into_iter()
+        .filter_map(|(p, r)| Some((display_path(&p).into_owned(), r.message.clone()?)))
+        .collect()
+}
+
 pub(crate) fn rule_sources(schema: &Schema) -> Vec<(String, String)> {
     let mut out = Vec::new();
     schema.collect_rules("", &mut out);

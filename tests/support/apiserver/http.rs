@@ -17,6 +17,7 @@ use super::object;
 use super::patch::{self, Patch, PatchType};
 use super::selectors::{parse_query, Selectors};
 use super::store::{ApiError, Store, Target};
+use super::validation::{self, Mode};
 use super::{discovery, watch, Kind, RequestRecord, Shared};
 
 /// Response body: a full JSON document or a watch stream.
@@ -194,6 +195,7 @@ async fn resource(
 ) -> Result<Response<Body>, ApiError> {
     let query = parse_query(req.uri().query().unwrap_or(""));
     let param = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let field_validation = || Mode::from_query(param("fieldValidation"));
     let method = req.method().clone();
     let partial = req
         .headers()
@@ -258,11 +260,13 @@ async fn resource(
             }
             Method::POST => {
                 shared.count_write(&kind, "create", "");
-                let obj = at_version(parse_json(&body)?, &kind);
+                let mut obj = at_version(parse_json(&body)?, &kind);
+                let warnings = validation::check(&mut obj, &kind, field_validation()?, None)?;
                 let stored = storage_kind(&shared.store(), &kind);
                 let obj = convert_one(shared, obj, &stored).await?;
                 let created = shared.write(|s| s.create(&stored, &ns, obj))?;
-                Ok(respond(201, &convert_one(shared, created, &kind).await?))
+                let created = convert_one(shared, created, &kind).await?;
+                Ok(with_warnings(respond(201, &created), &warnings))
             }
             Method::DELETE => {
                 shared.count_write(&kind, "deletecollection", "");
@@ -308,10 +312,12 @@ async fn resource(
         }
         Method::PUT => {
             shared.count_write(&kind, "update", &sub);
-            let obj = at_version(parse_json(&body)?, &kind);
+            let mut obj = at_version(parse_json(&body)?, &kind);
+            let warnings = validation::check(&mut obj, &kind, field_validation()?, None)?;
             let obj = convert_one(shared, obj, &stored).await?;
             let updated = shared.write(|s| s.update(&stored, &ns, &name, obj, target))?;
-            Ok(respond(200, &convert_one(shared, updated, &kind).await?))
+            let updated = convert_one(shared, updated, &kind).await?;
+            Ok(with_warnings(respond(200, &updated), &warnings))
         }
         Method::PATCH => {
             let ptype = PatchType::from_content_type(&content_type).ok_or_else(|| {
@@ -328,9 +334,20 @@ async fn resource(
                            is required for apply patch";
                 return Err(ApiError::invalid(msg));
             }
+            let mut body = patch::parse(ptype, &body)?;
+            let warnings = match ptype {
+                PatchType::Json => Vec::new(),
+                PatchType::Apply => {
+                    let who = Some((ns.as_str(), name.as_str()));
+                    validation::check(&mut body, &kind, field_validation()?, who)?
+                }
+                PatchType::Merge | PatchType::Strategic => {
+                    validation::check(&mut body, &kind, field_validation()?, None)?
+                }
+            };
             let patch = Patch {
                 ptype,
-                body: patch::parse(ptype, &body)?,
+                body,
                 manager: param("fieldManager").unwrap_or("").to_string(),
             };
             let (patched, created) = if stored == kind {
@@ -343,7 +360,8 @@ async fn resource(
                 patch_converted(shared, &kind, &stored, (&ns, &name), patch, target).await?
             };
             let patched = convert_one(shared, patched, &kind).await?;
-            Ok(respond(if created { 201 } else { 200 }, &patched))
+            let code = if created { 201 } else { 200 };
+            Ok(with_warnings(respond(code, &patched), &warnings))
         }
         Method::DELETE if sub.is_empty() => {
             shared.count_write(&kind, "delete", "");
@@ -357,6 +375,18 @@ async fn resource(
         }
         _ => Err(method_not_allowed()),
     }
+}
+
+/// `resp` with one `Warning` header per warning (`299 - "<text>"`), as the API server answers
+/// dropped unknown fields under `fieldValidation=Warn`.
+fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let value = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&value) {
+            resp.headers_mut().append(hyper::header::WARNING, v);
+        }
+    }
+    resp
 }
 
 /// A body without `apiVersion` is read as the version of the URL.

@@ -4,6 +4,10 @@
 //! unchanged. Tests also reach inside: objects, write counts, injected failures, outages.
 //! Creating a CustomResourceDefinition starts serving its kinds (deleting it stops), as a real
 //! API server does once the CRD is established; `ApiServer::unregister` makes a kind absent.
+//! Writes of the Gateway API and edgeplane.dev kinds get server-side field validation against
+//! edgeplane's built-in schemas (`validation`): `fieldValidation=Strict`, kubectl's default,
+//! refuses an unknown field as the API server does; the default `Warn` drops it with a
+//! `Warning` header. Defaults, other schema checks and CEL rules are not applied here.
 
 mod apply;
 pub mod conversion;
@@ -16,6 +20,7 @@ pub mod object;
 pub mod patch;
 pub mod selectors;
 pub mod store;
+pub mod validation;
 pub mod watch;
 
 use std::collections::BTreeMap;
