@@ -139,6 +139,7 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
             controller_name: CONTROLLER.to_owned(),
             bind_address: bind,
             port_map: Default::default(),
+            capabilities: edgeplane::translate::Capabilities::STANDALONE,
         },
     );
     let reconcile = tokio::spawn(async move {

@@ -241,6 +241,7 @@ fn check(args: &CheckArgs) -> ExitCode {
         now: jiff::Timestamp::now(),
         generation: 1,
         port_map: Default::default(),
+        capabilities: crate::translate::Capabilities::STANDALONE,
     };
     let translation = translate(&loaded.snapshot, &options);
     match serde_yaml_ng::to_string(&translation.status) {
@@ -342,6 +343,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map,
+            capabilities: crate::translate::Capabilities::STANDALONE,
         },
     )
     .await?;
@@ -364,6 +366,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
             port_map: Default::default(),
+            capabilities: crate::translate::Capabilities::STANDALONE,
         },
     )
     .await?;

@@ -113,6 +113,8 @@ pub struct ReconcileOptions {
     pub bind_address: IpAddr,
     /// Standalone mode's `--port-map`: the local port each Gateway listener port binds.
     pub port_map: PortMap,
+    /// What the running mode can do (the GatewayClass's `supportedFeatures` follow it).
+    pub capabilities: crate::translate::Capabilities,
 }
 
 /// What one publication did, for logs and tests.
@@ -174,6 +176,7 @@ impl Reconciler {
             now: jiff::Timestamp::now(),
             generation: self.generation + 1,
             port_map: self.options.port_map.clone(),
+            capabilities: self.options.capabilities,
         };
         // The certificates served now: a Secret updated to garbage keeps serving its last one.
         let served = ServedCertificates::of(&self.published.table());
@@ -399,6 +402,7 @@ mod tests {
                 controller_name: "x/y".into(),
                 bind_address: IpAddr::from([127, 0, 0, 1]),
                 port_map: Default::default(),
+                capabilities: crate::translate::Capabilities::STANDALONE,
             },
         );
         (published, r)

@@ -73,6 +73,7 @@ impl Replica {
                 controller_name: CONTROLLER.to_owned(),
                 bind_address: bind,
                 port_map: Default::default(),
+                capabilities: edgeplane::translate::Capabilities::KUBERNETES,
             },
         );
         let reconcile = tokio::spawn(async move {

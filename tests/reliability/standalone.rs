@@ -54,6 +54,7 @@ impl Standalone {
                 controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
                 bind_address: bind,
                 port_map: Default::default(),
+                capabilities: edgeplane::translate::Capabilities::STANDALONE,
             },
         );
         let reconcile = tokio::spawn(reconciler.run(rx));
