@@ -5,8 +5,8 @@
 //!
 //! The same scenarios also run in Kubernetes mode (`kubernetes_mode_replay`): objects created
 //! through the in-process API emulator, the real `serve --kubernetes` binary, statuses read
-//! from the API objects, traffic through each Gateway's Service (see `kube_env`); a
-//! representative subset by default, every scenario with `CONFORMANCE_KUBE=all`.
+//! from the API objects, traffic through each Gateway's Service (see `kube_env` and
+//! `kube_scenarios`). The two replays take turns, never running at once.
 //!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
 //! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there (of the
@@ -99,6 +99,9 @@ async fn kubernetes_mode_replay() {
 /// on any failed scenario and, for a whole run, on a claimed feature none of whose scenarios
 /// passed.
 async fn replay(all: Vec<scenarios::Scenario>, kube: bool, report_var: &str) {
+    // One replay at a time: each runs `CONCURRENCY` scenarios with a process each.
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = TURN.lock().await;
     let filter: Vec<String> = std::env::var("CONFORMANCE_RUN")
         .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
         .unwrap_or_default();

@@ -555,7 +555,14 @@ pub const PORT_MAP: [(u16, u16); 2] = [(80, 18080), (443, 18443)];
 /// mode the replica's socket for the target port the Gateway's Service maps it to, else `ip`
 /// and [`socket_port`].
 pub fn socket_addr(ip: IpAddr, port: u16) -> SocketAddr {
-    crate::kube_env::resolve(ip, port).unwrap_or_else(|| SocketAddr::new(ip, socket_port(port)))
+    crate::kube_env::resolve(ip, port, false)
+        .unwrap_or_else(|| SocketAddr::new(ip, socket_port(port)))
+}
+
+/// [`socket_addr`] for a UDP listener (its Service's UDP port in Kubernetes mode).
+pub fn udp_socket_addr(ip: IpAddr, port: u16) -> SocketAddr {
+    crate::kube_env::resolve(ip, port, true)
+        .unwrap_or_else(|| SocketAddr::new(ip, socket_port(port)))
 }
 
 /// The local port the proxy binds for Gateway listener port `port`.

@@ -71,16 +71,16 @@ fn registry() -> &'static Mutex<Vec<((u8, u8), Weak<Kube>)>> {
 /// Where a request for listener port `port` of the Gateway at scenario address `ip` goes in
 /// Kubernetes mode: the replica's socket for the Gateway Service's target port (a port where
 /// nothing listens while the Service does not map it yet). `None` outside Kubernetes mode.
-pub fn resolve(ip: IpAddr, port: u16) -> Option<SocketAddr> {
+pub fn resolve(ip: IpAddr, port: u16, udp: bool) -> Option<SocketAddr> {
     let IpAddr::V4(v4) = ip else { return None };
     let [_, a, b, _] = v4.octets();
     let kube = registry()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .find(|(net, _)| *net == (a, b))
-        .and_then(|(_, k)| k.upgrade())?;
-    let target = kube.target_port(ip, port).unwrap_or(1);
+        .filter(|(net, _)| *net == (a, b))
+        .find_map(|(_, k)| k.upgrade())?;
+    let target = kube.target_port(ip, port, udp).unwrap_or(1);
     Some(SocketAddr::new(kube.bind, target))
 }
 
@@ -113,10 +113,11 @@ impl Kube {
         });
         let lb = tokio::spawn(load_balancer(Arc::downgrade(&kube)));
         *kube.lb.lock().unwrap_or_else(|p| p.into_inner()) = Some(lb);
-        registry()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((net_octets(net), Arc::downgrade(&kube)));
+        {
+            let mut registry = registry().lock().unwrap_or_else(|p| p.into_inner());
+            registry.retain(|(_, k)| k.strong_count() > 0);
+            registry.push((net_octets(net), Arc::downgrade(&kube)));
+        }
         let replicas = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"namespace": SYSTEM_NS, "name": "edgeplane-webhook-replicas",
                 "labels": {"kubernetes.io/service-name": "edgeplane-webhook"}},
@@ -249,9 +250,9 @@ impl Kube {
             .collect()
     }
 
-    /// The target port of listener port `port` of the Gateway at scenario address `ip` (or
-    /// whose `spec.addresses` name `ip`).
-    fn target_port(&self, ip: IpAddr, port: u16) -> Option<u16> {
+    /// The target port of listener port `port` (its UDP Service port when `udp`) of the
+    /// Gateway at scenario address `ip` (or whose `spec.addresses` name `ip`).
+    fn target_port(&self, ip: IpAddr, port: u16, udp: bool) -> Option<u16> {
         let placed = self
             .gateways
             .lock()
@@ -275,7 +276,7 @@ impl Kube {
         let entry = svc["spec"]["ports"]
             .as_array()?
             .iter()
-            .find(|p| p["port"] == port && p["protocol"] != "UDP")?
+            .find(|p| p["port"] == port && (p["protocol"] == "UDP") == udp)?
             .clone();
         entry["targetPort"]
             .as_u64()
@@ -418,7 +419,20 @@ async fn load_balancer(kube: Weak<Kube>) {
 /// Defaults and validates `obj` as the API server's CRD admission would (the emulator does
 /// not): with the upstream CRDs beside the project, as `--crds` does standalone, else the
 /// built-in Gateway API defaults. Route `parentRefs` get their `group` and `kind` this way.
+/// A Secret's `stringData` is merged into `data` (base64), as the API server stores it.
 pub fn admit(obj: &mut Value) -> Result<(), SetupError> {
+    if obj["kind"] == "Secret" && obj["apiVersion"] == "v1" {
+        use base64::Engine;
+        let strings = obj
+            .as_object_mut()
+            .and_then(|o| o.remove("stringData"))
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        for (k, v) in strings {
+            let text = v.as_str().unwrap_or_default();
+            obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
     static CRDS: OnceLock<Result<edgeplane::admission::Crds, String>> = OnceLock::new();
     let crds = CRDS.get_or_init(|| {
         let dir = crate::harness::crds_dir();
