@@ -62,9 +62,12 @@ impl Drop for Kube {
     }
 }
 
+/// Scenario networks (`127.A.B`) running in Kubernetes mode.
+type Registry = Mutex<Vec<((u8, u8), Weak<Kube>)>>;
+
 /// Scenario networks running in Kubernetes mode, for [`resolve`].
-fn registry() -> &'static Mutex<Vec<((u8, u8), Weak<Kube>)>> {
-    static R: OnceLock<Mutex<Vec<((u8, u8), Weak<Kube>)>>> = OnceLock::new();
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| Mutex::new(Vec::new()))
 }
 
