@@ -28,6 +28,8 @@ use crate::support::apiserver::{ApiServer, Kind};
 
 /// The controller's namespace, where the binary keeps its Lease and finds its replicas.
 const SYSTEM_NS: &str = "edgeplane-system";
+/// Attempts at writing one object that keeps meeting conflicts.
+const WRITE_ATTEMPTS: u32 = 10;
 /// How often the stand-in load balancer looks at the Gateway Services.
 const LB_PERIOD: Duration = Duration::from_millis(100);
 
@@ -333,20 +335,31 @@ async fn write_objects(
     for doc in docs {
         let (api_version, kind, ns, name) = object_key(&doc);
         let api = api_for(&api_version, &kind, &ns).await?;
-        let mut obj: DynamicObject =
+        let obj: DynamicObject =
             serde_json::from_value(doc).map_err(|e| format!("{kind} {name}: {e}"))?;
-        let current = api
-            .get_opt(&name)
-            .await
-            .map_err(|e| format!("get {kind} {ns}/{name}: {e}"))?;
-        let written = match current {
-            Some(c) => {
-                obj.metadata.resource_version = c.metadata.resource_version;
-                api.replace(&name, &PostParams::default(), &obj).await
+        // A replace races with the controller's own writes (finalizers): read again and retry
+        // on a conflict, as any client does.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let current = api
+                .get_opt(&name)
+                .await
+                .map_err(|e| format!("get {kind} {ns}/{name}: {e}"))?;
+            let written = match current {
+                Some(c) => {
+                    let mut obj = obj.clone();
+                    obj.metadata.resource_version = c.metadata.resource_version;
+                    api.replace(&name, &PostParams::default(), &obj).await
+                }
+                None => api.create(&PostParams::default(), &obj).await,
+            };
+            match written {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 409 && attempts < WRITE_ATTEMPTS => {}
+                Err(e) => return Err(format!("write {kind} {ns}/{name}: {e}")),
             }
-            None => api.create(&PostParams::default(), &obj).await,
-        };
-        written.map_err(|e| format!("write {kind} {ns}/{name}: {e}"))?;
+        }
     }
     for (api_version, kind, ns, name) in gone {
         let api = api_for(&api_version, &kind, &ns).await?;
