@@ -52,10 +52,13 @@ fn setup(api: &ApiServer, routes: usize, echo: SocketAddr, target_port: u16) {
         "metadata": {"namespace": NS, "name": "gw"},
         "spec": {"gatewayClassName": "ep", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
             "allowedRoutes": {"namespaces": {"from": "Same"}}}]}}));
-    // What the leader would have made: the Gateway's Service and its target port.
+    // What the leader would have made: the Gateway's Service (beside the Gateway) and its
+    // target port.
     api.insert(json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"namespace": SYSTEM_NS, "name": "gw-bench",
-            "labels": {"edgeplane.dev/gateway": format!("{NS}.gw")}},
+        "metadata": {"namespace": NS, "name": "gw-edgeplane",
+            "labels": {"edgeplane.dev/gateway": format!("{NS}.gw"),
+                "app.kubernetes.io/managed-by": "edgeplane",
+                "gateway.networking.k8s.io/gateway-name": "gw"}},
         "spec": {"ports": [{"name": "port-80", "port": 80, "targetPort": target_port}]}}));
     // A lease held by someone else for an hour: this replica stays a follower.
     api.insert(
@@ -140,6 +143,7 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
             bind_address: bind,
             port_map: Default::default(),
             sources: Default::default(),
+            capabilities: edgeplane::translate::Capabilities::KUBERNETES,
         },
     );
     let reconcile = tokio::spawn(async move {

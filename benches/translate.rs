@@ -61,6 +61,7 @@ fn options() -> TranslateOptions {
         now: jiff::Timestamp::UNIX_EPOCH,
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     }
 }
 

@@ -316,6 +316,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             bind_address: args.translate.bind_address,
             port_map,
             sources,
+            capabilities: crate::translate::Capabilities::STANDALONE,
         },
     )
     .await?;
@@ -339,6 +340,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             bind_address: args.listen.ip(),
             port_map: Default::default(),
             sources: Default::default(),
+            capabilities: crate::translate::Capabilities::STANDALONE,
         },
     )
     .await?;

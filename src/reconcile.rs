@@ -117,6 +117,8 @@ pub struct ReconcileOptions {
     pub port_map: PortMap,
     /// Where objects were read from, named in the log lines of problems.
     pub sources: Sources,
+    /// What the running mode can do (the GatewayClass's `supportedFeatures` follow it).
+    pub capabilities: crate::translate::Capabilities,
 }
 
 /// What one publication did, for logs and tests.
@@ -181,6 +183,7 @@ impl Reconciler {
             now: jiff::Timestamp::now(),
             generation: self.generation + 1,
             port_map: self.options.port_map.clone(),
+            capabilities: self.options.capabilities,
         };
         // The certificates served now: a Secret updated to garbage keeps serving its last one.
         let served = ServedCertificates::of(&self.published.table());
@@ -421,6 +424,7 @@ mod tests {
                 bind_address: IpAddr::from([127, 0, 0, 1]),
                 port_map: Default::default(),
                 sources: Default::default(),
+                capabilities: crate::translate::Capabilities::STANDALONE,
             },
         );
         (published, r)

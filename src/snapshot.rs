@@ -150,6 +150,9 @@ pub struct GatewayBinding {
     pub ports: BTreeMap<u16, u16>,
     /// `(type, value)` pairs for `status.addresses` (`IPAddress` or `Hostname`).
     pub addresses: Vec<(String, String)>,
+    /// The IPs the Service has taken (load-balancer ingress IPs of a `LoadBalancer` Service,
+    /// else its `externalIPs`): a static address of the Gateway is usable once listed here.
+    pub assigned: Vec<std::net::IpAddr>,
 }
 
 #[cfg(test)]

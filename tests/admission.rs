@@ -42,7 +42,6 @@ fn messages(r: &Rejection) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // Upstream Gateway API CRDs and conformance manifests.
 
-
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

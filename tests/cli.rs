@@ -23,10 +23,10 @@ mod problem_log;
 mod rejections;
 #[path = "cli/rollout.rs"]
 mod rollout;
-#[path = "cli/yaml_readers.rs"]
-mod yaml_readers;
 #[path = "cli/typos.rs"]
 mod typos;
+#[path = "cli/yaml_readers.rs"]
+mod yaml_readers;
 
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CONTROLLER: &str = "edgeplane.dev/gateway-controller";
@@ -209,7 +209,10 @@ fn check_problems_exit_1_and_go_to_stderr() {
 }
 
 fn conformance_dir() -> Option<PathBuf> {
-    upstream::upstream("conformance/base/manifests.yaml", "check over the upstream manifests")?;
+    upstream::upstream(
+        "conformance/base/manifests.yaml",
+        "check over the upstream manifests",
+    )?;
     Some(upstream::release_dir().join("conformance"))
 }
 

@@ -3,8 +3,14 @@
 //! `edgeplane serve --config-dir` process with echo backends (HTTP and gRPC on one port; TLS and
 //! UDP echoes beside) on loopback.
 //!
+//! The same scenarios also run in Kubernetes mode (`kubernetes_mode_replay`): objects created
+//! through the in-process API emulator, the real `serve --kubernetes` binary, statuses read
+//! from the API objects, traffic through each Gateway's Service (see `kube_env` and
+//! `kube_scenarios`). The two replays take turns, never running at once.
+//!
 //! `CONFORMANCE_RUN=name,name` runs only scenarios whose names contain one of the words;
-//! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there.
+//! `CONFORMANCE_REPORT=path` writes the upstream `ConformanceReport` YAML there (of the
+//! standalone run; `CONFORMANCE_KUBE_REPORT=path` for the Kubernetes-mode run).
 
 mod support;
 
@@ -28,6 +34,10 @@ mod grpc;
 mod harness;
 #[path = "conformance/httproute.rs"]
 mod httproute;
+#[path = "conformance/kube_env.rs"]
+mod kube_env;
+#[path = "conformance/kube_scenarios.rs"]
+mod kube_scenarios;
 #[path = "conformance/l4_scenarios.rs"]
 mod l4_scenarios;
 #[path = "conformance/listenerset.rs"]
@@ -76,13 +86,29 @@ const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gateway_http_and_grpc_profiles() {
+    replay(scenarios::all(), false, "CONFORMANCE_REPORT").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubernetes_mode_replay() {
+    replay(kube_scenarios::all(), true, "CONFORMANCE_KUBE_REPORT").await;
+}
+
+/// Runs `scenarios` (filtered by `CONFORMANCE_RUN`), `CONCURRENCY` at a time, in Kubernetes
+/// mode when `kube`; prints the summary, writes the report where `report_var` says, and fails
+/// on any failed scenario and, for a whole run, on a claimed feature none of whose scenarios
+/// passed.
+async fn replay(all: Vec<scenarios::Scenario>, kube: bool, report_var: &str) {
+    // One replay at a time: each runs `CONCURRENCY` scenarios with a process each.
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = TURN.lock().await;
     let filter: Vec<String> = std::env::var("CONFORMANCE_RUN")
         .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
         .unwrap_or_default();
     let started = Instant::now();
     let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
     let mut tasks = Vec::new();
-    for s in scenarios::all() {
+    for s in all {
         if !filter.is_empty() && !filter.iter().any(|f| s.name.contains(f.as_str())) {
             continue;
         }
@@ -93,7 +119,7 @@ async fn gateway_http_and_grpc_profiles() {
             s.feature,
             tokio::spawn(async move {
                 let _permit = limit.acquire_owned().await.expect("semaphore open");
-                scenarios::run(&s, SCENARIO_TIMEOUT).await
+                scenarios::run(&s, SCENARIO_TIMEOUT, kube).await
             }),
         ));
     }
@@ -112,12 +138,17 @@ async fn gateway_http_and_grpc_profiles() {
     }
     let summary = report::Summary::new(&results);
     println!("{}", summary.table());
+    let mode = if kube {
+        "Kubernetes mode"
+    } else {
+        "standalone"
+    };
     println!(
-        "conformance: {} scenarios in {:?}",
+        "conformance ({mode}): {} scenarios in {:?}",
         results.len(),
         started.elapsed()
     );
-    if let Ok(path) = std::env::var("CONFORMANCE_REPORT") {
+    if let Ok(path) = std::env::var(report_var) {
         std::fs::write(&path, summary.yaml()).expect("write the conformance report");
         println!("conformance report written to {path}");
     }
@@ -138,7 +169,14 @@ async fn gateway_http_and_grpc_profiles() {
         println!("passing but not in GatewayClass supportedFeatures: {unclaimed:?}");
     }
     if filter.is_empty() {
-        let overclaimed = summary.overclaimed();
+        // Scenarios the Kubernetes-mode replay cannot order (see `kube_scenarios`) do not
+        // count against a claim there; the standalone replay runs them.
+        let counted: Vec<ScenarioResult> = results
+            .iter()
+            .filter(|r| !kube || !kube_scenarios::CREATION_ORDER.contains(&r.name))
+            .cloned()
+            .collect();
+        let overclaimed = report::Summary::new(&counted).overclaimed();
         assert!(overclaimed.is_empty(), "{}", overclaimed.join("\n"));
     }
 }

@@ -319,6 +319,21 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         &["endpointslices"],
         &["list", "watch"],
     );
+    // Each Gateway's Service in the Gateway's namespace (created, patched, deleted: the
+    // keeper in provider/kube/gateway_service.rs) and its EndpointSlices (created, replaced,
+    // deleted).
+    grant(
+        "ClusterRole",
+        "",
+        &["services"],
+        &["create", "patch", "delete"],
+    );
+    grant(
+        "ClusterRole",
+        "discovery.k8s.io",
+        &["endpointslices"],
+        &["create", "update", "delete"],
+    );
     // Status of the objects the controller owns, and finalizers (a patch of the object).
     grant(
         "ClusterRole",
@@ -367,18 +382,12 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         &["trafficpolicies/status"],
         &["patch", "update"],
     );
-    // In the controller's namespace only: the leader Lease and the per-Gateway Services.
+    // In the controller's namespace only: the leader Lease.
     grant(
         "Role",
         "coordination.k8s.io",
         &["leases"],
         &["get", "create", "update"],
-    );
-    grant(
-        "Role",
-        "",
-        &["services"],
-        &["create", "patch", "update", "delete"],
     );
     // The webhook certificate's Secret is created once (create cannot be limited by name).
     grant("Role", "", &["secrets"], &["create"]);

@@ -38,6 +38,7 @@ fn options_at(at: usize) -> TranslateOptions {
         now: start + jiff::SignedDuration::from_secs(i64::try_from(at).unwrap_or(0)),
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     }
 }
 

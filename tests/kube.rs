@@ -9,6 +9,8 @@ mod binary;
 mod crds;
 #[path = "kube/failover.rs"]
 mod failover;
+#[path = "kube/gateway_service.rs"]
+mod gateway_service;
 #[path = "kube/harness.rs"]
 mod harness;
 #[path = "kube/listenerset.rs"]
@@ -388,16 +390,19 @@ async fn gateways_get_own_ports_and_finalizers_clean_up() {
         .wait_for(p2, "example.com", "/", 200, Some("pod-b"), T)
         .await
         .unwrap();
-    let svc = api
-        .objects("services")
-        .into_iter()
-        .find(|s| s["metadata"]["labels"]["edgeplane.dev/gateway"] == "web.one")
-        .unwrap();
+    // GEP-1762: the Service is in the Gateway's namespace, named after it, owned by it.
+    let svc = gateway_service(&api, "web", "one").unwrap();
+    assert_eq!(svc["metadata"]["name"], "one-edgeplane");
+    let owner = &svc["metadata"]["ownerReferences"][0];
     assert_eq!(
-        svc["metadata"]["ownerReferences"][0]["kind"],
-        "GatewayClass"
+        (&owner["kind"], &owner["name"]),
+        (&json!("Gateway"), &json!("one"))
     );
-    assert_eq!(svc["metadata"]["namespace"], SYSTEM_NS);
+    assert_eq!(owner["controller"], true);
+    assert!(
+        svc["spec"].get("selector").is_none(),
+        "selector-less: {svc}"
+    );
 
     // Deleting a Gateway: the finalizer removes its Service and listeners, then lets go.
     api.remove("gateways", "web", "one").unwrap();
@@ -518,14 +523,16 @@ async fn infrastructure_labels_and_annotations_reach_the_gateway_service() {
     api.insert(gw);
     let replica = Replica::start(&api, "one", port_base()).await;
     wait_gateway_port(&api, "web", "gw", 80).await;
-    let service = |a: &ApiServer| {
-        a.objects("services")
-            .into_iter()
-            .find(|s| s["metadata"]["labels"]["edgeplane.dev/gateway"] == "web.gw")
-    };
-    // Added on create; edgeplane's own label wins over a propagated one of the same key.
+    let service = |a: &ApiServer| gateway_service(a, "web", "gw");
+    // Added on create; edgeplane's own label wins over a propagated one of the same key. The
+    // Service is where upstream conformance looks: in the Gateway's namespace, labelled with
+    // the Gateway's name.
     let svc = service(&api).expect("the Gateway's Service");
     assert_eq!(svc["metadata"]["labels"]["team"], "web");
+    assert_eq!(
+        svc["metadata"]["labels"]["gateway.networking.k8s.io/gateway-class-name"],
+        "ep"
+    );
     assert_eq!(
         svc["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "edgeplane"

@@ -16,6 +16,7 @@ fn options() -> TranslateOptions {
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     }
 }
 

@@ -81,6 +81,7 @@ pub fn check(args: &CheckArgs) -> ExitCode {
         now: jiff::Timestamp::now(),
         generation: 1,
         port_map: Default::default(),
+        capabilities: crate::translate::Capabilities::STANDALONE,
     };
     let status = translate(&loaded.snapshot, &options).status;
     let printed = render(&status, args.output).and_then(|text| {

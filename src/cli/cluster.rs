@@ -1,7 +1,6 @@
 //! `serve --kubernetes`: its flags, whose defaults are `KubeOptions`' own, and the wiring of the
 //! Kubernetes provider into the shared [`Stack`]. Start-up code, so `anyhow` is fine here.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::flags::{duration_text, labels_text, parse_duration, parse_labels};
+use super::flags::{duration_text, parse_duration};
 use super::stack::{shutdown_signal, Stack};
 use super::ServeArgs;
 use crate::metrics::Metrics;
@@ -36,7 +35,7 @@ fn defaults() -> KubeOptions {
 /// Flags of `serve --kubernetes`.
 #[derive(Debug, Args)]
 pub struct KubeArgs {
-    /// The controller's namespace (its Lease and Gateway Services live there); set
+    /// The controller's namespace (its Lease and the replicas' Service live there); set
     /// POD_NAMESPACE from the downward API. Empty is an error.
     #[arg(long, env = "POD_NAMESPACE", default_value = DEFAULT_CONTROLLER_NAMESPACE,
         value_parser = parse_namespace)]
@@ -72,9 +71,11 @@ pub struct KubeArgs {
     /// Type of the Service made for each Gateway.
     #[arg(long, default_value = defaults().service_type)]
     pub gateway_service_type: String,
-    /// Pod labels the Gateway Services select (`key=value[,key=value]`).
-    #[arg(long, default_value = labels_text(&defaults().service_selector), value_parser = parse_labels)]
-    pub gateway_service_selector: BTreeMap<String, String>,
+    /// The Service (in `--namespace`) that selects every replica's pod, such as the webhook
+    /// Service: its ready endpoints are what each Gateway's Service (selector-less, in the
+    /// Gateway's namespace) sends traffic to.
+    #[arg(long, default_value = defaults().replicas_service)]
+    pub replicas_service: String,
     /// First port handed out to Gateway listeners (each Gateway gets its own ports).
     #[arg(long, default_value_t = defaults().port_base)]
     pub gateway_port_base: u16,
@@ -155,7 +156,7 @@ impl KubeArgs {
         options.resync = self.resync;
         options.watch_retry.max = self.watch_retry_max;
         options.service_type = self.gateway_service_type;
-        options.service_selector = self.gateway_service_selector;
+        options.replicas_service = self.replicas_service;
         options.port_base = self.gateway_port_base;
         Ok(options)
     }
@@ -245,6 +246,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
             bind_address: args.translate.bind_address,
             port_map: Default::default(),
             sources: Default::default(),
+            capabilities: crate::translate::Capabilities::KUBERNETES,
         },
     );
     shutdown_signal().await;

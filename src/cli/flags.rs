@@ -1,7 +1,6 @@
 //! Flag value types: durations and label sets, parsed and printed the same way, so that a
 //! flag's `--help` default can be the printed form of the default the options type declares.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Parses a duration flag: a Gateway API duration (`30s`, `500ms`, `2m`, `1h30m`) or a plain
@@ -27,26 +26,6 @@ pub fn duration_text(d: Duration) -> String {
         _ if ms % 1000 == 0 => format!("{}s", ms / 1000),
         _ => format!("{ms}ms"),
     }
-}
-
-/// Parses `key=value[,key=value]` labels.
-pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
-    s.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
-            _ => Err(format!("`{p}` is not key=value")),
-        })
-        .collect()
-}
-
-/// `key=value,key=value`, as [`parse_labels`] reads it.
-pub fn labels_text(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[cfg(test)]
@@ -75,13 +54,5 @@ mod tests {
             );
         }
         assert_eq!(duration_text(Duration::from_secs(300)), "5m");
-    }
-
-    #[test]
-    fn labels_parse_and_print_back() {
-        let l = parse_labels("a=b, c=d").unwrap();
-        assert_eq!(l.get("c").map(String::as_str), Some("d"));
-        assert_eq!(parse_labels(&labels_text(&l)), Ok(l));
-        assert!(parse_labels("nope").is_err());
     }
 }

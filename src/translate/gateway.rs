@@ -11,9 +11,10 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
 };
 
-use super::address::{bind_addresses, AddressError};
+use super::address::{bind_addresses, static_ips, AddressError};
 use super::conditions::*;
 use super::conflicts::mark_conflicts;
+use super::features::supported_features;
 use super::frontend::{
     insecure_fallback, ClientAuth, Frontends, INSECURE_FRONTEND_VALIDATION_MODE,
     REASON_CONFIGURATION_CHANGED, REASON_NO_VALID_CA_CERTIFICATE,
@@ -30,64 +31,13 @@ use crate::table::{BackendIdentity, Certificate};
 /// Gateway ResolvedRefs reason: `spec.tls.backend.clientCertificateRef` is unusable.
 pub const REASON_INVALID_CLIENT_CERTIFICATE_REF: &str = "InvalidClientCertificateRef";
 
-/// Features of the Gateway API conformance suite this translator and the proxy implement.
-pub const SUPPORTED_FEATURES: &[&str] = &[
-    "BackendTLSPolicy",
-    "BackendTLSPolicySANValidation",
-    "Gateway",
-    "GatewayAddressEmpty",
-    "GatewayBackendClientCertificate",
-    "GatewayFrontendClientCertificateValidation",
-    "GatewayFrontendClientCertificateValidationInsecureFallback",
-    "GatewayHTTPSListenerDetectMisdirectedRequests",
-    "GatewayHTTPListenerIsolation",
-    "GatewayInfrastructurePropagation",
-    "GatewayPort8080",
-    "GatewayStaticAddresses",
-    "GRPCRoute",
-    "GRPCRouteNamedRouteRule",
-    "HTTPRoute",
-    "HTTPRoute303RedirectStatusCode",
-    "HTTPRoute307RedirectStatusCode",
-    "HTTPRoute308RedirectStatusCode",
-    "HTTPRouteBackendProtocolH2C",
-    "HTTPRouteBackendProtocolWebSocket",
-    "HTTPRouteBackendRequestHeaderModification",
-    "HTTPRouteBackendTimeout",
-    "HTTPRouteCORS",
-    "HTTPRouteHostRewrite",
-    "HTTPRouteMethodMatching",
-    "HTTPRouteNamedRouteRule",
-    "HTTPRouteParentRefPort",
-    "HTTPRoutePathRedirect",
-    "HTTPRoutePathRewrite",
-    "HTTPRoutePortRedirect",
-    "HTTPRouteQueryParamMatching",
-    "HTTPRouteRequestMirror",
-    "HTTPRouteRequestMultipleMirrors",
-    "HTTPRouteRequestPercentageMirror",
-    "HTTPRouteRequestTimeout",
-    "HTTPRouteResponseHeaderModification",
-    "HTTPRouteRetry",
-    "HTTPRouteRetryBackendTimeout",
-    "HTTPRouteRetryConnectionError",
-    "HTTPRouteSchemeRedirect",
-    "ListenerSet",
-    "ReferenceGrant",
-    "TCPRoute",
-    "TLSRoute",
-    "TLSRouteModeMixed",
-    "TLSRouteModeTerminate",
-    "UDPRoute",
-];
-
 /// True when the class names our controller.
 pub fn owns_class(class: &GatewayClass, options: &TranslateOptions) -> bool {
     class.spec.controller_name == options.controller_name
 }
 
 /// Status of one of our GatewayClasses: accepted (unless its `parametersRef` cannot be used),
-/// with the features we support.
+/// with the features we support in the running mode (`options.capabilities`).
 pub fn class_status(
     class: &GatewayClass,
     options: &TranslateOptions,
@@ -97,8 +47,8 @@ pub fn class_status(
         generation: class.metadata.generation,
         now: options.now,
     };
-    let mut features: Vec<_> = SUPPORTED_FEATURES
-        .iter()
+    let mut features: Vec<_> = supported_features(&options.capabilities)
+        .into_iter()
         .map(|f| GatewayClassStatusSupportedFeatures {
             name: (*f).to_owned(),
         })
@@ -127,6 +77,9 @@ pub struct GatewayModel<'a> {
     pub stamp: Stamp,
     /// IPs every listener binds on.
     pub binds: Vec<IpAddr>,
+    /// In a cluster, the IPs of `spec.addresses`: the Gateway is programmed once its Service
+    /// has been assigned all of them. Empty standalone (the listeners bind them).
+    pub requested: Vec<IpAddr>,
     pub address_error: Option<AddressError>,
     /// Its own or its class's `parametersRef` cannot be used: nothing of it is served.
     pub parameters_error: Option<InvalidParameters>,
@@ -172,9 +125,11 @@ impl<'a> GatewayModel<'a> {
                 None => Placement::Pending,
             },
         };
+        let mut requested = Vec::new();
         if !matches!(placement, Placement::Own(_)) {
             // In a cluster, spec.addresses are the Service's business; replicas bind locally.
             binds = vec![options.bind_address];
+            requested = static_ips(gateway);
         }
         let mut listeners: Vec<ListenerModel<'a>> = gateway
             .spec
@@ -210,6 +165,7 @@ impl<'a> GatewayModel<'a> {
                 now: options.now,
             },
             binds,
+            requested,
             address_error,
             parameters_error,
             listeners,
@@ -227,6 +183,19 @@ impl<'a> GatewayModel<'a> {
         self.parameters_error.is_none()
             && self.address_error.is_none()
             && self.own_listeners().any(ListenerModel::usable)
+    }
+
+    /// The requested IPs the Gateway's Service has not been assigned (yet), in a cluster.
+    fn unassigned(&self) -> Vec<IpAddr> {
+        match self.placement {
+            Placement::Mapped(b) => self
+                .requested
+                .iter()
+                .filter(|ip| !b.assigned.contains(ip))
+                .copied()
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// The port a listener's socket binds, or `None` while its Gateway's Service maps no port
@@ -288,6 +257,19 @@ impl<'a> GatewayModel<'a> {
                     "waiting for the Gateway's Service",
                 ),
             )
+        } else if !self.unassigned().is_empty() {
+            let missing: Vec<String> = self.unassigned().iter().map(|ip| ip.to_string()).collect();
+            (
+                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                s.fail(
+                    PROGRAMMED,
+                    REASON_ADDRESS_NOT_USABLE,
+                    format!(
+                        "the Gateway's Service has not been assigned {} (yet)",
+                        missing.join(", ")
+                    ),
+                ),
+            )
         } else {
             (
                 s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
@@ -295,12 +277,23 @@ impl<'a> GatewayModel<'a> {
             )
         };
         let addresses = if let Placement::Mapped(b) = self.placement {
-            Some(
-                b.addresses
+            let ip = |value: String| ("IPAddress".to_owned(), value);
+            let listed: Vec<(String, String)> = if self.requested.is_empty() {
+                b.addresses.clone()
+            } else {
+                // Static addresses: those the Service has been assigned.
+                self.requested
                     .iter()
+                    .filter(|a| b.assigned.contains(a))
+                    .map(|a| ip(a.to_string()))
+                    .collect()
+            };
+            Some(
+                listed
+                    .into_iter()
                     .map(|(ty, value)| GatewayStatusAddresses {
-                        r#type: Some(ty.clone()),
-                        value: value.clone(),
+                        r#type: Some(ty),
+                        value,
                     })
                     .collect(),
             )
@@ -464,6 +457,7 @@ mod tests {
         let binding = GatewayBinding {
             ports: [(80, 10080)].into(),
             addresses: vec![("Hostname".into(), "lb.example".into())],
+            assigned: vec!["10.1.1.1".parse().unwrap()],
         };
         let snapshot = Snapshot {
             gateway_classes: vec![Arc::new(class)],
@@ -479,6 +473,7 @@ mod tests {
             now: jiff::Timestamp::now(),
             generation: 1,
             port_map: Default::default(),
+            capabilities: crate::translate::Capabilities::STANDALONE,
         };
         let t = crate::translate::translate(&snapshot, &options);
         let sockets: Vec<String> = t.table.listeners.keys().map(|a| a.to_string()).collect();
@@ -489,7 +484,11 @@ mod tests {
             .unwrap()
             .status
             .to_json();
-        assert_eq!(mapped["addresses"][0]["value"], "lb.example");
+        assert_eq!(
+            mapped["addresses"],
+            serde_json::json!([{"type": "IPAddress", "value": "10.1.1.1"}]),
+            "the static address, once the Service has it"
+        );
         assert_eq!(mapped["conditions"][1]["status"], "True");
         assert_eq!(
             mapped["listeners"][1]["conditions"][1]["reason"],
@@ -503,5 +502,86 @@ mod tests {
             .to_json();
         assert_eq!(pending["conditions"][1]["reason"], REASON_PENDING);
         assert!(pending.get("addresses").is_none());
+    }
+
+    #[test]
+    fn cluster_static_addresses_wait_for_the_service_and_supported_features_follow_the_mode() {
+        use crate::snapshot::{GatewayBinding, Snapshot};
+        use std::sync::Arc;
+        let class: GatewayClass = serde_yaml_ng::from_str(
+            "metadata: {name: c, generation: 1}\nspec: {controllerName: x/y}",
+        )
+        .unwrap();
+        let gw = |addresses: &str| {
+            Arc::new(gateway(&format!(
+                "metadata: {{name: g, namespace: ns, generation: 1}}\nspec:\n  gatewayClassName: c\n  addresses: {addresses}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP}}\n"
+            )))
+        };
+        let run = |gateway: Arc<Gateway>, assigned: &[&str], capabilities| {
+            let binding = GatewayBinding {
+                ports: [(80, 10080)].into(),
+                addresses: vec![("IPAddress".into(), "10.96.0.1".into())],
+                assigned: assigned.iter().map(|a| a.parse().unwrap()).collect(),
+            };
+            let snapshot = Snapshot {
+                gateway_classes: vec![Arc::new(class.clone())],
+                gateways: vec![gateway],
+                gateway_bindings: Some(Arc::new(
+                    [(("ns".to_owned(), "g".to_owned()), binding)].into(),
+                )),
+                ..Snapshot::default()
+            };
+            let mut options = crate::translate::testing::options(Default::default());
+            options.capabilities = capabilities;
+            let t = crate::translate::translate(&snapshot, &options);
+            let status = |kind, ns: Option<&str>, name: &str| -> serde_json::Value {
+                t.status
+                    .get(kind, ns, name)
+                    .unwrap()
+                    .status
+                    .to_json()
+                    .into_owned()
+            };
+            (
+                status(crate::status::ObjectKind::Gateway, Some("ns"), "g"),
+                status(crate::status::ObjectKind::GatewayClass, None, "c"),
+            )
+        };
+        let kube = crate::translate::Capabilities::KUBERNETES;
+        let two = || gw("[{value: 203.0.113.1}, {type: IPAddress, value: 203.0.113.2}]");
+        let (waiting, class_status) = run(two(), &["203.0.113.1"], kube);
+        assert_eq!(waiting["conditions"][0]["status"], "True");
+        assert_eq!(waiting["conditions"][1]["status"], "False");
+        assert_eq!(
+            waiting["conditions"][1]["reason"],
+            REASON_ADDRESS_NOT_USABLE
+        );
+        assert!(waiting["conditions"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("203.0.113.2"));
+        assert_eq!(
+            waiting["addresses"],
+            serde_json::json!([{"type": "IPAddress", "value": "203.0.113.1"}])
+        );
+        let features = class_status["supportedFeatures"].to_string();
+        assert!(features.contains("GatewayStaticAddresses"), "{features}");
+        let (ready, _) = run(two(), &["203.0.113.2", "203.0.113.1"], kube);
+        assert_eq!(ready["conditions"][1]["status"], "True");
+        assert_eq!(ready["addresses"].as_array().unwrap().len(), 2);
+        let (unsupported, _) = run(gw("[{type: test/fake, value: x}]"), &[], kube);
+        assert_eq!(unsupported["conditions"][0]["status"], "False");
+        assert_eq!(
+            unsupported["conditions"][0]["reason"],
+            REASON_UNSUPPORTED_ADDRESS
+        );
+        let without = crate::translate::Capabilities {
+            infrastructure_propagation: false,
+            static_addresses: false,
+        };
+        let (_, class_status) = run(gw("[]"), &[], without);
+        let features = class_status["supportedFeatures"].to_string();
+        assert!(!features.contains("GatewayStaticAddresses"), "{features}");
+        assert!(!features.contains("GatewayInfrastructurePropagation"));
     }
 }

@@ -12,6 +12,7 @@ mod build;
 mod conflicts;
 mod duration;
 mod endpoints;
+mod features;
 mod filters;
 mod frontend;
 mod gateway;
@@ -60,9 +61,9 @@ pub use address::AddressError;
 pub use backends::BackendError;
 pub use bind::{apply_bind_failures, apply_udp_bind_failures};
 pub use duration::{parse_duration, DurationError, TimeoutError};
+pub use features::{supported_features, Capabilities, SUPPORTED_FEATURES};
 pub use filters::FilterError;
 pub use frontend::{referenced_ca_objects, CaRefError};
-pub use gateway::SUPPORTED_FEATURES;
 pub use httproute::AttachError;
 use incremental::Source;
 pub use incremental::{Incremental, Reuse};
@@ -92,6 +93,8 @@ pub struct TranslateOptions {
     /// Standalone placement: the local port each listener port binds (Gateways placed by
     /// `Snapshot::gateway_bindings` ignore it).
     pub port_map: PortMap,
+    /// What the running mode can do; decides the GatewayClass's `supportedFeatures`.
+    pub capabilities: Capabilities,
 }
 
 /// The output of one translation.

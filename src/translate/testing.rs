@@ -29,5 +29,6 @@ pub fn options(port_map: PortMap) -> TranslateOptions {
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
         generation: 1,
         port_map,
+        capabilities: super::Capabilities::STANDALONE,
     }
 }

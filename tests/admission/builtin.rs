@@ -164,8 +164,7 @@ fn field_paths(schema: &Value, path: &str, out: &mut std::collections::BTreeSet<
 /// beyond upstream is one the crate's types still carry.
 #[test]
 fn built_in_schemas_declare_every_upstream_field() {
-    let Some(dir) = super::upstream::upstream("config/crd/experimental", "upstream fields")
-    else {
+    let Some(dir) = super::upstream::upstream("config/crd/experimental", "upstream fields") else {
         return;
     };
     let ours = builtin::gateway_crds().expect("built-in CRDs");

@@ -12,7 +12,7 @@ use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, SignatureScheme};
 
 use crate::expect::{check, check_tls_config, Outcome, Req, Want};
-use crate::harness::{socket_port, Env};
+use crate::harness::Env;
 use crate::status::{gateway_conditions, routes_accepted_at, wait_status, Cond, Report};
 use crate::support::tls::{
     client_config, client_config_with_identity, connect, ClientIdentity, Session,
@@ -80,7 +80,7 @@ async fn refused(
     identity: Option<&ClientIdentity>,
 ) -> Outcome {
     let (config, asked) = config(env, identity);
-    let addr = std::net::SocketAddr::new(ip, socket_port(port));
+    let addr = crate::harness::socket_addr(ip, port);
     let result = async {
         let stream = connect(addr, host, config).await?;
         Session::start(stream).await?.get(host, "/").await

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use http::{Method, Request};
 
-use crate::harness::{socket_port, Env};
+use crate::harness::{socket_addr, Env};
 use crate::support::client::{empty, h1_client, send, Reply, TestClient};
 use crate::support::tls::{client_config, connect, Session};
 
@@ -76,8 +76,8 @@ impl Req {
         let mut b = Request::builder()
             .method(self.method.clone())
             .uri(format!(
-                "http://{ip}:{}{}",
-                socket_port(self.port),
+                "http://{}{}",
+                socket_addr(ip, self.port),
                 self.path
             ))
             .header(
@@ -356,7 +356,7 @@ pub async fn check_tls_config(
     req: &Req,
     want: &Want,
 ) -> Outcome {
-    let addr = SocketAddr::new(ip, socket_port(req.port));
+    let addr = socket_addr(ip, req.port);
     let host = req.host.clone().unwrap_or_else(|| ip.to_string());
     let deadline = Instant::now() + CONSISTENCY_TIMEOUT;
     let mut streak = 0;

@@ -250,7 +250,7 @@ pub async fn backend_h2c(env: Arc<Env>) -> Outcome {
 
 pub async fn backend_websocket(env: Arc<Env>) -> Outcome {
     accepted(&env, INFRA, "over-websocket", &["same-namespace"]).await?;
-    let addr = SocketAddr::new(env.gw("same-namespace"), crate::harness::socket_port(80));
+    let addr = crate::harness::socket_addr(env.gw("same-namespace"), 80);
     let mut last = String::new();
     for _ in 0..50 {
         match websocket_roundtrip(addr).await {

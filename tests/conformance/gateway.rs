@@ -189,8 +189,7 @@ pub async fn invalid_parameters_ref(env: Arc<Env>) -> Outcome {
     })
     .await?;
     // Nothing of it is served: its address does not listen (on the local port of 80).
-    let port = crate::harness::socket_port(80);
-    let addr = std::net::SocketAddr::new(env.gw("unknown-parameters"), port);
+    let addr = crate::harness::socket_addr(env.gw("unknown-parameters"), 80);
     match tokio::net::TcpStream::connect(addr).await {
         Ok(_) => Err(format!("the refused Gateway listens on {addr}")),
         Err(_) => Ok(()),

@@ -4,7 +4,7 @@
 //! backend saw, its namespace and a pod name starting with the expected backend.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use tonic::{Code, Request};
 use tonic_prost::ProstCodec;
 
 use crate::expect::{Outcome, CONSECUTIVE, CONSISTENCY_TIMEOUT};
-use crate::harness::{socket_port, Env};
+use crate::harness::Env;
 use crate::report::GATEWAY_GRPC;
 use crate::scenarios::Scenario;
 use crate::status::{routes_accepted, routes_accepted_at, wait_status};
@@ -143,7 +143,7 @@ impl Call {
 
 /// A channel to the Gateway at `ip` (listener port 80) with `authority` as `:authority`.
 async fn channel(ip: IpAddr, authority: Option<&str>) -> Result<Channel, String> {
-    let addr = SocketAddr::new(ip, socket_port(80));
+    let addr = crate::harness::socket_addr(ip, 80);
     let mut endpoint = Endpoint::from_shared(format!("http://{addr}"))
         .map_err(|e| e.to_string())?
         .timeout(CALL_TIMEOUT);

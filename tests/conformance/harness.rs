@@ -18,12 +18,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use edgeplane::echo::{serve_echo_logged, serve_udp_echo, EchoIdentity, LoggedRequest, RequestLog};
 use edgeplane::echo_tls::{serve_echo_tls, server_config};
 
+use crate::kube_env::Kube;
 use crate::support::tls::{self_signed, TestCa, TestCert};
 use serde_yaml_ng::{Mapping, Value};
 use tokio::task::JoinHandle;
@@ -129,6 +130,9 @@ pub struct Env {
     /// The client certificate and key (PEM) issued by `backend_ca`.
     pub backend_client: (String, String),
     server: Mutex<Option<Server>>,
+    /// Kubernetes mode: the API emulator and `serve --kubernetes` instead of a manifest
+    /// directory and `serve --config-dir` (see `kube_env`).
+    pub kube: Option<Arc<Kube>>,
 }
 
 /// Why a scenario environment could not be set up.
@@ -138,6 +142,12 @@ impl Env {
     /// Writes the base and `manifests` into a fresh directory, starts the pods of every
     /// Deployment and the proxy, and waits until the proxy is ready.
     pub async fn start(manifests: &str) -> Result<Env, SetupError> {
+        Self::start_in(manifests, false).await
+    }
+
+    /// [`Env::start`], or in Kubernetes mode (`kube`): the objects are created through the API
+    /// emulator and `serve --kubernetes` serves them.
+    pub async fn start_in(manifests: &str, kube: bool) -> Result<Env, SetupError> {
         let net = Net::next();
         let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let mut env = Env {
@@ -152,7 +162,11 @@ impl Env {
             backend_ca: TestCa::new("tls backends"),
             backend_client: (String::new(), String::new()),
             server: Mutex::new(None),
+            kube: None,
         };
+        if kube {
+            env.kube = Some(Kube::start(net).await?);
+        }
         env.backend_client = env.backend_ca.issue_pem(&["gateway.example.org"], &[]);
         let mut docs = parse(&env.expand(BASE))?;
         docs.extend(parse(&env.expand(manifests))?);
@@ -164,7 +178,10 @@ impl Env {
         env.write_docs("base.yaml", &parse(&env.expand(BASE))?)?;
         env.write_docs("scenario.yaml", &parse(&env.expand(manifests))?)?;
         env.write_endpoints(&docs)?;
-        env.spawn_proxy()?;
+        match &env.kube {
+            Some(k) => k.spawn(env.admin)?,
+            None => env.spawn_proxy()?,
+        }
         env.wait_ready().await?;
         Ok(env)
     }
@@ -234,6 +251,19 @@ impl Env {
     }
 
     fn write_docs(&self, file: &str, docs: &[Value]) -> Result<(), SetupError> {
+        if let Some(kube) = &self.kube {
+            let mut json = Vec::new();
+            for doc in docs {
+                if kind(doc) == "Gateway" {
+                    let ip = self.gateway_address(doc);
+                    kube.place_gateway(ip, &namespace(doc), &name(doc));
+                }
+                let mut obj = crate::kube_env::to_json(doc)?;
+                crate::kube_env::admit(&mut obj)?;
+                json.push(obj);
+            }
+            return kube.apply_file(file, json);
+        }
         let mut out = String::new();
         for doc in docs {
             let mut doc = doc.clone();
@@ -246,12 +276,17 @@ impl Env {
         write_atomic(&self.dir.path().join(file), &out)
     }
 
-    /// Records the Gateway's address; gives it `127.A.B.n` unless it sets `spec.addresses`.
-    fn place_gateway(&self, doc: &mut Value) {
+    /// The Gateway's scenario address `127.A.B.n`, given when the harness first writes it.
+    fn gateway_address(&self, doc: &Value) -> IpAddr {
         let key = (namespace(doc), name(doc));
         let mut map = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
         let next = u8::try_from(map.len() + 1).unwrap_or(19).min(19);
-        let ip = *map.entry(key).or_insert_with(|| self.net.ip(next));
+        *map.entry(key).or_insert_with(|| self.net.ip(next))
+    }
+
+    /// Records the Gateway's address; gives it `127.A.B.n` unless it sets `spec.addresses`.
+    fn place_gateway(&self, doc: &mut Value) {
+        let ip = self.gateway_address(doc);
         let spec = doc
             .get_mut("spec")
             .and_then(Value::as_mapping_mut)
@@ -368,6 +403,15 @@ impl Env {
     /// An EndpointSlice per Service listing the pods its selector picks (through the
     /// Deployments' template labels); ports named as the Service's, numbered as its targetPorts.
     fn write_endpoints(&self, docs: &[Value]) -> Result<(), SetupError> {
+        let out = self.endpoints(docs);
+        if self.kube.is_some() {
+            return self.write_docs("endpoints.yaml", &parse(&out)?);
+        }
+        write_atomic(&self.dir.path().join("endpoints.yaml"), &out)
+    }
+
+    /// The EndpointSlices [`Env::write_endpoints`] writes, as YAML.
+    fn endpoints(&self, docs: &[Value]) -> String {
         let mut out = String::new();
         for svc in docs.iter().filter(|d| kind(d) == "Service") {
             let ns = namespace(svc);
@@ -424,7 +468,7 @@ impl Env {
                 ports.join(", ")
             ));
         }
-        write_atomic(&self.dir.path().join("endpoints.yaml"), &out)
+        out
     }
 
     fn spawn_proxy(&self) -> Result<(), SetupError> {
@@ -507,6 +551,20 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), SetupError> {
 /// Gateways' own ports. No fixture listens on a local port of this list.
 pub const PORT_MAP: [(u16, u16); 2] = [(80, 18080), (443, 18443)];
 
+/// Where a request for listener port `port` of the Gateway at address `ip` goes: in Kubernetes
+/// mode the replica's socket for the target port the Gateway's Service maps it to, else `ip`
+/// and [`socket_port`].
+pub fn socket_addr(ip: IpAddr, port: u16) -> SocketAddr {
+    crate::kube_env::resolve(ip, port, false)
+        .unwrap_or_else(|| SocketAddr::new(ip, socket_port(port)))
+}
+
+/// [`socket_addr`] for a UDP listener (its Service's UDP port in Kubernetes mode).
+pub fn udp_socket_addr(ip: IpAddr, port: u16) -> SocketAddr {
+    crate::kube_env::resolve(ip, port, true)
+        .unwrap_or_else(|| SocketAddr::new(ip, socket_port(port)))
+}
+
 /// The local port the proxy binds for Gateway listener port `port`.
 pub fn socket_port(port: u16) -> u16 {
     PORT_MAP
@@ -522,6 +580,12 @@ fn port_map_arg() -> String {
         .map(|(listener, local)| format!("{listener}={local}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The upstream Gateway API CRDs (experimental channel, a superset of standard) beside the
+/// project, where a copy is.
+pub fn crds_dir() -> PathBuf {
+    crate::support::upstream::release_dir().join("config/crd/experimental")
 }
 
 /// `--crds` with the upstream Gateway API CRDs (experimental channel, a superset of standard)

@@ -46,7 +46,7 @@ pub const PROFILES: [&str; 5] = [
 ];
 
 /// One scenario's name, profile, extended feature (`None`: core) and verdict.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ScenarioResult {
     pub name: &'static str,
     pub profile: &'static str,
@@ -261,6 +261,8 @@ impl Profile {
         for (f, s) in &self.features {
             let result = if s.failed > 0 {
                 "failed"
+            } else if s.skipped > 0 && s.passed > 0 {
+                "partial (skips listed above)"
             } else if s.skipped > 0 {
                 "skipped (not supported)"
             } else {

@@ -553,14 +553,14 @@ pub fn all() -> Vec<Scenario> {
     .collect()
 }
 
-/// Runs one scenario to a verdict. A failing scenario of an extended feature the GatewayClass
-/// does not claim is reported as skipped, naming the feature.
-pub async fn run(s: &Scenario, timeout: Duration) -> Verdict {
+/// Runs one scenario to a verdict (in Kubernetes mode when `kube`). A failing scenario of an
+/// extended feature the GatewayClass does not claim is reported as skipped, naming the feature.
+pub async fn run(s: &Scenario, timeout: Duration, kube: bool) -> Verdict {
     let Some(run) = s.run else {
         return Verdict::Skipped(s.skip.unwrap_or("not runnable").to_owned());
     };
     let body = async {
-        let env = Arc::new(Env::start(s.manifests).await?);
+        let env = Arc::new(Env::start_in(s.manifests, kube).await?);
         run(env).await
     };
     let outcome = match tokio::time::timeout(timeout, body).await {

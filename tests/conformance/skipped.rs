@@ -21,10 +21,9 @@ pub const COVERED_OUTSIDE_REPLAY: &[&str] = &["GatewayInfrastructurePropagation"
 
 /// Why `GatewayInfrastructure` does not run here: upstream checks the labels and annotations
 /// on the Service and Pods the implementation made for the Gateway, and standalone mode makes
-/// none. Propagation to the per-Gateway Service is tested in Kubernetes mode (`tests/kube.rs`).
+/// none. The Kubernetes-mode replay runs it (`kube_scenarios`).
 const INFRASTRUCTURE_NOTE: &str = "standalone mode creates no Service or Pod for a Gateway to \
-     carry spec.infrastructure labels and annotations; covered by the Kubernetes-mode test \
-     infrastructure_labels_and_annotations_reach_the_gateway_service";
+     carry spec.infrastructure labels and annotations; run by the Kubernetes-mode replay";
 
 /// The scenarios that do not run here, in upstream order of appearance.
 pub fn all() -> Vec<Scenario> {

@@ -1,5 +1,6 @@
 //! Status assertions with the upstream suite's semantics (`conformance/utils/kubernetes/
-//! helpers.go`): every check polls `/debug/status` until it holds or time runs out, and, as
+//! helpers.go`): every check polls `/debug/status` (in Kubernetes mode the API objects) until it
+//! holds or time runs out, and, as
 //! upstream, first requires the conditions it reads to carry the object's latest generation.
 //!
 //! - Route parents (`parentsForRouteMatch`): each expected parent is matched by an entry with
@@ -29,8 +30,13 @@ const GROUP: &str = "gateway.networking.k8s.io";
 #[derive(Debug, Clone, Copy)]
 pub struct Cond(pub &'static str, pub &'static str, pub &'static str);
 
-/// The translator's status of every object, from `/debug/status`.
+/// The status of every object: the translator's, from `/debug/status`; in Kubernetes mode
+/// what the API objects carry (written by the leader), with their `metadata.generation`.
 pub async fn status(env: &Env) -> Result<StatusReport, String> {
+    if let Some(kube) = &env.kube {
+        return serde_json::from_value(kube.status_json())
+            .map_err(|e| format!("status of the API objects: {e}"));
+    }
     let r = admin_get(env.admin, "/debug/status").await?;
     serde_json::from_slice(&r.body).map_err(|e| format!("/debug/status: {e}"))
 }

@@ -87,7 +87,7 @@ async fn over_port(env: &Env, port: u16, backend: &str) -> Outcome {
 }
 
 async fn over(env: &Env, gw: &str, port: u16, backend: &str) -> Outcome {
-    let to = SocketAddr::new(env.gw(gw), port);
+    let to = crate::harness::udp_socket_addr(env.gw(gw), port);
     let deadline = Instant::now() + CONSISTENCY_TIMEOUT;
     let mut streak = 0;
     let mut attempts = 0;
@@ -176,7 +176,7 @@ pub async fn weighted_routing(env: Arc<Env>) -> Outcome {
         accepted(r, "weighted")
     })
     .await?;
-    let to = SocketAddr::new(env.gw(GW), 9106);
+    let to = crate::harness::udp_socket_addr(env.gw(GW), 9106);
     let n = 1000;
     let mut counts = std::collections::BTreeMap::new();
     for _ in 0..n {

@@ -63,6 +63,7 @@ fn policies() -> Vec<Value> {
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     };
     let report = serde_json::to_value(translate(&loaded.snapshot, &options).status).expect("json");
     let specs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(MANIFESTS)

@@ -74,6 +74,7 @@ impl Replica {
                 bind_address: bind,
                 port_map: Default::default(),
                 sources: Default::default(),
+                capabilities: edgeplane::translate::Capabilities::KUBERNETES,
             },
         );
         let reconcile = tokio::spawn(async move {
@@ -157,19 +158,42 @@ impl Replica {
     }
 }
 
-/// The Service the leader made for a Gateway, and the target port of listener port `port`.
+/// The Service the leader made for a Gateway (in the Gateway's namespace, labelled with its
+/// name), and the target port of listener port `port`.
 pub fn gateway_port(api: &ApiServer, gw_ns: &str, gw: &str, port: u16) -> Option<u16> {
-    let label = format!("{gw_ns}.{gw}");
-    api.objects("services")
-        .into_iter()
-        .filter(|s| s["metadata"]["namespace"] == SYSTEM_NS)
-        .find(|s| s["metadata"]["labels"]["edgeplane.dev/gateway"] == label.as_str())?["spec"]
-        ["ports"]
+    gateway_service(api, gw_ns, gw)?["spec"]["ports"]
         .as_array()?
         .iter()
         .find(|p| p["port"] == port)?["targetPort"]
         .as_u64()
         .and_then(|p| u16::try_from(p).ok())
+}
+
+/// The Service the leader made for Gateway `gw_ns/gw`: found as Gateway API tools find it, by
+/// the `gateway.networking.k8s.io/gateway-name` label in the Gateway's namespace.
+pub fn gateway_service(api: &ApiServer, gw_ns: &str, gw: &str) -> Option<Value> {
+    api.objects("services").into_iter().find(|s| {
+        s["metadata"]["namespace"] == gw_ns
+            && s["metadata"]["labels"]["gateway.networking.k8s.io/gateway-name"] == gw
+    })
+}
+
+/// The EndpointSlice of the replicas' Service (`edgeplane-webhook` in the controller's
+/// namespace, as the cluster's EndpointSlice controller would write it), listing `ready` and
+/// `unready` pod addresses.
+pub fn replicas_slice(ready: &[IpAddr], unready: &[IpAddr]) -> Value {
+    let endpoint = |ip: &IpAddr, ready: bool| json!({"addresses": [ip.to_string()], "conditions": {"ready": ready}});
+    let endpoints: Vec<Value> = ready
+        .iter()
+        .map(|ip| endpoint(ip, true))
+        .chain(unready.iter().map(|ip| endpoint(ip, false)))
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"namespace": SYSTEM_NS, "name": "edgeplane-webhook-abcde",
+            "labels": {"kubernetes.io/service-name": "edgeplane-webhook"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "webhook", "port": 9443}],
+        "endpoints": endpoints})
 }
 
 /// Waits until the Gateway's Service maps `port`, and returns the target port.

@@ -212,12 +212,8 @@ async fn gateway_service_type_and_annotations_come_from_the_proxy_config() {
     let replica = Replica::start(&api, "one", port_base()).await;
     wait_gateway_port(&api, "web", "gw", 80).await;
     wait_gateway_port(&api, "web", "plain", 80).await;
-    let service = |a: &ApiServer, gw: &str| {
-        a.objects("services")
-            .into_iter()
-            .find(|s| s["metadata"]["labels"]["edgeplane.dev/gateway"] == format!("web.{gw}"))
-            .unwrap_or_default()
-    };
+    let service =
+        |a: &ApiServer, gw: &str| crate::harness::gateway_service(a, "web", gw).unwrap_or_default();
     let svc = service(&api, "gw");
     assert_eq!(svc["spec"]["type"], "NodePort", "{svc}");
     assert_eq!(

@@ -59,6 +59,7 @@ async fn serve_listener(
         now: jiff::Timestamp::now(),
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     };
     let translation = translate(&Snapshot::from_objects(objects), &options);
     let grpc_routes = translation

@@ -122,6 +122,7 @@ spec:
         now: jiff::Timestamp::now(),
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     };
     let translation = translate(&Snapshot::from_objects(objects), &options);
     let mut found = Vec::new();

@@ -89,6 +89,7 @@ async fn translated_policies_authenticate_refuse_and_limit() {
         now: jiff::Timestamp::now(),
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     };
     let t = translate(&Snapshot::from_objects(objects), &options);
     let reason = |name: &str| {

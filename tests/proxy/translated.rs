@@ -86,6 +86,7 @@ async fn manifests_drive_mirrors_timeouts_cors_and_websockets() {
         now: jiff::Timestamp::now(),
         generation: 1,
         port_map: Default::default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     };
     let translation = translate(&Snapshot::from_objects(objects), &options);
     let mut problems = Vec::new();

@@ -55,6 +55,7 @@ impl Standalone {
                 bind_address: bind,
                 port_map: Default::default(),
                 sources: Default::default(),
+                capabilities: edgeplane::translate::Capabilities::STANDALONE,
             },
         );
         let reconcile = tokio::spawn(reconciler.run(rx));

@@ -24,6 +24,9 @@ pub fn upstream(rel: &str, test: &str) -> Option<PathBuf> {
         "{test}: {} is missing; CI always lays the upstream release beside the checkout",
         path.display()
     );
-    eprintln!("SKIPPED {test}: no upstream Gateway API release at {}", path.display());
+    eprintln!(
+        "SKIPPED {test}: no upstream Gateway API release at {}",
+        path.display()
+    );
     None
 }

@@ -1,11 +1,13 @@
-//! How a Gateway is exposed in a cluster, as pure functions: the name, labels, ports and owner
-//! of its Service, target-port allocation, and the bindings every replica reads back from
-//! those Services into the snapshot. No I/O; `gateway_service` does the writes.
+//! How a Gateway is exposed in a cluster, as pure functions: the name, labels, ports, owner and
+//! requested addresses of its Service (in the Gateway's namespace, selector-less, as GEP-1762
+//! describes for a shared data plane), target-port allocation, and the bindings every replica
+//! reads back from those Services into the snapshot. No I/O; `gateway_service` does the writes
+//! and `endpoints` shapes the Service's EndpointSlices.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::{
     Gateway, GatewayAllowedListenersNamespacesFrom as AllowedFrom,
 };
@@ -22,6 +24,13 @@ use crate::snapshot::{GatewayBinding, GatewayBindings};
 
 /// Label on each Gateway Service: `<namespace>.<name>` of its Gateway (namespaces have no dots).
 pub const GATEWAY_LABEL: &str = "edgeplane.dev/gateway";
+/// Gateway API label naming the Gateway a generated resource belongs to (GEP-1762); upstream
+/// conformance finds a Gateway's resources by it, in the Gateway's namespace.
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+/// Gateway API label naming the GatewayClass of the Gateway a generated resource belongs to.
+pub const GATEWAY_CLASS_LABEL: &str = "gateway.networking.k8s.io/gateway-class-name";
+/// Suffix of a Gateway Service's name: `<gateway>-edgeplane`.
+pub const SERVICE_SUFFIX: &str = "-edgeplane";
 /// Finalizer the leader puts on our Gateways: their Service goes before they do.
 pub const GATEWAY_FINALIZER: &str = "edgeplane.dev/gateway-cleanup";
 /// Finalizer on a GatewayClass while Gateways use it (Gateway API convention).
@@ -36,12 +45,14 @@ pub const INFRASTRUCTURE_KEYS: &str = "edgeplane.dev/infrastructure-keys";
 /// How Gateway Services are made.
 #[derive(Debug, Clone)]
 pub struct ServiceOptions {
-    /// The controller's namespace, where the Services live.
+    /// The controller's namespace: where the replicas' Service is, and where Gateway Services
+    /// of an older version (still to be deleted) were kept.
     pub namespace: String,
     /// `LoadBalancer`, `NodePort` or `ClusterIP`.
     pub service_type: String,
-    /// Labels of the replicas' pods.
-    pub selector: BTreeMap<String, String>,
+    /// The Service (in `namespace`) that selects every replica's pod: the ready addresses of
+    /// its EndpointSlices are the serving pods each Gateway Service's EndpointSlice lists.
+    pub replicas_service: String,
     /// First port handed out to listeners; ports are taken from `port_base..port_base+port_count`.
     pub port_base: u16,
     pub port_count: u16,
@@ -61,15 +72,26 @@ pub fn label_value(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
-/// A stable, DNS-label-safe Service name for a Gateway: readable prefix plus a hash of the full
-/// `namespace/name`, so long or look-alike names never collide.
-pub fn service_name(namespace: &str, name: &str) -> String {
+/// The name of a Gateway's Service (in the Gateway's namespace): `<gateway>-edgeplane` when
+/// that is a valid Service name (a DNS-1035 label of at most 63 characters), else a readable
+/// prefix of the Gateway's name, a hash of the whole name and the suffix, so long or dotted
+/// names never collide.
+pub fn service_name(name: &str) -> String {
+    let plain = format!("{name}{SERVICE_SUFFIX}");
+    let valid = plain.len() <= 63
+        && plain.starts_with(|c: char| c.is_ascii_lowercase())
+        && plain
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if valid {
+        return plain;
+    }
     let mut hash: u32 = 0x811c_9dc5;
-    for b in format!("{namespace}/{name}").bytes() {
+    for b in name.bytes() {
         hash ^= u32::from(b);
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    let readable: String = format!("{namespace}-{name}")
+    let readable: String = name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -78,9 +100,15 @@ pub fn service_name(namespace: &str, name: &str) -> String {
                 '-'
             }
         })
-        .take(50)
+        .take(40)
         .collect();
-    format!("gw-{}-{hash:08x}", readable.trim_end_matches('-'))
+    let readable = readable.trim_matches('-');
+    let prefix = if readable.starts_with(|c: char| c.is_ascii_lowercase()) {
+        ""
+    } else {
+        "gw-"
+    };
+    format!("{prefix}{readable}-{hash:08x}{SERVICE_SUFFIX}")
 }
 
 /// Listener port -> target port of a Gateway Service.
@@ -112,16 +140,65 @@ fn port_protocols(svc: &Service) -> Vec<(i32, Option<&str>)> {
     out
 }
 
-/// The Gateway a Service of the controller's namespace was made for.
-pub fn owner_gateway<'a>(svc: &'a Service, namespace: &str) -> Option<(&'a str, &'a str)> {
-    if svc.metadata.namespace.as_deref() != Some(namespace) {
+/// The Gateway (`namespace`, `name`) a Service of ours was made for, by its [`GATEWAY_LABEL`];
+/// `None` for every other Service.
+pub fn owner_gateway(svc: &Service) -> Option<(&str, &str)> {
+    let labels = svc.metadata.labels.as_ref()?;
+    if labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some("edgeplane") {
         return None;
     }
-    svc.metadata
-        .labels
-        .as_ref()?
-        .get(GATEWAY_LABEL)?
-        .split_once('.')
+    labels.get(GATEWAY_LABEL)?.split_once('.')
+}
+
+/// True when `svc` is the Service its Gateway has now: in the Gateway's namespace, under
+/// [`service_name`]. A labelled Service elsewhere (the controller's namespace, where older
+/// versions kept them) is left over, to be deleted.
+pub fn is_current(svc: &Service) -> bool {
+    owner_gateway(svc).is_some_and(|(ns, name)| {
+        svc.metadata.namespace.as_deref() == Some(ns)
+            && svc.metadata.name.as_deref() == Some(service_name(name).as_str())
+    })
+}
+
+/// The IPs a Gateway asks for in `spec.addresses` (`IPAddress` or untyped entries whose value
+/// is an IP): what its Service requests. Other entries make the translator refuse the Gateway.
+pub fn requested_ips(gateway: &Gateway) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    for a in gateway.spec.addresses.iter().flatten() {
+        if a.r#type.as_deref().unwrap_or("IPAddress") != "IPAddress" {
+            continue;
+        }
+        let ip = a.value.as_deref().and_then(|v| v.parse::<IpAddr>().ok());
+        if let Some(ip) = ip.filter(|ip| !out.contains(ip)) {
+            out.push(ip);
+        }
+    }
+    out
+}
+
+/// The IPs a Gateway Service has taken: its load balancer's ingress IPs for a `LoadBalancer`
+/// Service (the load balancer shows what it assigned), else its `externalIPs` (nothing in a
+/// Service's status confirms those: once the API server stored them, kube-proxy routes them on
+/// the nodes that own them).
+pub fn assigned_ips(svc: &Service) -> Vec<IpAddr> {
+    let spec = svc.spec.as_ref();
+    let ips: Vec<&str> = if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer") {
+        svc.status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|l| l.ingress.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.ip.as_deref())
+            .collect()
+    } else {
+        spec.and_then(|s| s.external_ips.as_ref())
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect()
+    };
+    ips.into_iter().filter_map(|ip| ip.parse().ok()).collect()
 }
 
 /// Addresses of a Gateway Service: load-balancer ingress IPs and hostnames, else its clusterIP.
@@ -148,10 +225,9 @@ pub fn service_addresses(svc: &Service) -> Vec<(String, String)> {
     out
 }
 
-/// Every live Gateway's binding, read from the labelled Services of the controller namespace.
+/// Every live Gateway's binding, read from its Service in its namespace.
 pub fn bindings_from_services(
     services: &[Arc<Service>],
-    namespace: &str,
     gateways: &[Arc<Gateway>],
 ) -> GatewayBindings {
     let live: BTreeSet<(&str, &str)> = gateways
@@ -165,16 +241,17 @@ pub fn bindings_from_services(
         .collect();
     let mut out = GatewayBindings::new();
     for svc in services {
-        let Some(gw) = owner_gateway(svc, namespace) else {
+        let Some(gw) = owner_gateway(svc) else {
             continue;
         };
-        if !live.contains(&gw) {
+        if !live.contains(&gw) || !is_current(svc) {
             continue;
         }
         out.entry((gw.0.to_owned(), gw.1.to_owned()))
             .or_insert_with(|| GatewayBinding {
                 ports: service_ports(svc),
                 addresses: service_addresses(svc),
+                assigned: assigned_ips(svc),
             });
     }
     out
@@ -222,24 +299,28 @@ pub fn allocate_ports(
     Ok(out)
 }
 
-/// The Service the leader keeps for `gateway`, owned by its (cluster-scoped) GatewayClass,
-/// for the Gateway's own listeners.
+/// The Service the leader keeps for `gateway`, for the Gateway's own listeners.
 pub fn desired_service(
     gateway: &Gateway,
-    class: &GatewayClass,
     ports: &BTreeMap<u16, u16>,
     options: &ServiceOptions,
 ) -> Service {
     let exposed = exposed_ports(gateway, &[]);
-    desired_service_for(gateway, class, ports, &exposed, None, options)
+    desired_service_for(gateway, ports, &exposed, None, options)
 }
 
 /// [`desired_service`] exposing `exposed` (see [`exposed_ports`]): the Gateway's listeners and
 /// those its ListenerSets add. `config` (the Gateway's ProxyConfig `service`) sets the type,
 /// else `options` does, and adds annotations.
+///
+/// The Service lives in the Gateway's namespace, is owned by the Gateway (so deleting the
+/// Gateway collects it) and has no selector: the replicas serve every Gateway from the
+/// controller's namespace, and the leader keeps the Service's EndpointSlices pointing at them.
+/// The Gateway's static `IPAddress` addresses are requested as `externalIPs` (every type
+/// honours them) and, for a `LoadBalancer` Service asking for exactly one, as
+/// `loadBalancerIP` too, the field load-balancer controllers read.
 pub fn desired_service_for(
     gateway: &Gateway,
-    class: &GatewayClass,
     ports: &BTreeMap<u16, u16>,
     exposed: &BTreeMap<u16, Transports>,
     config: Option<&GatewayServiceConfig>,
@@ -252,24 +333,26 @@ pub fn desired_service_for(
     let service_type = config
         .and_then(|c| c.type_)
         .map_or_else(|| options.service_type.clone(), service_type_name);
+    let requested: Vec<String> = requested_ips(gateway)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let load_balancer_ip =
+        (service_type == "LoadBalancer" && requested.len() == 1).then(|| requested[0].clone());
     Service {
         metadata: ObjectMeta {
-            name: Some(service_name(ns, &name)),
-            namespace: Some(options.namespace.clone()),
+            name: Some(service_name(&name)),
+            namespace: Some(ns.to_owned()),
             labels: Some(labels),
             annotations: Some(annotations).filter(|a| !a.is_empty()),
-            owner_references: Some(vec![OwnerReference {
-                api_version: crate::status::API_VERSION.into(),
-                kind: "GatewayClass".into(),
-                name: class.name_any(),
-                uid: class.metadata.uid.clone().unwrap_or_default(),
-                ..OwnerReference::default()
-            }]),
+            owner_references: Some(vec![gateway_owner(gateway)]),
             ..ObjectMeta::default()
         },
         spec: Some(ServiceSpec {
             type_: Some(service_type),
-            selector: Some(options.selector.clone()),
+            selector: None,
+            external_ips: Some(requested).filter(|r| !r.is_empty()),
+            load_balancer_ip,
             ports: Some(
                 ports
                     .iter()
@@ -292,6 +375,18 @@ pub fn desired_service_for(
             ..ServiceSpec::default()
         }),
         status: None,
+    }
+}
+
+/// The owner reference of everything made for `gateway`: the Gateway, as controller.
+pub fn gateway_owner(gateway: &Gateway) -> OwnerReference {
+    OwnerReference {
+        api_version: crate::status::API_VERSION.into(),
+        kind: "Gateway".into(),
+        name: gateway.name_any(),
+        uid: gateway.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        ..OwnerReference::default()
     }
 }
 
@@ -368,8 +463,8 @@ pub fn exposed_ports(gateway: &Gateway, sets: &[Arc<ListenerSet>]) -> BTreeMap<u
     out
 }
 
-/// True when `current` already has what `desired` asks for (ports, type, selector, owner,
-/// labels and annotations, and no propagated key the Gateway dropped).
+/// True when `current` already has what `desired` asks for (ports, type, no selector, requested
+/// addresses, owner, labels and annotations, and no propagated key the Gateway dropped).
 pub fn service_matches(current: &Service, desired: &Service) -> bool {
     let (Some(c), Some(d)) = (&current.spec, &desired.spec) else {
         return false;
@@ -385,6 +480,8 @@ pub fn service_matches(current: &Service, desired: &Service) -> bool {
         && port_protocols(current) == port_protocols(desired)
         && c.type_ == d.type_
         && c.selector == d.selector
+        && c.external_ips == d.external_ips
+        && c.load_balancer_ip == d.load_balancer_ip
         && current.metadata.owner_references == desired.metadata.owner_references
         && super::service_meta::contains_all(&current.metadata.labels, &desired.metadata.labels)
         && super::service_meta::contains_all(
@@ -422,15 +519,21 @@ mod tests {
 
     #[test]
     fn service_names_are_dns_labels_and_distinct() {
-        let a = service_name("a-b", "c");
-        let b = service_name("a", "b-c");
+        assert_eq!(service_name("web-gw"), "web-gw-edgeplane");
+        let a = service_name("a.b");
+        let b = service_name("a-b");
         assert_ne!(a, b);
-        let long = service_name(&"n".repeat(63), &"x.y".repeat(80));
-        assert!(long.len() <= 63, "{long}");
-        assert!(long
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
-        assert!(long.starts_with("gw-"));
+        for name in ["x.y".repeat(80), "1gw".into(), "gw.".into()] {
+            let s = service_name(&name);
+            assert!(s.len() <= 63, "{s}");
+            assert!(s.starts_with(|c: char| c.is_ascii_lowercase()), "{s}");
+            assert!(
+                s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{s}"
+            );
+            assert!(s.ends_with(SERVICE_SUFFIX), "{s}");
+        }
     }
 
     fn gateway(ns: &str, name: &str, ports: &[u16]) -> Arc<Gateway> {
@@ -447,35 +550,115 @@ mod tests {
         )
     }
 
-    #[test]
-    fn bindings_come_from_labelled_services_of_live_gateways() {
-        let class: GatewayClass = serde_json::from_value(json!({
-            "metadata": {"name": "c", "uid": "cu"},
-            "spec": {"controllerName": "x/y"}
-        }))
-        .unwrap();
-        let opts = ServiceOptions {
+    fn options() -> ServiceOptions {
+        ServiceOptions {
             namespace: "sys".into(),
             service_type: "LoadBalancer".into(),
-            selector: BTreeMap::from([("app".into(), "ep".into())]),
+            replicas_service: "edgeplane".into(),
             port_base: 10080,
             port_count: 10,
-        };
+        }
+    }
+
+    #[test]
+    fn the_service_lives_beside_its_gateway_labelled_and_owned_by_it() {
+        let gw = gateway("web", "one", &[80]);
+        let svc = desired_service(&gw, &BTreeMap::from([(80, 10080)]), &options());
+        assert_eq!(svc.metadata.namespace.as_deref(), Some("web"));
+        assert_eq!(svc.metadata.name.as_deref(), Some("one-edgeplane"));
+        let labels = svc.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels[GATEWAY_NAME_LABEL], "one");
+        assert_eq!(labels[GATEWAY_CLASS_LABEL], "c");
+        let owner = &svc.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("Gateway", "one", "u")
+        );
+        assert_eq!(owner.controller, Some(true));
+        let spec = svc.spec.as_ref().unwrap();
+        assert!(spec.selector.is_none(), "selector-less");
+        assert!(spec.external_ips.is_none() && spec.load_balancer_ip.is_none());
+        assert_eq!(owner_gateway(&svc), Some(("web", "one")));
+        assert!(is_current(&svc));
+        let mut moved = svc.clone();
+        moved.metadata.namespace = Some("sys".into());
+        assert!(
+            !is_current(&moved),
+            "a labelled Service elsewhere is left over"
+        );
+    }
+
+    #[test]
+    fn static_addresses_are_requested_and_read_back_as_assigned() {
+        let mut gw = (*gateway("web", "one", &[80])).clone();
+        gw.spec.addresses = serde_json::from_value(json!([
+            {"type": "IPAddress", "value": "203.0.113.7"},
+            {"value": "203.0.113.8"},
+            {"type": "Hostname", "value": "a.example"},
+            {"type": "IPAddress"},
+        ]))
+        .unwrap();
+        let ports = BTreeMap::from([(80, 10080)]);
+        let mut opts = options();
+        let svc = desired_service(&gw, &ports, &opts);
+        let spec = svc.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.external_ips,
+            Some(vec!["203.0.113.7".to_owned(), "203.0.113.8".to_owned()])
+        );
+        assert_eq!(spec.load_balancer_ip, None, "two IPs: no loadBalancerIP");
+        gw.spec.addresses.as_mut().unwrap().remove(1);
+        let one = desired_service(&gw, &ports, &opts);
+        assert_eq!(
+            one.spec.as_ref().unwrap().load_balancer_ip.as_deref(),
+            Some("203.0.113.7")
+        );
+        assert!(!service_matches(&svc, &one));
+        // LoadBalancer: assigned is what the load balancer's status shows.
+        let mut lb = one.clone();
+        assert!(assigned_ips(&lb).is_empty());
+        lb.status = serde_json::from_value(
+            json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}, {"hostname": "x"}]}}),
+        )
+        .unwrap();
+        assert_eq!(
+            assigned_ips(&lb),
+            vec!["203.0.113.7".parse::<IpAddr>().unwrap()]
+        );
+        // Other types: the external IPs the Service carries.
+        opts.service_type = "ClusterIP".into();
+        let cluster = desired_service(&gw, &ports, &opts);
+        assert_eq!(cluster.spec.as_ref().unwrap().load_balancer_ip, None);
+        assert_eq!(
+            assigned_ips(&cluster),
+            vec!["203.0.113.7".parse::<IpAddr>().unwrap()]
+        );
+    }
+
+    #[test]
+    fn bindings_come_from_labelled_services_of_live_gateways() {
+        let opts = options();
         let g1 = gateway("web", "one", &[80]);
         let g2 = gateway("web", "two", &[80]);
-        let mut s1 = desired_service(&g1, &class, &BTreeMap::from([(80, 10080)]), &opts);
+        let mut s1 = desired_service(&g1, &BTreeMap::from([(80, 10080)]), &opts);
         s1.spec.as_mut().unwrap().cluster_ip = Some("10.0.0.7".into());
-        let mut s2 = desired_service(&g2, &class, &BTreeMap::from([(80, 10081)]), &opts);
+        let mut s2 = desired_service(&g2, &BTreeMap::from([(80, 10081)]), &opts);
         s2.status = serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}, {"hostname": "lb.example"}]}})).unwrap();
-        assert_eq!(s1.metadata.owner_references.as_ref().unwrap()[0].uid, "cu");
         let stale = desired_service(
             &gateway("web", "gone", &[80]),
-            &class,
             &BTreeMap::from([(80, 10082)]),
             &opts,
         );
-        let services = vec![Arc::new(s1.clone()), Arc::new(s2), Arc::new(stale)];
-        let b = bindings_from_services(&services, "sys", &[g1, g2]);
+        let mut legacy = s1.clone();
+        legacy.metadata.namespace = Some("sys".into());
+        legacy.metadata.name = Some("gw-web-one-1234".into());
+        let services = vec![
+            Arc::new(legacy),
+            Arc::new(s1.clone()),
+            Arc::new(s2),
+            Arc::new(stale),
+        ];
+        let b = bindings_from_services(&services, &[g1, g2]);
         assert_eq!(b.len(), 2);
         let one = &b[&("web".to_owned(), "one".to_owned())];
         assert_eq!(one.ports, BTreeMap::from([(80, 10080)]));
@@ -492,24 +675,13 @@ mod tests {
                 ("Hostname".to_owned(), "lb.example".to_owned())
             ]
         );
-        assert!(bindings_from_services(&services, "other", &[]).is_empty());
+        assert_eq!(two.assigned, vec!["203.0.113.9".parse::<IpAddr>().unwrap()]);
         assert!(service_matches(&s1, &s1));
     }
 
     #[test]
     fn udp_listeners_get_udp_service_ports_beside_tcp_ones() {
-        let class: GatewayClass = serde_json::from_value(json!({
-            "metadata": {"name": "c", "uid": "cu"},
-            "spec": {"controllerName": "x/y"}
-        }))
-        .unwrap();
-        let opts = ServiceOptions {
-            namespace: "sys".into(),
-            service_type: "LoadBalancer".into(),
-            selector: BTreeMap::new(),
-            port_base: 10080,
-            port_count: 10,
-        };
+        let opts = options();
         let gw: Gateway = serde_json::from_value(json!({
             "metadata": {"name": "g", "namespace": "ns"},
             "spec": {"gatewayClassName": "c", "listeners": [
@@ -520,7 +692,7 @@ mod tests {
         }))
         .unwrap();
         let ports = BTreeMap::from([(53, 10080), (443, 10081)]);
-        let svc = desired_service(&gw, &class, &ports, &opts);
+        let svc = desired_service(&gw, &ports, &opts);
         let got: Vec<(Option<String>, i32, Option<String>)> = svc
             .spec
             .as_ref()

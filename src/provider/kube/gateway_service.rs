@@ -1,7 +1,8 @@
-//! Side objects of the leader: one Service per Gateway in the controller's namespace (shaped by
-//! `binding`), the Gateway cleanup finalizer that removes that Service, and the GatewayClass
-//! finalizer while Gateways use the class. Writes only what differs from the caches. Runs as
-//! its own [`LeaderPass`], beside the status writer.
+//! Side objects of the leader: one Service per Gateway in the Gateway's namespace (shaped by
+//! `binding`) with its EndpointSlices (shaped by `gateway_endpoints`), the Gateway cleanup
+//! finalizer that removes them, the deletion of Gateway Services older versions kept in the
+//! controller's namespace, and the GatewayClass finalizer while Gateways use the class. Writes
+//! only what differs from the caches. Runs as its own [`LeaderPass`], beside the status writer.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -10,15 +11,17 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::binding::{
-    allocate_ports, desired_service_for, exposed_ports, label_value, owner_gateway,
+    allocate_ports, desired_service_for, exposed_ports, is_current, label_value, owner_gateway,
     service_matches, service_name, service_ports, PortsExhausted, ServiceOptions, CLASS_FINALIZER,
     GATEWAY_FINALIZER,
 };
+use super::gateway_endpoints::{desired_slices, owned_slices, replica_addresses, slice_matches};
 use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
 use super::watch::Stores;
@@ -38,6 +41,9 @@ pub enum ServiceError {
     /// carries, so they are never sent against a stale one.
     #[error("{0} changed since the cache saw it; trying again")]
     Stale(String),
+    /// A Service not made by edgeplane already has the name the Gateway's Service needs.
+    #[error("Service {0} exists and was not made by edgeplane; the Gateway gets no Service")]
+    Taken(String),
     #[error("{what}: {source}")]
     Api {
         what: String,
@@ -52,15 +58,18 @@ fn has_finalizer<K: ResourceExt>(obj: &K, finalizer: &str) -> bool {
 
 /// The leader's keeper of side objects. Remembers the ports it handed out until the Service
 /// store shows them, so a stale cache never hands one port to two Gateways, and the last patch
-/// it sent per Service, so a cache that has not yet seen that patch does not cause it again.
+/// it sent per Service (and the last write per EndpointSlice), so a cache that has not yet
+/// seen that write does not cause it again. Services and slices are keyed `namespace/name`.
 pub struct Keeper {
     client: Client,
     stores: Stores,
     options: ServiceOptions,
     controller_name: String,
     allocated: HashMap<String, BTreeMap<u16, u16>>,
-    /// Service name -> (resourceVersion the patch was computed against, the patch).
+    /// Service -> (resourceVersion the patch was computed against, the patch).
     patched: HashMap<String, (Option<String>, serde_json::Value)>,
+    /// EndpointSlice -> (resourceVersion the write was computed against, the slice written).
+    sliced: HashMap<String, (Option<String>, EndpointSlice)>,
     /// An object whose finalizers could not be patched in this pass (its version moved on).
     conflicted: std::sync::Mutex<Option<String>>,
 }
@@ -79,6 +88,7 @@ impl Keeper {
             controller_name,
             allocated: HashMap::new(),
             patched: HashMap::new(),
+            sliced: HashMap::new(),
             conflicted: std::sync::Mutex::new(None),
         }
     }
@@ -103,32 +113,46 @@ impl Keeper {
             proxy_configs: stores.of::<ProxyConfig>().state(),
             ..Snapshot::default()
         };
-        let services: Vec<Arc<Service>> = stores
-            .of::<Service>()
-            .state()
-            .into_iter()
-            .filter(|s| owner_gateway(s, &self.options.namespace).is_some())
+        let all_services = stores.of::<Service>().state();
+        let services: Vec<Arc<Service>> = all_services
+            .iter()
+            .filter(|s| owner_gateway(s).is_some())
+            .cloned()
             .collect();
+        let slices = stores.of::<EndpointSlice>().state();
+        let replicas = replica_addresses(
+            &slices,
+            &self.options.namespace,
+            &self.options.replicas_service,
+        );
         let mut used: BTreeSet<u16> = services
             .iter()
             .flat_map(|s| service_ports(s).into_values())
             .collect();
         used.extend(self.allocated.values().flat_map(|m| m.values().copied()));
         let mut live = BTreeSet::new();
+        let ours = |gw: &Gateway| {
+            classes
+                .iter()
+                .find(|c| c.name_any() == gw.spec.gateway_class_name)
+                .cloned()
+        };
         for gw in &gateways {
             let ns = namespace_of(&gw.metadata).to_owned();
             let name = gw.name_any();
-            let class = classes
-                .iter()
-                .find(|c| c.name_any() == gw.spec.gateway_class_name);
             let r = if gw.metadata.deletion_timestamp.is_some() {
-                self.clean_up(gw, &ns, &name).await
-            } else if let Some(class) = class {
-                live.insert(service_name(&ns, &name));
+                self.clean_up(gw, &ns, &name, &slices).await
+            } else if ours(gw).is_some() {
+                live.insert(key(&ns, &service_name(&name)));
                 let config = gateway_service_config(&parameters, gw);
-                let ctx = (listener_sets.as_slice(), services.as_slice());
-                self.ensure(gw, class, config.as_ref(), ctx, &mut used)
-                    .await
+                let ctx = Context {
+                    listener_sets: &listener_sets,
+                    services: &services,
+                    all_services: &all_services,
+                    slices: &slices,
+                    replicas: &replicas,
+                };
+                self.ensure(gw, config.as_ref(), &ctx, &mut used).await
             } else {
                 Ok(0)
             };
@@ -137,8 +161,30 @@ impl Keeper {
                 Err(e) => errors.push(e),
             }
         }
-        for svc in services.iter().filter(|s| !live.contains(&s.name_any())) {
-            match self.delete_service(&svc.name_any()).await {
+        // Labelled Services that are not a live Gateway's current one: those older versions
+        // kept in the controller's namespace, and those of Gateways of ours that moved on. A
+        // Service whose Gateway is gone is left to the garbage collector (its owner reference),
+        // as is one of a Gateway another installation serves.
+        let controller_ns = self.options.namespace.clone();
+        let leftover: Vec<&Arc<Service>> = services
+            .iter()
+            .filter(|s| {
+                let Some((gw_ns, gw_name)) = owner_gateway(s) else {
+                    return false;
+                };
+                let svc_ns = namespace_of(&s.metadata);
+                let is_ours = gateways.iter().any(|g| {
+                    namespace_of(&g.metadata) == gw_ns
+                        && g.name_any() == gw_name
+                        && ours(g).is_some()
+                });
+                !live.contains(&key(svc_ns, &s.name_any()))
+                    && ((svc_ns == controller_ns && !is_current(s)) || is_ours)
+            })
+            .collect();
+        for svc in leftover {
+            let ns = namespace_of(&svc.metadata).to_owned();
+            match self.delete_service(&ns, &svc.name_any()).await {
                 Ok(n) => writes += n,
                 Err(e) => errors.push(e),
             }
@@ -185,9 +231,8 @@ impl Keeper {
     async fn ensure(
         &mut self,
         gw: &Gateway,
-        class: &GatewayClass,
         config: Option<&GatewayServiceConfig>,
-        (listener_sets, services): (&[Arc<ListenerSet>], &[Arc<Service>]),
+        ctx: &Context<'_>,
         used: &mut BTreeSet<u16>,
     ) -> Result<usize, ServiceError> {
         let ns = namespace_of(&gw.metadata);
@@ -201,9 +246,28 @@ impl Keeper {
                 .patch_finalizers(&api, &name, gw.resource_version(), finalizers)
                 .await?;
         }
-        let svc_name = service_name(ns, &name);
-        let current = services.iter().find(|s| s.name_any() == svc_name);
-        let existing = match (current, self.allocated.get(&svc_name)) {
+        let svc_name = service_name(&name);
+        let svc_key = key(ns, &svc_name);
+        let current = ctx
+            .services
+            .iter()
+            .find(|s| namespace_of(&s.metadata) == ns && s.name_any() == svc_name);
+        if current.is_none() {
+            let foreign = ctx
+                .all_services
+                .iter()
+                .any(|s| namespace_of(&s.metadata) == ns && s.name_any() == svc_name);
+            if foreign {
+                return Err(ServiceError::Taken(svc_key));
+            }
+        }
+        // Ports the Gateway had: its Service's, else those of the Service an older version
+        // kept for it in the controller's namespace, so a move keeps every target port.
+        let legacy = ctx
+            .services
+            .iter()
+            .find(|s| owner_gateway(s) == Some((ns, name.as_str())) && !is_current(s));
+        let existing = match (current.or(legacy), self.allocated.get(&svc_key)) {
             (_, Some(mine)) => mine.clone(),
             (Some(c), None) => service_ports(c),
             (None, None) => BTreeMap::new(),
@@ -211,7 +275,7 @@ impl Keeper {
         for t in existing.values() {
             used.remove(t);
         }
-        let exposed = exposed_ports(gw, listener_sets);
+        let exposed = exposed_ports(gw, ctx.listener_sets);
         let wanted: BTreeSet<u16> = exposed.keys().copied().collect();
         let label = label_value(ns, &name);
         let ports = allocate_ports(
@@ -223,27 +287,31 @@ impl Keeper {
             self.options.port_count,
         )?;
         used.extend(ports.values().copied());
-        let desired = desired_service_for(gw, class, &ports, &exposed, config, &self.options);
-        let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let desired = desired_service_for(gw, &ports, &exposed, config, &self.options);
+        writes += self.ensure_slices(gw, &desired, ctx).await?;
+        let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
         match current {
             Some(c) if service_matches(c, &desired) => {
-                self.allocated.remove(&svc_name);
-                self.patched.remove(&svc_name);
+                self.allocated.remove(&svc_key);
+                self.patched.remove(&svc_key);
                 return Ok(writes);
             }
             Some(c) => {
                 let mut metadata = metadata_patch(c, &desired);
                 metadata["resourceVersion"] = json!(c.resource_version());
+                let spec = desired.spec.as_ref();
                 let patch = json!({
                     "metadata": metadata,
                     "spec": {
-                        "type": desired.spec.as_ref().and_then(|s| s.type_.clone()),
-                        "selector": desired.spec.as_ref().and_then(|s| s.selector.clone()),
-                        "ports": desired.spec.as_ref().and_then(|s| s.ports.clone()),
+                        "type": spec.and_then(|s| s.type_.clone()),
+                        "selector": spec.and_then(|s| s.selector.clone()),
+                        "ports": spec.and_then(|s| s.ports.clone()),
+                        "externalIPs": spec.and_then(|s| s.external_ips.clone()),
+                        "loadBalancerIP": spec.and_then(|s| s.load_balancer_ip.clone()),
                     }
                 });
                 let basis = c.resource_version();
-                if self.patched.get(&svc_name) == Some(&(basis.clone(), patch.clone())) {
+                if self.patched.get(&svc_key) == Some(&(basis.clone(), patch.clone())) {
                     // Already sent against this very version: the cache is behind, not the
                     // Service.
                     return Ok(writes);
@@ -254,23 +322,89 @@ impl Keeper {
                 {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 409 => {
-                        return Err(ServiceError::Stale(svc_name));
+                        return Err(ServiceError::Stale(svc_key));
                     }
-                    Err(e) => return Err(Self::api_err(format!("patch Service {svc_name}"))(e)),
+                    Err(e) => return Err(Self::api_err(format!("patch Service {svc_key}"))(e)),
                 }
-                self.patched.insert(svc_name.clone(), (basis, patch));
+                self.patched.insert(svc_key.clone(), (basis, patch));
             }
-            None if self.allocated.contains_key(&svc_name) => return Ok(writes),
+            None if self.allocated.contains_key(&svc_key) => return Ok(writes),
             None => match api.create(&PostParams::default(), &desired).await {
                 Ok(_) => {
-                    tracing::info!(gateway = %label, service = %svc_name, ?ports, "created Gateway Service")
+                    tracing::info!(gateway = %label, service = %svc_key, ?ports, "created Gateway Service")
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => return Err(Self::api_err(format!("create Service {svc_name}"))(e)),
+                Err(e) => return Err(Self::api_err(format!("create Service {svc_key}"))(e)),
             },
         }
-        self.allocated.insert(svc_name, ports);
+        self.allocated.insert(svc_key, ports);
         Ok(writes + 1)
+    }
+
+    /// Brings the EndpointSlices of Gateway Service `desired` to what the replicas serve.
+    async fn ensure_slices(
+        &mut self,
+        gw: &Gateway,
+        desired: &Service,
+        ctx: &Context<'_>,
+    ) -> Result<usize, ServiceError> {
+        let ns = namespace_of(&desired.metadata).to_owned();
+        let svc_name = desired.name_any();
+        let want = desired_slices(gw, desired, ctx.replicas);
+        let have = owned_slices(ctx.slices, &ns, &svc_name);
+        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &ns);
+        let mut writes = 0;
+        for slice in &want {
+            let name = slice.name_any();
+            let slice_key = key(&ns, &name);
+            let current = have.iter().find(|s| s.name_any() == name);
+            let basis = current.and_then(|c| c.resource_version());
+            match current {
+                Some(c) if slice_matches(c, slice) => {
+                    self.sliced.remove(&slice_key);
+                    continue;
+                }
+                _ if self.sliced.get(&slice_key) == Some(&(basis.clone(), slice.clone())) => {
+                    continue;
+                }
+                Some(c) => {
+                    let mut next = slice.clone();
+                    next.metadata.resource_version = c.resource_version();
+                    let mut labels = c.metadata.labels.clone().unwrap_or_default();
+                    labels.extend(slice.metadata.labels.clone().unwrap_or_default());
+                    next.metadata.labels = Some(labels);
+                    match api.replace(&name, &PostParams::default(), &next).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 409 => {
+                            return Err(ServiceError::Stale(slice_key));
+                        }
+                        Err(e) => {
+                            return Err(Self::api_err(format!("update EndpointSlice {slice_key}"))(
+                                e,
+                            ))
+                        }
+                    }
+                }
+                None => match api.create(&PostParams::default(), slice).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => {
+                        return Err(Self::api_err(format!("create EndpointSlice {slice_key}"))(
+                            e,
+                        ))
+                    }
+                },
+            }
+            self.sliced.insert(slice_key, (basis, slice.clone()));
+            writes += 1;
+        }
+        for stale in have
+            .iter()
+            .filter(|s| !want.iter().any(|w| w.name_any() == s.name_any()))
+        {
+            writes += self.delete_slice(&ns, &stale.name_any()).await?;
+        }
+        Ok(writes)
     }
 
     async fn clean_up(
@@ -278,12 +412,16 @@ impl Keeper {
         gw: &Gateway,
         ns: &str,
         name: &str,
+        slices: &[Arc<EndpointSlice>],
     ) -> Result<usize, ServiceError> {
         if !has_finalizer(gw, GATEWAY_FINALIZER) {
             return Ok(0);
         }
-        let svc_name = service_name(ns, name);
-        let mut writes = self.delete_service(&svc_name).await?;
+        let svc_name = service_name(name);
+        let mut writes = self.delete_service(ns, &svc_name).await?;
+        for slice in owned_slices(slices, ns, &svc_name) {
+            writes += self.delete_slice(ns, &slice.name_any()).await?;
+        }
         let finalizers: Vec<String> = gw
             .finalizers()
             .iter()
@@ -298,14 +436,28 @@ impl Keeper {
         Ok(writes)
     }
 
-    async fn delete_service(&mut self, svc_name: &str) -> Result<usize, ServiceError> {
-        self.allocated.remove(svc_name);
-        self.patched.remove(svc_name);
-        let api: Api<Service> = Api::namespaced(self.client.clone(), &self.options.namespace);
+    async fn delete_service(&mut self, ns: &str, svc_name: &str) -> Result<usize, ServiceError> {
+        let svc_key = key(ns, svc_name);
+        self.allocated.remove(&svc_key);
+        self.patched.remove(&svc_key);
+        let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
         match api.delete(svc_name, &DeleteParams::default()).await {
             Ok(_) => Ok(1),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(0),
-            Err(e) => Err(Self::api_err(format!("delete Service {svc_name}"))(e)),
+            Err(e) => Err(Self::api_err(format!("delete Service {svc_key}"))(e)),
+        }
+    }
+
+    async fn delete_slice(&mut self, ns: &str, name: &str) -> Result<usize, ServiceError> {
+        let slice_key = key(ns, name);
+        self.sliced.remove(&slice_key);
+        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), ns);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(1),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(0),
+            Err(e) => Err(Self::api_err(format!("delete EndpointSlice {slice_key}"))(
+                e,
+            )),
         }
     }
 
@@ -369,6 +521,23 @@ impl Keeper {
             Err(e) => Err(Self::api_err(format!("finalizers of {name}"))(e)),
         }
     }
+}
+
+/// What one pass read from the caches, shared by every Gateway's reconciliation.
+struct Context<'a> {
+    listener_sets: &'a [Arc<ListenerSet>],
+    /// Services edgeplane made (labelled for a Gateway).
+    services: &'a [Arc<Service>],
+    /// Every Service, to tell a name taken by someone else.
+    all_services: &'a [Arc<Service>],
+    slices: &'a [Arc<EndpointSlice>],
+    /// Ready replica addresses by address type.
+    replicas: &'a BTreeMap<String, BTreeSet<String>>,
+}
+
+/// `namespace/name`.
+fn key(ns: &str, name: &str) -> String {
+    format!("{ns}/{name}")
 }
 
 impl LeaderPass for Keeper {

@@ -5,6 +5,7 @@
 
 pub mod binding;
 pub mod crd_bundle;
+pub mod gateway_endpoints;
 pub mod gateway_service;
 pub mod leader;
 pub mod retry;
@@ -14,7 +15,6 @@ pub mod stores;
 pub mod watch;
 pub mod webhook_cert;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,12 +36,14 @@ pub use retry::RetryPolicy;
 
 /// Namespace used when neither `--namespace` nor the pod's namespace is known.
 pub const DEFAULT_CONTROLLER_NAMESPACE: &str = "edgeplane-system";
+/// The Service selecting every replica (the conversion webhook's, which every replica serves).
+pub const DEFAULT_REPLICAS_SERVICE: &str = "edgeplane-webhook";
 
 /// Everything the provider needs besides the client.
 #[derive(Debug, Clone)]
 pub struct KubeOptions {
     pub controller_name: String,
-    /// The controller's namespace: its Lease and the Gateway Services live there.
+    /// The controller's namespace: its Lease and the replicas' Service live there.
     pub namespace: String,
     pub lease_name: String,
     /// This replica's identity in the Lease.
@@ -60,7 +62,9 @@ pub struct KubeOptions {
     /// Delay before a failed status or side-object pass is retried when nothing else changes.
     pub status_retry: Duration,
     pub service_type: String,
-    pub service_selector: BTreeMap<String, String>,
+    /// The Service (in `namespace`) selecting every replica's pod; see
+    /// [`ServiceOptions::replicas_service`].
+    pub replicas_service: String,
     pub port_base: u16,
     pub port_count: u16,
     /// The conversion webhook's certificate: where it is kept (the leader issues, rotates and
@@ -84,10 +88,7 @@ impl KubeOptions {
             watch_retry: RetryPolicy::default(),
             status_retry: Duration::from_secs(2),
             service_type: "LoadBalancer".to_owned(),
-            service_selector: BTreeMap::from([(
-                "app.kubernetes.io/name".to_owned(),
-                "edgeplane".to_owned(),
-            )]),
+            replicas_service: DEFAULT_REPLICAS_SERVICE.to_owned(),
             port_base: 10080,
             port_count: 10000,
             webhook: None,
@@ -128,13 +129,12 @@ impl KubeProvider {
         let mut tasks: Vec<JoinHandle<()>> =
             reflectors.tasks.into_iter().map(tokio::spawn).collect();
         let (tx, snapshots) = channel::channel(Arc::new(Snapshot::default()));
-        let controller_namespace = options.namespace.clone();
         tasks.push(tokio::spawn(watch::run_snapshots(
             stores.clone(),
             trigger,
             tx,
             options.resync,
-            move |s: &mut Snapshot| watch::bind_gateways(s, &controller_namespace),
+            watch::bind_gateways,
         )));
         let lease = LeaseOptions {
             namespace: options.namespace.clone(),
@@ -157,7 +157,7 @@ impl KubeProvider {
             ServiceOptions {
                 namespace: options.namespace.clone(),
                 service_type: options.service_type.clone(),
-                selector: options.service_selector.clone(),
+                replicas_service: options.replicas_service.clone(),
                 port_base: options.port_base,
                 port_count: options.port_count,
             },

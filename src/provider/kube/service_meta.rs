@@ -8,13 +8,25 @@ use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::json;
 
-use super::binding::{GATEWAY_LABEL, INFRASTRUCTURE_KEYS, MANAGED_BY_LABEL};
+use super::binding::{
+    GATEWAY_CLASS_LABEL, GATEWAY_LABEL, GATEWAY_NAME_LABEL, INFRASTRUCTURE_KEYS, MANAGED_BY_LABEL,
+};
+
+/// The labels edgeplane sets itself on a Gateway Service; a propagated key of the same name
+/// loses.
+const OWN_LABELS: [&str; 4] = [
+    GATEWAY_LABEL,
+    MANAGED_BY_LABEL,
+    GATEWAY_NAME_LABEL,
+    GATEWAY_CLASS_LABEL,
+];
 
 /// The Service's labels and annotations: `config_annotations` (the Gateway's ProxyConfig
 /// `service.annotations`), then the Gateway's `spec.infrastructure.labels` and `annotations`
 /// (Gateway API "GatewayInfrastructurePropagation"), which win over the ProxyConfig's, then
 /// edgeplane's own keys, which win over a propagated key of the same name: [`GATEWAY_LABEL`] is
-/// how every replica finds the Service, so a Gateway must not be able to point it elsewhere.
+/// how every replica finds the Service, so a Gateway must not be able to point it elsewhere;
+/// [`GATEWAY_NAME_LABEL`] and [`GATEWAY_CLASS_LABEL`] are how Gateway API tools find it.
 /// Both kinds of propagated keys are recorded, so keys dropped from either are removed.
 pub fn service_metadata(
     gateway: &Gateway,
@@ -31,8 +43,16 @@ pub fn service_metadata(
     );
     labels.insert(GATEWAY_LABEL.to_owned(), gateway_label.to_owned());
     labels.insert(MANAGED_BY_LABEL.to_owned(), "edgeplane".to_owned());
+    labels.insert(
+        GATEWAY_NAME_LABEL.to_owned(),
+        gateway.metadata.name.clone().unwrap_or_default(),
+    );
+    labels.insert(
+        GATEWAY_CLASS_LABEL.to_owned(),
+        gateway.spec.gateway_class_name.clone(),
+    );
     annotations.remove(INFRASTRUCTURE_KEYS);
-    let own = |k: &String| k != GATEWAY_LABEL && k != MANAGED_BY_LABEL;
+    let own = |k: &String| !OWN_LABELS.contains(&k.as_str());
     let record = json!({
         "labels": labels.keys().filter(|k| own(k)).collect::<Vec<_>>(),
         "annotations": annotations.keys().collect::<Vec<_>>(),
@@ -108,18 +128,13 @@ pub fn contains_all(
 mod tests {
     use super::*;
     use crate::provider::kube::binding::{desired_service, service_matches, ServiceOptions};
-    use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 
     #[test]
     fn infrastructure_labels_and_annotations_propagate_without_overriding_ours() {
-        let class: GatewayClass = serde_json::from_value(json!({
-            "metadata": {"name": "c", "uid": "cu"}, "spec": {"controllerName": "x/y"}
-        }))
-        .unwrap();
         let opts = ServiceOptions {
             namespace: "sys".into(),
             service_type: "ClusterIP".into(),
-            selector: BTreeMap::new(),
+            replicas_service: "edgeplane".into(),
             port_base: 10080,
             port_count: 10,
         };
@@ -133,13 +148,18 @@ mod tests {
         };
         let ports = BTreeMap::from([(80, 10080)]);
         let gw = with(
-            json!({"team": "web", GATEWAY_LABEL: "evil.other"}),
+            json!({"team": "web", GATEWAY_LABEL: "evil.other", GATEWAY_NAME_LABEL: "other"}),
             json!({"cost-center": "42"}),
         );
-        let svc = desired_service(&gw, &class, &ports, &opts);
+        let svc = desired_service(&gw, &ports, &opts);
         let labels = svc.metadata.labels.clone().unwrap();
         assert_eq!(labels["team"], "web");
         assert_eq!(labels[GATEWAY_LABEL], "web.gw", "our label wins");
+        assert_eq!(
+            labels[GATEWAY_NAME_LABEL], "gw",
+            "the Gateway API label wins"
+        );
+        assert_eq!(labels[GATEWAY_CLASS_LABEL], "c");
         assert_eq!(labels[MANAGED_BY_LABEL], "edgeplane");
         let annotations = svc.metadata.annotations.clone().unwrap();
         assert_eq!(annotations["cost-center"], "42");
@@ -147,12 +167,7 @@ mod tests {
 
         // Dropping a label and changing an annotation: the Service no longer matches, and the
         // patch removes the dropped key and sets the new value.
-        let changed = desired_service(
-            &with(json!({}), json!({"cost-center": "7"})),
-            &class,
-            &ports,
-            &opts,
-        );
+        let changed = desired_service(&with(json!({}), json!({"cost-center": "7"})), &ports, &opts);
         assert!(!service_matches(&svc, &changed));
         let patch = metadata_patch(&svc, &changed);
         assert_eq!(patch["labels"]["team"], serde_json::Value::Null);
@@ -171,7 +186,7 @@ mod tests {
             .get("cloud")
             .is_none());
         // No infrastructure at all: no record annotation, and an old record is removed.
-        let plain = desired_service(&with(json!({}), json!({})), &class, &ports, &opts);
+        let plain = desired_service(&with(json!({}), json!({})), &ports, &opts);
         assert!(plain.metadata.annotations.is_none());
         assert!(!service_matches(&svc, &plain));
         let patch = metadata_patch(&svc, &plain);

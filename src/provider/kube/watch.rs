@@ -170,10 +170,9 @@ pub fn reflectors<S: KindSet>(
 }
 
 /// What the cluster adds to a [`Snapshot`] besides objects: the bound ports of each Gateway,
-/// from the Services of the controller's namespace labelled for it.
-pub fn bind_gateways(snapshot: &mut Snapshot, controller_namespace: &str) {
-    let bindings =
-        bindings_from_services(&snapshot.services, controller_namespace, &snapshot.gateways);
+/// from the Service the leader keeps for it in its namespace.
+pub fn bind_gateways(snapshot: &mut Snapshot) {
+    let bindings = bindings_from_services(&snapshot.services, &snapshot.gateways);
     snapshot.gateway_bindings = Some(Arc::new(bindings));
 }
 
@@ -284,7 +283,7 @@ mod tests {
         w.apply_watcher_event(&Event::InitApply(gateway("a", "gone", true)));
         w.apply_watcher_event(&Event::InitDone);
         let mut snap = stores.snapshot();
-        bind_gateways(&mut snap, "edgeplane-system");
+        bind_gateways(&mut snap);
         let mut names: Vec<_> = snap.gateways.iter().map(|g| g.name_any()).collect();
         names.sort();
         assert_eq!(names, ["one", "two"]);
