@@ -379,3 +379,26 @@ macro_rules! kinds {
         $( impl $crate::kinds::Holds<$kind> for $name {} )*
     };
 }
+
+/// The IPs a Gateway names in `spec.addresses` (`IPAddress` entries, or untyped entries whose
+/// value is an IP), each once: what standalone listeners bind and what a cluster's Gateway
+/// Service must be assigned before the Gateway is programmed. Other entries are the
+/// translator's to refuse.
+pub fn gateway_static_ips(
+    gateway: &gateway_api::apis::standard::gateways::Gateway,
+) -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    for a in gateway.spec.addresses.iter().flatten() {
+        if a.r#type.as_deref().unwrap_or("IPAddress") != "IPAddress" {
+            continue;
+        }
+        let ip = a
+            .value
+            .as_deref()
+            .and_then(|v| v.parse::<std::net::IpAddr>().ok());
+        if let Some(ip) = ip.filter(|ip| !out.contains(ip)) {
+            out.push(ip);
+        }
+    }
+    out
+}

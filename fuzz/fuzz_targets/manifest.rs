@@ -38,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
         now: jiff::Timestamp::UNIX_EPOCH,
         generation: 1,
         port_map: "80=18080".parse().unwrap_or_default(),
+        capabilities: edgeplane::translate::Capabilities::STANDALONE,
     };
     let translation = translate(&snapshot, &options);
     // What `/debug/config`, `/debug/status` and `check` render.

@@ -42,23 +42,6 @@ pub fn bind_addresses(gateway: &Gateway, default: IpAddr) -> (Vec<IpAddr>, Optio
     (ips, None)
 }
 
-/// The IPs `spec.addresses` names (`IPAddress` or untyped entries with a value that is an
-/// IP), without the default: in a cluster, what the Gateway's Service must have been assigned
-/// before the Gateway is programmed.
-pub fn static_ips(gateway: &Gateway) -> Vec<IpAddr> {
-    let mut out = Vec::new();
-    for a in gateway.spec.addresses.iter().flatten() {
-        if a.r#type.as_deref().unwrap_or("IPAddress") != "IPAddress" {
-            continue;
-        }
-        let ip = a.value.as_deref().and_then(|v| v.parse::<IpAddr>().ok());
-        if let Some(ip) = ip.filter(|ip| !out.contains(ip)) {
-            out.push(ip);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

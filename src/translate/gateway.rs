@@ -11,7 +11,7 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
 };
 
-use super::address::{bind_addresses, static_ips, AddressError};
+use super::address::{bind_addresses, AddressError};
 use super::conditions::*;
 use super::conflicts::mark_conflicts;
 use super::features::supported_features;
@@ -24,6 +24,7 @@ use super::parameters::InvalidParameters;
 use super::ports::PortMap;
 use super::tls::{Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPORTED_VALUE};
 use super::TranslateOptions;
+use crate::kinds::gateway_static_ips as static_ips;
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 use crate::table::{BackendIdentity, Certificate};

@@ -160,22 +160,6 @@ pub fn is_current(svc: &Service) -> bool {
     })
 }
 
-/// The IPs a Gateway asks for in `spec.addresses` (`IPAddress` or untyped entries whose value
-/// is an IP): what its Service requests. Other entries make the translator refuse the Gateway.
-pub fn requested_ips(gateway: &Gateway) -> Vec<IpAddr> {
-    let mut out = Vec::new();
-    for a in gateway.spec.addresses.iter().flatten() {
-        if a.r#type.as_deref().unwrap_or("IPAddress") != "IPAddress" {
-            continue;
-        }
-        let ip = a.value.as_deref().and_then(|v| v.parse::<IpAddr>().ok());
-        if let Some(ip) = ip.filter(|ip| !out.contains(ip)) {
-            out.push(ip);
-        }
-    }
-    out
-}
-
 /// The IPs a Gateway Service has taken: its load balancer's ingress IPs for a `LoadBalancer`
 /// Service (the load balancer shows what it assigned), else its `externalIPs` (nothing in a
 /// Service's status confirms those: once the API server stored them, kube-proxy routes them on
@@ -333,7 +317,7 @@ pub fn desired_service_for(
     let service_type = config
         .and_then(|c| c.type_)
         .map_or_else(|| options.service_type.clone(), service_type_name);
-    let requested: Vec<String> = requested_ips(gateway)
+    let requested: Vec<String> = crate::kinds::gateway_static_ips(gateway)
         .iter()
         .map(ToString::to_string)
         .collect();
