@@ -136,7 +136,7 @@ async fn replay(all: Vec<scenarios::Scenario>, kube: bool, report_var: &str) {
             verdict,
         });
     }
-    let summary = report::Summary::new(&results);
+    let summary = report::Summary::new(&results, harness::claimed(kube));
     println!("{}", summary.table());
     let mode = if kube {
         "Kubernetes mode"
@@ -176,7 +176,7 @@ async fn replay(all: Vec<scenarios::Scenario>, kube: bool, report_var: &str) {
             .filter(|r| !kube || !kube_scenarios::CREATION_ORDER.contains(&r.name))
             .cloned()
             .collect();
-        let overclaimed = report::Summary::new(&counted).overclaimed();
+        let overclaimed = report::Summary::new(&counted, harness::claimed(kube)).overclaimed();
         assert!(overclaimed.is_empty(), "{}", overclaimed.join("\n"));
     }
 }

@@ -66,9 +66,10 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// Standalone: listeners bind the Gateway's `spec.addresses`.
+    /// Standalone: listeners bind the Gateway's `spec.addresses`. No resource is made for a
+    /// Gateway, so its `spec.infrastructure` metadata has nothing to reach.
     pub const STANDALONE: Self = Self {
-        infrastructure_propagation: true,
+        infrastructure_propagation: false,
         static_addresses: true,
     };
     /// Kubernetes: each Gateway's Service lives in the Gateway's namespace, labelled with its
@@ -109,5 +110,8 @@ mod tests {
         assert!(!fewer.contains(&"GatewayInfrastructurePropagation"));
         assert!(!fewer.contains(&"GatewayStaticAddresses"));
         assert_eq!(fewer.len() + 2, SUPPORTED_FEATURES.len());
+        let standalone = supported_features(&Capabilities::STANDALONE);
+        assert!(!standalone.contains(&"GatewayInfrastructurePropagation"));
+        assert!(standalone.contains(&"GatewayStaticAddresses"));
     }
 }

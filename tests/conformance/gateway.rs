@@ -17,7 +17,7 @@ pub async fn class_generation(env: Arc<Env>) -> Outcome {
         class_accepted(r, "bumped-class", "")?;
         let c = r.class("bumped-class")?;
         observed(c, 1)?;
-        let mut want: Vec<&str> = edgeplane::translate::SUPPORTED_FEATURES.to_vec();
+        let mut want: Vec<&str> = env.claimed();
         want.sort_unstable();
         let got: Vec<&str> = c["supportedFeatures"]
             .as_array()

@@ -597,3 +597,22 @@ pub fn crds_args() -> Vec<std::ffi::OsString> {
         None => Vec::new(),
     }
 }
+
+/// The features the GatewayClass claims in the replay's mode (Kubernetes mode when `kube`):
+/// what scenarios, the report and the claimed-feature checks compare against.
+pub fn claimed(kube: bool) -> Vec<&'static str> {
+    use edgeplane::translate::{supported_features, Capabilities};
+    let mode = if kube {
+        Capabilities::KUBERNETES
+    } else {
+        Capabilities::STANDALONE
+    };
+    supported_features(&mode)
+}
+
+impl Env {
+    /// The features the GatewayClass claims in this environment's mode.
+    pub fn claimed(&self) -> Vec<&'static str> {
+        claimed(self.kube.is_some())
+    }
+}

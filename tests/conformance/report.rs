@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use edgeplane::translate::SUPPORTED_FEATURES;
-
 /// Scenarios of our own that the upstream suite has no test of that name for (it checks the same
 /// behaviour inside other tests, or not at all). They run and fail the suite like any other, but
 /// are counted apart and left out of the `ConformanceReport`, which lists upstream tests only.
@@ -98,10 +96,12 @@ struct Profile {
 pub struct Summary<'a> {
     results: &'a [ScenarioResult],
     profiles: Vec<Profile>,
+    /// What the replay's GatewayClass claims (`harness::claimed`).
+    claimed: Vec<&'static str>,
 }
 
 impl<'a> Summary<'a> {
-    pub fn new(results: &'a [ScenarioResult]) -> Self {
+    pub fn new(results: &'a [ScenarioResult], claimed: Vec<&'static str>) -> Self {
         let profiles = PROFILES
             .iter()
             .map(|&name| {
@@ -128,7 +128,11 @@ impl<'a> Summary<'a> {
                 p
             })
             .collect();
-        Self { results, profiles }
+        Self {
+            results,
+            profiles,
+            claimed,
+        }
     }
 
     /// Extended features (of every profile) all of whose scenarios ran and passed.
@@ -145,10 +149,9 @@ impl<'a> Summary<'a> {
     /// all pass: the list must not claim them.
     pub fn overclaimed(&self) -> Vec<String> {
         let passing = self.supported();
-        SUPPORTED_FEATURES
+        self.claimed
             .iter()
             .filter(|f| self.has_feature(f) && !passing.contains(*f))
-            .filter(|f| !crate::skipped::COVERED_OUTSIDE_REPLAY.contains(f))
             .map(|f| format!("{f}: listed in supportedFeatures but its scenarios do not all pass"))
             .collect()
     }
@@ -157,7 +160,7 @@ impl<'a> Summary<'a> {
     pub fn unclaimed(&self) -> Vec<&'static str> {
         self.supported()
             .into_iter()
-            .filter(|f| !SUPPORTED_FEATURES.contains(f))
+            .filter(|f| !self.claimed.contains(f))
             .collect()
     }
 
@@ -365,7 +368,7 @@ mod tests {
                 verdict: Result::Passed,
             },
         ];
-        let summary = Summary::new(&results);
+        let summary = Summary::new(&results, crate::harness::claimed(false));
         let y: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(&summary.yaml()).expect("report parses as YAML");
         assert_eq!(y["kind"].as_str(), Some("ConformanceReport"));
@@ -395,7 +398,7 @@ mod tests {
                 .overclaimed()
                 .iter()
                 .any(|m| m.starts_with("HTTPRouteCORS"))
-                == SUPPORTED_FEATURES.contains(&"HTTPRouteCORS")
+                == crate::harness::claimed(false).contains(&"HTTPRouteCORS")
         );
     }
 }

@@ -8,8 +8,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgeplane::translate::SUPPORTED_FEATURES;
-
 use crate::expect::Outcome;
 use crate::harness::Env;
 use crate::report::Result as Verdict;
@@ -569,7 +567,7 @@ pub async fn run(s: &Scenario, timeout: Duration, kube: bool) -> Verdict {
     };
     match (outcome, s.feature) {
         (Ok(()), _) => Verdict::Passed,
-        (Err(e), Some(f)) if !SUPPORTED_FEATURES.contains(&f) => {
+        (Err(e), Some(f)) if !crate::harness::claimed(kube).contains(&f) => {
             Verdict::Skipped(format!("feature {f} not supported: {e}"))
         }
         (Err(e), _) => Verdict::Failed(e),

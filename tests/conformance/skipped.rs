@@ -15,10 +15,6 @@ fn skipped(name: &'static str, feature: Option<&'static str>, reason: &'static s
     }
 }
 
-/// Claimed features whose scenarios the standalone replay cannot check and that are tested in
-/// Kubernetes mode instead; their skipped scenarios do not count against the claim.
-pub const COVERED_OUTSIDE_REPLAY: &[&str] = &["GatewayInfrastructurePropagation"];
-
 /// Why `GatewayInfrastructure` does not run here: upstream checks the labels and annotations
 /// on the Service and Pods the implementation made for the Gateway, and standalone mode makes
 /// none. The Kubernetes-mode replay runs it (`kube_scenarios`).
