@@ -9,6 +9,8 @@ mod conversion;
 mod objects;
 #[path = "apiserver/operations.rs"]
 mod operations;
+#[path = "apiserver/tables.rs"]
+mod tables;
 #[path = "apiserver/validation.rs"]
 mod validation;
 #[path = "apiserver/watches.rs"]

@@ -246,8 +246,6 @@ pub fn backend(ns: &str, name: &str, backend: SocketAddr) -> [Value; 2] {
     ]
 }
 
-/// Sum of status writes to every Gateway API kind plus side-object writes (Services, main
-/// resources for finalizers): what "steady state writes nothing" is about.
 /// The usual starting point: class `ep`, the given Gateways in namespace `web` listening on
 /// port 80, and one Service (with its EndpointSlice) per `(name, address)` in `web`.
 pub fn seed(api: &ApiServer, gateways: &[&str], services: &[(&str, SocketAddr)]) {
@@ -262,6 +260,8 @@ pub fn seed(api: &ApiServer, gateways: &[&str], services: &[(&str, SocketAddr)])
     }
 }
 
+/// Sum of status writes to every Gateway API kind plus side-object writes (Services, main
+/// resources for finalizers): what "steady state writes nothing" is about.
 pub fn controller_writes(api: &ApiServer) -> u64 {
     ["gatewayclasses", "gateways", "httproutes"]
         .iter()

@@ -380,3 +380,52 @@ async fn traffic_policy_written_at_v1alpha1_is_stored_as_v1beta1_and_applied() {
     assert!(accepted(&read), "{read}");
     replica.stop().await;
 }
+
+/// `kubectl get trafficpolicies` through the API server's Table printing: a policy with three
+/// targets, one of them missing, prints `Targets` 3 and `Accepted` 2/3 (the API server prints
+/// only the first match of each column's JSONPath, so each column must select one value that
+/// sums up every ancestor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn printer_columns_sum_up_every_target() {
+    let api = ApiServer::start().await;
+    install_crds(&api);
+    seed(&api, &["gw", "other"], &[]);
+    let target =
+        |name: &str| json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name});
+    api.insert(
+        json!({"apiVersion": "edgeplane.dev/v1beta1", "kind": "TrafficPolicy",
+        "metadata": {"namespace": "web", "name": "mixed"},
+        "spec": {"targetRefs": [target("gw"), target("missing"), target("other")],
+            "rateLimit": {"requests": 10, "unit": "Second"}}}),
+    );
+    let replica = Replica::start(&api, "one", port_base()).await;
+    let summed = api
+        .wait_until(T, |a| {
+            a.object("trafficpolicies.edgeplane.dev", "web", "mixed")
+                .is_some_and(|o| o["status"]["accepted"].is_string())
+        })
+        .await;
+    assert!(
+        summed,
+        "{:?}",
+        api.object("trafficpolicies.edgeplane.dev", "web", "mixed")
+    );
+
+    let raw = http::Request::get("/apis/edgeplane.dev/v1beta1/namespaces/web/trafficpolicies")
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = api.client().request(raw).await.unwrap();
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["Name", "Targets", "Accepted", "Age"], "{table}");
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!(cells[0], "mixed");
+    assert_eq!(cells[1], 3, "{table}");
+    assert_eq!(cells[2], "2/3", "{table}");
+    replica.stop().await;
+}

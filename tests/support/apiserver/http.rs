@@ -17,6 +17,7 @@ use super::object;
 use super::patch::{self, Patch, PatchType};
 use super::selectors::{parse_query, Selectors};
 use super::store::{ApiError, Store, Target};
+use super::table;
 use super::validation::{self, Mode};
 use super::{discovery, watch, Kind, RequestRecord, Shared};
 
@@ -197,11 +198,14 @@ async fn resource(
     let param = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let field_validation = || Mode::from_query(param("fieldValidation"));
     let method = req.method().clone();
-    let partial = req
+    let accept = req
         .headers()
         .get(hyper::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
+        .unwrap_or("")
+        .to_string();
+    let partial = accept.contains("as=PartialObjectMetadata");
+    let as_table = method == Method::GET && table::wanted(&accept);
     let respond = |code: u16, v: &Value| {
         if partial {
             json_response(code, &object::metadata_only(v))
@@ -236,6 +240,9 @@ async fn resource(
         )?;
         return match method {
             Method::GET if matches!(param("watch"), Some("1" | "true")) => {
+                if as_table {
+                    return Err(not_acceptable());
+                }
                 let params = watch::Params::from_query(&param)?;
                 Ok(watch::serve(
                     shared.clone(),
@@ -253,6 +260,10 @@ async fn resource(
                 } else {
                     convert(shared, items, &kind).await?
                 };
+                if as_table {
+                    let doc = table::render(&shared.store(), &kind, &items, Some(rv));
+                    return Ok(json_response(200, &doc));
+                }
                 Ok(respond(200, &list_doc(&kind, rv, items)))
             }
             Method::POST if kind.namespaced && addr.namespace.is_none() => {
@@ -308,6 +319,10 @@ async fn resource(
             } else {
                 convert_one(shared, obj, &kind).await?
             };
+            if as_table {
+                let doc = table::render(&shared.store(), &kind, &[obj], None);
+                return Ok(json_response(200, &doc));
+            }
             Ok(respond(200, &obj))
         }
         Method::PUT => {
@@ -467,6 +482,15 @@ fn list_doc(kind: &Kind, rv: u64, items: Vec<Value>) -> Value {
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// A Table rendering of a watch stream, which the emulator does not produce.
+fn not_acceptable() -> ApiError {
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        "the emulator renders gets and lists as Table, not watches",
+    )
 }
 
 fn method_not_allowed() -> ApiError {

@@ -8,6 +8,8 @@
 //! edgeplane's built-in schemas (`validation`): `fieldValidation=Strict`, kubectl's default,
 //! refuses an unknown field as the API server does; the default `Warn` drops it with a
 //! `Warning` header. Defaults, other schema checks and CEL rules are not applied here.
+//! Gets and lists asked for `as=Table` (kubectl's server-side printing) answer a `Table` whose
+//! cells take the first match of each printer column's JSONPath, as the API server prints them.
 
 mod apply;
 pub mod conversion;
@@ -20,6 +22,7 @@ pub mod object;
 pub mod patch;
 pub mod selectors;
 pub mod store;
+pub mod table;
 pub mod validation;
 pub mod watch;
 
