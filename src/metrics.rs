@@ -39,7 +39,8 @@ pub struct Metrics {
     pub connections_open: IntGaugeVec,
     /// Connections refused because their listener had `--max-connections` open, by socket.
     pub connections_refused: IntCounterVec,
-    /// Connections the proxy closed on a timer, by reason (`handshake_timeout`, `idle`).
+    /// Connections the proxy closed on a timer, by reason (`handshake_timeout`, `idle`,
+    /// `drain_timeout`: still open when a drain window ended, and cut).
     pub connections_closed: IntCounterVec,
     /// Requests the proxy answered itself with an error, by fault: `client` (malformed or
     /// refused requests, 400/501), `route` (404, 421, 500) or `upstream` (502, 503, 504).

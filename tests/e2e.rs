@@ -5,6 +5,8 @@
 mod admission;
 #[path = "e2e/binds.rs"]
 mod binds;
+#[path = "e2e/limits.rs"]
+mod limits;
 #[path = "e2e/policies.rs"]
 mod policies;
 
@@ -126,7 +128,11 @@ async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> 
             "--admin-addr",
             &admin.to_string(),
         ])
-        .args(["--drain-timeout", "10s"])
+        .args(if extra.contains(&"--drain-timeout") {
+            &[][..]
+        } else {
+            &["--drain-timeout", "10s"][..]
+        })
         .args(extra)
         .stdout(Stdio::null())
         .stderr(stderr)

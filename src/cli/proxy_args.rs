@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
 use clap::Args;
 
 use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
 use super::resilience_args::ResilienceArgs;
-use crate::proxy::{BudgetLimits, LogSpec, ProxyOptions, TrustedProxies};
+use crate::proxy::{BudgetLimits, LogSpec, MinRate, ProxyOptions, TrustedProxies};
 use crate::table::AccessLogFormat;
 
 /// Values of `--access-log`.
@@ -40,6 +41,21 @@ pub struct ProxyArgs {
     /// the response has begun).
     #[arg(long, default_value = duration_text(defaults().body_idle_timeout), value_parser = parse_duration)]
     pub body_idle_timeout: Duration,
+    /// The slowest a request body may arrive (bytes per second, averaged over the time spent
+    /// waiting for it) once `--min-body-rate-grace` is over; slower is 408. 0 turns it off.
+    /// gRPC requests are exempt.
+    #[arg(long, value_name = "BYTES_PER_SECOND", default_value_t = defaults().min_body_rate.bytes_per_second)]
+    pub min_body_rate: u64,
+    /// Waiting time for a request body before `--min-body-rate` applies.
+    #[arg(long, default_value = duration_text(defaults().min_body_rate.grace), value_parser = parse_duration)]
+    pub min_body_rate_grace: Duration,
+    /// Longest request target (path and query, in bytes); longer is 414.
+    #[arg(long, value_name = "BYTES", default_value_t = defaults().max_request_target)]
+    pub max_request_target: usize,
+    /// Upstream HTTP/1.1 requests one client connection may have in flight at once (each
+    /// holds an upstream connection); its further requests wait for one to finish.
+    #[arg(long, default_value_t = defaults().max_upstream_per_client, value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
+    pub max_upstream_per_client: usize,
     /// Longest wait for an upstream response head (504); a route's shorter `timeouts` win.
     #[arg(long, default_value = duration_text(defaults().upstream_response_timeout), value_parser = parse_duration)]
     pub upstream_response_timeout: Duration,
@@ -102,6 +118,12 @@ impl ProxyArgs {
             handshake_timeout: self.handshake_timeout,
             header_read_timeout: self.header_read_timeout,
             body_idle_timeout: self.body_idle_timeout,
+            min_body_rate: MinRate {
+                bytes_per_second: self.min_body_rate,
+                grace: self.min_body_rate_grace,
+            },
+            max_request_target: self.max_request_target,
+            max_upstream_per_client: self.max_upstream_per_client,
             upstream_response_timeout: self.upstream_response_timeout,
             idle_timeout: self.idle_timeout,
             http2_keepalive_interval: self.http2_keepalive_interval,

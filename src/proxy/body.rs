@@ -1,6 +1,7 @@
-//! Body wrappers of the request path: the client's request body with an idle timer (a body that
-//! stalls is aborted instead of holding two connections), and the response body that keeps its
-//! connection counted as busy until it has been sent.
+//! Body wrappers of the request path: the client's request body with an idle timer and a
+//! minimum data rate (a body that stalls, or trickles a byte now and then, is aborted instead of
+//! holding two connections), and the response body that keeps its connection counted as busy
+//! until it has been sent.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
 use super::access_log::Entry;
@@ -26,12 +28,48 @@ use crate::metrics::Metrics;
 #[error("request body sent no data for {0:?}")]
 pub struct BodyIdle(pub Duration);
 
+/// The error of a request body slower than the minimum data rate.
+#[derive(Debug, thiserror::Error)]
+#[error("request body slower than {} bytes/s", .0.bytes_per_second)]
+pub struct BodyTooSlow(pub MinRate);
+
+/// The slowest a request body may arrive, averaged over the time the proxy waits for it, once
+/// the grace period is over: a client that sends a byte just before every idle timeout would
+/// otherwise hold a connection (and its upstream connection) for as long as it likes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinRate {
+    /// Bytes per second; 0 turns the check off.
+    pub bytes_per_second: u64,
+    /// Waiting time before the rate counts: slow starts (TCP slow start, a phone waking its
+    /// radio) are not punished.
+    pub grace: Duration,
+}
+
+impl MinRate {
+    /// No minimum: gRPC streams may be quiet between messages for as long as the idle limit.
+    pub const OFF: MinRate = MinRate {
+        bytes_per_second: 0,
+        grace: Duration::ZERO,
+    };
+
+    /// How long a body that has sent `seen` bytes may have been waited for in total.
+    fn allowed_wait(&self, seen: u64) -> Option<Duration> {
+        if self.bytes_per_second == 0 {
+            return None;
+        }
+        let earned = Duration::from_secs_f64(seen as f64 / self.bytes_per_second as f64);
+        Some(self.grace.max(earned))
+    }
+}
+
 /// What happened to a request body, read by the request's handler once the exchange failed:
 /// the failure is then the client's (408, 413), not the backend's.
 #[derive(Debug, Default)]
 pub struct BodyFlags {
     /// The body sent nothing for the idle limit.
     pub idle: AtomicBool,
+    /// The body arrived slower than the minimum data rate.
+    slow: AtomicBool,
     /// The body passed its size limit; holds the limit plus one (0: not passed).
     over: AtomicU64,
     /// Body bytes received so far (for the access log).
@@ -39,16 +77,17 @@ pub struct BodyFlags {
 }
 
 impl BodyFlags {
-    /// A failed exchange whose client body stalled (`idle_limit`) or passed its size limit is
-    /// the client's fault (408, 413), not the backend's.
+    /// A failed exchange whose client body stalled (`idle_limit`), trickled (below `rate`) or
+    /// passed its size limit is the client's fault (408, 413), not the backend's.
     pub fn blame<T>(
         &self,
         served: Result<T, ProxyError>,
-        idle_limit: Duration,
+        (idle_limit, rate): (Duration, MinRate),
         metrics: &Metrics,
     ) -> Result<T, ProxyError> {
         match served {
             Err(_) if self.idle.load(Ordering::Acquire) => Err(ProxyError::BodyTimeout(idle_limit)),
+            Err(_) if self.slow.load(Ordering::Acquire) => Err(ProxyError::BodyTooSlow(rate)),
             Err(_) => match self.passed_limit() {
                 Some(max) => {
                     metrics.policy_denied.with_label_values(&["body"]).inc();
@@ -70,33 +109,64 @@ impl BodyFlags {
 }
 
 /// The client's request body, aborted with [`BodyIdle`] when no frame arrives for the limit
-/// while someone is waiting for one; its other errors are marked [`ClientBodyError`], so a
-/// malformed body is blamed on the client (400), never on the backend. The timer runs only while the body is polled and pending,
-/// so a slow upstream that does not read is not blamed on the client. The timer is made the
-/// first time the body waits: most requests have no body and never need one. With a size
-/// limit ([`ClientBody::limit_size`]) it fails with [`super::policy::TooLarge`] at the frame
-/// that passes it.
+/// while someone is waiting for one, and with [`BodyTooSlow`] when the bytes received fall
+/// behind the minimum rate over the time spent waiting for them; its other errors are marked
+/// [`ClientBodyError`], so a malformed body is blamed on the client (400), never on the
+/// backend. The timers run only while the body is polled and pending, so a slow upstream that
+/// does not read is not blamed on the client. The timer is made the first time the body waits:
+/// most requests have no body and never need one. With a size limit
+/// ([`ClientBody::limit_size`]) it fails with [`super::policy::TooLarge`] at the frame that
+/// passes it.
 pub struct ClientBody {
     inner: Incoming,
     limit: Duration,
+    rate: MinRate,
     sleep: Option<Pin<Box<Sleep>>>,
-    armed: bool,
+    /// When the current wait began; `None` while not waiting.
+    waiting_since: Option<Instant>,
+    /// Time spent waiting for frames before the current wait.
+    waited: Duration,
+    /// Whether the armed deadline is the rate's (else the idle limit's).
+    rate_deadline: bool,
     flags: Arc<BodyFlags>,
     max: Option<u64>,
     seen: u64,
 }
 
 impl ClientBody {
-    /// Wraps `inner`; `flags` tell whether the body was aborted for idleness or size.
-    pub fn new(inner: Incoming, limit: Duration, flags: Arc<BodyFlags>) -> Self {
+    /// Wraps `inner`; `flags` tell whether the body was aborted for idleness, slowness or size.
+    pub fn new(inner: Incoming, (limit, rate): (Duration, MinRate), flags: Arc<BodyFlags>) -> Self {
         Self {
             inner,
             limit,
+            rate,
             sleep: None,
-            armed: false,
+            waiting_since: None,
+            waited: Duration::ZERO,
+            rate_deadline: false,
             flags,
             max: None,
             seen: 0,
+        }
+    }
+
+    /// Arms the timer for a wait beginning `now`: the idle limit, or sooner the moment the
+    /// bytes seen so far stop paying for the total time waited.
+    fn arm(&mut self, now: Instant) {
+        let idle = now + self.limit;
+        let by_rate = self
+            .rate
+            .allowed_wait(self.seen)
+            .map(|allowed| now + allowed.saturating_sub(self.waited));
+        let (deadline, rate) = match by_rate {
+            Some(r) if r < idle => (r, true),
+            _ => (idle, false),
+        };
+        self.rate_deadline = rate;
+        self.waiting_since = Some(now);
+        match &mut self.sleep {
+            Some(sleep) => sleep.as_mut().reset(deadline),
+            None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
         }
     }
 
@@ -117,7 +187,9 @@ impl Body for ClientBody {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                this.armed = false;
+                if let Some(since) = this.waiting_since.take() {
+                    this.waited += since.elapsed();
+                }
                 if let Some(data) = frame.as_ref().and_then(|f| f.as_ref().ok()?.data_ref()) {
                     this.seen = this.seen.saturating_add(data.len() as u64);
                     this.flags.received.store(this.seen, Ordering::Relaxed);
@@ -133,18 +205,17 @@ impl Body for ClientBody {
                 )
             }
             Poll::Pending => {
-                if !this.armed {
-                    let deadline = Instant::now() + this.limit;
-                    match &mut this.sleep {
-                        Some(sleep) => sleep.as_mut().reset(deadline),
-                        None => this.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
-                    }
-                    this.armed = true;
+                if this.waiting_since.is_none() {
+                    this.arm(Instant::now());
                 }
                 let Some(sleep) = this.sleep.as_mut() else {
                     return Poll::Pending;
                 };
                 if sleep.as_mut().poll(cx).is_ready() {
+                    if this.rate_deadline {
+                        this.flags.slow.store(true, Ordering::Release);
+                        return Poll::Ready(Some(Err(BodyTooSlow(this.rate).into())));
+                    }
                     this.flags.idle.store(true, Ordering::Release);
                     return Poll::Ready(Some(Err(BodyIdle(this.limit).into())));
                 }
@@ -162,13 +233,22 @@ impl Body for ClientBody {
     }
 }
 
+/// What a response holds until its body is sent.
+#[derive(Default)]
+pub(crate) struct Held {
+    /// The endpoint that answered: the request counts as in flight on it.
+    pub endpoint: Option<Picked>,
+    /// One of the client connection's upstream slots (`--max-upstream-per-client`): the
+    /// upstream connection stays busy until the body is through.
+    pub share: Option<OwnedSemaphorePermit>,
+}
+
 /// A response body that holds its connection's in-flight mark until hyper drops it (sent, or
 /// the connection ended), and writes the request's access log line then.
 pub(crate) struct Tracked {
     inner: ProxyBody,
     _in_flight: InFlight,
-    /// The endpoint that answered: the request counts as in flight on it until the body is sent.
-    _endpoint: Option<Picked>,
+    _held: Held,
     /// The access log line to complete and write when the body is done.
     log: Option<(Box<Entry>, Arc<BodyFlags>)>,
 }
@@ -177,13 +257,13 @@ impl Tracked {
     pub(crate) fn new(
         inner: ProxyBody,
         in_flight: InFlight,
-        endpoint: Option<Picked>,
+        held: Held,
         log: Option<(Box<Entry>, Arc<BodyFlags>)>,
     ) -> Self {
         Self {
             inner,
             _in_flight: in_flight,
-            _endpoint: endpoint,
+            _held: held,
             log,
         }
     }

@@ -150,6 +150,13 @@ pub enum ProxyError {
     /// head; the upstream exchange was aborted.
     #[error("request body idle for {0:?}")]
     BodyTimeout(std::time::Duration),
+    /// The client's request body arrived slower than `--min-body-rate` before the response
+    /// head; the upstream exchange was aborted.
+    #[error("request body slower than {} bytes/s", .0.bytes_per_second)]
+    BodyTooSlow(super::body::MinRate),
+    /// The request target (path and query) is longer than `--max-request-target`.
+    #[error("request target longer than {0} bytes")]
+    TargetTooLong(usize),
     /// The client address is not allowed by the TrafficPolicy's `ipAccess` lists.
     #[error("client address {0} is not allowed")]
     IpDenied(std::net::IpAddr),
@@ -223,7 +230,8 @@ impl ProxyError {
             | Self::UpstreamTls { .. }
             | Self::BackendTlsUnusable { .. } => StatusCode::BAD_GATEWAY,
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::BodyTimeout(_) | Self::BodyTooSlow(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::TargetTooLong(_) => StatusCode::URI_TOO_LONG,
             Self::IpDenied(_) => StatusCode::FORBIDDEN,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,

@@ -316,7 +316,13 @@ async fn accept_loop(
         _ = open.all_closed() => {}
         _ = reap => {}
         _ = tokio::time::sleep(drain_timeout) => {
-            tracing::warn!(addr = %key, remaining = open.count(), "drain timeout, closing connections");
+            let cut = open.count();
+            shared
+                .metrics
+                .connections_closed
+                .with_label_values(&["drain_timeout"])
+                .inc_by(cut as u64);
+            tracing::warn!(addr = %key, cut, timeout = ?drain_timeout, "drain timeout: closing the connections still open");
         }
     }
     conns.abort_all();

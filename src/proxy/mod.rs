@@ -53,6 +53,7 @@ use crate::table::RouteTable;
 
 pub use access_log::{AccessSink, LogSpec};
 pub use balance::{BreakerLimits, OutlierOptions, Overload};
+pub use body::MinRate;
 pub use error::{Fault, ProxyError, OVERLOADED};
 pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use l4::{parse_client_hello, Hello};
@@ -202,7 +203,12 @@ impl Proxy {
         self.udp.shutdown();
         self.listeners.shutdown(window).await;
         let left = window.saturating_sub(started.elapsed());
-        self.shared.tunnels.drain(left).await;
+        let cut = self.shared.tunnels.drain(left).await;
+        self.shared
+            .metrics
+            .connections_closed
+            .with_label_values(&["drain_timeout"])
+            .inc_by(cut as u64);
     }
 
     /// Upgraded (WebSocket) connections currently open.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::access_log::{AccessSink, LogSpec};
 use super::balance::{BreakerLimits, OutlierOptions};
+use super::body::MinRate;
 use super::retry::BudgetLimits;
 use super::TrustedProxies;
 use crate::request::PathPolicy;
@@ -25,6 +26,20 @@ pub struct ProxyOptions {
     /// was sent yet, else the stream is reset; its upstream connection is not reused. 30 s:
     /// uploads on slow links pause, but not for half a minute.
     pub body_idle_timeout: Duration,
+    /// The slowest a request body may arrive once the grace period is over, averaged over the
+    /// time spent waiting for it; slower is 408. 240 B/s after 5 s, Kestrel's figures: a
+    /// phone on a bad link sends far faster, a client that trickles a byte before each idle
+    /// timeout does not. gRPC requests are exempt (streams pause between messages).
+    pub min_body_rate: MinRate,
+    /// Longest request target (path and query) in bytes; longer is 414. 8 KiB, nginx's
+    /// default: it bounds the work of normalizing and matching a path (regular expressions run
+    /// in time linear in the input) and what backends are sent.
+    pub max_request_target: usize,
+    /// Upstream requests one client connection may have in flight at once (each holds an
+    /// upstream connection); its further requests wait for one of them to finish. 64: an
+    /// HTTP/2 client's 256 streams cannot open 256 upstream connections, yet a page's burst of
+    /// requests is hardly slowed.
+    pub max_upstream_per_client: usize,
     /// Longest wait for an upstream response head when the rule sets no shorter
     /// `timeouts.request` / `timeouts.backendRequest`; answered 504. 60 s: generous for slow
     /// backends, yet a hung backend cannot hold a connection forever.
@@ -84,6 +99,12 @@ impl Default for ProxyOptions {
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             body_idle_timeout: Duration::from_secs(30),
+            min_body_rate: MinRate {
+                bytes_per_second: 240,
+                grace: Duration::from_secs(5),
+            },
+            max_request_target: 8192,
+            max_upstream_per_client: 64,
             upstream_response_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             http2_keepalive_interval: Duration::from_secs(30),

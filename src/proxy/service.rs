@@ -13,10 +13,10 @@ use http::uri::PathAndQuery;
 use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use tokio::sync::Semaphore;
 
 use super::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
-use super::balance::Picked;
-use super::body::{BodyFlags, ClientBody, Tracked};
+use super::body::{BodyFlags, ClientBody, Held, MinRate, Tracked};
 use super::conn::Activity;
 use super::error::ProxyError;
 use super::forward::Exchange;
@@ -56,6 +56,8 @@ pub(crate) struct Handler {
     pub activity: Arc<Activity>,
     /// The connection's settings (command line, or its listener's ProxyConfig at accept).
     pub settings: Arc<ConnSettings>,
+    /// Upstream requests the connection may have in flight (`--max-upstream-per-client`).
+    upstream_share: Arc<Semaphore>,
 }
 
 /// The peer of a connection as the forwarded headers need it.
@@ -86,6 +88,7 @@ impl Handler {
             address: client_address(peer.ip()),
             trusted: settings.trusted_proxies.contains(peer.ip()),
         };
+        let share = shared.options.max_upstream_per_client.max(1);
         Self {
             client,
             shared,
@@ -93,6 +96,7 @@ impl Handler {
             peer,
             tls: None,
             activity: Activity::new(),
+            upstream_share: Arc::new(Semaphore::new(share)),
             settings,
         }
     }
@@ -104,15 +108,18 @@ impl Handler {
         let start = Instant::now();
         let table = self.shared.table.load_full();
         let mut route = None;
-        let mut endpoint = None;
+        let mut held = Held::default();
         let flags = Arc::new(BodyFlags::default());
-        let limit = self.settings.body_idle_timeout;
+        // gRPC streams may pause between messages: only the idle limit applies to them.
+        let rate = match is_grpc(req.headers()) {
+            true => MinRate::OFF,
+            false => self.shared.options.min_body_rate,
+        };
+        let timers = (self.settings.body_idle_timeout, rate);
         let mut log = (!self.settings.access_log.is_off()).then(|| self.log_entry(&req, start));
-        let req = req.map(|b| ClientBody::new(b, limit, flags.clone()));
-        let served = self
-            .serve(&table, req, &mut route, &mut endpoint, start)
-            .await;
-        let served = flags.blame(served, limit, &self.shared.metrics);
+        let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
+        let served = self.serve(&table, req, &mut route, &mut held, start).await;
+        let served = flags.blame(served, timers, &self.shared.metrics);
         let response = match served {
             Ok(resp) => resp,
             Err(err) => {
@@ -130,12 +137,12 @@ impl Handler {
         if let Some(entry) = log.as_mut() {
             entry.status = outcome.response.status().as_u16();
             entry.route = outcome.route.clone();
-            entry.upstream = endpoint.as_ref().map(|p| p.addr);
+            entry.upstream = held.endpoint.as_ref().map(|p| p.addr);
         }
         let log = log.map(|entry| (Box::new(entry), flags));
         outcome
             .response
-            .map(|body| Tracked::new(body, in_flight, endpoint, log))
+            .map(|body| Tracked::new(body, in_flight, held, log))
     }
 
     async fn serve(
@@ -143,11 +150,12 @@ impl Handler {
         table: &RouteTable,
         req: Request<ClientBody>,
         route_label: &mut Option<Arc<RouteRef>>,
-        endpoint: &mut Option<Picked>,
+        held: &mut Held,
         start: Instant,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let listener = self.find_listener(table)?;
         let mut req = req;
+        gate::check_target_length(req.uri(), self.shared.options.max_request_target)?;
         if let Some(max) = self.settings.max_request_header_bytes {
             gate::check_head_size(&req, max)?;
         }
@@ -209,12 +217,17 @@ impl Handler {
             upgrade: upgrade.is_some(),
             start,
         };
+        // An HTTP/1.1 exchange holds an upstream connection: the client connection's share of
+        // them is bounded, its further requests wait (HTTP/2 upstreams multiplex streams).
+        if protocol == UpstreamProtocol::Http1 {
+            held.share = self.upstream_share.clone().acquire_owned().await.ok();
+        }
         let (mut resp, picked) = self.forward(exchange, req).await?;
         policy::check_declared_response(&resp, response_limit)?;
         if let Some(session) = &session {
             session.stamp(resp.headers_mut(), picked.addr);
         }
-        *endpoint = Some(picked);
+        held.endpoint = Some(picked);
         let switched = match upgrade {
             Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 let upgrade_value = resp.headers().get(header::UPGRADE).cloned();

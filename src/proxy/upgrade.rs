@@ -36,8 +36,9 @@ impl Tunnels {
         self.open.load(Ordering::Acquire)
     }
 
-    /// Waits up to `window` for every tunnel to close, then cuts the ones still open.
-    pub async fn drain(&self, window: Duration) {
+    /// Waits up to `window` for every tunnel to close, then cuts the ones still open and
+    /// returns how many that was.
+    pub async fn drain(&self, window: Duration) -> usize {
         let all_closed = async {
             loop {
                 let closed = self.closed.notified();
@@ -47,13 +48,15 @@ impl Tunnels {
                 closed.await;
             }
         };
-        if tokio::time::timeout(window, all_closed).await.is_err() {
-            tracing::info!(
-                open = self.open(),
-                "drain window over: closing upgraded connections"
-            );
+        let cut = match tokio::time::timeout(window, all_closed).await {
+            Ok(()) => 0,
+            Err(_) => self.open(),
+        };
+        if cut > 0 {
+            tracing::warn!(cut, "drain window over: closing upgraded connections");
         }
         self.cut.send_replace(true);
+        cut
     }
 }
 

@@ -197,10 +197,22 @@ pub struct Regex {
     full: regex::Regex,
 }
 
+/// Compiled size allowed for one route's regular expression (the regex crate's default is
+/// 10 MiB): a pattern whose program is larger (`(a{100}){100}`-style repetition) is refused at
+/// translation with a status condition instead of costing memory and match time per request.
+pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
+
+/// Lazy-DFA cache allowed per compiled expression (the default is 2 MiB).
+const REGEX_DFA_LIMIT: usize = 1024 * 1024;
+
 impl Regex {
-    /// Compiles `source` anchored at both ends.
+    /// Compiles `source` anchored at both ends, within [`REGEX_SIZE_LIMIT`]. Matching time is
+    /// linear in the input, which the proxy bounds (`--max-request-target`).
     pub fn new(source: &str) -> Result<Self, regex::Error> {
-        let full = regex::Regex::new(&format!("^(?:{source})$"))?;
+        let full = regex::RegexBuilder::new(&format!("^(?:{source})$"))
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_DFA_LIMIT)
+            .build()?;
         Ok(Self {
             source: source.to_owned(),
             full,
@@ -227,6 +239,13 @@ impl Serialize for Regex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oversized_patterns_are_refused() {
+        assert!(Regex::new("/v[0-9]+/[a-z]{1,64}").is_ok());
+        let err = Regex::new("((a|b|c){50}){50}").unwrap_err();
+        assert!(matches!(err, regex::Error::CompiledTooBig(_)), "{err}");
+    }
 
     #[test]
     fn prefix_is_segment_aware() {

@@ -29,3 +29,63 @@ fn text_logs_to_a_pipe_carry_no_escape_codes() {
         "escape codes in a piped log: {line:?}"
     );
 }
+
+/// Every long flag a command's `--help` lists.
+fn help_flags(command: &str) -> std::collections::BTreeSet<String> {
+    let out = Command::new(BIN)
+        .args([command, "--help"])
+        .output()
+        .expect("run --help");
+    assert!(out.status.success(), "{command} --help failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            // `-h, --help`: the long form after the short one.
+            let l = match l.as_bytes() {
+                [b'-', short, b',', b' ', ..] if *short != b'-' => &l[4..],
+                _ => l,
+            };
+            let flag = l.strip_prefix("--")?.split([' ', '=', '<']).next()?;
+            Some(format!("--{flag}"))
+        })
+        .collect()
+}
+
+/// The flags named in the README's flag tables (rows that start with a flag in backticks).
+fn readme_flags() -> std::collections::BTreeSet<String> {
+    let readme = include_str!("../../README.md");
+    readme
+        .lines()
+        .filter(|l| l.starts_with("| `--"))
+        .flat_map(|l| {
+            let cell = l.split('|').nth(1).unwrap_or_default();
+            cell.split('`')
+                .filter(|s| s.starts_with("--"))
+                .map(|s| s.split([' ', '=']).next().unwrap_or(s).to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The README's flag tables and `serve --help` name the same flags: a flag removed from the
+/// code is gone from the README, a flag added is documented there.
+#[test]
+fn readme_flag_tables_match_serve_help() {
+    let help = help_flags("serve");
+    assert!(help.contains("--config-dir") && help.contains("--drain-timeout"));
+    let readme = readme_flags();
+    let undocumented: Vec<_> = help
+        .difference(&readme)
+        .filter(|f| !["--help", "--version", "--log-format"].contains(&f.as_str()))
+        .collect();
+    let unknown: Vec<_> = readme.difference(&help).collect();
+    assert!(
+        unknown.is_empty(),
+        "README flag tables name flags `serve` does not have: {unknown:?}"
+    );
+    assert!(
+        undocumented.is_empty(),
+        "`serve` flags missing from the README flag tables: {undocumented:?}"
+    );
+}
