@@ -43,6 +43,12 @@ impl<'a> Pattern<'a> {
     }
 }
 
+/// Whether two hostnames (exact, `*.suffix` or `*`) can both match one request host: one
+/// covers the other.
+pub fn overlap(a: &str, b: &str) -> bool {
+    Pattern::of(Some(a)).covers(b) || Pattern::of(Some(b)).covers(a)
+}
+
 /// True when `name` ends with `suffix` (`.example.com`) and has at least one more character.
 fn is_subdomain(name: &str, suffix: &str) -> bool {
     name.len() > suffix.len() && name.ends_with(suffix)

@@ -172,18 +172,9 @@ pub fn resolve_policies<'a>(
     PolicyOutput { by_port, statuses }
 }
 
-/// Older first, then `namespace/name`.
-fn precedence(p: &BackendTlsPolicy) -> (i64, &str, &str) {
-    let created = p
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or(i64::MAX, |t| t.0.as_second());
-    (
-        created,
-        namespace_of(&p.metadata),
-        p.metadata.name.as_deref().unwrap_or(""),
-    )
+/// Older first, then `namespace/name` ([`super::precedence`]).
+fn precedence(p: &BackendTlsPolicy) -> super::precedence::Precedence<'_> {
+    super::precedence::of(&p.metadata)
 }
 
 /// The policy's `ResolvedRefs` reason for an unusable reference.

@@ -34,29 +34,19 @@ pub struct Counted<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
     pub generation: Option<i64>,
-    pub created: Option<jiff::Timestamp>,
+    /// Creation time ([`super::precedence::created`]).
+    pub created: i64,
     pub attached: Arc<Attached>,
 }
 
 impl Counted<'_> {
-    /// The spec's order between conflicting routes: oldest, then `{namespace}/{name}` (a route
-    /// without a creation time counts as created at the epoch, as in rule precedence).
-    fn order(&self) -> (i64, &str, &str) {
-        let created = self.created.map_or(0, |t| t.as_second());
-        (created, self.namespace, self.name)
+    /// The spec's order between conflicting routes ([`super::precedence`]).
+    fn order(&self) -> super::precedence::Precedence<'_> {
+        (self.created, self.namespace, self.name)
     }
 }
 
-/// Whether two effective hostnames (exact, `*.suffix` or `*`) can both match one request host.
-fn overlap(a: &str, b: &str) -> bool {
-    let covers = |wild: &str, h: &str| {
-        wild == "*"
-            || wild
-                .strip_prefix('*')
-                .is_some_and(|suffix| suffix.starts_with('.') && h.ends_with(suffix))
-    };
-    a == b || covers(a, b) || covers(b, a)
-}
+use crate::table::hostname::overlap;
 
 /// A route (its index) attached to one listener, with its hostnames there.
 type OnListener<'a> = (usize, Vec<&'a str>);

@@ -240,11 +240,7 @@ pub fn attach_l4_routes<'s>(
             StatusBody::HttpRoute(Arc::new(HttpRouteStatus { parents })),
         ));
         if !attachments.is_empty() {
-            let created = view
-                .meta
-                .creation_timestamp
-                .as_ref()
-                .map_or(0, |t| t.0.as_second());
+            let created = super::precedence::created(view.meta);
             out.push(L4Attached {
                 created,
                 route,

@@ -75,10 +75,7 @@ pub fn inputs(snapshot: &Snapshot) -> Vec<SetInput<'_>> {
             })
         })
         .collect();
-    out.sort_by(|a, b| {
-        let created = |s: &SetInput<'_>| s.set.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        (created(a), a.namespace, a.name).cmp(&(created(b), b.namespace, b.name))
-    });
+    out.sort_by_key(|s| super::precedence::of(&s.set.metadata));
     out
 }
 

@@ -34,6 +34,7 @@ mod order;
 mod parameters;
 mod policy;
 mod ports;
+pub mod precedence;
 mod protocol;
 mod proxy_config;
 mod reattach;
@@ -254,7 +255,7 @@ fn translate_cached(
             let (c, attached) = compiler.compile(position, route, &inputs);
             let ns = namespace_of(meta);
             let name = meta.name.as_deref().unwrap_or("");
-            let created = meta.creation_timestamp.as_ref().map(|t| t.0);
+            let created = precedence::created(meta);
             counted.push(kinds_conflict::Counted {
                 kind: c.kind,
                 namespace: ns,

@@ -68,11 +68,7 @@ pub fn compile_route(
         namespace,
         route.metadata.name.as_deref().unwrap_or_default(),
     ));
-    let created = route
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or(0, |t| t.0.as_second());
+    let created = super::precedence::created(&route.metadata);
     // The CRD defaults absent rules to one rule matching every request (with no backend: 500).
     let default_rules = [HttpRouteRules::default()];
     let spec_rules = route.spec.rules.as_deref().unwrap_or(&default_rules);

@@ -110,18 +110,10 @@ pub struct Policies<'a> {
     pub(super) by_target: BTreeMap<Target, Vec<usize>>,
 }
 
-/// Older first, then `namespace/name`: the order among policies on the same target.
-fn age(p: &TrafficPolicy) -> (i64, &str, &str) {
-    let created = p
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or(i64::MAX, |t| t.0.as_second());
-    (
-        created,
-        namespace_of(&p.metadata),
-        p.metadata.name.as_deref().unwrap_or(""),
-    )
+/// Older first, then `namespace/name` ([`super::precedence`]): the order among policies on
+/// the same target.
+fn age(p: &TrafficPolicy) -> super::precedence::Precedence<'_> {
+    super::precedence::of(&p.metadata)
 }
 
 impl<'a> Policies<'a> {
