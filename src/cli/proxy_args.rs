@@ -89,8 +89,8 @@ pub struct ProxyArgs {
     /// `accessLog` overrides it per listener.
     #[arg(long, value_enum, default_value = "off")]
     pub access_log: AccessLogArg,
-    /// Basic-auth bcrypt checks that may run at once, on their own bounded threads (never
-    /// those serving requests).
+    /// Basic-auth bcrypt checks that may run at once (at least 1), on blocking threads, never
+    /// on those serving requests.
     #[arg(long, default_value_t = defaults().basic_auth.workers, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub basic_auth_workers: usize,
     /// Basic-auth bcrypt checks that may wait for a worker; past it a request is answered
