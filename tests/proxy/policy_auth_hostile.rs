@@ -1,7 +1,7 @@
 //! Authentication under hostile input, through the proxy: an unknown basic-auth user costs
 //! the same hash verification as a known user with a wrong password (counted, not timed); the
 //! bcrypt pool's worker and queue bounds refuse the excess with 503 while an unrelated route
-//! keeps answering; a second `Authorization` header on a basic-auth or JWT route is refused
+//! and a client verified before keep being answered; a second `Authorization` header on a basic-auth or JWT route is refused
 //! with 400 before any backend sees the request.
 
 use std::collections::BTreeMap;
@@ -144,6 +144,9 @@ async fn past_its_workers_and_queue_the_hashing_pool_answers_503_and_other_route
             .unwrap();
         send(&client, req).await.expect("request completes")
     };
+    // Alice logs in before the flood: her success is remembered.
+    let alice = credentials("alice", "wonderland");
+    assert_eq!(attempt(alice.clone()).await.status, 200);
     let first = tokio::spawn(attempt(wrong.clone()));
     pool_reaches(&metrics, 1, 0).await;
     let second = tokio::spawn(attempt(wrong.clone()));
@@ -162,10 +165,16 @@ async fn past_its_workers_and_queue_the_hashing_pool_answers_503_and_other_route
         .body(empty())
         .unwrap();
     assert_eq!(send(&h1_client(), req).await.unwrap().status, 200);
+    // Nor does a client whose credentials were verified before: no worker needed.
+    assert_eq!(attempt(alice).await.status, 200);
     assert_eq!(metrics.basic_auth_queued.get(), 1, "still full");
     let (first, second): (Reply, Reply) = (first.await.unwrap(), second.await.unwrap());
     assert_eq!((first.status.as_u16(), second.status.as_u16()), (401, 401));
-    assert_eq!(verifications(&metrics, "bcrypt"), 2);
+    assert_eq!(
+        verifications(&metrics, "bcrypt"),
+        3,
+        "alice once, two wrong passwords"
+    );
     pool_reaches(&metrics, 0, 0).await;
     assert!(metrics
         .encode()

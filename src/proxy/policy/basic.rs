@@ -136,7 +136,13 @@ fn dummy_hash(auth: &BasicAuth) -> PasswordHash {
         .users
         .values()
         .filter_map(|h| match h {
-            PasswordHash::Bcrypt(h) => h.get(4..6).and_then(|c| c.parse::<u32>().ok()),
+            // Only well-formed hashes count: a malformed one is refused by bcrypt at once, and
+            // its digits must not make every unknown user pay a cost no user pays.
+            PasswordHash::Bcrypt(h) if h.len() == 60 && h.as_bytes().get(6) == Some(&b'$') => h
+                .get(4..6)
+                .and_then(|c| c.parse::<u32>().ok())
+                .filter(|c| (4..=31).contains(c)),
+            PasswordHash::Bcrypt(_) => None,
             PasswordHash::Sha1(_) => None,
         })
         .max();
@@ -245,7 +251,13 @@ mod tests {
         let sha = PasswordHash::Sha1([1; 20]);
         let cheap = PasswordHash::Bcrypt(bcrypt::hash("a", 4).unwrap());
         let dearer = PasswordHash::Bcrypt(bcrypt::hash("b", 5).unwrap());
-        let mixed = auth(vec![("s", sha.clone()), ("c", cheap), ("d", dearer)]);
+        let malformed = PasswordHash::Bcrypt("$2y$31$short".into());
+        let mixed = auth(vec![
+            ("s", sha.clone()),
+            ("c", cheap),
+            ("d", dearer),
+            ("m", malformed),
+        ]);
         let PasswordHash::Bcrypt(dummy) = dummy_hash(&mixed) else {
             panic!("bcrypt users make a bcrypt dummy");
         };
