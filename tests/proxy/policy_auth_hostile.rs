@@ -215,6 +215,10 @@ async fn a_second_authorization_header_is_refused_before_the_backend() {
     )
     .await;
     assert_eq!(same.status, 400);
+    // Two credentials joined into one line are no valid token: 401.
+    let joined = format!("{valid}, {forged}");
+    let one_line = get_with(&client, addr, &[("authorization", &joined)]).await;
+    assert_eq!(one_line.status, 401);
     assert_eq!(backend.requests(), 0, "the backend never saw them");
     assert_eq!(
         get_with(&client, addr, &[("authorization", &valid)])
