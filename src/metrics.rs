@@ -5,8 +5,8 @@ use std::sync::Arc;
 use crate::table::{RouteTable, TlsListeners};
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// The prefix of every metric name (the registry adds it at exposition).
@@ -43,7 +43,8 @@ pub struct Metrics {
     /// `drain_timeout`: still open when a drain window ended, and cut).
     pub connections_closed: IntCounterVec,
     /// Requests the proxy answered itself with an error, by fault: `client` (malformed or
-    /// refused requests, 400/501), `route` (404, 421, 500) or `upstream` (502, 503, 504).
+    /// refused requests, 400/501), `route` (404, 421, 500, and the 503 of a full basic-auth
+    /// hashing pool) or `upstream` (502, 503, 504).
     pub request_errors: IntCounterVec,
     /// TCP and TLS connections closed and UDP datagrams dropped without reaching a backend, by
     /// protocol (`tcp`, `tls`, `udp`) and reason (`no_route`, `unknown_sni`, `not_tls`,
@@ -61,8 +62,21 @@ pub struct Metrics {
     /// (`budget_exhausted`).
     pub upstream_retries: IntCounterVec,
     /// Requests a TrafficPolicy refused before any backend saw them, by reason (`ip`,
-    /// `rate_limit`, `basic_auth`, `jwt`, `body`).
+    /// `rate_limit`, `duplicate_authorization`, `basic_auth`, `jwt`, `body`).
     pub policy_denied: IntCounterVec,
+    /// Password hash verifications of basic auth, by hash kind (`bcrypt`, `sha1`): an unknown
+    /// user is checked against a dummy hash, so it counts exactly like a wrong password.
+    pub basic_auth_verifications: IntCounterVec,
+    /// bcrypt verifications that may run at once (`--basic-auth-workers`).
+    pub basic_auth_workers: IntGauge,
+    /// bcrypt verifications that may wait for a worker (`--basic-auth-queue`).
+    pub basic_auth_queue_limit: IntGauge,
+    /// bcrypt verifications running now.
+    pub basic_auth_busy: IntGauge,
+    /// bcrypt verifications waiting for a worker now.
+    pub basic_auth_queued: IntGauge,
+    /// Requests answered 503 because every basic-auth worker and queue place was taken.
+    pub basic_auth_rejected: IntCounter,
     /// Kubernetes mode: 1 when the API server serves a watched kind, 0 when it does not (its
     /// CRD is not installed; the kind counts as empty and is picked up once it is), by kind.
     pub watch_kind_available: IntGaugeVec,
@@ -192,6 +206,39 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let basic_auth_verifications = IntCounterVec::new(
+            Opts::new(
+                "basic_auth_verifications_total",
+                "Basic-auth password hash verifications (unknown users against a dummy hash), by hash kind",
+            ),
+            &["hash"],
+        )
+        .expect("valid metric");
+        let basic_auth_workers = IntGauge::new(
+            "basic_auth_workers",
+            "bcrypt verifications of basic auth that may run at once",
+        )
+        .expect("valid metric");
+        let basic_auth_queue_limit = IntGauge::new(
+            "basic_auth_queue_limit",
+            "bcrypt verifications of basic auth that may wait for a worker",
+        )
+        .expect("valid metric");
+        let basic_auth_busy = IntGauge::new(
+            "basic_auth_busy",
+            "bcrypt verifications of basic auth running now",
+        )
+        .expect("valid metric");
+        let basic_auth_queued = IntGauge::new(
+            "basic_auth_queued",
+            "bcrypt verifications of basic auth waiting for a worker now",
+        )
+        .expect("valid metric");
+        let basic_auth_rejected = IntCounter::new(
+            "basic_auth_rejected_total",
+            "Requests answered 503 because the basic-auth workers and queue were full",
+        )
+        .expect("valid metric");
         let watch_kind_available = IntGaugeVec::new(
             Opts::new(
                 "watch_kind_available",
@@ -204,6 +251,12 @@ impl Metrics {
         for c in [
             Box::new(watch_kind_available.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(policy_denied.clone()),
+            Box::new(basic_auth_verifications.clone()),
+            Box::new(basic_auth_workers.clone()),
+            Box::new(basic_auth_queue_limit.clone()),
+            Box::new(basic_auth_busy.clone()),
+            Box::new(basic_auth_queued.clone()),
+            Box::new(basic_auth_rejected.clone()),
             Box::new(outlier_ejections.clone()),
             Box::new(outlier_ejected.clone()),
             Box::new(overloaded.clone()),
@@ -245,6 +298,12 @@ impl Metrics {
             overloaded,
             upstream_retries,
             policy_denied,
+            basic_auth_verifications,
+            basic_auth_workers,
+            basic_auth_queue_limit,
+            basic_auth_busy,
+            basic_auth_queued,
+            basic_auth_rejected,
             watch_kind_available,
         })
     }

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 #[path = "support/upstream.rs"]
 mod upstream;
 
+#[path = "cli/auth.rs"]
+mod auth;
 #[path = "cli/interface.rs"]
 mod interface;
 #[path = "cli/namespace.rs"]

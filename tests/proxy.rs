@@ -35,6 +35,8 @@ mod path_policy;
 mod policy_access;
 #[path = "proxy/policy_access_log.rs"]
 mod policy_access_log;
+#[path = "proxy/policy_auth_hostile.rs"]
+mod policy_auth_hostile;
 #[path = "proxy/policy_body.rs"]
 mod policy_body;
 #[path = "proxy/policy_jwt.rs"]

@@ -10,7 +10,7 @@ use clap::Args;
 use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
 use super::resilience_args::ResilienceArgs;
-use crate::proxy::{BudgetLimits, LogSpec, MinRate, ProxyOptions, TrustedProxies};
+use crate::proxy::{BudgetLimits, HashLimits, LogSpec, MinRate, ProxyOptions, TrustedProxies};
 use crate::table::AccessLogFormat;
 
 /// Values of `--access-log`.
@@ -105,6 +105,14 @@ pub struct ProxyArgs {
     /// `accessLog` overrides it per listener.
     #[arg(long, value_enum, default_value = "off")]
     pub access_log: AccessLogArg,
+    /// Basic-auth bcrypt checks that may run at once (at least 1), on blocking threads, never
+    /// on those serving requests.
+    #[arg(long, default_value_t = defaults().basic_auth.workers, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub basic_auth_workers: usize,
+    /// Basic-auth bcrypt checks that may wait for a worker; past it a request is answered
+    /// 503 with `Retry-After` and `x-edgeplane-overloaded: basic-auth`.
+    #[arg(long, default_value_t = defaults().basic_auth.queue)]
+    pub basic_auth_queue: usize,
     #[command(flatten)]
     pub path_policy: PathPolicyArgs,
     #[command(flatten, next_help_heading = "Resilience")]
@@ -149,6 +157,10 @@ impl ProxyArgs {
                 AccessLogArg::Off => AccessLogFormat::Off,
             }),
             access_sink: Default::default(),
+            basic_auth: HashLimits {
+                workers: self.basic_auth_workers,
+                queue: self.basic_auth_queue,
+            },
         }
     }
 }
@@ -190,6 +202,10 @@ mod tests {
             "2s",
             "--max-upstream-pending",
             "9",
+            "--basic-auth-workers",
+            "1",
+            "--basic-auth-queue",
+            "0",
         ])
         .unwrap();
         let o = cli.proxy.options(Duration::from_secs(1));
@@ -199,6 +215,14 @@ mod tests {
         assert_eq!(o.upstream_max_idle_per_endpoint, 3);
         assert_eq!(o.outlier.base_ejection, Duration::from_secs(2));
         assert_eq!(o.breaker.max_pending, 9);
+        assert_eq!(
+            o.basic_auth,
+            HashLimits {
+                workers: 1,
+                queue: 0
+            }
+        );
+        assert!(Cli::try_parse_from(["x", "--basic-auth-workers", "0"]).is_err());
         assert!(Cli::try_parse_from(["x", "--outlier-max-ejected-percent", "101"]).is_err());
         assert!(o.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
         assert!(o.trusted_proxies.contains("::1".parse().unwrap()));

@@ -13,7 +13,8 @@ use crate::request::{HostError, PathError};
 use crate::table::ServiceKey;
 
 /// Header of a 503 a circuit breaker caused, naming the limit (`max-requests`, `max-pending`,
-/// `max-connections`): clients and dashboards tell shedding from a backend's own 503.
+/// `max-connections`), or the full basic-auth hashing pool (`basic-auth`): clients and
+/// dashboards tell shedding from a backend's own 503.
 pub const OVERLOADED: &str = "x-edgeplane-overloaded";
 
 /// Marks an error of the client's request body (a malformed chunk, a reset stream) as it passes
@@ -170,6 +171,14 @@ pub enum ProxyError {
         challenge: HeaderValue,
         reason: String,
     },
+    /// More than one `Authorization` header on a route with basic auth or JWT: one could be
+    /// verified while the backend believes the other.
+    #[error("request has more than one Authorization header")]
+    DuplicateAuthorization,
+    /// Every worker and queue place of the basic-auth hashing pool is taken; the password is
+    /// not checked and the client may retry after `retry_after`.
+    #[error("password checks are saturated")]
+    AuthBusy { retry_after: std::time::Duration },
     /// The request head is larger than the listener's `maxRequestHeaderBytes`.
     #[error("request head larger than {0} bytes")]
     HeadersTooLarge(u32),
@@ -216,6 +225,7 @@ impl ProxyError {
             | Self::BadUri(_)
             | Self::BadFraming(_)
             | Self::ClientBody(_)
+            | Self::DuplicateAuthorization
             | Self::BadRedirect => StatusCode::BAD_REQUEST,
             Self::UnsupportedTransferCoding(_) => StatusCode::NOT_IMPLEMENTED,
             Self::NoListener(_) | Self::NoRoute => StatusCode::NOT_FOUND,
@@ -223,7 +233,9 @@ impl ProxyError {
             Self::InvalidBackend { .. } | Self::NoBackend | Self::BadUpstreamRequest(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            Self::NoEndpoints { .. } | Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NoEndpoints { .. } | Self::Overloaded { .. } | Self::AuthBusy { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::ConnectIo { .. }
             | Self::UpstreamHttp { .. }
             | Self::UpstreamH1 { .. }
@@ -242,8 +254,12 @@ impl ProxyError {
     }
 
     /// Who is to blame, for the metrics: derived from the status class so the two never
-    /// disagree.
+    /// disagree, except the proxy's own saturated password checks: a 503 no backend caused,
+    /// blamed on the route whose policy needs them.
     pub fn fault(&self) -> Fault {
+        if matches!(self, Self::AuthBusy { .. }) {
+            return Fault::Route;
+        }
         let status = self.status();
         if status.is_client_error()
             && status != StatusCode::NOT_FOUND
@@ -282,10 +298,14 @@ impl ProxyError {
                     .insert(OVERLOADED, HeaderValue::from_static(limit.as_str()));
             }
             Self::RateLimited { retry_after } => {
-                // Whole seconds, rounded up, never 0 (RFC 9110 10.2.3 allows no fractions).
-                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
                 resp.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+                    .insert(header::RETRY_AFTER, retry_after_value(*retry_after));
+            }
+            Self::AuthBusy { retry_after } => {
+                resp.headers_mut()
+                    .insert(OVERLOADED, HeaderValue::from_static("basic-auth"));
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, retry_after_value(*retry_after));
             }
             Self::Unauthorized { challenge, .. } => {
                 resp.headers_mut()
@@ -295,6 +315,12 @@ impl ProxyError {
         }
         resp
     }
+}
+
+/// `Retry-After` in whole seconds, rounded up, never 0 (RFC 9110 10.2.3 allows no fractions).
+fn retry_after_value(after: std::time::Duration) -> HeaderValue {
+    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    HeaderValue::from(secs.max(1))
 }
 
 /// The message of a [`ClientBodyError`] somewhere in the chain of `err`.
@@ -359,5 +385,14 @@ mod tests {
         let big = ProxyError::ResponseBodyTooLarge(10);
         assert_eq!((big.status().as_u16(), big.fault()), (502, Fault::Upstream));
         assert_eq!(ProxyError::RequestBodyTooLarge(10).status(), 413);
+        let dup = ProxyError::DuplicateAuthorization;
+        assert_eq!((dup.status().as_u16(), dup.fault()), (400, Fault::Client));
+        let busy = ProxyError::AuthBusy {
+            retry_after: std::time::Duration::from_secs(1),
+        };
+        let resp = busy.to_response();
+        assert_eq!((resp.status().as_u16(), busy.fault()), (503, Fault::Route));
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(resp.headers()[OVERLOADED], "basic-auth");
     }
 }

@@ -59,6 +59,7 @@ pub use headers::{set_forwarded, strip_hop_by_hop};
 pub use l4::{parse_client_hello, Hello};
 pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use options::ProxyOptions;
+pub use policy::HashLimits;
 pub use retry::{BudgetLimits, MAX_REPLAY_BODY};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
 
@@ -130,7 +131,7 @@ impl Proxy {
         ));
         Arc::new(Self {
             shared: Arc::new(Shared {
-                policies: policy::PolicyState::default(),
+                policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
                 conn_defaults,
                 table,
                 metrics,

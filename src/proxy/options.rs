@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::access_log::{AccessSink, LogSpec};
 use super::balance::{BreakerLimits, OutlierOptions};
 use super::body::MinRate;
+use super::policy::HashLimits;
 use super::retry::BudgetLimits;
 use super::TrustedProxies;
 use crate::request::PathPolicy;
@@ -85,6 +86,9 @@ pub struct ProxyOptions {
     /// 3 (Envoy's and Finagle's budget): enough to ride out one bad endpoint, never enough to
     /// multiply the load on a failing Service.
     pub retry_budget: BudgetLimits,
+    /// The pool basic-auth bcrypt checks run on: workers and queue (defaults and reasons on
+    /// [`HashLimits`]); a check past both is answered 503 with `Retry-After`.
+    pub basic_auth: HashLimits,
     /// The access log of listeners whose ProxyConfig sets none. Off by default: the proxy's
     /// throughput is compared with peers benchmarked without access logs, and a line per
     /// request costs a formatted write; operators turn it on (`--access-log json|text`).
@@ -121,6 +125,7 @@ impl Default for ProxyOptions {
             outlier: OutlierOptions::default(),
             breaker: BreakerLimits::default(),
             retry_budget: BudgetLimits::default(),
+            basic_auth: HashLimits::default(),
             access_log: LogSpec::default(),
             access_sink: AccessSink::default(),
         }

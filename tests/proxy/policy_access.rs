@@ -67,7 +67,7 @@ fn limit(id: &str, requests: u32, key: RateLimitKey) -> RequestPolicy {
     }
 }
 
-async fn get_with(client: &TestClient, addr: SocketAddr, headers: &[(&str, &str)]) -> Reply {
+pub async fn get_with(client: &TestClient, addr: SocketAddr, headers: &[(&str, &str)]) -> Reply {
     let mut req = request(Method::GET, addr, "example.com", "/");
     for (n, v) in headers {
         req = req.header(*n, *v);
@@ -246,7 +246,7 @@ async fn buckets_are_kept_per_header_value_and_survive_table_swaps() {
     );
 }
 
-fn basic(users: BTreeMap<String, PasswordHash>) -> RequestPolicy {
+pub fn basic(users: BTreeMap<String, PasswordHash>) -> RequestPolicy {
     RequestPolicy {
         basic_auth: Some(Arc::new(BasicAuth {
             realm: "staff".into(),
@@ -256,7 +256,7 @@ fn basic(users: BTreeMap<String, PasswordHash>) -> RequestPolicy {
     }
 }
 
-fn credentials(user: &str, password: &str) -> String {
+pub fn credentials(user: &str, password: &str) -> String {
     let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
     format!("Basic {token}")
 }

@@ -19,7 +19,7 @@ use crate::support::proxy::start;
 
 const ISSUER: &str = "https://issuer.example";
 
-fn jwt_policy(keys: &[&Issuer], optional: bool) -> RequestPolicy {
+pub fn jwt_policy(keys: &[&Issuer], optional: bool) -> RequestPolicy {
     let jwks = json!({ "keys": keys.iter().map(|k| k.jwk()).collect::<Vec<Value>>() });
     RequestPolicy {
         jwt: Some(Arc::new(JwtAuth {
@@ -39,7 +39,7 @@ fn jwt_policy(keys: &[&Issuer], optional: bool) -> RequestPolicy {
     }
 }
 
-fn claims(overrides: Value) -> Value {
+pub fn claims(overrides: Value) -> Value {
     let mut c = json!({
         "iss": ISSUER,
         "aud": ["other", "api"],

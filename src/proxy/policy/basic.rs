@@ -1,8 +1,10 @@
-//! HTTP basic authentication against htpasswd hashes: bcrypt (verified off the async threads,
-//! as a hash costs milliseconds by design, with successful checks remembered briefly so a
-//! client sending the same credentials on every request pays once) and `{SHA}`. Comparisons of
-//! secrets are constant-time. The `Authorization` header is passed on to the backend
-//! unchanged: a backend may read the user name from it.
+//! HTTP basic authentication against htpasswd hashes: bcrypt (verified on the bounded hashing
+//! pool, as a hash costs milliseconds by design, with successful checks remembered briefly so a
+//! client sending the same credentials on every request pays once) and `{SHA}`. An unknown
+//! user is checked against a dummy hash of the most expensive kind the realm has, so it costs
+//! what a wrong password costs and its answer time does not tell which users exist.
+//! Comparisons of secrets are constant-time. The `Authorization` header is passed on to the
+//! backend unchanged: a backend may read the user name from it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,6 +14,8 @@ use base64::Engine;
 use http::header::{self, HeaderMap, HeaderValue};
 use sha1::{Digest, Sha1};
 
+use super::hashing::{Busy, HashPool};
+use crate::metrics::Metrics;
 use crate::table::{BasicAuth, PasswordHash};
 
 /// How long a successful bcrypt check is remembered.
@@ -28,6 +32,14 @@ pub(crate) enum BasicError {
     Malformed,
     #[error("wrong user or password")]
     Wrong,
+    #[error("every password check worker and queue place is taken")]
+    Busy,
+}
+
+impl From<Busy> for BasicError {
+    fn from(_: Busy) -> Self {
+        Self::Busy
+    }
 }
 
 /// Successful bcrypt checks by a digest of (hash, user, password): never the password itself.
@@ -70,18 +82,29 @@ pub(crate) fn challenge(auth: &BasicAuth) -> HeaderValue {
         .unwrap_or_else(|_| HeaderValue::from_static("Basic"))
 }
 
-/// Checks the request's `Authorization: Basic` credentials against `auth`'s users.
+/// Checks the request's `Authorization: Basic` credentials against `auth`'s users. Every
+/// well-formed attempt verifies one hash: the user's, or for an unknown user the realm's
+/// dummy hash; each verification is counted in `edgeplane_basic_auth_verifications_total`.
 pub(crate) async fn check(
     auth: &BasicAuth,
     headers: &HeaderMap,
     verified: &Verified,
+    pool: &HashPool,
+    metrics: &Metrics,
 ) -> Result<(), BasicError> {
     let (user, password) = credentials(headers)?;
-    let Some(hash) = auth.users.get(&user) else {
-        return Err(BasicError::Wrong);
+    // Computed for known users too, so both paths do the same work before the hash.
+    let dummy = dummy_hash(auth);
+    let (hash, known) = match auth.users.get(&user) {
+        Some(hash) => (hash, true),
+        None => (&dummy, false),
     };
     let ok = match hash {
         PasswordHash::Sha1(expected) => {
+            metrics
+                .basic_auth_verifications
+                .with_label_values(&["sha1"])
+                .inc();
             let got: [u8; 20] = Sha1::digest(password.as_bytes()).into();
             constant_time_eq(&got, expected)
         }
@@ -90,12 +113,7 @@ pub(crate) async fn check(
             if verified.remembered(&key) {
                 true
             } else {
-                let hash = hash.clone();
-                let ok = tokio::task::spawn_blocking(move || {
-                    bcrypt::verify(password.as_bytes(), &hash).unwrap_or(false)
-                })
-                .await
-                .unwrap_or(false);
+                let ok = pool.verify_bcrypt(password, hash.clone()).await?;
                 if ok {
                     verified.remember(key);
                 }
@@ -103,10 +121,34 @@ pub(crate) async fn check(
             }
         }
     };
-    if ok {
+    if ok && known {
         Ok(())
     } else {
         Err(BasicError::Wrong)
+    }
+}
+
+/// The hash an unknown user is checked against: bcrypt at the highest cost among the realm's
+/// bcrypt hashes when it has any, else `{SHA}`. Its salt and digest are all zero bits (valid,
+/// so the whole cost is paid); no password matches it, and a match would still be refused.
+fn dummy_hash(auth: &BasicAuth) -> PasswordHash {
+    let cost = auth
+        .users
+        .values()
+        .filter_map(|h| match h {
+            // Only well-formed hashes count: a malformed one is refused by bcrypt at once, and
+            // its digits must not make every unknown user pay a cost no user pays.
+            PasswordHash::Bcrypt(h) if h.len() == 60 && h.as_bytes().get(6) == Some(&b'$') => h
+                .get(4..6)
+                .and_then(|c| c.parse::<u32>().ok())
+                .filter(|c| (4..=31).contains(c)),
+            PasswordHash::Bcrypt(_) => None,
+            PasswordHash::Sha1(_) => None,
+        })
+        .max();
+    match cost {
+        Some(cost) => PasswordHash::Bcrypt(format!("$2b${cost:02}${}", ".".repeat(53))),
+        None => PasswordHash::Sha1([0; 20]),
     }
 }
 
@@ -139,7 +181,9 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::policy::hashing::HashLimits;
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     fn auth_header(user: &str, password: &str) -> HeaderMap {
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -149,6 +193,19 @@ mod tests {
             format!("Basic {token}").parse().unwrap(),
         );
         h
+    }
+
+    fn checker() -> (Verified, HashPool, Arc<Metrics>) {
+        let metrics = Metrics::new();
+        let pool = HashPool::new(HashLimits::default(), metrics.clone());
+        (Verified::default(), pool, metrics)
+    }
+
+    fn verifications(metrics: &Metrics, kind: &str) -> u64 {
+        metrics
+            .basic_auth_verifications
+            .with_label_values(&[kind])
+            .get()
     }
 
     #[tokio::test]
@@ -162,31 +219,71 @@ mod tests {
                 ("bob".into(), PasswordHash::Bcrypt(bc)),
             ]),
         };
-        let v = Verified::default();
+        let (v, pool, m) = checker();
+        let check = |h: HeaderMap| {
+            let (auth, v, pool, m) = (&auth, &v, &pool, &m);
+            async move { check(auth, &h, v, pool, m).await }
+        };
+        assert_eq!(check(auth_header("alice", "s3cret")).await, Ok(()));
+        assert_eq!(check(auth_header("bob", "hunter2")).await, Ok(()));
+        assert_eq!(check(auth_header("bob", "hunter2")).await, Ok(()));
         assert_eq!(
-            check(&auth, &auth_header("alice", "s3cret"), &v).await,
-            Ok(())
-        );
-        assert_eq!(
-            check(&auth, &auth_header("bob", "hunter2"), &v).await,
-            Ok(())
-        );
-        assert_eq!(
-            check(&auth, &auth_header("bob", "hunter2"), &v).await,
-            Ok(())
-        );
-        assert_eq!(
-            check(&auth, &auth_header("bob", "hunter3"), &v).await,
+            check(auth_header("bob", "hunter3")).await,
             Err(BasicError::Wrong)
         );
         assert_eq!(
-            check(&auth, &auth_header("carol", "s3cret"), &v).await,
+            check(auth_header("carol", "s3cret")).await,
             Err(BasicError::Wrong)
         );
-        assert_eq!(
-            check(&auth, &HeaderMap::new(), &v).await,
-            Err(BasicError::Missing)
-        );
+        assert_eq!(check(HeaderMap::new()).await, Err(BasicError::Missing));
         assert_eq!(challenge(&auth), "Basic realm=\"r\"");
+        // bob once (then remembered), bob wrong, carol against the dummy bcrypt hash.
+        assert_eq!(verifications(&m, "bcrypt"), 3);
+        assert_eq!(verifications(&m, "sha1"), 1);
+    }
+
+    #[test]
+    fn the_dummy_is_the_costliest_kind_and_a_valid_hash_nothing_matches() {
+        let auth = |users: Vec<(&str, PasswordHash)>| BasicAuth {
+            realm: "r".into(),
+            users: users.into_iter().map(|(u, h)| (u.to_owned(), h)).collect(),
+        };
+        let sha = PasswordHash::Sha1([1; 20]);
+        let cheap = PasswordHash::Bcrypt(bcrypt::hash("a", 4).unwrap());
+        let dearer = PasswordHash::Bcrypt(bcrypt::hash("b", 5).unwrap());
+        let malformed = PasswordHash::Bcrypt("$2y$31$short".into());
+        let mixed = auth(vec![
+            ("s", sha.clone()),
+            ("c", cheap),
+            ("d", dearer),
+            ("m", malformed),
+        ]);
+        let PasswordHash::Bcrypt(dummy) = dummy_hash(&mixed) else {
+            panic!("bcrypt users make a bcrypt dummy");
+        };
+        assert!(dummy.starts_with("$2b$05$"), "{dummy}");
+        // Ok(false), not an error: the whole cost was paid.
+        assert_eq!(bcrypt::verify("", &dummy).ok(), Some(false));
+        assert_eq!(bcrypt::verify("x", &dummy).ok(), Some(false));
+        let sha_only = auth(vec![("s", sha)]);
+        assert_eq!(dummy_hash(&sha_only), PasswordHash::Sha1([0; 20]));
+    }
+
+    #[tokio::test]
+    async fn an_unknown_user_verifies_what_a_wrong_password_verifies() {
+        let auth = BasicAuth {
+            realm: "r".into(),
+            users: BTreeMap::from([(
+                "bob".into(),
+                PasswordHash::Bcrypt(bcrypt::hash("hunter2", 4).unwrap()),
+            )]),
+        };
+        let (v, pool, m) = checker();
+        let wrong = check(&auth, &auth_header("bob", "nope"), &v, &pool, &m).await;
+        assert_eq!(wrong, Err(BasicError::Wrong));
+        assert_eq!(verifications(&m, "bcrypt"), 1);
+        let unknown = check(&auth, &auth_header("eve", "nope"), &v, &pool, &m).await;
+        assert_eq!(unknown, Err(BasicError::Wrong));
+        assert_eq!(verifications(&m, "bcrypt"), 2);
     }
 }

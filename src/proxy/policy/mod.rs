@@ -1,11 +1,13 @@
 //! TrafficPolicy enforcement on the request path: the rule's policy merged over its virtual
 //! host's, then, before any backend is picked, IP access (403), rate limit (429), basic auth
-//! and JWT (401), and the declared request body size (413). Owns the state that outlives
-//! tables (rate-limit buckets, remembered bcrypt checks); the tables only describe policies.
-//! A request without any policy pays two `Option` checks.
+//! and JWT (401, and 400 for a request with more than one `Authorization` header), and the
+//! declared request body size (413). Owns the state that outlives tables (rate-limit buckets,
+//! remembered bcrypt checks, the bounded pool bcrypt runs on); the tables only describe
+//! policies. A request without any policy pays two `Option` checks.
 
 mod basic;
 mod body;
+mod hashing;
 mod ip;
 mod jwt;
 mod ratelimit;
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 pub(crate) use body::{content_length, limit_response, TooLarge};
+pub use hashing::HashLimits;
 pub(crate) use ip::client_ip;
 
 use http::Request;
@@ -29,11 +32,16 @@ use crate::table::{RateLimitKey, RequestPolicy, RouteRef, RouteRule, VirtualHost
 use ratelimit::{KeyValue, RateLimits};
 
 /// Policy state shared by every connection and kept across tables.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PolicyState {
     rates: RateLimits,
     verified: basic::Verified,
+    hashing: hashing::HashPool,
 }
+
+/// `Retry-After` of a request refused because the basic-auth pool is full: a queue drains in
+/// well under a second at the default limits.
+const HASHING_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The policy in effect for a request: the rule's settings over the host's. Borrowed when only
 /// one of them has a policy, so requests under one policy allocate nothing here.
@@ -57,6 +65,15 @@ pub(crate) struct Subject<'a> {
 }
 
 impl PolicyState {
+    /// Fresh state, with bcrypt verifications bounded by `hashing`.
+    pub(crate) fn new(hashing: HashLimits, metrics: Arc<Metrics>) -> Self {
+        Self {
+            rates: RateLimits::default(),
+            verified: basic::Verified::default(),
+            hashing: hashing::HashPool::new(hashing, metrics),
+        }
+    }
+
     /// Runs every check of `policy` in order; the first refusal is the answer, counted in
     /// `edgeplane_policy_denied_total{reason}`. JWT claims may be added to `headers`.
     pub(crate) async fn check(
@@ -91,13 +108,35 @@ impl PolicyState {
                 return denied("rate_limit", ProxyError::RateLimited { retry_after });
             }
         }
+        // Two credentials: one could be verified and the other believed by the backend.
+        if (policy.basic_auth.is_some() || policy.jwt.is_some())
+            && headers
+                .get_all(http::header::AUTHORIZATION)
+                .iter()
+                .nth(1)
+                .is_some()
+        {
+            return denied(
+                "duplicate_authorization",
+                ProxyError::DuplicateAuthorization,
+            );
+        }
         if let Some(auth) = &policy.basic_auth {
-            if let Err(e) = basic::check(auth, headers, &self.verified).await {
-                let err = ProxyError::Unauthorized {
-                    challenge: basic::challenge(auth),
-                    reason: e.to_string(),
-                };
-                return denied("basic_auth", err);
+            let checked = basic::check(auth, headers, &self.verified, &self.hashing, metrics).await;
+            match checked {
+                Ok(()) => {}
+                Err(basic::BasicError::Busy) => {
+                    return Err(ProxyError::AuthBusy {
+                        retry_after: HASHING_RETRY_AFTER,
+                    })
+                }
+                Err(e) => {
+                    let err = ProxyError::Unauthorized {
+                        challenge: basic::challenge(auth),
+                        reason: e.to_string(),
+                    };
+                    return denied("basic_auth", err);
+                }
             }
         }
         if let Some(auth) = &policy.jwt {
@@ -198,8 +237,8 @@ mod tests {
             })),
             ..Default::default()
         };
-        let state = PolicyState::default();
         let metrics = Metrics::new();
+        let state = PolicyState::new(HashLimits::default(), metrics.clone());
         let route = |name: &str| RouteRef::new("HTTPRoute", "default", name);
         let (a, b) = (route("a"), route("b"));
         let mut headers = HeaderMap::new();
