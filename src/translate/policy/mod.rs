@@ -10,6 +10,8 @@
 mod apply;
 mod auth;
 mod compile;
+#[cfg(test)]
+mod schema_tests;
 mod status;
 #[cfg(test)]
 mod tests;
