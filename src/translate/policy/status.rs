@@ -116,7 +116,8 @@ pub fn policy_statuses<'p>(
                 let note = reach
                     .filter(|_| !unapplied.is_empty())
                     .map(|r| l4_note(&r.l4, &unapplied));
-                let nothing_applies = reach.is_some_and(|r| !r.other)
+                let nothing_applies = note.is_some()
+                    && reach.is_some_and(|r| !r.other)
                     && !compiled.compiled.sets.contains(&Setting::IpAccess)
                     && compiled.error.is_none();
                 let accepted = match (&outcomes[0], &compiled.error) {
