@@ -3,7 +3,8 @@
 //! 127.0.0.2 denied): an invalid TrafficPolicy carrying `ipAccess` refuses every client of
 //! its Gateway (both sources get 403) until it is fixed, and a Gateway's `ipAccess` lists
 //! close denied TCP connections at once and drop denied UDP datagrams, counted in
-//! `edgeplane_l4_dropped_total{reason="ip_denied"}`.
+//! `edgeplane_l4_dropped_total{reason="ip_denied"}`; a listener's lists on a TLS passthrough
+//! port guard that listener's hostnames only.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -11,13 +12,16 @@ use edgeplane::provider::manifest::{parse_manifests, parse_manifests_unvalidated
 use edgeplane::snapshot::Snapshot;
 use edgeplane::status::ObjectKind;
 use edgeplane::translate::{translate, TranslateOptions, Translation, DEFAULT_CONTROLLER_NAME};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+use tokio_rustls::TlsConnector;
 
-use crate::l4::{ask, free_udp_addr, greeting_and_echo, tcp_echo, udp_echo};
+use crate::l4::{ask, free_udp_addr, greeting_and_echo, tcp_echo, tls_echo, udp_echo};
 use crate::support::echo::start_echo;
 use crate::support::net::free_addr;
 use crate::support::proxy::start;
+use crate::support::tls::{client_config, self_signed, TestCert};
 
 const ALLOWED: &str = "127.0.0.1";
 const DENIED: &str = "127.0.0.2";
@@ -221,4 +225,66 @@ async fn gateway_ip_lists_close_denied_tcp_connections_and_drop_denied_datagrams
         denied.try_recv_from(&mut buf).is_err(),
         "no reply for the denied client"
     );
+}
+
+/// A TLS connection to `to` from `from`, with `sni`, trusting `cert`.
+async fn tls_from(
+    from: &str,
+    to: SocketAddr,
+    sni: &str,
+    cert: &TestCert,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, std::io::Error> {
+    let tcp = connect_from(from, to).await;
+    let name = ServerName::try_from(sni.to_owned()).expect("a server name");
+    let connector = TlsConnector::from(client_config(&[cert], &[]));
+    tokio::time::timeout(crate::l4::WAIT, connector.connect(name, tcp))
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+#[tokio::test]
+async fn a_listener_ip_list_guards_its_tls_passthrough_hostname_only() {
+    let (cert_a, cert_b) = (
+        self_signed(&["a.example.com"]),
+        self_signed(&["b.example.com"]),
+    );
+    let (a, _ta) = tls_echo("a", &cert_a).await;
+    let (b, _tb) = tls_echo("b", &cert_b).await;
+    let bind = free_addr();
+    let route = |name: &str, listener: &str, host: &str| {
+        format!("---\napiVersion: gateway.networking.k8s.io/v1\nkind: TLSRoute\nmetadata: {{name: {name}}}\nspec:\n  parentRefs: [{{name: gw, sectionName: {listener}}}]\n  hostnames: [{host}]\n  rules: [{{backendRefs: [{{name: {name}, port: 80}}]}}]\n")
+    };
+    let manifests = format!(
+        "{}{}{}{}{}---\napiVersion: edgeplane.dev/v1beta1\nkind: TrafficPolicy\nmetadata: {{name: acl}}\nspec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: locked}}]\n  ipAccess: {{deny: [{DENIED}/32]}}\n",
+        gateway(&format!(
+            "  - {{name: locked, port: {p}, protocol: TLS, hostname: a.example.com, tls: {{mode: Passthrough}}}}\n  - {{name: open, port: {p}, protocol: TLS, hostname: b.example.com, tls: {{mode: Passthrough}}}}\n",
+            p = bind.port()
+        )),
+        route("a", "locked", "a.example.com"),
+        route("b", "open", "b.example.com"),
+        service("a", "TCP", a),
+        service("b", "TCP", b),
+    );
+    let t = run(&manifests, bind.ip(), true);
+    assert_eq!(accepted(&t), ("Accepted".into(), "accepted".into()));
+    let proxy = start(t.table).await;
+
+    // The denied client reaches the open listener's hostname, not the locked one's.
+    let s = tls_from(DENIED, bind, "b.example.com", &cert_b)
+        .await
+        .unwrap();
+    assert_eq!(greeting_and_echo(s, "open").await, "b");
+    assert!(tls_from(DENIED, bind, "a.example.com", &cert_a)
+        .await
+        .is_err());
+    let s = tls_from(ALLOWED, bind, "a.example.com", &cert_a)
+        .await
+        .unwrap();
+    assert_eq!(greeting_and_echo(s, "locked").await, "a");
+    let dropped = proxy
+        .metrics
+        .l4_dropped
+        .with_label_values(&["tls", "ip_denied"])
+        .get();
+    assert_eq!(dropped, 1);
 }
