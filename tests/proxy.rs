@@ -39,6 +39,8 @@ mod policy_access_log;
 mod policy_auth_hostile;
 #[path = "proxy/policy_body.rs"]
 mod policy_body;
+#[path = "proxy/policy_fail_closed.rs"]
+mod policy_fail_closed;
 #[path = "proxy/policy_jwt.rs"]
 mod policy_jwt;
 #[path = "proxy/policy_listener.rs"]

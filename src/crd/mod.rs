@@ -24,6 +24,8 @@ pub use traffic_policy::{TrafficPolicy, TrafficPolicySpec, TrafficPolicyStatus};
 pub const GROUP: &str = "edgeplane.dev";
 /// Gateway API duration strings (`1h`, `30s`, `1s500ms`), as the Gateway API CRDs check them.
 pub const DURATION_PATTERN: &str = "^([0-9]{1,5}(h|m|s|ms)){1,4}$";
+/// HTTP header names (RFC 9110 tokens), as the translator accepts them.
+pub const HEADER_NAME_PATTERN: &str = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$";
 /// The storage version, read by the translator.
 pub const STORAGE_VERSION: &str = "v1beta1";
 /// `apiVersion` of the storage version.

@@ -78,6 +78,16 @@ pub const CIDRS: CelRule = (
     "every entry must be a CIDR such as 10.0.0.0/8 or 2001:db8::/32",
 );
 
+/// `backendRequest` is no longer than a `request` timeout that is not disabled (`0s`).
+pub const BACKEND_WITHIN_REQUEST: CelRule = (
+    "!(has(self.request) && has(self.backendRequest) && duration(self.request) != duration('0s') && duration(self.backendRequest) > duration(self.request))",
+    "backendRequest must not be longer than request (unless request is 0s, no timeout)",
+);
+
+/// A duration longer than zero (`outlierDetection.baseEjectionTime`, `ejectionTime`).
+pub const POSITIVE_DURATION: CelRule =
+    ("duration(self) > duration('0s')", "must be longer than 0s");
+
 /// v1alpha1: its single target, the same kinds as v1beta1's.
 pub const ALPHA_SERVICE_SCOPED: CelRule = (
     "!(has(self.loadBalancing) || has(self.hashHeader) || has(self.hashCookie) || has(self.hashSourceIP) || has(self.maxConnections) || has(self.maxPendingRequests) || has(self.maxRequests) || has(self.ejectAfterErrors) || has(self.ejectionTime) || has(self.maxEjectionPercent) || has(self.retryBudgetPercent)) || self.targetRef.kind == 'Service'",
@@ -100,4 +110,10 @@ pub const ALPHA_HASH: CelRule = (
 pub const ALPHA_JWT: CelRule = (
     "has(self.jwtIssuer) == has(self.jwksSecret)",
     "jwtIssuer and jwksSecret go together",
+);
+
+/// v1alpha1: `backendRequestTimeout` no longer than a `requestTimeout` that is not `0s`.
+pub const ALPHA_BACKEND_WITHIN_REQUEST: CelRule = (
+    "!(has(self.requestTimeout) && has(self.backendRequestTimeout) && duration(self.requestTimeout) != duration('0s') && duration(self.backendRequestTimeout) > duration(self.requestTimeout))",
+    "backendRequestTimeout must not be longer than requestTimeout (unless requestTimeout is 0s, no timeout)",
 );

@@ -10,11 +10,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::rules::{
-    CIDRS, HASH_ONLY_WITH_CONSISTENT_HASH, IP_ACCESS_NOT_EMPTY, JWKS_ONE_SOURCE, JWT_UNIQUE_NAMES,
-    ONE_HASH_KEY, RATE_KEY_HEADER, REQUEST_SCOPED, SECTION_NAME_TARGETS, SERVICE_SCOPED,
-    TARGET_COUNT, TARGET_KINDS,
+    BACKEND_WITHIN_REQUEST, CIDRS, HASH_ONLY_WITH_CONSISTENT_HASH, IP_ACCESS_NOT_EMPTY,
+    JWKS_ONE_SOURCE, JWT_UNIQUE_NAMES, ONE_HASH_KEY, POSITIVE_DURATION, RATE_KEY_HEADER,
+    REQUEST_SCOPED, SECTION_NAME_TARGETS, SERVICE_SCOPED, TARGET_COUNT, TARGET_KINDS,
 };
-use super::DURATION_PATTERN;
+use super::{DURATION_PATTERN, HEADER_NAME_PATTERN};
 
 /// Traffic settings for the targets named in `targetRefs`.
 // Two printer columns share a type; clippy takes that for a repeated attribute.
@@ -110,7 +110,8 @@ pub struct PolicyTargetRef {
 }
 
 /// Timeouts (Gateway API durations such as `10s`, `500ms`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new(BACKEND_WITHIN_REQUEST.0).message(BACKEND_WITHIN_REQUEST.1))]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyTimeouts {
     /// The whole request, retries included; 504 when it elapses.
@@ -127,11 +128,13 @@ pub struct PolicyTimeouts {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyRetry {
-    /// Retries after the first try.
+    /// Retries after the first try (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub attempts: Option<u32>,
-    /// Response codes that are retried (connection failures always are).
+    /// Response codes that are retried (400 to 599; connection failures always are).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(range(min = 400, max = 599)))]
     pub codes: Vec<u16>,
     /// First backoff between tries (doubles each time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,8 +149,9 @@ pub struct PolicyRetry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryBudget {
-    /// Percent of active requests that may be retries.
+    /// Percent of active requests that may be retries (0 to 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 100))]
     pub percent: Option<u32>,
     /// Retries always allowed whatever the percent says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,41 +186,50 @@ pub enum LoadBalancerAlgorithm {
 #[serde(rename_all = "camelCase")]
 pub struct HashKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = HEADER_NAME_PATTERN))]
     pub header: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub cookie: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub query_parameter: Option<String>,
     /// Hash the client address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_ip: Option<bool>,
 }
 
-/// Circuit-breaker limits of a Service.
+/// Circuit-breaker limits of a Service (each at least 1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CircuitBreakerPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_connections: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_pending_requests: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_requests: Option<u32>,
 }
 
 /// Outlier detection of a Service's endpoints.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutlierDetectionPolicy {
-    /// Consecutive 5xx answers (or connect failures) that eject an endpoint.
+    /// Consecutive 5xx answers (or connect failures) that eject an endpoint (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub consecutive_errors: Option<u32>,
-    /// First ejection time (grows with each ejection).
+    /// First ejection time (longer than 0s; grows with each ejection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new(POSITIVE_DURATION.0).message(POSITIVE_DURATION.1))]
     pub base_ejection_time: Option<String>,
-    /// Most of a Service's endpoints ejected at once, in percent.
+    /// Most of a Service's endpoints ejected at once, in percent (0 to 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 100))]
     pub max_ejection_percent: Option<u32>,
 }
 
@@ -224,6 +237,8 @@ pub struct OutlierDetectionPolicy {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RateLimitPolicy {
+    /// Requests per `unit` (at least 1).
+    #[schemars(range(min = 1))]
     pub requests: u32,
     /// `Second` (default), `Minute` or `Hour`.
     #[serde(default)]
@@ -255,6 +270,7 @@ pub struct RateLimitKey {
     pub type_: RateLimitKeyType,
     /// The header whose value is the key (with `type: Header`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = HEADER_NAME_PATTERN))]
     pub header: Option<String>,
 }
 
@@ -311,6 +327,7 @@ pub struct JwtProvider {
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Required `iss` claim.
+    #[schemars(length(min = 1))]
     pub issuer: String,
     /// `aud` must contain one of these when set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -338,6 +355,7 @@ pub struct JwksSource {
 #[serde(rename_all = "camelCase")]
 pub struct ClaimToHeader {
     pub claim: String,
+    #[schemars(regex(pattern = HEADER_NAME_PATTERN))]
     pub header: String,
 }
 

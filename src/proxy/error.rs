@@ -161,6 +161,10 @@ pub enum ProxyError {
     /// The client address is not allowed by the TrafficPolicy's `ipAccess` lists.
     #[error("client address {0} is not allowed")]
     IpDenied(std::net::IpAddr),
+    /// The TrafficPolicy whose `ipAccess` governs the request is invalid: its access controls
+    /// fail closed, every request is refused until it is fixed.
+    #[error("TrafficPolicy {0} is invalid: access denied until it is fixed")]
+    PolicyInvalid(String),
     /// The request's rate-limit bucket is empty; a token is back after `retry_after`.
     #[error("rate limit exceeded")]
     RateLimited { retry_after: std::time::Duration },
@@ -244,7 +248,7 @@ impl ProxyError {
             Self::ConnectTimeout { .. } | Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::BodyTimeout(_) | Self::BodyTooSlow(_) => StatusCode::REQUEST_TIMEOUT,
             Self::TargetTooLong(_) => StatusCode::URI_TOO_LONG,
-            Self::IpDenied(_) => StatusCode::FORBIDDEN,
+            Self::IpDenied(_) | Self::PolicyInvalid(_) => StatusCode::FORBIDDEN,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::RequestBodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::hostname::{HostnameMap, Pattern};
 use super::model::{BackendSet, RouteRef};
+use super::policy::IpAccess;
 
 /// What one L4 socket forwards to.
 #[derive(Debug, Serialize)]
@@ -51,6 +52,9 @@ pub struct SniListener {
     pub terminate: bool,
     /// Effective hostname (`*` for any) -> route, the first route inserted keeping a hostname.
     pub hosts: Vec<(String, L4Route)>,
+    /// The TrafficPolicy `ipAccess` lists of this Gateway listener, checked against the peer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_access: Option<Arc<IpAccess>>,
     #[serde(skip)]
     index: HostnameMap<usize>,
 }
@@ -62,6 +66,7 @@ impl SniListener {
             hostname,
             terminate,
             hosts: Vec::new(),
+            ip_access: None,
             index: HostnameMap::default(),
         }
     }

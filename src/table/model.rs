@@ -14,7 +14,7 @@ use super::host::HostIndex;
 use super::l4::L4Routes;
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
-use super::policy::{ListenerSettings, RequestPolicy, ServiceLimits};
+use super::policy::{IpAccess, ListenerSettings, RequestPolicy, ServiceLimits};
 use super::resilience::{Balance, RetryPolicy, SessionPersistence};
 use super::tls::TlsListeners;
 
@@ -109,6 +109,11 @@ pub struct ListenerTable {
     /// The ProxyConfig of the first Gateway bound here; `None` keeps the command line's values.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<Arc<ListenerSettings>>,
+    /// TCP and UDP sockets: the TrafficPolicy `ipAccess` lists of the Gateway listeners bound
+    /// here (one per listener whose policies set one); a connection or datagram must pass every
+    /// one. TLS sockets keep theirs per listener ([`super::SniListener::ip_access`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ip_access: Vec<Arc<IpAccess>>,
 }
 
 impl ListenerTable {
@@ -133,6 +138,7 @@ impl ListenerTable {
             backend_identity: None,
             l4: None,
             settings: None,
+            ip_access: Vec::new(),
         }
     }
 

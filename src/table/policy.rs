@@ -59,12 +59,28 @@ impl RequestPolicy {
 
 /// Client address lists. Denied wins over allowed; with a non-empty `allow`, every other
 /// address is denied. The client address is the peer's, or the first untrusted hop of
-/// `X-Forwarded-For` when the peer is a trusted proxy.
+/// `X-Forwarded-For` when the peer is a trusted proxy. On TLS, TCP and UDP sockets the lists
+/// are checked against the peer when a connection is accepted or a datagram arrives.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IpAccess {
     pub allow: Vec<IpNet>,
     pub deny: Vec<IpNet>,
+    /// Set, to the policy's `namespace/name`, when the policy carrying the lists is invalid:
+    /// every address is refused until it is fixed (access controls fail closed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refuse_all: Option<String>,
+}
+
+impl IpAccess {
+    /// The lists of an invalid policy (`namespace/name`): nothing is allowed.
+    pub fn refusing_all(policy: String) -> Self {
+        Self {
+            allow: Vec::new(),
+            deny: Vec::new(),
+            refuse_all: Some(policy),
+        }
+    }
 }
 
 /// A local token bucket. Buckets are kept by the proxy across tables, keyed by `id` and the

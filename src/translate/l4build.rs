@@ -2,19 +2,23 @@
 //! [`L4Routes`], the Gateway listeners bound there as sources, and for TLS sockets the
 //! certificates of their Terminate listeners (chosen by SNI at the handshake). Routes are
 //! added in precedence order: on a TCP or UDP socket the oldest route serves; on a TLS
-//! socket the oldest route of each hostname. Pure.
+//! socket the oldest route of each hostname. Of the TrafficPolicy settings of a Gateway or
+//! listener target only `ipAccess` applies to these sockets: TCP and UDP sockets carry the
+//! lists of every listener bound there, TLS sockets each listener's own. Pure.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use foldhash::HashMap;
 
 use super::gateway::GatewayModel;
 use super::l4route::L4Attached;
 use super::protocol::ListenerProtocol;
 use super::tls::ListenerTls;
 use crate::table::{
-    L4Route, L4Routes, ListenerTable, RouteTable, SniListener, SniRoutes, TlsListener,
-    TlsListeners, VirtualHost,
+    IpAccess, L4Route, L4Routes, ListenerTable, RequestPolicy, RouteTable, SniListener, SniRoutes,
+    TlsListener, TlsListeners, VirtualHost,
 };
 
 /// One L4 socket being built.
@@ -28,14 +32,18 @@ struct Socket {
     route: Option<L4Route>,
     sni: Vec<SniListener>,
     certificates: Vec<TlsListener>,
+    /// The `ipAccess` lists of the listeners bound here (TCP and UDP).
+    ip_access: Vec<Arc<IpAccess>>,
 }
 
 /// Adds a socket for every valid TLS, TCP and UDP listener of the accepted Gateways, with the
-/// routes attached to it.
+/// routes attached to it and the `ipAccess` lists of the policies of each listener (`policies`:
+/// what Gateway and listener targets decide, by `(gateway, listener)` index).
 pub fn add_l4_sockets(
     table: &mut RouteTable,
     gateways: &[GatewayModel<'_>],
     routes: &[L4Attached],
+    policies: &HashMap<(usize, usize), Arc<RequestPolicy>>,
 ) {
     let mut sockets: BTreeMap<(bool, SocketAddr), Socket> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
@@ -60,6 +68,7 @@ pub fn add_l4_sockets(
                     route: None,
                     sni: Vec::new(),
                     certificates: Vec::new(),
+                    ip_access: Vec::new(),
                 });
                 if s.protocol != l.protocol || s.members.contains(&(gi, li)) {
                     continue;
@@ -78,10 +87,14 @@ pub fn add_l4_sockets(
                 if let Some(t) = listener {
                     s.certificates.push(t);
                 }
-                s.sni.push(SniListener::new(
-                    l.hostname.map(str::to_owned),
-                    certificate.is_some(),
-                ));
+                let access = policies.get(&(gi, li)).and_then(|p| p.ip_access.clone());
+                let mut sni =
+                    SniListener::new(l.hostname.map(str::to_owned), certificate.is_some());
+                sni.ip_access = access.clone();
+                s.sni.push(sni);
+                if s.protocol != ListenerProtocol::Tls {
+                    s.ip_access.extend(access);
+                }
                 s.members.push((gi, li));
                 s.sources.push(source);
             }
@@ -116,6 +129,7 @@ pub fn add_l4_sockets(
     for ((udp, addr), s) in sockets {
         let mut listener =
             ListenerTable::new(addr, s.sources, Vec::<VirtualHost>::new()).with_port(s.port);
+        listener.ip_access = s.ip_access;
         listener = match s.protocol {
             ListenerProtocol::Tls => {
                 if !s.certificates.is_empty() {

@@ -63,6 +63,8 @@ fn every_rule_compiles_in_the_engine_and_is_enforced_at_both_versions() {
         rules::JWT_UNIQUE_NAMES,
         rules::IP_ACCESS_NOT_EMPTY,
         rules::CIDRS,
+        rules::BACKEND_WITHIN_REQUEST,
+        rules::POSITIVE_DURATION,
     ] {
         assert!(beta.iter().any(|r| r == rule), "{rule} not in {beta:?}");
     }
@@ -74,6 +76,8 @@ fn every_rule_compiles_in_the_engine_and_is_enforced_at_both_versions() {
         rules::ALPHA_REQUEST_SCOPED,
         rules::ALPHA_HASH,
         rules::ALPHA_JWT,
+        rules::ALPHA_BACKEND_WITHIN_REQUEST,
+        rules::POSITIVE_DURATION,
         rules::CIDRS,
     ] {
         assert!(alpha.iter().any(|r| r == rule), "{rule} not in {alpha:?}");
@@ -435,4 +439,74 @@ fn a_rejected_v1alpha1_object_names_file_and_line_and_keeps_its_admitted_version
         panic!("{:?}", applied.errors)
     };
     assert_eq!(e.line, Some(12), "{e}");
+}
+
+/// v1alpha1 refuses the values the translator refuses once the object is converted, as
+/// v1beta1 does (the v1beta1 cases are checked against the translator in its own tests).
+#[test]
+fn v1alpha1_refuses_what_the_translator_refuses() {
+    let tp = "TrafficPolicy";
+    for (spec, needle) in [
+        (
+            json!({"targetRef": route(), "requestsPerSecond": 0}),
+            "spec.requestsPerSecond",
+        ),
+        (json!({"targetRef": route(), "retries": 0}), "spec.retries"),
+        (
+            json!({"targetRef": route(), "retryOn": [302]}),
+            "spec.retryOn[0]",
+        ),
+        (
+            json!({"targetRef": route(), "requestTimeout": "1s", "backendRequestTimeout": "2s"}),
+            "backendRequestTimeout must not be longer than requestTimeout",
+        ),
+        (
+            json!({"targetRef": route(), "jwtIssuer": "", "jwksSecret": "k"}),
+            "spec.jwtIssuer",
+        ),
+        (
+            json!({"targetRef": service(), "retryBudgetPercent": 101}),
+            "spec.retryBudgetPercent",
+        ),
+        (
+            json!({"targetRef": service(), "maxConnections": 0}),
+            "spec.maxConnections",
+        ),
+        (
+            json!({"targetRef": service(), "maxPendingRequests": 0}),
+            "spec.maxPendingRequests",
+        ),
+        (
+            json!({"targetRef": service(), "maxRequests": 0}),
+            "spec.maxRequests",
+        ),
+        (
+            json!({"targetRef": service(), "ejectAfterErrors": 0}),
+            "spec.ejectAfterErrors",
+        ),
+        (
+            json!({"targetRef": service(), "ejectionTime": "0ms"}),
+            "must be longer than 0s",
+        ),
+        (
+            json!({"targetRef": service(), "maxEjectionPercent": 101}),
+            "spec.maxEjectionPercent",
+        ),
+        (
+            json!({"targetRef": service(), "loadBalancing": "ConsistentHash", "hashHeader": "a b"}),
+            "spec.hashHeader",
+        ),
+        (
+            json!({"targetRef": service(), "loadBalancing": "ConsistentHash", "hashCookie": ""}),
+            "spec.hashCookie",
+        ),
+    ] {
+        rejected(ALPHA, tp, spec, needle);
+    }
+    admitted(
+        ALPHA,
+        tp,
+        json!({"targetRef": route(), "requestsPerSecond": 1, "retries": 1, "retryOn": [599],
+               "requestTimeout": "0s", "backendRequestTimeout": "5s"}),
+    );
 }

@@ -22,7 +22,7 @@ use crate::support::tables::{service, weighted};
 use crate::support::tls::{client_config, connect, self_signed, tls_listeners, TestCert};
 
 /// Bound on every wait for bytes.
-const WAIT: Duration = Duration::from_secs(5);
+pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
 /// A route named `name` to backends `(addr, weight)` (one Service each).
 fn route(name: &str, backends: &[(SocketAddr, u32)]) -> L4Route {

@@ -49,6 +49,7 @@ fn ip_policy(allow: &[&str], deny: &[&str]) -> RequestPolicy {
         ip_access: Some(Arc::new(IpAccess {
             allow: nets(allow),
             deny: nets(deny),
+            refuse_all: None,
         })),
         ..RequestPolicy::default()
     }

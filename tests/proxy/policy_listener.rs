@@ -152,6 +152,7 @@ async fn a_listeners_trusted_proxies_decide_who_the_client_is_there() {
         ip_access: Some(Arc::new(IpAccess {
             allow: vec!["192.0.2.0/24".parse().unwrap()],
             deny: vec![],
+            refuse_all: None,
         })),
         ..RequestPolicy::default()
     };

@@ -6,10 +6,11 @@ pub(crate) mod sni;
 pub(crate) mod tcp;
 pub(crate) mod udp;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::balance::Backends;
-use crate::table::{BackendTarget, L4Route};
+use super::policy::ip_allowed;
+use crate::table::{BackendTarget, IpAccess, L4Route, L4Routes, ListenerTable};
 
 pub use sni::{parse as parse_client_hello, Hello};
 
@@ -18,6 +19,8 @@ pub use sni::{parse as parse_client_hello, Hello};
 pub(crate) enum L4Error {
     #[error("no route on this socket")]
     NoRoute,
+    #[error("client address {0} refused by the TrafficPolicy ipAccess lists")]
+    IpDenied(IpAddr),
     #[error("no route for SNI {0:?}")]
     UnknownSni(Option<String>),
     #[error("not a TLS ClientHello: {0}")]
@@ -41,6 +44,7 @@ impl L4Error {
     pub(crate) fn dropped(&self) -> Option<&'static str> {
         Some(match self {
             Self::NoRoute => "no_route",
+            Self::IpDenied(_) => "ip_denied",
             Self::UnknownSni(_) => "unknown_sni",
             Self::NotTls(_) => "not_tls",
             Self::InvalidBackend(_) => "invalid_backend",
@@ -49,6 +53,27 @@ impl L4Error {
             Self::HandshakeTimeout | Self::Tls(_) => "handshake",
             Self::Io(_) => return None,
         })
+    }
+}
+
+/// True when `access` (a listener's TrafficPolicy `ipAccess` lists) refuses `peer`.
+pub(crate) fn refuses(access: Option<&IpAccess>, peer: IpAddr) -> bool {
+    access.is_some_and(|a| !ip_allowed(a, peer))
+}
+
+/// True when the `ipAccess` lists of the socket refuse `peer` before anything is read: on a TCP
+/// or UDP socket when any list of its listeners refuses it; on a TLS socket when every listener
+/// does (each listener's own lists are checked again once the ClientHello named it).
+pub(crate) fn refused_at_accept(listener: &ListenerTable, peer: IpAddr) -> bool {
+    match &listener.l4 {
+        Some(L4Routes::Tls(routes)) => {
+            !routes.listeners.is_empty()
+                && routes
+                    .listeners
+                    .iter()
+                    .all(|l| refuses(l.ip_access.as_deref(), peer))
+        }
+        _ => listener.ip_access.iter().any(|a| refuses(Some(a), peer)),
     }
 }
 

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::super::detect::Prefixed;
 use super::super::Shared;
 use super::sni::{self, Hello, MAX_HELLO};
-use super::{pick_endpoint, L4Error};
+use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
 use crate::table::{L4Route, L4Routes};
 
 /// Bytes each direction of a stream copies per read: bulk transfers move in fewer, larger
@@ -36,15 +36,24 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
 ) {
     let _ = stream.set_nodelay(true);
-    let protocol = {
+    let (protocol, refused) = {
         let table = shared.table.load();
-        match table.listener(&listener).and_then(|l| l.l4.as_ref()) {
+        let found = table.listener(&listener);
+        let protocol = match found.and_then(|l| l.l4.as_ref()) {
             Some(L4Routes::Tls(_)) => "tls",
             _ => "tcp",
-        }
+        };
+        (
+            protocol,
+            found.is_some_and(|l| refused_at_accept(l, peer.ip())),
+        )
     };
-    let result = if protocol == "tls" {
-        serve_tls(stream, listener, &shared).await
+    let result = if refused {
+        // Closed at once: nothing read, nothing sent, no backend contacted.
+        drop(stream);
+        Err(L4Error::IpDenied(peer.ip()))
+    } else if protocol == "tls" {
+        serve_tls(stream, peer, listener, &shared).await
     } else {
         serve_tcp(stream, listener, &shared).await
     };
@@ -81,6 +90,7 @@ async fn serve_tcp(
 
 async fn serve_tls(
     mut client: TcpStream,
+    peer: SocketAddr,
     listener: SocketAddr,
     shared: &Shared,
 ) -> Result<(), L4Error> {
@@ -97,6 +107,9 @@ async fn serve_tls(
         let l = routes
             .listener(sni.as_deref())
             .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
+        if refuses(l.ip_access.as_deref(), peer.ip()) {
+            return Err(L4Error::IpDenied(peer.ip()));
+        }
         let route = l
             .route(sni.as_deref())
             .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::super::{ListenerError, Shared};
-use super::{pick_endpoint, L4Error};
+use super::{pick_endpoint, refused_at_accept, L4Error};
 use crate::table::L4Routes;
 
 /// Largest datagram relayed (the largest a UDP/IPv4 packet can carry).
@@ -179,6 +179,22 @@ async fn receive_loop(
                 }
             },
         };
+        // The `ipAccess` lists are checked on every datagram: a table that refuses a client
+        // stops its open session too.
+        if shared
+            .table
+            .load()
+            .udp
+            .get(&addr)
+            .is_some_and(|l| refused_at_accept(l, peer.ip()))
+        {
+            shared
+                .metrics
+                .l4_dropped
+                .with_label_values(&["udp", "ip_denied"])
+                .inc();
+            continue;
+        }
         if sessions.get(&peer).is_some_and(|s| s.replies.is_finished()) {
             sessions.remove(&peer);
         }

@@ -53,8 +53,13 @@ fn parse_hop(hop: &str) -> Option<IpAddr> {
     bracketed.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
 }
 
-/// True when `ip` may pass: in no `deny` range, and in an `allow` range when any is listed.
+/// True when `ip` may pass: in no `deny` range, and in an `allow` range when any is listed;
+/// never when the lists are those of an invalid policy (`refuse_all`).
 pub(crate) fn allowed(access: &IpAccess, ip: IpAddr) -> bool {
+    if access.refuse_all.is_some() {
+        return false;
+    }
+    let ip = ip.to_canonical();
     if access.deny.iter().any(|n| n.contains(&ip)) {
         return false;
     }
@@ -117,6 +122,7 @@ mod tests {
         let access = IpAccess {
             allow: vec!["10.0.0.0/8".parse().unwrap()],
             deny: vec!["10.9.0.0/16".parse().unwrap()],
+            refuse_all: None,
         };
         assert!(allowed(&access, ip("10.1.0.1")));
         assert!(!allowed(&access, ip("10.9.0.1")));
@@ -124,8 +130,14 @@ mod tests {
         let deny_only = IpAccess {
             allow: vec![],
             deny: vec!["192.0.2.0/24".parse().unwrap()],
+            refuse_all: None,
         };
         assert!(allowed(&deny_only, ip("198.51.100.1")));
         assert!(!allowed(&deny_only, ip("192.0.2.1")));
+        assert!(allowed(&deny_only, ip("::ffff:198.51.100.1")));
+        assert!(!allowed(&deny_only, ip("::ffff:192.0.2.1")));
+        let broken = IpAccess::refusing_all("default/p".into());
+        assert!(!allowed(&broken, ip("198.51.100.1")));
+        assert!(!allowed(&broken, ip("::1")));
     }
 }

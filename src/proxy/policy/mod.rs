@@ -20,7 +20,7 @@ use http::HeaderMap;
 
 pub(crate) use body::{content_length, limit_response, TooLarge};
 pub use hashing::HashLimits;
-pub(crate) use ip::client_ip;
+pub(crate) use ip::{allowed as ip_allowed, client_ip};
 
 use http::Request;
 
@@ -88,6 +88,9 @@ impl PolicyState {
             Err(err)
         };
         if let Some(access) = &policy.ip_access {
+            if let Some(name) = &access.refuse_all {
+                return denied("invalid_policy", ProxyError::PolicyInvalid(name.clone()));
+            }
             if !ip::allowed(access, subject.client) {
                 return denied("ip", ProxyError::IpDenied(subject.client));
             }

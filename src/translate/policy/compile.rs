@@ -1,8 +1,9 @@
 //! One TrafficPolicy checked and compiled, setting by setting, to what the table carries: the
 //! checks the CRD's validation makes (targets, Service-scoped vs request-scoped settings, value
 //! ranges, durations, CIDRs) and the references it cannot make (Secrets, ConfigMaps). A policy
-//! that fails a check contributes nothing, except that its `basicAuth` and `jwt` become
-//! deny-all, so a broken policy never opens what it was meant to protect. Pure.
+//! that fails a check contributes nothing, except that its access controls fail closed: its
+//! `basicAuth` and `jwt` become deny-all (401) and its `ipAccess` refuses every address (403),
+//! so a broken policy never opens what it was meant to protect. Pure.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,8 +74,8 @@ pub struct Compiled {
 pub struct CompiledPolicy {
     pub targets: Vec<Target>,
     pub compiled: Compiled,
-    /// The first failed check, naming its field; the policy then contributes only deny-all
-    /// authentication.
+    /// The first failed check, naming its field; the policy then contributes only its access
+    /// controls, as deny-all.
     pub error: Option<String>,
 }
 
@@ -125,7 +126,7 @@ pub fn compile_policy(snapshot: &Snapshot, policy: &TrafficPolicy) -> CompiledPo
         }
     }
     if error.is_some() {
-        compiled = deny_all(spec);
+        compiled = deny_all(spec, ns, name);
     }
     CompiledPolicy {
         targets,
@@ -134,9 +135,14 @@ pub fn compile_policy(snapshot: &Snapshot, policy: &TrafficPolicy) -> CompiledPo
     }
 }
 
-/// What an invalid policy contributes: only its authentication, as deny-all.
-fn deny_all(spec: &TrafficPolicySpec) -> Compiled {
+/// What an invalid policy contributes: only its access controls, each refusing every request.
+fn deny_all(spec: &TrafficPolicySpec, ns: &str, name: &str) -> Compiled {
     let mut out = Compiled::default();
+    if spec.ip_access.is_some() {
+        let refused = IpAccess::refusing_all(format!("{ns}/{name}"));
+        out.request.ip_access = Some(Arc::new(refused));
+        out.sets.push(Setting::IpAccess);
+    }
     if let Some(b) = &spec.basic_auth {
         out.request.basic_auth = Some(Arc::new(auth::deny_basic_auth(b)));
         out.sets.push(Setting::BasicAuth);
@@ -303,6 +309,7 @@ fn settings(
         out.request.ip_access = Some(Arc::new(IpAccess {
             allow: list("allow", &ip.allow)?,
             deny: list("deny", &ip.deny)?,
+            refuse_all: None,
         }));
         out.sets.push(Setting::IpAccess);
     }

@@ -10,6 +10,8 @@
 mod apply;
 mod auth;
 mod compile;
+#[cfg(test)]
+mod schema_tests;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -51,6 +53,25 @@ pub enum Setting {
     CircuitBreaker,
     OutlierDetection,
     RetryBudget,
+}
+
+impl Setting {
+    /// The spec field that sets it.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Timeouts => "timeouts",
+            Self::Retry => "retry",
+            Self::RateLimit => "rateLimit",
+            Self::BasicAuth => "basicAuth",
+            Self::Jwt => "jwt",
+            Self::IpAccess => "ipAccess",
+            Self::BodyLimits => "bodyLimits",
+            Self::LoadBalancer => "loadBalancer",
+            Self::CircuitBreaker => "circuitBreaker",
+            Self::OutlierDetection => "outlierDetection",
+            Self::RetryBudget => "retry.budget",
+        }
+    }
 }
 
 /// The settings that go on a Service port.

@@ -4,7 +4,9 @@
 //! target is accepted by, and for a Service target each of our Gateways whose routes reach
 //! the Service. A target that does not exist (or whose `sectionName` does not) is its own
 //! ancestor, with reason `TargetNotFound`. Policies without an ancestor of ours get no status.
-//! Pure.
+//! Of the settings on a Gateway or listener target only `ipAccess` applies to TLS, TCP and UDP
+//! listeners: the message names the others that do not apply there, and a policy none of whose
+//! settings applies to any listener it targets is not accepted (`Invalid`). Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +14,7 @@ use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicyStatusAncestors, BackendTlsPolicyStatusAncestorsAncestorRef,
 };
 
-use super::{Policies, Target, TargetKind};
+use super::{Policies, Setting, Target, TargetKind};
 use crate::crd::{TrafficPolicy, TrafficPolicyStatus};
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::conditions::{Stamp, ACCEPTED, REASON_ACCEPTED, REASON_INVALID};
@@ -79,7 +81,13 @@ pub fn policy_statuses<'p>(
     let mut out = Vec::new();
     for (i, (policy, compiled)) in policies.policies.iter().enumerate() {
         let mut ancestors: BTreeMap<AncestorKey, Vec<Outcome>> = BTreeMap::new();
+        let mut l4: BTreeMap<AncestorKey, L4Reach> = BTreeMap::new();
         for t in &compiled.targets {
+            if let Some((key, reach)) = l4_reach(t, inputs.gateways) {
+                let entry = l4.entry(key).or_default();
+                entry.l4.extend(reach.l4);
+                entry.other |= reach.other;
+            }
             let outcome = match shadowed.get(&(i, t)) {
                 Some(winners) => Outcome::Shadowed(winners.clone()),
                 None => Outcome::Applied,
@@ -92,16 +100,46 @@ pub fn policy_statuses<'p>(
             continue;
         }
         let s = stamp(policy.metadata.generation);
+        // Settings that cannot apply to TLS, TCP and UDP listeners.
+        let unapplied: Vec<&str> = compiled
+            .compiled
+            .sets
+            .iter()
+            .filter(|s| **s != Setting::IpAccess)
+            .map(|s| s.field())
+            .collect();
         let entries = ancestors
             .into_iter()
             .map(|(key, mut outcomes)| {
                 outcomes.sort();
+                let reach = l4.get(&key).filter(|r| !r.l4.is_empty());
+                let note = reach
+                    .filter(|_| !unapplied.is_empty())
+                    .map(|r| l4_note(&r.l4, &unapplied));
+                let nothing_applies = note.is_some()
+                    && reach.is_some_and(|r| !r.other)
+                    && !compiled.compiled.sets.contains(&Setting::IpAccess)
+                    && compiled.error.is_none();
                 let accepted = match (&outcomes[0], &compiled.error) {
                     (Outcome::NotFound(m), _) if outcomes.len() == 1 => {
                         s.fail(ACCEPTED, REASON_TARGET_NOT_FOUND, m.clone())
                     }
-                    (_, Some(e)) => s.fail(ACCEPTED, REASON_INVALID, invalid_message(e, policy)),
-                    (Outcome::Applied, None) => s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                    (_, Some(e)) => {
+                        let mut message = invalid_message(e, policy);
+                        if let Some(n) = &note {
+                            message = format!("{message}; {n}");
+                        }
+                        s.fail(ACCEPTED, REASON_INVALID, message)
+                    }
+                    (Outcome::Applied, None) if nothing_applies => s.fail(
+                        ACCEPTED,
+                        REASON_INVALID,
+                        format!("nothing applies: {}", note.clone().unwrap_or_default()),
+                    ),
+                    (Outcome::Applied, None) => match &note {
+                        Some(n) => s.ok(ACCEPTED, REASON_ACCEPTED, format!("accepted; {n}")),
+                        None => s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                    },
                     (Outcome::Shadowed(w), None) => s.fail(
                         ACCEPTED,
                         REASON_CONFLICTED,
@@ -135,13 +173,69 @@ pub fn policy_statuses<'p>(
     out
 }
 
-/// The message of an invalid policy, saying what its authentication does meanwhile.
+/// The TLS, TCP and UDP listeners a Gateway or listener target reaches.
+#[derive(Debug, Default)]
+struct L4Reach {
+    /// `name (PROTOCOL)` of each.
+    l4: BTreeSet<String>,
+    /// True when the target reaches other (HTTP, HTTPS) listeners too.
+    other: bool,
+}
+
+/// The L4 listeners of Gateway or listener target `t`, under its ancestor key.
+fn l4_reach(t: &Target, gateways: &[GatewayModel<'_>]) -> Option<(AncestorKey, L4Reach)> {
+    if t.kind != TargetKind::Gateway {
+        return None;
+    }
+    let g = gateways
+        .iter()
+        .find(|g| g.namespace == t.namespace && g.name == t.name)?;
+    let mut reach = L4Reach::default();
+    let listeners = g.listeners.iter().filter(|l| match &t.section {
+        Some(section) => l.origin.is_none() && &l.spec.name == section,
+        None => true,
+    });
+    for l in listeners {
+        if l.protocol.is_l4() {
+            reach
+                .l4
+                .insert(format!("{:?} ({})", l.spec.name, l.spec.protocol));
+        } else {
+            reach.other = true;
+        }
+    }
+    let key = gateway_ancestor(&t.namespace, &t.name, t.section.as_deref());
+    Some((key, reach))
+}
+
+/// What the status says of settings that do not apply to the L4 listeners `l4`.
+fn l4_note(l4: &BTreeSet<String>, unapplied: &[&str]) -> String {
+    let listeners: Vec<&str> = l4.iter().map(String::as_str).collect();
+    format!(
+        "{} not applied on listener(s) {}: only ipAccess applies to TLS, TCP and UDP listeners",
+        unapplied.join(", "),
+        listeners.join(", ")
+    )
+}
+
+/// The message of an invalid policy, saying what its access controls do meanwhile: they fail
+/// closed, refusing every request on the policy's targets until it is fixed.
 fn invalid_message(error: &str, policy: &TrafficPolicy) -> String {
-    let auth = policy.spec.basic_auth.is_some() || policy.spec.jwt.is_some();
-    if auth {
-        format!("{error}; the policy applies nothing but its authentication, which refuses every request (401) until it is fixed")
-    } else {
+    let spec = &policy.spec;
+    let mut refusals = Vec::new();
+    if spec.ip_access.is_some() {
+        refusals.push("its ipAccess refuses every client (HTTP 403; TLS and TCP connections closed, UDP datagrams dropped)");
+    }
+    if spec.basic_auth.is_some() || spec.jwt.is_some() {
+        refusals.push("its authentication refuses every request (401)");
+    }
+    if refusals.is_empty() {
         format!("{error}; the policy applies nothing")
+    } else {
+        format!(
+            "{error}; access controls fail closed until it is fixed: {} on its targets, and nothing else of the policy applies",
+            refusals.join(", and ")
+        )
     }
 }
 

@@ -240,7 +240,14 @@ fn an_invalid_policy_applies_nothing_and_names_the_field() {
         got[0].2.starts_with("spec.ipAccess.allow[0]: invalid CIDR"),
         "{got:?}"
     );
-    assert!(rule(&t.table, "/a")["filters"].get("policy").is_none());
+    assert!(got[0].2.contains("access controls fail closed"), "{got:?}");
+    // The policy without access controls applies nothing; the broken CIDR list refuses all.
+    let policy = &rule(&t.table, "/a")["filters"]["policy"];
+    assert_eq!(
+        policy["ipAccess"]["refuseAll"], "default/bad-cidr",
+        "{policy}"
+    );
+    assert!(policy.get("rateLimit").is_none(), "{policy}");
     let problems = t.status.problems();
     assert!(
         problems
@@ -542,4 +549,125 @@ fn a_query_parameter_hash_key_reaches_the_service() {
     assert_eq!(backend["balance"]["on"]["source"], "query", "{backend:#}");
     assert_eq!(backend["balance"]["on"]["name"], "user");
     assert_eq!(accepted(&t, "hash")[0].1, "Accepted");
+}
+
+const GATEWAY_TARGET: &str =
+    "  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n";
+
+#[test]
+fn an_invalid_policy_with_ip_lists_refuses_every_client_on_its_targets() {
+    let s = world(vec![
+        policy(
+            "allow-and-zero-rate",
+            1,
+            &format!("{GATEWAY_TARGET}  ipAccess: {{allow: [127.0.0.1/32]}}\n  rateLimit: {{requests: 0}}\n"),
+        ),
+        policy(
+            "zero-rate-only",
+            2,
+            &format!("{ROUTE_TARGET}  rateLimit: {{requests: 0}}\n  bodyLimits: {{maxRequestBytes: 10}}\n"),
+        ),
+    ]);
+    let t = run(&s);
+    let got = accepted(&t, "allow-and-zero-rate");
+    assert_eq!(got[0].1, "Invalid");
+    assert!(
+        got[0].2.starts_with("spec.rateLimit.requests: 0 is less than 1; access controls fail closed until it is fixed: its ipAccess refuses every client"),
+        "{got:?}"
+    );
+    let access = host(&t.table).policy.as_ref().expect("the host's policy");
+    let lists = access.ip_access.as_ref().expect("deny-all lists");
+    assert_eq!(
+        lists.refuse_all.as_deref(),
+        Some("default/allow-and-zero-rate")
+    );
+    assert!(access.rate_limit.is_none(), "nothing else applies");
+    // Without access controls an invalid policy applies nothing, as before.
+    let got = accepted(&t, "zero-rate-only");
+    assert_eq!(got[0].1, "Invalid");
+    assert!(
+        got[0].2.ends_with("; the policy applies nothing"),
+        "{got:?}"
+    );
+    assert!(rule(&t.table, "/a")["filters"].get("policy").is_none());
+}
+
+const L4_GATEWAY: &str = "metadata: {name: gw, namespace: default, generation: 1}\n\
+spec:\n  gatewayClassName: c\n  listeners:\n  - {name: http, port: 80, protocol: HTTP}\n  \
+- {name: tcp, port: 5000, protocol: TCP}\n  - {name: udp, port: 5001, protocol: UDP}\n";
+
+fn l4_world(policies: Vec<Arc<TrafficPolicy>>) -> Snapshot {
+    let mut s = snapshot(&[L4_GATEWAY.to_owned()]);
+    s.traffic_policies = policies;
+    s
+}
+
+#[test]
+fn gateway_ip_lists_reach_tcp_and_udp_sockets_and_status_names_what_does_not() {
+    let s = l4_world(vec![policy(
+        "lists",
+        1,
+        &format!(
+            "{GATEWAY_TARGET}  ipAccess: {{deny: [127.0.0.2/32]}}\n  rateLimit: {{requests: 5}}\n"
+        ),
+    )]);
+    let t = run(&s);
+    let tcp = t
+        .table
+        .listeners
+        .values()
+        .find(|l| l.l4.is_some())
+        .expect("TCP socket");
+    assert_eq!(tcp.ip_access.len(), 1);
+    assert_eq!(tcp.ip_access[0].deny[0].to_string(), "127.0.0.2/32");
+    let udp = t.table.udp.values().next().expect("UDP socket");
+    assert_eq!(udp.ip_access, tcp.ip_access);
+    let got = accepted(&t, "lists");
+    assert_eq!(got[0].1, "Accepted");
+    assert_eq!(
+        got[0].2,
+        "accepted; rateLimit not applied on listener(s) \"tcp\" (TCP), \"udp\" (UDP): only ipAccess applies to TLS, TCP and UDP listeners"
+    );
+}
+
+#[test]
+fn a_listener_policy_none_of_whose_settings_apply_is_not_accepted() {
+    let target = "  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: tcp}]\n";
+    let s = l4_world(vec![
+        policy(
+            "rate",
+            1,
+            &format!("{target}  rateLimit: {{requests: 5}}\n"),
+        ),
+        policy(
+            "lists",
+            2,
+            &format!("{target}  ipAccess: {{allow: [10.0.0.0/8]}}\n"),
+        ),
+    ]);
+    let t = run(&s);
+    let got = accepted(&t, "rate");
+    assert_eq!(got[0].1, "Invalid");
+    assert!(
+        got[0]
+            .2
+            .starts_with("nothing applies: rateLimit not applied on listener(s) \"tcp\" (TCP)"),
+        "{got:?}"
+    );
+    assert_eq!(accepted(&t, "lists")[0].1, "Accepted");
+    let tcp = t
+        .table
+        .listeners
+        .values()
+        .find(|l| l.l4.is_some())
+        .expect("TCP socket");
+    assert_eq!(tcp.ip_access[0].allow[0].to_string(), "10.0.0.0/8");
+    assert!(t
+        .table
+        .udp
+        .values()
+        .next()
+        .expect("UDP socket")
+        .ip_access
+        .is_empty());
 }
