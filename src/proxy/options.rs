@@ -51,10 +51,21 @@ pub struct ProxyOptions {
     pub drain_timeout: Duration,
     /// Time to establish an upstream TCP connection before answering 504.
     pub connect_timeout: Duration,
-    /// A UDP session with no datagram either way for this long is ended and its upstream
-    /// socket closed. 60 s: longer than the usual keep-alive of UDP protocols (DNS retries,
+    /// A UDP session whose client sent no datagram for this long is ended and its upstream
+    /// socket closed; backend replies do not count, so a backend (or a spoofed source it
+    /// answers) cannot keep a session alive on its own. 60 s: longer than the usual keep-alive of UDP protocols (DNS retries,
     /// QUIC and WireGuard keep-alives), short enough to bound sessions of vanished clients.
     pub udp_idle_timeout: Duration,
+    /// UDP sessions one client IP address may hold on a socket (each from another source
+    /// port); a datagram that would open one more is dropped. 64: far more than one host's
+    /// real clients need, yet one address cannot take a socket's `max_connections` sessions
+    /// and lock every other client out until they idle.
+    pub udp_max_sessions_per_source: usize,
+    /// A TCP or TLS stream (TCPRoute, TLSRoute) that carries no byte either way for this long
+    /// is closed, with its backend connection; zero keeps silent streams open. 1 h, as
+    /// Envoy's `tcp_proxy`: silent streams cannot hold every `max_connections` slot forever,
+    /// while protocols with rare keep-alives stay up.
+    pub tcp_idle_timeout: Duration,
     /// How request paths are canonicalized before routing (docs/security.md); the default
     /// rejects every ambiguous form.
     pub path_policy: PathPolicy,
@@ -95,6 +106,8 @@ impl Default for ProxyOptions {
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             udp_idle_timeout: Duration::from_secs(60),
+            udp_max_sessions_per_source: 64,
+            tcp_idle_timeout: Duration::from_secs(3600),
             path_policy: PathPolicy::default(),
             trusted_proxies: TrustedProxies::default(),
             outlier: OutlierOptions::default(),

@@ -2,7 +2,8 @@
 //! [`L4Routes`], the Gateway listeners bound there as sources, and for TLS sockets the
 //! certificates of their Terminate listeners (chosen by SNI at the handshake). Routes are
 //! added in precedence order: on a TCP or UDP socket the oldest route serves; on a TLS
-//! socket the oldest route of each hostname. Pure.
+//! socket the oldest route of each hostname. A socket takes the ProxyConfig settings of the
+//! first Gateway bound there with some (as HTTP sockets do). Pure.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,8 +14,8 @@ use super::l4route::L4Attached;
 use super::protocol::ListenerProtocol;
 use super::tls::ListenerTls;
 use crate::table::{
-    L4Route, L4Routes, ListenerTable, RouteTable, SniListener, SniRoutes, TlsListener,
-    TlsListeners, VirtualHost,
+    L4Route, L4Routes, ListenerSettings, ListenerTable, RouteTable, SniListener, SniRoutes,
+    TlsListener, TlsListeners, VirtualHost,
 };
 
 /// One L4 socket being built.
@@ -28,14 +29,16 @@ struct Socket {
     route: Option<L4Route>,
     sni: Vec<SniListener>,
     certificates: Vec<TlsListener>,
+    settings: Option<Arc<ListenerSettings>>,
 }
 
 /// Adds a socket for every valid TLS, TCP and UDP listener of the accepted Gateways, with the
-/// routes attached to it.
+/// routes attached to it; `settings` are the ProxyConfig settings of each Gateway.
 pub fn add_l4_sockets(
     table: &mut RouteTable,
     gateways: &[GatewayModel<'_>],
     routes: &[L4Attached],
+    settings: &[Option<Arc<ListenerSettings>>],
 ) {
     let mut sockets: BTreeMap<(bool, SocketAddr), Socket> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
@@ -60,6 +63,7 @@ pub fn add_l4_sockets(
                     route: None,
                     sni: Vec::new(),
                     certificates: Vec::new(),
+                    settings: None,
                 });
                 if s.protocol != l.protocol || s.members.contains(&(gi, li)) {
                     continue;
@@ -82,6 +86,9 @@ pub fn add_l4_sockets(
                     l.hostname.map(str::to_owned),
                     certificate.is_some(),
                 ));
+                if s.settings.is_none() {
+                    s.settings = settings.get(gi).cloned().flatten();
+                }
                 s.members.push((gi, li));
                 s.sources.push(source);
             }
@@ -116,6 +123,7 @@ pub fn add_l4_sockets(
     for ((udp, addr), s) in sockets {
         let mut listener =
             ListenerTable::new(addr, s.sources, Vec::<VirtualHost>::new()).with_port(s.port);
+        listener.settings = s.settings;
         listener = match s.protocol {
             ListenerProtocol::Tls => {
                 if !s.certificates.is_empty() {

@@ -384,7 +384,7 @@ fn translate_cached(
         cache.hosts(),
     );
     table.backend_tls = tls_policies.by_port;
-    l4build::add_l4_sockets(&mut table, &gateways, &l4);
+    l4build::add_l4_sockets(&mut table, &gateways, &l4, &gateway_settings);
     report.sort();
     Translation {
         table,
