@@ -209,5 +209,9 @@ mod tests {
             "spec.limits.maxRequestHeaderBytes: 10 is out of range (1024 to 1048576)"
         );
         assert!(msg("{http2: {maxConcurrentStreams: 0}}").starts_with("spec.http2."));
+        assert_eq!(
+            msg("{clientTimeouts: {tcpIdle: 0s}}"),
+            "spec.clientTimeouts.tcpIdle: must be longer than 0s"
+        );
     }
 }

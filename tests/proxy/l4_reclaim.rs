@@ -2,7 +2,8 @@
 //! UDP session of a socket from many source ports (another address still gets one), backend
 //! replies alone do not keep a UDP session alive, and a TCP stream silent both ways for its
 //! listener's idle timeout (a ProxyConfig's `clientTimeouts.tcpIdle`, through the translator)
-//! is closed on both sides and counted, while a stream with traffic stays open.
+//! is closed on both sides and counted, as is a silent TLS passthrough stream, while a stream
+//! with traffic stays open.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,17 +12,21 @@ use std::time::Duration;
 
 use edgeplane::provider::manifest::parse_manifests;
 use edgeplane::snapshot::Snapshot;
-use edgeplane::table::{BackendSet, L4Route, L4Routes, ListenerTable, RouteRef, RouteTable};
+use edgeplane::table::{
+    BackendSet, L4Route, L4Routes, ListenerSettings, ListenerTable, RouteRef, RouteTable,
+    SniListener, SniRoutes,
+};
 use edgeplane::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::l4::{ask, free_udp_addr, tcp_echo, udp_echo};
+use crate::l4::{ask, free_udp_addr, tcp_echo, tls_echo, udp_echo};
 use crate::support::net::{bind_loopback, loopback_ip};
 use crate::support::proxy::{start, start_with, test_options};
 use crate::support::tables::{service, weighted};
+use crate::support::tls::{client_config, connect, self_signed};
 
 /// Bound on every wait for bytes or a close.
 const WAIT: Duration = Duration::from_secs(10);
@@ -315,4 +320,61 @@ async fn a_tcp_stream_with_traffic_outlives_the_idle_timeout() {
         .with_label_values(&["tcp"])
         .get();
     assert_eq!(idle_closed, 0);
+}
+
+#[tokio::test]
+async fn a_silent_tls_passthrough_stream_is_closed_after_the_listener_idle_timeout() {
+    let cert = self_signed(&["p.example.com"]);
+    let (backend, _b) = tls_echo("secure", &cert).await;
+    let at = crate::support::net::free_addr();
+    let mut sni = SniListener::new(Some("p.example.com".into()), false);
+    sni.add(
+        "p.example.com",
+        L4Route {
+            route: Arc::new(RouteRef::new("TLSRoute", "default", "p")),
+            backends: Arc::new(BackendSet::new(vec![weighted(
+                &service("secure", &[backend]),
+                1,
+            )])),
+        },
+    );
+    let mut l = ListenerTable::new(
+        at,
+        vec!["default/gw/tls".into()],
+        Vec::<edgeplane::table::VirtualHost>::new(),
+    )
+    .with_l4(L4Routes::Tls(SniRoutes::new(vec![sni])));
+    l.settings = Some(Arc::new(ListenerSettings {
+        source: "default/streams".into(),
+        tcp_idle_timeout: Some(Duration::from_millis(300)),
+        ..ListenerSettings::default()
+    }));
+    let mut t = RouteTable::default();
+    t.listeners.insert(at, Arc::new(l));
+    let proxy = start(t).await;
+    // The client verifies the backend's certificate (passthrough), reads its greeting, then
+    // both sides stay silent.
+    let mut s = connect(at, "p.example.com", client_config(&[&cert], &[]))
+        .await
+        .unwrap();
+    let mut greeting = [0u8; 7];
+    tokio::time::timeout(WAIT, s.read_exact(&mut greeting))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&greeting, b"secure\n");
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(WAIT, s.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "the silent stream was not closed: {read:?}"
+    );
+    let idle_closed = |protocol: &str| {
+        proxy
+            .metrics
+            .l4_idle_closed
+            .with_label_values(&[protocol])
+            .get()
+    };
+    assert_eq!((idle_closed("tls"), idle_closed("tcp")), (1, 0));
 }
