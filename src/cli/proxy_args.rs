@@ -85,8 +85,8 @@ pub struct ProxyArgs {
     /// whose client sends nothing for this long is ended (backend replies do not keep it).
     #[arg(long, default_value = duration_text(defaults().udp_idle_timeout), value_parser = parse_duration)]
     pub udp_idle_timeout: Duration,
-    /// UDP sessions one client IP address may hold on a UDP listener (from different source
-    /// ports); datagrams that would open more are dropped.
+    /// UDP sessions one client IP address (IPv6: one /64) may hold on a UDP listener (from
+    /// different source ports); datagrams that would open more are dropped.
     #[arg(long, default_value_t = defaults().udp_max_sessions_per_source, value_parser = at_least_one)]
     pub udp_max_sessions_per_source: usize,
     /// A TCP or TLS stream (TCPRoute, TLSRoute) with no byte either way for this long is

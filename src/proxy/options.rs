@@ -56,8 +56,8 @@ pub struct ProxyOptions {
     /// answers) cannot keep a session alive on its own. 60 s: longer than the usual keep-alive of UDP protocols (DNS retries,
     /// QUIC and WireGuard keep-alives), short enough to bound sessions of vanished clients.
     pub udp_idle_timeout: Duration,
-    /// UDP sessions one client IP address may hold on a socket (each from another source
-    /// port); a datagram that would open one more is dropped. 64: far more than one host's
+    /// UDP sessions one client IP address (IPv6: one /64) may hold on a socket (each from
+    /// another source port); a datagram that would open one more is dropped. 64: far more than one host's
     /// real clients need, yet one address cannot take a socket's `max_connections` sessions
     /// and lock every other client out until they idle.
     pub udp_max_sessions_per_source: usize,

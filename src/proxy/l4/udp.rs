@@ -5,7 +5,8 @@
 //! to the socket's loop, not to a table: a new table keeps them (and their backend); a removed
 //! socket ends them. A session with no datagram from its client for the UDP idle timeout
 //! ends (backend replies do not keep it alive). A socket holds at most `max_connections`
-//! sessions, and at most `udp_max_sessions_per_source` of one client IP address; datagrams
+//! sessions, and at most `udp_max_sessions_per_source` of one client IP address (IPv6: one
+//! /64); datagrams
 //! that would open a session over either limit are dropped and counted.
 
 use std::collections::hash_map::Entry;
@@ -155,7 +156,20 @@ impl Drop for Session {
     }
 }
 
-/// The sessions of one socket by client address, with how many each client IP holds.
+/// The source a per-source session limit counts: the client's IPv4 address (also when it
+/// arrives IPv4-mapped on a dual-stack socket), or the /64 of an IPv6 one, since one host
+/// usually has a whole /64 to send from.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => v4.into(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.into(),
+            None => Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX)).into(),
+        },
+    }
+}
+
+/// The sessions of one socket by client address, with how many each source holds.
 #[derive(Default)]
 struct Sessions {
     by_peer: HashMap<SocketAddr, Session>,
@@ -171,7 +185,7 @@ impl Sessions {
             .is_some_and(|s| s.replies.is_finished())
         {
             self.by_peer.remove(&peer);
-            self.forget(peer.ip());
+            self.forget(source(peer.ip()));
         }
     }
 
@@ -185,7 +199,7 @@ impl Sessions {
             .collect();
         for peer in ended {
             self.by_peer.remove(&peer);
-            self.forget(peer.ip());
+            self.forget(source(peer.ip()));
         }
     }
 
@@ -198,7 +212,7 @@ impl Sessions {
         }
     }
 
-    /// Why a new session for `peer` is refused, if it is: the socket's or its IP's limit.
+    /// Why a new session for `peer` is refused, if it is: the socket's or its source's limit.
     fn refuse(
         &self,
         peer: SocketAddr,
@@ -207,7 +221,13 @@ impl Sessions {
     ) -> Option<&'static str> {
         if self.by_peer.len() >= per_socket {
             Some("session_limit")
-        } else if self.per_source.get(&peer.ip()).copied().unwrap_or(0) >= per_source {
+        } else if self
+            .per_source
+            .get(&source(peer.ip()))
+            .copied()
+            .unwrap_or(0)
+            >= per_source
+        {
             Some("source_limit")
         } else {
             None
@@ -217,7 +237,7 @@ impl Sessions {
     /// Adds (or replaces) `peer`'s session.
     fn insert(&mut self, peer: SocketAddr, session: Session) {
         if self.by_peer.insert(peer, session).is_none() {
-            *self.per_source.entry(peer.ip()).or_default() += 1;
+            *self.per_source.entry(source(peer.ip())).or_default() += 1;
         }
     }
 }
@@ -371,4 +391,22 @@ async fn relay_replies(
     }
     idle_ended.inc();
     tracing::debug!(%peer, "UDP session ended (idle)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_ipv4_addresses_and_ipv6_prefixes() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(source(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(source(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(source(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            source(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+            source(ip("2001:db8:1:2::9"))
+        );
+        assert_ne!(source(ip("2001:db8:1:3::1")), source(ip("2001:db8:1:2::1")));
+    }
 }
