@@ -86,9 +86,10 @@ pub struct ProxyArgs {
     #[arg(long, default_value = duration_text(defaults().udp_idle_timeout), value_parser = parse_duration)]
     pub udp_idle_timeout: Duration,
     /// UDP sessions one client IP address (IPv6: one /64) may hold on a UDP listener (from
-    /// different source ports); datagrams that would open more are dropped.
-    #[arg(long, default_value_t = defaults().udp_max_sessions_per_source, value_parser = at_least_one)]
-    pub udp_max_sessions_per_source: usize,
+    /// different source ports); datagrams that would open more are dropped. Default: a
+    /// quarter of --max-connections.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub udp_max_sessions_per_source: Option<usize>,
     /// A TCP or TLS stream (TCPRoute, TLSRoute) with no byte either way for this long is
     /// closed, with its backend connection; `0s` keeps silent streams open. A ProxyConfig's
     /// `clientTimeouts.tcpIdle` overrides it per listener.
@@ -201,9 +202,25 @@ mod tests {
         assert_eq!(o.upstream_max_idle_per_endpoint, 3);
         assert_eq!(o.outlier.base_ejection, Duration::from_secs(2));
         assert_eq!(o.breaker.max_pending, 9);
-        assert_eq!(o.udp_max_sessions_per_source, 5);
+        assert_eq!(o.udp_sessions_per_source(), 5);
         assert_eq!(o.tcp_idle_timeout, Duration::from_secs(90));
         assert!(Cli::try_parse_from(["x", "--udp-max-sessions-per-source", "0"]).is_err());
+        let quarter = Cli::try_parse_from(["x", "--max-connections", "7"]).unwrap();
+        assert_eq!(
+            quarter
+                .proxy
+                .options(Duration::ZERO)
+                .udp_sessions_per_source(),
+            1
+        );
+        let default = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(
+            default
+                .proxy
+                .options(Duration::ZERO)
+                .udp_sessions_per_source(),
+            2500
+        );
         assert!(Cli::try_parse_from(["x", "--outlier-max-ejected-percent", "101"]).is_err());
         assert!(o.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
         assert!(o.trusted_proxies.contains("::1".parse().unwrap()));

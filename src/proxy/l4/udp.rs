@@ -5,8 +5,8 @@
 //! to the socket's loop, not to a table: a new table keeps them (and their backend); a removed
 //! socket ends them. A session with no datagram from its client for the UDP idle timeout
 //! ends (backend replies do not keep it alive). A socket holds at most `max_connections`
-//! sessions, and at most `udp_max_sessions_per_source` of one client IP address (IPv6: one
-//! /64); datagrams
+//! sessions, and at most a quarter of them (or `udp_max_sessions_per_source`) of one client IP
+//! address (IPv6: one /64); datagrams
 //! that would open a session over either limit are dropped and counted.
 
 use std::collections::hash_map::Entry;
@@ -252,7 +252,7 @@ async fn receive_loop(
     let idle = shared.options.udp_idle_timeout;
     let (per_socket, per_source) = (
         shared.options.max_connections,
-        shared.options.udp_max_sessions_per_source,
+        shared.options.udp_sessions_per_source(),
     );
     let mut sessions = Sessions::default();
     let mut buf = vec![0u8; MAX_DATAGRAM];
