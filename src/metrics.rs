@@ -48,8 +48,12 @@ pub struct Metrics {
     pub request_errors: IntCounterVec,
     /// TCP and TLS connections closed and UDP datagrams dropped without reaching a backend, by
     /// protocol (`tcp`, `tls`, `udp`) and reason (`no_route`, `unknown_sni`, `not_tls`,
-    /// `invalid_backend`, `no_endpoints`, `connect_error`, `handshake`, `session_limit`).
+    /// `invalid_backend`, `no_endpoints`, `connect_error`, `handshake`, `session_limit`,
+    /// `source_limit`).
     pub l4_dropped: IntCounterVec,
+    /// TCP and TLS streams closed, and UDP sessions ended, after their idle timeout, by
+    /// protocol (`tcp`, `tls`, `udp`): slots reclaimed from silent clients.
+    pub l4_idle_closed: IntCounterVec,
     /// Endpoints ejected by outlier detection, by Service (`namespace/name:port`).
     pub outlier_ejections: IntCounterVec,
     /// Endpoints currently ejected by outlier detection.
@@ -169,6 +173,14 @@ impl Metrics {
             &["protocol", "reason"],
         )
         .expect("valid metric");
+        let l4_idle_closed = IntCounterVec::new(
+            Opts::new(
+                "l4_idle_closed_total",
+                "TCP/TLS streams closed and UDP sessions ended after their idle timeout",
+            ),
+            &["protocol"],
+        )
+        .expect("valid metric");
         let outlier_ejections = IntCounterVec::new(
             Opts::new(
                 "outlier_ejections_total",
@@ -263,6 +275,7 @@ impl Metrics {
             Box::new(upstream_retries.clone()),
             Box::new(requests.clone()),
             Box::new(l4_dropped.clone()),
+            Box::new(l4_idle_closed.clone()),
             Box::new(certificate_expiry.clone()),
             Box::new(request_seconds.clone()),
             Box::new(table_generation.clone()),
@@ -293,6 +306,7 @@ impl Metrics {
             connections_closed,
             request_errors,
             l4_dropped,
+            l4_idle_closed,
             outlier_ejections,
             outlier_ejected,
             overloaded,

@@ -5,6 +5,8 @@
 mod admission;
 #[path = "e2e/binds.rs"]
 mod binds;
+#[path = "e2e/l4_idle.rs"]
+mod l4_idle;
 #[path = "e2e/limits.rs"]
 mod limits;
 #[path = "e2e/policies.rs"]

@@ -23,6 +23,8 @@ mod filters;
 mod grpc;
 #[path = "proxy/l4.rs"]
 mod l4;
+#[path = "proxy/l4_reclaim.rs"]
+mod l4_reclaim;
 #[path = "proxy/l4_translated.rs"]
 mod l4_translated;
 #[path = "proxy/lifecycle.rs"]

@@ -26,6 +26,15 @@ fn defaults() -> ProxyOptions {
     ProxyOptions::default()
 }
 
+/// A count that must be at least 1 (a limit of 0 would refuse everything).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{s}`: {e}")),
+    }
+}
+
 /// Timeouts and limits of client connections and upstream pools.
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
@@ -89,9 +98,19 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "CIDR[,CIDR...]", default_value_t = defaults().trusted_proxies, hide_default_value = true)]
     pub trusted_proxies: TrustedProxies,
     /// A UDP session (one client address on a UDP listener, with its own upstream socket)
-    /// that sends and receives nothing for this long is ended.
+    /// whose client sends nothing for this long is ended (backend replies do not keep it).
     #[arg(long, default_value = duration_text(defaults().udp_idle_timeout), value_parser = parse_duration)]
     pub udp_idle_timeout: Duration,
+    /// UDP sessions one client IP address (IPv6: one /64) may hold on a UDP listener (from
+    /// different source ports); datagrams that would open more are dropped. Default: a
+    /// quarter of --max-connections.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub udp_max_sessions_per_source: Option<usize>,
+    /// A TCP or TLS stream (TCPRoute, TLSRoute) with no byte either way for this long is
+    /// closed, with its backend connection; `0s` keeps silent streams open. A ProxyConfig's
+    /// `clientTimeouts.tcpIdle` overrides it per listener.
+    #[arg(long, default_value = duration_text(defaults().tcp_idle_timeout), value_parser = parse_duration)]
+    pub tcp_idle_timeout: Duration,
     /// Share of a Service's active requests that may be retries in flight (percent).
     #[arg(long, default_value_t = defaults().retry_budget.percent, value_parser = clap::value_parser!(u32).range(0..=100),
         help_heading = "Resilience")]
@@ -143,6 +162,8 @@ impl ProxyArgs {
             drain_timeout,
             connect_timeout: self.connect_timeout,
             udp_idle_timeout: self.udp_idle_timeout,
+            udp_max_sessions_per_source: self.udp_max_sessions_per_source,
+            tcp_idle_timeout: self.tcp_idle_timeout,
             path_policy: self.path_policy.policy(),
             trusted_proxies: self.trusted_proxies.clone(),
             outlier: self.resilience.outlier(),
@@ -206,6 +227,10 @@ mod tests {
             "1",
             "--basic-auth-queue",
             "0",
+            "--udp-max-sessions-per-source",
+            "5",
+            "--tcp-idle-timeout",
+            "90s",
         ])
         .unwrap();
         let o = cli.proxy.options(Duration::from_secs(1));
@@ -223,6 +248,25 @@ mod tests {
             }
         );
         assert!(Cli::try_parse_from(["x", "--basic-auth-workers", "0"]).is_err());
+        assert_eq!(o.udp_sessions_per_source(), 5);
+        assert_eq!(o.tcp_idle_timeout, Duration::from_secs(90));
+        assert!(Cli::try_parse_from(["x", "--udp-max-sessions-per-source", "0"]).is_err());
+        let quarter = Cli::try_parse_from(["x", "--max-connections", "7"]).unwrap();
+        assert_eq!(
+            quarter
+                .proxy
+                .options(Duration::ZERO)
+                .udp_sessions_per_source(),
+            1
+        );
+        let default = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(
+            default
+                .proxy
+                .options(Duration::ZERO)
+                .udp_sessions_per_source(),
+            2500
+        );
         assert!(Cli::try_parse_from(["x", "--outlier-max-ejected-percent", "101"]).is_err());
         assert!(o.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
         assert!(o.trusted_proxies.contains("::1".parse().unwrap()));

@@ -32,12 +32,14 @@ pub fn up(spec: Value) -> Result<Value, String> {
         client_timeouts: (a.handshake_timeout.is_some()
             || a.request_header_timeout.is_some()
             || a.body_idle_timeout.is_some()
-            || a.idle_timeout.is_some())
+            || a.idle_timeout.is_some()
+            || a.tcp_idle_timeout.is_some())
         .then_some(beta::ClientTimeouts {
             handshake: a.handshake_timeout,
             request_header: a.request_header_timeout,
             body_idle: a.body_idle_timeout,
             idle: a.idle_timeout,
+            tcp_idle: a.tcp_idle_timeout,
         }),
         http2: (a.http2_max_concurrent_streams.is_some()
             || a.http2_keepalive_interval.is_some()
@@ -89,6 +91,7 @@ pub fn down(spec: Value) -> Result<Value, String> {
         request_header_timeout: timeouts.request_header,
         body_idle_timeout: timeouts.body_idle,
         idle_timeout: timeouts.idle,
+        tcp_idle_timeout: timeouts.tcp_idle,
         http2_max_concurrent_streams: http2.max_concurrent_streams,
         http2_keepalive_interval: http2.keepalive_interval,
         http2_keepalive_timeout: http2.keepalive_timeout,

@@ -159,6 +159,11 @@ pub struct ClientTimeouts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN))]
     pub idle: Option<String>,
+    /// A TCP or TLS stream (TCPRoute, TLSRoute) with no byte either way for this long is
+    /// closed, with its backend connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub tcp_idle: Option<String>,
 }
 
 /// HTTP/2 settings towards clients.

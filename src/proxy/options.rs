@@ -67,10 +67,21 @@ pub struct ProxyOptions {
     pub drain_timeout: Duration,
     /// Time to establish an upstream TCP connection before answering 504.
     pub connect_timeout: Duration,
-    /// A UDP session with no datagram either way for this long is ended and its upstream
-    /// socket closed. 60 s: longer than the usual keep-alive of UDP protocols (DNS retries,
-    /// QUIC and WireGuard keep-alives), short enough to bound sessions of vanished clients.
+    /// A UDP session whose client sent no datagram for this long is ended and its upstream
+    /// socket closed; backend replies do not count, so a backend (or a spoofed source it
+    /// answers) cannot keep a session alive on its own. 60 s: longer than the usual keep-alive
+    /// of UDP protocols (DNS retries, QUIC and WireGuard keep-alives), short enough to bound
+    /// sessions of vanished clients.
     pub udp_idle_timeout: Duration,
+    /// UDP sessions one client IP address (IPv6: one /64) may hold on a socket (each from
+    /// another source port); a datagram that would open one more is dropped. `None`: a quarter
+    /// of `max_connections` (2,500 by default; see [`Self::udp_sessions_per_source`]).
+    pub udp_max_sessions_per_source: Option<usize>,
+    /// A TCP or TLS stream (TCPRoute, TLSRoute) that carries no byte either way for this long
+    /// is closed, with its backend connection; zero keeps silent streams open. 1 h, as
+    /// Envoy's `tcp_proxy`: silent streams cannot hold every `max_connections` slot forever,
+    /// while protocols with rare keep-alives stay up.
+    pub tcp_idle_timeout: Duration,
     /// How request paths are canonicalized before routing (docs/security.md); the default
     /// rejects every ambiguous form.
     pub path_policy: PathPolicy,
@@ -97,6 +108,19 @@ pub struct ProxyOptions {
     pub access_sink: AccessSink,
 }
 
+impl ProxyOptions {
+    /// The per-source UDP session limit in force: the one set, else a quarter of
+    /// `max_connections` (at least 1). A quarter: one address (a host sending from many source
+    /// ports) can no longer take every session of a socket and lock the others out until its
+    /// sessions idle, yet clients behind one NAT address, or a test client opening a thousand
+    /// sessions from one host (as the Gateway API conformance suite does), are served.
+    pub fn udp_sessions_per_source(&self) -> usize {
+        self.udp_max_sessions_per_source
+            .unwrap_or(self.max_connections / 4)
+            .max(1)
+    }
+}
+
 impl Default for ProxyOptions {
     fn default() -> Self {
         Self {
@@ -120,6 +144,8 @@ impl Default for ProxyOptions {
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             udp_idle_timeout: Duration::from_secs(60),
+            udp_max_sessions_per_source: None,
+            tcp_idle_timeout: Duration::from_secs(3600),
             path_policy: PathPolicy::default(),
             trusted_proxies: TrustedProxies::default(),
             outlier: OutlierOptions::default(),

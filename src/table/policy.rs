@@ -209,6 +209,12 @@ pub struct ListenerSettings {
         serialize_with = "crate::table::filters::ser_ms"
     )]
     pub idle_timeout: Option<Duration>,
+    /// TCP and TLS streams with no byte either way for this long are closed.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::table::filters::ser_ms"
+    )]
+    pub tcp_idle_timeout: Option<Duration>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http2_max_concurrent_streams: Option<u32>,
     #[serde(

@@ -4,7 +4,8 @@
 //! added in precedence order: on a TCP or UDP socket the oldest route serves; on a TLS
 //! socket the oldest route of each hostname. Of the TrafficPolicy settings of a Gateway or
 //! listener target only `ipAccess` applies to these sockets: TCP and UDP sockets carry the
-//! lists of every listener bound there, TLS sockets each listener's own. Pure.
+//! lists of every listener bound there, TLS sockets each listener's own. A socket takes the
+//! ProxyConfig settings of the first Gateway bound there with some (as HTTP sockets do). Pure.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,8 +18,8 @@ use super::l4route::L4Attached;
 use super::protocol::ListenerProtocol;
 use super::tls::ListenerTls;
 use crate::table::{
-    IpAccess, L4Route, L4Routes, ListenerTable, RequestPolicy, RouteTable, SniListener, SniRoutes,
-    TlsListener, TlsListeners, VirtualHost,
+    IpAccess, L4Route, L4Routes, ListenerSettings, ListenerTable, RequestPolicy, RouteTable,
+    SniListener, SniRoutes, TlsListener, TlsListeners, VirtualHost,
 };
 
 /// One L4 socket being built.
@@ -34,16 +35,19 @@ struct Socket {
     certificates: Vec<TlsListener>,
     /// The `ipAccess` lists of the listeners bound here (TCP and UDP).
     ip_access: Vec<Arc<IpAccess>>,
+    settings: Option<Arc<ListenerSettings>>,
 }
 
 /// Adds a socket for every valid TLS, TCP and UDP listener of the accepted Gateways, with the
-/// routes attached to it and the `ipAccess` lists of the policies of each listener (`policies`:
-/// what Gateway and listener targets decide, by `(gateway, listener)` index).
+/// routes attached to it, the `ipAccess` lists of the policies of each listener (`policies`:
+/// what Gateway and listener targets decide, by `(gateway, listener)` index) and the
+/// ProxyConfig settings of each Gateway (`settings`).
 pub fn add_l4_sockets(
     table: &mut RouteTable,
     gateways: &[GatewayModel<'_>],
     routes: &[L4Attached],
     policies: &HashMap<(usize, usize), Arc<RequestPolicy>>,
+    settings: &[Option<Arc<ListenerSettings>>],
 ) {
     let mut sockets: BTreeMap<(bool, SocketAddr), Socket> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
@@ -69,6 +73,7 @@ pub fn add_l4_sockets(
                     sni: Vec::new(),
                     certificates: Vec::new(),
                     ip_access: Vec::new(),
+                    settings: None,
                 });
                 if s.protocol != l.protocol || s.members.contains(&(gi, li)) {
                     continue;
@@ -94,6 +99,9 @@ pub fn add_l4_sockets(
                 s.sni.push(sni);
                 if s.protocol != ListenerProtocol::Tls {
                     s.ip_access.extend(access);
+                }
+                if s.settings.is_none() {
+                    s.settings = settings.get(gi).cloned().flatten();
                 }
                 s.members.push((gi, li));
                 s.sources.push(source);
@@ -130,6 +138,7 @@ pub fn add_l4_sockets(
         let mut listener =
             ListenerTable::new(addr, s.sources, Vec::<VirtualHost>::new()).with_port(s.port);
         listener.ip_access = s.ip_access;
+        listener.settings = s.settings;
         listener = match s.protocol {
             ListenerProtocol::Tls => {
                 if !s.certificates.is_empty() {

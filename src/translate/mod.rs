@@ -385,7 +385,13 @@ fn translate_cached(
         cache.hosts(),
     );
     table.backend_tls = tls_policies.by_port;
-    l4build::add_l4_sockets(&mut table, &gateways, &l4, &applied.hosts);
+    l4build::add_l4_sockets(
+        &mut table,
+        &gateways,
+        &l4,
+        &applied.hosts,
+        &gateway_settings,
+    );
     report.sort();
     Translation {
         table,

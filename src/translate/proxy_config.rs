@@ -86,6 +86,7 @@ pub fn compile_proxy_config(config: &ProxyConfig) -> Result<ListenerSettings, Pr
         out.header_read_timeout = duration("clientTimeouts.requestHeader", &t.request_header)?;
         out.body_idle_timeout = duration("clientTimeouts.bodyIdle", &t.body_idle)?;
         out.idle_timeout = duration("clientTimeouts.idle", &t.idle)?;
+        out.tcp_idle_timeout = duration("clientTimeouts.tcpIdle", &t.tcp_idle)?;
     }
     if let Some(h2) = &spec.http2 {
         if let Some(n) = h2.max_concurrent_streams {
@@ -158,7 +159,8 @@ mod tests {
         let c = config(
             "{accessLog: {format: Text, fields: [clientAddress, status]}, \
              limits: {maxRequestHeaderBytes: 16384, maxRequestBodyBytes: 1000}, \
-             clientTimeouts: {handshake: 5s, requestHeader: 10s, bodyIdle: 30s, idle: 1m}, \
+             clientTimeouts: {handshake: 5s, requestHeader: 10s, bodyIdle: 30s, idle: 1m, \
+             tcpIdle: 2h}, \
              http2: {maxConcurrentStreams: 50, keepaliveInterval: 20s, keepaliveTimeout: 5s}, \
              trustedProxies: [10.0.0.0/8, 192.168.1.1], drainDuration: 15s}",
         );
@@ -173,6 +175,7 @@ mod tests {
         assert_eq!(s.header_read_timeout, Some(Duration::from_secs(10)));
         assert_eq!(s.body_idle_timeout, Some(Duration::from_secs(30)));
         assert_eq!(s.idle_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(s.tcp_idle_timeout, Some(Duration::from_secs(7200)));
         assert_eq!(s.http2_max_concurrent_streams, Some(50));
         assert_eq!(s.http2_keepalive_interval, Some(Duration::from_secs(20)));
         assert_eq!(s.http2_keepalive_timeout, Some(Duration::from_secs(5)));
@@ -206,5 +209,9 @@ mod tests {
             "spec.limits.maxRequestHeaderBytes: 10 is out of range (1024 to 1048576)"
         );
         assert!(msg("{http2: {maxConcurrentStreams: 0}}").starts_with("spec.http2."));
+        assert_eq!(
+            msg("{clientTimeouts: {tcpIdle: 0s}}"),
+            "spec.clientTimeouts.tcpIdle: must be longer than 0s"
+        );
     }
 }

@@ -326,6 +326,7 @@ fn alpha_proxy_spec() -> impl Strategy<Value = pa::ProxyConfigSpec> {
             of(duration()),
             vec(cidr(), 0..3),
             of(0u32..100_000),
+            of(duration()),
         ),
     )
         .prop_map(|(a, b)| pa::ProxyConfigSpec {
@@ -339,6 +340,7 @@ fn alpha_proxy_spec() -> impl Strategy<Value = pa::ProxyConfigSpec> {
             request_header_timeout: a.7,
             body_idle_timeout: b.0,
             idle_timeout: b.1,
+            tcp_idle_timeout: b.7,
             http2_max_concurrent_streams: b.2,
             http2_keepalive_interval: b.3,
             http2_keepalive_timeout: b.4,
@@ -364,15 +366,17 @@ fn beta_proxy_spec() -> impl Strategy<Value = pb::ProxyConfigSpec> {
             of(duration()),
             of(duration()),
             of(duration()),
+            of(duration()),
         )
-            .prop_map(
-                |(handshake, request_header, body_idle, idle)| pb::ClientTimeouts {
+            .prop_map(|(handshake, request_header, body_idle, idle, tcp_idle)| {
+                pb::ClientTimeouts {
                     handshake,
                     request_header,
                     body_idle,
                     idle,
-                },
-            )),
+                    tcp_idle,
+                }
+            })),
         of(
             (of(any::<u32>()), of(duration()), of(duration())).prop_map(|(m, i, t)| {
                 pb::Http2Config {

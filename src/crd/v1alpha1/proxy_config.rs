@@ -64,6 +64,9 @@ pub struct ProxyConfigSpec {
     #[schemars(regex(pattern = DURATION_PATTERN))]
     pub idle_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub tcp_idle_timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2_max_concurrent_streams: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN))]

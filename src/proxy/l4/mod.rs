@@ -1,7 +1,9 @@
 //! The L4 data plane: TLS (passthrough and terminate, routed by SNI) and TCP streams served on
 //! the sockets of the listener manager (`tcp`), UDP sockets with their own manager and
-//! per-client sessions (`udp`), and the ClientHello reader (`sni`).
+//! per-client sessions (`udp`), the ClientHello reader (`sni`), and the byte relay of streams
+//! with its idle timeout (`idle`).
 
+pub(crate) mod idle;
 pub(crate) mod sni;
 pub(crate) mod tcp;
 pub(crate) mod udp;

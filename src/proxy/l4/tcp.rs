@@ -4,26 +4,23 @@
 //! replays the ClientHello to the backend and copies the encrypted bytes, Terminate completes
 //! the handshake with the listener's certificate and copies the plaintext. The backend is
 //! chosen once: a new table never moves an open stream. Drain does not cut a stream; the
-//! listener manager ends what is still open at the drain timeout.
+//! listener manager ends what is still open at the drain timeout. A stream silent both ways
+//! for the listener's TCP idle timeout is closed (`idle`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::io::{
-    copy_bidirectional_with_sizes, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
-};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::super::detect::Prefixed;
 use super::super::Shared;
+use super::idle::{relay, Ended};
 use super::sni::{self, Hello, MAX_HELLO};
 use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
 use crate::table::{L4Route, L4Routes};
-
-/// Bytes each direction of a stream copies per read: bulk transfers move in fewer, larger
-/// reads and writes than with tokio's 8 KiB default (see docs/benchmarks.md, TCP).
-const COPY_BUFFER: usize = 64 * 1024;
 
 /// Bytes read at most while waiting for a complete ClientHello (records add 5 bytes each).
 const MAX_PEEK: usize = MAX_HELLO + 1024;
@@ -36,27 +33,37 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (protocol, refused) = {
+    let (protocol, refused, idle) = {
         let table = shared.table.load();
-        let found = table.listener(&listener);
-        let protocol = match found.and_then(|l| l.l4.as_ref()) {
+        let socket = table.listener(&listener);
+        let protocol = match socket.and_then(|l| l.l4.as_ref()) {
             Some(L4Routes::Tls(_)) => "tls",
             _ => "tcp",
         };
-        (
-            protocol,
-            found.is_some_and(|l| refused_at_accept(l, peer.ip())),
-        )
+        let refused = socket.is_some_and(|l| refused_at_accept(l, peer.ip()));
+        let idle = socket
+            .and_then(|l| l.settings.as_ref())
+            .and_then(|s| s.tcp_idle_timeout)
+            .unwrap_or(shared.options.tcp_idle_timeout);
+        (protocol, refused, idle)
     };
     let result = if refused {
         // Closed at once: nothing read, nothing sent, no backend contacted.
         drop(stream);
         Err(L4Error::IpDenied(peer.ip()))
     } else if protocol == "tls" {
-        serve_tls(stream, peer, listener, &shared).await
+        serve_tls(stream, peer, listener, &shared, idle).await
     } else {
-        serve_tcp(stream, listener, &shared).await
+        serve_tcp(stream, listener, &shared, idle).await
     };
+    if let Ok(Ended::Idle) = result {
+        tracing::debug!(%peer, %listener, "stream closed (idle)");
+        shared
+            .metrics
+            .l4_idle_closed
+            .with_label_values(&[protocol])
+            .inc();
+    }
     if let Err(error) = result {
         tracing::debug!(%peer, %listener, %error, "stream closed");
         if let Some(reason) = error.dropped() {
@@ -70,10 +77,11 @@ pub(crate) async fn serve(
 }
 
 async fn serve_tcp(
-    mut client: TcpStream,
+    client: TcpStream,
     listener: SocketAddr,
     shared: &Shared,
-) -> Result<(), L4Error> {
+    idle: Duration,
+) -> Result<Ended, L4Error> {
     let route = {
         let table = shared.table.load();
         match table.listener(&listener).and_then(|l| l.l4.as_ref()) {
@@ -81,11 +89,8 @@ async fn serve_tcp(
             _ => return Err(L4Error::NoRoute),
         }
     };
-    let mut upstream = connect(&route, shared).await?;
-    copy_bidirectional_with_sizes(&mut client, &mut upstream, COPY_BUFFER, COPY_BUFFER)
-        .await
-        .map_err(L4Error::Io)?;
-    Ok(())
+    let upstream = connect(&route, shared).await?;
+    relay(client, upstream, idle).await.map_err(L4Error::Io)
 }
 
 async fn serve_tls(
@@ -93,7 +98,8 @@ async fn serve_tls(
     peer: SocketAddr,
     listener: SocketAddr,
     shared: &Shared,
-) -> Result<(), L4Error> {
+    idle: Duration,
+) -> Result<Ended, L4Error> {
     let deadline = Instant::now() + shared.options.handshake_timeout;
     let (hello, sni) = tokio::time::timeout_at(deadline, read_hello(&mut client))
         .await
@@ -118,23 +124,17 @@ async fn serve_tls(
     if !terminate {
         let mut upstream = connect(&route, shared).await?;
         upstream.write_all(&hello).await.map_err(L4Error::Io)?;
-        copy_bidirectional_with_sizes(&mut client, &mut upstream, COPY_BUFFER, COPY_BUFFER)
-            .await
-            .map_err(L4Error::Io)?;
-        return Ok(());
+        return relay(client, upstream, idle).await.map_err(L4Error::Io);
     }
     let acceptor = super::super::tls::stream_acceptor(&shared.table, listener, sni.as_deref())
         .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
     let accept = acceptor.accept(Prefixed::new(hello, client));
-    let mut tls = tokio::time::timeout_at(deadline, accept)
+    let tls = tokio::time::timeout_at(deadline, accept)
         .await
         .map_err(|_| L4Error::HandshakeTimeout)?
         .map_err(|e| L4Error::Tls(e.to_string()))?;
-    let mut upstream = connect(&route, shared).await?;
-    copy_bidirectional_with_sizes(&mut tls, &mut upstream, COPY_BUFFER, COPY_BUFFER)
-        .await
-        .map_err(L4Error::Io)?;
-    Ok(())
+    let upstream = connect(&route, shared).await?;
+    relay(tls, upstream, idle).await.map_err(L4Error::Io)
 }
 
 /// Reads until the ClientHello is complete; returns the bytes read and the SNI.

@@ -3,8 +3,11 @@
 //! session with its own connected upstream socket (the backend picked by weight when the
 //! session starts), so replies go back to the client that sent the datagrams. Sessions belong
 //! to the socket's loop, not to a table: a new table keeps them (and their backend); a removed
-//! socket ends them. A session with no datagram either way for the UDP idle timeout ends. A
-//! socket holds at most `max_connections` sessions; datagrams of further clients are dropped.
+//! socket ends them. A session with no datagram from its client for the UDP idle timeout
+//! ends (backend replies do not keep it alive). A socket holds at most `max_connections`
+//! sessions, and at most a quarter of them (or `udp_max_sessions_per_source`) of one client IP
+//! address (IPv6: one /64); datagrams
+//! that would open a session over either limit are dropped and counted.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -13,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use prometheus::IntCounter;
 use tokio::net::UdpSocket;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -138,10 +142,10 @@ fn bind(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     UdpSocket::from_std(socket.into())
 }
 
-/// One client's session: its upstream socket and when it last saw a datagram.
+/// One client's session: its upstream socket and when its client last sent a datagram.
 struct Session {
     upstream: Arc<UdpSocket>,
-    /// Milliseconds since the loop started, at the last datagram either way.
+    /// Milliseconds since the loop started, at the client's last datagram.
     last: Arc<AtomicU64>,
     replies: JoinHandle<()>,
 }
@@ -149,6 +153,92 @@ struct Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.replies.abort();
+    }
+}
+
+/// The source a per-source session limit counts: the client's IPv4 address (also when it
+/// arrives IPv4-mapped on a dual-stack socket), or the /64 of an IPv6 one, since one host
+/// usually has a whole /64 to send from.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => v4.into(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.into(),
+            None => Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX)).into(),
+        },
+    }
+}
+
+/// The sessions of one socket by client address, with how many each source holds.
+#[derive(Default)]
+struct Sessions {
+    by_peer: HashMap<SocketAddr, Session>,
+    per_source: HashMap<IpAddr, usize>,
+}
+
+impl Sessions {
+    /// Ends `peer`'s session if its relay has stopped (it was idle).
+    fn end_if_idle(&mut self, peer: SocketAddr) {
+        if self
+            .by_peer
+            .get(&peer)
+            .is_some_and(|s| s.replies.is_finished())
+        {
+            self.by_peer.remove(&peer);
+            self.forget(source(peer.ip()));
+        }
+    }
+
+    /// Ends every session whose relay has stopped.
+    fn end_idle(&mut self) {
+        let ended: Vec<SocketAddr> = self
+            .by_peer
+            .iter()
+            .filter(|(_, s)| s.replies.is_finished())
+            .map(|(p, _)| *p)
+            .collect();
+        for peer in ended {
+            self.by_peer.remove(&peer);
+            self.forget(source(peer.ip()));
+        }
+    }
+
+    fn forget(&mut self, ip: IpAddr) {
+        if let Entry::Occupied(mut count) = self.per_source.entry(ip) {
+            *count.get_mut() -= 1;
+            if *count.get() == 0 {
+                count.remove();
+            }
+        }
+    }
+
+    /// Why a new session for `peer` is refused, if it is: the socket's or its source's limit.
+    fn refuse(
+        &self,
+        peer: SocketAddr,
+        per_socket: usize,
+        per_source: usize,
+    ) -> Option<&'static str> {
+        if self.by_peer.len() >= per_socket {
+            Some("session_limit")
+        } else if self
+            .per_source
+            .get(&source(peer.ip()))
+            .copied()
+            .unwrap_or(0)
+            >= per_source
+        {
+            Some("source_limit")
+        } else {
+            None
+        }
+    }
+
+    /// Adds (or replaces) `peer`'s session.
+    fn insert(&mut self, peer: SocketAddr, session: Session) {
+        if self.by_peer.insert(peer, session).is_none() {
+            *self.per_source.entry(source(peer.ip())).or_default() += 1;
+        }
     }
 }
 
@@ -160,14 +250,18 @@ async fn receive_loop(
 ) {
     let epoch = Instant::now();
     let idle = shared.options.udp_idle_timeout;
-    let mut sessions: HashMap<SocketAddr, Session> = HashMap::new();
+    let (per_socket, per_source) = (
+        shared.options.max_connections,
+        shared.options.udp_sessions_per_source(),
+    );
+    let mut sessions = Sessions::default();
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut sweep = tokio::time::interval(idle.max(Duration::from_millis(10)));
     loop {
         let (n, peer) = tokio::select! {
             _ = &mut stop => break,
             _ = sweep.tick() => {
-                sessions.retain(|_, s| !s.replies.is_finished());
+                sessions.end_idle();
                 continue;
             }
             received = socket.recv_from(&mut buf) => match received {
@@ -195,23 +289,20 @@ async fn receive_loop(
                 .inc();
             continue;
         }
-        if sessions.get(&peer).is_some_and(|s| s.replies.is_finished()) {
-            sessions.remove(&peer);
-        }
-        // Every session holds a socket: a flood of new source addresses must not exhaust them.
-        let at_limit = sessions.len() >= shared.options.max_connections;
-        let session = match sessions.entry(peer) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(_) if at_limit => {
+        sessions.end_if_idle(peer);
+        // Every session holds a socket: a flood of new source addresses must not exhaust them,
+        // nor may one address take them all from many source ports.
+        if !sessions.by_peer.contains_key(&peer) {
+            if let Some(reason) = sessions.refuse(peer, per_socket, per_source) {
                 shared
                     .metrics
                     .l4_dropped
-                    .with_label_values(&["udp", "session_limit"])
+                    .with_label_values(&["udp", reason])
                     .inc();
                 continue;
             }
-            Entry::Vacant(e) => match open_session(&socket, addr, peer, &shared, epoch).await {
-                Ok(s) => e.insert(s),
+            match open_session(&socket, addr, peer, &shared, epoch).await {
+                Ok(s) => sessions.insert(peer, s),
                 Err(error) => {
                     tracing::debug!(%addr, %peer, %error, "datagram dropped");
                     if let Some(reason) = error.dropped() {
@@ -223,7 +314,10 @@ async fn receive_loop(
                     }
                     continue;
                 }
-            },
+            }
+        }
+        let Some(session) = sessions.by_peer.get_mut(&peer) else {
+            continue;
         };
         session.last.store(millis(epoch), Ordering::Relaxed);
         if let Err(error) = session.upstream.send(&buf[..n]).await {
@@ -274,6 +368,7 @@ async fn open_session(
         last.clone(),
         epoch,
         shared.options.udp_idle_timeout,
+        shared.metrics.l4_idle_closed.with_label_values(&["udp"]),
     ));
     Ok(Session {
         upstream,
@@ -282,7 +377,9 @@ async fn open_session(
     })
 }
 
-/// Sends the backend's datagrams to the client until neither side has sent one for `idle`.
+/// Sends the backend's datagrams to the client until the client has sent none for `idle`
+/// (replies do not count: a backend that keeps sending cannot keep a session alive); counts
+/// the session in `idle_ended` then.
 async fn relay_replies(
     upstream: Arc<UdpSocket>,
     client: Arc<UdpSocket>,
@@ -290,6 +387,7 @@ async fn relay_replies(
     last: Arc<AtomicU64>,
     epoch: Instant,
     idle: Duration,
+    idle_ended: IntCounter,
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
@@ -297,7 +395,6 @@ async fn relay_replies(
         let due = epoch + Duration::from_millis(since) + idle;
         match tokio::time::timeout_at(due, upstream.recv(&mut buf)).await {
             Ok(Ok(n)) => {
-                last.store(millis(epoch), Ordering::Relaxed);
                 if let Err(error) = client.send_to(&buf[..n], peer).await {
                     tracing::debug!(%peer, %error, "reply not sent");
                 }
@@ -308,5 +405,24 @@ async fn relay_replies(
             Err(_) => {}
         }
     }
+    idle_ended.inc();
     tracing::debug!(%peer, "UDP session ended (idle)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_ipv4_addresses_and_ipv6_prefixes() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(source(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(source(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(source(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            source(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+            source(ip("2001:db8:1:2::9"))
+        );
+        assert_ne!(source(ip("2001:db8:1:3::1")), source(ip("2001:db8:1:2::1")));
+    }
 }
