@@ -226,7 +226,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Echo(args) => echo(args).await,
         Command::Demo(args) => demo(args).await,
         Command::Crds => {
-            print!("{}", crate::crd::generate::crds_yaml()?);
+            write_stdout(&crate::crd::generate::crds_yaml()?)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -360,18 +360,35 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn print_demo(args: &DemoArgs, pods: &[crate::demo::EchoPod]) {
-    println!(
-        "edgeplane demo: Gateway default/demo on http://{}",
+    use std::fmt::Write;
+    let mut text = format!(
+        "edgeplane demo: Gateway default/demo on http://{}\n",
         args.listen
     );
     for p in pods {
-        println!("  backend {} pod {} on {}", p.service, p.pod, p.addr);
+        let _ = writeln!(text, "  backend {} pod {} on {}", p.service, p.pod, p.addr);
     }
-    println!("admin on http://{}\n\nTry:", args.admin_addr);
+    let _ = writeln!(text, "admin on http://{}\n\nTry:", args.admin_addr);
     for h in crate::demo::hints(args.listen, args.admin_addr) {
-        println!("  # {}\n  {}\n", h.what, h.command);
+        let _ = writeln!(text, "  # {}\n  {}\n", h.what, h.command);
     }
-    println!("Press Ctrl-C to stop.");
+    text.push_str("Press Ctrl-C to stop.\n");
+    // The demo keeps serving whoever reads its output; a closed pipe only loses the hints.
+    if let Err(error) = write_stdout(&text) {
+        tracing::warn!(%error, "cannot print the demo's hints");
+    }
+}
+
+/// Writes `text` to standard output. A reader that stopped early (`| head`) is not an error:
+/// the output it wanted was written, and the command should not fail (or panic, as `print!`
+/// does) for it.
+pub(crate) fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! owned object's status printed, a summary line on stderr, and an exit code that says what
 //! was found, including that nothing of ours was there to check.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -84,14 +83,8 @@ pub fn check(args: &CheckArgs) -> ExitCode {
         capabilities: crate::translate::Capabilities::STANDALONE,
     };
     let status = translate(&loaded.snapshot, &options).status;
-    let printed = render(&status, args.output).and_then(|text| {
-        let mut out = std::io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            // A reader that stopped early (`| head`) is not an error of the manifests.
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
-            _ => Ok(()),
-        }
-    });
+    let printed = render(&status, args.output)
+        .and_then(|text| super::write_stdout(&text).map_err(|e| e.to_string()));
     if let Err(e) = printed {
         eprintln!("error: cannot print status: {e}");
         return ExitCode::from(EXIT_INVALID);

@@ -89,3 +89,29 @@ fn readme_flag_tables_match_serve_help() {
         "`serve` flags missing from the README flag tables: {undocumented:?}"
     );
 }
+
+/// `edgeplane crds | head -1`: a reader that stops early ends the command quietly with 0,
+/// no panic.
+#[test]
+fn printing_commands_stop_quietly_when_the_reader_goes() {
+    let mut child = Command::new(BIN)
+        .arg("crds")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run edgeplane crds");
+    let mut first = String::new();
+    if let Some(out) = child.stdout.take() {
+        BufReader::new(out)
+            .read_line(&mut first)
+            .expect("first line");
+    }
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        first.starts_with("# edgeplane CustomResourceDefinitions"),
+        "{first}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+}
