@@ -164,6 +164,14 @@ pub fn parse_htpasswd(bytes: &[u8]) -> Result<BTreeMap<String, PasswordHash>, St
             return Err(format!("line {number}: empty user name"));
         }
         let hash = if ["$2a$", "$2b$", "$2y$"].iter().any(|p| hash.starts_with(p)) {
+            // A malformed hash would be refused at once, unlike a real one that costs a
+            // verification: that difference tells a client which users exist.
+            let cost = hash.parse::<bcrypt::HashParts>().map(|p| p.get_cost());
+            if !cost.is_ok_and(|c| (4..=31).contains(&c)) {
+                return Err(format!(
+                    "line {number}: malformed bcrypt hash (expected $2y$NN$ and 53 characters)"
+                ));
+            }
             PasswordHash::Bcrypt(hash.to_owned())
         } else if let Some(b64) = hash.strip_prefix("{SHA}") {
             let digest = decode_base64(b64)
@@ -180,30 +188,15 @@ pub fn parse_htpasswd(bytes: &[u8]) -> Result<BTreeMap<String, PasswordHash>, St
     Ok(users)
 }
 
-/// Standard base64 with optional `=` padding; `None` on any other byte.
+/// Standard base64 with optional `=` padding; `None` on anything else.
 fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    LENIENT.decode(text).ok()
 }
 
 /// Which JWKS source a provider names: exactly one of a Secret and a ConfigMap.
@@ -331,11 +324,13 @@ mod tests {
 
     #[test]
     fn htpasswd_keeps_bcrypt_and_decodes_sha() {
-        let text = "# users\nalice:$2y$05$abcdefghijklmnopqrstuv\n\nbob:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=\n";
+        let text = "# users\nalice:$2y$05$abcdefghijklmnopqrstuuABCDEFGHIJKLMNOPQRSTUVWXYZ01234\n\nbob:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=\n";
         let users = parse_htpasswd(text.as_bytes()).unwrap();
         assert_eq!(
             users["alice"],
-            PasswordHash::Bcrypt("$2y$05$abcdefghijklmnopqrstuv".into())
+            PasswordHash::Bcrypt(
+                "$2y$05$abcdefghijklmnopqrstuuABCDEFGHIJKLMNOPQRSTUVWXYZ01234".into()
+            )
         );
         // SHA-1 of "test".
         let PasswordHash::Sha1(d) = &users["bob"] else {
@@ -346,9 +341,19 @@ mod tests {
 
     #[test]
     fn htpasswd_errors_name_the_line_not_the_content() {
-        let e = parse_htpasswd(b"alice:$2y$ok\ncarol:secretplain\n").unwrap_err();
+        let e = parse_htpasswd(b"alice:$2y$ok\n").unwrap_err();
+        assert!(e.starts_with("line 1: malformed bcrypt hash"), "{e}");
+        let text = "alice:GOOD\ncarol:secretplain\n".replace(
+            "GOOD",
+            "$2y$05$abcdefghijklmnopqrstuuABCDEFGHIJKLMNOPQRSTUVWXYZ01234",
+        );
+        let e = parse_htpasswd(text.as_bytes()).unwrap_err();
         assert!(e.starts_with("line 2: unsupported hash format"), "{e}");
         assert!(!e.contains("secretplain"));
+        // A cost bcrypt cannot verify is as malformed as a short hash.
+        let e = parse_htpasswd(b"a:$2y$99$abcdefghijklmnopqrstuuABCDEFGHIJKLMNOPQRSTUVWXYZ01234")
+            .unwrap_err();
+        assert!(e.contains("malformed bcrypt"), "{e}");
         let e = parse_htpasswd(b"nocolon").unwrap_err();
         assert_eq!(e, "line 1: not in the form user:hash");
         let e = parse_htpasswd(b"u:{SHA}AAAA").unwrap_err();
