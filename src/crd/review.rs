@@ -23,6 +23,11 @@ pub const REVIEW_KIND: &str = "ConversionReview";
 /// Most objects one review may carry: bounds the work one request causes (the webhook's
 /// body limit bounds their total size).
 pub const MAX_OBJECTS: usize = 10_000;
+/// Most JSON values (array elements, object members, containers) all objects of one review
+/// may hold together. A parsed value takes 32 bytes or more however short its text (`0,` is
+/// two bytes), so this, not the body size, bounds the memory a review of tiny values takes.
+/// Object schemas bound their lists (at most 256 items), so real objects stay far below it.
+pub const MAX_VALUES: usize = 100_000;
 
 /// Why a body is not a conversion request (answered with 400).
 #[derive(Debug, thiserror::Error)]
@@ -68,10 +73,17 @@ fn bounded_objects<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Box<RawValue>>
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             let mut objects = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+            let mut values = 0;
             while let Some(object) = seq.next_element::<Box<RawValue>>()? {
                 if objects.len() == MAX_OBJECTS {
                     return Err(serde::de::Error::custom(format!(
                         "request.objects holds more than {MAX_OBJECTS} objects"
+                    )));
+                }
+                values += json_values(object.get());
+                if values > MAX_VALUES {
+                    return Err(serde::de::Error::custom(format!(
+                        "request.objects holds more than {MAX_VALUES} JSON values"
                     )));
                 }
                 objects.push(object);
@@ -133,6 +145,24 @@ struct Response<'a> {
     result: Value,
 }
 
+/// An upper bound of the values in valid JSON text: one, plus one per `,` `[` `{` outside
+/// strings.
+fn json_values(text: &str) -> usize {
+    let (mut n, mut in_string, mut escaped) = (1, false, false);
+    for b in text.bytes() {
+        match (in_string, b) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => in_string = true,
+            (false, b',' | b'[' | b'{') => n += 1,
+            (false, _) => {}
+        }
+    }
+    n
+}
+
 /// One object converted and written back as JSON text (`Ok(Err(message))`: it cannot be).
 fn convert_one(
     raw: &RawValue,
@@ -181,6 +211,15 @@ mod tests {
         assert_eq!(answer["response"]["uid"], "u");
         let e = answer_review(&review(&at(MAX_OBJECTS + 1))).unwrap_err();
         assert!(e.to_string().contains("more than 10000 objects"), "{e}");
+    }
+
+    #[test]
+    fn values_are_bounded_while_read() {
+        let zeros = |n: usize| format!("[{{\"spec\":[{}]}}]", vec!["0"; n].join(","));
+        assert!(answer_review(&review(&zeros(MAX_VALUES - 3))).is_ok());
+        let e = answer_review(&review(&zeros(MAX_VALUES))).unwrap_err();
+        assert!(e.to_string().contains("JSON values"), "{e}");
+        assert_eq!(json_values(r#"{"a,[{":"\",{","b":[1,2]}"#), 5);
     }
 
     #[test]

@@ -382,8 +382,9 @@ fn zeros_review(size: usize) -> Vec<u8> {
 }
 
 /// The memory figure of `benches/webhook-memory.sh` (not a test: nothing is asserted on it):
-/// the binary's resident memory before and after a review of zeros just under the body limit,
-/// four of them at once, and a 15 MiB one (refused).
+/// the binary's resident memory before and after a review of zeros at the value limit, four
+/// of them at once, then a 3 MiB review of zeros (refused: too many values) and a 15 MiB one
+/// (refused: too large).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, run by benches/webhook-memory.sh"]
 async fn webhook_memory_figure() {
@@ -398,17 +399,28 @@ async fn webhook_memory_figure() {
             read_response(&mut tls).await
         }
     };
-    let big = zeros_review((3 << 20) - 1024);
-    let status = send(big.clone()).await;
+    // The most values a review may hold: the worst case that is converted.
+    let most = zeros_review(2 * (edgeplane::crd::review::MAX_VALUES - 100));
+    let status = send(most.clone()).await;
     let one = memory_kib(pid);
-    let all = futures_util::future::join_all((0..4).map(|_| send(big.clone()))).await;
+    let all = futures_util::future::join_all((0..4).map(|_| send(most.clone()))).await;
     let four = memory_kib(pid);
+    let big = send(zeros_review((3 << 20) - 1024)).await;
     let refused = send(zeros_review(15 << 20)).await;
     let after = memory_kib(pid);
     println!(
-        "webhook memory (KiB, rss/peak): before {}/{}; one 3 MiB review ({status:?}) {}/{}; \
-         four at once ({all:?}) {}/{}; a 15 MiB review ({refused:?}) {}/{}",
-        before.0, before.1, one.0, one.1, four.0, four.1, after.0, after.1
+        "webhook memory (KiB, rss/peak): before {}/{}; one review of {} bytes at the value \
+         limit ({status:?}) {}/{}; four at once ({all:?}) {}/{}; then a 3 MiB review of \
+         zeros ({big:?}) and a 15 MiB one ({refused:?}) {}/{}",
+        before.0,
+        before.1,
+        most.len(),
+        one.0,
+        one.1,
+        four.0,
+        four.1,
+        after.0,
+        after.1
     );
     b.stop().await;
 }
