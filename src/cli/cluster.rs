@@ -216,6 +216,7 @@ fn check_leader_timing(lease: Duration, renew: Duration, retry: Duration) -> any
 pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let webhook_addr = args.kube.webhook_addr;
     let webhook_limits = args.kube.webhook_limits.limits();
+    let client_ca = args.kube.webhook_limits.client_ca()?;
     let webhook = args.kube.webhook_options(&args.kube.namespace)?;
     let mut options = args.kube.options(&args.translate.controller_name)?;
     let client = kube::Client::try_default()
@@ -232,6 +233,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
         listener,
         certs.clone(),
         webhook_limits,
+        client_ca,
         metrics.clone(),
         async {
             let _ = stopped.await;

@@ -2,7 +2,11 @@
 //! [`WebhookLimits`]; the defaults and their reasons live on that type.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use anyhow::Context;
 
 use clap::Args;
 
@@ -30,6 +34,10 @@ pub struct WebhookArgs {
     #[arg(long, default_value_t = limits().max_concurrent_reviews,
         value_parser = positive_count)]
     pub webhook_max_reviews: usize,
+    /// Require a client certificate issued by a CA of this PEM bundle (the one the API
+    /// server's webhook client certificate chains to). Without it, clients are anonymous.
+    #[arg(long, value_name = "PATH")]
+    pub webhook_client_ca: Option<PathBuf>,
 }
 
 impl WebhookArgs {
@@ -42,6 +50,18 @@ impl WebhookArgs {
             max_concurrent_reviews: self.webhook_max_reviews,
             ..limits()
         }
+    }
+
+    /// The CA bundle of `--webhook-client-ca`, read and checked at start-up.
+    pub fn client_ca(&self) -> anyhow::Result<Option<Arc<rustls::RootCertStore>>> {
+        let Some(path) = &self.webhook_client_ca else {
+            return Ok(None);
+        };
+        let pem = std::fs::read(path)
+            .with_context(|| format!("--webhook-client-ca: cannot read {}", path.display()))?;
+        let roots = crate::webhook::client_ca_roots(&pem)
+            .with_context(|| format!("--webhook-client-ca {}", path.display()))?;
+        Ok(Some(roots))
     }
 }
 
@@ -111,6 +131,21 @@ mod tests {
             "--webhook-max-reviews=0",
         ] {
             assert!(Cli::try_parse_from(["edgeplane", bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_client_ca_must_hold_a_certificate() {
+        let cli = Cli::try_parse_from(["edgeplane"]).unwrap();
+        assert!(cli.webhook.client_ca().unwrap().is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        for path in [empty, dir.path().join("missing.pem")] {
+            let flag = format!("--webhook-client-ca={}", path.display());
+            let cli = Cli::try_parse_from(["edgeplane", flag.as_str()]).unwrap();
+            let e = format!("{:#}", cli.webhook.client_ca().unwrap_err());
+            assert!(e.contains("--webhook-client-ca"), "{e}");
         }
     }
 

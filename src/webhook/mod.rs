@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::ServerConfig;
+use rustls::{RootCertStore, ServerConfig};
 
 use crate::table::{Certificate, CertificateError};
 
@@ -76,6 +78,8 @@ pub enum WebhookError {
     Certificate(#[from] CertificateError),
     #[error("webhook TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("webhook client CA: {0}")]
+    ClientCa(String),
 }
 
 /// The webhook's serving certificate, replaceable at runtime: the next handshake after
@@ -137,14 +141,41 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
+/// The CA bundle (PEM) client certificates must chain to, when the webhook requires them.
+pub fn client_ca_roots(pem: &[u8]) -> Result<Arc<RootCertStore>, WebhookError> {
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(pem) {
+        let c = c.map_err(|e| WebhookError::ClientCa(e.to_string()))?;
+        roots
+            .add(c)
+            .map_err(|e| WebhookError::ClientCa(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(WebhookError::ClientCa(
+            "no certificate in the bundle".into(),
+        ));
+    }
+    Ok(Arc::new(roots))
+}
+
 /// The rustls configuration of the webhook: ring provider, the certificate of `certs`,
-/// ALPN `h2` and `http/1.1`.
-fn server_config(certs: Arc<WebhookCerts>) -> Result<Arc<ServerConfig>, WebhookError> {
+/// ALPN `h2` and `http/1.1`, and with `client_ca` a client certificate required.
+fn server_config(
+    certs: Arc<WebhookCerts>,
+    client_ca: Option<Arc<RootCertStore>>,
+) -> Result<Arc<ServerConfig>, WebhookError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(Resolver(certs)));
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(roots) => builder.with_client_cert_verifier(
+            WebPkiClientVerifier::builder_with_provider(roots, provider)
+                .build()
+                .map_err(|e| WebhookError::ClientCa(e.to_string()))?,
+        ),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(Resolver(certs)));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use rustls::RootCertStore;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -38,6 +39,7 @@ pub async fn serve(
         listener,
         certs,
         WebhookLimits::default(),
+        None,
         Metrics::new(),
         shutdown,
     )
@@ -45,17 +47,19 @@ pub async fn serve(
 }
 
 /// Serves the webhook on `listener` within `limits` until `shutdown` resolves; then stops
-/// accepting and gives open connections [`DRAIN_TIMEOUT`] to finish. Connections and requests
-/// a limit stops are counted in `edgeplane_webhook_limited_total`. Fails only when TLS cannot
-/// be set up.
+/// accepting and gives open connections [`DRAIN_TIMEOUT`] to finish. With `client_ca`, a
+/// client must present a certificate chaining to it (the API server's webhook client
+/// certificate). Connections and requests a limit stops are counted in
+/// `edgeplane_webhook_limited_total`. Fails only when TLS cannot be set up.
 pub async fn serve_with(
     listener: TcpListener,
     certs: Arc<WebhookCerts>,
     limits: WebhookLimits,
+    client_ca: Option<Arc<RootCertStore>>,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WebhookError> {
-    let acceptor = TlsAcceptor::from(server_config(certs)?);
+    let acceptor = TlsAcceptor::from(server_config(certs, client_ca)?);
     let shared = Arc::new(Shared::new(limits, metrics));
     let max_connections = limits.max_connections.max(1);
     let slots = Arc::new(Semaphore::new(max_connections));

@@ -33,6 +33,7 @@ struct Binary {
     admin: SocketAddr,
     webhook: SocketAddr,
     tls: Arc<rustls::ClientConfig>,
+    roots: rustls::RootCertStore,
     _api: ApiServer,
     _dir: tempfile::TempDir,
 }
@@ -84,7 +85,7 @@ async fn start(extra: &[&str], fds: u32) -> Binary {
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
-    .with_root_certificates(roots)
+    .with_root_certificates(roots.clone())
     .with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let b = Binary {
@@ -92,6 +93,7 @@ async fn start(extra: &[&str], fds: u32) -> Binary {
         admin,
         webhook,
         tls: Arc::new(config),
+        roots,
         _api: api,
         _dir: dir,
     };
@@ -110,6 +112,14 @@ impl Binary {
     async fn connect(&self, alpn: &[u8]) -> Result<TlsStream<TcpStream>, String> {
         let mut config = (*self.tls).clone();
         config.alpn_protocols = vec![alpn.to_vec()];
+        self.connect_with(config).await
+    }
+
+    /// A TLS connection to the webhook with `config`.
+    async fn connect_with(
+        &self,
+        config: rustls::ClientConfig,
+    ) -> Result<TlsStream<TcpStream>, String> {
         let tcp = TcpStream::connect(self.webhook)
             .await
             .map_err(|e| e.to_string())?;
@@ -353,6 +363,41 @@ async fn binary_webhook_bounds_reviews_and_connections() {
     other.write_all(&post(&review())).await.unwrap();
     assert_eq!(read_response(&mut other).await, Some(200));
     drop(third);
+    b.stop().await;
+}
+
+/// With `--webhook-client-ca`, a review without a client certificate is not answered; one
+/// with a certificate from that CA is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_webhook_requires_a_client_certificate_from_its_client_ca() {
+    let ca = support::tls::TestCa::new("api-server-clients");
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("client-ca.pem");
+    std::fs::write(&bundle, &ca.cert_pem).unwrap();
+    let flag = format!("--webhook-client-ca={}", bundle.display());
+    // `start` waits for a TLS handshake, which TLS 1.3 completes before the server has
+    // checked the client's certificate.
+    let b = start(&[flag.as_str()], 1024).await;
+    let mut anonymous = b.connect(b"http/1.1").await.unwrap();
+    let _ = anonymous.write_all(&post(&review())).await;
+    assert_eq!(
+        read_response(&mut anonymous).await,
+        None,
+        "answered without a certificate"
+    );
+    let identity = ca.issue("kube-apiserver");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(b.roots.clone())
+    .with_client_auth_cert(identity.chain, identity.key)
+    .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let mut known = b.connect_with(config).await.unwrap();
+    known.write_all(&post(&review())).await.unwrap();
+    assert_eq!(read_response(&mut known).await, Some(200));
     b.stop().await;
 }
 
