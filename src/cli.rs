@@ -20,6 +20,7 @@ mod policy;
 mod proxy_args;
 mod resilience_args;
 mod stack;
+mod webhook_args;
 
 pub use check::{CheckArgs, CheckOutput};
 use checked::{echo_namespace, SERVE_NEEDS_A_SOURCE};
@@ -144,8 +145,10 @@ pub struct ServeArgs {
     pub port_map: Option<PortMap>,
     #[command(flatten, next_help_heading = "Kubernetes")]
     pub kube: cluster::KubeArgs,
-    /// Address of the admin server (health, metrics, debug).
-    #[arg(long, default_value = DEFAULT_ADMIN_ADDR, help_heading = "Admin")]
+    /// Address of the admin server (health, metrics; debug views only over loopback). An
+    /// IPv6 address may be written without brackets, as `$(POD_IP):9901` expands to.
+    #[arg(long, default_value = DEFAULT_ADMIN_ADDR, help_heading = "Admin",
+        value_parser = webhook_args::parse_listen_addr)]
     pub admin_addr: SocketAddr,
     /// Time in-flight requests get to finish at shutdown (e.g. 30s, 500ms, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Proxy")]

@@ -84,6 +84,10 @@ pub struct Metrics {
     /// Kubernetes mode: 1 when the API server serves a watched kind, 0 when it does not (its
     /// CRD is not installed; the kind counts as empty and is picked up once it is), by kind.
     pub watch_kind_available: IntGaugeVec,
+    /// Conversion webhook connections closed and requests refused by a limit, by reason
+    /// (`connections`, `handshake_timeout`, `idle_timeout`, `body_size`, `body_timeout`,
+    /// `busy`).
+    pub webhook_limited: IntCounterVec,
 }
 
 impl Metrics {
@@ -259,6 +263,14 @@ impl Metrics {
             &["kind"],
         )
         .expect("valid metric");
+        let webhook_limited = IntCounterVec::new(
+            Opts::new(
+                "webhook_limited_total",
+                "Conversion webhook connections closed and requests refused by a limit, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         let mut catalog = Vec::new();
         for c in [
             Box::new(watch_kind_available.clone()) as Box<dyn prometheus::core::Collector>,
@@ -286,6 +298,7 @@ impl Metrics {
             Box::new(connections_refused.clone()),
             Box::new(connections_closed.clone()),
             Box::new(request_errors.clone()),
+            Box::new(webhook_limited.clone()),
         ] {
             catalog.extend(c.desc().into_iter().cloned());
             registry.register(c).expect("metric names are unique");
@@ -319,6 +332,7 @@ impl Metrics {
             basic_auth_queued,
             basic_auth_rejected,
             watch_kind_available,
+            webhook_limited,
         })
     }
 

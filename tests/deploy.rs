@@ -102,6 +102,9 @@ fn every_manifest_round_trips_through_its_typed_struct() {
                 "GatewayClass" => round_trip::<gatewayclasses::GatewayClass>(doc, &where_),
                 "Gateway" => round_trip::<gateways::Gateway>(doc, &where_),
                 "HTTPRoute" => round_trip::<httproutes::HttpRoute>(doc, &where_),
+                "NetworkPolicy" => round_trip::<
+                    k8s_openapi::api::networking::v1::NetworkPolicy,
+                >(doc, &where_),
                 other => panic!("{where_}: no typed check for kind {other}"),
             }
             kinds.insert(kind);
@@ -430,16 +433,73 @@ fn the_webhook_service_reaches_the_webhook_port_of_every_workload() {
             .as_array()
             .and_then(|ps| ps.iter().find(|p| p["name"] == target))
             .unwrap_or_else(|| panic!("{file}: no container port {target}"));
-        let listen = container["args"]
-            .as_array()
-            .and_then(|a| {
-                a.iter()
-                    .find_map(|x| x.as_str()?.strip_prefix("--webhook-addr="))
-            })
-            .unwrap_or("0.0.0.0:9443");
-        let listen: std::net::SocketAddr = listen.parse().expect("--webhook-addr");
-        assert_eq!(opened["containerPort"], listen.port(), "{file}");
+        let listen = flag(container, "--webhook-addr").unwrap_or("0.0.0.0:9443");
+        let port: u16 = listen
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .expect("--webhook-addr has a port");
+        assert_eq!(opened["containerPort"], port, "{file}");
     }
+}
+
+/// The value of `--{name}=` in a container's args.
+fn flag<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
+    let prefix = format!("{name}=");
+    container["args"]
+        .as_array()?
+        .iter()
+        .find_map(|x| x.as_str()?.strip_prefix(prefix.as_str()))
+}
+
+/// Neither workload binds the admin server or the webhook on a wildcard address (with
+/// `hostNetwork` that would be every address of the node): both name the pod IP, which the
+/// downward API puts in `POD_IP`. The opt-in NetworkPolicy opens the webhook port to one
+/// source range only.
+#[test]
+fn admin_and_webhook_bind_the_pod_ip_not_a_wildcard() {
+    let mut host_network = false;
+    for file in ["deployment.yaml", "daemonset/daemonset.yaml"] {
+        let workload = &documents(&deploy_dir().join(file))[0];
+        let pod = &workload["spec"]["template"]["spec"];
+        host_network |= pod["hostNetwork"] == true;
+        let container = &pod["containers"][0];
+        for name in ["--admin-addr", "--webhook-addr"] {
+            // Absent, the flag's default would apply: the webhook's is 0.0.0.0.
+            let value = flag(container, name).unwrap_or_else(|| panic!("{file}: no {name}"));
+            let host = value.rsplit_once(':').map(|(h, _)| h).unwrap_or(value);
+            assert_eq!(host, "$(POD_IP)", "{file}: {name}={value}");
+        }
+        let pod_ip = container["env"]
+            .as_array()
+            .and_then(|e| e.iter().find(|v| v["name"] == "POD_IP"))
+            .unwrap_or_else(|| panic!("{file}: no POD_IP"));
+        assert_eq!(
+            pod_ip["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP",
+            "{file}"
+        );
+        let args = serde_json::to_string(&container["args"]).unwrap();
+        assert!(
+            !args.contains("-addr=0.0.0.0") && !args.contains("-addr=[::]"),
+            "{args}"
+        );
+    }
+    assert!(host_network, "the DaemonSet runs on host networking");
+    let policy = &documents(&deploy_dir().join("networkpolicy/webhook-networkpolicy.yaml"))[0];
+    let webhook_rules: Vec<&Value> = policy["spec"]["ingress"]
+        .as_array()
+        .expect("ingress rules")
+        .iter()
+        .filter(|r| {
+            r["ports"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["port"] == 9443))
+        })
+        .collect();
+    assert_eq!(webhook_rules.len(), 1, "{webhook_rules:?}");
+    assert!(
+        webhook_rules[0]["from"][0]["ipBlock"]["cidr"].is_string(),
+        "the webhook port is open to one source range only"
+    );
 }
 
 /// The install applies the CRDs the types generate (`crds/edgeplane.yaml`, through the

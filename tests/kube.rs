@@ -19,6 +19,8 @@ mod listenerset;
 mod policy;
 #[path = "kube/reliability.rs"]
 mod reliability;
+#[path = "kube/webhook_limits.rs"]
+mod webhook_limits;
 
 use std::time::Duration;
 

@@ -1,8 +1,9 @@
 //! The admin server: health, readiness, Prometheus metrics and debug views of what is published.
 //! HTTP/1.1 on its own address (loopback by default); never on a request path of the proxy.
-//! Every request's `Host` must name this server (a loopback IP, `localhost`, the admin address,
-//! or any IP literal when bound to all interfaces), so a web page cannot reach it through DNS
-//! rebinding: its requests carry the attacker's host name and get 403.
+//! Every request's `Host` must name this server (a loopback IP, `localhost`, or the IP the
+//! connection arrived on), so a web page cannot reach it through DNS rebinding: its requests
+//! carry the attacker's host name and get 403. The debug views (the whole configuration and
+//! status) answer only connections that arrived over loopback, whatever the bind address.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -29,7 +30,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the admin endpoints on `listener` until the task is dropped or the listener fails.
 pub async fn serve_admin(listener: TcpListener, published: Arc<Published>) -> std::io::Result<()> {
-    let local = listener.local_addr()?;
+    let bound = listener.local_addr()?;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -41,12 +42,15 @@ pub async fn serve_admin(listener: TcpListener, published: Arc<Published>) -> st
             }
         };
         let published = published.clone();
+        // On a wildcard bind, the address this client reached: what its `Host` may name.
+        let local = stream.local_addr().unwrap_or(bound);
+        let debug = local.ip().is_loopback();
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let published = published.clone();
                 async move {
                     let resp = if host_allowed(req.headers().get(HOST), local) {
-                        handle(&req, &published)
+                        handle(&req, &published, debug)
                     } else {
                         text(
                             StatusCode::FORBIDDEN,
@@ -67,11 +71,12 @@ pub async fn serve_admin(listener: TcpListener, published: Arc<Published>) -> st
     }
 }
 
-/// The DNS-rebinding guard: the `Host` header must be `localhost`, a loopback IP, the IP the
-/// admin server is bound to, or (only when bound to an unspecified address such as `0.0.0.0`,
-/// where kubelet probes send the pod IP) any IP literal. A request without `Host` is refused.
-/// An IP literal cannot be rebound, so only host names other than `localhost` are at risk.
-pub fn host_allowed(host: Option<&HeaderValue>, admin: SocketAddr) -> bool {
+/// The DNS-rebinding guard: the `Host` header must be `localhost`, a loopback IP, or the IP
+/// of `local`, the address the connection arrived on (kubelet probes send the pod IP; on a
+/// wildcard bind that is the concrete address, never `0.0.0.0`, so no other IP literal
+/// passes). A request without `Host` is refused. An IP literal cannot be rebound, so only
+/// host names other than `localhost` are at risk.
+pub fn host_allowed(host: Option<&HeaderValue>, local: SocketAddr) -> bool {
     let Some(authority) = host.and_then(|h| parse_authority(h.as_bytes()).ok()) else {
         return false;
     };
@@ -82,16 +87,17 @@ pub fn host_allowed(host: Option<&HeaderValue>, admin: SocketAddr) -> bool {
     let Ok(ip) = name.parse::<IpAddr>() else {
         return false;
     };
-    ip.is_loopback() || ip == admin.ip() || admin.ip().is_unspecified()
+    ip.is_loopback() || (ip == local.ip() && !ip.is_unspecified())
 }
 
 const JSON: &str = "application/json";
 const TEXT: &str = "text/plain; charset=utf-8";
 const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Answers one admin request: `/healthz`, `/readyz`, `/metrics`, `/debug/config`,
-/// `/debug/status`; 404 for any other path, 405 for methods other than GET and HEAD.
-pub fn handle<B>(req: &Request<B>, published: &Published) -> Response<Full<Bytes>> {
+/// Answers one admin request: `/healthz`, `/readyz`, `/metrics`, and with `debug` (the
+/// connection arrived over loopback) `/debug/config`, `/debug/status`; 403 for `/debug/*`
+/// without it, 404 for any other path, 405 for methods other than GET and HEAD.
+pub fn handle<B>(req: &Request<B>, published: &Published, debug: bool) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
         r.headers_mut()
@@ -106,6 +112,10 @@ pub fn handle<B>(req: &Request<B>, published: &Published) -> Response<Full<Bytes
             "not ready: no route table published yet\n",
         ),
         "/metrics" => body(StatusCode::OK, PROMETHEUS, published.metrics().encode()),
+        p if p.starts_with("/debug/") && !debug => text(
+            StatusCode::FORBIDDEN,
+            "forbidden: debug views are served only over loopback (connect to 127.0.0.1)\n",
+        ),
         "/debug/config" => json(&*published.table()),
         "/debug/status" => json(&*published.status()),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
@@ -148,7 +158,7 @@ mod tests {
 
     fn get(path: &str, p: &Published) -> Response<Full<Bytes>> {
         let req = Request::get(path).body(()).unwrap();
-        handle(&req, p)
+        handle(&req, p, true)
     }
 
     #[test]
@@ -177,7 +187,10 @@ mod tests {
         }
         assert!(ok("10.1.2.3:9901", pod));
         assert!(!ok("10.9.9.9:9901", pod));
-        assert!(ok("10.9.9.9:9901", any));
+        // Never a wildcard: the connection's own address is what an IP literal must name.
+        assert!(!ok("10.9.9.9:9901", any));
+        assert!(!ok("0.0.0.0:9901", any));
+        assert!(ok("127.0.0.1:9901", any));
         assert!(!ok("rebound.example:9901", any));
         assert!(!host_allowed(None, local));
     }
@@ -190,6 +203,21 @@ mod tests {
         assert_eq!(get("/readyz", &p).status(), StatusCode::OK);
         assert_eq!(get("/nope", &p).status(), StatusCode::NOT_FOUND);
         let post = Request::post("/healthz").body(()).unwrap();
-        assert_eq!(handle(&post, &p).status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(
+            handle(&post, &p, true).status(),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+    }
+
+    #[test]
+    fn debug_views_only_over_loopback() {
+        let p = Published::new(Metrics::new());
+        for path in ["/debug/config", "/debug/status"] {
+            let req = Request::get(path).body(()).unwrap();
+            assert_eq!(handle(&req, &p, true).status(), StatusCode::OK, "{path}");
+            assert_eq!(handle(&req, &p, false).status(), StatusCode::FORBIDDEN);
+        }
+        let req = Request::get("/healthz").body(()).unwrap();
+        assert_eq!(handle(&req, &p, false).status(), StatusCode::OK);
     }
 }

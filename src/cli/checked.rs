@@ -78,6 +78,7 @@ mod tests {
             ("namespace", Some("Kubernetes")),
             ("watch_retry_max", Some("Kubernetes")),
             ("webhook_addr", Some("Kubernetes")),
+            ("webhook_max_connections", Some("Kubernetes")),
             ("admin_addr", Some("Admin")),
             ("drain_timeout", Some("Proxy")),
             ("idle_timeout", Some("Proxy")),

@@ -79,8 +79,9 @@ pub struct KubeArgs {
     /// First port handed out to Gateway listeners (each Gateway gets its own ports).
     #[arg(long, default_value_t = defaults().port_base)]
     pub gateway_port_base: u16,
-    /// Where the CRD conversion webhook (HTTPS) listens, in every replica.
-    #[arg(long, default_value = DEFAULT_WEBHOOK_ADDR)]
+    /// Where the CRD conversion webhook (HTTPS) listens, in every replica (in a pod: its IP,
+    /// `$(POD_IP):9443`; an IPv6 address may be written without brackets).
+    #[arg(long, default_value = DEFAULT_WEBHOOK_ADDR, value_parser = super::webhook_args::parse_listen_addr)]
     pub webhook_addr: SocketAddr,
     /// The Service (`namespace/name`) the CRDs reach the webhook through; its DNS names are
     /// in the webhook certificate.
@@ -95,6 +96,8 @@ pub struct KubeArgs {
     /// A new webhook certificate is made this long before the current one expires.
     #[arg(long, default_value = duration_text(DEFAULT_RENEW_BEFORE), value_parser = parse_duration)]
     pub webhook_cert_renew_before: Duration,
+    #[command(flatten)]
+    pub webhook_limits: super::webhook_args::WebhookArgs,
 }
 
 /// Parses the controller's namespace: a DNS label (RFC 1123), so that an empty
@@ -212,6 +215,8 @@ fn check_leader_timing(lease: Duration, renew: Duration, retry: Duration) -> any
 /// been listed (so `/readyz` means a full sync was published); the leader writes status.
 pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let webhook_addr = args.kube.webhook_addr;
+    let webhook_limits = args.kube.webhook_limits.limits();
+    let client_ca = args.kube.webhook_limits.client_ca()?;
     let webhook = args.kube.webhook_options(&args.kube.namespace)?;
     let mut options = args.kube.options(&args.translate.controller_name)?;
     let client = kube::Client::try_default()
@@ -223,11 +228,18 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
         .with_context(|| format!("conversion webhook: listen on {webhook_addr}"))?;
     tracing::info!(addr = %webhook_addr, "conversion webhook listening");
     let (stop_webhook, stopped) = tokio::sync::oneshot::channel::<()>();
-    let webhook_task = tokio::spawn(crate::webhook::serve(listener, certs.clone(), async {
-        let _ = stopped.await;
-    }));
-    options.webhook = Some((webhook, certs));
     let metrics = Metrics::new();
+    let webhook_task = tokio::spawn(crate::webhook::serve_with(
+        listener,
+        certs.clone(),
+        webhook_limits,
+        client_ca,
+        metrics.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    options.webhook = Some((webhook, certs));
     let mut stack = Stack::serve(
         metrics.clone(),
         args.admin_addr,

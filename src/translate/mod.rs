@@ -73,6 +73,7 @@ pub use parameters::{
     gateway_service_config, resolve_parameters, InvalidParameters, ParametersRef,
 };
 pub use policy::referenced_policy_objects;
+pub use policy::{parse_htpasswd, parse_jwks};
 pub use ports::{PortMap, PortMapError};
 pub use rules::MatchError;
 pub use tls::{referenced_listener_set_secrets, referenced_secrets, TlsRefError};

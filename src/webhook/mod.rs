@@ -2,43 +2,74 @@
 //! answered by [`crate::crd::answer_review`]. Its serving certificate lives in
 //! [`WebhookCerts`] and can be replaced at any time: each new TLS handshake takes the current
 //! one, connections already open keep theirs. HTTP/1.1 and HTTP/2 (ALPN). Nothing here knows
-//! where certificates come from or how the CRDs' `caBundle` is kept.
+//! where certificates come from or how the CRDs' `caBundle` is kept. What one client can make
+//! it hold is bounded by [`WebhookLimits`] (the accept loop and timers in `server`, the body
+//! and review limits in `handler`).
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CONTENT_TYPE};
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::ServerConfig;
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
+use rustls::{RootCertStore, ServerConfig};
 
 use crate::table::{Certificate, CertificateError};
 
+mod handler;
+mod server;
+
+pub use server::{serve, serve_with};
+
 /// The path the CRDs' `conversion.webhook.clientConfig.service.path` names.
 pub const CONVERT_PATH: &str = "/convert";
-/// Largest request body read; the API server sends objects of at most a few MiB.
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-/// Time a client has for the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time a client has to send a request head.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time a client has to send a request body.
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// Time open connections get to finish after shutdown is asked for.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request body read (a whole review): the API server stores objects of at most
+/// about 3 MiB, so a review of one object fits; larger bodies get 413 before they are read.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Reviews converted at the same time by default; each holds at most its body and one
+/// parsed object.
+pub const DEFAULT_MAX_CONCURRENT_REVIEWS: usize = 4;
+/// Open connections by default (each is a file descriptor; the API server needs a few).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// Default time from accept to the first request head: TLS handshake and protocol preface.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time a keep-alive connection may stay without a request in progress.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the webhook lets its clients hold: connections (file descriptors), time without a
+/// request, bytes of one review and reviews converted at once. Every field is a hard bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WebhookLimits {
+    /// Open connections; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// From accept to the first complete request head (TLS handshake, HTTP/2 preface and
+    /// protocol detection included); then the connection is closed.
+    pub handshake_timeout: Duration,
+    /// A connection with no request in progress for this long is closed (HTTP/1.1
+    /// keep-alive and HTTP/2 alike).
+    pub idle_timeout: Duration,
+    /// Largest request body; a declared larger `Content-Length` is refused at once, a larger
+    /// streamed body as soon as it passes the limit.
+    pub max_body_bytes: usize,
+    /// Reviews read and converted at the same time; a request that finds none free within
+    /// a second gets 429.
+    pub max_concurrent_reviews: usize,
+}
+
+impl Default for WebhookLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_body_bytes: MAX_BODY_BYTES,
+            max_concurrent_reviews: DEFAULT_MAX_CONCURRENT_REVIEWS,
+        }
+    }
+}
 
 /// Why a certificate cannot serve the webhook.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +78,8 @@ pub enum WebhookError {
     Certificate(#[from] CertificateError),
     #[error("webhook TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("webhook client CA: {0}")]
+    ClientCa(String),
 }
 
 /// The webhook's serving certificate, replaceable at runtime: the next handshake after
@@ -108,144 +141,41 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
+/// The CA bundle (PEM) client certificates must chain to, when the webhook requires them.
+pub fn client_ca_roots(pem: &[u8]) -> Result<Arc<RootCertStore>, WebhookError> {
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(pem) {
+        let c = c.map_err(|e| WebhookError::ClientCa(e.to_string()))?;
+        roots
+            .add(c)
+            .map_err(|e| WebhookError::ClientCa(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(WebhookError::ClientCa(
+            "no certificate in the bundle".into(),
+        ));
+    }
+    Ok(Arc::new(roots))
+}
+
 /// The rustls configuration of the webhook: ring provider, the certificate of `certs`,
-/// ALPN `h2` and `http/1.1`.
-fn server_config(certs: Arc<WebhookCerts>) -> Result<Arc<ServerConfig>, WebhookError> {
+/// ALPN `h2` and `http/1.1`, and with `client_ca` a client certificate required.
+fn server_config(
+    certs: Arc<WebhookCerts>,
+    client_ca: Option<Arc<RootCertStore>>,
+) -> Result<Arc<ServerConfig>, WebhookError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(Resolver(certs)));
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(roots) => builder.with_client_cert_verifier(
+            WebPkiClientVerifier::builder_with_provider(roots, provider)
+                .build()
+                .map_err(|e| WebhookError::ClientCa(e.to_string()))?,
+        ),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(Resolver(certs)));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// Serves the webhook on `listener` until `shutdown` resolves; then stops accepting and gives
-/// open connections [`DRAIN_TIMEOUT`] to finish. Fails only when TLS cannot be set up.
-pub async fn serve(
-    listener: TcpListener,
-    certs: Arc<WebhookCerts>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), WebhookError> {
-    let acceptor = TlsAcceptor::from(server_config(certs)?);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let graceful = GracefulShutdown::new();
-    let (tx, mut handshaken) = tokio::sync::mpsc::channel(64);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            Some(stream) = handshaken.recv() => {
-                let conn = builder.serve_connection(TokioIo::new(stream), service_fn(|req| async {
-                    Ok::<_, std::convert::Infallible>(handle(req).await)
-                }));
-                let conn = graceful.watch(conn.into_owned());
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "webhook connection ended");
-                    }
-                });
-            }
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "webhook accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => {
-                            let _ = tx.send(stream).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "webhook handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "webhook handshake timed out"),
-                    }
-                });
-            }
-        }
-    }
-    drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("webhook connections still open after the drain time");
-    }
-    Ok(())
-}
-
-/// Answers one request: `POST /convert` with a review, 404 on other paths, 405 on other
-/// methods, 413 on bodies over [`MAX_BODY_BYTES`], 400 on bodies that are not a review.
-pub async fn handle(req: Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.uri().path() != CONVERT_PATH {
-        return text(
-            StatusCode::NOT_FOUND,
-            &format!("not found: the conversion webhook serves only POST {CONVERT_PATH}\n"),
-        );
-    }
-    if req.method() != Method::POST {
-        let mut r = text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            &format!("method {} not allowed: use POST\n", req.method()),
-        );
-        r.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("POST"));
-        return r;
-    }
-    let limited = Limited::new(req.into_body(), MAX_BODY_BYTES);
-    let bytes = match tokio::time::timeout(BODY_READ_TIMEOUT, limited.collect()).await {
-        Err(_) => {
-            return text(
-                StatusCode::REQUEST_TIMEOUT,
-                "request body not received in time\n",
-            )
-        }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("request body over {MAX_BODY_BYTES} bytes\n"),
-            )
-        }
-        Ok(Err(e)) => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                &format!("cannot read request body: {e}\n"),
-            )
-        }
-        Ok(Ok(b)) => b.to_bytes(),
-    };
-    match crate::crd::answer_review(&bytes) {
-        Ok(review) => match serde_json::to_vec(&review) {
-            Ok(v) => body(StatusCode::OK, "application/json", v),
-            Err(e) => text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("cannot encode: {e}\n"),
-            ),
-        },
-        Err(e) => text(StatusCode::BAD_REQUEST, &format!("{e}\n")),
-    }
-}
-
-fn text(status: StatusCode, s: &str) -> Response<Full<Bytes>> {
-    body(status, "text/plain; charset=utf-8", s.to_owned())
-}
-
-fn body(
-    status: StatusCode,
-    content_type: &'static str,
-    b: impl Into<Bytes>,
-) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(b.into()));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r
 }

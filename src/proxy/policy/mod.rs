@@ -223,6 +223,18 @@ pub(crate) fn check_declared_response<B>(
     }
 }
 
+/// JWT validation exactly as the request path does it, on a bare token: the accepting
+/// provider's name and the token's claims, or why it is refused. For fuzzing and tests.
+pub fn validate_jwt(
+    auth: &crate::table::JwtAuth,
+    token: &str,
+    now: u64,
+) -> Result<(String, serde_json::Map<String, serde_json::Value>), String> {
+    jwt::validate(auth, token, now)
+        .map(|(provider, claims)| (provider.name.clone(), claims))
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,7 @@ use crate::translate::TranslateOptions;
 
 pub use apply::{apply_policies, Applied, RouteMemo};
 pub use auth::referenced_policy_objects;
+pub use auth::{parse_htpasswd, parse_jwks};
 pub use compile::{compile_policy, Compiled, CompiledPolicy, Target, TargetKind};
 pub use status::{policy_statuses, StatusInputs};
 
