@@ -32,7 +32,7 @@ use stack::{shutdown_signal, Stack};
 
 use crate::admin::DEFAULT_ADMIN_ADDR;
 use crate::admission::Crds;
-use crate::echo::{serve_echo, serve_udp_echo, EchoIdentity};
+use crate::devtools::echo::{serve_echo, serve_udp_echo, EchoIdentity};
 use crate::metrics::Metrics;
 use crate::problem_log::Sources;
 use crate::provider::crds::load_crds;
@@ -257,8 +257,9 @@ async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             let ca = args.client_ca.as_deref().map(read).transpose()?;
-            let config = crate::echo_tls::server_config(&read(cert)?, &read(key)?, ca.as_deref())
-                .context("echo TLS configuration")?;
+            let config =
+                crate::devtools::echo_tls::server_config(&read(cert)?, &read(key)?, ca.as_deref())
+                    .context("echo TLS configuration")?;
             Some(config)
         }
         _ => None,
@@ -269,7 +270,9 @@ async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(addr = %args.listen, pod = %identity.pod, tls = tls.is_some(), "echo backend listening");
     let served = async {
         match tls {
-            Some(config) => crate::echo_tls::serve_echo_tls(listener, identity, None, config).await,
+            Some(config) => {
+                crate::devtools::echo_tls::serve_echo_tls(listener, identity, None, config).await
+            }
             None => serve_echo(listener, identity).await,
         }
     };
@@ -330,8 +333,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let backends = crate::demo::start_backends().await?;
-    let snapshot = crate::demo::snapshot(args.listen, &backends.pods)?;
+    let backends = crate::devtools::demo::start_backends().await?;
+    let snapshot = crate::devtools::demo::snapshot(args.listen, &backends.pods)?;
     let (_tx, rx) = watch::channel(Arc::new(snapshot));
     let stack = Stack::standalone(
         rx,
@@ -362,7 +365,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_demo(args: &DemoArgs, pods: &[crate::demo::EchoPod]) {
+fn print_demo(args: &DemoArgs, pods: &[crate::devtools::demo::EchoPod]) {
     use std::fmt::Write;
     let mut text = format!(
         "edgeplane demo: Gateway default/demo on http://{}\n",
@@ -372,7 +375,7 @@ fn print_demo(args: &DemoArgs, pods: &[crate::demo::EchoPod]) {
         let _ = writeln!(text, "  backend {} pod {} on {}", p.service, p.pod, p.addr);
     }
     let _ = writeln!(text, "admin on http://{}\n\nTry:", args.admin_addr);
-    for h in crate::demo::hints(args.listen, args.admin_addr) {
+    for h in crate::devtools::demo::hints(args.listen, args.admin_addr) {
         let _ = writeln!(text, "  # {}\n  {}\n", h.what, h.command);
     }
     text.push_str("Press Ctrl-C to stop.\n");

@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use edgeplane::echo::{serve_echo, EchoIdentity};
+use edgeplane::devtools::echo::{serve_echo, EchoIdentity};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::client::conn::http1;

@@ -309,7 +309,7 @@ impl H2cPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::echo::{serve_echo, EchoIdentity};
+    use crate::devtools::echo::{serve_echo, EchoIdentity};
     use http_body_util::{BodyExt, Empty};
 
     async fn echo_on_loopback() -> (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>) {

@@ -100,7 +100,7 @@ async fn mirrored(
     env: &Env,
     svc: &str,
     path: &str,
-) -> Result<edgeplane::echo::LoggedRequest, String> {
+) -> Result<edgeplane::devtools::echo::LoggedRequest, String> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if let Some(r) = env.logged(svc).into_iter().find(|r| r.path == path) {

@@ -21,8 +21,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use edgeplane::echo::{serve_echo_logged, serve_udp_echo, EchoIdentity, LoggedRequest, RequestLog};
-use edgeplane::echo_tls::{serve_echo_tls, server_config};
+use edgeplane::devtools::echo::{
+    serve_echo_logged, serve_udp_echo, EchoIdentity, LoggedRequest, RequestLog,
+};
+use edgeplane::devtools::echo_tls::{serve_echo_tls, server_config};
 
 use crate::kube_env::Kube;
 use crate::support::tls::{self_signed, TestCa, TestCert};

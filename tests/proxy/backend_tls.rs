@@ -7,8 +7,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use edgeplane::echo::EchoIdentity;
-use edgeplane::echo_tls::{serve_echo_tls, server_config};
+use edgeplane::devtools::echo::EchoIdentity;
+use edgeplane::devtools::echo_tls::{serve_echo_tls, server_config};
 use edgeplane::table::{
     BackendIdentity, BackendTls, BackendTlsEntry, CaBundle, Certificate, ListenerTable, RouteTable,
     ServiceBackend, SubjectAltName, UpstreamProtocol,

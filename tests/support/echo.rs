@@ -1,9 +1,9 @@
-//! Echo backends on loopback: each one is `edgeplane::echo::serve_echo` on its own random
+//! Echo backends on loopback: each one is `edgeplane::devtools::echo::serve_echo` on its own random
 //! 127.x.y.z address, answering with its pod name so tests can see which backend served them.
 
 use std::net::SocketAddr;
 
-use edgeplane::echo::{serve_echo, EchoIdentity};
+use edgeplane::devtools::echo::{serve_echo, EchoIdentity};
 use tokio::task::JoinHandle;
 
 use super::net::bind_loopback;

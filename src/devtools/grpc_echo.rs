@@ -13,7 +13,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 
-use crate::echo::EchoIdentity;
+use crate::devtools::echo::EchoIdentity;
 
 /// The fully qualified name of the echo service.
 pub const SERVICE: &str = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";

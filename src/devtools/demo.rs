@@ -8,7 +8,7 @@ use std::path::Path;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::echo::{serve_echo, EchoIdentity};
+use crate::devtools::echo::{serve_echo, EchoIdentity};
 use crate::provider::manifest::{parse_manifests, ManifestError};
 use crate::snapshot::Snapshot;
 use crate::translate::DEFAULT_CONTROLLER_NAME;

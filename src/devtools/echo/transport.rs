@@ -1,5 +1,5 @@
 //! What the echo backend speaks besides HTTP: datagrams (a UDPRoute backend). Its TLS mode is
-//! [`crate::echo_tls`].
+//! [`crate::devtools::echo_tls`].
 
 use tokio::net::UdpSocket;
 

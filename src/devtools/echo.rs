@@ -4,7 +4,7 @@
 //! optional [`RequestLog`] keeps the last requests it answered, so tests can see what a backend
 //! received (mirrored requests get no client-visible response). A request asking for an
 //! `Upgrade` is answered `101` and every byte it then sends is echoed back. The same echo can be
-//! served behind TLS with its own certificate ([`crate::echo_tls`]: the backend of a TLS
+//! served behind TLS with its own certificate ([`crate::devtools::echo_tls`]: the backend of a TLS
 //! passthrough route or of a BackendTLSPolicy), and a UDP echo answers datagrams
 //! ([`serve_udp_echo`]).
 //!
@@ -15,7 +15,7 @@
 //! `responseCode`, `delayRetry`: [`retry`]).
 //!
 //! A gRPC call (`content-type: application/grpc*`, over h2c) is answered by the conformance
-//! suite's gRPC echo service instead ([`crate::grpc_echo`]), on the same port.
+//! suite's gRPC echo service instead ([`crate::devtools::grpc_echo`]), on the same port.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -61,7 +61,7 @@ struct EchoReply<'a> {
     namespace: &'a str,
     pod: &'a str,
     body_length: u64,
-    /// Set when the request came over TLS (see [`crate::echo_tls`]).
+    /// Set when the request came over TLS (see [`crate::devtools::echo_tls`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Option<&'a TlsSeen>,
 }
@@ -222,7 +222,7 @@ pub(crate) async fn answer(
         });
     }
     if crate::table::is_grpc(req.headers()) {
-        return crate::grpc_echo::answer(req, identity).await;
+        return crate::devtools::grpc_echo::answer(req, identity).await;
     }
     let Some(protocol) = req.headers().get(header::UPGRADE).cloned() else {
         return echo(req, identity, tls).await.map(BodyExt::boxed_unsync);

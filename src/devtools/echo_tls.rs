@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::echo::{answer, deliver, EchoIdentity, RequestLog, TlsSeen};
+use crate::devtools::echo::{answer, deliver, EchoIdentity, RequestLog, TlsSeen};
 
 /// Time a client gets to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
