@@ -116,6 +116,50 @@ pub struct BasicAuth {
     /// User name to password hash, as in the htpasswd file. Not shown in `/debug/config`.
     #[serde(skip)]
     pub users: BTreeMap<String, PasswordHash>,
+    /// What an unknown user is checked against ([`BasicAuth::dummy`]), worked out once here
+    /// rather than per request.
+    #[serde(skip)]
+    dummy: PasswordHash,
+}
+
+impl BasicAuth {
+    /// A realm and its users, with the dummy hash unknown users are checked against.
+    pub fn new(realm: String, users: BTreeMap<String, PasswordHash>) -> Self {
+        let dummy = dummy_hash(&users);
+        Self {
+            realm,
+            users,
+            dummy,
+        }
+    }
+
+    /// The hash an unknown user is checked against, so that it costs what a wrong password
+    /// costs: bcrypt at the highest cost among the realm's bcrypt hashes when it has any, else
+    /// `{SHA}`. Its salt and digest are all zero bits (valid, so the whole cost is paid); no
+    /// password matches it, and a match would still be refused.
+    pub fn dummy(&self) -> &PasswordHash {
+        &self.dummy
+    }
+}
+
+fn dummy_hash(users: &BTreeMap<String, PasswordHash>) -> PasswordHash {
+    let cost = users
+        .values()
+        .filter_map(|h| match h {
+            // Only well-formed hashes count: a malformed one is refused by bcrypt at once, and
+            // its digits must not make every unknown user pay a cost no user pays.
+            PasswordHash::Bcrypt(h) if h.len() == 60 && h.as_bytes().get(6) == Some(&b'$') => h
+                .get(4..6)
+                .and_then(|c| c.parse::<u32>().ok())
+                .filter(|c| (4..=31).contains(c)),
+            PasswordHash::Bcrypt(_) => None,
+            PasswordHash::Sha1(_) => None,
+        })
+        .max();
+    match cost {
+        Some(cost) => PasswordHash::Bcrypt(format!("$2b${cost:02}${}", ".".repeat(53))),
+        None => PasswordHash::Sha1([0; 20]),
+    }
 }
 
 /// An htpasswd password hash.

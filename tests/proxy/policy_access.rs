@@ -249,10 +249,7 @@ async fn buckets_are_kept_per_header_value_and_survive_table_swaps() {
 
 pub fn basic(users: BTreeMap<String, PasswordHash>) -> RequestPolicy {
     RequestPolicy {
-        basic_auth: Some(Arc::new(BasicAuth {
-            realm: "staff".into(),
-            users,
-        })),
+        basic_auth: Some(Arc::new(BasicAuth::new("staff".into(), users))),
         ..RequestPolicy::default()
     }
 }

@@ -93,11 +93,9 @@ pub(crate) async fn check(
     metrics: &Metrics,
 ) -> Result<(), BasicError> {
     let (user, password) = credentials(headers)?;
-    // Computed for known users too, so both paths do the same work before the hash.
-    let dummy = dummy_hash(auth);
     let (hash, known) = match auth.users.get(&user) {
         Some(hash) => (hash, true),
-        None => (&dummy, false),
+        None => (auth.dummy(), false),
     };
     let ok = match hash {
         PasswordHash::Sha1(expected) => {
@@ -125,30 +123,6 @@ pub(crate) async fn check(
         Ok(())
     } else {
         Err(BasicError::Wrong)
-    }
-}
-
-/// The hash an unknown user is checked against: bcrypt at the highest cost among the realm's
-/// bcrypt hashes when it has any, else `{SHA}`. Its salt and digest are all zero bits (valid,
-/// so the whole cost is paid); no password matches it, and a match would still be refused.
-fn dummy_hash(auth: &BasicAuth) -> PasswordHash {
-    let cost = auth
-        .users
-        .values()
-        .filter_map(|h| match h {
-            // Only well-formed hashes count: a malformed one is refused by bcrypt at once, and
-            // its digits must not make every unknown user pay a cost no user pays.
-            PasswordHash::Bcrypt(h) if h.len() == 60 && h.as_bytes().get(6) == Some(&b'$') => h
-                .get(4..6)
-                .and_then(|c| c.parse::<u32>().ok())
-                .filter(|c| (4..=31).contains(c)),
-            PasswordHash::Bcrypt(_) => None,
-            PasswordHash::Sha1(_) => None,
-        })
-        .max();
-    match cost {
-        Some(cost) => PasswordHash::Bcrypt(format!("$2b${cost:02}${}", ".".repeat(53))),
-        None => PasswordHash::Sha1([0; 20]),
     }
 }
 
@@ -212,13 +186,13 @@ mod tests {
     async fn bcrypt_and_sha_users_are_checked() {
         let sha: [u8; 20] = Sha1::digest(b"s3cret").into();
         let bc = bcrypt::hash("hunter2", 4).unwrap();
-        let auth = BasicAuth {
-            realm: "r".into(),
-            users: BTreeMap::from([
+        let auth = BasicAuth::new(
+            "r".into(),
+            BTreeMap::from([
                 ("alice".into(), PasswordHash::Sha1(sha)),
                 ("bob".into(), PasswordHash::Bcrypt(bc)),
             ]),
-        };
+        );
         let (v, pool, m) = checker();
         let check = |h: HeaderMap| {
             let (auth, v, pool, m) = (&auth, &v, &pool, &m);
@@ -244,9 +218,11 @@ mod tests {
 
     #[test]
     fn the_dummy_is_the_costliest_kind_and_a_valid_hash_nothing_matches() {
-        let auth = |users: Vec<(&str, PasswordHash)>| BasicAuth {
-            realm: "r".into(),
-            users: users.into_iter().map(|(u, h)| (u.to_owned(), h)).collect(),
+        let auth = |users: Vec<(&str, PasswordHash)>| {
+            BasicAuth::new(
+                "r".into(),
+                users.into_iter().map(|(u, h)| (u.to_owned(), h)).collect(),
+            )
         };
         let sha = PasswordHash::Sha1([1; 20]);
         let cheap = PasswordHash::Bcrypt(bcrypt::hash("a", 4).unwrap());
@@ -258,7 +234,7 @@ mod tests {
             ("d", dearer),
             ("m", malformed),
         ]);
-        let PasswordHash::Bcrypt(dummy) = dummy_hash(&mixed) else {
+        let PasswordHash::Bcrypt(dummy) = mixed.dummy().clone() else {
             panic!("bcrypt users make a bcrypt dummy");
         };
         assert!(dummy.starts_with("$2b$05$"), "{dummy}");
@@ -266,18 +242,18 @@ mod tests {
         assert_eq!(bcrypt::verify("", &dummy).ok(), Some(false));
         assert_eq!(bcrypt::verify("x", &dummy).ok(), Some(false));
         let sha_only = auth(vec![("s", sha)]);
-        assert_eq!(dummy_hash(&sha_only), PasswordHash::Sha1([0; 20]));
+        assert_eq!(sha_only.dummy(), &PasswordHash::Sha1([0; 20]));
     }
 
     #[tokio::test]
     async fn an_unknown_user_verifies_what_a_wrong_password_verifies() {
-        let auth = BasicAuth {
-            realm: "r".into(),
-            users: BTreeMap::from([(
+        let auth = BasicAuth::new(
+            "r".into(),
+            BTreeMap::from([(
                 "bob".into(),
                 PasswordHash::Bcrypt(bcrypt::hash("hunter2", 4).unwrap()),
             )]),
-        };
+        );
         let (v, pool, m) = checker();
         let wrong = check(&auth, &auth_header("bob", "nope"), &v, &pool, &m).await;
         assert_eq!(wrong, Err(BasicError::Wrong));

@@ -125,10 +125,7 @@ pub fn basic_auth(
         key,
         problem,
     })?;
-    Ok(BasicAuth {
-        realm: realm(spec),
-        users,
-    })
+    Ok(BasicAuth::new(realm(spec), users))
 }
 
 fn realm(spec: &BasicAuthPolicy) -> String {
@@ -139,10 +136,7 @@ fn realm(spec: &BasicAuthPolicy) -> String {
 
 /// Basic authentication that lets nobody in: what an unusable `basicAuth` compiles to.
 pub fn deny_basic_auth(spec: &BasicAuthPolicy) -> BasicAuth {
-    BasicAuth {
-        realm: realm(spec),
-        users: BTreeMap::new(),
-    }
+    BasicAuth::new(realm(spec), BTreeMap::new())
 }
 
 /// Parses htpasswd lines `user:hash` (blank lines and `#` comments skipped): bcrypt hashes
