@@ -229,7 +229,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Echo(args) => echo(args).await,
         Command::Demo(args) => demo(args).await,
         Command::Crds => {
-            write_stdout(&crate::crd::generate::crds_yaml()?)?;
+            write_stdout(&crate::kinds::crd::generate::crds_yaml()?)?;
             Ok(ExitCode::SUCCESS)
         }
     }

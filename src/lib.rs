@@ -9,10 +9,8 @@
 pub mod admin;
 pub mod admission;
 pub mod cli;
-pub mod crd;
 pub mod devtools;
 pub mod kinds;
-pub mod l4kinds;
 pub mod metrics;
 pub mod name;
 pub mod problem_log;

@@ -17,9 +17,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::crd::{ProxyConfig, TrafficPolicy};
+use crate::kinds::crd::{ProxyConfig, TrafficPolicy};
+use crate::kinds::l4::{TcpRoute, UdpRoute};
 use crate::kinds::{not_being_deleted, Wanted};
-use crate::l4kinds::{TcpRoute, UdpRoute};
 use crate::provider::manifest::merge_string_data;
 use crate::translate::{
     referenced_ca_objects, referenced_listener_set_secrets, referenced_policy_objects,

@@ -514,7 +514,7 @@ fn the_install_carries_the_generated_crds() {
         .is_some_and(|r| r.iter().any(|x| x == "../../crds")));
     let listed = &documents(&crds_dir.join("kustomization.yaml"))[0];
     assert_eq!(listed["resources"], serde_json::json!(["edgeplane.yaml"]));
-    let generated = edgeplane::crd::generate::crds_yaml().expect("CRDs generate");
+    let generated = edgeplane::kinds::crd::generate::crds_yaml().expect("CRDs generate");
     let on_disk = std::fs::read_to_string(crds_dir.join("edgeplane.yaml")).expect("CRDs file");
     assert!(on_disk == generated, "crds/edgeplane.yaml is out of date");
     let svc = &documents(&deploy_dir().join("base/webhook-service.yaml"))[0];

@@ -1,9 +1,9 @@
-//! The conversion webhook's entry point (`edgeplane::crd::answer_review`) on arbitrary bytes:
+//! The conversion webhook's entry point (`edgeplane::kinds::crd::answer_review`) on arbitrary bytes:
 //! never panics; an answer is a `v1` ConversionReview with the request's `uid` and a `Success`
 //! carrying one object per object sent, or a `Failure` with a message and no objects.
 #![no_main]
 
-use edgeplane::crd::answer_review;
+use edgeplane::kinds::crd::answer_review;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

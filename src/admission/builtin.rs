@@ -208,7 +208,7 @@ fn build() -> Result<Crds, CrdError> {
     for crd in gateway_crds()? {
         crds.register(&crd)?;
     }
-    let own = crate::crd::generate::crd_values().map_err(|e| CrdError::BadSchema {
+    let own = crate::kinds::crd::generate::crd_values().map_err(|e| CrdError::BadSchema {
         path: "edgeplane.dev CRDs".to_owned(),
         reason: e.to_string(),
     })?;

@@ -383,12 +383,14 @@ impl<S: KindSet> Admission<S> {
             .admit(&mut defaulted.value, old.as_ref())
             .map_err(rejected)?;
         // An edgeplane object written at an older version is stored (and read) as v1beta1.
-        if crate::crd::needs_storage_conversion(&defaulted.value) {
-            let stored = crate::crd::STORAGE_API_VERSION;
+        if crate::kinds::crd::needs_storage_conversion(&defaulted.value) {
+            let stored = crate::kinds::crd::STORAGE_API_VERSION;
             defaulted.value =
-                crate::crd::convert(defaulted.value.take(), stored).map_err(|e| Rejected {
-                    field: None,
-                    message: e.to_string(),
+                crate::kinds::crd::convert(defaulted.value.take(), stored).map_err(|e| {
+                    Rejected {
+                        field: None,
+                        message: e.to_string(),
+                    }
                 })?;
             defaulted.api_version = stored.to_owned();
             self.crds

@@ -178,9 +178,9 @@ fn parse_admitted(path: &Path, text: &str, validate: bool) -> Result<Vec<Object>
             doc.normalize();
             let line = doc.line;
             admit(&mut doc.value, line)?;
-            if crate::crd::needs_storage_conversion(&doc.value) {
-                let stored = crate::crd::STORAGE_API_VERSION;
-                doc.value = crate::crd::convert(doc.value.take(), stored)
+            if crate::kinds::crd::needs_storage_conversion(&doc.value) {
+                let stored = crate::kinds::crd::STORAGE_API_VERSION;
+                doc.value = crate::kinds::crd::convert(doc.value.take(), stored)
                     .map_err(|e| ManifestError::at(path, line, e.to_string()))?;
                 doc.api_version = stored.to_owned();
                 admit(&mut doc.value, line)?;

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::conditions::{carry_changes, carry_times, carry_to, is_problem};
 use super::{ObjectKind, Problem};
-use crate::crd::TrafficPolicyStatus;
+use crate::kinds::crd::TrafficPolicyStatus;
 
 /// One object's status. Serializes exactly as the JSON of the typed status (object keys sorted),
 /// and deserializes into [`StatusBody::Json`]. A route's status is shared (`Arc`): the

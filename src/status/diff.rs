@@ -26,7 +26,7 @@ pub enum Carried<'a> {
     ListenerSet(Option<&'a ListenerSetStatus>),
     HttpRoute(Option<&'a HttpRouteStatus>),
     BackendTlsPolicy(Option<&'a BackendTlsPolicyStatus>),
-    TrafficPolicy(Option<&'a crate::crd::TrafficPolicyStatus>),
+    TrafficPolicy(Option<&'a crate::kinds::crd::TrafficPolicyStatus>),
     /// A GRPCRoute's status, read into the HTTPRoute type: both are the spec's `RouteStatus`
     /// (see [`grpc_route_status`]).
     GrpcRoute(Option<&'a HttpRouteStatus>),
@@ -134,10 +134,11 @@ pub fn patch(
         }
         (StatusBody::TrafficPolicy(want), Carried::TrafficPolicy(current)) => {
             // Both kinds' status is the spec's `PolicyStatus`: one rule for their ancestors.
-            let as_policy = |s: &crate::crd::TrafficPolicyStatus| BackendTlsPolicyStatus {
+            let as_policy = |s: &crate::kinds::crd::TrafficPolicyStatus| BackendTlsPolicyStatus {
                 ancestors: s.ancestors.clone(),
             };
-            let summary = |s: &crate::crd::TrafficPolicyStatus| (s.accepted.clone(), s.targets);
+            let summary =
+                |s: &crate::kinds::crd::TrafficPolicyStatus| (s.accepted.clone(), s.targets);
             let summary_changed = current.map(summary) != Some(summary(want));
             let ancestors = policy_patch(
                 current.map(as_policy).as_ref(),
@@ -227,7 +228,7 @@ fn policy_patch(
 /// when it changed: the summary is the controller's alone, so it is merged in as it is.
 fn with_policy_summary(
     patch: Option<StatusPatch>,
-    want: Option<&crate::crd::TrafficPolicyStatus>,
+    want: Option<&crate::kinds::crd::TrafficPolicyStatus>,
 ) -> Option<StatusPatch> {
     let Some(want) = want else {
         return patch;

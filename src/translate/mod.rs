@@ -4,48 +4,15 @@
 //! module; its `conditions` is imported below so the rules name them `super::conditions`.
 //! No I/O, no tokio, no kube client.
 
-mod address;
-mod backend_tls;
 mod backends;
-mod bind;
 mod build;
-mod conflicts;
-mod duration;
-mod endpoints;
-mod features;
-mod filters;
-mod frontend;
-mod gateway;
-#[cfg(test)]
-mod grpc_tests;
-mod grpcroute;
-mod hosts;
-mod httproute;
-mod incremental;
-mod kinds_conflict;
-mod l4build;
-mod l4route;
-mod listener;
-mod listenerset;
-#[cfg(test)]
-mod listenerset_tests;
-mod moved;
-mod order;
-mod parameters;
+mod cache;
+pub mod common;
+mod gateways;
 mod policy;
-mod ports;
-pub mod precedence;
-mod protocol;
-mod proxy_config;
-mod reattach;
-mod refgrant;
-mod relink;
-mod resilience;
-mod rules;
-mod statuses;
+mod routes;
 #[cfg(test)]
 mod testing;
-mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,26 +24,28 @@ use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
 use crate::status::{conditions, ObjectKind, ObjectStatus, StatusBody, StatusReport};
 use crate::table::{RouteTable, ServedCertificates};
+use gateways::listener::namespace_labels;
+use routes::parents::{names_our_gateway, GatewayIndex};
 
-pub use address::AddressError;
-pub use backends::BackendError;
-pub use bind::{apply_bind_failures, apply_udp_bind_failures};
-pub use duration::{parse_duration, DurationError, TimeoutError};
-pub use features::{supported_features, Capabilities, SUPPORTED_FEATURES};
-pub use filters::FilterError;
-pub use frontend::{referenced_ca_objects, CaRefError};
-pub use httproute::AttachError;
-use incremental::Source;
-pub use incremental::{Incremental, Reuse};
-pub use listener::intersect_hostnames;
-pub use parameters::{
+pub use backends::resolve::BackendError;
+use cache::incremental::Source;
+pub use cache::incremental::{Incremental, Reuse};
+pub use common::duration::{parse_duration, DurationError, TimeoutError};
+pub use gateways::address::AddressError;
+pub use gateways::bind::{apply_bind_failures, apply_udp_bind_failures};
+pub use gateways::features::{supported_features, Capabilities, SUPPORTED_FEATURES};
+pub use gateways::frontend::{referenced_ca_objects, CaRefError};
+pub use gateways::listener::intersect_hostnames;
+pub use gateways::parameters::{
     gateway_service_config, resolve_parameters, InvalidParameters, ParametersRef,
 };
+pub use gateways::ports::{PortMap, PortMapError};
+pub use gateways::tls::{referenced_listener_set_secrets, referenced_secrets, TlsRefError};
 pub use policy::referenced_policy_objects;
 pub use policy::{parse_htpasswd, parse_jwks};
-pub use ports::{PortMap, PortMapError};
-pub use rules::MatchError;
-pub use tls::{referenced_listener_set_secrets, referenced_secrets, TlsRefError};
+pub use routes::filters::FilterError;
+pub use routes::httproute::AttachError;
+pub use routes::rules::MatchError;
 
 /// The controller name a GatewayClass must carry in `spec.controllerName` for us to own it.
 pub const DEFAULT_CONTROLLER_NAME: &str = "edgeplane.dev/gateway-controller";
@@ -135,13 +104,13 @@ fn translate_cached(
     let mut report = StatusReport::default();
     let mut classes = HashMap::default();
     for class in &snapshot.gateway_classes {
-        if gateway::owns_class(class, options) {
+        if gateways::gateway::owns_class(class, options) {
             let name = class.metadata.name.as_deref().unwrap_or("");
             let resolved = match class.spec.parameters_ref.as_ref() {
                 Some(r) => resolve_parameters(snapshot, &ParametersRef::of_class(r)),
                 None => Ok(None),
             };
-            let status = gateway::class_status(class, options, resolved.as_ref().err());
+            let status = gateways::gateway::class_status(class, options, resolved.as_ref().err());
             classes.insert(name, resolved);
             report.entries.push(ObjectStatus::new(
                 ObjectKind::GatewayClass,
@@ -152,28 +121,32 @@ fn translate_cached(
             ));
         }
     }
-    let set_inputs = listenerset::inputs(snapshot);
-    let mut certificates = tls::Certificates::new(snapshot, served);
-    let mut frontends = frontend::Frontends::new(snapshot);
+    let set_inputs = gateways::listenerset::inputs(snapshot);
+    let mut certificates = gateways::tls::Certificates::new(snapshot, served);
+    let mut frontends = gateways::frontend::Frontends::new(snapshot);
     let mut settings = HashMap::default();
-    let mut gateways: Vec<gateway::GatewayModel<'_>> = snapshot
+    let mut gateways: Vec<gateways::gateway::GatewayModel<'_>> = snapshot
         .gateways
         .iter()
         .filter_map(|g| {
             let class = g.spec.gateway_class_name.as_str();
-            let invalid =
-                match parameters::gateway_parameters(snapshot, g, class, classes.get(class)?) {
-                    Ok(s) => {
-                        let key = (
-                            namespace_of(&g.metadata),
-                            g.metadata.name.as_deref().unwrap_or(""),
-                        );
-                        settings.insert(key, s);
-                        None
-                    }
-                    Err(e) => Some(e),
-                };
-            Some(gateway::GatewayModel::new(
+            let invalid = match gateways::parameters::gateway_parameters(
+                snapshot,
+                g,
+                class,
+                classes.get(class)?,
+            ) {
+                Ok(s) => {
+                    let key = (
+                        namespace_of(&g.metadata),
+                        g.metadata.name.as_deref().unwrap_or(""),
+                    );
+                    settings.insert(key, s);
+                    None
+                }
+                Err(e) => Some(e),
+            };
+            Some(gateways::gateway::GatewayModel::new(
                 g,
                 options,
                 &mut certificates,
@@ -185,14 +158,14 @@ fn translate_cached(
         .collect();
     gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
     let labels = namespace_labels(snapshot);
-    let sets = listenerset::join(
+    let sets = gateways::listenerset::join(
         &set_inputs,
         &mut gateways,
         &labels,
         &mut certificates,
         &mut frontends,
     );
-    conflicts::mark_socket_conflicts(&mut gateways);
+    gateways::conflicts::mark_socket_conflicts(&mut gateways);
     let by_name = GatewayIndex::new(&gateways, &sets);
 
     let gateway_settings: Vec<_> = gateways
@@ -210,7 +183,7 @@ fn translate_cached(
     let mut positions = Vec::with_capacity(routes);
     report.entries.reserve(routes + snapshot.gateways.len());
     {
-        let inputs = reattach::AttachInputs {
+        let inputs = cache::reattach::AttachInputs {
             gateways: &gateways,
             by_name: &by_name,
             labels: &labels,
@@ -256,8 +229,8 @@ fn translate_cached(
             let (c, attached) = compiler.compile(position, route, &inputs);
             let ns = namespace_of(meta);
             let name = meta.name.as_deref().unwrap_or("");
-            let created = precedence::created(meta);
-            counted.push(kinds_conflict::Counted {
+            let created = common::precedence::created(meta);
+            counted.push(routes::kinds_conflict::Counted {
                 kind: c.kind,
                 namespace: ns,
                 name,
@@ -269,7 +242,8 @@ fn translate_cached(
             compiled.push((attached, c));
         }
     }
-    let losers = kinds_conflict::resolve(&mut counted, &mut compiled, options, cache.losers());
+    let losers =
+        routes::kinds_conflict::resolve(&mut counted, &mut compiled, options, cache.losers());
     *cache.losers_mut() = losers;
     let mut at = vec![None; routes];
     for (i, &p) in positions.iter().enumerate() {
@@ -281,7 +255,7 @@ fn translate_cached(
             continue;
         };
         if let Some(status) = &route.attached.status {
-            let (kind, body) = if route.kind == grpcroute::GRPC_ROUTE {
+            let (kind, body) = if route.kind == routes::grpcroute::GRPC_ROUTE {
                 (ObjectKind::GrpcRoute, StatusBody::GrpcRoute(status.clone()))
             } else {
                 (ObjectKind::HttpRoute, StatusBody::HttpRoute(status.clone()))
@@ -301,7 +275,7 @@ fn translate_cached(
             gateways[gi].listeners[li].attached.insert(key);
         }
     }
-    let l4 = l4route::attach_l4_routes(
+    let l4 = routes::l4route::attach_l4_routes(
         snapshot,
         &mut gateways,
         &by_name,
@@ -337,7 +311,7 @@ fn translate_cached(
     } else {
         services_used(&compiled)
     };
-    let tls_policies = backend_tls::resolve_policies(
+    let tls_policies = backends::tls::resolve_policies(
         &snapshot.backend_tls_policies,
         &snapshot.services,
         &used,
@@ -369,7 +343,7 @@ fn translate_cached(
         &mut report,
         cache.policy_routes(),
     );
-    let extras = build::Extras {
+    let extras = build::table::Extras {
         hosts: &applied.hosts,
         settings: &gateway_settings,
     };
@@ -378,7 +352,7 @@ fn translate_cached(
     } else {
         &applied.routes
     };
-    let mut table = build::build_table(
+    let mut table = build::table::build_table(
         &gateways,
         routes,
         &extras,
@@ -386,7 +360,7 @@ fn translate_cached(
         cache.hosts(),
     );
     table.backend_tls = tls_policies.by_port;
-    l4build::add_l4_sockets(
+    build::l4::add_l4_sockets(
         &mut table,
         &gateways,
         &l4,
@@ -403,7 +377,10 @@ fn translate_cached(
 /// Every Service port the rules of attached routes send traffic to, with the Gateways (by
 /// index) whose listeners the routes are attached to.
 fn services_used(
-    compiled: &[(Arc<httproute::Attached>, Arc<rules::CompiledRoute>)],
+    compiled: &[(
+        Arc<routes::httproute::Attached>,
+        Arc<routes::rules::CompiledRoute>,
+    )],
 ) -> BTreeMap<crate::table::ServiceKey, BTreeSet<usize>> {
     let mut used: BTreeMap<crate::table::ServiceKey, BTreeSet<usize>> = BTreeMap::new();
     for (attached, route) in compiled {
@@ -420,114 +397,4 @@ fn services_used(
         }
     }
     used
-}
-
-/// A parentRef as `(group, kind, namespace, name)`, unset fields `None`.
-type ParentName<'p> = (Option<&'p str>, Option<&'p str>, Option<&'p str>, &'p str);
-
-/// True when some parentRef of the route names one of our Gateways or a ListenerSet on one
-/// (cheap pre-check, so routes of other controllers cost nothing).
-fn names_our_gateway<'p>(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    mut parents: impl Iterator<Item = ParentName<'p>>,
-    by_name: &GatewayIndex<'_>,
-) -> bool {
-    let ns = namespace_of(meta);
-    parents.any(|(group, kind, namespace, name)| {
-        by_name
-            .parent(group, kind, namespace.unwrap_or(ns), name)
-            .is_some()
-    })
-}
-
-/// The Gateway a parentRef reaches, and the ListenerSet (its index) when it names one: routes
-/// attach only to the listeners of the object they name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ParentTarget {
-    pub gateway: usize,
-    pub set: Option<usize>,
-}
-
-/// Gateways scanned in a list up to this many; hashed beyond.
-const GATEWAYS_SCANNED: usize = 8;
-
-/// Our Gateways' indexes by namespace and name, looked up for every parentRef of every route:
-/// with a few Gateways, comparing names in a list is cheaper than hashing two strings.
-pub(crate) struct GatewayIndex<'a> {
-    list: Vec<(&'a str, &'a str)>,
-    map: HashMap<(&'a str, &'a str), usize>,
-    /// ListenerSets naming one of our Gateways: `(namespace, name)` -> (Gateway, set index).
-    sets: HashMap<(&'a str, &'a str), (usize, usize)>,
-}
-
-impl<'a> GatewayIndex<'a> {
-    fn new(gateways: &[gateway::GatewayModel<'a>], sets: &[listenerset::SetModel<'a>]) -> Self {
-        let sets = sets
-            .iter()
-            .map(|s| ((s.namespace, s.name), (s.gateway, s.index)))
-            .collect();
-        let list: Vec<(&str, &str)> = gateways.iter().map(|g| (g.namespace, g.name)).collect();
-        let map = if list.len() > GATEWAYS_SCANNED {
-            list.iter().enumerate().map(|(i, &k)| (k, i)).collect()
-        } else {
-            HashMap::default()
-        };
-        Self { list, map, sets }
-    }
-
-    /// What a parentRef `group`/`kind` `namespace/name` reaches: one of our Gateways, or a
-    /// ListenerSet naming one; `None` for anything else.
-    pub(crate) fn parent(
-        &self,
-        group: Option<&str>,
-        kind: Option<&str>,
-        namespace: &str,
-        name: &str,
-    ) -> Option<ParentTarget> {
-        if group.unwrap_or(crate::status::GATEWAY_GROUP) != crate::status::GATEWAY_GROUP {
-            return None;
-        }
-        match kind.unwrap_or("Gateway") {
-            "Gateway" => self
-                .get(namespace, name)
-                .map(|gateway| ParentTarget { gateway, set: None }),
-            listenerset::LISTENER_SET => {
-                let &(gateway, set) = self.sets.get(&(namespace, name))?;
-                Some(ParentTarget {
-                    gateway,
-                    set: Some(set),
-                })
-            }
-            _ => None,
-        }
-    }
-
-    /// The index of Gateway `namespace/name` (the last one, should the name repeat).
-    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<usize> {
-        if self.list.len() > GATEWAYS_SCANNED {
-            return self.map.get(&(namespace, name)).copied();
-        }
-        self.list
-            .iter()
-            .rposition(|&(ns, n)| n == name && ns == namespace)
-    }
-}
-
-/// Labels of a namespace the snapshot does not have: only its name.
-fn default_labels(ns: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([(listener::NAMESPACE_NAME_LABEL.to_owned(), ns.to_owned())])
-}
-
-/// Labels of every known namespace, with the `kubernetes.io/metadata.name` label always set.
-fn namespace_labels(snapshot: &Snapshot) -> HashMap<&str, BTreeMap<String, String>> {
-    snapshot
-        .namespaces
-        .iter()
-        .filter_map(|n| {
-            let name = n.metadata.name.as_deref()?;
-            let mut labels = n.metadata.labels.clone().unwrap_or_default();
-            labels.insert(listener::NAMESPACE_NAME_LABEL.to_owned(), name.to_owned());
-            Some((name, labels))
-        })
-        .collect()
 }

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{PortMap, TranslateOptions};
 use crate::snapshot::Snapshot;
+use crate::translate::{PortMap, TranslateOptions};
 
 /// A snapshot of class `c` (controller `x/y`) and the Gateways in `gateways` (YAML documents).
 pub fn snapshot(gateways: &[String]) -> Snapshot {
@@ -29,6 +29,6 @@ pub fn options(port_map: PortMap) -> TranslateOptions {
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
         generation: 1,
         port_map,
-        capabilities: super::Capabilities::STANDALONE,
+        capabilities: crate::translate::Capabilities::STANDALONE,
     }
 }

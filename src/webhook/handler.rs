@@ -1,6 +1,6 @@
 //! One webhook request: path and method checked, the body's size bounded before it is read
 //! (declared length) and while it is read (streamed), a review permit taken so that only a
-//! few reviews are held and converted at once, then [`crate::crd::answer_review`].
+//! few reviews are held and converted at once, then [`crate::kinds::crd::answer_review`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,7 +113,8 @@ pub(super) async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<
         Ok(Ok(b)) => b.to_bytes(),
     };
     // Conversion is CPU work on a body of up to a few MiB: off the I/O threads.
-    let answer = tokio::task::spawn_blocking(move || crate::crd::answer_review(&bytes)).await;
+    let answer =
+        tokio::task::spawn_blocking(move || crate::kinds::crd::answer_review(&bytes)).await;
     drop(permit);
     match answer {
         Ok(Ok(v)) => body(StatusCode::OK, "application/json", v),

@@ -1,5 +1,5 @@
 //! The HTTPS server of the CRD conversion webhook: `POST /convert` with a `ConversionReview`,
-//! answered by [`crate::crd::answer_review`]. Its serving certificate lives in
+//! answered by [`crate::kinds::crd::answer_review`]. Its serving certificate lives in
 //! [`WebhookCerts`] and can be replaced at any time: each new TLS handshake takes the current
 //! one, connections already open keep theirs. HTTP/1.1 and HTTP/2 (ALPN). Nothing here knows
 //! where certificates come from or how the CRDs' `caBundle` is kept. What one client can make

@@ -335,7 +335,7 @@ fn the_resolvers_tell_the_versions_apart() {
 
 #[test]
 fn the_crds_mean_the_same_to_every_reader() {
-    let meant = edgeplane::crd::generate::crd_values().expect("CRDs generate");
+    let meant = edgeplane::kinds::crd::generate::crd_values().expect("CRDs generate");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/edgeplane.yaml");
     let on_disk = std::fs::read_to_string(path).unwrap();
     same_to_every_reader("crds/edgeplane.yaml", &on_disk, &meant);

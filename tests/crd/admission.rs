@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use edgeplane::admission::builtin;
-use edgeplane::crd::rules;
+use edgeplane::kinds::crd::rules;
 use edgeplane::provider::file::ConfigDir;
 use serde_json::{json, Value};
 

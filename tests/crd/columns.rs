@@ -5,7 +5,7 @@
 //! which do not accept them.
 
 use edgeplane::admission::builtin;
-use edgeplane::crd::generate::crd_values;
+use edgeplane::kinds::crd::generate::crd_values;
 use edgeplane::provider::file::load_dir;
 use edgeplane::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 use serde_json::{json, Value};

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use edgeplane::crd::proxy_config as pb;
-use edgeplane::crd::traffic_policy as tb;
-use edgeplane::crd::v1alpha1::proxy_config as pa;
-use edgeplane::crd::v1alpha1::traffic_policy as ta;
-use edgeplane::crd::{convert, CONVERSION_ANNOTATION};
+use edgeplane::kinds::crd::proxy_config as pb;
+use edgeplane::kinds::crd::traffic_policy as tb;
+use edgeplane::kinds::crd::v1alpha1::proxy_config as pa;
+use edgeplane::kinds::crd::v1alpha1::traffic_policy as ta;
+use edgeplane::kinds::crd::{convert, CONVERSION_ANNOTATION};
 use proptest::collection::{btree_map, vec};
 use proptest::option::of;
 use proptest::prelude::*;
@@ -506,7 +506,7 @@ fn edited(spec: &Value, other: &Value, pick: &[bool]) -> Value {
 /// hold on their own, such as a realm without a Secret, compare as equal); and reading it at
 /// `ALPHA` again, with the annotation, gives the written spec back as it was.
 fn edit_through_alpha(stored: &Value, other: Value, pick: &[bool]) -> Result<(), TestCaseError> {
-    let fail = |e: edgeplane::crd::convert::ConvertError| TestCaseError::fail(e.to_string());
+    let fail = |e: edgeplane::kinds::crd::convert::ConvertError| TestCaseError::fail(e.to_string());
     let mut read = convert(stored.clone(), ALPHA).map_err(fail)?;
     let written = edited(&read["spec"], &other, pick);
     read["spec"] = written.clone();

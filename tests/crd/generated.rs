@@ -1,7 +1,7 @@
 //! The checked-in `crds/edgeplane.yaml` is what the types generate, and it has the shape a
 //! cluster needs: both versions, storage v1beta1, the conversion webhook, columns and names.
 
-use edgeplane::crd::generate::{crd_values, crds_yaml};
+use edgeplane::kinds::crd::generate::{crd_values, crds_yaml};
 use serde_json::Value;
 
 #[test]

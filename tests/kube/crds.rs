@@ -25,7 +25,7 @@ const POLICY_LIST: &str = "/apis/edgeplane.dev/v1beta1/trafficpolicies?";
 /// Creates the CRDs `edgeplane crds` prints; the emulator then serves their kinds, as an API
 /// server does once a CRD is established.
 fn install_crds(api: &ApiServer) {
-    for crd in edgeplane::crd::generate::crd_values().expect("CRDs generate") {
+    for crd in edgeplane::kinds::crd::generate::crd_values().expect("CRDs generate") {
         api.insert(crd);
     }
 }

@@ -29,7 +29,7 @@ const HOST: &str = "edgeplane-webhook.edgeplane-system.svc";
 /// The CRDs `edgeplane crds` generates (conversion through the webhook Service, `caBundle`
 /// empty), as `kubectl apply` would leave them.
 fn install_crds(api: &ApiServer) {
-    for crd in edgeplane::crd::generate::crd_values().expect("CRDs generate") {
+    for crd in edgeplane::kinds::crd::generate::crd_values().expect("CRDs generate") {
         api.insert(crd);
     }
 }

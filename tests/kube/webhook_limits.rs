@@ -445,7 +445,7 @@ async fn webhook_memory_figure() {
         }
     };
     // The most values a review may hold: the worst case that is converted.
-    let most = zeros_review(2 * (edgeplane::crd::review::MAX_VALUES - 100));
+    let most = zeros_review(2 * (edgeplane::kinds::crd::review::MAX_VALUES - 100));
     let status = send(most.clone()).await;
     let one = memory_kib(pid);
     let all = futures_util::future::join_all((0..4).map(|_| send(most.clone()))).await;

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::service_meta::service_metadata;
-use crate::crd::proxy_config::{GatewayServiceConfig, ServiceType};
+use crate::kinds::crd::proxy_config::{GatewayServiceConfig, ServiceType};
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 

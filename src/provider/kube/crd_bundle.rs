@@ -25,7 +25,7 @@ use tokio::sync::watch as channel;
 use super::webhook_cert::{
     dns_names, expiry, next_check, plan, CertError, Pair, Rotation, Step, Stored, STAGED_ANNOTATION,
 };
-use crate::crd::{ProxyConfig, TrafficPolicy};
+use crate::kinds::crd::{ProxyConfig, TrafficPolicy};
 
 /// Default name of the Secret holding the webhook's certificate.
 pub const DEFAULT_SECRET: &str = "edgeplane-webhook-cert";

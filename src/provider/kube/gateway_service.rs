@@ -25,8 +25,8 @@ use super::gateway_endpoints::{desired_slices, owned_slices, replica_addresses, 
 use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
 use super::watch::Stores;
-use crate::crd::proxy_config::GatewayServiceConfig;
-use crate::crd::ProxyConfig;
+use crate::kinds::crd::proxy_config::GatewayServiceConfig;
+use crate::kinds::crd::ProxyConfig;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::translate::gateway_service_config;
 

@@ -27,8 +27,8 @@ use tokio::sync::watch;
 
 use super::leader::{run_leader_pass, LeaderPass};
 use super::watch::Stores;
-use crate::crd::TrafficPolicy;
-use crate::l4kinds::{TcpRoute, UdpRoute};
+use crate::kinds::crd::TrafficPolicy;
+use crate::kinds::l4::{TcpRoute, UdpRoute};
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
 use crate::status::diff::{self, Carried, DiffError, StatusPatch};

@@ -16,9 +16,9 @@ use gateway_api::apis::experimental::httproutes::HttpRoute;
 use super::{Compiled, Policies, Setting, Target, TargetKind, REQUEST_SETTINGS};
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::table::{RequestPolicy, RetryPolicy, RouteRule, RuleFilters, Timeouts};
-use crate::translate::gateway::GatewayModel;
-use crate::translate::httproute::{Attached, Attachment};
-use crate::translate::rules::CompiledRoute;
+use crate::translate::gateways::gateway::GatewayModel;
+use crate::translate::routes::httproute::{Attached, Attachment};
+use crate::translate::routes::rules::CompiledRoute;
 
 /// The table's inputs with policies applied.
 #[derive(Debug, Default)]

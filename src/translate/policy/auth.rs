@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
-use crate::crd::traffic_policy::{BasicAuthPolicy, JwtPolicy, LocalObjectKeyRef};
-use crate::crd::TrafficPolicy;
+use crate::kinds::crd::traffic_policy::{BasicAuthPolicy, JwtPolicy, LocalObjectKeyRef};
+use crate::kinds::crd::TrafficPolicy;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::table::{BasicAuth, JwtAuth, JwtIssuer, PasswordHash};
 
@@ -195,7 +195,7 @@ fn decode_base64(text: &str) -> Option<Vec<u8>> {
 
 /// Which JWKS source a provider names: exactly one of a Secret and a ConfigMap.
 fn jwks_source(
-    p: &crate::crd::traffic_policy::JwtProvider,
+    p: &crate::kinds::crd::traffic_policy::JwtProvider,
 ) -> Option<(&'static str, &LocalObjectKeyRef)> {
     match (&p.jwks.secret_ref, &p.jwks.config_map_ref) {
         (Some(s), None) => Some(("Secret", s)),

@@ -12,19 +12,19 @@ use gateway_api::apis::experimental::httproutes::{HttpRouteRulesRetry, HttpRoute
 
 use super::auth;
 use super::Setting;
-use crate::crd::traffic_policy::{
+use crate::kinds::crd::traffic_policy::{
     LoadBalancerAlgorithm, RateLimitKeyType, RateLimitUnit, TrafficPolicySpec,
 };
-use crate::crd::TrafficPolicy;
+use crate::kinds::crd::TrafficPolicy;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::GATEWAY_GROUP;
 use crate::table::{
     Balance, HashOn, IpAccess, RateLimit, RateLimitKey, RequestPolicy, RetryPolicy, ServiceLimits,
     Timeouts,
 };
-use crate::translate::duration::{compile_timeouts, parse_duration};
-use crate::translate::proxy_config::parse_cidr;
-use crate::translate::resilience::compile_retry;
+use crate::translate::common::duration::{compile_timeouts, parse_duration};
+use crate::translate::gateways::proxy_config::parse_cidr;
+use crate::translate::routes::resilience::compile_retry;
 
 /// Most targets of one policy (the CRD's limit).
 pub const MAX_TARGETS: usize = 16;
@@ -332,7 +332,7 @@ fn positive_duration(field: &str, value: &Option<String>) -> Result<Option<Durat
 }
 
 /// The balancer of `loadBalancer`: consistent hashing needs exactly one key.
-fn balance(lb: &crate::crd::traffic_policy::LoadBalancerPolicy) -> Result<Balance, String> {
+fn balance(lb: &crate::kinds::crd::traffic_policy::LoadBalancerPolicy) -> Result<Balance, String> {
     let hash = lb.hash.as_ref();
     match lb.algorithm {
         LoadBalancerAlgorithm::LeastRequest | LoadBalancerAlgorithm::RoundRobin
@@ -385,7 +385,7 @@ fn balance(lb: &crate::crd::traffic_policy::LoadBalancerPolicy) -> Result<Balanc
 fn rate_limit(
     ns: &str,
     name: &str,
-    rl: &crate::crd::traffic_policy::RateLimitPolicy,
+    rl: &crate::kinds::crd::traffic_policy::RateLimitPolicy,
 ) -> Result<RateLimit, String> {
     if rl.requests == 0 {
         return Err("spec.rateLimit.requests: 0 is less than 1".into());

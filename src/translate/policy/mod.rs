@@ -21,16 +21,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use foldhash::HashMap;
 use std::sync::Arc;
 
-use crate::crd::TrafficPolicy;
+use crate::kinds::crd::TrafficPolicy;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::conditions::Stamp;
 use crate::status::{ObjectKind, ObjectStatus, StatusBody, StatusReport};
 use crate::table::{Balance, ServiceKey, ServiceLimits};
-use crate::translate::gateway::GatewayModel;
-use crate::translate::grpcroute::HTTP_ROUTE;
-use crate::translate::httproute::Attached;
-use crate::translate::kinds_conflict::Counted;
-use crate::translate::rules::CompiledRoute;
+use crate::translate::gateways::gateway::GatewayModel;
+use crate::translate::routes::grpcroute::HTTP_ROUTE;
+use crate::translate::routes::httproute::Attached;
+use crate::translate::routes::kinds_conflict::Counted;
+use crate::translate::routes::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
 
 pub use apply::{apply_policies, Applied, RouteMemo};
@@ -132,10 +132,10 @@ pub struct Policies<'a> {
     pub(super) by_target: BTreeMap<Target, Vec<usize>>,
 }
 
-/// Older first, then `namespace/name` ([`super::precedence`]): the order among policies on
+/// Older first, then `namespace/name` ([`crate::translate::common::precedence`]): the order among policies on
 /// the same target.
-fn age(p: &TrafficPolicy) -> super::precedence::Precedence<'_> {
-    super::precedence::of(&p.metadata)
+fn age(p: &TrafficPolicy) -> crate::translate::common::precedence::Precedence<'_> {
+    crate::translate::common::precedence::of(&p.metadata)
 }
 
 impl<'a> Policies<'a> {

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::compile_policy;
 use crate::admission::builtin;
-use crate::crd::TrafficPolicy;
+use crate::kinds::crd::TrafficPolicy;
 use crate::snapshot::Snapshot;
 
 fn route() -> Value {

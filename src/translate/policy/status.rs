@@ -15,12 +15,12 @@ use gateway_api::apis::standard::backendtlspolicies::{
 };
 
 use super::{Policies, Setting, Target, TargetKind};
-use crate::crd::{TrafficPolicy, TrafficPolicyStatus};
+use crate::kinds::crd::{TrafficPolicy, TrafficPolicyStatus};
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::conditions::{Stamp, ACCEPTED, REASON_ACCEPTED, REASON_INVALID};
 use crate::status::GATEWAY_GROUP;
 use crate::table::ServiceKey;
-use crate::translate::gateway::GatewayModel;
+use crate::translate::gateways::gateway::GatewayModel;
 
 /// Policy Accepted reason: a target, or its `sectionName`, does not exist.
 pub const REASON_TARGET_NOT_FOUND: &str = "TargetNotFound";

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::crd::{ProxyConfig, TrafficPolicy};
+use crate::kinds::crd::{ProxyConfig, TrafficPolicy};
 use crate::snapshot::Snapshot;
 use crate::status::ObjectKind;
 use crate::table::{Balance, RouteTable, VirtualHost};
@@ -438,7 +438,7 @@ fn a_gateway_proxy_config_replaces_its_class_one() {
     let svc = gateway_service_config(&s, &s.gateways[0]).unwrap();
     assert_eq!(
         svc.type_,
-        Some(crate::crd::proxy_config::ServiceType::NodePort)
+        Some(crate::kinds::crd::proxy_config::ServiceType::NodePort)
     );
 
     let s = configured(Some("own"), vec![class_pc, own]);
@@ -458,7 +458,7 @@ fn a_gateway_proxy_config_replaces_its_class_one() {
     let svc = gateway_service_config(&s, &s.gateways[0]).unwrap();
     assert_eq!(
         svc.type_,
-        Some(crate::crd::proxy_config::ServiceType::ClusterIp)
+        Some(crate::kinds::crd::proxy_config::ServiceType::ClusterIp)
     );
     assert_eq!(svc.annotations["a"], "b");
     assert_eq!(

@@ -1,0 +1,293 @@
+//! The virtual hosts of every socket, carried from one table to the next. A translation that
+//! changes a few routes rebuilds only the hosts those routes served or now serve, and patches
+//! the previous table's host index with them: its cost follows the change, not the number of
+//! hosts. Whenever a socket's [`Layout`] (the listeners bound there, their hostnames and
+//! TrafficPolicy host settings) changes, every host is placed again, still reusing each
+//! virtual host whose rules are the same. Either way the hosts equal those of a build from
+//! nothing (`tests/incremental.rs`). Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::table::hostname::HostnameMap;
+use crate::table::{HostIndex, RequestPolicy, RouteRule, VirtualHost};
+use crate::translate::cache::order::changed_middle;
+use crate::translate::gateways::gateway::GatewayModel;
+use crate::translate::routes::httproute::Attached;
+use crate::translate::routes::rules::CompiledRoute;
+
+/// What decides, on one socket, which host a route's attachment lands on and how hosts group:
+/// the listeners bound there and the TrafficPolicy settings of their hosts.
+#[derive(Debug, Default)]
+pub struct Layout {
+    /// `(gateway, listener)` indexes of the listeners bound here, with their
+    /// `namespace/gateway/listener`, so that indexes naming other listeners never compare equal.
+    pub members: Vec<((usize, usize), String)>,
+    /// Hostnames of the listeners bound here (`None`: any host), each once.
+    pub listener_hosts: Vec<Option<String>>,
+    /// The TrafficPolicy settings of the hosts each of `listener_hosts` owns.
+    pub policies: Vec<Option<Arc<RequestPolicy>>>,
+    /// Which of `listener_hosts` owns a host: the most specific pattern covering it.
+    pub owners: HostnameMap<usize>,
+}
+
+impl PartialEq for Layout {
+    /// `owners` is made from `listener_hosts`, so it is not compared.
+    fn eq(&self, other: &Self) -> bool {
+        self.members == other.members
+            && self.listener_hosts == other.listener_hosts
+            && self.policies == other.policies
+    }
+}
+
+impl Layout {
+    /// Whether listener `(gateway, listener)` is bound here.
+    pub fn serves(&self, member: (usize, usize)) -> bool {
+        self.members.iter().any(|(m, _)| *m == member)
+    }
+
+    /// The index in `listener_hosts` of the listener owning `host`, and that owner's policy.
+    fn owner(&self, host: &str) -> (u32, Option<Arc<RequestPolicy>>) {
+        // Hosts of one listener fall back to each other, never to another listener's.
+        let owner = self.owners.find(host).copied().unwrap_or(0);
+        let policy = self.policies.get(owner).cloned().flatten();
+        (u32::try_from(owner).unwrap_or(u32::MAX), policy)
+    }
+
+    /// A listener's own hostname: its host exists (empty) even with no route, which keeps
+    /// requests for it from reaching a less specific listener's routes.
+    fn is_listener_host(&self, host: &str) -> bool {
+        self.listener_hosts.iter().flatten().any(|h| h == host)
+    }
+}
+
+/// Where one route's rules were placed: `(socket, hostname)` pairs, each once.
+#[derive(Debug)]
+struct Placed {
+    attached: Arc<Attached>,
+    compiled: Arc<CompiledRoute>,
+    hosts: Vec<(SocketAddr, String)>,
+}
+
+/// One virtual host and the routes whose rules it serves.
+#[derive(Debug, Default)]
+struct HostState {
+    routes: Vec<Arc<CompiledRoute>>,
+    /// The host as last built, with the rules it was built from (in build order).
+    built: Option<(Vec<Arc<RouteRule>>, Arc<VirtualHost>)>,
+}
+
+/// One socket's hosts and the index the last table served them from.
+#[derive(Debug, Default)]
+struct SocketHosts {
+    layout: Layout,
+    hosts: HashMap<String, HostState>,
+    index: HostIndex,
+}
+
+/// The hosts of the previous table and where every route's rules went, for the next table.
+#[derive(Debug, Default)]
+pub struct HostCache {
+    /// By the route's position in the last build's route list.
+    routes: Vec<Placed>,
+    sockets: HashMap<SocketAddr, SocketHosts>,
+}
+
+impl HostCache {
+    /// The host index of every socket of `layouts` serving `routes` (each route's attachments
+    /// and rules, in translation order). Routes whose `Arc`s are the ones placed last time
+    /// keep their places; the rest are placed now, and only the hosts they leave or enter are
+    /// built again.
+    pub fn index(
+        &mut self,
+        gateways: &[GatewayModel<'_>],
+        routes: &[(Arc<Attached>, Arc<CompiledRoute>)],
+        layouts: BTreeMap<SocketAddr, Layout>,
+    ) -> BTreeMap<SocketAddr, HostIndex> {
+        let same_layouts = layouts.len() == self.sockets.len()
+            && layouts
+                .iter()
+                .all(|(addr, layout)| self.sockets.get(addr).is_some_and(|s| s.layout == *layout));
+        let mut touched: BTreeSet<(SocketAddr, String)> = BTreeSet::new();
+        let (start, old_end, new_end) = if same_layouts {
+            changed_middle(&self.routes, routes, |p, (a, c)| {
+                Arc::ptr_eq(&p.attached, a) && Arc::ptr_eq(&p.compiled, c)
+            })
+        } else {
+            touched.extend(self.relayout(layouts));
+            (0, 0, routes.len())
+        };
+        for gone in &self.routes[start..old_end] {
+            for (addr, name) in &gone.hosts {
+                let Some(host) = self
+                    .sockets
+                    .get_mut(addr)
+                    .and_then(|s| s.hosts.get_mut(name))
+                else {
+                    continue;
+                };
+                if let Some(at) = host
+                    .routes
+                    .iter()
+                    .position(|r| Arc::ptr_eq(r, &gone.compiled))
+                {
+                    host.routes.remove(at);
+                }
+                touched.insert((*addr, name.clone()));
+            }
+        }
+        let placed: Vec<Placed> = routes[start..new_end]
+            .iter()
+            .map(|(attached, compiled)| {
+                let hosts = self.place(gateways, attached);
+                for (addr, name) in &hosts {
+                    if let Some(s) = self.sockets.get_mut(addr) {
+                        let host = s.hosts.entry(name.clone()).or_default();
+                        host.routes.push(compiled.clone());
+                    }
+                    touched.insert((*addr, name.clone()));
+                }
+                Placed {
+                    attached: attached.clone(),
+                    compiled: compiled.clone(),
+                    hosts,
+                }
+            })
+            .collect();
+        self.routes.splice(start..old_end, placed);
+        for (addr, name) in touched {
+            if let Some(s) = self.sockets.get_mut(&addr) {
+                s.rebuild(&name);
+            }
+        }
+        self.sockets
+            .iter()
+            .map(|(addr, s)| (*addr, s.index.clone()))
+            .collect()
+    }
+
+    /// Takes new layouts: every route is placed again. The hosts stay as candidates for
+    /// reuse (a host built from the same rules for the same listener is kept), except on
+    /// sockets that are gone. Returns every host kept, to be built again (or dropped) once
+    /// the routes are placed.
+    fn relayout(&mut self, layouts: BTreeMap<SocketAddr, Layout>) -> Vec<(SocketAddr, String)> {
+        let mut previous = std::mem::take(&mut self.sockets);
+        let mut kept = Vec::new();
+        for (addr, layout) in layouts {
+            let old = previous.remove(&addr).map(|s| s.hosts).unwrap_or_default();
+            let mut hosts: HashMap<String, HostState> = old
+                .into_iter()
+                .map(|(name, h)| {
+                    let host = HostState {
+                        routes: Vec::new(),
+                        built: h.built,
+                    };
+                    (name, host)
+                })
+                .collect();
+            for name in layout.listener_hosts.iter().flatten() {
+                hosts.entry(name.clone()).or_default();
+            }
+            kept.extend(hosts.keys().map(|name| (addr, name.clone())));
+            let socket = SocketHosts {
+                layout,
+                hosts,
+                index: HostIndex::default(),
+            };
+            self.sockets.insert(addr, socket);
+        }
+        self.routes.clear();
+        kept
+    }
+
+    /// The `(socket, hostname)` pairs the rules of a route with `attached` go to.
+    fn place(
+        &self,
+        gateways: &[GatewayModel<'_>],
+        attached: &Attached,
+    ) -> Vec<(SocketAddr, String)> {
+        let mut out: Vec<(SocketAddr, String)> = Vec::new();
+        for a in &attached.attachments {
+            let g = &gateways[a.gateway];
+            let l = &g.listeners[a.listener];
+            let Some(port) = g.socket_port(l.port) else {
+                continue;
+            };
+            for ip in &g.binds {
+                let addr = SocketAddr::new(*ip, port);
+                let Some(s) = self.sockets.get(&addr) else {
+                    continue;
+                };
+                if !s.layout.serves((a.gateway, a.listener)) {
+                    continue;
+                }
+                for host in &a.hostnames {
+                    let owner = s.layout.owners.find(host);
+                    let owner = owner.map(|&i| s.layout.listener_hosts[i].as_deref());
+                    if owner != Some(l.hostname) {
+                        continue;
+                    }
+                    if !out.iter().any(|(x, h)| *x == addr && h == host) {
+                        out.push((addr, host.clone()));
+                    }
+                }
+            }
+        }
+        // Kept until the route changes: no spare capacity.
+        out.shrink_to_fit();
+        out
+    }
+}
+
+impl SocketHosts {
+    /// Builds host `name` again from the routes it serves now, reusing the last build when
+    /// it served the same rules for the same listener; drops it when no route is left and
+    /// it is not a listener's hostname.
+    fn rebuild(&mut self, name: &str) {
+        let Some(host) = self.hosts.get_mut(name) else {
+            return;
+        };
+        if host.routes.is_empty() && !self.layout.is_listener_host(name) {
+            self.hosts.remove(name);
+            self.index.remove(name);
+            return;
+        }
+        // Translation order between routes (HTTPRoutes before GRPCRoutes), which only decides
+        // between rules that are otherwise equal in precedence.
+        host.routes
+            .sort_by(|a, b| route_order(a).cmp(&route_order(b)));
+        let rules: Vec<Arc<RouteRule>> = host
+            .routes
+            .iter()
+            .flat_map(|r| r.rules.iter().cloned())
+            .collect();
+        let (group, policy) = self.layout.owner(name);
+        let reuse = host.built.as_ref().is_some_and(|(built, h)| {
+            h.listener == group
+                && h.policy == policy
+                && built.len() == rules.len()
+                && built.iter().zip(&rules).all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        if !reuse {
+            let mut built = VirtualHost::new(name.to_owned(), rules.clone()).in_listener(group);
+            built.policy = policy;
+            host.built = Some((rules, Arc::new(built)));
+        }
+        if let Some((_, built)) = &host.built {
+            self.index.put(built.clone());
+        }
+    }
+}
+
+/// `(is a GRPCRoute, namespace, name)` of a compiled route, from its rules (a route without
+/// rules adds nothing to a host, so its place among the others does not matter).
+fn route_order(route: &CompiledRoute) -> (bool, &str, &str) {
+    let grpc = route.kind == crate::translate::routes::grpcroute::GRPC_ROUTE;
+    match route.rules.first() {
+        Some(r) => (grpc, r.route.namespace(), r.route.name()),
+        None => (grpc, "", ""),
+    }
+}

@@ -1,0 +1,418 @@
+//! Incremental translation: memoization of the per-route work across translations. The
+//! translator stays a pure function; what it remembers is a value the caller owns and hands
+//! back with the next snapshot ([`Incremental`]). A cached part is reused only when every
+//! input it was computed from is unchanged, so the output always equals a full translation
+//! of the same snapshot (`tests/incremental.rs` checks that on random change sequences).
+//!
+//! Cached today:
+//! - each HTTPRoute's and GRPCRoute's compiled rules (matchers, filters, backend sets; a
+//!   GRPCRoute's lowered form with them), by the route's kind,
+//!   namespace and name, valid while the route is the same object (or an equal one) and each
+//!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
+//!   only difference is the endpoints of some Service ports, the rules are relinked to the
+//!   new ones (`relink`) rather than compiled; a route whose references name none of the
+//!   Services that changed since the last translation is not resolved again (`moved`);
+//! - each resolved Service port (its ready endpoints), valid while its Service and its
+//!   EndpointSlices are the same objects (or equal ones);
+//! - each route's attachment to its listeners and its status, valid while its compiled rules
+//!   are the same `Arc` and the Gateways it names and its namespace's labels look the same to
+//!   attachment (`reattach`);
+//! - each route copied with TrafficPolicy settings, valid while it is copied from the same
+//!   compiled route with the same settings;
+//! - each socket's virtual hosts and host index, patched where routes changed (`hosts`);
+//! - the routes in report order, placed again only where routes changed (`order`).
+
+use std::sync::Arc;
+
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+
+use crate::snapshot::namespace_of;
+use crate::table::ServedCertificates;
+use crate::translate::backends::resolve::{
+    same_outcome, BackendCache, Backends, OwnedRef, Resolved,
+};
+use crate::translate::build::hosts::HostCache;
+use crate::translate::cache::moved::{touches, Moved, Resolvable};
+use crate::translate::cache::order::RouteOrder;
+use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces};
+use crate::translate::cache::relink::{endpoints_only, relink};
+use crate::translate::cache::statuses::StatusPool;
+use crate::translate::policy::{RouteMemo, ServiceOverlays};
+use crate::translate::routes::grpcroute::lower;
+use crate::translate::routes::httproute::Attached;
+use crate::translate::routes::kinds_conflict::Losers;
+use crate::translate::routes::rules::{compile_route, CompiledRoute};
+use crate::translate::{Snapshot, TranslateOptions, Translation};
+
+/// What one translation reused: counts for logs, metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reuse {
+    /// Routes whose compiled rules were taken from the previous translation.
+    pub reused: usize,
+    /// Routes whose compiled rules were copied with new endpoint sets (only endpoints of
+    /// their Service ports changed).
+    pub relinked: usize,
+    /// Routes compiled anew.
+    pub compiled: usize,
+    /// Routes whose attachment and status were taken from the previous translation.
+    pub reattached: usize,
+}
+
+/// A hash of a route's kind (GRPCRoute or not), namespace and name, to find its previous
+/// entry by.
+fn name_hash(key: (bool, &str, &str)) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(key)
+}
+
+/// How a cached route compares with the current inputs.
+enum Check {
+    /// Compiling it now would give the cached result.
+    Same,
+    /// Only endpoints of its Service ports changed: these are the current outcomes.
+    Endpoints(Vec<Resolved>),
+    /// The route or the outcome of one of its references changed.
+    Stale,
+}
+
+/// The memory of earlier translations. The reconciler owns one and passes it with every
+/// snapshot, so a change costs in proportion to what it touches rather than to the whole
+/// configuration. Starting from [`Incremental::default`] is a full translation.
+#[derive(Debug, Default)]
+pub struct Incremental {
+    /// By the route's position in the snapshot it was translated from.
+    routes: Vec<Option<RouteEntry>>,
+    backends: BackendCache,
+    hosts: HostCache,
+    faces: Faces,
+    /// What backend resolution read last time, to tell which Services changed since.
+    resolvable: Option<Resolvable>,
+    /// The routes that lost a listener to a route of the other kind last time.
+    losers: Losers,
+    /// Routes copied with TrafficPolicy settings last time.
+    policy_routes: RouteMemo,
+    /// The routes in report order.
+    order: RouteOrder,
+    /// The distinct route statuses the routes hold.
+    statuses: StatusPool,
+    last: Reuse,
+}
+
+/// A route object of either kind, as the snapshot holds it.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::translate) enum Source<'r> {
+    Http(&'r Arc<HttpRoute>),
+    Grpc(&'r Arc<GrpcRoute>),
+}
+
+impl Source<'_> {
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Self::Http(r) => &r.metadata,
+            Self::Grpc(r) => &r.metadata,
+        }
+    }
+
+    fn is_grpc(&self) -> bool {
+        matches!(self, Self::Grpc(_))
+    }
+}
+
+/// A route's compiled rules and the backendRef outcomes they were compiled with.
+#[derive(Debug)]
+struct RouteEntry {
+    /// The route, or a GRPCRoute's lowered form (made again only when the GRPCRoute changes).
+    route: Arc<HttpRoute>,
+    /// The GRPCRoute `route` was lowered from.
+    grpc: Option<Arc<GrpcRoute>>,
+    resolutions: Vec<(OwnedRef, Resolved)>,
+    compiled: Arc<CompiledRoute>,
+    attached: Option<AttachEntry>,
+}
+
+impl Incremental {
+    /// Translates `snapshot` like [`crate::translate::translate_with`], reusing what earlier
+    /// translations through this value computed from unchanged inputs, and remembering this
+    /// one's results for the next call.
+    pub fn translate(
+        &mut self,
+        snapshot: &Snapshot,
+        options: &TranslateOptions,
+        served: &ServedCertificates,
+    ) -> Translation {
+        crate::translate::translate_cached(snapshot, options, served, self)
+    }
+
+    /// What the last translation reused.
+    pub fn last(&self) -> Reuse {
+        self.last
+    }
+
+    /// The routes that lost a listener to a route of the other kind in the last translation.
+    pub(in crate::translate) fn losers(&self) -> &Losers {
+        &self.losers
+    }
+
+    /// Where this translation leaves its losers for the next one.
+    pub(in crate::translate) fn losers_mut(&mut self) -> &mut Losers {
+        &mut self.losers
+    }
+
+    /// The routes the last translation copied with TrafficPolicy settings.
+    pub(in crate::translate) fn policy_routes(&mut self) -> &mut RouteMemo {
+        &mut self.policy_routes
+    }
+
+    /// The routes of the last translation in report order, for this one to update.
+    pub(in crate::translate) fn order(&mut self) -> &mut RouteOrder {
+        &mut self.order
+    }
+
+    /// The virtual hosts of the last table, for the next one to reuse.
+    pub(in crate::translate) fn hosts(&mut self) -> &mut HostCache {
+        &mut self.hosts
+    }
+
+    /// The tokens of Gateways and namespaces that route attachments are reused by.
+    pub(in crate::translate) fn faces(&mut self) -> &mut Faces {
+        &mut self.faces
+    }
+
+    /// Starts one translation's use of the cache.
+    pub(in crate::translate) fn begin<'a>(
+        &mut self,
+        snapshot: &'a Snapshot,
+        overlays: &'a Arc<ServiceOverlays>,
+    ) -> RouteCompiler<'a> {
+        let now = Resolvable::of(snapshot, overlays.clone());
+        let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
+        self.resolvable = Some(now);
+        let backends = std::mem::take(&mut self.backends);
+        let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
+        RouteCompiler {
+            backends: Backends::with_cache(snapshot, backends, moved.is_some())
+                .with_overlays(overlays),
+            moved,
+            previous: std::mem::take(&mut self.routes),
+            shift: 0,
+            by_name: None,
+            missed: false,
+            next: (0..routes).map(|_| None).collect(),
+            statuses: std::mem::take(&mut self.statuses),
+            reuse: Reuse::default(),
+        }
+    }
+
+    /// Keeps what the translation that `compiler` served computed, for the next one.
+    pub(in crate::translate) fn finish(&mut self, compiler: RouteCompiler<'_>) {
+        self.routes = compiler.next;
+        self.backends = compiler.backends.into_cache();
+        self.statuses = compiler.statuses;
+        // Statuses no route of this translation holds (nor the reports still published).
+        self.statuses.prune();
+        self.last = compiler.reuse;
+    }
+}
+
+/// One translation's route compilation: the previous entries it may reuse and the ones it
+/// keeps for the next translation. Routes that are not compiled again drop out.
+pub(in crate::translate) struct RouteCompiler<'a> {
+    backends: Backends<'a>,
+    /// The Services whose resolution may have changed since the previous translation (`None`:
+    /// any): a route referencing none of them is not resolved again.
+    moved: Moved,
+    /// The previous translation's entries, by position in its snapshot.
+    previous: Vec<Option<RouteEntry>>,
+    /// Offset from a route's position to its previous entry's, learnt from the last route
+    /// found elsewhere: after a route is added or removed, the routes behind it are found at
+    /// once.
+    shift: isize,
+    /// Positions in `previous` by a hash of route kind (GRPCRoute or not), namespace and
+    /// name, sorted by hash; made when a second route is not found at its shifted position.
+    by_name: Option<Vec<(u64, usize)>>,
+    /// Whether a route was not found at its shifted position yet: the first such route is
+    /// most likely new (nothing to find), so only a second one pays for `by_name`.
+    missed: bool,
+    /// This translation's entries, by position in its snapshot.
+    next: Vec<Option<RouteEntry>>,
+    statuses: StatusPool,
+    reuse: Reuse,
+}
+
+impl RouteCompiler<'_> {
+    /// The compiled rules of `route` and its attachment: the previous ones when the route and
+    /// every outcome of its backendRefs are unchanged (and, for the attachment, what
+    /// [`attach`] checks), else computed now.
+    ///
+    /// Positions number HTTPRoutes first, then GRPCRoutes.
+    pub fn compile(
+        &mut self,
+        position: usize,
+        route: Source<'_>,
+        inputs: &AttachInputs<'_, '_>,
+    ) -> (Arc<CompiledRoute>, Arc<Attached>) {
+        let mut statuses = std::mem::take(&mut self.statuses);
+        let entry = self.entry(position, route);
+        let lowered = entry.route.clone();
+        let (attached, reused) = attach(
+            &lowered,
+            &entry.compiled,
+            inputs,
+            &mut entry.attached,
+            &mut statuses,
+        );
+        let compiled = entry.compiled.clone();
+        self.statuses = statuses;
+        if reused {
+            self.reuse.reattached += 1;
+        }
+        (compiled, attached)
+    }
+
+    /// The previous entry of the route at `position`: the one at the same position, shifted
+    /// by as many routes as were added or removed before it, when it is the same route (the
+    /// usual case: snapshots list objects in a stable order), else the one of the same kind,
+    /// namespace and name wherever it was.
+    fn previous(&mut self, position: usize, route: Source<'_>) -> Option<RouteEntry> {
+        let ns = namespace_of(route.meta());
+        let name = route.meta().name.as_deref().unwrap_or("");
+        let grpc = route.is_grpc();
+        let named = |e: &Option<RouteEntry>| {
+            e.as_ref().is_some_and(|e| {
+                e.grpc.is_some() == grpc
+                    && e.route.metadata.name.as_deref().unwrap_or("") == name
+                    && namespace_of(&e.route.metadata) == ns
+            })
+        };
+        let guess = position.checked_add_signed(self.shift);
+        if let Some(at) = guess.filter(|&at| self.previous.get(at).is_some_and(named)) {
+            return self.previous[at].take();
+        }
+        // A route added (or removed) just before this one: its previous entry is one behind
+        // (or ahead of) the guess.
+        for step in [-1, 1] {
+            let near = position.checked_add_signed(self.shift + step);
+            if let Some(at) = near.filter(|&at| self.previous.get(at).is_some_and(named)) {
+                self.shift += step;
+                return self.previous[at].take();
+            }
+        }
+        if self.by_name.is_none() && !std::mem::replace(&mut self.missed, true) {
+            // Compiling a route anew gives what reusing its entry would, only slower; a
+            // route moved further is found from the second miss on.
+            return None;
+        }
+        let previous = &self.previous;
+        let by_name = self.by_name.get_or_insert_with(|| {
+            let mut index: Vec<(u64, usize)> = previous
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| {
+                    let e = e.as_ref()?;
+                    let name = e.route.metadata.name.as_deref().unwrap_or("");
+                    let key = (e.grpc.is_some(), namespace_of(&e.route.metadata), name);
+                    Some((name_hash(key), i))
+                })
+                .collect();
+            index.sort_unstable();
+            index
+        });
+        let hash = name_hash((grpc, ns, name));
+        let from = by_name.partition_point(|&(h, _)| h < hash);
+        let at = by_name[from..]
+            .iter()
+            .take_while(|&&(h, _)| h == hash)
+            .map(|&(_, i)| i)
+            .find(|&i| previous.get(i).is_some_and(named))?;
+        self.shift = at as isize - position as isize;
+        self.previous.get_mut(at)?.take()
+    }
+
+    /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
+    fn entry(&mut self, position: usize, route: Source<'_>) -> &mut RouteEntry {
+        let entry = match self.previous(position, route) {
+            Some(mut entry) => match self.check(&entry, route) {
+                Check::Same => {
+                    self.reuse.reused += 1;
+                    entry
+                }
+                Check::Endpoints(current) => {
+                    entry.compiled = Arc::new(relink(&entry.compiled, &current));
+                    for ((_, before), now) in entry.resolutions.iter_mut().zip(current) {
+                        *before = now;
+                    }
+                    match route {
+                        Source::Http(r) => entry.route = r.clone(),
+                        Source::Grpc(r) => entry.grpc = Some(r.clone()),
+                    }
+                    self.reuse.relinked += 1;
+                    entry
+                }
+                Check::Stale => self.compile_new(route),
+            },
+            None => self.compile_new(route),
+        };
+        let slot = &mut self.next[position];
+        slot.insert(entry)
+    }
+
+    fn compile_new(&mut self, route: Source<'_>) -> RouteEntry {
+        let (lowered, grpc) = match route {
+            Source::Http(r) => (r.clone(), None),
+            Source::Grpc(r) => (Arc::new(lower(r)), Some(r.clone())),
+        };
+        self.backends.record();
+        let compiled = Arc::new(compile_route(&lowered, grpc.as_deref(), &mut self.backends));
+        let resolutions = self.backends.recorded();
+        self.reuse.compiled += 1;
+        RouteEntry {
+            route: lowered,
+            grpc,
+            resolutions,
+            compiled,
+            attached: None,
+        }
+    }
+
+    /// Whether compiling `route` now would give `entry`'s result: compilation reads only the
+    /// route and the outcomes of its backendRefs, resolved in the same order, so replaying
+    /// them tells.
+    fn check(&mut self, entry: &RouteEntry, route: Source<'_>) -> Check {
+        let same = match (route, &entry.grpc) {
+            (Source::Http(r), None) => Arc::ptr_eq(&entry.route, r) || entry.route == *r,
+            (Source::Grpc(r), Some(g)) => Arc::ptr_eq(g, r) || g == r,
+            _ => false,
+        };
+        if !same {
+            return Check::Stale;
+        }
+        let ns = namespace_of(route.meta());
+        if let Some(moved) = &self.moved {
+            if !entry
+                .resolutions
+                .iter()
+                .any(|(r, _)| touches(moved, ns, &r.as_ref()))
+            {
+                return Check::Same;
+            }
+        }
+        let mut current = Vec::with_capacity(entry.resolutions.len());
+        let mut relink = false;
+        for (r, before) in &entry.resolutions {
+            let now = self.backends.resolve(ns, &r.as_ref());
+            if !same_outcome(&now, before) {
+                if !endpoints_only(before, &now) {
+                    return Check::Stale;
+                }
+                relink = true;
+            }
+            current.push(now);
+        }
+        if relink {
+            Check::Endpoints(current)
+        } else {
+            Check::Same
+        }
+    }
+}

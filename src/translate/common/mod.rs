@@ -1,0 +1,6 @@
+//! Rules every phase of the translator shares: which object wins a conflict (precedence),
+//! ReferenceGrants, Gateway API durations.
+
+pub(super) mod duration;
+pub mod precedence;
+pub(super) mod refgrant;

@@ -1,0 +1,124 @@
+//! Listener conflicts: within one Gateway (shared port, different protocol or same hostname) and
+//! across Gateways that bind the same socket. Pure.
+
+use foldhash::HashMap;
+use std::collections::hash_map::Entry;
+use std::net::SocketAddr;
+
+use crate::translate::conditions::{
+    REASON_HOSTNAME_CONFLICT, REASON_PORT_UNAVAILABLE, REASON_PROTOCOL_CONFLICT,
+};
+use crate::translate::gateways::gateway::GatewayModel;
+use crate::translate::gateways::listener::ListenerModel;
+use crate::translate::gateways::protocol::ListenerProtocol;
+
+/// Listeners of different Gateways that bind the same address and port share one socket, so they
+/// must speak the same protocol. Gateways are taken in `namespace/name` order (the order the
+/// table is built in): the first to bind a socket keeps it, and a later Gateway's listener of
+/// another protocol there gets `Conflicted` `ProtocolConflict` and is not programmed. A listener
+/// whose port is mapped onto a socket that serves another listener port (a port map target that
+/// is also a Gateway's port) gets `PortUnavailable` the same way: one socket answers for one
+/// listener port.
+pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
+    // Keyed by transport too: a UDP socket and a TCP socket may share a port number.
+    let mut sockets: HashMap<(bool, SocketAddr), (&ListenerProtocol, usize, u16)> =
+        HashMap::default();
+    let mut marks = Vec::new();
+    for (gi, g) in gateways.iter().enumerate() {
+        if !g.accepted() {
+            continue;
+        }
+        for (li, l) in g.listeners.iter().enumerate() {
+            let Some(port) = g.socket_port(l.port).filter(|_| l.valid()) else {
+                continue;
+            };
+            for ip in &g.binds {
+                match sockets.entry((l.protocol.is_udp(), SocketAddr::new(*ip, port))) {
+                    Entry::Vacant(e) => {
+                        e.insert((&l.protocol, gi, l.port));
+                    }
+                    Entry::Occupied(e) => {
+                        let (protocol, owner, listener_port) = *e.get();
+                        if listener_port != l.port {
+                            marks.push((gi, li, REASON_PORT_UNAVAILABLE));
+                        } else if owner != gi && *protocol != l.protocol {
+                            marks.push((gi, li, REASON_PROTOCOL_CONFLICT));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (gi, li, reason) in marks {
+        gateways[gi].listeners[li].conflict = Some(reason);
+    }
+}
+
+/// Listeners of one Gateway conflict when they share a port with different protocols
+/// (`ProtocolConflict`) or the same protocol and hostname (`HostnameConflict`). Every listener
+/// of a conflicting group is marked: none is picked as the winner. A UDP listener and a TCP
+/// based one on the same port number use different sockets and do not conflict.
+pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
+    let n = listeners.len();
+    let mut marks: Vec<Option<&'static str>> = vec![None; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i == j {
+                continue;
+            }
+            match clash(&listeners[j], &listeners[i]) {
+                Some(REASON_PROTOCOL_CONFLICT) => marks[i] = Some(REASON_PROTOCOL_CONFLICT),
+                Some(reason) if marks[i].is_none() => marks[i] = Some(reason),
+                _ => {}
+            }
+        }
+    }
+    for (l, m) in listeners.iter_mut().zip(marks) {
+        l.conflict = m;
+    }
+}
+
+/// Why `later` cannot share its port with `earlier`: `ProtocolConflict` when they speak
+/// different protocols, `HostnameConflict` when they have the same protocol and hostname;
+/// `None` when they do not conflict (other port, or UDP beside a TCP based protocol).
+pub fn clash(earlier: &ListenerModel<'_>, later: &ListenerModel<'_>) -> Option<&'static str> {
+    if earlier.port != later.port || earlier.protocol.is_udp() != later.protocol.is_udp() {
+        None
+    } else if earlier.protocol != later.protocol {
+        Some(REASON_PROTOCOL_CONFLICT)
+    } else if earlier.hostname == later.hostname {
+        Some(REASON_HOSTNAME_CONFLICT)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::gateways::listener::listener_model;
+    use crate::translate::gateways::tls::ListenerTls;
+    use gateway_api::apis::standard::gateways::Gateway;
+
+    fn gateway(yaml: &str) -> Gateway {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn conflicts_mark_every_listener_involved() {
+        let gw = gateway(
+            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP}\n  - {name: b, port: 80, protocol: HTTP}\n  - {name: c, port: 81, protocol: HTTP, hostname: x.com}\n  - {name: d, port: 81, protocol: HTTP, hostname: y.com}\n  - {name: e, port: 82, protocol: HTTP}\n  - {name: f, port: 82, protocol: TCP}\n  - {name: g, port: 83, protocol: TCP}\n  - {name: h, port: 83, protocol: UDP}\n  - {name: i, port: 84, protocol: TLS, hostname: a.com, tls: {mode: Passthrough}}\n  - {name: j, port: 84, protocol: TLS, hostname: b.com}\n",
+        );
+        let mut ls: Vec<_> = gw
+            .spec
+            .listeners
+            .iter()
+            .map(|l| listener_model(l, ListenerTls::Plain))
+            .collect();
+        mark_conflicts(&mut ls);
+        let got: Vec<_> = ls.iter().map(|l| l.conflict).collect();
+        let h = Some(REASON_HOSTNAME_CONFLICT);
+        let p = Some(REASON_PROTOCOL_CONFLICT);
+        assert_eq!(got, vec![h, h, None, None, p, p, None, None, None, None]);
+    }
+}

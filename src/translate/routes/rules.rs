@@ -1,0 +1,355 @@
+//! Compiles the rules of one HTTPRoute into table `RouteRule`s: matchers, filters and backend
+//! sets, once per route (shared by every listener the route attaches to). Records which rules are
+//! invalid and the first unresolved backend, for the route's conditions. Pure.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use gateway_api::apis::experimental::httproutes::{
+    HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType as HType,
+    HttpRouteRulesMatchesMethod as M, HttpRouteRulesMatchesPathType as PType,
+    HttpRouteRulesMatchesQueryParamsType as QType,
+};
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use http::{HeaderName, Method};
+
+use crate::snapshot::namespace_of;
+use crate::table::{
+    BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex, RequestMatch,
+    RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
+};
+use crate::translate::backends::resolve::{BackendError, BackendRef, Backends};
+use crate::translate::common::duration::compile_timeouts;
+use crate::translate::routes::filters::{
+    compile_backend_filters, compile_filters, CompiledFilters,
+};
+use crate::translate::routes::grpcroute::{rule_matches, GRPC_ROUTE, HTTP_ROUTE};
+use crate::translate::routes::resilience::{compile_retry, compile_session};
+
+/// Why a `matches[]` entry cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatchError {
+    #[error("invalid regular expression {value:?}: {error}")]
+    Regex { value: String, error: String },
+    #[error("invalid header name {0:?}")]
+    HeaderName(String),
+}
+
+/// The compiled rules of one route and what its conditions must report.
+#[derive(Debug, Default)]
+pub struct CompiledRoute {
+    /// `HTTPRoute` or `GRPCRoute`: the kind listeners must allow.
+    pub kind: &'static str,
+    /// One entry per match of every servable rule.
+    pub rules: Vec<Arc<RouteRule>>,
+    /// Number of rules in the spec.
+    pub total: usize,
+    /// Messages for rules that are dropped or answer 500 because they are invalid.
+    pub invalid: Vec<String>,
+    /// Indexes of the invalid rules.
+    pub invalid_rules: BTreeSet<usize>,
+    /// The first backendRef that could not be resolved.
+    pub unresolved: Option<BackendError>,
+}
+
+/// Compiles every rule of `route`. For a GRPCRoute, `route` is its lowered form
+/// ([`crate::translate::routes::grpcroute::lower`]) and `grpc` the route itself, whose matches are compiled.
+pub fn compile_route(
+    route: &HttpRoute,
+    grpc: Option<&GrpcRoute>,
+    backends: &mut Backends<'_>,
+) -> CompiledRoute {
+    let namespace = namespace_of(&route.metadata);
+    let kind = if grpc.is_some() {
+        GRPC_ROUTE
+    } else {
+        HTTP_ROUTE
+    };
+    let route_ref = Arc::new(RouteRef::new(
+        kind,
+        namespace,
+        route.metadata.name.as_deref().unwrap_or_default(),
+    ));
+    let created = crate::translate::common::precedence::created(&route.metadata);
+    // The CRD defaults absent rules to one rule matching every request (with no backend: 500).
+    let default_rules = [HttpRouteRules::default()];
+    let spec_rules = route.spec.rules.as_deref().unwrap_or(&default_rules);
+    let mut out = CompiledRoute {
+        kind,
+        total: spec_rules.len(),
+        ..Default::default()
+    };
+    for (index, rule) in spec_rules.iter().enumerate() {
+        let default_match = [HttpRouteRulesMatches::default()];
+        let spec_matches = match rule.matches.as_deref() {
+            Some(m) if !m.is_empty() => m,
+            _ => &default_match,
+        };
+        let matchers: Result<Vec<RequestMatch>, MatchError> = match grpc {
+            Some(g) => rule_matches(g, index),
+            None => spec_matches.iter().map(compile_match).collect(),
+        };
+        let matchers = match matchers {
+            Ok(m) => m,
+            Err(e) => {
+                out.invalid.push(format!("Dropped Rule {index}: {e}"));
+                out.invalid_rules.insert(index);
+                continue;
+            }
+        };
+        let all_prefix = matchers
+            .iter()
+            .all(|m| matches!(m.path, PathMatch::Prefix(_)));
+        let (filters, backend_set) =
+            compile_actions(rule, all_prefix, &route_ref, backends, &mut out, index);
+        let filters = filters.shared();
+        let backend_set = Arc::new(backend_set);
+        for (match_index, matcher) in matchers.into_iter().enumerate() {
+            out.rules.push(Arc::new(RouteRule {
+                route: route_ref.clone(),
+                created,
+                rule_index: index as u32,
+                match_index: match_index as u32,
+                rule_name: rule.name.clone(),
+                matcher,
+                filters: filters.clone(),
+                backends: backend_set.clone(),
+            }));
+        }
+    }
+    // Kept per route until it changes: no spare capacity.
+    out.rules.shrink_to_fit();
+    out
+}
+
+impl CompiledRoute {
+    /// True when the route has rules and none of them is valid.
+    pub fn all_invalid(&self) -> bool {
+        self.total > 0 && self.invalid_rules.len() == self.total
+    }
+}
+
+/// Filters, timeouts and backends of one rule. An invalid filter or timeout makes the whole
+/// rule answer 500.
+fn compile_actions(
+    rule: &HttpRouteRules,
+    all_prefix: bool,
+    route: &RouteRef,
+    backends: &mut Backends<'_>,
+    out: &mut CompiledRoute,
+    index: usize,
+) -> (RuleFilters, BackendSet) {
+    let namespace = route.namespace();
+    let compiled = compile_filters(rule.filters.as_deref().unwrap_or_default(), all_prefix)
+        .map_err(|e| e.to_string())
+        .and_then(|c| {
+            let timeouts = compile_timeouts(rule.timeouts.as_ref()).map_err(|e| e.to_string())?;
+            let retry = compile_retry(rule.retry.as_ref()).map_err(|e| e.to_string())?;
+            let session = compile_session(
+                rule.session_persistence.as_ref(),
+                namespace,
+                route.name(),
+                index,
+            )
+            .map_err(|e| e.to_string())?;
+            Ok((c, timeouts, retry, session))
+        });
+    let filters = match compiled {
+        Ok((c, timeouts, retry, session)) => {
+            let mut filters = resolve_mirrors(c, namespace, backends, out);
+            filters.timeouts = timeouts;
+            filters.retry = retry.map(Box::new);
+            filters.session = session.map(Box::new);
+            filters
+        }
+        Err(reason) => {
+            out.invalid
+                .push(format!("Rule {index} answers 500: {reason}"));
+            out.invalid_rules.insert(index);
+            let invalid = WeightedBackend {
+                weight: 1,
+                target: BackendTarget::Invalid { reason },
+                filters: RuleFilters::none(),
+            };
+            return (RuleFilters::default(), BackendSet::new(vec![invalid]));
+        }
+    };
+    let mut set = Vec::new();
+    for b in rule.backend_refs.iter().flatten() {
+        let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
+        let r = BackendRef {
+            from_kind: out.kind,
+            group: b.group.as_deref(),
+            kind: b.kind.as_deref(),
+            name: &b.name,
+            namespace: b.namespace.as_deref(),
+            port: b.port,
+        };
+        let backend_filters =
+            match compile_backend_filters(b.filters.as_deref().unwrap_or_default()) {
+                Ok(f) => resolve_mirrors(f, namespace, backends, out),
+                Err(e) => {
+                    out.invalid.push(format!(
+                        "Rule {index} backendRef {} answers 500: {e}",
+                        b.name
+                    ));
+                    out.invalid_rules.insert(index);
+                    set.push(WeightedBackend {
+                        weight,
+                        target: BackendTarget::Invalid {
+                            reason: e.to_string(),
+                        },
+                        filters: RuleFilters::none(),
+                    });
+                    continue;
+                }
+            };
+        let target = match backends.resolve(namespace, &r) {
+            Ok(s) => BackendTarget::Service(s),
+            Err(e) => {
+                let reason = e.to_string();
+                out.unresolved.get_or_insert(e);
+                BackendTarget::Invalid { reason }
+            }
+        };
+        set.push(WeightedBackend {
+            weight,
+            target,
+            filters: backend_filters.shared(),
+        });
+    }
+    (filters, BackendSet::new(set))
+}
+
+/// Resolves `RequestMirror` backendRefs like any backendRef (kind, ReferenceGrant, port); an
+/// unresolvable mirror is dropped and reported through `ResolvedRefs`, the rule keeps serving.
+fn resolve_mirrors(
+    compiled: CompiledFilters,
+    namespace: &str,
+    backends: &mut Backends<'_>,
+    out: &mut CompiledRoute,
+) -> RuleFilters {
+    let mut filters = compiled.filters;
+    for m in compiled.mirrors {
+        let r = BackendRef {
+            from_kind: out.kind,
+            group: m.group.as_deref(),
+            kind: m.kind.as_deref(),
+            name: &m.name,
+            namespace: m.namespace.as_deref(),
+            port: m.port,
+        };
+        match backends.resolve(namespace, &r) {
+            Ok(backend) => filters.mirrors.push(Mirror {
+                backend,
+                fraction: m.fraction,
+            }),
+            Err(e) => {
+                out.unresolved.get_or_insert(e);
+            }
+        }
+    }
+    filters
+}
+
+fn regex(value: &str) -> Result<Regex, MatchError> {
+    Regex::new(value).map_err(|e| MatchError::Regex {
+        value: value.to_owned(),
+        error: e.to_string(),
+    })
+}
+
+/// Compiles one `matches[]` entry; absent fields take the spec defaults (`PathPrefix /`).
+pub fn compile_match(m: &HttpRouteRulesMatches) -> Result<RequestMatch, MatchError> {
+    let path = match &m.path {
+        None => PathMatch::prefix("/"),
+        Some(p) => {
+            let value = p.value.as_deref().unwrap_or("/");
+            match p.r#type.as_ref().unwrap_or(&PType::PathPrefix) {
+                PType::Exact => PathMatch::Exact(value.to_owned()),
+                PType::PathPrefix => PathMatch::prefix(value),
+                PType::RegularExpression => PathMatch::RegularExpression(regex(value)?),
+            }
+        }
+    };
+    let mut headers: Vec<HeaderMatch> = Vec::new();
+    for h in m.headers.iter().flatten() {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| MatchError::HeaderName(h.name.clone()))?;
+        // Only the first of several matches with the same (case-insensitive) name counts.
+        if headers.iter().any(|x| x.name == name) {
+            continue;
+        }
+        let value = match h.r#type.as_ref().unwrap_or(&HType::Exact) {
+            HType::Exact => ValueMatch::Exact(h.value.clone()),
+            HType::RegularExpression => ValueMatch::RegularExpression(regex(&h.value)?),
+        };
+        headers.push(HeaderMatch { name, value });
+    }
+    let mut query: Vec<QueryMatch> = Vec::new();
+    for q in m.query_params.iter().flatten() {
+        if query.iter().any(|x| x.name == q.name) {
+            continue;
+        }
+        let value = match q.r#type.as_ref().unwrap_or(&QType::Exact) {
+            QType::Exact => ValueMatch::Exact(q.value.clone()),
+            QType::RegularExpression => ValueMatch::RegularExpression(regex(&q.value)?),
+        };
+        query.push(QueryMatch {
+            name: q.name.clone(),
+            value,
+        });
+    }
+    let method = m.method.as_ref().map(|m| match m {
+        M::Get => Method::GET,
+        M::Head => Method::HEAD,
+        M::Post => Method::POST,
+        M::Put => Method::PUT,
+        M::Delete => Method::DELETE,
+        M::Connect => Method::CONNECT,
+        M::Options => Method::OPTIONS,
+        M::Trace => Method::TRACE,
+        M::Patch => Method::PATCH,
+    });
+    Ok(RequestMatch {
+        path,
+        method,
+        headers,
+        query,
+        grpc: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matches(yaml: &str) -> HttpRouteRulesMatches {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn match_defaults_and_duplicates() {
+        let m = compile_match(&matches("{}")).unwrap();
+        assert!(matches!(&m.path, PathMatch::Prefix(p) if p == "/"));
+        let m = compile_match(&matches(
+            "{path: {type: Exact, value: /a}, method: POST, headers: [{name: X-A, value: '1'}, {name: x-a, value: '2'}], queryParams: [{name: q, value: v, type: RegularExpression}]}",
+        ))
+        .unwrap();
+        assert!(matches!(&m.path, PathMatch::Exact(p) if p == "/a"));
+        assert_eq!(m.method, Some(Method::POST));
+        assert_eq!(m.headers.len(), 1);
+        assert!(matches!(&m.headers[0].value, ValueMatch::Exact(v) if v == "1"));
+        assert!(matches!(
+            &m.query[0].value,
+            ValueMatch::RegularExpression(_)
+        ));
+    }
+
+    #[test]
+    fn invalid_regex_is_an_error() {
+        let e =
+            compile_match(&matches("{path: {type: RegularExpression, value: '/(['}}")).unwrap_err();
+        assert!(matches!(e, MatchError::Regex { .. }));
+    }
+}
