@@ -64,6 +64,10 @@ crate::kinds! {
             tls_routes: TlsRoute,
             tcp_routes: TcpRoute,
             udp_routes: UdpRoute,
+            /// A route kind that exists only in the library's tests (see
+            /// `crate::kinds::throwaway`).
+            #[cfg(test)]
+            throwaway_routes: crate::kinds::throwaway::ThrowawayRoute,
             reference_grants: ReferenceGrant,
             /// Only labels are read (for `allowedRoutes.namespaces.selector`).
             namespaces: Namespace { metadata_only },
@@ -189,6 +193,8 @@ mod tests {
                 "tls_routes <- gateway.networking.k8s.io/v1 TLSRoute (tlsroutes, namespaced, Objects)",
                 "tcp_routes <- gateway.networking.k8s.io/v1 TCPRoute (tcproutes, namespaced, Objects)",
                 "udp_routes <- gateway.networking.k8s.io/v1 UDPRoute (udproutes, namespaced, Objects)",
+                // Declared in the library's own tests only.
+                "throwaway_routes <- gateway.networking.k8s.io/v1 ThrowawayRoute (throwawayroutes, namespaced, Objects)",
                 "reference_grants <- gateway.networking.k8s.io/v1 ReferenceGrant (referencegrants, namespaced, Objects)",
                 "namespaces <- /v1 Namespace (namespaces, cluster, Metadata)",
                 "services <- /v1 Service (services, namespaced, Objects)",

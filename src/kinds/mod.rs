@@ -7,6 +7,9 @@
 
 pub mod crd;
 pub mod l4;
+pub mod routes;
+#[cfg(test)]
+pub mod throwaway;
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -267,6 +270,10 @@ pub trait KindSet: Default + Clone + Send + Sync + 'static {
     /// Number of objects of every declared kind.
     fn count(&self) -> usize;
 
+    /// The objects of kind `K`; empty when the set does not declare `K`. For code generic
+    /// over a kind named at run time (route kinds); code that names its kind reads the field.
+    fn objects<K: Kind>(&self) -> &[Arc<K>];
+
     /// Every declared kind as plain data, in declaration order.
     fn describe() -> Vec<KindInfo> {
         struct Describe(Vec<KindInfo>);
@@ -315,7 +322,8 @@ pub trait Holds<K: Kind>: KindSet {}
 /// documents are read into it (its API group and kind, any version) and what is watched (its
 /// group, version and plural; see [`Kind`]). Options in braces after the type are the
 /// [`Declared`] methods of the same name: `metadata_only`, `referenced(wanted)`,
-/// `watched_if(keep)`, `on_read(read)`. Each Rust type may appear once.
+/// `watched_if(keep)`, `on_read(read)`. Each Rust type may appear once. Attributes on a kind
+/// (its doc, a `#[cfg(...)]`) apply to everything generated for it.
 ///
 /// The expansion is the struct (with its attributes; it must derive `Clone` and `Default`),
 /// `len` and `is_empty`, and the [`KindSet`] and [`Holds`] implementations the providers
@@ -352,9 +360,16 @@ macro_rules! kinds {
 
         impl $name {
             /// Number of objects of every declared kind, for logs and metrics.
+            #[allow(unused_doc_comments)]
             pub fn len(&self) -> usize {
-                let counts: &[usize] = &[$(self.$field.len()),*];
-                counts.iter().sum()
+                let mut count = 0;
+                $(
+                    $(#[$kattr])*
+                    {
+                        count += self.$field.len();
+                    }
+                )*
+                count
             }
 
             /// True when no object of any declared kind is held.
@@ -364,8 +379,10 @@ macro_rules! kinds {
         }
 
         impl $crate::kinds::KindSet for $name {
+            #[allow(unused_doc_comments)]
             fn visit<V: $crate::kinds::Visitor<Self>>(visitor: &mut V) {
                 $(
+                    $(#[$kattr])*
                     visitor.kind(
                         $crate::kinds::Declared::<Self, $kind>::new(
                             ::std::stringify!($field),
@@ -379,9 +396,23 @@ macro_rules! kinds {
             fn count(&self) -> usize {
                 self.len()
             }
+
+            #[allow(unused_doc_comments)]
+            fn objects<K: $crate::kinds::Kind>(&self) -> &[::std::sync::Arc<K>] {
+                $(
+                    $(#[$kattr])*
+                    {
+                        let any: &dyn ::std::any::Any = &self.$field;
+                        if let Some(objects) = any.downcast_ref::<::std::vec::Vec<::std::sync::Arc<K>>>() {
+                            return objects;
+                        }
+                    }
+                )*
+                &[]
+            }
         }
 
-        $( impl $crate::kinds::Holds<$kind> for $name {} )*
+        $( $(#[$kattr])* impl $crate::kinds::Holds<$kind> for $name {} )*
     };
 }
 

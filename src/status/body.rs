@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
+use gateway_api::apis::experimental::httproutes::HttpRouteStatusParents;
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicyStatus, BackendTlsPolicyStatusAncestors,
 };
@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::conditions::{carry_changes, carry_times, carry_to, is_problem};
 use super::{ObjectKind, Problem};
 use crate::kinds::crd::TrafficPolicyStatus;
+use crate::kinds::routes::RouteStatus;
 
 /// One object's status. Serializes exactly as the JSON of the typed status (object keys sorted),
 /// and deserializes into [`StatusBody::Json`]. A route's status is shared (`Arc`): the
@@ -30,12 +31,9 @@ pub enum StatusBody {
     GatewayClass(GatewayClassStatus),
     Gateway(GatewayStatus),
     ListenerSet(ListenerSetStatus),
-    /// The status of a route of any kind (HTTPRoute, TLSRoute, TCPRoute, UDPRoute): they share
-    /// one shape.
-    HttpRoute(Arc<HttpRouteStatus>),
-    /// A GRPCRoute's status. Its fields are the HTTPRoute's (both are the spec's `RouteStatus`),
-    /// so it is held in the same type and every walk over route statuses serves both kinds.
-    GrpcRoute(Arc<HttpRouteStatus>),
+    /// The status of a route of any kind: every kind's is the spec's `RouteStatus`, held in
+    /// one type, so every walk over route statuses serves every kind.
+    Route(Arc<RouteStatus>),
     BackendTlsPolicy(BackendTlsPolicyStatus),
     /// A TrafficPolicy's status: the same `ancestors[]` shape as a BackendTLSPolicy's.
     TrafficPolicy(TrafficPolicyStatus),
@@ -62,7 +60,7 @@ impl StatusBody {
             Self::GatewayClass(s) => serde_json::to_value(s),
             Self::Gateway(s) => serde_json::to_value(s),
             Self::ListenerSet(s) => serde_json::to_value(s),
-            Self::HttpRoute(s) | Self::GrpcRoute(s) => serde_json::to_value(s),
+            Self::Route(s) => serde_json::to_value(s),
             Self::BackendTlsPolicy(s) => serde_json::to_value(s),
             Self::TrafficPolicy(s) => serde_json::to_value(s),
             Self::Json(v) => return Cow::Borrowed(v),
@@ -85,14 +83,7 @@ impl StatusBody {
             (ObjectKind::GatewayClass, Self::GatewayClass(_))
             | (ObjectKind::Gateway, Self::Gateway(_))
             | (ObjectKind::ListenerSet, Self::ListenerSet(_))
-            | (
-                ObjectKind::HttpRoute
-                | ObjectKind::TlsRoute
-                | ObjectKind::TcpRoute
-                | ObjectKind::UdpRoute,
-                Self::HttpRoute(_),
-            )
-            | (ObjectKind::GrpcRoute, Self::GrpcRoute(_))
+            | (ObjectKind::Route(_), Self::Route(_))
             | (ObjectKind::BackendTlsPolicy, Self::BackendTlsPolicy(_))
             | (ObjectKind::TrafficPolicy, Self::TrafficPolicy(_)) => Some(Cow::Borrowed(self)),
             (_, Self::Json(v)) => {
@@ -104,14 +95,8 @@ impl StatusBody {
                     ObjectKind::ListenerSet => {
                         Self::ListenerSet(ListenerSetStatus::deserialize(v).ok()?)
                     }
-                    ObjectKind::HttpRoute
-                    | ObjectKind::TlsRoute
-                    | ObjectKind::TcpRoute
-                    | ObjectKind::UdpRoute => {
-                        Self::HttpRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
-                    }
-                    ObjectKind::GrpcRoute => {
-                        Self::GrpcRoute(Arc::new(HttpRouteStatus::deserialize(v).ok()?))
+                    ObjectKind::Route(_) => {
+                        Self::Route(Arc::new(RouteStatus::deserialize(v).ok()?))
                     }
                     ObjectKind::BackendTlsPolicy => {
                         Self::BackendTlsPolicy(BackendTlsPolicyStatus::deserialize(v).ok()?)
@@ -145,9 +130,7 @@ impl StatusBody {
             (Self::GatewayClass(p), Self::GatewayClass(n)) => carry_class(p, n),
             (Self::Gateway(p), Self::Gateway(n)) => carry_gateway(p, n),
             (Self::ListenerSet(p), Self::ListenerSet(n)) => carry_listener_set(p, n),
-            (Self::HttpRoute(p), Self::HttpRoute(n)) | (Self::GrpcRoute(p), Self::GrpcRoute(n)) => {
-                carry_shared_route(p, n)
-            }
+            (Self::Route(p), Self::Route(n)) => carry_shared_route(p, n),
             (Self::BackendTlsPolicy(p), Self::BackendTlsPolicy(n)) => carry_policy(p, n),
             (Self::TrafficPolicy(p), Self::TrafficPolicy(n)) => {
                 carry_ancestors(&p.ancestors, &mut n.ancestors)
@@ -179,7 +162,7 @@ impl StatusBody {
                     stamp(&mut l.conditions);
                 }
             }
-            Self::HttpRoute(s) | Self::GrpcRoute(s) => {
+            Self::Route(s) => {
                 for p in &mut Arc::make_mut(s).parents {
                     stamp(&mut p.conditions);
                 }
@@ -204,9 +187,7 @@ impl StatusBody {
     /// carried body, shared rather than copied. Only routes are looked at; they are the many.
     pub(super) fn carries_to(&self, prev: &StatusBody) -> bool {
         let (n, p) = match (self, prev) {
-            (Self::HttpRoute(n), Self::HttpRoute(p)) | (Self::GrpcRoute(n), Self::GrpcRoute(p)) => {
-                (n, p)
-            }
+            (Self::Route(n), Self::Route(p)) => (n, p),
             _ => return false,
         };
         Arc::ptr_eq(n, p)
@@ -244,7 +225,7 @@ impl StatusBody {
                     );
                 }
             }
-            Self::HttpRoute(s) | Self::GrpcRoute(s) => {
+            Self::Route(s) => {
                 for p in &s.parents {
                     let scope = within(object, "parent", &p.parent_ref.name);
                     push_problems(&scope, Some(&p.conditions), out);
@@ -303,7 +284,7 @@ pub(super) fn carry_listener_set(prev: &ListenerSetStatus, next: &mut ListenerSe
 
 /// [`StatusBody::carry_from`] for a route: each parent's conditions, the parent matched by
 /// `parentRef` and `controllerName`.
-pub(super) fn carry_route(prev: &HttpRouteStatus, next: &mut HttpRouteStatus) {
+pub(super) fn carry_route(prev: &RouteStatus, next: &mut RouteStatus) {
     for r in &mut next.parents {
         if let Some(q) = prev.parents.iter().find(|q| same_parent(q, r)) {
             carry_times(&q.conditions, &mut r.conditions);
@@ -312,7 +293,7 @@ pub(super) fn carry_route(prev: &HttpRouteStatus, next: &mut HttpRouteStatus) {
 }
 
 /// [`carry_route`] on a shared status, copied only when a time actually changes.
-fn carry_shared_route(prev: &HttpRouteStatus, next: &mut Arc<HttpRouteStatus>) {
+fn carry_shared_route(prev: &RouteStatus, next: &mut Arc<RouteStatus>) {
     let changes = next.parents.iter().any(|r| {
         prev.parents
             .iter()
@@ -415,7 +396,7 @@ mod tests {
         let v = json!({"parents": [{"controllerName": "c/d", "parentRef": {"name": "gw"},
             "conditions": [{"type": "Accepted", "status": accepted, "reason": "A",
                 "message": "", "lastTransitionTime": time}]}]});
-        StatusBody::HttpRoute(Arc::new(serde_json::from_value(v).unwrap()))
+        StatusBody::Route(Arc::new(serde_json::from_value(v).unwrap()))
     }
 
     const T0: &str = "2026-01-01T00:00:00Z";
@@ -445,7 +426,11 @@ mod tests {
         let json = StatusBody::from(gateway_json("True", T0));
         let typed = json.typed(ObjectKind::Gateway).unwrap();
         assert_eq!(*typed, gateway("True", T0));
-        assert!(json.typed(ObjectKind::HttpRoute).is_none());
+        assert!(json
+            .typed(ObjectKind::Route(
+                crate::kinds::routes::RouteKindId::HttpRoute
+            ))
+            .is_none());
         assert!(
             StatusBody::from(json!({"conditions": [{"type": "Accepted"}]}))
                 .typed(ObjectKind::GatewayClass)

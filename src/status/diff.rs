@@ -24,22 +24,11 @@ pub enum Carried<'a> {
     GatewayClass(Option<&'a GatewayClassStatus>),
     Gateway(Option<&'a GatewayStatus>),
     ListenerSet(Option<&'a ListenerSetStatus>),
-    HttpRoute(Option<&'a HttpRouteStatus>),
+    /// A route of any kind, its status in the shape every kind shares
+    /// ([`crate::kinds::routes::RouteKind::route_status`]).
+    Route(Option<&'a HttpRouteStatus>),
     BackendTlsPolicy(Option<&'a BackendTlsPolicyStatus>),
     TrafficPolicy(Option<&'a crate::kinds::crd::TrafficPolicyStatus>),
-    /// A GRPCRoute's status, read into the HTTPRoute type: both are the spec's `RouteStatus`
-    /// (see [`grpc_route_status`]).
-    GrpcRoute(Option<&'a HttpRouteStatus>),
-}
-
-/// A GRPCRoute's status as the HTTPRoute type with the same fields, which every route-status
-/// rule is written for; `None` when it does not fit (it always does for a valid object).
-pub fn grpc_route_status(
-    status: &gateway_api::apis::standard::grpcroutes::GrpcRouteStatus,
-) -> Option<HttpRouteStatus> {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
 }
 
 /// A transition worth an Event: a route parent newly not accepted, a listener newly in
@@ -125,8 +114,7 @@ pub fn patch(
                 notable: Vec::new(),
             })
         }
-        (StatusBody::HttpRoute(want), Carried::HttpRoute(current))
-        | (StatusBody::GrpcRoute(want), Carried::GrpcRoute(current)) => {
+        (StatusBody::Route(want), Carried::Route(current)) => {
             route_patch(current, &want.parents, resource_version, controller)
         }
         (StatusBody::BackendTlsPolicy(want), Carried::BackendTlsPolicy(current)) => {
@@ -361,8 +349,14 @@ mod tests {
     }
 
     fn desired_route(parents: Vec<HttpRouteStatusParents>) -> ObjectStatus {
-        let body = StatusBody::HttpRoute(std::sync::Arc::new(route(parents)));
-        ObjectStatus::new(ObjectKind::HttpRoute, Some("ns"), "r", Some(1), body)
+        let body = StatusBody::Route(std::sync::Arc::new(route(parents)));
+        ObjectStatus::new(
+            ObjectKind::Route(crate::kinds::routes::RouteKindId::HttpRoute),
+            Some("ns"),
+            "r",
+            Some(1),
+            body,
+        )
     }
 
     const T0: &str = "2026-01-01T00:00:00Z";
@@ -373,7 +367,7 @@ mod tests {
         let theirs = parent("other", "example.com/ctl", "True", T0);
         let current = route(vec![parent("gw", US, "True", T0), theirs.clone()]);
         let diff = |want: Vec<HttpRouteStatusParents>| {
-            let c = Carried::HttpRoute(Some(&current));
+            let c = Carried::Route(Some(&current));
             patch(&desired_route(want), c, Some("7"), US).unwrap()
         };
         // Same status, newer time: nothing to write.
@@ -394,7 +388,7 @@ mod tests {
             parent("b", US, "True", T0),
         ]);
         let swapped = vec![parent("b", US, "True", T1), parent("a", US, "True", T1)];
-        let c = Carried::HttpRoute(Some(&two));
+        let c = Carried::Route(Some(&two));
         assert_eq!(patch(&desired_route(swapped), c, None, US), Ok(None));
         // No longer ours: our entries go, theirs stay.
         let released = release_route(Some(&current), Some("7"), US).unwrap();

@@ -283,6 +283,7 @@ impl Serialize for SealedReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::routes::RouteKindId;
     use serde_json::{json, Value};
 
     const T0: &str = "2026-01-01T00:00:00Z";
@@ -359,6 +360,8 @@ mod tests {
         let back: StatusReport = serde_json::from_str(&text).unwrap();
         assert_eq!(back, r);
         assert!(back.get(ObjectKind::Gateway, Some("ns"), "gw").is_some());
-        assert!(back.get(ObjectKind::HttpRoute, Some("ns"), "gw").is_none());
+        assert!(back
+            .get(ObjectKind::Route(RouteKindId::HttpRoute), Some("ns"), "gw")
+            .is_none());
     }
 }

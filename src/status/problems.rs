@@ -106,6 +106,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::kinds::routes::RouteKindId;
     use crate::status::ObjectStatus;
 
     fn route(resolved: &str, time: &str) -> StatusReport {
@@ -115,7 +116,7 @@ mod tests {
                 {"type": "ResolvedRefs", "status": resolved, "reason": "BackendNotFound", "message": "no Service", "lastTransitionTime": time}]}]});
         StatusReport {
             entries: vec![ObjectStatus::new(
-                ObjectKind::HttpRoute,
+                ObjectKind::Route(RouteKindId::HttpRoute),
                 Some("ns"),
                 "r",
                 Some(1),
@@ -134,7 +135,7 @@ mod tests {
         let p = &changes.appeared[0];
         assert_eq!(
             (p.kind, p.namespace.as_deref(), p.name.as_str()),
-            (ObjectKind::HttpRoute, Some("ns"), "r")
+            (ObjectKind::Route(RouteKindId::HttpRoute), Some("ns"), "r")
         );
         assert_eq!(p.problem.condition, "ResolvedRefs");
         // Republished unchanged (a new time only): nothing to say.

@@ -20,6 +20,7 @@ use foldhash::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::kinds::routes::RouteKind;
 use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
 use crate::status::{conditions, ObjectKind, ObjectStatus, StatusBody, StatusReport};
@@ -43,8 +44,8 @@ pub use gateways::ports::{PortMap, PortMapError};
 pub use gateways::tls::{referenced_listener_set_secrets, referenced_secrets, TlsRefError};
 pub use policy::referenced_policy_objects;
 pub use policy::{parse_htpasswd, parse_jwks};
+pub use routes::attach::AttachError;
 pub use routes::filters::FilterError;
-pub use routes::httproute::AttachError;
 pub use routes::rules::MatchError;
 
 /// The controller name a GatewayClass must carry in `spec.controllerName` for us to own it.
@@ -191,36 +192,12 @@ fn translate_cached(
             options,
         };
         let http = snapshot.http_routes.iter().map(|r| {
-            let parents = r.spec.parent_refs.iter().flatten();
-            let names = parents.map(|p| {
-                (
-                    p.group.as_deref(),
-                    p.kind.as_deref(),
-                    p.namespace.as_deref(),
-                    p.name.as_str(),
-                )
-            });
-            (
-                Source::Http(r),
-                &r.metadata,
-                names_our_gateway(&r.metadata, names, &by_name),
-            )
+            let ours = names_our_gateway(&r.metadata, r.parent_refs(), &by_name);
+            (Source::Http(r), &r.metadata, ours)
         });
         let grpc = snapshot.grpc_routes.iter().map(|r| {
-            let parents = r.spec.parent_refs.iter().flatten();
-            let names = parents.map(|p| {
-                (
-                    p.group.as_deref(),
-                    p.kind.as_deref(),
-                    p.namespace.as_deref(),
-                    p.name.as_str(),
-                )
-            });
-            (
-                Source::Grpc(r),
-                &r.metadata,
-                names_our_gateway(&r.metadata, names, &by_name),
-            )
+            let ours = names_our_gateway(&r.metadata, r.parent_refs(), &by_name);
+            (Source::Grpc(r), &r.metadata, ours)
         });
         for (position, (route, meta, ours)) in http.chain(grpc).enumerate() {
             if !ours {
@@ -255,13 +232,9 @@ fn translate_cached(
             continue;
         };
         if let Some(status) = &route.attached.status {
-            let (kind, body) = if route.kind == routes::grpcroute::GRPC_ROUTE {
-                (ObjectKind::GrpcRoute, StatusBody::GrpcRoute(status.clone()))
-            } else {
-                (ObjectKind::HttpRoute, StatusBody::HttpRoute(status.clone()))
-            };
+            let body = StatusBody::Route(status.clone());
             report.entries.push(ObjectStatus::new(
-                kind,
+                ObjectKind::Route(route.kind),
                 Some(route.namespace),
                 route.name,
                 route.generation,
@@ -271,7 +244,7 @@ fn translate_cached(
     }
     for route in &counted {
         for &(gi, li) in &route.attached.counted {
-            let key = (route.kind, route.namespace, route.name);
+            let key = (route.kind.as_str(), route.namespace, route.name);
             gateways[gi].listeners[li].attached.insert(key);
         }
     }
@@ -378,7 +351,7 @@ fn translate_cached(
 /// index) whose listeners the routes are attached to.
 fn services_used(
     compiled: &[(
-        Arc<routes::httproute::Attached>,
+        Arc<routes::attach::Attached>,
         Arc<routes::rules::CompiledRoute>,
     )],
 ) -> BTreeMap<crate::table::ServiceKey, BTreeSet<usize>> {

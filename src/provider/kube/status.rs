@@ -10,15 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteStatus};
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::listenersets::ListenerSet;
-use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -28,7 +25,7 @@ use tokio::sync::watch;
 use super::leader::{run_leader_pass, LeaderPass};
 use super::watch::Stores;
 use crate::kinds::crd::TrafficPolicy;
-use crate::kinds::l4::{TcpRoute, UdpRoute};
+use crate::kinds::routes::{RouteKind, RouteKindId, RouteVisitor};
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
 use crate::status::diff::{self, Carried, DiffError, StatusPatch};
@@ -159,19 +156,46 @@ struct Write {
     reference: ObjectReference,
 }
 
-/// A route whose entries of ours are stale: its key, reference, version and current status.
-type StaleRoute = (
-    ObjectKey,
-    ObjectReference,
-    Option<String>,
-    Option<HttpRouteStatus>,
-);
+/// Routes (kind, namespace, name) whose entry the report has.
+type Seen = HashSet<(RouteKindId, Option<String>, String)>;
 
-/// A TLSRoute's status in the shape every route kind shares.
-fn route_status<T: serde::Serialize>(status: Option<&T>) -> Option<HttpRouteStatus> {
-    serde_json::to_value(status?)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
+/// [`StatusWriter::plan_route`] for the route kind the entry names.
+struct PlanRoute<'w, 'e> {
+    writer: &'w mut StatusWriter,
+    entry: &'e ObjectStatus,
+    revision: Option<Revision>,
+    seen: &'w mut Seen,
+}
+
+impl RouteVisitor for PlanRoute<'_, '_> {
+    type Out = Option<Write>;
+    fn route<K: RouteKind>(self) -> Self::Out {
+        self.writer
+            .plan_route::<K>(self.entry, self.revision, self.seen)
+    }
+}
+
+/// [`StatusWriter::release_stale`] for one route kind.
+struct ReleaseStale<'w> {
+    writer: &'w mut StatusWriter,
+    seen: &'w Seen,
+}
+
+impl RouteVisitor for ReleaseStale<'_> {
+    type Out = Vec<Write>;
+    fn route<K: RouteKind>(self) -> Self::Out {
+        self.writer.release_stale::<K>(self.seen)
+    }
+}
+
+/// The API resource of a route kind, for its status patch.
+struct ResourceOf;
+
+impl RouteVisitor for ResourceOf {
+    type Out = ApiResource;
+    fn route<K: RouteKind>(self) -> Self::Out {
+        ApiResource::erase::<K>(&())
+    }
 }
 
 /// The leader-only writer of statuses.
@@ -242,8 +266,7 @@ impl StatusWriter {
     fn plan(&mut self, report: &SealedReport) -> (Vec<Write>, HashSet<ObjectKey>) {
         let mut out = Vec::new();
         let mut live = HashSet::new();
-        let mut routes_seen = HashSet::new();
-        let mut grpc_seen = HashSet::new();
+        let mut routes_seen = Seen::new();
         let controller = self.controller_name.clone();
         for (e, revision) in report.entries_with_revisions() {
             let key = ObjectKey::of(e);
@@ -280,27 +303,12 @@ impl StatusWriter {
                         diff::patch(e, Carried::ListenerSet(o.status.as_ref()), rv, &controller)
                     })
                 }
-                ObjectKind::HttpRoute => {
-                    let r = ObjectRef::new(&e.name).within(ns);
-                    let Some(o) = self.stores.of::<HttpRoute>().get(&r) else {
-                        continue;
-                    };
-                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
-                    self.plan_one(key, revision, &*o, |rv| {
-                        diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
-                    })
-                }
-                ObjectKind::GrpcRoute => {
-                    let r = ObjectRef::new(&e.name).within(ns);
-                    let Some(o) = self.stores.of::<GrpcRoute>().get(&r) else {
-                        continue;
-                    };
-                    grpc_seen.insert((o.namespace(), o.name_any()));
-                    let carried = o.status.as_ref().and_then(diff::grpc_route_status);
-                    self.plan_one(key, revision, &*o, |rv| {
-                        diff::patch(e, Carried::GrpcRoute(carried.as_ref()), rv, &controller)
-                    })
-                }
+                ObjectKind::Route(kind) => kind.visit(PlanRoute {
+                    writer: self,
+                    entry: e,
+                    revision,
+                    seen: &mut routes_seen,
+                }),
                 ObjectKind::BackendTlsPolicy => {
                     let r = ObjectRef::new(&e.name).within(ns);
                     let Some(o) = self.stores.of::<BackendTlsPolicy>().get(&r) else {
@@ -321,76 +329,69 @@ impl StatusWriter {
                         diff::patch(e, carried, rv, &controller)
                     })
                 }
-                ObjectKind::TlsRoute => {
-                    let r = ObjectRef::new(&e.name).within(ns);
-                    let Some(o) = self.stores.of::<TlsRoute>().get(&r) else {
-                        continue;
-                    };
-                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
-                    // Every route kind's status has one shape; TLSRoute's has its own type.
-                    let current = route_status(o.status.as_ref());
-                    self.plan_one(key, revision, &*o, |rv| {
-                        diff::patch(e, Carried::HttpRoute(current.as_ref()), rv, &controller)
-                    })
-                }
-                ObjectKind::TcpRoute => {
-                    let r = ObjectRef::new(&e.name).within(ns);
-                    let Some(o) = self.stores.of::<TcpRoute>().get(&r) else {
-                        continue;
-                    };
-                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
-                    self.plan_one(key, revision, &*o, |rv| {
-                        diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
-                    })
-                }
-                ObjectKind::UdpRoute => {
-                    let r = ObjectRef::new(&e.name).within(ns);
-                    let Some(o) = self.stores.of::<UdpRoute>().get(&r) else {
-                        continue;
-                    };
-                    routes_seen.insert((e.kind, o.namespace(), o.name_any()));
-                    self.plan_one(key, revision, &*o, |rv| {
-                        diff::patch(e, Carried::HttpRoute(o.status.as_ref()), rv, &controller)
-                    })
-                }
             };
             out.extend(write);
         }
         // Routes that no longer name one of our Gateways lose our stale entries.
-        let stale = [
-            self.stale::<HttpRoute>(ObjectKind::HttpRoute, &routes_seen, |r| r.status.clone()),
-            self.stale::<TlsRoute>(ObjectKind::TlsRoute, &routes_seen, |r| {
-                route_status(r.status.as_ref())
-            }),
-            self.stale::<TcpRoute>(ObjectKind::TcpRoute, &routes_seen, |r| r.status.clone()),
-            self.stale::<UdpRoute>(ObjectKind::UdpRoute, &routes_seen, |r| r.status.clone()),
-        ];
-        for (key, reference, version, status) in stale.into_iter().flatten() {
-            live.insert(key.clone());
-            let write = self.plan_version(key, None, reference, version, |rv| {
-                Ok(diff::release_route(status.as_ref(), rv, &controller))
+        for &kind in RouteKindId::ALL {
+            let released = kind.visit(ReleaseStale {
+                writer: self,
+                seen: &routes_seen,
             });
-            out.extend(write);
+            for w in released {
+                live.insert(w.key.clone());
+                out.push(w);
+            }
         }
-        for route in self.stores.of::<GrpcRoute>().state() {
-            let carried = route.status.as_ref().and_then(diff::grpc_route_status);
-            if grpc_seen.contains(&(route.namespace(), route.name_any()))
-                || !diff::has_parents_of(carried.as_ref(), &controller)
+        (out, live)
+    }
+
+    /// The write of route entry `e` of kind `K`, if one is due: the one plan for every route
+    /// kind, on the status in the shape they share.
+    fn plan_route<K: RouteKind>(
+        &mut self,
+        e: &ObjectStatus,
+        revision: Option<Revision>,
+        seen: &mut Seen,
+    ) -> Option<Write> {
+        let ns = or_default_namespace(e.namespace.as_deref());
+        let r = ObjectRef::new(&e.name).within(ns);
+        let o = self.stores.find::<K>()?.get(&r)?;
+        seen.insert((K::ID, o.namespace(), o.name_any()));
+        let carried = o.route_status();
+        let controller = self.controller_name.clone();
+        self.plan_one(ObjectKey::of(e), revision, &*o, |rv| {
+            diff::patch(e, Carried::Route(carried.as_deref()), rv, &controller)
+        })
+    }
+
+    /// The writes that take our entries off routes of kind `K` that carry `parents[]` entries
+    /// of ours but are not in the report (they no longer name one of our Gateways).
+    fn release_stale<K: RouteKind>(&mut self, seen: &Seen) -> Vec<Write> {
+        let routes = match self.stores.find::<K>() {
+            Some(store) => store.state(),
+            None => return Vec::new(),
+        };
+        let controller = self.controller_name.clone();
+        let mut out = Vec::new();
+        for route in routes {
+            let current = route.route_status();
+            if seen.contains(&(K::ID, route.namespace(), route.name_any()))
+                || !diff::has_parents_of(current.as_deref(), &controller)
             {
                 continue;
             }
             let key = ObjectKey {
-                kind: ObjectKind::GrpcRoute,
+                kind: ObjectKind::Route(K::ID),
                 namespace: route.namespace(),
                 name: route.name_any(),
             };
-            live.insert(key.clone());
             let write = self.plan_one(key, None, &*route, |rv| {
-                Ok(diff::release_route(carried.as_ref(), rv, &controller))
+                Ok(diff::release_route(current.as_deref(), rv, &controller))
             });
             out.extend(write);
         }
-        (out, live)
+        out
     }
 
     /// Plans the write of one object, unless the object and its computed status (by revision)
@@ -448,41 +449,6 @@ impl StatusWriter {
         })
     }
 
-    /// Routes of kind `K` that carry `parents[]` entries of ours but are not in the report (they
-    /// no longer name one of our Gateways): key, reference, version and current status of each.
-    fn stale<K>(
-        &self,
-        kind: ObjectKind,
-        seen: &HashSet<(ObjectKind, Option<String>, String)>,
-        status: impl Fn(&K) -> Option<HttpRouteStatus>,
-    ) -> Vec<StaleRoute>
-    where
-        K: crate::kinds::Kind,
-        crate::snapshot::Snapshot: crate::kinds::Holds<K>,
-    {
-        let mut out = Vec::new();
-        for route in self.stores.of::<K>().state() {
-            let current = status(&route);
-            if seen.contains(&(kind, route.namespace(), route.name_any()))
-                || !diff::has_parents_of(current.as_ref(), &self.controller_name)
-            {
-                continue;
-            }
-            let key = ObjectKey {
-                kind,
-                namespace: route.namespace(),
-                name: route.name_any(),
-            };
-            out.push((
-                key,
-                route.object_ref(&()),
-                route.resource_version(),
-                current,
-            ));
-        }
-        out
-    }
-
     async fn apply(&self, w: Write) -> Result<Write, StatusError> {
         // Leadership can end in the middle of a pass: from then on, nothing is written.
         if !*self.leader.borrow() {
@@ -496,11 +462,10 @@ impl StatusWriter {
             ObjectKind::ListenerSet => {
                 patch_status::<ListenerSet>(Api::namespaced(client, ns), &w).await
             }
-            ObjectKind::HttpRoute => {
-                patch_status::<HttpRoute>(Api::namespaced(client, ns), &w).await
-            }
-            ObjectKind::GrpcRoute => {
-                patch_status::<GrpcRoute>(Api::namespaced(client, ns), &w).await
+            ObjectKind::Route(kind) => {
+                let resource = kind.visit(ResourceOf);
+                let api = Api::<DynamicObject>::namespaced_with(client, ns, &resource);
+                patch_status(api, &w).await
             }
             ObjectKind::BackendTlsPolicy => {
                 patch_status::<BackendTlsPolicy>(Api::namespaced(client, ns), &w).await
@@ -508,9 +473,6 @@ impl StatusWriter {
             ObjectKind::TrafficPolicy => {
                 patch_status::<TrafficPolicy>(Api::namespaced(client, ns), &w).await
             }
-            ObjectKind::TlsRoute => patch_status::<TlsRoute>(Api::namespaced(client, ns), &w).await,
-            ObjectKind::TcpRoute => patch_status::<TcpRoute>(Api::namespaced(client, ns), &w).await,
-            ObjectKind::UdpRoute => patch_status::<UdpRoute>(Api::namespaced(client, ns), &w).await,
         };
         result.map_err(|source| StatusError::Patch {
             kind: w.key.kind,
@@ -568,7 +530,7 @@ mod tests {
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey {
-            kind: ObjectKind::HttpRoute,
+            kind: ObjectKind::Route(RouteKindId::HttpRoute),
             namespace: Some("ns".into()),
             name: name.into(),
         }
@@ -592,17 +554,6 @@ mod tests {
         let second = report("False").seal(&first);
         let revision = |r: &SealedReport| r.entries_with_revisions().next().map(|e| e.1);
         (revision(&first).unwrap(), revision(&second).unwrap())
-    }
-
-    #[test]
-    fn a_tlsroute_status_reads_as_every_route_kind_status() {
-        let tls: gateway_api::apis::standard::tlsroutes::TlsRouteStatus = serde_json::from_value(
-            json!({"parents": [{"controllerName": "x/y", "parentRef": {"name": "gw"}, "conditions": []}]}),
-        )
-        .unwrap();
-        let route = route_status(Some(&tls)).unwrap();
-        assert!(diff::has_parents_of(Some(&route), "x/y"));
-        assert!(route_status::<HttpRouteStatus>(None).is_none());
     }
 
     #[test]

@@ -328,10 +328,14 @@ impl<S: KindSet> Stores<S> {
     where
         S: Holds<K>,
     {
-        self.slots
-            .iter()
-            .find_map(|s| s.store().downcast_ref())
+        self.find()
             .expect("kinds! opens a store for every kind it marks as held")
+    }
+
+    /// The store of kind `K`, if the declaration `S` has one: for code generic over a kind
+    /// named at run time (the status writer over route kinds).
+    pub fn find<K: Kind>(&self) -> Option<&KindStore<K>> {
+        self.slots.iter().find_map(|s| s.store().downcast_ref())
     }
 
     /// Resolves once every store has completed its first list.

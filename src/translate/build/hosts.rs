@@ -16,7 +16,7 @@ use crate::table::hostname::HostnameMap;
 use crate::table::{HostIndex, RequestPolicy, RouteRule, VirtualHost};
 use crate::translate::cache::order::changed_middle;
 use crate::translate::gateways::gateway::GatewayModel;
-use crate::translate::routes::httproute::Attached;
+use crate::translate::routes::attach::Attached;
 use crate::translate::routes::rules::CompiledRoute;
 
 /// What decides, on one socket, which host a route's attachment lands on and how hosts group:
@@ -285,7 +285,7 @@ impl SocketHosts {
 /// `(is a GRPCRoute, namespace, name)` of a compiled route, from its rules (a route without
 /// rules adds nothing to a host, so its place among the others does not matter).
 fn route_order(route: &CompiledRoute) -> (bool, &str, &str) {
-    let grpc = route.kind == crate::translate::routes::grpcroute::GRPC_ROUTE;
+    let grpc = route.kind == crate::kinds::routes::RouteKindId::GrpcRoute;
     match route.rules.first() {
         Some(r) => (grpc, r.route.namespace(), r.route.name()),
         None => (grpc, "", ""),

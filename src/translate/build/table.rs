@@ -20,7 +20,7 @@ use crate::translate::gateways::frontend::ClientAuth;
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::protocol::ListenerProtocol;
 use crate::translate::gateways::tls::ListenerTls;
-use crate::translate::routes::httproute::Attached;
+use crate::translate::routes::attach::Attached;
 use crate::translate::routes::rules::CompiledRoute;
 
 #[derive(Default)]

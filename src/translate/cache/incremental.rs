@@ -39,8 +39,8 @@ use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces
 use crate::translate::cache::relink::{endpoints_only, relink};
 use crate::translate::cache::statuses::StatusPool;
 use crate::translate::policy::{RouteMemo, ServiceOverlays};
+use crate::translate::routes::attach::Attached;
 use crate::translate::routes::grpcroute::lower;
-use crate::translate::routes::httproute::Attached;
 use crate::translate::routes::kinds_conflict::Losers;
 use crate::translate::routes::rules::{compile_route, CompiledRoute};
 use crate::translate::{Snapshot, TranslateOptions, Translation};

@@ -17,11 +17,13 @@ use std::sync::Arc;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 
+use crate::kinds::routes::{RouteKind, RouteKindId};
 use crate::snapshot::namespace_of;
 use crate::translate::cache::statuses::StatusPool;
 use crate::translate::gateways::gateway::GatewayModel;
-use crate::translate::gateways::listener::{ListenerModel, NamespacePolicy, HTTP_ROUTE_KINDS};
-use crate::translate::routes::httproute::{attach_route, Attached};
+use crate::translate::gateways::listener::{ListenerModel, NamespacePolicy};
+use crate::translate::routes::attach::Attached;
+use crate::translate::routes::httproute::attach_route;
 use crate::translate::routes::parents::GatewayIndex;
 use crate::translate::routes::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
@@ -58,7 +60,8 @@ impl GatewayFace {
             name: l.spec.name.clone(),
             port: l.spec.port,
             hostname: l.hostname.map(str::to_owned),
-            accepts: HTTP_ROUTE_KINDS.map(|k| l.accepts(k)),
+            accepts: [RouteKindId::HttpRoute, RouteKindId::GrpcRoute]
+                .map(|k| l.accepts(k.as_str())),
             valid: l.valid(),
             namespaces: l.namespaces.clone(),
             origin: l
@@ -170,23 +173,13 @@ fn parents<'r>(
     inputs: &'r AttachInputs<'_, '_>,
 ) -> impl Iterator<Item = (usize, u64)> + 'r {
     let ns = namespace_of(&route.metadata);
-    route
-        .spec
-        .parent_refs
-        .iter()
-        .flatten()
-        .filter_map(move |p| {
-            let gi = inputs
-                .by_name
-                .parent(
-                    p.group.as_deref(),
-                    p.kind.as_deref(),
-                    p.namespace.as_deref().unwrap_or(ns),
-                    &p.name,
-                )?
-                .gateway;
-            Some((gi, inputs.tokens.gateways[gi]))
-        })
+    route.parent_refs().filter_map(move |p| {
+        let gi = inputs
+            .by_name
+            .parent(p.group, p.kind, p.namespace.unwrap_or(ns), p.name)?
+            .gateway;
+        Some((gi, inputs.tokens.gateways[gi]))
+    })
 }
 
 /// The attachment of `route` with `compiled`: `cached`'s when it was computed from the same

@@ -112,9 +112,6 @@ pub fn selector_matches(selector: &Selector, labels: &BTreeMap<String, String>) 
     labels_ok && exprs_ok
 }
 
-/// The route kinds an HTTP or HTTPS listener serves, and its default `allowedRoutes.kinds`.
-pub const HTTP_ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
-
 /// One listener, validated.
 #[derive(Debug)]
 pub struct ListenerModel<'a> {

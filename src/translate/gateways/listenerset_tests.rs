@@ -2,6 +2,7 @@
 //! precedence, ListenerSet and Gateway statuses, routes attaching to ListenerSet listeners,
 //! served sockets, and ReferenceGrants from ListenerSets.
 
+use crate::kinds::routes::RouteKindId;
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
@@ -281,8 +282,9 @@ fn routes_attach_to_the_listeners_of_the_object_they_name() {
         ),
     ];
     let t = with(&gateway(allowed), &sets, &routes, |_| {});
-    let parent =
-        |ns: &str, name: &str| status(&t, ObjectKind::HttpRoute, ns, name)["parents"][0].clone();
+    let parent = |ns: &str, name: &str| {
+        status(&t, ObjectKind::Route(RouteKindId::HttpRoute), ns, name)["parents"][0].clone()
+    };
     let on_set = parent("other", "on-set");
     assert_eq!(on_set["parentRef"]["kind"], "ListenerSet");
     assert_eq!(on_set["parentRef"]["sectionName"], "http");
@@ -338,7 +340,7 @@ fn a_not_allowed_listener_set_serves_nothing_and_routes_to_it_do_not_attach() {
     let t = with(&gateway(""), &sets, &routes, |_| {});
     let ports: Vec<u16> = t.table.listeners.keys().map(|a| a.port()).collect();
     assert_eq!(ports, [80]);
-    let r = status(&t, ObjectKind::HttpRoute, "ns", "r");
+    let r = status(&t, ObjectKind::Route(RouteKindId::HttpRoute), "ns", "r");
     assert_eq!(
         r["parents"][0]["conditions"][0]["reason"],
         "NoMatchingParent"

@@ -14,6 +14,10 @@ pub enum ListenerProtocol {
     Other(String),
 }
 
+use std::sync::LazyLock;
+
+use crate::kinds::routes::RouteKindId;
+
 impl ListenerProtocol {
     /// Parses the spec's spelling (case-sensitive, as the CRD defines the values).
     pub fn parse(protocol: &str) -> Self {
@@ -53,13 +57,22 @@ impl ListenerProtocol {
         matches!(self, Self::Udp)
     }
 
-    /// The route kinds a listener of this protocol carries (none: unsupported protocol).
+    /// The route kinds a listener of this protocol carries (none: unsupported protocol), in
+    /// the order `route_kinds!` declares them: its default `allowedRoutes.kinds`.
     pub fn route_kinds(&self) -> &'static [&'static str] {
+        static BY_PROTOCOL: LazyLock<[Vec<&'static str>; 5]> = LazyLock::new(|| {
+            ["HTTP", "HTTPS", "TLS", "TCP", "UDP"].map(|protocol| {
+                let kinds = RouteKindId::ALL.iter();
+                let carried = kinds.filter(|k| k.protocols().contains(&protocol));
+                carried.map(|k| k.as_str()).collect()
+            })
+        });
         match self {
-            Self::Http | Self::Https => &crate::translate::gateways::listener::HTTP_ROUTE_KINDS,
-            Self::Tls => &["TLSRoute"],
-            Self::Tcp => &["TCPRoute"],
-            Self::Udp => &["UDPRoute"],
+            Self::Http => &BY_PROTOCOL[0],
+            Self::Https => &BY_PROTOCOL[1],
+            Self::Tls => &BY_PROTOCOL[2],
+            Self::Tcp => &BY_PROTOCOL[3],
+            Self::Udp => &BY_PROTOCOL[4],
             Self::Other(_) => &[],
         }
     }

@@ -17,7 +17,7 @@ use super::{Compiled, Policies, Setting, Target, TargetKind, REQUEST_SETTINGS};
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::table::{RequestPolicy, RetryPolicy, RouteRule, RuleFilters, Timeouts};
 use crate::translate::gateways::gateway::GatewayModel;
-use crate::translate::routes::httproute::{Attached, Attachment};
+use crate::translate::routes::attach::{Attached, Attachment};
 use crate::translate::routes::rules::CompiledRoute;
 
 /// The table's inputs with policies applied.

@@ -22,13 +22,13 @@ use foldhash::HashMap;
 use std::sync::Arc;
 
 use crate::kinds::crd::TrafficPolicy;
+use crate::kinds::routes::RouteKindId;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::conditions::Stamp;
 use crate::status::{ObjectKind, ObjectStatus, StatusBody, StatusReport};
 use crate::table::{Balance, ServiceKey, ServiceLimits};
 use crate::translate::gateways::gateway::GatewayModel;
-use crate::translate::routes::grpcroute::HTTP_ROUTE;
-use crate::translate::routes::httproute::Attached;
+use crate::translate::routes::attach::Attached;
 use crate::translate::routes::kinds_conflict::Counted;
 use crate::translate::routes::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
@@ -283,10 +283,10 @@ pub fn translate_policies(
     }
     let names: Vec<(&str, &str, &str)> = counted
         .iter()
-        .map(|c| (c.kind, c.namespace, c.name))
+        .map(|c| (c.kind.as_str(), c.namespace, c.name))
         .collect();
     let mut routes: BTreeMap<(&str, &str), BTreeSet<usize>> = BTreeMap::new();
-    for c in counted.iter().filter(|c| c.kind == HTTP_ROUTE) {
+    for c in counted.iter().filter(|c| c.kind == RouteKindId::HttpRoute) {
         let gateways = c.attached.attachments.iter().map(|a| a.gateway);
         routes
             .entry((c.namespace, c.name))

@@ -2,6 +2,7 @@
 //! precedence across rules and routes), invalid filters, listener kinds, and the
 //! HTTPRoute/GRPCRoute hostname rule.
 
+use crate::kinds::routes::RouteKindId;
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
@@ -147,11 +148,15 @@ fn calls_reach_rules_in_the_grpc_precedence() {
             "{path} {headers:?}"
         );
     }
-    let s = status(&t, ObjectKind::GrpcRoute, "exact");
+    let s = status(&t, ObjectKind::Route(RouteKindId::GrpcRoute), "exact");
     assert_eq!(s["parents"][0]["conditions"][0]["reason"], "Accepted");
     assert!(t
         .status
-        .get(ObjectKind::HttpRoute, Some("ns"), "exact")
+        .get(
+            ObjectKind::Route(RouteKindId::HttpRoute),
+            Some("ns"),
+            "exact"
+        )
         .is_none());
 }
 
@@ -174,7 +179,7 @@ fn unsupported_filters_make_the_rule_invalid() {
         &format!("  hostnames: [w.example]\n  rules: [{{filters: [{ext}]}}]"),
     );
     let t = translated(GATEWAY, &[], &[partly, wholly]);
-    let partly = status(&t, ObjectKind::GrpcRoute, "partly");
+    let partly = status(&t, ObjectKind::Route(RouteKindId::GrpcRoute), "partly");
     let c = conditions(&partly);
     assert_eq!(c[0], ("Accepted".into(), "True".into(), "Accepted".into()));
     assert!(
@@ -185,7 +190,7 @@ fn unsupported_filters_make_the_rule_invalid() {
         )),
         "{c:?}"
     );
-    let wholly = status(&t, ObjectKind::GrpcRoute, "wholly");
+    let wholly = status(&t, ObjectKind::Route(RouteKindId::GrpcRoute), "wholly");
     assert_eq!(
         conditions(&wholly)[0],
         ("Accepted".into(), "False".into(), "UnsupportedValue".into())
@@ -219,7 +224,7 @@ spec:
   listeners:
   - {name: http, port: 80, protocol: HTTP, allowedRoutes: {kinds: [{kind: HTTPRoute}]}}";
     let t = translated(http_only, &[], &[grpc("r", T0, "  rules: [{}]")]);
-    let s = status(&t, ObjectKind::GrpcRoute, "r");
+    let s = status(&t, ObjectKind::Route(RouteKindId::GrpcRoute), "r");
     assert_eq!(
         conditions(&s)[0],
         (
@@ -263,16 +268,20 @@ fn http_and_grpc_routes_do_not_share_a_hostname_on_a_listener() {
             conditions(&s)[0].1 == "True"
         };
         let got = (
-            accepted(ObjectKind::HttpRoute, "web"),
-            accepted(ObjectKind::GrpcRoute, "grpc"),
+            accepted(ObjectKind::Route(RouteKindId::HttpRoute), "web"),
+            accepted(ObjectKind::Route(RouteKindId::GrpcRoute), "grpc"),
         );
         assert_eq!(
             got, want,
             "{http_hosts} {http_created} / {grpc_hosts} {grpc_created}"
         );
         let loser = match want {
-            (true, false) => Some(status(&t, ObjectKind::GrpcRoute, "grpc")),
-            (false, true) => Some(status(&t, ObjectKind::HttpRoute, "web")),
+            (true, false) => Some(status(
+                &t,
+                ObjectKind::Route(RouteKindId::GrpcRoute),
+                "grpc",
+            )),
+            (false, true) => Some(status(&t, ObjectKind::Route(RouteKindId::HttpRoute), "web")),
             _ => None,
         };
         if let Some(s) = loser {
@@ -328,7 +337,7 @@ fn cross_namespace_backends_need_a_grant_from_grpcroutes() {
             .expect("service"),
         )];
         let t = translate(&s, &options(PortMap::default()));
-        let c = conditions(&status(&t, ObjectKind::GrpcRoute, "r"));
+        let c = conditions(&status(&t, ObjectKind::Route(RouteKindId::GrpcRoute), "r"));
         let resolved = c
             .iter()
             .find(|c| c.0 == "ResolvedRefs")

@@ -14,11 +14,6 @@ use http::HeaderName;
 use crate::table::{GrpcMatch, HeaderMatch, PathMatch, Regex, RequestMatch, ValueMatch};
 use crate::translate::routes::rules::MatchError;
 
-/// Kind name of HTTPRoutes, as in `supportedKinds` and `RouteRef`.
-pub const HTTP_ROUTE: &str = "HTTPRoute";
-/// Kind name of GRPCRoutes.
-pub const GRPC_ROUTE: &str = "GRPCRoute";
-
 /// The HTTPRoute with the GRPCRoute's metadata, parentRefs, hostnames and rules (names,
 /// filters, backendRefs), and no matches: everything the shared compilation and attachment
 /// read besides matches, which [`compile_grpc_match`] compiles from the GRPCRoute itself.

@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::kinds::routes::RouteKindId;
 use crate::translate::conditions::{Stamp, ACCEPTED};
-use crate::translate::routes::grpcroute::GRPC_ROUTE;
-use crate::translate::routes::httproute::Attached;
+use crate::translate::routes::attach::Attached;
 use crate::translate::routes::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
 
@@ -30,7 +30,7 @@ pub const REASON_CONFLICTED: &str = "Conflicted";
 /// One route of the translation and where it attached.
 #[derive(Debug)]
 pub struct Counted<'a> {
-    pub kind: &'static str,
+    pub kind: RouteKindId,
     pub namespace: &'a str,
     pub name: &'a str,
     pub generation: Option<i64>,
@@ -52,7 +52,7 @@ use crate::table::hostname::overlap;
 type OnListener<'a> = (usize, Vec<&'a str>);
 
 /// `(kind, namespace, name)` of the routes that lost a listener in one translation.
-pub type Losers = HashSet<(&'static str, String, String)>;
+pub type Losers = HashSet<(RouteKindId, String, String)>;
 
 /// Takes every listener away from the route that loses it to an older route of the other kind
 /// with an intersecting hostname; a parentRef left with no listener gets `Accepted` False.
@@ -66,14 +66,14 @@ pub fn resolve(
 ) -> Losers {
     let has_grpc = counted
         .iter()
-        .any(|c| c.kind == GRPC_ROUTE && !c.attached.attachments.is_empty());
+        .any(|c| c.kind == RouteKindId::GrpcRoute && !c.attached.attachments.is_empty());
     if !has_grpc && before.is_empty() {
         return Losers::new();
     }
     // Only listeners with a GRPCRoute can have a conflict.
     let with_grpc: HashSet<(usize, usize)> = counted
         .iter()
-        .filter(|c| c.kind == GRPC_ROUTE)
+        .filter(|c| c.kind == RouteKindId::GrpcRoute)
         .flat_map(|c| {
             c.attached
                 .attachments
@@ -99,7 +99,10 @@ pub fn resolve(
     // (route, gateway, listener, winner)
     let mut lost: Vec<(usize, usize, usize, usize)> = Vec::new();
     for ((gi, li), mut routes) in listeners {
-        if routes.iter().all(|(r, _)| counted[*r].kind == GRPC_ROUTE) {
+        if routes
+            .iter()
+            .all(|(r, _)| counted[*r].kind == RouteKindId::GrpcRoute)
+        {
             continue;
         }
         routes.sort_by(|(a, _), (b, _)| counted[*a].order().cmp(&counted[*b].order()));
@@ -107,7 +110,7 @@ pub fn resolve(
         // the other kind's only.
         let mut kept: [Vec<(usize, &Vec<&str>)>; 2] = [Vec::new(), Vec::new()];
         for (r, hosts) in &routes {
-            let grpc = usize::from(counted[*r].kind == GRPC_ROUTE);
+            let grpc = usize::from(counted[*r].kind == RouteKindId::GrpcRoute);
             let winner = kept[1 - grpc]
                 .iter()
                 .find(|(_, khosts)| khosts.iter().any(|a| hosts.iter().any(|b| overlap(a, b))));

@@ -1,6 +1,7 @@
 //! Route kinds: attachment of each route to listeners (parentRefs), and the compilation of
 //! their rules (matches, filters, retries, session persistence) into table rules.
 
+pub(super) mod attach;
 pub(super) mod filters;
 #[cfg(test)]
 pub(super) mod grpc_tests;

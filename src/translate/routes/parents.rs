@@ -3,24 +3,21 @@
 
 use foldhash::HashMap;
 
+use crate::kinds::routes::ParentRef;
 use crate::snapshot::namespace_of;
 use crate::translate::gateways::{gateway, listenerset};
-
-/// A parentRef as `(group, kind, namespace, name)`, unset fields `None`.
-pub(in crate::translate) type ParentName<'p> =
-    (Option<&'p str>, Option<&'p str>, Option<&'p str>, &'p str);
 
 /// True when some parentRef of the route names one of our Gateways or a ListenerSet on one
 /// (cheap pre-check, so routes of other controllers cost nothing).
 pub(in crate::translate) fn names_our_gateway<'p>(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    mut parents: impl Iterator<Item = ParentName<'p>>,
+    mut parents: impl Iterator<Item = ParentRef<'p>>,
     by_name: &GatewayIndex<'_>,
 ) -> bool {
     let ns = namespace_of(meta);
-    parents.any(|(group, kind, namespace, name)| {
+    parents.any(|p| {
         by_name
-            .parent(group, kind, namespace.unwrap_or(ns), name)
+            .parent(p.group, p.kind, p.namespace.unwrap_or(ns), p.name)
             .is_some()
     })
 }

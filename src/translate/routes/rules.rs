@@ -13,6 +13,7 @@ use gateway_api::apis::experimental::httproutes::{
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use http::{HeaderName, Method};
 
+use crate::kinds::routes::RouteKindId;
 use crate::snapshot::namespace_of;
 use crate::table::{
     BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex, RequestMatch,
@@ -23,7 +24,7 @@ use crate::translate::common::duration::compile_timeouts;
 use crate::translate::routes::filters::{
     compile_backend_filters, compile_filters, CompiledFilters,
 };
-use crate::translate::routes::grpcroute::{rule_matches, GRPC_ROUTE, HTTP_ROUTE};
+use crate::translate::routes::grpcroute::rule_matches;
 use crate::translate::routes::resilience::{compile_retry, compile_session};
 
 /// Why a `matches[]` entry cannot be compiled.
@@ -39,7 +40,7 @@ pub enum MatchError {
 #[derive(Debug, Default)]
 pub struct CompiledRoute {
     /// `HTTPRoute` or `GRPCRoute`: the kind listeners must allow.
-    pub kind: &'static str,
+    pub kind: RouteKindId,
     /// One entry per match of every servable rule.
     pub rules: Vec<Arc<RouteRule>>,
     /// Number of rules in the spec.
@@ -61,12 +62,12 @@ pub fn compile_route(
 ) -> CompiledRoute {
     let namespace = namespace_of(&route.metadata);
     let kind = if grpc.is_some() {
-        GRPC_ROUTE
+        RouteKindId::GrpcRoute
     } else {
-        HTTP_ROUTE
+        RouteKindId::HttpRoute
     };
     let route_ref = Arc::new(RouteRef::new(
-        kind,
+        kind.as_str(),
         namespace,
         route.metadata.name.as_deref().unwrap_or_default(),
     ));
@@ -178,7 +179,7 @@ fn compile_actions(
     for b in rule.backend_refs.iter().flatten() {
         let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
         let r = BackendRef {
-            from_kind: out.kind,
+            from_kind: out.kind.as_str(),
             group: b.group.as_deref(),
             kind: b.kind.as_deref(),
             name: &b.name,
@@ -232,7 +233,7 @@ fn resolve_mirrors(
     let mut filters = compiled.filters;
     for m in compiled.mirrors {
         let r = BackendRef {
-            from_kind: out.kind,
+            from_kind: out.kind.as_str(),
             group: m.group.as_deref(),
             kind: m.kind.as_deref(),
             name: &m.name,
