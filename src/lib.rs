@@ -6,6 +6,10 @@
 //! health, metrics and debug views.
 #![forbid(unsafe_code)]
 
+// The library's own tests include test support written against the crate's public name.
+#[cfg(test)]
+extern crate self as edgeplane;
+
 pub mod admin;
 pub mod admission;
 pub mod cli;

@@ -11,6 +11,8 @@ pub mod manifest;
 pub mod objects;
 mod parsed;
 pub mod paths;
+#[cfg(test)]
+mod route_kind_tests;
 pub mod skipped;
 pub mod stamp;
 pub mod walk;
