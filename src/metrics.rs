@@ -91,7 +91,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates and registers every metric.
+    /// Creates and registers every metric. One registration per family, in the catalogue's
+    /// order: long by design, so that every family's name, help and labels read in one place.
     pub fn new() -> Arc<Self> {
         let registry =
             Registry::new_custom(Some(PREFIX.into()), None).expect("metric prefix is valid");

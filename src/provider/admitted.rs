@@ -240,10 +240,24 @@ impl<S: KindSet> Admission<S> {
             Scope::All => None,
             Scope::Touched => Some(&touched),
         };
+        self.admit_definitions(keys, &mut fresh, &mut out);
+        out
+    }
+
+    /// Admits the objects of `keys` (every object: `None`) as the files now define them: an
+    /// object defined once is admitted (or keeps its previous version when rejected, with the
+    /// error in `out`), one defined in several places keeps its previous version, and one no
+    /// longer defined is deleted.
+    fn admit_definitions(
+        &mut self,
+        keys: Option<&BTreeSet<ObjectKey>>,
+        fresh: &mut Fresh,
+        out: &mut Applied,
+    ) {
         let definitions = definitions(&self.files, keys);
         if keys.is_none() {
             for (path, file) in &self.files {
-                sort_skipped(&self.kinds, &self.crds, path, file, &mut out);
+                sort_skipped(&self.kinds, &self.crds, path, file, out);
             }
         }
         // Objects of the scope without a definition now were deleted.
@@ -266,7 +280,7 @@ impl<S: KindSet> Admission<S> {
         for (key, defs) in definitions {
             let previous = self.admitted.remove(key);
             let settled = if let [(path, doc)] = defs.as_slice() {
-                match self.admit(path, doc, previous.as_deref(), &mut fresh) {
+                match self.admit(path, doc, previous.as_deref(), fresh) {
                     Ok(None) => previous,
                     Ok(Some(new)) => {
                         out.changed = true;
@@ -300,7 +314,6 @@ impl<S: KindSet> Admission<S> {
                 self.admitted.insert(key.clone(), object);
             }
         }
-        out
     }
 
     /// The file `path` as this reading takes it: `Ok` with a new parse when its text changed;

@@ -11,25 +11,21 @@ pub mod common;
 mod gateways;
 mod policy;
 mod routes;
+mod stages;
 #[cfg(test)]
 mod testing;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use foldhash::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::kinds::routes::RouteKind;
-use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
-use crate::status::{conditions, ObjectKind, ObjectStatus, StatusBody, StatusReport};
+use crate::status::{conditions, StatusReport};
 use crate::table::{RouteTable, ServedCertificates};
-use gateways::listener::namespace_labels;
-use routes::parents::{names_our_gateway, GatewayIndex};
+use routes::parents::GatewayIndex;
 
 pub use backends::resolve::BackendError;
-use cache::incremental::Source;
 pub use cache::incremental::{Incremental, Reuse};
 pub use common::duration::{parse_duration, DurationError, TimeoutError};
 pub use gateways::address::AddressError;
@@ -103,271 +99,77 @@ fn translate_cached(
     cache: &mut Incremental,
 ) -> Translation {
     let mut report = StatusReport::default();
-    let mut classes = HashMap::default();
-    for class in &snapshot.gateway_classes {
-        if gateways::gateway::owns_class(class, options) {
-            let name = class.metadata.name.as_deref().unwrap_or("");
-            let resolved = match class.spec.parameters_ref.as_ref() {
-                Some(r) => resolve_parameters(snapshot, &ParametersRef::of_class(r)),
-                None => Ok(None),
-            };
-            let status = gateways::gateway::class_status(class, options, resolved.as_ref().err());
-            classes.insert(name, resolved);
-            report.entries.push(ObjectStatus::new(
-                ObjectKind::GatewayClass,
-                None,
-                name,
-                class.metadata.generation,
-                StatusBody::GatewayClass(status),
-            ));
-        }
-    }
+    let classes = stages::classes(snapshot, options, &mut report);
     let set_inputs = gateways::listenerset::inputs(snapshot);
-    let mut certificates = gateways::tls::Certificates::new(snapshot, served);
-    let mut frontends = gateways::frontend::Frontends::new(snapshot);
-    let mut settings = HashMap::default();
-    let mut gateways: Vec<gateways::gateway::GatewayModel<'_>> = snapshot
-        .gateways
-        .iter()
-        .filter_map(|g| {
-            let class = g.spec.gateway_class_name.as_str();
-            let invalid = match gateways::parameters::gateway_parameters(
-                snapshot,
-                g,
-                class,
-                classes.get(class)?,
-            ) {
-                Ok(s) => {
-                    let key = (
-                        namespace_of(&g.metadata),
-                        g.metadata.name.as_deref().unwrap_or(""),
-                    );
-                    settings.insert(key, s);
-                    None
-                }
-                Err(e) => Some(e),
-            };
-            Some(gateways::gateway::GatewayModel::new(
-                g,
-                options,
-                &mut certificates,
-                &mut frontends,
-                snapshot.gateway_bindings.as_deref(),
-                invalid,
-            ))
-        })
-        .collect();
-    gateways.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
-    let labels = namespace_labels(snapshot);
-    let sets = gateways::listenerset::join(
-        &set_inputs,
-        &mut gateways,
-        &labels,
-        &mut certificates,
-        &mut frontends,
-    );
-    gateways::conflicts::mark_socket_conflicts(&mut gateways);
-    let by_name = GatewayIndex::new(&gateways, &sets);
-
-    let gateway_settings: Vec<_> = gateways
-        .iter()
-        .map(|g| settings.get(&(g.namespace, g.name)).cloned().flatten())
-        .collect();
+    let mut front = stages::gateways(snapshot, options, served, &classes, &set_inputs);
+    let by_name = GatewayIndex::new(&front.gateways, &front.sets);
     let policies = policy::Policies::new(snapshot);
     let overlays = Arc::new(policies.service_overlays(snapshot));
-    let tokens = cache.faces().tokens(&gateways, &labels, options);
     let mut compiler = cache.begin(snapshot, &overlays);
-    let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
-    let mut compiled = Vec::with_capacity(routes);
-    let mut counted = Vec::with_capacity(routes);
-    // The position of each of `counted` among the snapshot's routes.
-    let mut positions = Vec::with_capacity(routes);
-    report.entries.reserve(routes + snapshot.gateways.len());
-    {
-        let inputs = cache::reattach::AttachInputs {
-            gateways: &gateways,
-            by_name: &by_name,
-            labels: &labels,
-            tokens: &tokens,
-            options,
-        };
-        let http = snapshot.http_routes.iter().map(|r| {
-            let ours = names_our_gateway(&r.metadata, r.parent_refs(), &by_name);
-            (Source::Http(r), &r.metadata, ours)
-        });
-        let grpc = snapshot.grpc_routes.iter().map(|r| {
-            let ours = names_our_gateway(&r.metadata, r.parent_refs(), &by_name);
-            (Source::Grpc(r), &r.metadata, ours)
-        });
-        for (position, (route, meta, ours)) in http.chain(grpc).enumerate() {
-            if !ours {
-                continue;
-            }
-            let (c, attached) = compiler.compile(position, route, &inputs);
-            let ns = namespace_of(meta);
-            let name = meta.name.as_deref().unwrap_or("");
-            let created = common::precedence::created(meta);
-            counted.push(routes::kinds_conflict::Counted {
-                kind: c.kind,
-                namespace: ns,
-                name,
-                generation: meta.generation,
-                created,
-                attached: attached.clone(),
-            });
-            positions.push(position);
-            compiled.push((attached, c));
-        }
-    }
-    let losers =
-        routes::kinds_conflict::resolve(&mut counted, &mut compiled, options, cache.losers());
-    *cache.losers_mut() = losers;
-    let mut at = vec![None; routes];
-    for (i, &p) in positions.iter().enumerate() {
-        at[p] = Some(i);
-    }
-    // In report order, so that sorting the report finds the routes sorted already.
-    for &p in cache.order().of(snapshot) {
-        let Some(route) = at.get(p).copied().flatten().map(|i| &counted[i]) else {
-            continue;
-        };
-        if let Some(status) = &route.attached.status {
-            let body = StatusBody::Route(status.clone());
-            report.entries.push(ObjectStatus::new(
-                ObjectKind::Route(route.kind),
-                Some(route.namespace),
-                route.name,
-                route.generation,
-                body,
-            ));
-        }
-    }
-    for route in &counted {
-        for &(gi, li) in &route.attached.counted {
-            let key = (route.kind.as_str(), route.namespace, route.name);
-            gateways[gi].listeners[li].attached.insert(key);
-        }
-    }
+    let http = stages::http_routes(
+        snapshot,
+        options,
+        &mut front,
+        &by_name,
+        cache,
+        &mut compiler,
+        &mut report,
+    );
     let l4 = routes::l4route::attach_l4_routes(
         snapshot,
-        &mut gateways,
+        &mut front.gateways,
         &by_name,
-        &labels,
+        &front.labels,
         options,
         &mut report,
     );
-    for set in &sets {
-        let status = set.status(&gateways[set.gateway], options);
-        report.entries.push(ObjectStatus::new(
-            ObjectKind::ListenerSet,
-            Some(set.namespace),
-            set.name,
-            set.generation,
-            StatusBody::ListenerSet(status),
-        ));
-    }
-    for g in &gateways {
-        let status = g.status();
-        report.entries.push(ObjectStatus::new(
-            ObjectKind::Gateway,
-            Some(g.namespace),
-            g.name,
-            g.gateway.metadata.generation,
-            StatusBody::Gateway(status),
-        ));
-    }
+    stages::gateway_statuses(&front, options, &mut report);
     cache.finish(compiler);
     // Which Gateways reach which Service ports matters only for policies' ancestors: without
     // policies, no pass over every route's backends.
     let used = if snapshot.backend_tls_policies.is_empty() && policies.is_empty() {
         BTreeMap::new()
     } else {
-        services_used(&compiled)
+        stages::services_used(&http.compiled)
     };
-    let tls_policies = backends::tls::resolve_policies(
-        &snapshot.backend_tls_policies,
-        &snapshot.services,
-        &used,
-        &gateways,
-        &mut frontends,
-        |generation| conditions::Stamp {
-            generation,
-            now: options.now,
-        },
-        &options.controller_name,
-    );
-    for (policy, status) in tls_policies.statuses {
-        report.entries.push(ObjectStatus::new(
-            ObjectKind::BackendTlsPolicy,
-            Some(namespace_of(&policy.metadata)),
-            policy.metadata.name.as_deref().unwrap_or(""),
-            policy.metadata.generation,
-            StatusBody::BackendTlsPolicy(status),
-        ));
-    }
-    let applied = policy::translate_policies(
-        &policies,
+    let tls_policies = stages::backend_tls(snapshot, options, &mut front, &used, &mut report);
+    let inputs = policy::PolicyInputs {
         snapshot,
-        &gateways,
-        &counted,
-        &compiled,
-        &used,
+        gateways: &front.gateways,
+        counted: &http.counted,
+        compiled: &http.compiled,
+        used: &used,
         options,
-        &mut report,
-        cache.policy_routes(),
-    );
+    };
+    let applied =
+        policy::translate_policies(&policies, &inputs, &mut report, cache.policy_routes());
     let extras = build::table::Extras {
         hosts: &applied.hosts,
-        settings: &gateway_settings,
+        settings: &front.settings,
     };
     let routes = if policies.is_empty() {
-        &compiled
+        &http.compiled
     } else {
         &applied.routes
     };
     let mut table = build::table::build_table(
-        &gateways,
+        &front.gateways,
         routes,
         &extras,
         options.generation,
         cache.hosts(),
     );
-    table.backend_tls = tls_policies.by_port;
+    table.backend_tls = tls_policies;
     build::l4::add_l4_sockets(
         &mut table,
-        &gateways,
+        &front.gateways,
         &l4,
         &applied.hosts,
-        &gateway_settings,
+        &front.settings,
     );
     report.sort();
     Translation {
         table,
         status: report,
     }
-}
-
-/// Every Service port the rules of attached routes send traffic to, with the Gateways (by
-/// index) whose listeners the routes are attached to.
-fn services_used(
-    compiled: &[(
-        Arc<routes::attach::Attached>,
-        Arc<routes::rules::CompiledRoute>,
-    )],
-) -> BTreeMap<crate::table::ServiceKey, BTreeSet<usize>> {
-    let mut used: BTreeMap<crate::table::ServiceKey, BTreeSet<usize>> = BTreeMap::new();
-    for (attached, route) in compiled {
-        if attached.attachments.is_empty() {
-            continue;
-        }
-        for rule in &route.rules {
-            for b in &rule.backends.backends {
-                if let crate::table::BackendTarget::Service(s) = &b.target {
-                    let gateways = used.entry(s.service.clone()).or_default();
-                    gateways.extend(attached.attachments.iter().map(|a| a.gateway));
-                }
-            }
-        }
-    }
-    used
 }

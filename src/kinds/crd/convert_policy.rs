@@ -7,7 +7,8 @@ use serde_json::Value;
 use super::traffic_policy as beta;
 use super::v1alpha1::traffic_policy as alpha;
 
-/// `v1alpha1` spec to `v1beta1`.
+/// `v1alpha1` spec to `v1beta1`. One struct literal, a field of `v1beta1` per entry: long by
+/// design, so that where every `v1alpha1` field lands reads in one place.
 pub fn up(spec: Value) -> Result<Value, String> {
     let a: alpha::TrafficPolicySpec = serde_json::from_value(spec).map_err(|e| e.to_string())?;
     let any = |xs: &[bool]| xs.iter().any(|x| *x);

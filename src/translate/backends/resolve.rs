@@ -309,29 +309,7 @@ impl<'a> Backends<'a> {
     }
 
     fn resolve_uncached(&mut self, from: RefSide<'_>, r: &BackendRef<'_>) -> Resolved {
-        let route_ns = from.namespace;
-        let group = r.group.unwrap_or("");
-        let kind = r.kind.unwrap_or("Service");
-        if !group.is_empty() || kind != "Service" {
-            return Err(BackendError::InvalidKind {
-                group: group.to_owned(),
-                kind: kind.to_owned(),
-                name: r.name.to_owned(),
-            });
-        }
-        let namespace = r.namespace.unwrap_or(route_ns);
-        let target = RefSide {
-            group: "",
-            kind: "Service",
-            namespace,
-        };
-        if !self.grants.allows(from, target, r.name) {
-            return Err(BackendError::NotPermitted {
-                from: route_ns.to_owned(),
-                namespace: namespace.to_owned(),
-                name: r.name.to_owned(),
-            });
-        }
+        let namespace = self.permitted(from, r)?;
         let not_found = || BackendError::NotFound {
             namespace: namespace.to_owned(),
             name: r.name.to_owned(),
@@ -390,19 +368,7 @@ impl<'a> Backends<'a> {
             return Ok(backend);
         }
         let (key, _) = cache_key;
-        let protocol = match service_port.app_protocol.as_deref() {
-            // `https`: HTTP/1.1 over the TLS a BackendTLSPolicy of the port configures.
-            None | Some("http") | Some("https") | Some("HTTPS") | Some("kubernetes.io/ws") => {
-                UpstreamProtocol::Http1
-            }
-            Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
-            Some(other) => {
-                return Err(BackendError::UnsupportedProtocol {
-                    service: key,
-                    app_protocol: other.to_owned(),
-                })
-            }
-        };
+        let protocol = upstream_protocol(service_port.app_protocol.as_deref(), key.clone())?;
         let external = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
         if external && slices.is_empty() {
             return Err(BackendError::ExternalName {
@@ -429,6 +395,58 @@ impl<'a> Backends<'a> {
         };
         self.next.insert((key, port), cached);
         Ok(backend)
+    }
+
+    /// The namespace of the Service `r` names, when a route on side `from` may name it: a
+    /// core Service (no other kind is a backend), in the route's namespace or one whose
+    /// ReferenceGrants allow it.
+    fn permitted<'r>(
+        &self,
+        from: RefSide<'r>,
+        r: &BackendRef<'r>,
+    ) -> Result<&'r str, BackendError> {
+        let route_ns = from.namespace;
+        let group = r.group.unwrap_or("");
+        let kind = r.kind.unwrap_or("Service");
+        if !group.is_empty() || kind != "Service" {
+            return Err(BackendError::InvalidKind {
+                group: group.to_owned(),
+                kind: kind.to_owned(),
+                name: r.name.to_owned(),
+            });
+        }
+        let namespace = r.namespace.unwrap_or(route_ns);
+        let target = RefSide {
+            group: "",
+            kind: "Service",
+            namespace,
+        };
+        if !self.grants.allows(from, target, r.name) {
+            return Err(BackendError::NotPermitted {
+                from: route_ns.to_owned(),
+                namespace: namespace.to_owned(),
+                name: r.name.to_owned(),
+            });
+        }
+        Ok(namespace)
+    }
+}
+
+/// How the proxy speaks to a Service port, from its `appProtocol`.
+fn upstream_protocol(
+    app_protocol: Option<&str>,
+    service: ServiceKey,
+) -> Result<UpstreamProtocol, BackendError> {
+    match app_protocol {
+        // `https`: HTTP/1.1 over the TLS a BackendTLSPolicy of the port configures.
+        None | Some("http") | Some("https") | Some("HTTPS") | Some("kubernetes.io/ws") => {
+            Ok(UpstreamProtocol::Http1)
+        }
+        Some("kubernetes.io/h2c") => Ok(UpstreamProtocol::H2c),
+        Some(other) => Err(BackendError::UnsupportedProtocol {
+            service,
+            app_protocol: other.to_owned(),
+        }),
     }
 }
 

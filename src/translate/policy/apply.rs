@@ -226,70 +226,19 @@ fn decorate(
         name: route.name.to_owned(),
         section: None,
     };
-    // Rule and route policies, per rule index.
-    let mut own: BTreeMap<u32, (Compiled, &RuleFilters, bool, bool)> = BTreeMap::new();
-    for r in &compiled.rules {
-        own.entry(r.rule_index).or_insert_with(|| {
-            let rule_key = r.rule_name.as_ref().map(|n| Target {
-                section: Some(n.clone()),
-                ..whole.clone()
-            });
-            let merged = route
-                .policies
-                .merged(rule_key.iter().chain([&whole]), route.wanted);
-            let spec = route
-                .spec
-                .spec
-                .rules
-                .as_ref()
-                .and_then(|rules| rules.get(r.rule_index as usize));
-            let timeouts_set = spec.is_some_and(|s| s.timeouts.is_some());
-            let retry_set = spec.is_some_and(|s| s.retry.is_some());
-            (merged, &*r.filters, timeouts_set, retry_set)
-        });
-    }
+    let own = rule_policies(route, compiled, &whole);
     let policy: BTreeMap<u32, Option<Arc<RequestPolicy>>> = own
         .iter()
-        .map(|(&i, (m, _, _, _))| {
-            (
-                i,
-                (!m.request.is_empty()).then(|| Arc::new(m.request.clone())),
-            )
+        .map(|(&i, rule)| {
+            let request = &rule.merged.request;
+            (i, (!request.is_empty()).then(|| Arc::new(request.clone())))
         })
         .collect();
     let none = Compiled::default();
     let mut groups: Vec<(BTreeMap<u32, Effect>, Vec<Attachment>)> = Vec::new();
     for a in &attached.attachments {
         let outer = listeners.get(&(a.gateway, a.listener)).unwrap_or(&none);
-        let effects: BTreeMap<u32, Effect> = own
-            .iter()
-            .map(|(&i, (m, filters, timeouts_set, retry_set))| {
-                let pick = |s: Setting| {
-                    if m.sets.contains(&s) {
-                        Some(m)
-                    } else if outer.sets.contains(&s) {
-                        Some(outer)
-                    } else {
-                        None
-                    }
-                };
-                let mut e = Effect::of(filters);
-                if !timeouts_set {
-                    if let Some(c) = pick(Setting::Timeouts) {
-                        e.timeouts = c.timeouts;
-                    }
-                }
-                if !retry_set {
-                    if let Some(c) = pick(Setting::Retry) {
-                        e.retry = c.retry.clone();
-                    }
-                }
-                if let Some(p) = &policy[&i] {
-                    e.policy = Some(p.clone());
-                }
-                (i, e)
-            })
-            .collect();
+        let effects = effects_at(&own, &policy, outer);
         match groups.iter_mut().find(|(e, _)| *e == effects) {
             Some((_, list)) => list.push(a.clone()),
             None => groups.push((effects, vec![a.clone()])),
@@ -299,7 +248,7 @@ fn decorate(
     for (effects, attachments) in groups {
         let unchanged = own
             .iter()
-            .all(|(i, (_, filters, _, _))| effects[i] == Effect::of(filters));
+            .all(|(i, rule)| effects[i] == Effect::of(rule.filters));
         let c = if unchanged {
             compiled.clone()
         } else {
@@ -316,6 +265,87 @@ fn decorate(
         };
         out.push((a, c));
     }
+}
+
+/// What the policies of one rule (and its route) decide, and what the rule sets itself.
+struct RulePolicies<'a> {
+    merged: Compiled,
+    filters: &'a RuleFilters,
+    /// The rule sets `timeouts` itself: policies' timeouts do not apply.
+    timeouts_set: bool,
+    /// The rule sets `retry` itself: policies' retries do not apply.
+    retry_set: bool,
+}
+
+/// The rule and route policies of `compiled`, per rule index.
+fn rule_policies<'c>(
+    route: &RouteInputs<'_, '_>,
+    compiled: &'c CompiledRoute,
+    whole: &Target,
+) -> BTreeMap<u32, RulePolicies<'c>> {
+    let mut own = BTreeMap::new();
+    for r in &compiled.rules {
+        own.entry(r.rule_index).or_insert_with(|| {
+            let rule_key = r.rule_name.as_ref().map(|n| Target {
+                section: Some(n.clone()),
+                ..whole.clone()
+            });
+            let merged = route
+                .policies
+                .merged(rule_key.iter().chain([whole]), route.wanted);
+            let spec = route
+                .spec
+                .spec
+                .rules
+                .as_ref()
+                .and_then(|rules| rules.get(r.rule_index as usize));
+            RulePolicies {
+                merged,
+                filters: &r.filters,
+                timeouts_set: spec.is_some_and(|s| s.timeouts.is_some()),
+                retry_set: spec.is_some_and(|s| s.retry.is_some()),
+            }
+        });
+    }
+    own
+}
+
+/// The effect of every rule on one attachment: the rule's own policies first, then those of
+/// the listener (`outer`) it is attached through, for what the rule does not set itself.
+fn effects_at(
+    own: &BTreeMap<u32, RulePolicies<'_>>,
+    policy: &BTreeMap<u32, Option<Arc<RequestPolicy>>>,
+    outer: &Compiled,
+) -> BTreeMap<u32, Effect> {
+    own.iter()
+        .map(|(&i, rule)| {
+            let m = &rule.merged;
+            let pick = |s: Setting| {
+                if m.sets.contains(&s) {
+                    Some(m)
+                } else if outer.sets.contains(&s) {
+                    Some(outer)
+                } else {
+                    None
+                }
+            };
+            let mut e = Effect::of(rule.filters);
+            if !rule.timeouts_set {
+                if let Some(c) = pick(Setting::Timeouts) {
+                    e.timeouts = c.timeouts;
+                }
+            }
+            if !rule.retry_set {
+                if let Some(c) = pick(Setting::Retry) {
+                    e.retry = c.retry.clone();
+                }
+            }
+            if let Some(p) = &policy[&i] {
+                e.policy = Some(p.clone());
+            }
+            (i, e)
+        })
+        .collect()
 }
 
 /// A copy of `compiled` whose rules serve with `effects` (matches of one rule keep sharing

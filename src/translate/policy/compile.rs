@@ -224,6 +224,53 @@ fn settings(
     spec: &TrafficPolicySpec,
     out: &mut Compiled,
 ) -> Result<(), String> {
+    resilience(spec, out)?;
+    if let Some(rl) = &spec.rate_limit {
+        out.request.rate_limit = Some(Arc::new(rate_limit(ns, name, rl)?));
+        out.sets.push(Setting::RateLimit);
+    }
+    if let Some(b) = &spec.basic_auth {
+        let compiled = auth::basic_auth(snapshot, ns, b)
+            .map_err(|e| format!("spec.basicAuth.secretRef: {e}"))?;
+        out.request.basic_auth = Some(Arc::new(compiled));
+        out.sets.push(Setting::BasicAuth);
+    }
+    if let Some(j) = &spec.jwt {
+        out.request.jwt = Some(Arc::new(auth::jwt(snapshot, ns, j)?));
+        out.sets.push(Setting::Jwt);
+    }
+    if let Some(ip) = &spec.ip_access {
+        if ip.allow.is_empty() && ip.deny.is_empty() {
+            return Err("spec.ipAccess: must set allow or deny".into());
+        }
+        let list = |field: &str, values: &[String]| {
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    parse_cidr(v)
+                        .ok_or_else(|| format!("spec.ipAccess.{field}[{i}]: invalid CIDR {v:?}"))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        };
+        out.request.ip_access = Some(Arc::new(IpAccess {
+            allow: list("allow", &ip.allow)?,
+            deny: list("deny", &ip.deny)?,
+            refuse_all: None,
+        }));
+        out.sets.push(Setting::IpAccess);
+    }
+    if let Some(b) = &spec.body_limits {
+        out.request.max_request_body = b.max_request_bytes;
+        out.request.max_response_body = b.max_response_bytes;
+        out.sets.push(Setting::BodyLimits);
+    }
+    Ok(())
+}
+
+/// Compiles the resilience settings `spec` sets into `out`: timeouts, retries and their
+/// budget, load balancing, circuit breaking, outlier detection.
+fn resilience(spec: &TrafficPolicySpec, out: &mut Compiled) -> Result<(), String> {
     if let Some(t) = &spec.timeouts {
         let spec_form = HttpRouteRulesTimeouts {
             request: t.request.clone(),
@@ -277,46 +324,6 @@ fn settings(
             o.max_ejection_percent,
         )?;
         out.sets.push(Setting::OutlierDetection);
-    }
-    if let Some(rl) = &spec.rate_limit {
-        out.request.rate_limit = Some(Arc::new(rate_limit(ns, name, rl)?));
-        out.sets.push(Setting::RateLimit);
-    }
-    if let Some(b) = &spec.basic_auth {
-        let compiled = auth::basic_auth(snapshot, ns, b)
-            .map_err(|e| format!("spec.basicAuth.secretRef: {e}"))?;
-        out.request.basic_auth = Some(Arc::new(compiled));
-        out.sets.push(Setting::BasicAuth);
-    }
-    if let Some(j) = &spec.jwt {
-        out.request.jwt = Some(Arc::new(auth::jwt(snapshot, ns, j)?));
-        out.sets.push(Setting::Jwt);
-    }
-    if let Some(ip) = &spec.ip_access {
-        if ip.allow.is_empty() && ip.deny.is_empty() {
-            return Err("spec.ipAccess: must set allow or deny".into());
-        }
-        let list = |field: &str, values: &[String]| {
-            values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    parse_cidr(v)
-                        .ok_or_else(|| format!("spec.ipAccess.{field}[{i}]: invalid CIDR {v:?}"))
-                })
-                .collect::<Result<Vec<_>, String>>()
-        };
-        out.request.ip_access = Some(Arc::new(IpAccess {
-            allow: list("allow", &ip.allow)?,
-            deny: list("deny", &ip.deny)?,
-            refuse_all: None,
-        }));
-        out.sets.push(Setting::IpAccess);
-    }
-    if let Some(b) = &spec.body_limits {
-        out.request.max_request_body = b.max_request_bytes;
-        out.request.max_response_body = b.max_response_bytes;
-        out.sets.push(Setting::BodyLimits);
     }
     Ok(())
 }

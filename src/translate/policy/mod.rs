@@ -263,20 +263,36 @@ impl<'a> Policies<'a> {
     }
 }
 
+/// What the policy stage reads of the translation so far.
+pub struct PolicyInputs<'a, 's> {
+    pub snapshot: &'s Snapshot,
+    /// Our Gateways, validated (policies target them and their listeners).
+    pub gateways: &'a [GatewayModel<'s>],
+    /// The HTTP-like routes naming our Gateways, with their attachments.
+    pub counted: &'a [Counted<'s>],
+    /// The same routes' compiled rules, which policies are applied onto.
+    pub compiled: &'a [(Arc<Attached>, Arc<CompiledRoute>)],
+    /// Each Service port the routes reach, with the Gateways (by index) reaching it.
+    pub used: &'a BTreeMap<ServiceKey, BTreeSet<usize>>,
+    pub options: &'a TranslateOptions,
+}
+
 /// TrafficPolicies: their status into `report`, and the routes and virtual-host policies the
 /// table is built with (empty when there is no policy: the routes are used as compiled).
-#[allow(clippy::too_many_arguments)]
 pub fn translate_policies(
     policies: &Policies<'_>,
-    snapshot: &Snapshot,
-    gateways: &[GatewayModel<'_>],
-    counted: &[Counted<'_>],
-    compiled: &[(Arc<Attached>, Arc<CompiledRoute>)],
-    used: &BTreeMap<ServiceKey, BTreeSet<usize>>,
-    options: &TranslateOptions,
+    inputs: &PolicyInputs<'_, '_>,
     report: &mut StatusReport,
     memo: &mut RouteMemo,
 ) -> Applied {
+    let &PolicyInputs {
+        snapshot,
+        gateways,
+        counted,
+        compiled,
+        used,
+        options,
+    } = inputs;
     if policies.is_empty() {
         *memo = RouteMemo::default();
         return Applied::default();
