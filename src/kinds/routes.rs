@@ -1,5 +1,5 @@
 //! The route abstraction: every route kind (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
-//! UDPRoute) declared once in [`route_kinds!`], which generates the kind's identity
+//! UDPRoute) declared once in `route_kinds!`, which generates the kind's identity
 //! ([`RouteKindId`]: its name, the listener protocols that carry it, and a typed dispatch to
 //! its Rust type), and [`RouteKind`], implemented once per kind, which gives what attachment,
 //! rule compilation and the status writer read of a route: its parentRefs, hostnames, rules
@@ -87,7 +87,7 @@ impl Default for RouteKindId {
     }
 }
 
-/// The identity [`route_kinds!`] gives a Rust type; implemented by the declaration only.
+/// The identity `route_kinds!` gives a Rust type; implemented by the declaration only.
 pub trait RouteKindOf {
     /// The kind's identity.
     const ID: RouteKindId;

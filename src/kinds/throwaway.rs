@@ -2,7 +2,7 @@
 //! kind is added the way the route abstraction says (a line in `route_kinds!`, its
 //! `RouteKind` impl, its snapshot field, its rule compiler) and nothing else. It is a TCPRoute
 //! by another name: its objects attach to TCP listeners and their connections go to its
-//! backends. Types only; its tests are in `crate::translate::routes::throwaway_tests`.
+//! backends. Types only; its tests are in `crate::provider::route_kind_tests`.
 
 use gateway_api::apis::experimental::httproutes::HttpRouteStatus;
 use kube::CustomResource;

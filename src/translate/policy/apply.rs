@@ -14,6 +14,7 @@ use std::sync::Arc;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 
 use super::{Compiled, Policies, Setting, Target, TargetKind, REQUEST_SETTINGS};
+use crate::kinds::routes::RouteKindId;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::table::{RequestPolicy, RetryPolicy, RouteRule, RuleFilters, Timeouts};
 use crate::translate::gateways::gateway::GatewayModel;
@@ -122,7 +123,7 @@ pub fn apply_policies(
     policies: &Policies<'_>,
     snapshot: &Snapshot,
     gateways: &[GatewayModel<'_>],
-    names: &[(&str, &str, &str)],
+    names: &[(RouteKindId, &str, &str)],
     routes: &[(Arc<Attached>, Arc<CompiledRoute>)],
     memo: &mut RouteMemo,
 ) -> Applied {
@@ -161,7 +162,7 @@ pub fn apply_policies(
     let mut out = Vec::with_capacity(routes.len());
     for (i, (attached, compiled)) in routes.iter().enumerate() {
         let &(kind, ns, name) = &names[i];
-        let touched = kind == "HTTPRoute"
+        let touched = kind == RouteKindId::HttpRoute
             && (targeted.contains(&(ns, name))
                 || attached
                     .attachments

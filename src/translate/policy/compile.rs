@@ -16,6 +16,7 @@ use crate::kinds::crd::traffic_policy::{
     LoadBalancerAlgorithm, RateLimitKeyType, RateLimitUnit, TrafficPolicySpec,
 };
 use crate::kinds::crd::TrafficPolicy;
+use crate::kinds::routes::RouteKindId;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::GATEWAY_GROUP;
 use crate::table::{
@@ -42,7 +43,7 @@ impl TargetKind {
     pub fn group_kind(self) -> (&'static str, &'static str) {
         match self {
             Self::Gateway => (GATEWAY_GROUP, "Gateway"),
-            Self::HttpRoute => (GATEWAY_GROUP, "HTTPRoute"),
+            Self::HttpRoute => (GATEWAY_GROUP, RouteKindId::HttpRoute.as_str()),
             Self::Service => ("", "Service"),
         }
     }
@@ -94,7 +95,7 @@ pub fn compile_policy(snapshot: &Snapshot, policy: &TrafficPolicy) -> CompiledPo
     for (i, t) in spec.target_refs.iter().enumerate() {
         let kind = match (t.group.as_str(), t.kind.as_str()) {
             (GATEWAY_GROUP, "Gateway") => TargetKind::Gateway,
-            (GATEWAY_GROUP, "HTTPRoute") => TargetKind::HttpRoute,
+            (GATEWAY_GROUP, k) if k == RouteKindId::HttpRoute.as_str() => TargetKind::HttpRoute,
             ("" | "core", "Service") => TargetKind::Service,
             (g, k) => {
                 error.get_or_insert_with(|| {

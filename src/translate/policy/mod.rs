@@ -297,9 +297,9 @@ pub fn translate_policies(
         *memo = RouteMemo::default();
         return Applied::default();
     }
-    let names: Vec<(&str, &str, &str)> = counted
+    let names: Vec<(RouteKindId, &str, &str)> = counted
         .iter()
-        .map(|c| (c.kind.as_str(), c.namespace, c.name))
+        .map(|c| (c.kind, c.namespace, c.name))
         .collect();
     let mut routes: BTreeMap<(&str, &str), BTreeSet<usize>> = BTreeMap::new();
     for c in counted.iter().filter(|c| c.kind == RouteKindId::HttpRoute) {
