@@ -11,12 +11,12 @@ use crate::snapshot::Snapshot;
 use crate::snapshot::{namespace_of, or_default_namespace};
 use crate::table::{ServiceBackend, ServiceKey, UpstreamProtocol};
 use crate::translate::backends::endpoints::{balance_of, serving_endpoints};
+use crate::translate::backends::ServiceOverlays;
 use crate::translate::common::refgrant::{Grants, RefSide};
 use crate::translate::conditions::{
     REASON_BACKEND_NOT_FOUND, REASON_INVALID_KIND, REASON_REF_NOT_PERMITTED,
     REASON_UNSUPPORTED_PROTOCOL,
 };
-use crate::translate::policy::ServiceOverlays;
 
 /// Label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
