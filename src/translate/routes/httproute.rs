@@ -42,11 +42,11 @@ pub enum AttachError {
 
 impl AttachError {
     /// The spec's reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::NoMatchingParent => REASON_NO_MATCHING_PARENT,
-            Self::NotAllowedByListeners => REASON_NOT_ALLOWED_BY_LISTENERS,
-            Self::NoMatchingListenerHostname => REASON_NO_MATCHING_LISTENER_HOSTNAME,
+            Self::NoMatchingParent => Reason::NoMatchingParent,
+            Self::NotAllowedByListeners => Reason::NotAllowedByListeners,
+            Self::NoMatchingListenerHostname => Reason::NoMatchingListenerHostname,
         }
     }
 }
@@ -121,21 +121,21 @@ pub fn attach_route(
                 }
                 if compiled.all_invalid() {
                     stamp.fail(
-                        ACCEPTED,
-                        REASON_UNSUPPORTED_VALUE,
+                        ConditionType::Accepted,
+                        Reason::UnsupportedValue,
                         compiled.invalid.join("; "),
                     )
                 } else {
-                    stamp.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
+                    stamp.ok(ConditionType::Accepted, Reason::Accepted, "accepted")
                 }
             }
-            Err(e) => stamp.fail(ACCEPTED, e.reason(), e.to_string()),
+            Err(e) => stamp.fail(ConditionType::Accepted, e.reason(), e.to_string()),
         };
         let mut conditions = vec![accepted, resolved_refs(compiled, &stamp)];
         if !compiled.invalid.is_empty() && !compiled.all_invalid() {
             conditions.push(stamp.ok(
-                PARTIALLY_INVALID,
-                REASON_UNSUPPORTED_VALUE,
+                ConditionType::PartiallyInvalid,
+                Reason::UnsupportedValue,
                 compiled.invalid.join("; "),
             ));
         }
@@ -165,8 +165,12 @@ pub fn attach_route(
 
 fn resolved_refs(compiled: &CompiledRoute, stamp: &Stamp) -> Condition {
     match &compiled.unresolved {
-        None => stamp.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved"),
-        Some(e) => stamp.fail(RESOLVED_REFS, e.reason(), e.to_string()),
+        None => stamp.ok(
+            ConditionType::ResolvedRefs,
+            Reason::ResolvedRefs,
+            "resolved",
+        ),
+        Some(e) => stamp.fail(ConditionType::ResolvedRefs, e.reason(), e.to_string()),
     }
 }
 

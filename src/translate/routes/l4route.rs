@@ -209,13 +209,19 @@ pub fn attach_l4_routes<'s>(
                             });
                         }
                     }
-                    stamp.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
+                    stamp.ok(ConditionType::Accepted, Reason::Accepted, "accepted")
                 }
-                Err(e) => stamp.fail(ACCEPTED, e.reason(), e.to_string()),
+                Err(e) => stamp.fail(ConditionType::Accepted, e.reason(), e.to_string()),
             };
             let resolved = match &unresolved {
-                None => stamp.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved"),
-                Some((reason, message)) => stamp.fail(RESOLVED_REFS, reason, message.clone()),
+                None => stamp.ok(
+                    ConditionType::ResolvedRefs,
+                    Reason::ResolvedRefs,
+                    "resolved",
+                ),
+                Some((reason, message)) => {
+                    stamp.fail(ConditionType::ResolvedRefs, *reason, message.clone())
+                }
             };
             parents.push(HttpRouteStatusParents {
                 conditions: vec![accepted, resolved],
@@ -261,10 +267,7 @@ pub fn attach_l4_routes<'s>(
 
 /// The route's weighted backends, and the first unresolved reference as `(reason, message)`.
 /// An unresolved backend keeps its weight: its share of connections is refused.
-fn compile(
-    view: &View<'_>,
-    backends: &mut Backends<'_>,
-) -> (L4Route, Option<(&'static str, String)>) {
+fn compile(view: &View<'_>, backends: &mut Backends<'_>) -> (L4Route, Option<(Reason, String)>) {
     let ns = namespace_of(view.meta);
     let from = RefSide {
         group: GATEWAY_GROUP,
