@@ -23,6 +23,8 @@ pub mod proxy;
 pub mod published;
 pub mod reconcile;
 pub mod request;
+#[cfg(test)]
+mod route_kind_tests;
 pub mod snapshot;
 pub mod status;
 pub mod table;

@@ -17,14 +17,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::kinds::crd::proxy_config::GatewayServiceConfig;
 use crate::kinds::crd::{ProxyConfig, TrafficPolicy};
 use crate::kinds::l4::{TcpRoute, UdpRoute};
 use crate::kinds::{not_being_deleted, Wanted};
-use crate::provider::manifest::merge_string_data;
-use crate::translate::{
-    referenced_ca_objects, referenced_listener_set_secrets, referenced_policy_objects,
-    referenced_secrets,
-};
 
 /// Namespace of a namespaced object that names none, as `kubectl apply` and the API server
 /// treat it.
@@ -38,6 +34,28 @@ pub fn namespace_of(meta: &ObjectMeta) -> &str {
 /// `namespace`, else [`DEFAULT_NAMESPACE`]: the one place that rule is written.
 pub fn or_default_namespace(namespace: Option<&str>) -> &str {
     namespace.unwrap_or(DEFAULT_NAMESPACE)
+}
+
+/// What only the translator's rules can say about a snapshot, but a provider needs before
+/// translating: which Secrets and ConfigMaps the other objects reference (the kube provider
+/// fetches only those) and the Service settings of a Gateway (the kube provider shapes each
+/// Gateway's Service). Declared here, implemented for [`Snapshot`] by the translator (which owns
+/// those rules), and reached through the kind declarations below and through this trait: neither
+/// the snapshot nor a provider imports the translator.
+pub trait TranslatorRules {
+    /// The Secrets listeners reference (certificates, and CA bundles for client validation) and
+    /// those TrafficPolicies read (htpasswd files, JWKS), as [`Snapshot::secrets`] fetches them
+    /// in a cluster.
+    fn referenced_secrets(&self) -> Wanted;
+
+    /// The ConfigMaps Gateways and BackendTLSPolicies reference as CA bundles, and the JWKS
+    /// ConfigMaps of TrafficPolicies, as [`Snapshot::config_maps`] fetches them in a cluster.
+    fn referenced_config_maps(&self) -> Wanted;
+
+    /// The `service` section of the valid ProxyConfig `gateway` uses (its own, else its
+    /// class's), read from this snapshot's GatewayClasses and ProxyConfigs; `None` when none
+    /// applies.
+    fn gateway_service_config(&self, gateway: &Gateway) -> Option<GatewayServiceConfig>;
 }
 
 crate::kinds! {
@@ -77,10 +95,13 @@ crate::kinds! {
             /// Secrets that listeners may reference for TLS certificates (`tls.crt`, `tls.key`).
             /// Providers should pass only referenced Secrets: the translator reads nothing else.
             /// In a cluster only their metadata is watched and referenced ones are fetched.
-            secrets: Secret { on_read(merge_string_data), referenced(listener_secrets) },
+            secrets: Secret {
+                on_read(merge_string_data),
+                referenced(Snapshot::referenced_secrets),
+            },
             /// ConfigMaps holding CA bundles (`ca.crt`) that Gateways reference for client
             /// certificate validation; in a cluster only referenced ones are fetched.
-            config_maps: ConfigMap { referenced(ca_config_maps) },
+            config_maps: ConfigMap { referenced(Snapshot::referenced_config_maps) },
             /// TLS to backend Service ports.
             backend_tls_policies: BackendTlsPolicy,
             /// Proxy settings referenced by GatewayClass and Gateway `parametersRef`s.
@@ -95,51 +116,16 @@ crate::kinds! {
     }
 }
 
-/// The Secrets listeners reference (certificates, and CA bundles for client validation), as
-/// [`Snapshot::secrets`] fetches them in a cluster.
-fn listener_secrets(snapshot: &Snapshot) -> Wanted {
-    let mut wanted = referenced_secrets(&snapshot.gateways, &snapshot.reference_grants);
-    wanted.extend(referenced_listener_set_secrets(
-        &snapshot.listener_sets,
-        &snapshot.reference_grants,
-    ));
-    wanted.extend(ca_objects(snapshot, "Secret"));
-    wanted.extend(policy_objects(snapshot, "Secret"));
-    wanted
-}
-
-/// The Secrets or ConfigMaps (`kind`) TrafficPolicies read: htpasswd files and JWKS.
-fn policy_objects(snapshot: &Snapshot, kind: &'static str) -> Wanted {
-    referenced_policy_objects(&snapshot.traffic_policies)
-        .into_iter()
-        .filter(|(k, _, _)| *k == kind)
-        .map(|(_, ns, name)| (ns, name))
-        .collect()
-}
-
-/// The ConfigMaps Gateways and BackendTLSPolicies reference as CA bundles, and the JWKS
-/// ConfigMaps of TrafficPolicies.
-fn ca_config_maps(snapshot: &Snapshot) -> Wanted {
-    let mut wanted: Wanted = ca_objects(snapshot, "ConfigMap").collect();
-    wanted.extend(policy_objects(snapshot, "ConfigMap"));
-    for p in &snapshot.backend_tls_policies {
-        let ns = namespace_of(&p.metadata);
-        let refs = p.spec.validation.ca_certificate_refs.iter().flatten();
-        for r in refs.filter(|r| r.group.is_empty() && r.kind == "ConfigMap") {
-            wanted.insert((ns.to_owned(), r.name.clone()));
+/// Moves `stringData` into `data` (`stringData` wins on equal keys), as the API server does on
+/// write, so the translator reads one map: what a Secret read from a file becomes.
+pub fn merge_string_data(mut secret: Secret) -> Secret {
+    if let Some(strings) = secret.string_data.take() {
+        let data = secret.data.get_or_insert_with(Default::default);
+        for (k, v) in strings {
+            data.insert(k, k8s_openapi::ByteString(v.into_bytes()));
         }
     }
-    wanted
-}
-
-fn ca_objects<'s>(
-    snapshot: &'s Snapshot,
-    kind: &'static str,
-) -> impl Iterator<Item = (String, String)> + 's {
-    referenced_ca_objects(&snapshot.gateways, &snapshot.reference_grants)
-        .into_iter()
-        .filter(move |(k, _, _)| *k == kind)
-        .map(|(_, ns, name)| (ns, name))
+    secret
 }
 
 /// Bindings of every Gateway, keyed by `(namespace, name)`.
@@ -206,24 +192,6 @@ mod tests {
                 "traffic_policies <- edgeplane.dev/v1beta1 TrafficPolicy (trafficpolicies, namespaced, Objects)",
             ]
         );
-    }
-
-    #[test]
-    fn secrets_and_config_maps_named_by_traffic_policies_are_wanted() {
-        let policy: TrafficPolicy = serde_yaml_ng::from_str(
-            "metadata: {name: p, namespace: apps}\nspec:\n  targetRefs: []\n  \
-             basicAuth: {secretRef: {name: users}}\n  jwt:\n    providers:\n    \
-             - {name: a, issuer: i, jwks: {secretRef: {name: keys}}}\n    \
-             - {name: b, issuer: j, jwks: {configMapRef: {name: jwks}}}\n",
-        )
-        .unwrap();
-        let s = Snapshot {
-            traffic_policies: vec![Arc::new(policy)],
-            ..Snapshot::default()
-        };
-        let pair = |n: &str| ("apps".to_owned(), n.to_owned());
-        assert_eq!(listener_secrets(&s), [pair("keys"), pair("users")].into());
-        assert_eq!(ca_config_maps(&s), [pair("jwks")].into());
     }
 
     #[test]

@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::Secret;
 use serde::de::DeserializeSeed;
 use serde_json::Value;
 
@@ -271,22 +270,11 @@ fn split_value(
     Ok(())
 }
 
-/// Moves `stringData` into `data` (`stringData` wins on equal keys), as the API server does on
-/// write, so the translator reads one map.
-pub fn merge_string_data(mut secret: Secret) -> Secret {
-    if let Some(strings) = secret.string_data.take() {
-        let data = secret.data.get_or_insert_with(Default::default);
-        for (k, v) in strings {
-            data.insert(k, k8s_openapi::ByteString(v.into_bytes()));
-        }
-    }
-    secret
-}
-
 #[cfg(test)]
 mod tests {
     use gateway_api::apis::experimental::httproutes::HttpRoute;
     use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::core::v1::Secret;
 
     use super::*;
 

@@ -11,8 +11,6 @@ pub mod manifest;
 pub mod objects;
 mod parsed;
 pub mod paths;
-#[cfg(test)]
-mod route_kind_tests;
 pub mod skipped;
 pub mod stamp;
 pub mod walk;

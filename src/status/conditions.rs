@@ -1,47 +1,145 @@
-//! Conditions: the Gateway API's condition types and reasons (route reasons are not in the
-//! `gateway-api` crate), the one builder every status uses so `observedGeneration` and
-//! `lastTransitionTime` are never forgotten, and the two rules about single conditions: which
-//! ones report a problem, and when `lastTransitionTime` moves. Pure.
+//! Conditions: the condition types and reasons edgeplane writes, typed (`ConditionType`,
+//! `Reason`; each string spelled once, route reasons are not in the `gateway-api` crate), the
+//! one builder every status uses so `observedGeneration` and `lastTransitionTime` are never
+//! forgotten, and the two rules about single conditions: which ones report a problem, and when
+//! `lastTransitionTime` moves. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-/// Condition types.
-pub const ACCEPTED: &str = "Accepted";
-pub const PROGRAMMED: &str = "Programmed";
-pub const RESOLVED_REFS: &str = "ResolvedRefs";
-pub const CONFLICTED: &str = "Conflicted";
-pub const PARTIALLY_INVALID: &str = "PartiallyInvalid";
+/// A condition type edgeplane writes; [`ConditionType::as_str`] is the one place each is
+/// spelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConditionType {
+    Accepted,
+    Programmed,
+    ResolvedRefs,
+    Conflicted,
+    PartiallyInvalid,
+    /// Gateway: some port accepts clients without a valid certificate.
+    InsecureFrontendValidationMode,
+}
 
-/// Reasons shared by several kinds.
-pub const REASON_ACCEPTED: &str = "Accepted";
-pub const REASON_PROGRAMMED: &str = "Programmed";
-pub const REASON_RESOLVED_REFS: &str = "ResolvedRefs";
-pub const REASON_INVALID: &str = "Invalid";
-/// GatewayClass and Gateway: `parametersRef` cannot be used.
-pub const REASON_INVALID_PARAMETERS: &str = "InvalidParameters";
+impl ConditionType {
+    /// The type as the status carries it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "Accepted",
+            Self::Programmed => "Programmed",
+            Self::ResolvedRefs => "ResolvedRefs",
+            Self::Conflicted => "Conflicted",
+            Self::PartiallyInvalid => "PartiallyInvalid",
+            Self::InsecureFrontendValidationMode => "InsecureFrontendValidationMode",
+        }
+    }
+}
 
-/// Gateway reasons.
-pub const REASON_LISTENERS_NOT_VALID: &str = "ListenersNotValid";
-pub const REASON_UNSUPPORTED_ADDRESS: &str = "UnsupportedAddress";
-pub const REASON_ADDRESS_NOT_USABLE: &str = "AddressNotUsable";
-pub const REASON_PENDING: &str = "Pending";
+/// A condition reason edgeplane writes, for every kind (route reasons are not in the
+/// `gateway-api` crate); [`Reason::as_str`] is the one place each is spelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    // Shared by several kinds.
+    Accepted,
+    Programmed,
+    ResolvedRefs,
+    Invalid,
+    /// GatewayClass and Gateway: `parametersRef` cannot be used.
+    InvalidParameters,
+    /// Policies (TrafficPolicy, BackendTLSPolicy) and routes that lose to another.
+    Conflicted,
+    /// Policies: no targetRef names an existing object.
+    TargetNotFound,
+    // Gateway.
+    ListenersNotValid,
+    UnsupportedAddress,
+    AddressNotUsable,
+    Pending,
+    /// A frontend validation or CA setting changed (`InsecureFrontendValidationMode`).
+    ConfigurationChanged,
+    /// A Gateway's backend client certificate does not resolve.
+    InvalidClientCertificateRef,
+    // Listener.
+    NoConflicts,
+    HostnameConflict,
+    ProtocolConflict,
+    PortUnavailable,
+    UnsupportedProtocol,
+    InvalidRouteKinds,
+    InvalidCertificateRef,
+    /// A caCertificateRef does not resolve or holds no CA.
+    InvalidCACertificateRef,
+    /// A caCertificateRef names a kind that cannot hold a CA.
+    InvalidCACertificateKind,
+    /// No CA reference of a validation (frontend or backend) is usable.
+    NoValidCACertificate,
+    // ListenerSet.
+    NotAllowed,
+    ParentNotAccepted,
+    // Route (`RouteConditionReason` in the spec); listeners share some.
+    NotAllowedByListeners,
+    NoMatchingListenerHostname,
+    NoMatchingParent,
+    UnsupportedValue,
+    RefNotPermitted,
+    InvalidKind,
+    BackendNotFound,
+}
 
-/// Listener reasons.
-pub const REASON_NO_CONFLICTS: &str = "NoConflicts";
-pub const REASON_HOSTNAME_CONFLICT: &str = "HostnameConflict";
-pub const REASON_PROTOCOL_CONFLICT: &str = "ProtocolConflict";
-pub const REASON_PORT_UNAVAILABLE: &str = "PortUnavailable";
-pub const REASON_UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
-pub const REASON_INVALID_ROUTE_KINDS: &str = "InvalidRouteKinds";
+impl Reason {
+    /// The reason as the status carries it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "Accepted",
+            Self::Programmed => "Programmed",
+            Self::ResolvedRefs => "ResolvedRefs",
+            Self::Invalid => "Invalid",
+            Self::InvalidParameters => "InvalidParameters",
+            Self::Conflicted => "Conflicted",
+            Self::TargetNotFound => "TargetNotFound",
+            Self::ListenersNotValid => "ListenersNotValid",
+            Self::UnsupportedAddress => "UnsupportedAddress",
+            Self::AddressNotUsable => "AddressNotUsable",
+            Self::Pending => "Pending",
+            Self::ConfigurationChanged => "ConfigurationChanged",
+            Self::InvalidClientCertificateRef => "InvalidClientCertificateRef",
+            Self::NoConflicts => "NoConflicts",
+            Self::HostnameConflict => "HostnameConflict",
+            Self::ProtocolConflict => "ProtocolConflict",
+            Self::PortUnavailable => "PortUnavailable",
+            Self::UnsupportedProtocol => "UnsupportedProtocol",
+            Self::InvalidRouteKinds => "InvalidRouteKinds",
+            Self::InvalidCertificateRef => "InvalidCertificateRef",
+            Self::InvalidCACertificateRef => "InvalidCACertificateRef",
+            Self::InvalidCACertificateKind => "InvalidCACertificateKind",
+            Self::NoValidCACertificate => "NoValidCACertificate",
+            Self::NotAllowed => "NotAllowed",
+            Self::ParentNotAccepted => "ParentNotAccepted",
+            Self::NotAllowedByListeners => "NotAllowedByListeners",
+            Self::NoMatchingListenerHostname => "NoMatchingListenerHostname",
+            Self::NoMatchingParent => "NoMatchingParent",
+            Self::UnsupportedValue => "UnsupportedValue",
+            Self::RefNotPermitted => "RefNotPermitted",
+            Self::InvalidKind => "InvalidKind",
+            Self::BackendNotFound => "BackendNotFound",
+        }
+    }
+}
 
-/// Route reasons (`RouteConditionReason` in the spec).
-pub const REASON_NOT_ALLOWED_BY_LISTENERS: &str = "NotAllowedByListeners";
-pub const REASON_NO_MATCHING_LISTENER_HOSTNAME: &str = "NoMatchingListenerHostname";
-pub const REASON_NO_MATCHING_PARENT: &str = "NoMatchingParent";
-pub const REASON_UNSUPPORTED_VALUE: &str = "UnsupportedValue";
-pub const REASON_REF_NOT_PERMITTED: &str = "RefNotPermitted";
-pub const REASON_INVALID_KIND: &str = "InvalidKind";
-pub const REASON_BACKEND_NOT_FOUND: &str = "BackendNotFound";
+/// Compares a written condition's `type_` or `reason` with a typed one.
+macro_rules! eq_str {
+    ($($t:ty),*) => {$(
+        impl PartialEq<$t> for String {
+            fn eq(&self, other: &$t) -> bool {
+                self == other.as_str()
+            }
+        }
+        impl PartialEq<$t> for str {
+            fn eq(&self, other: &$t) -> bool {
+                self == other.as_str()
+            }
+        }
+    )*};
+}
+eq_str!(ConditionType, Reason);
 
 /// Longest condition message written, in bytes. The Condition schema allows 32,768; a route with
 /// hundreds of invalid rules could otherwise produce a status the API server refuses.
@@ -70,24 +168,30 @@ pub struct Stamp {
 
 impl Stamp {
     /// A condition with `status` True or False.
-    pub fn condition(&self, ty: &str, status: bool, reason: &str, message: String) -> Condition {
+    pub fn condition(
+        &self,
+        ty: ConditionType,
+        status: bool,
+        reason: Reason,
+        message: String,
+    ) -> Condition {
         Condition {
             last_transition_time: Time(self.now),
             message: bounded_message(message),
             observed_generation: self.generation,
-            reason: reason.to_owned(),
+            reason: reason.as_str().to_owned(),
             status: if status { "True" } else { "False" }.to_owned(),
-            type_: ty.to_owned(),
+            type_: ty.as_str().to_owned(),
         }
     }
 
     /// A True condition.
-    pub fn ok(&self, ty: &str, reason: &str, message: impl Into<String>) -> Condition {
+    pub fn ok(&self, ty: ConditionType, reason: Reason, message: impl Into<String>) -> Condition {
         self.condition(ty, true, reason, message.into())
     }
 
     /// A False condition.
-    pub fn fail(&self, ty: &str, reason: &str, message: impl Into<String>) -> Condition {
+    pub fn fail(&self, ty: ConditionType, reason: Reason, message: impl Into<String>) -> Condition {
         self.condition(ty, false, reason, message.into())
     }
 }
@@ -95,15 +199,17 @@ impl Stamp {
 /// Whether a condition reports a problem: `Accepted`, `ResolvedRefs` or `Programmed` False, or
 /// `Conflicted` True. `edgeplane check` fails on these, and they are counted per publication.
 pub fn is_problem(condition: &Condition) -> bool {
-    match condition.type_.as_str() {
-        ACCEPTED | RESOLVED_REFS | PROGRAMMED => condition.status == "False",
-        CONFLICTED => condition.status == "True",
-        _ => false,
+    use ConditionType::{Accepted, Conflicted, Programmed, ResolvedRefs};
+    let is = |ty: ConditionType| condition.type_ == ty;
+    if is(Accepted) || is(ResolvedRefs) || is(Programmed) {
+        condition.status == "False"
+    } else {
+        is(Conflicted) && condition.status == "True"
     }
 }
 
 /// Whether `condition` has type `ty` and reports a problem (see [`is_problem`]).
-pub fn is_problem_of_type(condition: &Condition, ty: &str) -> bool {
+pub fn is_problem_of_type(condition: &Condition, ty: ConditionType) -> bool {
     condition.type_ == ty && is_problem(condition)
 }
 
@@ -156,11 +262,16 @@ mod tests {
             generation: Some(3),
             now,
         };
-        let c = stamp.fail(ACCEPTED, REASON_NO_MATCHING_PARENT, "m");
+        let c = stamp.fail(ConditionType::Accepted, Reason::NoMatchingParent, "m");
         assert_eq!(c.status, "False");
         assert_eq!(c.observed_generation, Some(3));
         assert_eq!(c.last_transition_time.0, now);
-        assert_eq!(stamp.ok(PROGRAMMED, REASON_PROGRAMMED, "").status, "True");
+        assert_eq!(
+            stamp
+                .ok(ConditionType::Programmed, Reason::Programmed, "")
+                .status,
+            "True"
+        );
     }
 
     #[test]
@@ -170,28 +281,48 @@ mod tests {
             now: s.parse().unwrap(),
         };
         let (t0, t1) = (at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"));
-        assert!(is_problem(&t0.fail(ACCEPTED, REASON_INVALID, "")));
-        assert!(is_problem(&t0.fail(RESOLVED_REFS, REASON_INVALID, "")));
-        assert!(is_problem(&t0.ok(CONFLICTED, REASON_HOSTNAME_CONFLICT, "")));
-        assert!(!is_problem(&t0.fail(CONFLICTED, REASON_NO_CONFLICTS, "")));
-        assert!(!is_problem(&t0.fail(PARTIALLY_INVALID, REASON_INVALID, "")));
+        assert!(is_problem(&t0.fail(
+            ConditionType::Accepted,
+            Reason::Invalid,
+            ""
+        )));
+        assert!(is_problem(&t0.fail(
+            ConditionType::ResolvedRefs,
+            Reason::Invalid,
+            ""
+        )));
+        assert!(is_problem(&t0.ok(
+            ConditionType::Conflicted,
+            Reason::HostnameConflict,
+            ""
+        )));
+        assert!(!is_problem(&t0.fail(
+            ConditionType::Conflicted,
+            Reason::NoConflicts,
+            ""
+        )));
+        assert!(!is_problem(&t0.fail(
+            ConditionType::PartiallyInvalid,
+            Reason::Invalid,
+            ""
+        )));
         assert!(is_problem_of_type(
-            &t0.fail(PROGRAMMED, REASON_PENDING, ""),
-            PROGRAMMED
+            &t0.fail(ConditionType::Programmed, Reason::Pending, ""),
+            ConditionType::Programmed
         ));
         assert!(!is_problem_of_type(
-            &t0.fail(PROGRAMMED, REASON_PENDING, ""),
-            ACCEPTED
+            &t0.fail(ConditionType::Programmed, Reason::Pending, ""),
+            ConditionType::Accepted
         ));
 
         let prev = [
-            t0.ok(ACCEPTED, REASON_ACCEPTED, ""),
-            t0.ok(PROGRAMMED, REASON_PROGRAMMED, ""),
+            t0.ok(ConditionType::Accepted, Reason::Accepted, ""),
+            t0.ok(ConditionType::Programmed, Reason::Programmed, ""),
         ];
         let mut next = [
-            t1.ok(ACCEPTED, REASON_ACCEPTED, "other message"),
-            t1.fail(PROGRAMMED, REASON_PENDING, ""),
-            t1.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, ""),
+            t1.ok(ConditionType::Accepted, Reason::Accepted, "other message"),
+            t1.fail(ConditionType::Programmed, Reason::Pending, ""),
+            t1.ok(ConditionType::ResolvedRefs, Reason::ResolvedRefs, ""),
         ];
         carry_times(&prev, &mut next);
         let times: Vec<_> = next.iter().map(|c| c.last_transition_time.0).collect();

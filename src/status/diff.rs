@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::body::{carry_class, carry_gateway, carry_listener_set, carry_policy, carry_route};
-use super::conditions::{is_problem_of_type, ACCEPTED, CONFLICTED};
+use super::conditions::{is_problem_of_type, ConditionType};
 use super::{ObjectKind, ObjectStatus, StatusBody};
 
 /// The status an object carries in the cluster, as the reflectors read it; `None` when it has
@@ -267,16 +267,16 @@ fn route_patch(
     })
 }
 
-fn first<'a>(conditions: &'a [Condition], ty: &str) -> Option<&'a Condition> {
+fn first(conditions: &[Condition], ty: ConditionType) -> Option<&Condition> {
     conditions.iter().find(|c| c.type_ == ty)
 }
 
 /// Whether the first condition of type `ty` reports a problem.
-fn troubled(conditions: &[Condition], ty: &str) -> bool {
+fn troubled(conditions: &[Condition], ty: ConditionType) -> bool {
     first(conditions, ty).is_some_and(|c| is_problem_of_type(c, ty))
 }
 
-fn detail(conditions: &[Condition], ty: &str) -> String {
+fn detail(conditions: &[Condition], ty: ConditionType) -> String {
     first(conditions, ty)
         .map(|c| format!("{}: {}", c.reason, c.message))
         .unwrap_or_default()
@@ -288,17 +288,17 @@ fn rejected_parents<'a>(
     current: &[HttpRouteStatusParents],
     next: impl Iterator<Item = &'a HttpRouteStatusParents>,
 ) -> Vec<Notable> {
-    next.filter(|p| troubled(&p.conditions, ACCEPTED))
+    next.filter(|p| troubled(&p.conditions, ConditionType::Accepted))
         .filter(|p| {
             let was = current.iter().find(|b| b.parent_ref == p.parent_ref);
-            !was.is_some_and(|b| troubled(&b.conditions, ACCEPTED))
+            !was.is_some_and(|b| troubled(&b.conditions, ConditionType::Accepted))
         })
         .map(|p| Notable {
             reason: "RouteRejected",
             note: format!(
                 "parent {}: {}",
                 to_json(&p.parent_ref),
-                detail(&p.conditions, ACCEPTED)
+                detail(&p.conditions, ConditionType::Accepted)
             ),
         })
         .collect()
@@ -313,17 +313,17 @@ fn conflicted_listeners(current: Option<&GatewayStatus>, next: &GatewayStatus) -
     next.listeners
         .iter()
         .flatten()
-        .filter(|l| troubled(&l.conditions, CONFLICTED))
+        .filter(|l| troubled(&l.conditions, ConditionType::Conflicted))
         .filter(|l| {
             let was = before.iter().find(|b| b.name == l.name);
-            !was.is_some_and(|b| troubled(&b.conditions, CONFLICTED))
+            !was.is_some_and(|b| troubled(&b.conditions, ConditionType::Conflicted))
         })
         .map(|l| Notable {
             reason: "ListenerConflict",
             note: format!(
                 "listener {}: {}",
                 Value::from(l.name.as_str()),
-                detail(&l.conditions, CONFLICTED)
+                detail(&l.conditions, ConditionType::Conflicted)
             ),
         })
         .collect()

@@ -11,6 +11,7 @@ pub mod common;
 mod gateways;
 mod policy;
 mod routes;
+mod snapshot_rules;
 mod stages;
 #[cfg(test)]
 mod testing;

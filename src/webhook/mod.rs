@@ -24,8 +24,9 @@ mod server;
 
 pub use server::{serve, serve_with};
 
-/// The path the CRDs' `conversion.webhook.clientConfig.service.path` names.
-pub const CONVERT_PATH: &str = "/convert";
+/// The path the CRDs' `conversion.webhook.clientConfig.service.path` names (declared with the
+/// CRDs).
+pub use crate::kinds::crd::generate::CONVERT_PATH;
 /// Largest request body read (a whole review): the API server stores objects of at most
 /// about 3 MiB, so a review of one object fits; larger bodies get 413 before they are read.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;

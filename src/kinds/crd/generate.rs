@@ -20,6 +20,9 @@ pub const WEBHOOK_NAMESPACE: &str = "edgeplane-system";
 pub const WEBHOOK_SERVICE: &str = "edgeplane-webhook";
 /// Port of that Service.
 pub const WEBHOOK_PORT: i32 = 443;
+/// The path the CRDs' `conversion.webhook.clientConfig.service.path` names, where the
+/// conversion webhook (`crate::webhook`) answers.
+pub const CONVERT_PATH: &str = "/convert";
 
 /// Why the definitions could not be built (a bug in the types, not user input).
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +71,7 @@ fn with_webhook(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
                 service: Some(ServiceReference {
                     namespace: WEBHOOK_NAMESPACE.to_owned(),
                     name: WEBHOOK_SERVICE.to_owned(),
-                    path: Some(crate::webhook::CONVERT_PATH.to_owned()),
+                    path: Some(CONVERT_PATH.to_owned()),
                     port: Some(WEBHOOK_PORT),
                 }),
                 url: None,

@@ -27,8 +27,7 @@ use super::service_meta::metadata_patch;
 use super::watch::Stores;
 use crate::kinds::crd::proxy_config::GatewayServiceConfig;
 use crate::kinds::crd::ProxyConfig;
-use crate::snapshot::{namespace_of, Snapshot};
-use crate::translate::gateway_service_config;
+use crate::snapshot::{namespace_of, Snapshot, TranslatorRules};
 
 /// A side-object write failed or could not be planned.
 #[derive(Debug, thiserror::Error)]
@@ -144,7 +143,7 @@ impl Keeper {
                 self.clean_up(gw, &ns, &name, &slices).await
             } else if ours(gw).is_some() {
                 live.insert(key(&ns, &service_name(&name)));
-                let config = gateway_service_config(&parameters, gw);
+                let config = parameters.gateway_service_config(gw);
                 let ctx = Context {
                     listener_sets: &listener_sets,
                     services: &services,

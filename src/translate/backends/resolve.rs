@@ -9,14 +9,11 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::snapshot::Snapshot;
 use crate::snapshot::{namespace_of, or_default_namespace};
+use crate::status::conditions::Reason;
 use crate::table::{ServiceBackend, ServiceKey, UpstreamProtocol};
 use crate::translate::backends::endpoints::{balance_of, serving_endpoints};
+use crate::translate::backends::ServiceOverlays;
 use crate::translate::common::refgrant::{Grants, RefSide};
-use crate::translate::conditions::{
-    REASON_BACKEND_NOT_FOUND, REASON_INVALID_KIND, REASON_REF_NOT_PERMITTED,
-    REASON_UNSUPPORTED_PROTOCOL,
-};
-use crate::translate::policy::ServiceOverlays;
 
 /// Label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -57,15 +54,15 @@ pub enum BackendError {
 
 impl BackendError {
     /// The `ResolvedRefs` reason the spec prescribes.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::InvalidKind { .. } => REASON_INVALID_KIND,
-            Self::NotPermitted { .. } => REASON_REF_NOT_PERMITTED,
-            Self::UnsupportedProtocol { .. } => REASON_UNSUPPORTED_PROTOCOL,
+            Self::InvalidKind { .. } => Reason::InvalidKind,
+            Self::NotPermitted { .. } => Reason::RefNotPermitted,
+            Self::UnsupportedProtocol { .. } => Reason::UnsupportedProtocol,
             Self::NotFound { .. }
             | Self::NoPort { .. }
             | Self::NoServicePort { .. }
-            | Self::ExternalName { .. } => REASON_BACKEND_NOT_FOUND,
+            | Self::ExternalName { .. } => Reason::BackendNotFound,
         }
     }
 }

@@ -21,20 +21,13 @@ use crate::translate::conditions::*;
 use crate::translate::gateways::frontend::{CaRef, CaRefError, Frontends};
 use crate::translate::gateways::gateway::GatewayModel;
 
-/// Policy Accepted reason: another policy targets the same port and wins.
-pub const REASON_CONFLICTED: &str = "Conflicted";
-/// Policy Accepted reason: no caCertificateRef is usable.
-pub const REASON_NO_VALID_CA_CERTIFICATE: &str = "NoValidCACertificate";
-/// Policy ResolvedRefs reason: a caCertificateRef does not resolve or holds no CA.
-pub const REASON_INVALID_CA_CERTIFICATE_REF: &str = "InvalidCACertificateRef";
-
 /// What one policy resolves to, before conflicts.
 struct Resolved {
     entry: Arc<BackendTlsEntry>,
     /// The first unusable reference (`ResolvedRefs` False).
     error: Option<CaRefError>,
     /// Why the policy is not accepted, apart from conflicts: `(reason, message)`.
-    refused: Option<(&'static str, String)>,
+    refused: Option<(Reason, String)>,
 }
 
 /// One policy's claim on a Service: all its ports, or the one named `section`.
@@ -149,18 +142,22 @@ pub fn resolve_policies<'a>(
             let r = &resolved[i];
             let accepted = if lost.contains(&i) {
                 s.fail(
-                    ACCEPTED,
-                    REASON_CONFLICTED,
+                    ConditionType::Accepted,
+                    Reason::Conflicted,
                     "another BackendTLSPolicy targets the same Service port and takes precedence",
                 )
             } else if let Some((reason, message)) = &r.refused {
-                s.fail(ACCEPTED, reason, message.clone())
+                s.fail(ConditionType::Accepted, *reason, message.clone())
             } else {
-                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
+                s.ok(ConditionType::Accepted, Reason::Accepted, "accepted")
             };
             let resolved_refs = match &r.error {
-                Some(e) => s.fail(RESOLVED_REFS, policy_reason(e), e.to_string()),
-                None => s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved"),
+                Some(e) => s.fail(ConditionType::ResolvedRefs, policy_reason(e), e.to_string()),
+                None => s.ok(
+                    ConditionType::ResolvedRefs,
+                    Reason::ResolvedRefs,
+                    "resolved",
+                ),
             };
             let ancestors = reaches[i]
                 .iter()
@@ -178,10 +175,10 @@ fn precedence(p: &BackendTlsPolicy) -> crate::translate::common::precedence::Pre
 }
 
 /// The policy's `ResolvedRefs` reason for an unusable reference.
-fn policy_reason(e: &CaRefError) -> &'static str {
+fn policy_reason(e: &CaRefError) -> Reason {
     match e {
-        CaRefError::UnsupportedKind { .. } => REASON_INVALID_KIND,
-        _ => REASON_INVALID_CA_CERTIFICATE_REF,
+        CaRefError::UnsupportedKind { .. } => Reason::InvalidKind,
+        _ => Reason::InvalidCACertificateRef,
     }
 }
 
@@ -221,7 +218,7 @@ fn resolve(p: &BackendTlsPolicy, frontends: &mut Frontends<'_>) -> Resolved {
         return Resolved {
             entry: unusable(message.into()),
             error: None,
-            refused: Some((REASON_INVALID, message.into())),
+            refused: Some((Reason::Invalid, message.into())),
         };
     }
     let mut sources = Vec::new();
@@ -252,7 +249,7 @@ fn resolve(p: &BackendTlsPolicy, frontends: &mut Frontends<'_>) -> Resolved {
         return Resolved {
             entry: unusable(message.clone()),
             error,
-            refused: Some((REASON_NO_VALID_CA_CERTIFICATE, message)),
+            refused: Some((Reason::NoValidCACertificate, message)),
         };
     }
     let sans = v
@@ -277,7 +274,7 @@ fn resolve(p: &BackendTlsPolicy, frontends: &mut Frontends<'_>) -> Resolved {
         Err(e) => Resolved {
             entry: unusable(e.to_string()),
             error,
-            refused: Some((REASON_INVALID, e.to_string())),
+            refused: Some((Reason::Invalid, e.to_string())),
         },
     }
 }

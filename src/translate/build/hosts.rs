@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::table::hostname::HostnameMap;
 use crate::table::{HostIndex, RequestPolicy, RouteRule, VirtualHost};
-use crate::translate::cache::order::changed_middle;
+use crate::translate::common::changed::changed_middle;
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::rules::CompiledRoute;

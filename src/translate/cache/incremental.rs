@@ -32,13 +32,14 @@ use crate::table::ServedCertificates;
 use crate::translate::backends::resolve::{
     same_outcome, BackendCache, Backends, OwnedRef, Resolved,
 };
+use crate::translate::backends::ServiceOverlays;
 use crate::translate::build::hosts::HostCache;
 use crate::translate::cache::moved::{touches, Moved, Resolvable};
 use crate::translate::cache::order::RouteOrder;
 use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use crate::translate::cache::relink::{endpoints_only, relink};
 use crate::translate::cache::statuses::StatusPool;
-use crate::translate::policy::{RouteMemo, ServiceOverlays};
+use crate::translate::policy::RouteMemo;
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::grpcroute::lower;
 use crate::translate::routes::kinds_conflict::Losers;

@@ -11,7 +11,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::snapshot::{or_default_namespace, Snapshot};
 use crate::translate::backends::resolve::{BackendRef, SERVICE_NAME_LABEL};
-use crate::translate::policy::ServiceOverlays;
+use crate::translate::backends::ServiceOverlays;
 
 /// More changed Services than this and every reference is resolved again.
 const MAX_MOVED: usize = 64;

@@ -70,12 +70,12 @@ fn digest(status: &HttpRouteStatus) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::conditions::Stamp;
+    use crate::status::conditions::{ConditionType, Reason, Stamp};
     use gateway_api::apis::experimental::httproutes::{
         HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
     };
 
-    fn status(gateway: &str, generation: i64, reason: &str) -> Arc<HttpRouteStatus> {
+    fn status(gateway: &str, generation: i64, reason: Reason) -> Arc<HttpRouteStatus> {
         let stamp = Stamp {
             generation: Some(generation),
             now: jiff::Timestamp::from_second(1_700_000_000).unwrap(),
@@ -83,8 +83,8 @@ mod tests {
         Arc::new(HttpRouteStatus {
             parents: vec![HttpRouteStatusParents {
                 conditions: vec![
-                    stamp.ok("Accepted", "Accepted", "accepted"),
-                    stamp.ok("ResolvedRefs", reason, "resolved"),
+                    stamp.ok(ConditionType::Accepted, Reason::Accepted, "accepted"),
+                    stamp.ok(ConditionType::ResolvedRefs, reason, "resolved"),
                 ],
                 controller_name: "example.com/gateway".into(),
                 parent_ref: HttpRouteStatusParentsParentRef {
@@ -98,13 +98,13 @@ mod tests {
     #[test]
     fn equal_statuses_are_one_and_different_ones_stay_apart() {
         let mut pool = StatusPool::default();
-        let first = pool.share(status("gw", 1, "ResolvedRefs"));
-        let same = pool.share(status("gw", 1, "ResolvedRefs"));
+        let first = pool.share(status("gw", 1, Reason::ResolvedRefs));
+        let same = pool.share(status("gw", 1, Reason::ResolvedRefs));
         assert!(Arc::ptr_eq(&first, &same));
         for other in [
-            status("other", 1, "ResolvedRefs"),
-            status("gw", 2, "ResolvedRefs"),
-            status("gw", 1, "BackendNotFound"),
+            status("other", 1, Reason::ResolvedRefs),
+            status("gw", 2, Reason::ResolvedRefs),
+            status("gw", 1, Reason::BackendNotFound),
         ] {
             let kept = pool.share(other.clone());
             assert!(!Arc::ptr_eq(&kept, &first));
@@ -116,12 +116,12 @@ mod tests {
     #[test]
     fn statuses_no_route_holds_are_forgotten() {
         let mut pool = StatusPool::default();
-        let held = pool.share(status("gw", 1, "ResolvedRefs"));
-        drop(pool.share(status("gw", 2, "ResolvedRefs")));
+        let held = pool.share(status("gw", 1, Reason::ResolvedRefs));
+        drop(pool.share(status("gw", 2, Reason::ResolvedRefs)));
         pool.prune();
         assert_eq!(pool.len(), 1);
         assert!(Arc::ptr_eq(
-            &pool.share(status("gw", 1, "ResolvedRefs")),
+            &pool.share(status("gw", 1, Reason::ResolvedRefs)),
             &held
         ));
     }

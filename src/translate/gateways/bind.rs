@@ -15,9 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use crate::snapshot::or_default_namespace;
 use crate::status::{ObjectKind, StatusBody, StatusReport};
 use crate::table::{ListenerTable, RouteTable};
-use crate::translate::conditions::{
-    bounded_message, PROGRAMMED, REASON_ADDRESS_NOT_USABLE, REASON_PENDING,
-};
+use crate::translate::conditions::{bounded_message, ConditionType, Reason};
 
 /// Marks, in `report`, what the sockets of `table` listed in `failures` (socket -> bind error)
 /// carry: every Gateway listener placed on a failed socket gets `Programmed=False` (`Pending`:
@@ -131,12 +129,12 @@ fn describe<'a>(
 fn programmed_true(conditions: &mut [Condition]) -> Option<&mut Condition> {
     conditions
         .iter_mut()
-        .find(|c| c.type_ == PROGRAMMED && c.status == "True")
+        .find(|c| c.type_ == ConditionType::Programmed && c.status == "True")
 }
 
-fn set_false(c: &mut Condition, reason: &str, message: String) {
+fn set_false(c: &mut Condition, reason: Reason, message: String) {
     "False".clone_into(&mut c.status);
-    reason.clone_into(&mut c.reason);
+    reason.as_str().clone_into(&mut c.reason);
     c.message = bounded_message(message);
 }
 
@@ -158,7 +156,7 @@ fn mark_listener(
     if let Some(c) = programmed_true(conditions) {
         set_false(
             c,
-            REASON_PENDING,
+            Reason::Pending,
             format!("not listening on {what}; retrying"),
         );
     }
@@ -181,7 +179,7 @@ fn overlay(
     if let Some(c) = status.conditions.as_deref_mut().and_then(programmed_true) {
         set_false(
             c,
-            REASON_ADDRESS_NOT_USABLE,
+            Reason::AddressNotUsable,
             format!(
                 "cannot listen on {}; binds are retried, so this clears once the address is \
                  assigned to this host and the port is free, or the address leaves spec.addresses",

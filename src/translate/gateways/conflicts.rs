@@ -5,9 +5,7 @@ use foldhash::HashMap;
 use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 
-use crate::translate::conditions::{
-    REASON_HOSTNAME_CONFLICT, REASON_PORT_UNAVAILABLE, REASON_PROTOCOL_CONFLICT,
-};
+use crate::status::conditions::Reason;
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::listener::ListenerModel;
 use crate::translate::gateways::protocol::ListenerProtocol;
@@ -40,9 +38,9 @@ pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
                     Entry::Occupied(e) => {
                         let (protocol, owner, listener_port) = *e.get();
                         if listener_port != l.port {
-                            marks.push((gi, li, REASON_PORT_UNAVAILABLE));
+                            marks.push((gi, li, Reason::PortUnavailable));
                         } else if owner != gi && *protocol != l.protocol {
-                            marks.push((gi, li, REASON_PROTOCOL_CONFLICT));
+                            marks.push((gi, li, Reason::ProtocolConflict));
                         }
                     }
                 }
@@ -60,14 +58,14 @@ pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
 /// based one on the same port number use different sockets and do not conflict.
 pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
     let n = listeners.len();
-    let mut marks: Vec<Option<&'static str>> = vec![None; n];
+    let mut marks: Vec<Option<Reason>> = vec![None; n];
     for i in 0..n {
         for j in 0..n {
             if i == j {
                 continue;
             }
             match clash(&listeners[j], &listeners[i]) {
-                Some(REASON_PROTOCOL_CONFLICT) => marks[i] = Some(REASON_PROTOCOL_CONFLICT),
+                Some(Reason::ProtocolConflict) => marks[i] = Some(Reason::ProtocolConflict),
                 Some(reason) if marks[i].is_none() => marks[i] = Some(reason),
                 _ => {}
             }
@@ -81,13 +79,13 @@ pub fn mark_conflicts(listeners: &mut [ListenerModel<'_>]) {
 /// Why `later` cannot share its port with `earlier`: `ProtocolConflict` when they speak
 /// different protocols, `HostnameConflict` when they have the same protocol and hostname;
 /// `None` when they do not conflict (other port, or UDP beside a TCP based protocol).
-pub fn clash(earlier: &ListenerModel<'_>, later: &ListenerModel<'_>) -> Option<&'static str> {
+pub fn clash(earlier: &ListenerModel<'_>, later: &ListenerModel<'_>) -> Option<Reason> {
     if earlier.port != later.port || earlier.protocol.is_udp() != later.protocol.is_udp() {
         None
     } else if earlier.protocol != later.protocol {
-        Some(REASON_PROTOCOL_CONFLICT)
+        Some(Reason::ProtocolConflict)
     } else if earlier.hostname == later.hostname {
-        Some(REASON_HOSTNAME_CONFLICT)
+        Some(Reason::HostnameConflict)
     } else {
         None
     }
@@ -117,8 +115,8 @@ mod tests {
             .collect();
         mark_conflicts(&mut ls);
         let got: Vec<_> = ls.iter().map(|l| l.conflict).collect();
-        let h = Some(REASON_HOSTNAME_CONFLICT);
-        let p = Some(REASON_PROTOCOL_CONFLICT);
+        let h = Some(Reason::HostnameConflict);
+        let p = Some(Reason::ProtocolConflict);
         assert_eq!(got, vec![h, h, None, None, p, p, None, None, None, None]);
     }
 }

@@ -17,20 +17,11 @@ use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
 use crate::snapshot::{namespace_of, Snapshot};
+use crate::status::conditions::Reason;
 use crate::status::GATEWAY_GROUP;
 use crate::table::{CaBundle, CaBundleError, ClientValidation, ValidationMode};
 use crate::translate::common::refgrant::{Grants, RefSide};
 
-/// Listener ResolvedRefs reason: a caCertificateRef does not resolve or holds no CA.
-pub const REASON_INVALID_CA_CERTIFICATE_REF: &str = "InvalidCACertificateRef";
-/// Listener ResolvedRefs reason: a caCertificateRef names a kind that cannot hold a CA.
-pub const REASON_INVALID_CA_CERTIFICATE_KIND: &str = "InvalidCACertificateKind";
-/// Listener Accepted reason: no caCertificateRef of the listener's validation is usable.
-pub const REASON_NO_VALID_CA_CERTIFICATE: &str = "NoValidCACertificate";
-/// Gateway condition type set while some port accepts clients without a valid certificate.
-pub const INSECURE_FRONTEND_VALIDATION_MODE: &str = "InsecureFrontendValidationMode";
-/// Its reason.
-pub const REASON_CONFIGURATION_CHANGED: &str = "ConfigurationChanged";
 /// The key of a ConfigMap or Secret that holds a PEM CA bundle.
 pub const CA_KEY: &str = "ca.crt";
 
@@ -76,13 +67,11 @@ pub enum CaRefError {
 
 impl CaRefError {
     /// The listener's `ResolvedRefs` reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::UnsupportedKind { .. } => REASON_INVALID_CA_CERTIFICATE_KIND,
-            Self::NotPermitted { .. } => {
-                crate::translate::gateways::tls::REASON_LISTENER_REF_NOT_PERMITTED
-            }
-            _ => REASON_INVALID_CA_CERTIFICATE_REF,
+            Self::UnsupportedKind { .. } => Reason::InvalidCACertificateKind,
+            Self::NotPermitted { .. } => Reason::RefNotPermitted,
+            _ => Reason::InvalidCACertificateRef,
         }
     }
 }

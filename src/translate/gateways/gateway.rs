@@ -19,20 +19,12 @@ use crate::translate::conditions::*;
 use crate::translate::gateways::address::{bind_addresses, AddressError};
 use crate::translate::gateways::conflicts::mark_conflicts;
 use crate::translate::gateways::features::supported_features;
-use crate::translate::gateways::frontend::{
-    insecure_fallback, ClientAuth, Frontends, INSECURE_FRONTEND_VALIDATION_MODE,
-    REASON_CONFIGURATION_CHANGED, REASON_NO_VALID_CA_CERTIFICATE,
-};
+use crate::translate::gateways::frontend::{insecure_fallback, ClientAuth, Frontends};
 use crate::translate::gateways::listener::{listener_model, ListenerModel};
 use crate::translate::gateways::parameters::InvalidParameters;
 use crate::translate::gateways::ports::PortMap;
-use crate::translate::gateways::tls::{
-    Certificates, ListenerTls, TlsRefError, REASON_LISTENER_UNSUPPORTED_VALUE,
-};
+use crate::translate::gateways::tls::{Certificates, ListenerTls, TlsRefError};
 use crate::translate::TranslateOptions;
-
-/// Gateway ResolvedRefs reason: `spec.tls.backend.clientCertificateRef` is unusable.
-pub const REASON_INVALID_CLIENT_CERTIFICATE_REF: &str = "InvalidClientCertificateRef";
 
 /// True when the class names our controller.
 pub fn owns_class(class: &GatewayClass, options: &TranslateOptions) -> bool {
@@ -58,10 +50,14 @@ pub fn class_status(
         .collect();
     features.sort_by(|a, b| a.name.cmp(&b.name));
     let accepted = match parameters {
-        Some(e) => stamp.fail(ACCEPTED, REASON_INVALID_PARAMETERS, e.to_string()),
+        Some(e) => stamp.fail(
+            ConditionType::Accepted,
+            Reason::InvalidParameters,
+            e.to_string(),
+        ),
         None => stamp.ok(
-            ACCEPTED,
-            REASON_ACCEPTED,
+            ConditionType::Accepted,
+            Reason::Accepted,
             format!("handled by {}", options.controller_name),
         ),
     };
@@ -221,52 +217,67 @@ impl<'a> GatewayModel<'a> {
             .collect();
         let (accepted, programmed) = if let Some(e) = &self.parameters_error {
             (
-                s.fail(ACCEPTED, REASON_INVALID_PARAMETERS, e.to_string()),
-                s.fail(PROGRAMMED, REASON_INVALID, e.to_string()),
+                s.fail(
+                    ConditionType::Accepted,
+                    Reason::InvalidParameters,
+                    e.to_string(),
+                ),
+                s.fail(ConditionType::Programmed, Reason::Invalid, e.to_string()),
             )
         } else if let Some(e) = &self.address_error {
             let programmed_reason = match e {
-                AddressError::NotAnIp(_) => REASON_ADDRESS_NOT_USABLE,
-                AddressError::UnsupportedType(_) => REASON_INVALID,
+                AddressError::NotAnIp(_) => Reason::AddressNotUsable,
+                AddressError::UnsupportedType(_) => Reason::Invalid,
             };
             (
-                s.fail(ACCEPTED, REASON_UNSUPPORTED_ADDRESS, e.to_string()),
-                s.fail(PROGRAMMED, programmed_reason, e.to_string()),
+                s.fail(
+                    ConditionType::Accepted,
+                    Reason::UnsupportedAddress,
+                    e.to_string(),
+                ),
+                s.fail(ConditionType::Programmed, programmed_reason, e.to_string()),
             )
         } else if !self.accepted() {
             let msg = format!("no valid listener; invalid: {}", invalid.join(", "));
             (
-                s.fail(ACCEPTED, REASON_LISTENERS_NOT_VALID, msg.clone()),
-                s.fail(PROGRAMMED, REASON_INVALID, msg),
+                s.fail(
+                    ConditionType::Accepted,
+                    Reason::ListenersNotValid,
+                    msg.clone(),
+                ),
+                s.fail(ConditionType::Programmed, Reason::Invalid, msg),
             )
         } else if !invalid.is_empty() {
             let msg = format!("listeners not valid: {}", invalid.join(", "));
             let programmed = if self.own_listeners().any(ListenerModel::valid) {
                 s.ok(
-                    PROGRAMMED,
-                    REASON_PROGRAMMED,
+                    ConditionType::Programmed,
+                    Reason::Programmed,
                     "valid listeners are programmed",
                 )
             } else {
-                s.fail(PROGRAMMED, REASON_INVALID, msg.clone())
+                s.fail(ConditionType::Programmed, Reason::Invalid, msg.clone())
             };
-            (s.ok(ACCEPTED, REASON_LISTENERS_NOT_VALID, msg), programmed)
+            (
+                s.ok(ConditionType::Accepted, Reason::ListenersNotValid, msg),
+                programmed,
+            )
         } else if matches!(self.placement, Placement::Pending) {
             (
-                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                s.ok(ConditionType::Accepted, Reason::Accepted, "accepted"),
                 s.fail(
-                    PROGRAMMED,
-                    REASON_PENDING,
+                    ConditionType::Programmed,
+                    Reason::Pending,
                     "waiting for the Gateway's Service",
                 ),
             )
         } else if !self.unassigned().is_empty() {
             let missing: Vec<String> = self.unassigned().iter().map(|ip| ip.to_string()).collect();
             (
-                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                s.ok(ConditionType::Accepted, Reason::Accepted, "accepted"),
                 s.fail(
-                    PROGRAMMED,
-                    REASON_ADDRESS_NOT_USABLE,
+                    ConditionType::Programmed,
+                    Reason::AddressNotUsable,
                     format!(
                         "the Gateway's Service has not been assigned {} (yet)",
                         missing.join(", ")
@@ -275,8 +286,8 @@ impl<'a> GatewayModel<'a> {
             )
         } else {
             (
-                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
-                s.ok(PROGRAMMED, REASON_PROGRAMMED, "programmed"),
+                s.ok(ConditionType::Accepted, Reason::Accepted, "accepted"),
+                s.ok(ConditionType::Programmed, Reason::Programmed, "programmed"),
             )
         };
         let addresses = if let Placement::Mapped(b) = self.placement {
@@ -318,20 +329,24 @@ impl<'a> GatewayModel<'a> {
         let mut conditions = vec![accepted, programmed];
         match &self.backend_identity {
             None => {}
-            Some(Ok(_)) => conditions.push(s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")),
+            Some(Ok(_)) => conditions.push(s.ok(
+                ConditionType::ResolvedRefs,
+                Reason::ResolvedRefs,
+                "resolved",
+            )),
             Some(Err(e)) => conditions.push(s.fail(
-                RESOLVED_REFS,
+                ConditionType::ResolvedRefs,
                 match e {
-                    TlsRefError::NotPermitted { .. } => REASON_REF_NOT_PERMITTED,
-                    _ => REASON_INVALID_CLIENT_CERTIFICATE_REF,
+                    TlsRefError::NotPermitted { .. } => Reason::RefNotPermitted,
+                    _ => Reason::InvalidClientCertificateRef,
                 },
                 format!("spec.tls.backend.clientCertificateRef: {e}"),
             )),
         }
         if insecure_fallback(self.gateway) {
             conditions.push(s.ok(
-                INSECURE_FRONTEND_VALIDATION_MODE,
-                REASON_CONFIGURATION_CHANGED,
+                ConditionType::InsecureFrontendValidationMode,
+                Reason::ConfigurationChanged,
                 "a port accepts clients without a valid certificate (AllowInsecureFallback)",
             ));
         }
@@ -352,67 +367,87 @@ impl<'a> GatewayModel<'a> {
         let s = &self.stamp;
         let accepted = if !l.protocol.is_supported() {
             s.fail(
-                ACCEPTED,
-                REASON_UNSUPPORTED_PROTOCOL,
+                ConditionType::Accepted,
+                Reason::UnsupportedProtocol,
                 format!("protocol {} is not supported", l.spec.protocol),
             )
         } else if l.passthrough_on_https() {
             s.fail(
-                ACCEPTED,
-                REASON_LISTENER_UNSUPPORTED_VALUE,
+                ConditionType::Accepted,
+                Reason::UnsupportedValue,
                 "tls.mode Passthrough is not allowed on an HTTPS listener; use Terminate",
             )
         } else if let Some(reason) = l.conflict {
             s.fail(
-                ACCEPTED,
+                ConditionType::Accepted,
                 reason,
                 "conflicts with another listener on the same port",
             )
         } else if let ClientAuth::Invalid(e) = &l.client_auth {
             s.fail(
-                ACCEPTED,
-                REASON_NO_VALID_CA_CERTIFICATE,
+                ConditionType::Accepted,
+                Reason::NoValidCACertificate,
                 format!("no usable CA certificate for client validation: {e}"),
             )
         } else {
-            s.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
+            s.ok(ConditionType::Accepted, Reason::Accepted, "accepted")
         };
         let programmed = if let Some(reason) = l.conflict.filter(|_| l.origin.is_some()) {
             // A ListenerSet listener names its conflict here too, as GEP-1713 checks.
-            s.fail(PROGRAMMED, reason, "conflicts with an earlier listener")
+            s.fail(
+                ConditionType::Programmed,
+                reason,
+                "conflicts with an earlier listener",
+            )
         } else if l.valid() && self.accepted() && self.socket_port(l.port).is_none() {
             s.fail(
-                PROGRAMMED,
-                REASON_PENDING,
+                ConditionType::Programmed,
+                Reason::Pending,
                 "waiting for the Gateway's Service to map this port",
             )
         } else if l.valid() && self.accepted() {
-            s.ok(PROGRAMMED, REASON_PROGRAMMED, "programmed")
+            s.ok(ConditionType::Programmed, Reason::Programmed, "programmed")
         } else {
-            s.fail(PROGRAMMED, REASON_INVALID, "listener is not programmed")
+            s.fail(
+                ConditionType::Programmed,
+                Reason::Invalid,
+                "listener is not programmed",
+            )
         };
         let resolved = if !l.invalid_kinds.is_empty() {
             s.fail(
-                RESOLVED_REFS,
-                REASON_INVALID_ROUTE_KINDS,
+                ConditionType::ResolvedRefs,
+                Reason::InvalidRouteKinds,
                 format!("unsupported route kinds: {}", l.invalid_kinds.join(", ")),
             )
         } else if let ListenerTls::Unresolved(e) = &l.tls {
-            s.fail(RESOLVED_REFS, e.reason(), e.to_string())
+            s.fail(ConditionType::ResolvedRefs, e.reason(), e.to_string())
         } else if let ListenerTls::Stale { certificate, error } = &l.tls {
             s.fail(
-                RESOLVED_REFS,
+                ConditionType::ResolvedRefs,
                 error.reason(),
                 stale_message(error, certificate),
             )
         } else if let Some(e) = l.client_auth.error() {
-            s.fail(RESOLVED_REFS, e.reason(), e.to_string())
+            s.fail(ConditionType::ResolvedRefs, e.reason(), e.to_string())
         } else {
-            s.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved")
+            s.ok(
+                ConditionType::ResolvedRefs,
+                Reason::ResolvedRefs,
+                "resolved",
+            )
         };
         let conflicted = match l.conflict {
-            Some(reason) => s.ok(CONFLICTED, reason, "another listener uses the same port"),
-            None => s.fail(CONFLICTED, REASON_NO_CONFLICTS, "no conflicts"),
+            Some(reason) => s.ok(
+                ConditionType::Conflicted,
+                reason,
+                "another listener uses the same port",
+            ),
+            None => s.fail(
+                ConditionType::Conflicted,
+                Reason::NoConflicts,
+                "no conflicts",
+            ),
         };
         GatewayStatusListeners {
             attached_routes: i32::try_from(l.attached.len()).unwrap_or(i32::MAX),
@@ -495,7 +530,7 @@ mod tests {
         assert_eq!(mapped["conditions"][1]["status"], "True");
         assert_eq!(
             mapped["listeners"][1]["conditions"][1]["reason"],
-            REASON_PENDING
+            Reason::Pending.as_str()
         );
         let pending = t
             .status
@@ -503,7 +538,7 @@ mod tests {
             .unwrap()
             .status
             .to_json();
-        assert_eq!(pending["conditions"][1]["reason"], REASON_PENDING);
+        assert_eq!(pending["conditions"][1]["reason"], Reason::Pending.as_str());
         assert!(pending.get("addresses").is_none());
     }
 
@@ -557,7 +592,7 @@ mod tests {
         assert_eq!(waiting["conditions"][1]["status"], "False");
         assert_eq!(
             waiting["conditions"][1]["reason"],
-            REASON_ADDRESS_NOT_USABLE
+            Reason::AddressNotUsable.as_str()
         );
         assert!(waiting["conditions"][1]["message"]
             .as_str()
@@ -576,7 +611,7 @@ mod tests {
         assert_eq!(unsupported["conditions"][0]["status"], "False");
         assert_eq!(
             unsupported["conditions"][0]["reason"],
-            REASON_UNSUPPORTED_ADDRESS
+            Reason::UnsupportedAddress.as_str()
         );
         let without = crate::translate::Capabilities {
             infrastructure_propagation: false,

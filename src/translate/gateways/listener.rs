@@ -6,6 +6,7 @@ use crate::snapshot::Snapshot;
 use foldhash::HashMap;
 use std::collections::BTreeMap;
 
+use crate::status::conditions::Reason;
 use crate::status::GATEWAY_GROUP;
 use crate::table::hostname::Pattern;
 use crate::translate::gateways::frontend::ClientAuth;
@@ -127,7 +128,7 @@ pub struct ListenerModel<'a> {
     /// HTTPS listeners: client-certificate validation (Gateway `spec.tls.frontend`).
     pub client_auth: ClientAuth,
     /// `HostnameConflict` or `ProtocolConflict`.
-    pub conflict: Option<&'static str>,
+    pub conflict: Option<Reason>,
     pub namespaces: NamespacePolicy,
     /// `(kind, namespace, name)` of every route accepted on this listener (hashed fast: one
     /// insert per route and translation).

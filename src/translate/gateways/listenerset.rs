@@ -28,11 +28,6 @@ use crate::translate::TranslateOptions;
 
 /// The kind name routes and ReferenceGrants use for a ListenerSet.
 pub const LISTENER_SET: &str = "ListenerSet";
-/// ListenerSet `Accepted`/`Programmed` False: the Gateway's `allowedListeners` does not take
-/// ListenerSets from its namespace.
-pub const REASON_NOT_ALLOWED: &str = "NotAllowed";
-/// ListenerSet `Accepted`/`Programmed` False: its Gateway is not accepted.
-pub const REASON_PARENT_NOT_ACCEPTED: &str = "ParentNotAccepted";
 
 /// One ListenerSet whose `parentRef` names one of our Gateways, its listeners converted to the
 /// Gateway listener type (the fields are the same), so every listener rule applies unchanged.
@@ -251,8 +246,8 @@ impl SetModel<'_> {
                     gateway.namespace, gateway.name, self.namespace
                 );
                 (
-                    s.fail(ACCEPTED, REASON_NOT_ALLOWED, msg.clone()),
-                    s.fail(PROGRAMMED, REASON_NOT_ALLOWED, msg),
+                    s.fail(ConditionType::Accepted, Reason::NotAllowed, msg.clone()),
+                    s.fail(ConditionType::Programmed, Reason::NotAllowed, msg),
                 )
             }
             Verdict::ParentNotAccepted => {
@@ -261,33 +256,48 @@ impl SetModel<'_> {
                     gateway.namespace, gateway.name
                 );
                 (
-                    s.fail(ACCEPTED, REASON_PARENT_NOT_ACCEPTED, msg.clone()),
-                    s.fail(PROGRAMMED, REASON_PARENT_NOT_ACCEPTED, msg),
+                    s.fail(
+                        ConditionType::Accepted,
+                        Reason::ParentNotAccepted,
+                        msg.clone(),
+                    ),
+                    s.fail(ConditionType::Programmed, Reason::ParentNotAccepted, msg),
                 )
             }
             Verdict::ListenersNotValid => {
                 let msg = format!("no valid listener; invalid: {}", invalid.join(", "));
                 (
-                    s.fail(ACCEPTED, REASON_LISTENERS_NOT_VALID, msg.clone()),
-                    s.fail(PROGRAMMED, REASON_LISTENERS_NOT_VALID, msg),
+                    s.fail(
+                        ConditionType::Accepted,
+                        Reason::ListenersNotValid,
+                        msg.clone(),
+                    ),
+                    s.fail(ConditionType::Programmed, Reason::ListenersNotValid, msg),
                 )
             }
             Verdict::Accepted if invalid.is_empty() => (
-                s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
-                s.ok(PROGRAMMED, REASON_PROGRAMMED, "programmed"),
+                s.ok(ConditionType::Accepted, Reason::Accepted, "accepted"),
+                s.ok(ConditionType::Programmed, Reason::Programmed, "programmed"),
             ),
             Verdict::Accepted => {
                 let msg = format!("listeners not valid: {}", invalid.join(", "));
                 let programmed = if own.iter().any(|l| l.valid()) {
                     s.ok(
-                        PROGRAMMED,
-                        REASON_PROGRAMMED,
+                        ConditionType::Programmed,
+                        Reason::Programmed,
                         "valid listeners are programmed",
                     )
                 } else {
-                    s.fail(PROGRAMMED, REASON_LISTENERS_NOT_VALID, msg.clone())
+                    s.fail(
+                        ConditionType::Programmed,
+                        Reason::ListenersNotValid,
+                        msg.clone(),
+                    )
                 };
-                (s.ok(ACCEPTED, REASON_LISTENERS_NOT_VALID, msg), programmed)
+                (
+                    s.ok(ConditionType::Accepted, Reason::ListenersNotValid, msg),
+                    programmed,
+                )
             }
         };
         let listeners = (self.verdict != Verdict::NotAllowed).then(|| {

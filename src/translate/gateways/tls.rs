@@ -17,17 +17,11 @@ use k8s_openapi::api::core::v1::Secret;
 
 use crate::snapshot::namespace_of;
 use crate::snapshot::Snapshot;
+use crate::status::conditions::Reason;
 use crate::status::GATEWAY_GROUP;
 use crate::table::{Certificate, CertificateError, ServedCertificates};
 use crate::translate::common::refgrant::{Grants, RefSide};
 use crate::translate::gateways::protocol::ListenerProtocol;
-
-/// Listener ResolvedRefs reason: a certificateRef is invalid or missing.
-pub const REASON_INVALID_CERTIFICATE_REF: &str = "InvalidCertificateRef";
-/// Listener ResolvedRefs reason: a cross-namespace certificateRef has no ReferenceGrant.
-pub const REASON_LISTENER_REF_NOT_PERMITTED: &str = "RefNotPermitted";
-/// Listener Accepted reason: a field value the implementation does not support.
-pub const REASON_LISTENER_UNSUPPORTED_VALUE: &str = "UnsupportedValue";
 
 /// Why an HTTPS listener's certificates cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,10 +67,10 @@ impl TlsRefError {
     }
 
     /// The listener's `ResolvedRefs` reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::NotPermitted { .. } => REASON_LISTENER_REF_NOT_PERMITTED,
-            _ => REASON_INVALID_CERTIFICATE_REF,
+            Self::NotPermitted { .. } => Reason::RefNotPermitted,
+            _ => Reason::InvalidCertificateRef,
         }
     }
 }
@@ -377,7 +371,7 @@ mod tests {
         let check = |certs: &mut Certificates<'_>, yaml: &str| match certs
             .listener("gw", &listener(yaml))
         {
-            ListenerTls::Unresolved(e) => Some(e.reason()),
+            ListenerTls::Unresolved(e) => Some(e.reason().as_str()),
             ListenerTls::Passthrough => Some("passthrough"),
             ListenerTls::Plain => None,
             ListenerTls::Ready(_) => Some("ready"),
@@ -389,7 +383,7 @@ mod tests {
         );
         assert_eq!(
             check(&mut certs, "{name: a, port: 443, protocol: HTTPS}"),
-            Some(REASON_INVALID_CERTIFICATE_REF)
+            Some(Reason::InvalidCertificateRef.as_str())
         );
         assert_eq!(
             check(
@@ -400,18 +394,18 @@ mod tests {
         );
         assert_eq!(
             check(&mut certs, "{name: a, port: 443, protocol: HTTPS, tls: {certificateRefs: [{kind: ConfigMap, name: c}]}}"),
-            Some(REASON_INVALID_CERTIFICATE_REF)
+            Some(Reason::InvalidCertificateRef.as_str())
         );
         assert_eq!(
             check(&mut certs, "{name: a, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c, namespace: other}]}}"),
-            Some(REASON_LISTENER_REF_NOT_PERMITTED)
+            Some(Reason::RefNotPermitted.as_str())
         );
         assert_eq!(
             check(
                 &mut certs,
                 "{name: a, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c}]}}"
             ),
-            Some(REASON_INVALID_CERTIFICATE_REF)
+            Some(Reason::InvalidCertificateRef.as_str())
         );
     }
 
@@ -448,7 +442,7 @@ mod tests {
         match certs.listener("default", &https) {
             ListenerTls::Stale { certificate, error } => {
                 assert_eq!(certificate.secret, "default/c");
-                assert_eq!(error.reason(), REASON_INVALID_CERTIFICATE_REF);
+                assert_eq!(error.reason(), Reason::InvalidCertificateRef);
             }
             other => panic!("{other:?}"),
         }

@@ -26,7 +26,8 @@ use crate::kinds::routes::RouteKindId;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::conditions::Stamp;
 use crate::status::{ObjectKind, ObjectStatus, StatusBody, StatusReport};
-use crate::table::{Balance, ServiceKey, ServiceLimits};
+use crate::table::ServiceKey;
+use crate::translate::backends::{ServiceOverlay, ServiceOverlays};
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::kinds_conflict::Counted;
@@ -340,14 +341,3 @@ fn name_of(p: &TrafficPolicy) -> String {
         p.metadata.name.as_deref().unwrap_or("")
     )
 }
-
-/// What Service-targeted policies put on one Service port.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServiceOverlay {
-    /// Replaces the balancer the Service's annotations choose.
-    pub balance: Option<Balance>,
-    pub limits: Option<Arc<ServiceLimits>>,
-}
-
-/// Overlays by (namespace, Service name, port number).
-pub type ServiceOverlays = HashMap<(String, String, i32), ServiceOverlay>;

@@ -17,15 +17,10 @@ use gateway_api::apis::standard::backendtlspolicies::{
 use super::{Policies, Setting, Target, TargetKind};
 use crate::kinds::crd::{TrafficPolicy, TrafficPolicyStatus};
 use crate::snapshot::{namespace_of, Snapshot};
-use crate::status::conditions::{Stamp, ACCEPTED, REASON_ACCEPTED, REASON_INVALID};
+use crate::status::conditions::{ConditionType, Reason, Stamp};
 use crate::status::GATEWAY_GROUP;
 use crate::table::ServiceKey;
 use crate::translate::gateways::gateway::GatewayModel;
-
-/// Policy Accepted reason: a target, or its `sectionName`, does not exist.
-pub const REASON_TARGET_NOT_FOUND: &str = "TargetNotFound";
-/// Policy Accepted reason: older policies on the same target set every setting this one sets.
-pub const REASON_CONFLICTED: &str = "Conflicted";
 
 /// What one target makes of the policy at one ancestor.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -122,34 +117,34 @@ pub fn policy_statuses<'p>(
                     && compiled.error.is_none();
                 let accepted = match (&outcomes[0], &compiled.error) {
                     (Outcome::NotFound(m), _) if outcomes.len() == 1 => {
-                        s.fail(ACCEPTED, REASON_TARGET_NOT_FOUND, m.clone())
+                        s.fail(ConditionType::Accepted, Reason::TargetNotFound, m.clone())
                     }
                     (_, Some(e)) => {
                         let mut message = invalid_message(e, policy);
                         if let Some(n) = &note {
                             message = format!("{message}; {n}");
                         }
-                        s.fail(ACCEPTED, REASON_INVALID, message)
+                        s.fail(ConditionType::Accepted, Reason::Invalid, message)
                     }
                     (Outcome::Applied, None) if nothing_applies => s.fail(
-                        ACCEPTED,
-                        REASON_INVALID,
+                        ConditionType::Accepted,
+                        Reason::Invalid,
                         format!("nothing applies: {}", note.clone().unwrap_or_default()),
                     ),
                     (Outcome::Applied, None) => match &note {
-                        Some(n) => s.ok(ACCEPTED, REASON_ACCEPTED, format!("accepted; {n}")),
-                        None => s.ok(ACCEPTED, REASON_ACCEPTED, "accepted"),
+                        Some(n) => s.ok(ConditionType::Accepted, Reason::Accepted, format!("accepted; {n}")),
+                        None => s.ok(ConditionType::Accepted, Reason::Accepted, "accepted"),
                     },
                     (Outcome::Shadowed(w), None) => s.fail(
-                        ACCEPTED,
-                        REASON_CONFLICTED,
+                        ConditionType::Accepted,
+                        Reason::Conflicted,
                         format!(
                             "every setting of this policy here is set by older policy {}, which takes precedence",
                             w.iter().cloned().collect::<Vec<_>>().join(", ")
                         ),
                     ),
                     (Outcome::NotFound(m), None) => {
-                        s.fail(ACCEPTED, REASON_TARGET_NOT_FOUND, m.clone())
+                        s.fail(ConditionType::Accepted, Reason::TargetNotFound, m.clone())
                     }
                 };
                 let (group, kind, namespace, name, section_name) = key;

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::kinds::routes::{ParentRef, RouteKind, RouteKindId, RouteStatus};
 use crate::snapshot::namespace_of;
-use crate::translate::conditions::*;
+use crate::translate::conditions::{ConditionType, Reason, Stamp};
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::listener::intersect_hostnames;
 use crate::translate::routes::parents::GatewayIndex;
@@ -42,11 +42,11 @@ pub enum AttachError {
 
 impl AttachError {
     /// The spec's reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::NoMatchingParent => REASON_NO_MATCHING_PARENT,
-            Self::NotAllowedByListeners => REASON_NOT_ALLOWED_BY_LISTENERS,
-            Self::NoMatchingListenerHostname => REASON_NO_MATCHING_LISTENER_HOSTNAME,
+            Self::NoMatchingParent => Reason::NoMatchingParent,
+            Self::NotAllowedByListeners => Reason::NotAllowedByListeners,
+            Self::NoMatchingListenerHostname => Reason::NoMatchingListenerHostname,
         }
     }
 }
@@ -75,7 +75,7 @@ pub struct RuleOutcome<'c> {
     /// True when every rule is invalid.
     pub all_invalid: bool,
     /// The first unresolved backendRef, as `(reason, message)`.
-    pub unresolved: Option<(&'static str, String)>,
+    pub unresolved: Option<(Reason, String)>,
     /// True when the table takes attachments only on accepted Gateways (HTTP kinds); L4
     /// kinds attach to the valid listeners of any Gateway that has them.
     pub needs_accepted_gateway: bool,
@@ -136,21 +136,21 @@ pub fn attach<K: RouteKind>(
                 }
                 if outcome.all_invalid {
                     stamp.fail(
-                        ACCEPTED,
-                        REASON_UNSUPPORTED_VALUE,
+                        ConditionType::Accepted,
+                        Reason::UnsupportedValue,
                         outcome.invalid.join("; "),
                     )
                 } else {
-                    stamp.ok(ACCEPTED, REASON_ACCEPTED, "accepted")
+                    stamp.ok(ConditionType::Accepted, Reason::Accepted, "accepted")
                 }
             }
-            Err(e) => stamp.fail(ACCEPTED, e.reason(), e.to_string()),
+            Err(e) => stamp.fail(ConditionType::Accepted, e.reason(), e.to_string()),
         };
         let mut conditions = vec![accepted, resolved_refs(outcome, &stamp)];
         if !outcome.invalid.is_empty() && !outcome.all_invalid {
             conditions.push(stamp.ok(
-                PARTIALLY_INVALID,
-                REASON_UNSUPPORTED_VALUE,
+                ConditionType::PartiallyInvalid,
+                Reason::UnsupportedValue,
                 outcome.invalid.join("; "),
             ));
         }
@@ -173,8 +173,14 @@ pub fn attach<K: RouteKind>(
 
 fn resolved_refs(outcome: &RuleOutcome<'_>, stamp: &Stamp) -> Condition {
     match &outcome.unresolved {
-        None => stamp.ok(RESOLVED_REFS, REASON_RESOLVED_REFS, "resolved"),
-        Some((reason, message)) => stamp.fail(RESOLVED_REFS, reason, message.clone()),
+        None => stamp.ok(
+            ConditionType::ResolvedRefs,
+            Reason::ResolvedRefs,
+            "resolved",
+        ),
+        Some((reason, message)) => {
+            stamp.fail(ConditionType::ResolvedRefs, *reason, message.clone())
+        }
     }
 }
 

@@ -18,14 +18,10 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::kinds::routes::RouteKindId;
-use crate::translate::conditions::{Stamp, ACCEPTED};
+use crate::translate::conditions::{ConditionType, Reason, Stamp};
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
-
-/// The `Accepted` False reason of a route that lost a listener to a route of the other kind.
-/// The spec names the condition, not a reason; this one says what happened.
-pub const REASON_CONFLICTED: &str = "Conflicted";
 
 /// One route of the translation and where it attached.
 #[derive(Debug)]
@@ -146,8 +142,12 @@ pub fn resolve(
                     continue;
                 };
                 for c in &mut p.conditions {
-                    if c.type_ == ACCEPTED {
-                        *c = stamp.fail(ACCEPTED, REASON_CONFLICTED, message.clone());
+                    if c.type_ == ConditionType::Accepted {
+                        *c = stamp.fail(
+                            ConditionType::Accepted,
+                            Reason::Conflicted,
+                            message.clone(),
+                        );
                     }
                 }
             }

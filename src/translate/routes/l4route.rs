@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::kinds::routes::{RouteKind, RouteKindId, RouteVisitor};
 use crate::kinds::KindSet;
 use crate::snapshot::{namespace_of, Snapshot};
+use crate::status::conditions::Reason;
 use crate::status::{ObjectKind, ObjectStatus, StatusBody, StatusReport, GATEWAY_GROUP};
 use crate::table::{BackendSet, BackendTarget, L4Route, RouteRef, RuleFilters, WeightedBackend};
 use crate::translate::backends::resolve::{BackendRef, Backends};
@@ -155,7 +156,7 @@ impl RouteVisitor for &mut L4Pass<'_, '_> {
 fn compile<K: RouteKind>(
     route: &K,
     backends: &mut Backends<'_>,
-) -> (L4Route, Option<(&'static str, String)>) {
+) -> (L4Route, Option<(Reason, String)>) {
     let meta = route.meta();
     let ns = namespace_of(meta);
     let kind = K::ID.as_str();

@@ -1,4 +1,5 @@
 use super::*;
+use crate::status::conditions::Reason;
 use crate::status::{ObjectKind, StatusBody};
 use crate::translate::testing::{options, snapshot};
 use crate::translate::{translate, PortMap};
@@ -135,15 +136,19 @@ fn section_names_beat_whole_services_and_older_policies_win_conflicts() {
     assert_eq!(
         policy_conditions(&out, "newer"),
         [
-            t("Accepted", "False", REASON_CONFLICTED),
+            t("Accepted", "False", Reason::Conflicted.as_str()),
             t("ResolvedRefs", "True", "ResolvedRefs"),
         ]
     );
     assert_eq!(
         policy_conditions(&out, "no-ca"),
         [
-            t("Accepted", "False", REASON_NO_VALID_CA_CERTIFICATE),
-            t("ResolvedRefs", "False", REASON_INVALID_CA_CERTIFICATE_REF),
+            t("Accepted", "False", Reason::NoValidCACertificate.as_str()),
+            t(
+                "ResolvedRefs",
+                "False",
+                Reason::InvalidCACertificateRef.as_str()
+            ),
         ]
     );
     // A policy no route of ours reaches gets no status.
@@ -196,13 +201,13 @@ fn unsupported_kinds_and_well_known_cas_are_refused() {
     assert_eq!(
         policy_conditions(&out, "kind"),
         [
-            t("Accepted", "False", REASON_NO_VALID_CA_CERTIFICATE),
-            t("ResolvedRefs", "False", REASON_INVALID_KIND),
+            t("Accepted", "False", Reason::NoValidCACertificate.as_str()),
+            t("ResolvedRefs", "False", Reason::InvalidKind.as_str()),
         ]
     );
     assert_eq!(
         policy_conditions(&out, "system")[0],
-        t("Accepted", "False", REASON_INVALID)
+        t("Accepted", "False", Reason::Invalid.as_str())
     );
 }
 

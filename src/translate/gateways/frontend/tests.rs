@@ -1,4 +1,5 @@
 use super::*;
+use crate::status::conditions::{ConditionType, Reason};
 use crate::status::StatusBody;
 use crate::translate::testing::{options, snapshot};
 use crate::translate::{translate, PortMap};
@@ -141,7 +142,7 @@ fn invalid_references_fail_only_their_listeners_with_the_spec_reasons() {
         assert_eq!(
             conditions(gw, Some(name)),
             [
-                triple("Accepted", "False", REASON_NO_VALID_CA_CERTIFICATE),
+                triple("Accepted", "False", Reason::NoValidCACertificate.as_str()),
                 triple("Programmed", "False", "Invalid"),
                 triple("ResolvedRefs", "False", reason),
                 triple("Conflicted", "False", "NoConflicts"),
@@ -149,8 +150,8 @@ fn invalid_references_fail_only_their_listeners_with_the_spec_reasons() {
             "{name}"
         )
     };
-    refused("unresolved", REASON_INVALID_CA_CERTIFICATE_REF);
-    refused("kind", REASON_INVALID_CA_CERTIFICATE_KIND);
+    refused("unresolved", Reason::InvalidCACertificateRef.as_str());
+    refused("kind", Reason::InvalidCACertificateKind.as_str());
     refused("grant", "RefNotPermitted");
     // One of two references usable: served, ResolvedRefs False.
     assert_eq!(
@@ -158,7 +159,11 @@ fn invalid_references_fail_only_their_listeners_with_the_spec_reasons() {
         [
             triple("Accepted", "True", "Accepted"),
             triple("Programmed", "True", "Programmed"),
-            triple("ResolvedRefs", "False", REASON_INVALID_CA_CERTIFICATE_REF),
+            triple(
+                "ResolvedRefs",
+                "False",
+                Reason::InvalidCACertificateRef.as_str()
+            ),
             triple("Conflicted", "False", "NoConflicts"),
         ]
     );
@@ -168,9 +173,9 @@ fn invalid_references_fail_only_their_listeners_with_the_spec_reasons() {
             triple("Accepted", "True", "ListenersNotValid"),
             triple("Programmed", "True", "Programmed"),
             triple(
-                INSECURE_FRONTEND_VALIDATION_MODE,
+                ConditionType::InsecureFrontendValidationMode.as_str(),
                 "True",
-                REASON_CONFIGURATION_CHANGED
+                Reason::ConfigurationChanged.as_str()
             ),
         ]
     );

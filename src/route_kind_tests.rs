@@ -207,10 +207,10 @@ async fn a_throwaway_route_kind_attaches_routes_and_reports_status_standalone() 
 /// build (its `edgeplane::` paths name this crate): with the throwaway kind declared, it serves
 /// the kind like every other declared one. `net` is the sibling it binds its socket with.
 #[allow(dead_code, unused_imports)]
-#[path = "../../tests/support/apiserver/mod.rs"]
+#[path = "../tests/support/apiserver/mod.rs"]
 mod apiserver;
 #[allow(dead_code)]
-#[path = "../../tests/support/net.rs"]
+#[path = "../tests/support/net.rs"]
 mod net;
 
 /// A Gateway API object as JSON, from the YAML of [`manifests`].
