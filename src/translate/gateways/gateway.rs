@@ -1,6 +1,7 @@
 //! GatewayClass ownership and status; Gateway validation: addresses, listener protocols, route
 //! kinds, conflicts between listeners; the Gateway status once routes have been attached. Pure.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -210,12 +211,54 @@ impl<'a> GatewayModel<'a> {
     /// The Gateway's status, including `attachedRoutes` counted during attachment.
     pub fn status(&self) -> GatewayStatus {
         let s = &self.stamp;
+        let (accepted, programmed) = self.accepted_and_programmed();
+        let addresses = self.addresses();
+        let mut conditions = vec![accepted, programmed];
+        match &self.backend_identity {
+            None => {}
+            Some(Ok(_)) => conditions.push(s.ok(
+                ConditionType::ResolvedRefs,
+                Reason::ResolvedRefs,
+                "resolved",
+            )),
+            Some(Err(e)) => conditions.push(s.fail(
+                ConditionType::ResolvedRefs,
+                match e {
+                    TlsRefError::NotPermitted { .. } => Reason::RefNotPermitted,
+                    _ => Reason::InvalidClientCertificateRef,
+                },
+                format!("spec.tls.backend.clientCertificateRef: {e}"),
+            )),
+        }
+        if insecure_fallback(self.gateway) {
+            conditions.push(s.ok(
+                ConditionType::InsecureFrontendValidationMode,
+                Reason::ConfigurationChanged,
+                "a port accepts clients without a valid certificate (AllowInsecureFallback)",
+            ));
+        }
+        GatewayStatus {
+            addresses,
+            attached_listener_sets: self.listener_sets,
+            conditions: Some(conditions),
+            listeners: Some(
+                self.own_listeners()
+                    .map(|l| self.listener_status(l))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// `Accepted` and `Programmed`: the first problem found decides both, in the order the
+    /// spec ranks them (parameters, addresses, listeners, then the Gateway's Service).
+    fn accepted_and_programmed(&self) -> (Condition, Condition) {
+        let s = &self.stamp;
         let invalid: Vec<&str> = self
             .own_listeners()
             .filter(|l| !l.valid())
             .map(|l| l.spec.name.as_str())
             .collect();
-        let (accepted, programmed) = if let Some(e) = &self.parameters_error {
+        if let Some(e) = &self.parameters_error {
             (
                 s.fail(
                     ConditionType::Accepted,
@@ -289,8 +332,13 @@ impl<'a> GatewayModel<'a> {
                 s.ok(ConditionType::Accepted, Reason::Accepted, "accepted"),
                 s.ok(ConditionType::Programmed, Reason::Programmed, "programmed"),
             )
-        };
-        let addresses = if let Placement::Mapped(b) = self.placement {
+        }
+    }
+
+    /// `status.addresses`: those of the Gateway's Service (cluster mode), or the addresses
+    /// bound (standalone); none while the Service is pending or the Gateway is invalid.
+    fn addresses(&self) -> Option<Vec<GatewayStatusAddresses>> {
+        if let Placement::Mapped(b) = self.placement {
             let ip = |value: String| ("IPAddress".to_owned(), value);
             let listed: Vec<(String, String)> = if self.requested.is_empty() {
                 b.addresses.clone()
@@ -325,40 +373,6 @@ impl<'a> GatewayModel<'a> {
             )
         } else {
             None
-        };
-        let mut conditions = vec![accepted, programmed];
-        match &self.backend_identity {
-            None => {}
-            Some(Ok(_)) => conditions.push(s.ok(
-                ConditionType::ResolvedRefs,
-                Reason::ResolvedRefs,
-                "resolved",
-            )),
-            Some(Err(e)) => conditions.push(s.fail(
-                ConditionType::ResolvedRefs,
-                match e {
-                    TlsRefError::NotPermitted { .. } => Reason::RefNotPermitted,
-                    _ => Reason::InvalidClientCertificateRef,
-                },
-                format!("spec.tls.backend.clientCertificateRef: {e}"),
-            )),
-        }
-        if insecure_fallback(self.gateway) {
-            conditions.push(s.ok(
-                ConditionType::InsecureFrontendValidationMode,
-                Reason::ConfigurationChanged,
-                "a port accepts clients without a valid certificate (AllowInsecureFallback)",
-            ));
-        }
-        GatewayStatus {
-            addresses,
-            attached_listener_sets: self.listener_sets,
-            conditions: Some(conditions),
-            listeners: Some(
-                self.own_listeners()
-                    .map(|l| self.listener_status(l))
-                    .collect(),
-            ),
         }
     }
 
