@@ -66,6 +66,44 @@ pub fn resolve(
     if !has_grpc && before.is_empty() {
         return Losers::new();
     }
+    let listeners = shared_listeners(counted);
+    let lost = lost_on(counted, listeners);
+    withdraw(counted, compiled, &lost, options);
+    let losers: Losers = lost
+        .iter()
+        .map(|&(r, ..)| {
+            let c = &counted[r];
+            (c.kind, c.namespace.to_owned(), c.name.to_owned())
+        })
+        .collect();
+    if losers.is_empty() && before.is_empty() {
+        return losers;
+    }
+    for (r, c) in counted.iter_mut().enumerate() {
+        let key = (c.kind, c.namespace.to_owned(), c.name.to_owned());
+        if !(losers.contains(&key) || before.contains(&key)) {
+            continue;
+        }
+        let mut attached = (*c.attached).clone();
+        if let Some(status) = &mut attached.status {
+            for p in &mut Arc::make_mut(status).parents {
+                for condition in &mut p.conditions {
+                    condition.last_transition_time = Time(options.now);
+                }
+            }
+        }
+        let attached = Arc::new(attached);
+        c.attached = attached.clone();
+        compiled[r].0 = attached;
+    }
+    losers
+}
+
+/// The listeners where a route of each kind may meet: those with a GRPCRoute attached, each
+/// with its routes (index in `counted`) and their hostnames there.
+fn shared_listeners<'a>(
+    counted: &'a [Counted<'_>],
+) -> BTreeMap<(usize, usize), Vec<OnListener<'a>>> {
     // Only listeners with a GRPCRoute can have a conflict.
     let with_grpc: HashSet<(usize, usize)> = counted
         .iter()
@@ -77,7 +115,7 @@ pub fn resolve(
                 .map(|a| (a.gateway, a.listener))
         })
         .collect();
-    let mut listeners: BTreeMap<(usize, usize), Vec<OnListener<'_>>> = BTreeMap::new();
+    let mut listeners: BTreeMap<(usize, usize), Vec<OnListener<'a>>> = BTreeMap::new();
     for (i, c) in counted.iter().enumerate() {
         for a in &c.attached.attachments {
             if !with_grpc.contains(&(a.gateway, a.listener)) {
@@ -92,7 +130,15 @@ pub fn resolve(
             }
         }
     }
-    // (route, gateway, listener, winner)
+    listeners
+}
+
+/// `(route, gateway, listener, winner)` of each route that loses a listener in `listeners`
+/// to an older route of the other kind with an intersecting hostname.
+fn lost_on(
+    counted: &[Counted<'_>],
+    listeners: BTreeMap<(usize, usize), Vec<OnListener<'_>>>,
+) -> Vec<(usize, usize, usize, usize)> {
     let mut lost: Vec<(usize, usize, usize, usize)> = Vec::new();
     for ((gi, li), mut routes) in listeners {
         if routes
@@ -116,7 +162,18 @@ pub fn resolve(
             }
         }
     }
-    for &(r, gi, li, winner) in &lost {
+    lost
+}
+
+/// Takes each lost listener away from its route (in `counted` and `compiled`), and sets
+/// `Accepted` False (`Conflicted`) on the parentRefs left with no listener.
+fn withdraw(
+    counted: &mut [Counted<'_>],
+    compiled: &mut [(Arc<Attached>, Arc<CompiledRoute>)],
+    lost: &[(usize, usize, usize, usize)],
+    options: &TranslateOptions,
+) {
+    for &(r, gi, li, winner) in lost {
         let mut attached = (*counted[r].attached).clone();
         let before: Vec<usize> = attached.attachments.iter().map(|a| a.parent).collect();
         attached
@@ -156,34 +213,6 @@ pub fn resolve(
         counted[r].attached = attached.clone();
         compiled[r].0 = attached;
     }
-    let losers: Losers = lost
-        .iter()
-        .map(|&(r, ..)| {
-            let c = &counted[r];
-            (c.kind, c.namespace.to_owned(), c.name.to_owned())
-        })
-        .collect();
-    if losers.is_empty() && before.is_empty() {
-        return losers;
-    }
-    for (r, c) in counted.iter_mut().enumerate() {
-        let key = (c.kind, c.namespace.to_owned(), c.name.to_owned());
-        if !(losers.contains(&key) || before.contains(&key)) {
-            continue;
-        }
-        let mut attached = (*c.attached).clone();
-        if let Some(status) = &mut attached.status {
-            for p in &mut Arc::make_mut(status).parents {
-                for condition in &mut p.conditions {
-                    condition.last_transition_time = Time(options.now);
-                }
-            }
-        }
-        let attached = Arc::new(attached);
-        c.attached = attached.clone();
-        compiled[r].0 = attached;
-    }
-    losers
 }
 
 #[cfg(test)]
