@@ -14,8 +14,8 @@ use http::{HeaderValue, Method, Version};
 use http::{header, Request};
 use hyper::body::Incoming;
 
-use super::policy;
-use super::service::Handler;
+use crate::proxy::policy;
+use crate::proxy::routing::service::Handler;
 use crate::table::{AccessLog, AccessLogFormat, RouteRef};
 
 /// A field of a line, in the order lines print them.
@@ -276,7 +276,7 @@ impl Entry {
 
 impl Handler {
     /// What the access log line says of the request head.
-    pub(super) fn log_entry(&self, req: &Request<Incoming>, start: Instant) -> Entry {
+    pub(crate) fn log_entry(&self, req: &Request<Incoming>, start: Instant) -> Entry {
         let headers = req.headers();
         Entry {
             spec: self.settings.access_log.clone(),

@@ -16,12 +16,12 @@ use hyper::body::Incoming;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
-use super::access_log::Entry;
-use super::balance::Picked;
-use super::conn::InFlight;
-use super::error::{ClientBodyError, ProxyError};
-use super::{BoxError, ProxyBody};
 use crate::metrics::Metrics;
+use crate::proxy::access_log::Entry;
+use crate::proxy::error::{ClientBodyError, ProxyError};
+use crate::proxy::inbound::conn::InFlight;
+use crate::proxy::upstream::balance::Picked;
+use crate::proxy::{BoxError, ProxyBody};
 
 /// The error a stalled request body ends with.
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +115,7 @@ impl BodyFlags {
 /// backend. The timers run only while the body is polled and pending, so a slow upstream that
 /// does not read is not blamed on the client. The timer is made the first time the body waits:
 /// most requests have no body and never need one. With a size limit
-/// ([`ClientBody::limit_size`]) it fails with [`super::policy::TooLarge`] at the frame that
+/// ([`ClientBody::limit_size`]) it fails with [`crate::proxy::policy::TooLarge`] at the frame that
 /// passes it.
 pub struct ClientBody {
     inner: Incoming,
@@ -197,7 +197,7 @@ impl Body for ClientBody {
                         this.flags
                             .over
                             .store(max.saturating_add(1), Ordering::Release);
-                        return Poll::Ready(Some(Err(super::policy::TooLarge(max).into())));
+                        return Poll::Ready(Some(Err(crate::proxy::policy::TooLarge(max).into())));
                     }
                 }
                 Poll::Ready(

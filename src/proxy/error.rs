@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
-use super::ProxyBody;
+use crate::proxy::ProxyBody;
 use crate::request::{HostError, PathError};
 use crate::table::ServiceKey;
 
@@ -105,7 +105,7 @@ pub enum ProxyError {
     #[error("backend {service} is over its {} limit", limit.as_str())]
     Overloaded {
         service: ServiceKey,
-        limit: super::balance::Overload,
+        limit: crate::proxy::upstream::balance::Overload,
     },
     /// The upstream URI could not be built from the (rewritten) request.
     #[error("cannot build upstream request: {0}")]
@@ -145,7 +145,7 @@ pub enum ProxyError {
     UpstreamH1 {
         addr: SocketAddr,
         #[source]
-        source: super::h1::H1Error,
+        source: crate::proxy::upstream::h1::H1Error,
     },
     /// The client's request body sent nothing for the body idle timeout before the response
     /// head; the upstream exchange was aborted.
@@ -154,7 +154,7 @@ pub enum ProxyError {
     /// The client's request body arrived slower than `--min-body-rate` before the response
     /// head; the upstream exchange was aborted.
     #[error("request body slower than {} bytes/s", .0.bytes_per_second)]
-    BodyTooSlow(super::body::MinRate),
+    BodyTooSlow(crate::proxy::body::MinRate),
     /// The request target (path and query) is longer than `--max-request-target`.
     #[error("request target longer than {0} bytes")]
     TargetTooLong(usize),

@@ -14,31 +14,17 @@
 //! passthrough and terminate, TCP and UDP forwarding), `policy` (TrafficPolicy checks),
 //! `settings` (per-connection settings from ProxyConfig), `access_log` (one line per request).
 mod access_log;
-mod answers;
-mod balance;
 mod body;
-mod conn;
-mod detect;
 mod error;
-mod forward;
-mod gate;
-mod h1;
-mod headers;
+mod handshake;
+mod inbound;
 mod l4;
-mod listener;
-mod mirror;
 mod options;
 mod policy;
-mod pool;
-mod retry;
-mod service;
-mod session;
+mod routing;
 mod settings;
-mod tls;
 mod trusted;
-mod upgrade;
 mod upstream;
-mod upstream_tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -52,16 +38,16 @@ use crate::metrics::Metrics;
 use crate::table::RouteTable;
 
 pub use access_log::{AccessSink, LogSpec};
-pub use balance::{BreakerLimits, OutlierOptions, Overload};
 pub use body::MinRate;
 pub use error::{Fault, ProxyError, OVERLOADED};
-pub use headers::{set_forwarded, strip_hop_by_hop};
+pub use inbound::listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use l4::{parse_client_hello, Hello};
-pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use options::ProxyOptions;
 pub use policy::{validate_jwt, HashLimits};
-pub use retry::{BudgetLimits, MAX_REPLAY_BODY};
+pub use routing::headers::{set_forwarded, strip_hop_by_hop};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
+pub use upstream::balance::{BreakerLimits, OutlierOptions, Overload};
+pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
 
 /// Boxed error of a streamed body.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -93,10 +79,10 @@ pub(crate) struct Shared {
     table: Arc<ArcSwap<RouteTable>>,
     metrics: Arc<Metrics>,
     options: ProxyOptions,
-    upstreams: upstream::Upstreams,
+    upstreams: upstream::client::Upstreams,
     /// Endpoint state (in-flight requests, health), shared across tables.
-    backends: balance::Backends,
-    tunnels: Arc<upgrade::Tunnels>,
+    backends: upstream::balance::Backends,
+    tunnels: Arc<upstream::upgrade::Tunnels>,
     /// Rate-limit buckets and remembered credentials, shared across tables.
     policies: policy::PolicyState,
     /// Connection settings of listeners without a ProxyConfig.
@@ -106,7 +92,7 @@ pub(crate) struct Shared {
 /// The proxy: owns the bound sockets and the upstream connection pools.
 pub struct Proxy {
     shared: Arc<Shared>,
-    listeners: listener::Listeners,
+    listeners: inbound::listener::Listeners,
     udp: l4::udp::UdpListeners,
 }
 
@@ -117,8 +103,8 @@ impl Proxy {
         metrics: Arc<Metrics>,
         options: ProxyOptions,
     ) -> Arc<Self> {
-        let upstreams = upstream::Upstreams::new(&options);
-        let backends = balance::Backends::new(
+        let upstreams = upstream::client::Upstreams::new(&options);
+        let backends = upstream::balance::Backends::new(
             options.outlier.clone(),
             options.breaker.clone(),
             metrics.clone(),
@@ -140,7 +126,7 @@ impl Proxy {
                 backends,
                 tunnels: Arc::default(),
             }),
-            listeners: listener::Listeners::default(),
+            listeners: inbound::listener::Listeners::default(),
             udp: l4::udp::UdpListeners::default(),
         })
     }

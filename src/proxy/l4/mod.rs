@@ -10,8 +10,8 @@ pub(crate) mod udp;
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::balance::Backends;
-use super::policy::ip_allowed;
+use crate::proxy::policy::ip_allowed;
+use crate::proxy::upstream::balance::Backends;
 use crate::table::{BackendTarget, IpAccess, L4Route, L4Routes, ListenerTable};
 
 pub use sni::{parse as parse_client_hello, Hello};

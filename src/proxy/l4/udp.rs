@@ -22,8 +22,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::super::{ListenerError, Shared};
 use super::{pick_endpoint, refused_at_accept, L4Error};
+use crate::proxy::{ListenerError, Shared};
 use crate::table::L4Routes;
 
 /// Largest datagram relayed (the largest a UDP/IPv4 packet can carry).

@@ -24,10 +24,10 @@ pub(crate) use ip::{allowed as ip_allowed, client_ip};
 
 use http::Request;
 
-use super::body::ClientBody;
-use super::error::ProxyError;
-use super::service::Handler;
 use crate::metrics::Metrics;
+use crate::proxy::body::ClientBody;
+use crate::proxy::error::ProxyError;
+use crate::proxy::routing::service::Handler;
 use crate::table::{RateLimitKey, RequestPolicy, RouteRef, RouteRule, VirtualHost};
 use ratelimit::{KeyValue, RateLimits};
 
@@ -173,7 +173,7 @@ pub(crate) fn check_declared_body(
 impl Handler {
     /// Phase 5b: the TrafficPolicy of the rule over its host's: access checks, then the body
     /// limit (the policy's or the listener's, the lower one). Returns the response body limit.
-    pub(super) async fn check_policy(
+    pub(crate) async fn check_policy(
         &self,
         req: &mut Request<ClientBody>,
         rule: &RouteRule,

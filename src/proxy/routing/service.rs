@@ -15,23 +15,23 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
-use super::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
-use super::body::{BodyFlags, ClientBody, Held, MinRate, Tracked};
-use super::conn::Activity;
-use super::error::ProxyError;
-use super::forward::Exchange;
-use super::gate::{self, Target};
-use super::headers::{client_address, set_forwarded, strip_hop_by_hop};
-use super::mirror::{spawn_mirror, tee};
-use super::policy;
-use super::pool::ResponseBody;
-use super::session::Session;
-use super::settings::ConnSettings;
-use super::tls::TlsInfo;
-use super::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
-use super::upstream::UpstreamBody;
-use super::upstream_tls::UpstreamTls;
-use super::{ProxyBody, Shared};
+use crate::proxy::body::{BodyFlags, ClientBody, Held, MinRate, Tracked};
+use crate::proxy::error::ProxyError;
+use crate::proxy::handshake::tls::TlsInfo;
+use crate::proxy::inbound::conn::Activity;
+use crate::proxy::policy;
+use crate::proxy::routing::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
+use crate::proxy::routing::gate::{self, Target};
+use crate::proxy::routing::headers::{client_address, set_forwarded, strip_hop_by_hop};
+use crate::proxy::routing::session::Session;
+use crate::proxy::settings::ConnSettings;
+use crate::proxy::upstream::client::UpstreamBody;
+use crate::proxy::upstream::forward::Exchange;
+use crate::proxy::upstream::mirror::{spawn_mirror, tee};
+use crate::proxy::upstream::pool::ResponseBody;
+use crate::proxy::upstream::tls::UpstreamTls;
+use crate::proxy::upstream::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
+use crate::proxy::{ProxyBody, Shared};
 use crate::table::{
     is_grpc, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef,
     RouteRule, RouteTable, Scheme, ServiceBackend, UpstreamProtocol, VirtualHost, WeightedBackend,

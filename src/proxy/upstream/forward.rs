@@ -14,17 +14,17 @@ use std::time::{Duration, Instant};
 use http::{Request, Response};
 use http_body::Body;
 
-use super::balance::{hash_key, Outcome, PickRequest, Picked};
-use super::error::{Fault, ProxyError};
-use super::pool::ResponseBody;
-use super::retry::{self, idempotent, DEFAULT_UNSENT_RETRIES};
-use super::service::Handler;
-use super::upstream::{SendError, UpstreamBody};
-use super::upstream_tls::UpstreamTls;
+use crate::proxy::error::{Fault, ProxyError};
+use crate::proxy::routing::service::Handler;
+use crate::proxy::upstream::balance::{hash_key, Outcome, PickRequest, Picked};
+use crate::proxy::upstream::client::{SendError, UpstreamBody};
+use crate::proxy::upstream::pool::ResponseBody;
+use crate::proxy::upstream::retry::{self, idempotent, DEFAULT_UNSENT_RETRIES};
+use crate::proxy::upstream::tls::UpstreamTls;
 use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
 
 /// Everything an exchange needs besides the request.
-pub(super) struct Exchange<'a> {
+pub(crate) struct Exchange<'a> {
     pub service: &'a ServiceBackend,
     pub protocol: UpstreamProtocol,
     pub tls: Option<&'a UpstreamTls>,
@@ -73,7 +73,7 @@ enum Failed {
 impl Handler {
     /// Sends `req` to an endpoint of the exchange's Service, retrying as the module says, and
     /// returns the response head with the endpoint it came from (held while the body streams).
-    pub(super) async fn forward(
+    pub(crate) async fn forward(
         &self,
         exchange: Exchange<'_>,
         req: Request<UpstreamBody>,
@@ -215,7 +215,7 @@ fn outcome_of(status: u16) -> Outcome {
 /// One attempt, bounded by the rule's `timeouts.request` (counted from the start of the
 /// request) and `timeouts.backendRequest` (counted from now), and by the proxy's `upstream`
 /// response timeout (from now) whichever ends first.
-pub(super) async fn within_timeouts<T, E: From<ProxyError>>(
+pub(crate) async fn within_timeouts<T, E: From<ProxyError>>(
     exchange: impl Future<Output = Result<T, E>>,
     timeouts: Timeouts,
     upstream: Duration,

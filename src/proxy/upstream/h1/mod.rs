@@ -21,10 +21,10 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use self::decode::{Framing, Step};
 use self::encode::Writer;
-use super::balance::ConnGuard;
-use super::upstream::UpstreamBody;
-use super::upstream_tls::UpstreamIo;
-use super::BoxError;
+use crate::proxy::upstream::balance::ConnGuard;
+use crate::proxy::upstream::client::UpstreamBody;
+use crate::proxy::upstream::tls::UpstreamIo;
+use crate::proxy::BoxError;
 
 /// Room kept free in a connection's read buffer before each read.
 const READ_AT_LEAST: usize = 4 * 1024;

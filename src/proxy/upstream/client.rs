@@ -18,11 +18,11 @@ use http_body_util::combinators::UnsyncBoxBody;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use super::balance::Endpoints;
-use super::error::ProxyError;
-use super::pool::{connect_tcp, Http1Pool, ResponseBody};
-use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
-use super::{BoxError, ProxyOptions};
+use crate::proxy::error::ProxyError;
+use crate::proxy::upstream::balance::Endpoints;
+use crate::proxy::upstream::pool::{connect_tcp, Http1Pool, ResponseBody};
+use crate::proxy::upstream::tls::{connect_tls, UpstreamIo, UpstreamTls};
+use crate::proxy::{BoxError, ProxyOptions};
 use crate::table::UpstreamProtocol;
 
 /// Interval of HTTP/2 pings on h2c upstream connections.
@@ -63,7 +63,7 @@ impl Upstreams {
     }
 
     /// The per-endpoint state both pools count their open connections in.
-    pub(super) fn endpoints(&self) -> Arc<Endpoints> {
+    pub(crate) fn endpoints(&self) -> Arc<Endpoints> {
         self.http1.endpoints()
     }
 

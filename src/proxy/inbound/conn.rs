@@ -19,11 +19,11 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::detect::{detect, Prefixed};
-use super::service::Handler;
-use super::settings::{for_listener, ConnSettings};
-use super::tls::handshake;
-use super::Shared;
+use crate::proxy::handshake::detect::{detect, Prefixed};
+use crate::proxy::handshake::tls::handshake;
+use crate::proxy::routing::service::Handler;
+use crate::proxy::settings::{for_listener, ConnSettings};
+use crate::proxy::Shared;
 
 /// After a connection was asked to close (idle, drain), time given to flush the last response
 /// or the GOAWAY before a connection with nothing in flight is dropped: HTTP/2 peers that never
@@ -204,7 +204,7 @@ pub(crate) async fn handle(conn: Accepted) {
         )
     };
     if is_l4 {
-        super::l4::tcp::serve(stream, peer, listener, shared).await;
+        crate::proxy::l4::tcp::serve(stream, peer, listener, shared).await;
         return;
     }
     // A listener with a ProxyConfig gets a builder with its own limits.

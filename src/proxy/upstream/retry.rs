@@ -1,5 +1,5 @@
 //! When a failed attempt is tried again: the limits of the retry budget (kept per Service by
-//! [`super::balance::Backends::retry_permit`]: retries in flight stay within a share of its
+//! [`crate::proxy::upstream::balance::Backends::retry_permit`]: retries in flight stay within a share of its
 //! requests in flight, so retries never multiply an outage), the request bodies kept for replay
 //! (only small ones), and the backoff between attempts.
 
@@ -10,8 +10,8 @@ use http::{header, HeaderMap, Method, Request, Uri, Version};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
 
-use super::error::ProxyError;
-use super::upstream::UpstreamBody;
+use crate::proxy::error::ProxyError;
+use crate::proxy::upstream::client::UpstreamBody;
 use crate::table::RetryPolicy;
 
 /// Largest request body kept for replay. A bigger body streams to the backend as it comes and

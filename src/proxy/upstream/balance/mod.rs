@@ -21,9 +21,9 @@ pub use endpoints::{ConnGuard, Endpoints};
 pub use outlier::OutlierOptions;
 pub(crate) use ring::hash_key;
 
-use super::error::ProxyError;
-use super::retry::BudgetLimits;
 use crate::metrics::Metrics;
+use crate::proxy::error::ProxyError;
+use crate::proxy::upstream::retry::BudgetLimits;
 use crate::table::{Balance, ServiceBackend, ServiceKey, ServiceLimits, UpstreamProtocol};
 use endpoints::EndpointState;
 use outlier::{nanos, Ejections};

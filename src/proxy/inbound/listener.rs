@@ -18,8 +18,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::conn::{builder, handle, Accepted, OpenConns};
-use super::{ListenerError, Shared};
+use crate::proxy::inbound::conn::{builder, handle, Accepted, OpenConns};
+use crate::proxy::{ListenerError, Shared};
 
 /// Pending connections the kernel queues per listener.
 const BACKLOG: u32 = 1024;
