@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
-use crate::proxy::ProxyBody;
+use crate::proxy::body::{BoxError, ProxyBody};
 use crate::request::{HostError, PathError};
 use crate::table::ServiceKey;
 
@@ -105,7 +105,7 @@ pub enum ProxyError {
     #[error("backend {service} is over its {} limit", limit.as_str())]
     Overloaded {
         service: ServiceKey,
-        limit: crate::proxy::upstream::balance::Overload,
+        limit: Overload,
     },
     /// The upstream URI could not be built from the (rewritten) request.
     #[error("cannot build upstream request: {0}")]
@@ -145,7 +145,7 @@ pub enum ProxyError {
     UpstreamH1 {
         addr: SocketAddr,
         #[source]
-        source: crate::proxy::upstream::h1::H1Error,
+        source: H1Error,
     },
     /// The client's request body sent nothing for the body idle timeout before the response
     /// head; the upstream exchange was aborted.
@@ -318,6 +318,70 @@ impl ProxyError {
             _ => {}
         }
         resp
+    }
+}
+
+/// Which limit refused a request: the value of the `x-edgeplane-overloaded` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overload {
+    MaxRequests,
+    MaxPending,
+    MaxConnections,
+}
+
+impl Overload {
+    /// The header value and metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxRequests => "max-requests",
+            Self::MaxPending => "max-pending",
+            Self::MaxConnections => "max-connections",
+        }
+    }
+}
+
+/// Why an exchange with a backend failed.
+#[derive(Debug, thiserror::Error)]
+pub enum H1Error {
+    #[error("connection: {0}")]
+    Io(#[source] std::io::Error),
+    #[error("connection closed before the response head")]
+    ClosedBeforeHead,
+    #[error("connection closed before the end of the response body")]
+    IncompleteBody,
+    #[error("malformed response head: {0}")]
+    Head(#[source] httparse::Error),
+    #[error("response head larger than {0} bytes")]
+    HeadTooLarge(usize),
+    #[error("invalid response status {0}")]
+    Status(u16),
+    #[error("invalid response header")]
+    Header,
+    #[error("invalid or conflicting Content-Length in the response")]
+    ContentLength,
+    #[error("malformed chunked response body")]
+    Chunk,
+    /// The client's request body failed while it was being sent (its error is the source).
+    #[error("request body: {0}")]
+    RequestBody(#[source] BoxError),
+}
+
+/// A listener the proxy could not bind.
+#[derive(Debug)]
+pub struct ListenerError {
+    pub addr: SocketAddr,
+    pub error: std::io::Error,
+}
+
+impl std::fmt::Display for ListenerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot listen on {}: {}", self.addr, self.error)
+    }
+}
+
+impl std::error::Error for ListenerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
     }
 }
 

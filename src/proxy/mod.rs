@@ -1,18 +1,14 @@
 //! The data plane: a listener manager that keeps one accept loop per table listener, and the HTTP
 //! service that routes each request with the live table. Never imports kube.
 //!
-//! Modules: `listener` (bind, accept, drain), `conn` (one connection: handshake, idle, drain),
-//! `detect` (HTTP/1 or HTTP/2 preface), `options` (timeouts and limits), `gate` (host, framing
-//! and path checks before routing), `service` (per-request phases), `answers` (responses
-//! without a backend), `forward` (the upstream exchange and its retries), `retry` (retry
-//! budgets, kept bodies, backoff), `session` (session persistence tokens), `balance` (endpoint
-//! choice, outlier detection, circuit breaking), `body` (request body idle timer, in-flight
-//! tracking), `upstream` (pooled clients), `pool` and `h1` (pooled HTTP/1.1 connections and
-//! their codec), `tls` (TLS termination, certificates by SNI),
-//! `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and
-//! forwarded headers), `trusted` (the trusted proxies), `error` (the status mapping), `l4` (TLS
-//! passthrough and terminate, TCP and UDP forwarding), `policy` (TrafficPolicy checks),
-//! `settings` (per-connection settings from ProxyConfig), `access_log` (one line per request).
+//! Folders by phase, each importing only the ones below it: `inbound` (listener manager,
+//! one connection) -> `l4` (TLS passthrough and terminate, TCP and UDP forwarding) and
+//! `routing` (one HTTP request through its phases) -> `shared` (what every connection task
+//! holds) -> `policy` (TrafficPolicy checks) and `upstream` (the exchange, retries, balancing,
+//! pools, mirrors, tunnels) -> `handshake` (TLS termination, protocol detection) and the shared
+//! bits at the bottom: `error` (failures and the one status mapping), `body` (body types, the
+//! request body's timers), `options` and `settings` (command line and per-listener settings),
+//! `trusted` (the trusted proxies), `access_log` (one line per request).
 mod access_log;
 mod body;
 mod error;
@@ -23,6 +19,7 @@ mod options;
 mod policy;
 mod routing;
 mod settings;
+mod shared;
 mod trusted;
 mod upstream;
 
@@ -32,62 +29,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
 
 use crate::metrics::Metrics;
 use crate::table::RouteTable;
+use shared::Shared;
 
 pub use access_log::{AccessSink, LogSpec};
-pub use body::MinRate;
-pub use error::{Fault, ProxyError, OVERLOADED};
+pub use body::{BoxError, MinRate, ProxyBody};
+pub use error::{Fault, ListenerError, Overload, ProxyError, OVERLOADED};
 pub use inbound::listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use l4::{parse_client_hello, Hello};
 pub use options::ProxyOptions;
 pub use policy::{validate_jwt, HashLimits};
 pub use routing::headers::{set_forwarded, strip_hop_by_hop};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
-pub use upstream::balance::{BreakerLimits, OutlierOptions, Overload};
+pub use upstream::balance::{BreakerLimits, OutlierOptions};
 pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
-
-/// Boxed error of a streamed body.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Body of every response the proxy sends: upstream bodies stream through, own answers are short.
-pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
-
-/// A listener the proxy could not bind.
-#[derive(Debug)]
-pub struct ListenerError {
-    pub addr: SocketAddr,
-    pub error: std::io::Error,
-}
-
-impl std::fmt::Display for ListenerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot listen on {}: {}", self.addr, self.error)
-    }
-}
-
-impl std::error::Error for ListenerError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-/// What every connection task needs: the live table, metrics, options and the upstream pools.
-pub(crate) struct Shared {
-    table: Arc<ArcSwap<RouteTable>>,
-    metrics: Arc<Metrics>,
-    options: ProxyOptions,
-    upstreams: upstream::client::Upstreams,
-    /// Endpoint state (in-flight requests, health), shared across tables.
-    backends: upstream::balance::Backends,
-    tunnels: Arc<upstream::upgrade::Tunnels>,
-    /// Rate-limit buckets and remembered credentials, shared across tables.
-    policies: policy::PolicyState,
-    /// Connection settings of listeners without a ProxyConfig.
-    conn_defaults: Arc<settings::ConnSettings>,
-}
 
 /// The proxy: owns the bound sockets and the upstream connection pools.
 pub struct Proxy {
@@ -103,7 +60,11 @@ impl Proxy {
         metrics: Arc<Metrics>,
         options: ProxyOptions,
     ) -> Arc<Self> {
-        let upstreams = upstream::client::Upstreams::new(&options);
+        let upstreams = upstream::client::Upstreams::new(upstream::client::PoolLimits {
+            connect_timeout: options.connect_timeout,
+            idle_timeout: options.upstream_idle_timeout,
+            max_idle_per_endpoint: options.upstream_max_idle_per_endpoint,
+        });
         let backends = upstream::balance::Backends::new(
             options.outlier.clone(),
             options.breaker.clone(),

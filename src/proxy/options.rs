@@ -6,9 +6,9 @@ use std::time::Duration;
 use crate::proxy::access_log::{AccessSink, LogSpec};
 use crate::proxy::body::MinRate;
 use crate::proxy::policy::HashLimits;
+use crate::proxy::trusted::TrustedProxies;
 use crate::proxy::upstream::balance::{BreakerLimits, OutlierOptions};
 use crate::proxy::upstream::retry::BudgetLimits;
-use crate::proxy::TrustedProxies;
 use crate::request::PathPolicy;
 
 /// Timeouts and limits of the data plane, one per phase of a connection and of a request.

@@ -10,7 +10,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::proxy::access_log::LogSpec;
-use crate::proxy::{ProxyOptions, TrustedProxies};
+use crate::proxy::options::ProxyOptions;
+use crate::proxy::trusted::TrustedProxies;
 use crate::table::ListenerSettings;
 
 /// Smallest request head buffer hyper accepts; a lower `maxRequestHeaderBytes` is enforced by

@@ -18,8 +18,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::proxy::error::ListenerError;
 use crate::proxy::inbound::conn::{builder, handle, Accepted, OpenConns};
-use crate::proxy::{ListenerError, Shared};
+use crate::proxy::shared::Shared;
 
 /// Pending connections the kernel queues per listener.
 const BACKLOG: u32 = 1024;

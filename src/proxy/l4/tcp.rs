@@ -19,7 +19,7 @@ use super::idle::{relay, Ended};
 use super::sni::{self, Hello, MAX_HELLO};
 use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
 use crate::proxy::handshake::detect::Prefixed;
-use crate::proxy::Shared;
+use crate::proxy::shared::Shared;
 use crate::table::{L4Route, L4Routes};
 
 /// Bytes read at most while waiting for a complete ClientHello (records add 5 bytes each).

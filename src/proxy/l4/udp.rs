@@ -23,7 +23,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{pick_endpoint, refused_at_accept, L4Error};
-use crate::proxy::{ListenerError, Shared};
+use crate::proxy::error::ListenerError;
+use crate::proxy::shared::Shared;
 use crate::table::L4Routes;
 
 /// Largest datagram relayed (the largest a UDP/IPv4 packet can carry).

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
-pub(crate) use body::{content_length, limit_response, TooLarge};
+pub(crate) use body::{content_length, limit_response};
 pub use hashing::HashLimits;
 pub(crate) use ip::{allowed as ip_allowed, client_ip};
 
@@ -27,7 +27,7 @@ use http::Request;
 use crate::metrics::Metrics;
 use crate::proxy::body::ClientBody;
 use crate::proxy::error::ProxyError;
-use crate::proxy::routing::service::Handler;
+use crate::proxy::trusted::TrustedProxies;
 use crate::table::{RateLimitKey, RequestPolicy, RouteRef, RouteRule, VirtualHost};
 use ratelimit::{KeyValue, RateLimits};
 
@@ -170,31 +170,36 @@ pub(crate) fn check_declared_body(
     }
 }
 
-impl Handler {
+/// What the policy phase needs of the connection a request came on.
+pub(crate) struct Caller<'a> {
+    /// The connection's peer.
+    pub peer: IpAddr,
+    /// Whose forwarded headers name the client (`--trusted-proxies` or the listener's).
+    pub trusted: &'a TrustedProxies,
+    /// The listener's request body limit, if it sets one.
+    pub max_request_body: Option<u64>,
+}
+
+impl PolicyState {
     /// Phase 5b: the TrafficPolicy of the rule over its host's: access checks, then the body
     /// limit (the policy's or the listener's, the lower one). Returns the response body limit.
-    pub(crate) async fn check_policy(
+    pub(crate) async fn check_request(
         &self,
+        caller: Caller<'_>,
         req: &mut Request<ClientBody>,
         rule: &RouteRule,
         vhost: &VirtualHost,
+        metrics: &Metrics,
     ) -> Result<Option<u64>, ProxyError> {
         let effective = effective(rule.filters.policy.as_ref(), vhost.policy.as_ref());
-        let mut body_limit = self.settings.max_request_body;
+        let mut body_limit = caller.max_request_body;
         let mut response_limit = None;
         if let Some(p) = effective.as_deref() {
             let subject = Subject {
-                client: client_ip(
-                    self.peer.ip(),
-                    &self.settings.trusted_proxies,
-                    req.headers(),
-                ),
+                client: client_ip(caller.peer, caller.trusted, req.headers()),
                 route: &rule.route,
             };
-            self.shared
-                .policies
-                .check(p, &subject, req.headers_mut(), &self.shared.metrics)
-                .await?;
+            self.check(p, &subject, req.headers_mut(), metrics).await?;
             body_limit = match (body_limit, p.max_request_body) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -202,7 +207,7 @@ impl Handler {
             response_limit = p.max_response_body;
         }
         if let Some(max) = body_limit {
-            check_declared_body(req.headers(), max, &self.shared.metrics)?;
+            check_declared_body(req.headers(), max, metrics)?;
             req.body_mut().limit_size(max);
         }
         Ok(response_limit)

@@ -5,7 +5,7 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Response};
 use http_body_util::{BodyExt, Empty};
 
-use crate::proxy::ProxyBody;
+use crate::proxy::body::ProxyBody;
 
 /// The proxy's own answer to a CORS preflight: 200, no body, the filter's headers (none when
 /// the origin is not allowed, so the browser refuses the actual request).

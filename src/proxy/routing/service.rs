@@ -15,23 +15,25 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
-use crate::proxy::body::{BodyFlags, ClientBody, Held, MinRate, Tracked};
+use crate::proxy::access_log::Entry;
+use crate::proxy::body::ProxyBody;
+use crate::proxy::body::{BodyFlags, ClientBody, MinRate};
 use crate::proxy::error::ProxyError;
 use crate::proxy::handshake::tls::TlsInfo;
-use crate::proxy::inbound::conn::Activity;
 use crate::proxy::policy;
 use crate::proxy::routing::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
 use crate::proxy::routing::gate::{self, Target};
 use crate::proxy::routing::headers::{client_address, set_forwarded, strip_hop_by_hop};
 use crate::proxy::routing::session::Session;
+use crate::proxy::routing::tracked::{Activity, Held, Tracked};
 use crate::proxy::settings::ConnSettings;
+use crate::proxy::shared::Shared;
 use crate::proxy::upstream::client::UpstreamBody;
-use crate::proxy::upstream::forward::Exchange;
+use crate::proxy::upstream::forward::{Exchange, Upstream};
 use crate::proxy::upstream::mirror::{spawn_mirror, tee};
 use crate::proxy::upstream::pool::ResponseBody;
 use crate::proxy::upstream::tls::UpstreamTls;
 use crate::proxy::upstream::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
-use crate::proxy::{ProxyBody, Shared};
 use crate::table::{
     is_grpc, BackendTarget, Cors, ListenerTable, Mirror, RedirectTarget, RequestView, RouteRef,
     RouteRule, RouteTable, Scheme, ServiceBackend, UpstreamProtocol, VirtualHost, WeightedBackend,
@@ -116,7 +118,11 @@ impl Handler {
             false => self.shared.options.min_body_rate,
         };
         let timers = (self.settings.body_idle_timeout, rate);
-        let mut log = (!self.settings.access_log.is_off()).then(|| self.log_entry(&req, start));
+        let mut log = (!self.settings.access_log.is_off()).then(|| {
+            let client = self.client_ip(req.headers());
+            let sink = self.shared.options.access_sink.clone();
+            Entry::head(self.settings.access_log.clone(), sink, client, &req, start)
+        });
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
         let served = self.serve(&table, req, &mut route, &mut held, start).await;
         let served = flags.blame(served, timers, &self.shared.metrics);
@@ -183,7 +189,15 @@ impl Handler {
             Some(cors) => cors.response_headers(req.headers()),
             None => HeaderMap::new(),
         };
-        let response_limit = self.check_policy(&mut req, &rule, vhost).await?;
+        let caller = policy::Caller {
+            peer: self.peer.ip(),
+            trusted: &self.settings.trusted_proxies,
+            max_request_body: self.settings.max_request_body,
+        };
+        let policies = &self.shared.policies;
+        let response_limit = policies
+            .check_request(caller, &mut req, &rule, vhost, &self.shared.metrics)
+            .await?;
         let session = rule
             .filters
             .session
@@ -208,6 +222,7 @@ impl Handler {
             client
         });
         let exchange = Exchange {
+            client: self.peer.ip(),
             service: &service,
             protocol,
             tls: tls.as_ref(),
@@ -222,7 +237,7 @@ impl Handler {
         if protocol == UpstreamProtocol::Http1 {
             held.share = self.upstream_share.clone().acquire_owned().await.ok();
         }
-        let (mut resp, picked) = self.forward(exchange, req).await?;
+        let (mut resp, picked) = self.upstream().forward(exchange, req).await?;
         policy::check_declared_response(&resp, response_limit)?;
         if let Some(session) = &session {
             session.stamp(resp.headers_mut(), picked.addr);
@@ -302,6 +317,21 @@ impl Handler {
             .listener(&self.listener)
             .map(|l| l.as_ref())
             .ok_or(ProxyError::NoListener(self.listener))
+    }
+
+    /// The upstream phase's share of the proxy's state.
+    fn upstream(&self) -> Upstream<'_> {
+        Upstream {
+            backends: &self.shared.backends,
+            clients: &self.shared.upstreams,
+            metrics: &self.shared.metrics,
+            response_timeout: self.shared.options.upstream_response_timeout,
+        }
+    }
+
+    /// The client's address as the trusted forwarded headers name it (the peer's otherwise).
+    fn client_ip(&self, headers: &HeaderMap) -> std::net::IpAddr {
+        policy::client_ip(self.peer.ip(), &self.settings.trusted_proxies, headers)
     }
 
     /// The scheme the client used: `https` on TLS connections.

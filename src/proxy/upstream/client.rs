@@ -18,11 +18,11 @@ use http_body_util::combinators::UnsyncBoxBody;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
+use crate::proxy::body::BoxError;
 use crate::proxy::error::ProxyError;
 use crate::proxy::upstream::balance::Endpoints;
 use crate::proxy::upstream::pool::{connect_tcp, Http1Pool, ResponseBody};
 use crate::proxy::upstream::tls::{connect_tls, UpstreamIo, UpstreamTls};
-use crate::proxy::{BoxError, ProxyOptions};
 use crate::table::UpstreamProtocol;
 
 /// Interval of HTTP/2 pings on h2c upstream connections.
@@ -41,21 +41,30 @@ pub struct Upstreams {
     h2c: H2cPool,
 }
 
+/// The pools' limits (from the command line: `--connect-timeout`, `--upstream-idle-timeout`,
+/// `--upstream-max-idle-per-endpoint`).
+#[derive(Debug, Clone, Copy)]
+pub struct PoolLimits {
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_idle_per_endpoint: usize,
+}
+
 impl Upstreams {
     /// Builds both pools with the options' connect timeout, per-endpoint idle cap and idle
     /// timeout.
-    pub fn new(options: &ProxyOptions) -> Self {
+    pub fn new(limits: PoolLimits) -> Self {
         let http1 = Http1Pool::new(
-            options.upstream_max_idle_per_endpoint,
-            options.upstream_idle_timeout,
-            options.connect_timeout,
+            limits.max_idle_per_endpoint,
+            limits.idle_timeout,
+            limits.connect_timeout,
         );
         Self {
             h2c: H2cPool {
                 endpoints: http1.endpoints(),
                 conns: Arc::new(Mutex::new(HashMap::default())),
-                connect_timeout: options.connect_timeout,
-                idle_timeout: options.upstream_idle_timeout,
+                connect_timeout: limits.connect_timeout,
+                idle_timeout: limits.idle_timeout,
                 next_id: Arc::new(AtomicU64::new(0)),
             },
             http1,
@@ -310,6 +319,7 @@ impl H2cPool {
 mod tests {
     use super::*;
     use crate::devtools::echo::{serve_echo, EchoIdentity};
+    use crate::proxy::options::ProxyOptions;
     use http_body_util::{BodyExt, Empty};
 
     async fn echo_on_loopback() -> (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>) {
@@ -333,9 +343,11 @@ mod tests {
 
     #[tokio::test]
     async fn h2c_pool_forgets_ended_connections() {
-        let upstreams = Upstreams::new(&ProxyOptions {
+        let defaults = ProxyOptions::default();
+        let upstreams = Upstreams::new(PoolLimits {
             connect_timeout: Duration::from_secs(2),
-            ..ProxyOptions::default()
+            idle_timeout: defaults.upstream_idle_timeout,
+            max_idle_per_endpoint: defaults.upstream_max_idle_per_endpoint,
         });
         let (a, server_a) = echo_on_loopback().await;
         let resp = upstreams

@@ -8,23 +8,38 @@
 //! there is one and needs the Service's retry budget.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use http_body::Body;
 
+use crate::metrics::Metrics;
 use crate::proxy::error::{Fault, ProxyError};
-use crate::proxy::routing::service::Handler;
+use crate::proxy::upstream::balance::Backends;
 use crate::proxy::upstream::balance::{hash_key, Outcome, PickRequest, Picked};
+use crate::proxy::upstream::client::Upstreams;
 use crate::proxy::upstream::client::{SendError, UpstreamBody};
 use crate::proxy::upstream::pool::ResponseBody;
 use crate::proxy::upstream::retry::{self, idempotent, DEFAULT_UNSENT_RETRIES};
 use crate::proxy::upstream::tls::UpstreamTls;
 use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
 
+/// What the upstream phase works with, borrowed from the proxy's shared state.
+pub(crate) struct Upstream<'a> {
+    /// Endpoint choice, health and the retry budgets.
+    pub backends: &'a Backends,
+    /// The pooled clients.
+    pub clients: &'a Upstreams,
+    pub metrics: &'a Metrics,
+    /// The proxy's upstream response timeout (`--upstream-timeout`).
+    pub response_timeout: Duration,
+}
+
 /// Everything an exchange needs besides the request.
 pub(crate) struct Exchange<'a> {
+    /// The client's address: the key of source-IP hashing.
+    pub client: IpAddr,
     pub service: &'a ServiceBackend,
     pub protocol: UpstreamProtocol,
     pub tls: Option<&'a UpstreamTls>,
@@ -70,7 +85,7 @@ enum Failed {
     Error(ProxyError),
 }
 
-impl Handler {
+impl Upstream<'_> {
     /// Sends `req` to an endpoint of the exchange's Service, retrying as the module says, and
     /// returns the response head with the endpoint it came from (held while the body streams).
     pub(crate) async fn forward(
@@ -98,7 +113,7 @@ impl Handler {
             &service.balance,
             req.headers(),
             req.uri().query(),
-            self.peer.ip(),
+            exchange.client,
         );
         let mut tried: Vec<SocketAddr> = Vec::new();
         let mut retries = 0;
@@ -109,13 +124,12 @@ impl Handler {
                 pinned: exchange.pinned.filter(|_| tried.is_empty()),
                 exclude: &tried,
             };
-            let picked = self.shared.backends.pick(service, &pick)?;
+            let picked = self.backends.pick(service, &pick)?;
             tried.push(picked.addr);
-            let send =
-                self.shared
-                    .upstreams
-                    .send(exchange.protocol, picked.addr, exchange.tls, req);
-            let upstream_limit = self.shared.options.upstream_response_timeout;
+            let send = self
+                .clients
+                .send(exchange.protocol, picked.addr, exchange.tls, req);
+            let upstream_limit = self.response_timeout;
             let sent = within_timeouts(send, exchange.timeouts, upstream_limit, exchange.start);
             let (failed, reason, next) = match sent.await {
                 Ok(resp) => {
@@ -156,8 +170,7 @@ impl Handler {
             };
             let permit = (retries < max_retries)
                 .then(|| {
-                    self.shared
-                        .backends
+                    self.backends
                         .retry_permit(&service.service, service.limits.as_deref())
                 })
                 .flatten();
@@ -195,8 +208,7 @@ impl Handler {
     }
 
     fn count_retry(&self, service: &ServiceBackend, reason: &str) {
-        self.shared
-            .metrics
+        self.metrics
             .upstream_retries
             .with_label_values(&[&service.service.to_string(), reason])
             .inc();

@@ -16,8 +16,8 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::mpsc;
 
+use crate::proxy::body::BoxError;
 use crate::proxy::upstream::client::{UpstreamBody, Upstreams};
-use crate::proxy::BoxError;
 use crate::table::UpstreamProtocol;
 
 /// Body chunks buffered per mirror before the mirror loses its copy.
@@ -172,7 +172,7 @@ pub fn spawn_mirror(
                     break;
                 }
             }
-            Ok::<_, crate::proxy::ProxyError>(())
+            Ok::<_, crate::proxy::error::ProxyError>(())
         };
         match tokio::time::timeout(MIRROR_TIMEOUT, exchange).await {
             Ok(Ok(())) => {}

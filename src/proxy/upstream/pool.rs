@@ -25,12 +25,12 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::proxy::body::BoxError;
 use crate::proxy::error::ProxyError;
 use crate::proxy::upstream::balance::Endpoints;
 use crate::proxy::upstream::client::{SendError, UpstreamBody};
 use crate::proxy::upstream::h1::{Connection, Exchange};
 use crate::proxy::upstream::tls::{connect_tls, UpstreamIo, UpstreamTls};
-use crate::proxy::BoxError;
 
 /// Where a pooled connection goes: the endpoint, and the TLS identity it was made with
 /// ([`UpstreamTls::pool_key`], 0 for plain TCP).

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use breaker::{BreakerLimits, Overload};
+pub use breaker::BreakerLimits;
 pub use endpoints::{ConnGuard, Endpoints};
 pub use outlier::OutlierOptions;
 pub(crate) use ring::hash_key;

@@ -40,7 +40,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
         let len = match resp.parse(buf) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-                return Err(H1Error::HeadTooLarge)
+                return Err(H1Error::HeadTooLarge(MAX_HEAD))
             }
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => return Err(H1Error::Head(e)),
@@ -347,7 +347,7 @@ mod tests {
         let big = format!("HTTP/1.1 200 OK\r\nA: {}", "x".repeat(MAX_HEAD + 1));
         assert!(matches!(
             head(&big, &Method::GET),
-            Err(H1Error::HeadTooLarge)
+            Err(H1Error::HeadTooLarge(_))
         ));
         assert!(matches!(
             head("HTTP/1.1 2x0 OK\r\n\r\n", &Method::GET),

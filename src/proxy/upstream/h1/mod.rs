@@ -21,42 +21,16 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use self::decode::{Framing, Step};
 use self::encode::Writer;
+pub(crate) use crate::proxy::error::H1Error;
 use crate::proxy::upstream::balance::ConnGuard;
 use crate::proxy::upstream::client::UpstreamBody;
 use crate::proxy::upstream::tls::UpstreamIo;
-use crate::proxy::BoxError;
 
 /// Room kept free in a connection's read buffer before each read.
 const READ_AT_LEAST: usize = 4 * 1024;
 
 /// Size the read buffer grows by when it has too little room.
 const READ_BUFFER: usize = 16 * 1024;
-
-/// Why an exchange with a backend failed.
-#[derive(Debug, thiserror::Error)]
-pub enum H1Error {
-    #[error("connection: {0}")]
-    Io(#[source] io::Error),
-    #[error("connection closed before the response head")]
-    ClosedBeforeHead,
-    #[error("connection closed before the end of the response body")]
-    IncompleteBody,
-    #[error("malformed response head: {0}")]
-    Head(#[source] httparse::Error),
-    #[error("response head larger than {} bytes", decode::MAX_HEAD)]
-    HeadTooLarge,
-    #[error("invalid response status {0}")]
-    Status(u16),
-    #[error("invalid response header")]
-    Header,
-    #[error("invalid or conflicting Content-Length in the response")]
-    ContentLength,
-    #[error("malformed chunked response body")]
-    Chunk,
-    /// The client's request body failed while it was being sent (its error is the source).
-    #[error("request body: {0}")]
-    RequestBody(#[source] BoxError),
-}
 
 /// An open connection to a backend, idle between exchanges.
 pub struct Connection {

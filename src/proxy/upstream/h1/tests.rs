@@ -9,6 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
+use crate::proxy::body::BoxError;
 use crate::proxy::upstream::balance::Endpoints;
 
 /// A backend that, on one connection, reads each request head and answers it with the next of
