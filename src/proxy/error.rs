@@ -195,11 +195,33 @@ pub enum ProxyError {
     ResponseBodyTooLarge(u64),
     /// The rule's `timeouts.request` or `timeouts.backendRequest`, or the proxy's upstream
     /// response timeout, passed before the response head arrived.
-    #[error("{which} timeout of {after:?} exceeded")]
+    #[error("{} timeout of {after:?} exceeded", kind.as_str())]
     Timeout {
-        which: &'static str,
+        kind: TimeoutKind,
         after: std::time::Duration,
     },
+}
+
+/// Which timeout passed before the response head arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutKind {
+    /// The rule's `timeouts.request`, counted from the start of the request.
+    Request,
+    /// The rule's `timeouts.backendRequest`, counted from the start of the attempt.
+    BackendRequest,
+    /// The proxy's upstream response timeout (`--upstream-timeout`), per attempt.
+    UpstreamResponse,
+}
+
+impl TimeoutKind {
+    /// The name in messages: the field of the rule's `timeouts`, or the proxy's own.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::BackendRequest => "backendRequest",
+            Self::UpstreamResponse => "upstream response",
+        }
+    }
 }
 
 impl ProxyError {
@@ -425,10 +447,16 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert_eq!(ProxyError::ConnectTimeout { addr }.status(), 504);
         let timeout = ProxyError::Timeout {
-            which: "request",
+            kind: TimeoutKind::Request,
             after: std::time::Duration::from_millis(500),
         };
         assert_eq!(timeout.status(), 504);
+        assert_eq!(timeout.to_string(), "request timeout of 500ms exceeded");
+        let backend = ProxyError::Timeout {
+            kind: TimeoutKind::BackendRequest,
+            after: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(backend.to_string(), "backendRequest timeout of 1s exceeded");
         let body = ProxyError::BodyTimeout(std::time::Duration::from_secs(1));
         assert_eq!(body.status(), 408);
         assert_eq!(timeout.fault(), Fault::Upstream);

@@ -1,11 +1,8 @@
-//! Phase 8 of a request: the upstream exchange. Picks an endpoint of the Service (balancer,
-//! session, health), sends the request within the rule's timeouts, reports the outcome to the
-//! endpoint's passive health state, and tries again where that is safe: a request none of which
-//! was sent (refused connection, failed TLS handshake) on any method; a body-less idempotent
-//! request whose exchange broke before the response (a pooled connection the backend had
-//! closed); and under the rule's `retry` a listed status, a backend timeout or a broken
-//! exchange of an idempotent request whose body was kept ([`retry::MAX_REPLAY_BODY`]). Every retry goes to another endpoint when
-//! there is one and needs the Service's retry budget.
+//! Phase 8 of a request: the upstream exchange, the I/O around the retry decision. Picks an
+//! endpoint of the Service (balancer, session, health), sends the request within the rule's
+//! timeouts, reports the outcome to the endpoint's passive health state, and asks
+//! [`retry::decide`] whether to go again (what is safe to retry is said there). Every retry goes
+//! to another endpoint when there is one and needs the Service's retry budget.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -15,13 +12,13 @@ use http::{Request, Response};
 use http_body::Body;
 
 use crate::metrics::Metrics;
-use crate::proxy::error::{Fault, ProxyError};
+use crate::proxy::error::{Fault, ProxyError, TimeoutKind};
 use crate::proxy::upstream::balance::Backends;
 use crate::proxy::upstream::balance::{hash_key, Outcome, PickRequest, Picked};
 use crate::proxy::upstream::client::Upstreams;
 use crate::proxy::upstream::client::{SendError, UpstreamBody};
 use crate::proxy::upstream::pool::ResponseBody;
-use crate::proxy::upstream::retry::{self, idempotent, DEFAULT_UNSENT_RETRIES};
+use crate::proxy::upstream::retry::{self, idempotent, Attempts, Decision, Ended, Failure, Stop};
 use crate::proxy::upstream::tls::UpstreamTls;
 use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
 
@@ -54,35 +51,21 @@ pub(crate) struct Exchange<'a> {
     pub start: Instant,
 }
 
-/// Why an attempt is tried again: the `reason` label of `edgeplane_upstream_retries_total`.
-#[derive(Debug, Clone, Copy)]
-enum Reason {
-    /// Nothing was sent (connect refused or timed out, TLS handshake failed).
-    Unsent,
-    /// The response status is one the rule's `retry.codes` lists.
-    Status,
-    /// The attempt's `backendRequest` or upstream response timeout passed.
-    Timeout,
-    /// The exchange broke after the request was sent (reset, closed).
-    Error,
-}
-
-impl Reason {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Unsent => "unsent",
-            Self::Status => "status",
-            Self::Timeout => "timeout",
-            Self::Error => "error",
-        }
-    }
-}
-
 /// A failed attempt: what the client gets if it is not tried again.
 enum Failed {
     /// Boxed: failures are the rare path, and the response head is large.
     Response(Box<(Response<ResponseBody>, Picked)>),
     Error(ProxyError),
+}
+
+impl Failed {
+    /// What the client gets: the response as it came, or the error.
+    fn into_result(self) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
+        match self {
+            Self::Response(answered) => Ok(*answered),
+            Self::Error(error) => Err(error),
+        }
+    }
 }
 
 impl Upstream<'_> {
@@ -106,7 +89,6 @@ impl Upstream<'_> {
         };
         // Kept, and safe to send again after the backend saw it.
         let replayable = replay.as_ref().filter(|_| idempotent(req.method()));
-        let max_retries = policy.map_or(DEFAULT_UNSENT_RETRIES, |p| p.attempts);
         let deadline = exchange.timeouts.request.map(|d| exchange.start + d);
         // Computed once: every attempt of a hashed request looks up the same key.
         let hash = hash_key(
@@ -129,81 +111,79 @@ impl Upstream<'_> {
             let send = self
                 .clients
                 .send(exchange.protocol, picked.addr, exchange.tls, req);
-            let upstream_limit = self.response_timeout;
-            let sent = within_timeouts(send, exchange.timeouts, upstream_limit, exchange.start);
-            let (failed, reason, next) = match sent.await {
+            let sent = within_timeouts(
+                send,
+                exchange.timeouts,
+                self.response_timeout,
+                exchange.start,
+            );
+            // What the client gets if the attempt is not tried again, and how it ended.
+            let (failed, ended, unsent) = match sent.await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     picked.report(outcome_of(status));
-                    match replayable {
-                        Some(r) if policy.is_some_and(|p| p.retries_status(status)) => (
-                            Failed::Response(Box::new((resp, picked))),
-                            Reason::Status,
-                            r.request(),
-                        ),
-                        _ => return Ok((resp, picked)),
+                    let ended = Ended::Answered(status);
+                    if retry::reason(ended, policy, replayable.is_some()).is_none() {
+                        return Ok((resp, picked));
                     }
+                    (Failed::Response(Box::new((resp, picked))), ended, None)
                 }
                 Err(SendError { error, unsent }) => {
                     let error = error.blame_client_body();
                     if error.fault() == Fault::Upstream {
                         picked.report(Outcome::Failure);
                     }
-                    let reason = match &error {
-                        ProxyError::Timeout {
-                            which: "request", ..
-                        } => None,
-                        ProxyError::Timeout { .. } => Some(Reason::Timeout),
-                        e if e.fault() == Fault::Upstream => Some(Reason::Error),
-                        _ => None,
+                    let ended = Ended::Failed {
+                        failure: Failure::of(&error),
+                        unsent: unsent.is_some(),
                     };
-                    match (unsent, reason, replayable) {
-                        (Some(unsent), _, _) => (Failed::Error(error), Reason::Unsent, unsent),
-                        (None, Some(reason), Some(r))
-                            if policy.is_some() || matches!(reason, Reason::Error) =>
-                        {
-                            (Failed::Error(error), reason, r.request())
-                        }
-                        _ => return Err(error),
-                    }
+                    (Failed::Error(error), ended, unsent)
                 }
             };
-            let permit = (retries < max_retries)
+            // The budget is asked only for a retry the attempts allow.
+            let wanted = retry::reason(ended, policy, replayable.is_some()).is_some()
+                && retries < retry::max_retries(policy);
+            let permit = wanted
                 .then(|| {
                     self.backends
                         .retry_permit(&service.service, service.limits.as_deref())
                 })
                 .flatten();
-            let Some(permit) = permit else {
-                if retries < max_retries {
-                    self.count_retry(service, "budget_exhausted");
-                }
-                return match failed {
-                    Failed::Response(answered) => Ok(*answered),
-                    Failed::Error(error) => Err(error),
-                };
+            let attempts = Attempts {
+                policy,
+                retries,
+                replayable: replayable.is_some(),
+                budget: permit.is_some(),
+                fresh_endpoint: service.endpoints.iter().any(|e| !tried.contains(e)),
+                left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                jitter: fastrand::f64(),
             };
-            retries += 1;
-            // A request that never left goes at once to another endpoint; anything else waits.
-            let fresh_endpoint = service.endpoints.iter().any(|e| !tried.contains(e));
-            let wait = match reason {
-                Reason::Unsent if policy.is_none() && fresh_endpoint => Duration::ZERO,
-                _ => retry::backoff(policy, retries),
-            };
-            if let Some(deadline) = deadline {
-                if Instant::now() + wait >= deadline {
-                    let after = exchange.timeouts.request.unwrap_or_default();
+            let (reason, wait) = match retry::decide(ended, &attempts) {
+                Decision::Retry { reason, after } => (reason, after),
+                Decision::Stop(Stop::Deadline) => {
                     return Err(ProxyError::Timeout {
-                        which: "request",
-                        after,
+                        kind: TimeoutKind::Request,
+                        after: exchange.timeouts.request.unwrap_or_default(),
                     });
                 }
-            }
+                Decision::Stop(stop) => {
+                    if stop == Stop::BudgetExhausted {
+                        self.count_retry(service, "budget_exhausted");
+                    }
+                    return failed.into_result();
+                }
+            };
+            // `decide` retries only unsent or replayable requests.
+            req = match (unsent, replayable) {
+                (Some(unsent), _) => unsent,
+                (None, Some(kept)) => kept.request(),
+                (None, None) => return failed.into_result(),
+            };
+            retries += 1;
             drop(failed);
             tokio::time::sleep(wait).await;
             self.count_retry(service, reason.label());
-            _permit = Some(permit);
-            req = next;
+            _permit = permit;
         }
     }
 
@@ -234,20 +214,22 @@ pub(crate) async fn within_timeouts<T, E: From<ProxyError>>(
     start: Instant,
 ) -> Result<T, E> {
     let now = Instant::now();
-    let (at, which, after) = [
-        timeouts.request.map(|d| (start + d, "request", d)),
+    let (at, kind, after) = [
+        timeouts
+            .request
+            .map(|d| (start + d, TimeoutKind::Request, d)),
         timeouts
             .backend_request
-            .map(|d| (now + d, "backendRequest", d)),
-        Some((now + upstream, "upstream response", upstream)),
+            .map(|d| (now + d, TimeoutKind::BackendRequest, d)),
+        Some((now + upstream, TimeoutKind::UpstreamResponse, upstream)),
     ]
     .into_iter()
     .flatten()
     .min_by_key(|(at, _, _)| *at)
-    .unwrap_or((now + upstream, "upstream response", upstream));
+    .unwrap_or((now + upstream, TimeoutKind::UpstreamResponse, upstream));
     tokio::time::timeout_at(at.into(), exchange)
         .await
-        .map_err(|_| E::from(ProxyError::Timeout { which, after }))?
+        .map_err(|_| E::from(ProxyError::Timeout { kind, after }))?
 }
 
 #[cfg(test)]
