@@ -1,14 +1,15 @@
-//! The data plane: a listener manager that keeps one accept loop per table listener, and the HTTP
+//! The data plane: a listener manager that keeps one socket per table listener, and the HTTP
 //! service that routes each request with the live table. Never imports kube.
 //!
-//! Folders by phase, each importing only the ones below it: `inbound` (listener manager,
-//! one connection) -> `l4` (TLS passthrough and terminate, TCP and UDP forwarding) and
-//! `routing` (one HTTP request through its phases) -> `shared` (what every connection task
-//! holds) -> `policy` (TrafficPolicy checks) and `upstream` (the exchange, retries, balancing,
-//! pools, mirrors, tunnels) -> `handshake` (TLS termination, protocol detection) and the shared
-//! bits at the bottom: `error` (failures and the one status mapping), `body` (body types, the
-//! request body's timers), `options` and `settings` (command line and per-listener settings),
-//! `trusted` (the trusted proxies), `access_log` (one line per request).
+//! Folders by phase, each importing only the ones below it: `inbound` (TCP accept loops, one
+//! connection) -> `l4` (TLS passthrough and terminate, TCP and UDP forwarding) and `routing`
+//! (one HTTP request through its phases) -> `shared` (what every connection task holds) ->
+//! `policy` (TrafficPolicy checks) and `upstream` (the exchange, retries, balancing, pools,
+//! mirrors, tunnels) -> `handshake` (TLS termination, protocol detection), `sockets` (the
+//! listener manager of TCP and UDP sockets) and the shared bits at the bottom: `error`
+//! (failures and the one status mapping), `body` (body types, the request body's timers),
+//! `options` and `settings` (command line and per-listener settings), `trusted` (the trusted
+//! proxies), `access_log` (one line per request).
 mod access_log;
 mod body;
 mod error;
@@ -20,6 +21,7 @@ mod policy;
 mod routing;
 mod settings;
 mod shared;
+mod sockets;
 mod trusted;
 mod upstream;
 
@@ -33,15 +35,16 @@ use arc_swap::ArcSwap;
 use crate::metrics::Metrics;
 use crate::table::RouteTable;
 use shared::Shared;
+use sockets::{Bind, Running, SocketKey, Sockets, Transport};
 
 pub use access_log::{AccessSink, LogSpec};
 pub use body::{BoxError, MinRate, ProxyBody};
 pub use error::{Fault, ListenerError, Overload, ProxyError, OVERLOADED};
-pub use inbound::listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use l4::{parse_client_hello, Hello};
 pub use options::ProxyOptions;
 pub use policy::{validate_jwt, HashLimits};
 pub use routing::headers::{set_forwarded, strip_hop_by_hop};
+pub use sockets::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
 pub use upstream::balance::{BreakerLimits, OutlierOptions};
 pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
@@ -49,8 +52,20 @@ pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
 /// The proxy: owns the bound sockets and the upstream connection pools.
 pub struct Proxy {
     shared: Arc<Shared>,
-    listeners: inbound::listener::Listeners,
-    udp: l4::udp::UdpListeners,
+    sockets: Sockets<Binder>,
+}
+
+/// Binds the table's sockets: TCP ones get an accept loop (`inbound`), UDP ones a receive loop
+/// (`l4::udp`).
+struct Binder(Arc<Shared>);
+
+impl Bind for Binder {
+    fn start(&self, key: SocketKey) -> std::io::Result<Running> {
+        match key.transport {
+            Transport::Tcp => inbound::listener::start(&self.0, key.addr),
+            Transport::Udp => l4::udp::start(&self.0, key.addr),
+        }
+    }
 }
 
 impl Proxy {
@@ -76,19 +91,19 @@ impl Proxy {
             &options,
             options.access_log.clone(),
         ));
+        let shared = Arc::new(Shared {
+            policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
+            conn_defaults,
+            table,
+            metrics,
+            options,
+            upstreams,
+            backends,
+            tunnels: Arc::default(),
+        });
         Arc::new(Self {
-            shared: Arc::new(Shared {
-                policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
-                conn_defaults,
-                table,
-                metrics,
-                options,
-                upstreams,
-                backends,
-                tunnels: Arc::default(),
-            }),
-            listeners: inbound::listener::Listeners::default(),
-            udp: l4::udp::UdpListeners::default(),
+            sockets: Sockets::new(Binder(shared.clone())),
+            shared,
         })
     }
 
@@ -96,51 +111,50 @@ impl Proxy {
     /// listeners it no longer has. Returns the listeners that could not be bound; they are
     /// retried by [`Proxy::retry_failed_binds`] until they bind or leave the table.
     pub async fn sync_listeners(self: &Arc<Self>, table: &RouteTable) -> Vec<ListenerError> {
-        let wanted: Vec<SocketAddr> = table.listeners.keys().copied().collect();
-        let mut errors = self.listeners.sync(&self.shared, &wanted).await;
-        let udp: Vec<SocketAddr> = table.udp.keys().copied().collect();
-        errors.extend(self.udp.sync(&self.shared, &udp));
-        errors
+        let tcp = table.listeners.keys().map(|&addr| SocketKey {
+            addr,
+            transport: Transport::Tcp,
+        });
+        let udp = table.udp.keys().map(|&addr| SocketKey {
+            addr,
+            transport: Transport::Udp,
+        });
+        let wanted: Vec<SocketKey> = tcp.chain(udp).collect();
+        self.sockets.sync(&wanted).await
     }
 
-    /// UDP sockets of the current table that are not bound, with their bind error (retried
-    /// with every table and every [`Proxy::retry_failed_binds`]).
+    /// UDP sockets of the current table that are not bound, with the last bind error of each.
     pub fn udp_bind_failures(&self) -> BTreeMap<SocketAddr, String> {
-        self.udp.failures()
+        self.sockets.failures(Transport::Udp)
     }
 
     /// UDP addresses currently receiving datagrams.
     pub fn bound_udp(&self) -> Vec<SocketAddr> {
-        self.udp.bound()
+        self.sockets.bound(Transport::Udp)
     }
 
-    /// Sockets of the current table that are not bound, with the last bind error of each: the
-    /// data plane's side of the `Programmed` conditions.
+    /// TCP sockets of the current table that are not bound, with the last bind error of each:
+    /// the data plane's side of the `Programmed` conditions.
     pub fn bind_failures(&self) -> BTreeMap<SocketAddr, String> {
-        self.listeners.failures()
+        self.sockets.failures(Transport::Tcp)
     }
 
     /// When [`Proxy::retry_failed_binds`] next has something to do (`None`: nothing failed).
     /// The wait after a failure starts at [`BIND_RETRY_FIRST`] and doubles up to
     /// [`BIND_RETRY_MAX`].
     pub fn next_bind_retry(&self) -> Option<Instant> {
-        let udp = (!self.udp.failures().is_empty()).then(|| Instant::now() + BIND_RETRY_FIRST);
-        match (self.listeners.next_retry(), udp) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.sockets.next_retry()
     }
 
     /// Retries the failed sockets that are due. True when the failures changed (a socket bound,
     /// or its error is a different one), so the status must be recomputed.
     pub async fn retry_failed_binds(self: &Arc<Self>) -> bool {
-        let tcp = self.listeners.retry(&self.shared).await;
-        self.udp.retry(&self.shared) || tcp
+        self.sockets.retry().await
     }
 
-    /// Addresses currently accepting connections.
+    /// TCP addresses currently accepting connections.
     pub fn bound(&self) -> Vec<SocketAddr> {
-        self.listeners.bound()
+        self.sockets.bound(Transport::Tcp)
     }
 
     /// Stops accepting everywhere and waits up to the drain timeout for in-flight requests and
@@ -148,8 +162,7 @@ impl Proxy {
     pub async fn shutdown(&self) {
         let started = std::time::Instant::now();
         let window = self.shared.options.drain_timeout;
-        self.udp.shutdown();
-        self.listeners.shutdown(window).await;
+        self.sockets.shutdown(window).await;
         let left = window.saturating_sub(started.elapsed());
         let cut = self.shared.tunnels.drain(left).await;
         self.shared
