@@ -1,7 +1,7 @@
 //! Phase 8 of a request: the upstream exchange, the I/O around the retry decision. Picks an
 //! endpoint of the Service (balancer, session, health), sends the request within the rule's
 //! timeouts, reports the outcome to the endpoint's passive health state, and asks
-//! [`retry::decide`] whether to go again (what is safe to retry is said there). Every retry goes
+//! [`decide::decide`] whether to go again (what is safe to retry is said there). Every retry goes
 //! to another endpoint when there is one and needs the Service's retry budget.
 
 use std::future::Future;
@@ -17,8 +17,9 @@ use crate::proxy::upstream::balance::Backends;
 use crate::proxy::upstream::balance::{hash_key, Outcome, PickRequest, Picked};
 use crate::proxy::upstream::client::Upstreams;
 use crate::proxy::upstream::client::{SendError, UpstreamBody};
+use crate::proxy::upstream::decide::{self, Attempts, Decision, Ended, Failure, Stop};
 use crate::proxy::upstream::pool::ResponseBody;
-use crate::proxy::upstream::retry::{self, idempotent, Attempts, Decision, Ended, Failure, Stop};
+use crate::proxy::upstream::retry::{self, idempotent};
 use crate::proxy::upstream::tls::UpstreamTls;
 use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
 
@@ -123,7 +124,7 @@ impl Upstream<'_> {
                     let status = resp.status().as_u16();
                     picked.report(outcome_of(status));
                     let ended = Ended::Answered(status);
-                    if retry::reason(ended, policy, replayable.is_some()).is_none() {
+                    if decide::reason(ended, policy, replayable.is_some()).is_none() {
                         return Ok((resp, picked));
                     }
                     (Failed::Response(Box::new((resp, picked))), ended, None)
@@ -141,8 +142,8 @@ impl Upstream<'_> {
                 }
             };
             // The budget is asked only for a retry the attempts allow.
-            let wanted = retry::reason(ended, policy, replayable.is_some()).is_some()
-                && retries < retry::max_retries(policy);
+            let wanted = decide::reason(ended, policy, replayable.is_some()).is_some()
+                && retries < decide::max_retries(policy);
             let permit = wanted
                 .then(|| {
                     self.backends
@@ -158,7 +159,7 @@ impl Upstream<'_> {
                 left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
                 jitter: fastrand::f64(),
             };
-            let (reason, wait) = match retry::decide(ended, &attempts) {
+            let (reason, wait) = match decide::decide(ended, &attempts) {
                 Decision::Retry { reason, after } => (reason, after),
                 Decision::Stop(Stop::Deadline) => {
                     return Err(ProxyError::Timeout {
