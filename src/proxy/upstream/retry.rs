@@ -1,7 +1,7 @@
-//! What retries need besides the decision (`decide`): the limits of the retry budget (kept per Service by
-//! [`crate::proxy::upstream::balance::Backends::retry_permit`]: retries in flight stay within a
-//! share of its requests in flight, so retries never multiply an outage), the request bodies
-//! kept for replay (only small ones), and the backoff between attempts.
+//! What retries need besides the decision (`decide`): the limits of the retry budget (kept per
+//! Service by [`crate::proxy::upstream::balance::Backends::retry_permit`]: retries in flight
+//! stay within a share of its requests in flight, so retries never multiply an outage), the
+//! request bodies kept for replay (only small ones), and the backoff between attempts.
 
 use std::time::Duration;
 
