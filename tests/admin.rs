@@ -85,7 +85,13 @@ fn table() -> RouteTable {
         backends: Arc::new(BackendSet::default()),
     });
     let host = VirtualHost::new("example.com".into(), vec![rule]);
-    let listener = ListenerTable::new(bind, vec!["default/gw/http".into()], vec![host]);
+    let listener = ListenerTable::new(
+        bind,
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "http",
+        )],
+        vec![host],
+    );
     let mut t = RouteTable {
         generation: 7,
         ..RouteTable::default()

@@ -14,8 +14,6 @@ use http::{HeaderValue, Method, Version};
 use http::{header, Request};
 use hyper::body::Incoming;
 
-use super::policy;
-use super::service::Handler;
 use crate::table::{AccessLog, AccessLogFormat, RouteRef};
 
 /// A field of a line, in the order lines print them.
@@ -274,16 +272,23 @@ impl Entry {
     }
 }
 
-impl Handler {
-    /// What the access log line says of the request head.
-    pub(super) fn log_entry(&self, req: &Request<Incoming>, start: Instant) -> Entry {
+impl Entry {
+    /// What the access log line says of the request head, from `client` (the address the
+    /// trusted forwarded headers name), written in `spec` to `sink`.
+    pub(crate) fn head(
+        spec: LogSpec,
+        sink: AccessSink,
+        client: IpAddr,
+        req: &Request<Incoming>,
+        start: Instant,
+    ) -> Entry {
         let headers = req.headers();
         Entry {
-            spec: self.settings.access_log.clone(),
-            sink: self.shared.options.access_sink.clone(),
+            spec,
+            sink,
             time: jiff::Timestamp::now(),
             start,
-            client: policy::client_ip(self.peer.ip(), &self.settings.trusted_proxies, headers),
+            client,
             method: req.method().clone(),
             host: headers.get(header::HOST).cloned().or_else(|| {
                 req.uri()

@@ -13,15 +13,24 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
-use super::access_log::Entry;
-use super::balance::Picked;
-use super::conn::InFlight;
-use super::error::{ClientBodyError, ProxyError};
-use super::{BoxError, ProxyBody};
 use crate::metrics::Metrics;
+use crate::proxy::error::{ClientBodyError, ProxyError};
+
+/// Boxed error of a streamed body.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Body of every response the proxy sends: upstream bodies stream through, own answers are short.
+pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+/// Body of every request sent upstream: the client's body, possibly teed to mirrors.
+pub type UpstreamBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+/// The error a body ends with when it passes its limit.
+#[derive(Debug, thiserror::Error)]
+#[error("body larger than {0} bytes")]
+pub struct TooLarge(pub u64);
 
 /// The error a stalled request body ends with.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +82,7 @@ pub struct BodyFlags {
     /// The body passed its size limit; holds the limit plus one (0: not passed).
     over: AtomicU64,
     /// Body bytes received so far (for the access log).
-    received: AtomicU64,
+    pub(crate) received: AtomicU64,
 }
 
 impl BodyFlags {
@@ -115,7 +124,7 @@ impl BodyFlags {
 /// backend. The timers run only while the body is polled and pending, so a slow upstream that
 /// does not read is not blamed on the client. The timer is made the first time the body waits:
 /// most requests have no body and never need one. With a size limit
-/// ([`ClientBody::limit_size`]) it fails with [`super::policy::TooLarge`] at the frame that
+/// ([`ClientBody::limit_size`]) it fails with [`TooLarge`] at the frame that
 /// passes it.
 pub struct ClientBody {
     inner: Incoming,
@@ -197,7 +206,7 @@ impl Body for ClientBody {
                         this.flags
                             .over
                             .store(max.saturating_add(1), Ordering::Release);
-                        return Poll::Ready(Some(Err(super::policy::TooLarge(max).into())));
+                        return Poll::Ready(Some(Err(TooLarge(max).into())));
                     }
                 }
                 Poll::Ready(
@@ -222,78 +231,6 @@ impl Body for ClientBody {
                 Poll::Pending
             }
         }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// What a response holds until its body is sent.
-#[derive(Default)]
-pub(crate) struct Held {
-    /// The endpoint that answered: the request counts as in flight on it.
-    pub endpoint: Option<Picked>,
-    /// One of the client connection's upstream slots (`--max-upstream-per-client`): the
-    /// upstream connection stays busy until the body is through.
-    pub share: Option<OwnedSemaphorePermit>,
-}
-
-/// A response body that holds its connection's in-flight mark until hyper drops it (sent, or
-/// the connection ended), and writes the request's access log line then.
-pub(crate) struct Tracked {
-    inner: ProxyBody,
-    _in_flight: InFlight,
-    _held: Held,
-    /// The access log line to complete and write when the body is done.
-    log: Option<(Box<Entry>, Arc<BodyFlags>)>,
-}
-
-impl Tracked {
-    pub(crate) fn new(
-        inner: ProxyBody,
-        in_flight: InFlight,
-        held: Held,
-        log: Option<(Box<Entry>, Arc<BodyFlags>)>,
-    ) -> Self {
-        Self {
-            inner,
-            _in_flight: in_flight,
-            _held: held,
-            log,
-        }
-    }
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        if let Some((entry, flags)) = self.log.as_mut() {
-            entry.request_bytes = flags.received.load(Ordering::Relaxed);
-            entry.emit();
-        }
-    }
-}
-
-impl Body for Tracked {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if let (Some((entry, _)), Poll::Ready(Some(Ok(frame)))) = (this.log.as_mut(), &polled) {
-            if let Some(data) = frame.data_ref() {
-                entry.response_bytes += data.len() as u64;
-            }
-        }
-        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
-use super::ProxyBody;
+use crate::proxy::body::{BoxError, ProxyBody};
 use crate::request::{HostError, PathError};
 use crate::table::ServiceKey;
 
@@ -105,7 +105,7 @@ pub enum ProxyError {
     #[error("backend {service} is over its {} limit", limit.as_str())]
     Overloaded {
         service: ServiceKey,
-        limit: super::balance::Overload,
+        limit: Overload,
     },
     /// The upstream URI could not be built from the (rewritten) request.
     #[error("cannot build upstream request: {0}")]
@@ -145,7 +145,7 @@ pub enum ProxyError {
     UpstreamH1 {
         addr: SocketAddr,
         #[source]
-        source: super::h1::H1Error,
+        source: H1Error,
     },
     /// The client's request body sent nothing for the body idle timeout before the response
     /// head; the upstream exchange was aborted.
@@ -154,7 +154,7 @@ pub enum ProxyError {
     /// The client's request body arrived slower than `--min-body-rate` before the response
     /// head; the upstream exchange was aborted.
     #[error("request body slower than {} bytes/s", .0.bytes_per_second)]
-    BodyTooSlow(super::body::MinRate),
+    BodyTooSlow(crate::proxy::body::MinRate),
     /// The request target (path and query) is longer than `--max-request-target`.
     #[error("request target longer than {0} bytes")]
     TargetTooLong(usize),
@@ -195,11 +195,33 @@ pub enum ProxyError {
     ResponseBodyTooLarge(u64),
     /// The rule's `timeouts.request` or `timeouts.backendRequest`, or the proxy's upstream
     /// response timeout, passed before the response head arrived.
-    #[error("{which} timeout of {after:?} exceeded")]
+    #[error("{} timeout of {after:?} exceeded", kind.as_str())]
     Timeout {
-        which: &'static str,
+        kind: TimeoutKind,
         after: std::time::Duration,
     },
+}
+
+/// Which timeout passed before the response head arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutKind {
+    /// The rule's `timeouts.request`, counted from the start of the request.
+    Request,
+    /// The rule's `timeouts.backendRequest`, counted from the start of the attempt.
+    BackendRequest,
+    /// The proxy's upstream response timeout (`--upstream-timeout`), per attempt.
+    UpstreamResponse,
+}
+
+impl TimeoutKind {
+    /// The name in messages: the field of the rule's `timeouts`, or the proxy's own.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::BackendRequest => "backendRequest",
+            Self::UpstreamResponse => "upstream response",
+        }
+    }
 }
 
 impl ProxyError {
@@ -321,6 +343,70 @@ impl ProxyError {
     }
 }
 
+/// Which limit refused a request: the value of the `x-edgeplane-overloaded` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overload {
+    MaxRequests,
+    MaxPending,
+    MaxConnections,
+}
+
+impl Overload {
+    /// The header value and metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxRequests => "max-requests",
+            Self::MaxPending => "max-pending",
+            Self::MaxConnections => "max-connections",
+        }
+    }
+}
+
+/// Why an exchange with a backend failed.
+#[derive(Debug, thiserror::Error)]
+pub enum H1Error {
+    #[error("connection: {0}")]
+    Io(#[source] std::io::Error),
+    #[error("connection closed before the response head")]
+    ClosedBeforeHead,
+    #[error("connection closed before the end of the response body")]
+    IncompleteBody,
+    #[error("malformed response head: {0}")]
+    Head(#[source] httparse::Error),
+    #[error("response head larger than {0} bytes")]
+    HeadTooLarge(usize),
+    #[error("invalid response status {0}")]
+    Status(u16),
+    #[error("invalid response header")]
+    Header,
+    #[error("invalid or conflicting Content-Length in the response")]
+    ContentLength,
+    #[error("malformed chunked response body")]
+    Chunk,
+    /// The client's request body failed while it was being sent (its error is the source).
+    #[error("request body: {0}")]
+    RequestBody(#[source] BoxError),
+}
+
+/// A listener the proxy could not bind.
+#[derive(Debug)]
+pub struct ListenerError {
+    pub addr: SocketAddr,
+    pub error: std::io::Error,
+}
+
+impl std::fmt::Display for ListenerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot listen on {}: {}", self.addr, self.error)
+    }
+}
+
+impl std::error::Error for ListenerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 /// `Retry-After` in whole seconds, rounded up, never 0 (RFC 9110 10.2.3 allows no fractions).
 fn retry_after_value(after: std::time::Duration) -> HeaderValue {
     let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
@@ -361,10 +447,16 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert_eq!(ProxyError::ConnectTimeout { addr }.status(), 504);
         let timeout = ProxyError::Timeout {
-            which: "request",
+            kind: TimeoutKind::Request,
             after: std::time::Duration::from_millis(500),
         };
         assert_eq!(timeout.status(), 504);
+        assert_eq!(timeout.to_string(), "request timeout of 500ms exceeded");
+        let backend = ProxyError::Timeout {
+            kind: TimeoutKind::BackendRequest,
+            after: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(backend.to_string(), "backendRequest timeout of 1s exceeded");
         let body = ProxyError::BodyTimeout(std::time::Duration::from_secs(1));
         assert_eq!(body.status(), 408);
         assert_eq!(timeout.fault(), Fault::Upstream);

@@ -1,44 +1,29 @@
-//! The data plane: a listener manager that keeps one accept loop per table listener, and the HTTP
+//! The data plane: a listener manager that keeps one socket per table listener, and the HTTP
 //! service that routes each request with the live table. Never imports kube.
 //!
-//! Modules: `listener` (bind, accept, drain), `conn` (one connection: handshake, idle, drain),
-//! `detect` (HTTP/1 or HTTP/2 preface), `options` (timeouts and limits), `gate` (host, framing
-//! and path checks before routing), `service` (per-request phases), `answers` (responses
-//! without a backend), `forward` (the upstream exchange and its retries), `retry` (retry
-//! budgets, kept bodies, backoff), `session` (session persistence tokens), `balance` (endpoint
-//! choice, outlier detection, circuit breaking), `body` (request body idle timer, in-flight
-//! tracking), `upstream` (pooled clients), `pool` and `h1` (pooled HTTP/1.1 connections and
-//! their codec), `tls` (TLS termination, certificates by SNI),
-//! `mirror` (request mirroring), `upgrade` (WebSocket tunnels), `headers` (hop-by-hop and
-//! forwarded headers), `trusted` (the trusted proxies), `error` (the status mapping), `l4` (TLS
-//! passthrough and terminate, TCP and UDP forwarding), `policy` (TrafficPolicy checks),
-//! `settings` (per-connection settings from ProxyConfig), `access_log` (one line per request).
+//! Folders by phase, each importing only the ones below it: `inbound` (TCP accept loops, one
+//! connection) -> `l4` (TLS passthrough and terminate, TCP and UDP forwarding) and `routing`
+//! (one HTTP request through its phases) -> `shared` (what every connection task holds) ->
+//! `policy` (TrafficPolicy checks) and `upstream` (the exchange, retries, balancing, pools,
+//! mirrors, tunnels) -> `handshake` (TLS termination, protocol detection), `sockets` (the
+//! listener manager of TCP and UDP sockets) and the shared bits at the bottom: `error`
+//! (failures and the one status mapping), `body` (body types, the request body's timers),
+//! `options` and `settings` (command line and per-listener settings), `trusted` (the trusted
+//! proxies), `access_log` (one line per request).
 mod access_log;
-mod answers;
-mod balance;
 mod body;
-mod conn;
-mod detect;
 mod error;
-mod forward;
-mod gate;
-mod h1;
-mod headers;
+mod handshake;
+mod inbound;
 mod l4;
-mod listener;
-mod mirror;
 mod options;
 mod policy;
-mod pool;
-mod retry;
-mod service;
-mod session;
+mod routing;
 mod settings;
-mod tls;
+mod shared;
+mod sockets;
 mod trusted;
-mod upgrade;
 mod upstream;
-mod upstream_tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -46,68 +31,41 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
 
 use crate::metrics::Metrics;
 use crate::table::RouteTable;
+use shared::Shared;
+use sockets::{Bind, Running, SocketKey, Sockets, Transport};
 
 pub use access_log::{AccessSink, LogSpec};
-pub use balance::{BreakerLimits, OutlierOptions, Overload};
-pub use body::MinRate;
-pub use error::{Fault, ProxyError, OVERLOADED};
-pub use headers::{set_forwarded, strip_hop_by_hop};
+pub use body::{BoxError, MinRate, ProxyBody};
+pub use error::{Fault, ListenerError, Overload, ProxyError, OVERLOADED};
 pub use l4::{parse_client_hello, Hello};
-pub use listener::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use options::ProxyOptions;
 pub use policy::{validate_jwt, HashLimits};
-pub use retry::{BudgetLimits, MAX_REPLAY_BODY};
+pub use routing::headers::{set_forwarded, strip_hop_by_hop};
+pub use sockets::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
-
-/// Boxed error of a streamed body.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Body of every response the proxy sends: upstream bodies stream through, own answers are short.
-pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
-
-/// A listener the proxy could not bind.
-#[derive(Debug)]
-pub struct ListenerError {
-    pub addr: SocketAddr,
-    pub error: std::io::Error,
-}
-
-impl std::fmt::Display for ListenerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot listen on {}: {}", self.addr, self.error)
-    }
-}
-
-impl std::error::Error for ListenerError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-/// What every connection task needs: the live table, metrics, options and the upstream pools.
-pub(crate) struct Shared {
-    table: Arc<ArcSwap<RouteTable>>,
-    metrics: Arc<Metrics>,
-    options: ProxyOptions,
-    upstreams: upstream::Upstreams,
-    /// Endpoint state (in-flight requests, health), shared across tables.
-    backends: balance::Backends,
-    tunnels: Arc<upgrade::Tunnels>,
-    /// Rate-limit buckets and remembered credentials, shared across tables.
-    policies: policy::PolicyState,
-    /// Connection settings of listeners without a ProxyConfig.
-    conn_defaults: Arc<settings::ConnSettings>,
-}
+pub use upstream::balance::{BreakerLimits, OutlierOptions};
+pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
 
 /// The proxy: owns the bound sockets and the upstream connection pools.
 pub struct Proxy {
     shared: Arc<Shared>,
-    listeners: listener::Listeners,
-    udp: l4::udp::UdpListeners,
+    sockets: Sockets<Binder>,
+}
+
+/// Binds the table's sockets: TCP ones get an accept loop (`inbound`), UDP ones a receive loop
+/// (`l4::udp`).
+struct Binder(Arc<Shared>);
+
+impl Bind for Binder {
+    fn start(&self, key: SocketKey) -> std::io::Result<Running> {
+        match key.transport {
+            Transport::Tcp => inbound::listener::start(&self.0, key.addr),
+            Transport::Udp => l4::udp::start(&self.0, key.addr),
+        }
+    }
 }
 
 impl Proxy {
@@ -117,8 +75,12 @@ impl Proxy {
         metrics: Arc<Metrics>,
         options: ProxyOptions,
     ) -> Arc<Self> {
-        let upstreams = upstream::Upstreams::new(&options);
-        let backends = balance::Backends::new(
+        let upstreams = upstream::client::Upstreams::new(upstream::client::PoolLimits {
+            connect_timeout: options.connect_timeout,
+            idle_timeout: options.upstream_idle_timeout,
+            max_idle_per_endpoint: options.upstream_max_idle_per_endpoint,
+        });
+        let backends = upstream::balance::Backends::new(
             options.outlier.clone(),
             options.breaker.clone(),
             metrics.clone(),
@@ -129,19 +91,19 @@ impl Proxy {
             &options,
             options.access_log.clone(),
         ));
+        let shared = Arc::new(Shared {
+            policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
+            conn_defaults,
+            table,
+            metrics,
+            options,
+            upstreams,
+            backends,
+            tunnels: Arc::default(),
+        });
         Arc::new(Self {
-            shared: Arc::new(Shared {
-                policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
-                conn_defaults,
-                table,
-                metrics,
-                options,
-                upstreams,
-                backends,
-                tunnels: Arc::default(),
-            }),
-            listeners: listener::Listeners::default(),
-            udp: l4::udp::UdpListeners::default(),
+            sockets: Sockets::new(Binder(shared.clone())),
+            shared,
         })
     }
 
@@ -149,51 +111,50 @@ impl Proxy {
     /// listeners it no longer has. Returns the listeners that could not be bound; they are
     /// retried by [`Proxy::retry_failed_binds`] until they bind or leave the table.
     pub async fn sync_listeners(self: &Arc<Self>, table: &RouteTable) -> Vec<ListenerError> {
-        let wanted: Vec<SocketAddr> = table.listeners.keys().copied().collect();
-        let mut errors = self.listeners.sync(&self.shared, &wanted).await;
-        let udp: Vec<SocketAddr> = table.udp.keys().copied().collect();
-        errors.extend(self.udp.sync(&self.shared, &udp));
-        errors
+        let tcp = table.listeners.keys().map(|&addr| SocketKey {
+            addr,
+            transport: Transport::Tcp,
+        });
+        let udp = table.udp.keys().map(|&addr| SocketKey {
+            addr,
+            transport: Transport::Udp,
+        });
+        let wanted: Vec<SocketKey> = tcp.chain(udp).collect();
+        self.sockets.sync(&wanted).await
     }
 
-    /// UDP sockets of the current table that are not bound, with their bind error (retried
-    /// with every table and every [`Proxy::retry_failed_binds`]).
+    /// UDP sockets of the current table that are not bound, with the last bind error of each.
     pub fn udp_bind_failures(&self) -> BTreeMap<SocketAddr, String> {
-        self.udp.failures()
+        self.sockets.failures(Transport::Udp)
     }
 
     /// UDP addresses currently receiving datagrams.
     pub fn bound_udp(&self) -> Vec<SocketAddr> {
-        self.udp.bound()
+        self.sockets.bound(Transport::Udp)
     }
 
-    /// Sockets of the current table that are not bound, with the last bind error of each: the
-    /// data plane's side of the `Programmed` conditions.
+    /// TCP sockets of the current table that are not bound, with the last bind error of each:
+    /// the data plane's side of the `Programmed` conditions.
     pub fn bind_failures(&self) -> BTreeMap<SocketAddr, String> {
-        self.listeners.failures()
+        self.sockets.failures(Transport::Tcp)
     }
 
     /// When [`Proxy::retry_failed_binds`] next has something to do (`None`: nothing failed).
     /// The wait after a failure starts at [`BIND_RETRY_FIRST`] and doubles up to
     /// [`BIND_RETRY_MAX`].
     pub fn next_bind_retry(&self) -> Option<Instant> {
-        let udp = (!self.udp.failures().is_empty()).then(|| Instant::now() + BIND_RETRY_FIRST);
-        match (self.listeners.next_retry(), udp) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.sockets.next_retry()
     }
 
     /// Retries the failed sockets that are due. True when the failures changed (a socket bound,
     /// or its error is a different one), so the status must be recomputed.
     pub async fn retry_failed_binds(self: &Arc<Self>) -> bool {
-        let tcp = self.listeners.retry(&self.shared).await;
-        self.udp.retry(&self.shared) || tcp
+        self.sockets.retry().await
     }
 
-    /// Addresses currently accepting connections.
+    /// TCP addresses currently accepting connections.
     pub fn bound(&self) -> Vec<SocketAddr> {
-        self.listeners.bound()
+        self.sockets.bound(Transport::Tcp)
     }
 
     /// Stops accepting everywhere and waits up to the drain timeout for in-flight requests and
@@ -201,8 +162,7 @@ impl Proxy {
     pub async fn shutdown(&self) {
         let started = std::time::Instant::now();
         let window = self.shared.options.drain_timeout;
-        self.udp.shutdown();
-        self.listeners.shutdown(window).await;
+        self.sockets.shutdown(window).await;
         let left = window.saturating_sub(started.elapsed());
         let cut = self.shared.tunnels.drain(left).await;
         self.shared

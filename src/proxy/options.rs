@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use super::access_log::{AccessSink, LogSpec};
-use super::balance::{BreakerLimits, OutlierOptions};
-use super::body::MinRate;
-use super::policy::HashLimits;
-use super::retry::BudgetLimits;
-use super::TrustedProxies;
+use crate::proxy::access_log::{AccessSink, LogSpec};
+use crate::proxy::body::MinRate;
+use crate::proxy::policy::HashLimits;
+use crate::proxy::trusted::TrustedProxies;
+use crate::proxy::upstream::balance::{BreakerLimits, OutlierOptions};
+use crate::proxy::upstream::retry::BudgetLimits;
 use crate::request::PathPolicy;
 
 /// Timeouts and limits of the data plane, one per phase of a connection and of a request.

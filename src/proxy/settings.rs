@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
-use super::access_log::LogSpec;
-use super::{ProxyOptions, TrustedProxies};
+use crate::proxy::access_log::LogSpec;
+use crate::proxy::options::ProxyOptions;
+use crate::proxy::trusted::TrustedProxies;
 use crate::table::ListenerSettings;
 
 /// Smallest request head buffer hyper accepts; a lower `maxRequestHeaderBytes` is enforced by

@@ -15,6 +15,7 @@ mod path;
 mod policy;
 mod resilience;
 mod shards;
+mod source;
 mod tls;
 mod x509;
 
@@ -43,4 +44,5 @@ pub use policy::{
     PasswordHash, RateLimit, RateLimitKey, RequestPolicy, ServiceLimits,
 };
 pub use resilience::{Balance, HashOn, RetryPolicy, SessionKind, SessionPersistence};
+pub use source::SocketSource;
 pub use tls::{Certificate, CertificateError, ServedCertificates, TlsListener, TlsListeners};

@@ -16,6 +16,7 @@ use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
 use super::policy::{IpAccess, ListenerSettings, RequestPolicy, ServiceLimits};
 use super::resilience::{Balance, RetryPolicy, SessionPersistence};
+use super::source::SocketSource;
 use super::tls::TlsListeners;
 
 /// The whole data-plane configuration at one point in time. The proxy loads it once per request,
@@ -92,8 +93,8 @@ pub struct ListenerTable {
     /// mapped: a Service's `targetPort`, `--port-map`); see [`ListenerTable::listener_port`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
-    /// `namespace/gateway/listener` of every Gateway listener merged onto this socket.
-    pub sources: Vec<String>,
+    /// Every Gateway listener merged onto this socket.
+    pub sources: Vec<SocketSource>,
     pub hosts: HostIndex,
     /// Set on HTTPS sockets: connections are TLS, certificates chosen by SNI.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,7 +121,7 @@ impl ListenerTable {
     /// Builds a listener from its virtual hosts (new ones, or shared with an earlier table).
     pub fn new(
         bind: SocketAddr,
-        sources: Vec<String>,
+        sources: Vec<SocketSource>,
         hosts: impl IntoIterator<Item = impl Into<Arc<VirtualHost>>>,
     ) -> Self {
         Self::indexed(bind, sources, HostIndex::build(hosts))
@@ -128,7 +129,7 @@ impl ListenerTable {
 
     /// Builds a listener around an index of its virtual hosts (one patched from an earlier
     /// table's).
-    pub fn indexed(bind: SocketAddr, sources: Vec<String>, hosts: HostIndex) -> Self {
+    pub fn indexed(bind: SocketAddr, sources: Vec<SocketSource>, hosts: HostIndex) -> Self {
         Self {
             bind,
             port: None,

@@ -68,7 +68,9 @@ fn tls_table(
     let svc: Arc<ServiceBackend> = service_with("secure", &[backend], protocol);
     let mut listener = ListenerTable::new(
         addr,
-        vec!["default/gw/http".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "http",
+        )],
         vec![vhost("*", vec![rule("r").backend(to(&svc)).build()])],
     );
     listener.backend_identity = identity;

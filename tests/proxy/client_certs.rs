@@ -54,7 +54,9 @@ fn mtls_table(
     let svc = service("web", &[echo.addr]);
     let listener = ListenerTable::new(
         addr,
-        vec!["default/gw/secure".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "secure",
+        )],
         vec![
             vhost("secure.test", vec![rule("s").backend(to(&svc)).build()]),
             vhost("open.test", vec![rule("o").backend(to(&svc)).build()]),

@@ -41,7 +41,9 @@ fn route(name: &str, backends: &[(SocketAddr, u32)]) -> L4Route {
 fn l4_listener(addr: SocketAddr, routes: L4Routes) -> ListenerTable {
     ListenerTable::new(
         addr,
-        vec!["default/gw/l4".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "l4",
+        )],
         Vec::<VirtualHost>::new(),
     )
     .with_l4(routes)

@@ -41,7 +41,9 @@ fn udp_table(addr: SocketAddr, backend: SocketAddr) -> RouteTable {
     };
     let l = ListenerTable::new(
         addr,
-        vec!["default/gw/udp".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "udp",
+        )],
         Vec::<edgeplane::table::VirtualHost>::new(),
     )
     .with_l4(L4Routes::Udp { route: Some(route) });
@@ -340,7 +342,9 @@ async fn a_silent_tls_passthrough_stream_is_closed_after_the_listener_idle_timeo
     );
     let mut l = ListenerTable::new(
         at,
-        vec!["default/gw/tls".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "tls",
+        )],
         Vec::<edgeplane::table::VirtualHost>::new(),
     )
     .with_l4(L4Routes::Tls(SniRoutes::new(vec![sni])));

@@ -272,7 +272,9 @@ async fn tls_paths_follow_the_same_policy_on_http1_and_http2() {
     let addr = free_addr();
     let listener = ListenerTable::new(
         addr,
-        vec!["default/gw/https".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "https",
+        )],
         vec![vhost("*", rules)],
     )
     .with_tls(tls_listeners(&[(None, &cert)]));

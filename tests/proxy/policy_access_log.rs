@@ -43,7 +43,9 @@ async fn json_lines_by_default_and_text_where_a_proxy_config_says_so() {
     let rules = || vec![rule("r").backend(to(&svc)).build()];
     let mut text = ListenerTable::new(
         text_addr,
-        vec!["default/gw/text".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "text",
+        )],
         vec![vhost("*", rules())],
     );
     text.settings = Some(Arc::new(ListenerSettings {

@@ -37,7 +37,9 @@ fn socket(
     let rules = vec![rule("r").filters(filters).backend(to(&svc)).build()];
     let mut l = ListenerTable::new(
         addr,
-        vec!["default/gw/http".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "http",
+        )],
         vec![vhost("*", rules)],
     );
     l.settings = settings.map(Arc::new);

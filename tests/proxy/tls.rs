@@ -23,7 +23,9 @@ fn https_table(
     let svc = service("web", &[echo.addr]);
     let listener = ListenerTable::new(
         addr,
-        vec!["default/gw/https".into()],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default", "gw", "https",
+        )],
         vec![vhost("*", vec![rule("r").backend(to(&svc)).build()])],
     )
     .with_tls(tls_listeners(tls));

@@ -164,7 +164,11 @@ pub fn vhost(hostname: &str, rules: Vec<Arc<RouteRule>>) -> VirtualHost {
 pub fn listener(addr: SocketAddr, hosts: Vec<VirtualHost>) -> Arc<ListenerTable> {
     Arc::new(ListenerTable::new(
         addr,
-        vec![format!("default/gw/{}", addr.port())],
+        vec![edgeplane::table::SocketSource::gateway(
+            "default",
+            "gw",
+            &addr.port().to_string(),
+        )],
         hosts,
     ))
 }

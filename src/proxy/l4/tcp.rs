@@ -15,11 +15,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::super::detect::Prefixed;
-use super::super::Shared;
 use super::idle::{relay, Ended};
 use super::sni::{self, Hello, MAX_HELLO};
 use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
+use crate::proxy::handshake::detect::Prefixed;
+use crate::proxy::shared::Shared;
 use crate::table::{L4Route, L4Routes};
 
 /// Bytes read at most while waiting for a complete ClientHello (records add 5 bytes each).
@@ -126,8 +126,9 @@ async fn serve_tls(
         upstream.write_all(&hello).await.map_err(L4Error::Io)?;
         return relay(client, upstream, idle).await.map_err(L4Error::Io);
     }
-    let acceptor = super::super::tls::stream_acceptor(&shared.table, listener, sni.as_deref())
-        .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
+    let acceptor =
+        crate::proxy::handshake::tls::stream_acceptor(&shared.table, listener, sni.as_deref())
+            .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
     let accept = acceptor.accept(Prefixed::new(hello, client));
     let tls = tokio::time::timeout_at(deadline, accept)
         .await

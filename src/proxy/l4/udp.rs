@@ -1,5 +1,5 @@
-//! UDP listeners: one receive loop per UDP socket of the table, bound and removed by
-//! [`UdpListeners::sync`] as the listener manager does for TCP. Each client address gets a
+//! UDP sockets of the listener manager (`sockets`): one receive loop per UDP socket of the
+//! table. Each client address gets a
 //! session with its own connected upstream socket (the backend picked by weight when the
 //! session starts), so replies go back to the client that sent the datagrams. Sessions belong
 //! to the socket's loop, not to a table: a new table keeps them (and their backend); a removed
@@ -10,10 +10,10 @@
 //! that would open a session over either limit are dropped and counted.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::IntCounter;
@@ -22,112 +22,25 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::super::{ListenerError, Shared};
 use super::{pick_endpoint, refused_at_accept, L4Error};
+use crate::proxy::shared::Shared;
+use crate::proxy::sockets::Running;
 use crate::table::L4Routes;
 
 /// Largest datagram relayed (the largest a UDP/IPv4 packet can carry).
 const MAX_DATAGRAM: usize = 65_535;
 
-/// A running receive loop; dropping `stop` (or sending on it) ends it and its sessions.
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-/// The bound UDP sockets, and the wanted ones that could not be bound with their error.
-#[derive(Default)]
-pub(crate) struct UdpListeners {
-    running: Mutex<BTreeMap<SocketAddr, Running>>,
-    failed: Mutex<BTreeMap<SocketAddr, String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl UdpListeners {
-    /// Addresses currently receiving.
-    pub fn bound(&self) -> Vec<SocketAddr> {
-        lock(&self.running).keys().copied().collect()
-    }
-
-    /// Wanted sockets that are not bound, with their bind error.
-    pub fn failures(&self) -> BTreeMap<SocketAddr, String> {
-        lock(&self.failed).clone()
-    }
-
-    /// Makes the set of receiving sockets equal to `wanted`: removed ones stop (ending their
-    /// sessions), new ones and earlier failures are bound.
-    pub fn sync(&self, shared: &Arc<Shared>, wanted: &[SocketAddr]) -> Vec<ListenerError> {
-        let removed: Vec<Running> = {
-            let mut running = lock(&self.running);
-            let gone: Vec<SocketAddr> = running
-                .keys()
-                .filter(|a| !wanted.contains(a))
-                .copied()
-                .collect();
-            gone.iter().filter_map(|a| running.remove(a)).collect()
-        };
-        for r in removed {
-            let _ = r.stop.send(());
-            r.task.abort();
-        }
-        lock(&self.failed).retain(|a, _| wanted.contains(a));
-        let mut errors = Vec::new();
-        for &addr in wanted {
-            if lock(&self.running).contains_key(&addr) {
-                continue;
-            }
-            match self.start(shared, addr) {
-                Ok(()) => {
-                    lock(&self.failed).remove(&addr);
-                }
-                Err(error) => {
-                    tracing::warn!(%addr, %error, "cannot bind UDP listener");
-                    lock(&self.failed).insert(addr, error.to_string());
-                    errors.push(ListenerError { addr, error });
-                }
-            }
-        }
-        errors
-    }
-
-    /// Tries the failed sockets again; true when one of them bound.
-    pub fn retry(&self, shared: &Arc<Shared>) -> bool {
-        let failed: Vec<SocketAddr> = lock(&self.failed).keys().copied().collect();
-        let mut changed = false;
-        for addr in failed {
-            if self.start(shared, addr).is_ok() {
-                lock(&self.failed).remove(&addr);
-                changed = true;
-            }
-        }
-        changed
-    }
-
-    /// Stops every loop and its sessions.
-    pub fn shutdown(&self) {
-        for (_, r) in std::mem::take(&mut *lock(&self.running)) {
-            let _ = r.stop.send(());
-            r.task.abort();
-        }
-        lock(&self.failed).clear();
-    }
-
-    fn start(&self, shared: &Arc<Shared>, addr: SocketAddr) -> std::io::Result<()> {
-        let socket = bind(addr)?;
-        let (stop, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(receive_loop(
-            Arc::new(socket),
-            addr,
-            shared.clone(),
-            stop_rx,
-        ));
-        tracing::info!(%addr, "listening (UDP)");
-        lock(&self.running).insert(addr, Running { stop, task });
-        Ok(())
-    }
+/// Binds `addr` and starts its receive loop.
+pub(crate) fn start(shared: &Arc<Shared>, addr: SocketAddr) -> std::io::Result<Running> {
+    let socket = bind(addr)?;
+    let (stop, stop_rx) = oneshot::channel();
+    let task = tokio::spawn(receive_loop(
+        Arc::new(socket),
+        addr,
+        shared.clone(),
+        stop_rx,
+    ));
+    Ok(Running { stop, task })
 }
 
 /// Binds a UDP socket with SO_REUSEADDR (and SO_REUSEPORT on Linux, as TCP listeners).
@@ -246,7 +159,7 @@ async fn receive_loop(
     socket: Arc<UdpSocket>,
     addr: SocketAddr,
     shared: Arc<Shared>,
-    mut stop: oneshot::Receiver<()>,
+    mut stop: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
     let epoch = Instant::now();
     let idle = shared.options.udp_idle_timeout;
@@ -257,9 +170,9 @@ async fn receive_loop(
     let mut sessions = Sessions::default();
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut sweep = tokio::time::interval(idle.max(Duration::from_millis(10)));
-    loop {
+    let ack = loop {
         let (n, peer) = tokio::select! {
-            _ = &mut stop => break,
+            ack = &mut stop => break ack.ok(),
             _ = sweep.tick() => {
                 sessions.end_idle();
                 continue;
@@ -323,6 +236,12 @@ async fn receive_loop(
         if let Err(error) = session.upstream.send(&buf[..n]).await {
             tracing::debug!(%peer, %error, "datagram not forwarded");
         }
+    };
+    // The sessions and their upstream sockets end with the loop; then the socket closes.
+    drop(sessions);
+    drop(socket);
+    if let Some(ack) = ack {
+        let _ = ack.send(());
     }
 }
 

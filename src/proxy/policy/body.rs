@@ -10,12 +10,7 @@ use http::header::{self, HeaderMap};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::proxy::{BoxError, ProxyBody};
-
-/// The error a body ends with when it passes its limit.
-#[derive(Debug, thiserror::Error)]
-#[error("body larger than {0} bytes")]
-pub struct TooLarge(pub u64);
+use crate::proxy::body::{BoxError, ProxyBody, TooLarge};
 
 /// The message's declared `Content-Length`, if readable.
 pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {

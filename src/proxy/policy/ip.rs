@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use http::HeaderMap;
 
-use crate::proxy::TrustedProxies;
+use crate::proxy::trusted::TrustedProxies;
 use crate::table::IpAccess;
 
 /// The address the request comes from, as `ipAccess` and client-IP rate limits see it. From an

@@ -15,7 +15,7 @@ use foldhash::HashMap;
 
 use crate::table::{
     IpAccess, L4Route, L4Routes, ListenerSettings, ListenerTable, RequestPolicy, RouteTable,
-    SniListener, SniRoutes, TlsListener, TlsListeners, VirtualHost,
+    SniListener, SniRoutes, SocketSource, TlsListener, TlsListeners, VirtualHost,
 };
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::protocol::ListenerProtocol;
@@ -29,7 +29,7 @@ struct Socket {
     /// `(gateway, listener)` of each Gateway listener bound here; for TLS, the index of its
     /// [`SniListener`] is the same as in this list.
     members: Vec<(usize, usize)>,
-    sources: Vec<String>,
+    sources: Vec<SocketSource>,
     route: Option<L4Route>,
     sni: Vec<SniListener>,
     certificates: Vec<TlsListener>,
@@ -87,7 +87,7 @@ pub fn add_l4_sockets(
                 // listener then fail as for an unknown SNI.
                 let listener = certificate.and_then(|c| {
                     let hostname = l.hostname.map(str::to_owned);
-                    TlsListener::new(hostname, source.clone(), c.clone(), None, false).ok()
+                    TlsListener::new(hostname, source.to_string(), c.clone(), None, false).ok()
                 });
                 if let Some(t) = listener {
                     s.certificates.push(t);

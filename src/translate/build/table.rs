@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use crate::table::hostname::Pattern;
 use crate::table::{
-    BackendIdentity, ListenerSettings, ListenerTable, RequestPolicy, RouteTable, TlsListener,
-    TlsListeners,
+    BackendIdentity, ListenerSettings, ListenerTable, RequestPolicy, RouteTable, SocketSource,
+    TlsListener, TlsListeners,
 };
 use crate::translate::build::hosts::{HostCache, Layout};
 use crate::translate::gateways::frontend::ClientAuth;
@@ -37,7 +37,7 @@ struct SocketBuild {
     /// The first `(gateway, listener)` bound here with each of the layout's listener hosts:
     /// its TrafficPolicy settings are those of the hosts it owns.
     host_owners: Vec<(usize, usize)>,
-    sources: BTreeSet<String>,
+    sources: BTreeSet<SocketSource>,
     layout: Layout,
 }
 
@@ -87,7 +87,7 @@ pub fn build_table(
                 }
                 let source = l.source(g.namespace, g.name);
                 if !s.layout.serves((gi, li)) {
-                    s.layout.members.push(((gi, li), source.clone()));
+                    s.layout.members.push(((gi, li), source.to_string()));
                 }
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
                     &l.tls
@@ -100,7 +100,7 @@ pub fn build_table(
                     // the listener then fail as for an unknown SNI.
                     if let Ok(t) = TlsListener::new(
                         l.hostname.map(str::to_owned),
-                        source.clone(),
+                        source.to_string(),
                         certificate.clone(),
                         validation,
                         true,

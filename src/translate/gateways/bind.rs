@@ -42,6 +42,10 @@ pub fn apply_udp_bind_failures(
     overlay_failures(report, &table.udp, failures);
 }
 
+/// A socket and the listener of the object whose status is marked that is placed on it
+/// (`None`: a ListenerSet listener on a Gateway's socket).
+type Placed<'a> = (SocketAddr, Option<&'a str>);
+
 fn overlay_failures(
     report: &mut StatusReport,
     sockets: &BTreeMap<SocketAddr, Arc<ListenerTable>>,
@@ -52,21 +56,25 @@ fn overlay_failures(
     }
     // Every socket of every Gateway, with the Gateway listener placed on it; and of every
     // ListenerSet, with its listener.
-    let mut placed: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::default();
-    let mut placed_sets: HashMap<(&str, &str), Vec<(SocketAddr, &str)>> = HashMap::default();
+    // A Gateway's list holds the sockets of the ListenerSet listeners attached to it too
+    // (named `None`: they are not its own listeners, but its addresses).
+    let mut placed: HashMap<(&str, &str), Vec<Placed<'_>>> = HashMap::default();
+    let mut placed_sets: HashMap<(&str, &str), Vec<Placed<'_>>> = HashMap::default();
     for (addr, listener) in sockets {
         for source in &listener.sources {
-            if let Some((ns, gateway, name)) = split_source(source) {
-                placed.entry((ns, gateway)).or_default().push((*addr, name));
-                if let Some((set_ns, set, l)) = name
-                    .strip_prefix(LISTENER_SET_SOURCE)
-                    .and_then(split_source)
-                {
-                    placed_sets
-                        .entry((set_ns, set))
-                        .or_default()
-                        .push((*addr, l));
-                }
+            let own = source
+                .listener_set
+                .is_none()
+                .then_some(source.listener.as_str());
+            placed
+                .entry((&source.namespace, &source.gateway))
+                .or_default()
+                .push((*addr, own));
+            if let Some((set_ns, set)) = &source.listener_set {
+                placed_sets
+                    .entry((set_ns, set))
+                    .or_default()
+                    .push((*addr, Some(&source.listener)));
             }
         }
     }
@@ -100,17 +108,6 @@ fn overlay_failures(
     }
 }
 
-/// How a socket source names a ListenerSet listener after `namespace/gateway/` (see
-/// `ListenerModel::source`).
-const LISTENER_SET_SOURCE: &str = "ListenerSet/";
-
-/// `namespace/gateway/listener`, the form `ListenerTable::sources` names Gateway listeners in
-/// (none of the three may contain a slash).
-fn split_source(source: &str) -> Option<(&str, &str, &str)> {
-    let mut parts = source.splitn(3, '/');
-    Some((parts.next()?, parts.next()?, parts.next()?))
-}
-
 /// "ADDR (error), ADDR (error)" for the failed sockets among `addrs`.
 fn describe<'a>(
     addrs: impl IntoIterator<Item = &'a SocketAddr>,
@@ -142,12 +139,12 @@ fn set_false(c: &mut Condition, reason: Reason, message: String) {
 fn mark_listener(
     name: &str,
     conditions: &mut [Condition],
-    sockets: &[(SocketAddr, &str)],
+    sockets: &[Placed<'_>],
     failures: &BTreeMap<SocketAddr, String>,
 ) {
     let mine = sockets
         .iter()
-        .filter(|(a, n)| *n == name && failures.contains_key(a))
+        .filter(|(a, n)| *n == Some(name) && failures.contains_key(a))
         .map(|(a, _)| a);
     let what = describe(mine, failures);
     if what.is_empty() {
@@ -164,7 +161,7 @@ fn mark_listener(
 
 fn overlay(
     status: &mut GatewayStatus,
-    sockets: &[(SocketAddr, &str)],
+    sockets: &[Placed<'_>],
     failures: &BTreeMap<SocketAddr, String>,
 ) {
     let mut failed: Vec<&SocketAddr> = sockets

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use crate::status::conditions::Reason;
 use crate::status::GATEWAY_GROUP;
 use crate::table::hostname::Pattern;
+use crate::table::SocketSource;
 use crate::translate::gateways::frontend::ClientAuth;
 use crate::translate::gateways::protocol::ListenerProtocol;
 use crate::translate::gateways::tls::ListenerTls;
@@ -157,15 +158,12 @@ impl ListenerModel<'_> {
     /// `namespace/gateway/listener` for a Gateway's own, and
     /// `namespace/gateway/ListenerSet/set-namespace/set-name/listener` for a ListenerSet's, so
     /// that a ListenerSet listener is never taken for a Gateway listener of the same name.
-    pub fn source(&self, gateway_ns: &str, gateway: &str) -> String {
-        match self.origin {
-            None => format!("{gateway_ns}/{gateway}/{}", self.spec.name),
-            Some((_, ns, name)) => {
-                format!(
-                    "{gateway_ns}/{gateway}/ListenerSet/{ns}/{name}/{}",
-                    self.spec.name
-                )
-            }
+    pub fn source(&self, gateway_ns: &str, gateway: &str) -> SocketSource {
+        SocketSource {
+            listener_set: self
+                .origin
+                .map(|(_, ns, name)| (ns.to_owned(), name.to_owned())),
+            ..SocketSource::gateway(gateway_ns, gateway, &self.spec.name)
         }
     }
 

@@ -9,15 +9,16 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use super::body::ClientBody;
+use crate::proxy::body::ClientBody;
 use bytes::Bytes;
 use http::Request;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::mpsc;
 
-use super::upstream::{UpstreamBody, Upstreams};
-use super::BoxError;
+use crate::proxy::body::BoxError;
+use crate::proxy::body::UpstreamBody;
+use crate::proxy::upstream::client::Upstreams;
 use crate::table::UpstreamProtocol;
 
 /// Body chunks buffered per mirror before the mirror loses its copy.
@@ -157,7 +158,7 @@ pub fn spawn_mirror(
     upstreams: Upstreams,
     protocol: UpstreamProtocol,
     endpoint: std::net::SocketAddr,
-    tls: Option<super::upstream_tls::UpstreamTls>,
+    tls: Option<crate::proxy::upstream::tls::UpstreamTls>,
     req: Request<UpstreamBody>,
 ) {
     tokio::spawn(async move {
@@ -172,7 +173,7 @@ pub fn spawn_mirror(
                     break;
                 }
             }
-            Ok::<_, super::ProxyError>(())
+            Ok::<_, crate::proxy::error::ProxyError>(())
         };
         match tokio::time::timeout(MIRROR_TIMEOUT, exchange).await {
             Ok(Ok(())) => {}

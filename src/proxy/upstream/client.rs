@@ -10,19 +10,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
-use http_body_util::combinators::UnsyncBoxBody;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use super::balance::Endpoints;
-use super::error::ProxyError;
-use super::pool::{connect_tcp, Http1Pool, ResponseBody};
-use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
-use super::{BoxError, ProxyOptions};
+use crate::proxy::body::UpstreamBody;
+use crate::proxy::error::ProxyError;
+use crate::proxy::upstream::balance::Endpoints;
+use crate::proxy::upstream::pool::{connect_tcp, Http1Pool, ResponseBody};
+use crate::proxy::upstream::tls::{connect_tls, UpstreamIo, UpstreamTls};
 use crate::table::UpstreamProtocol;
 
 /// Interval of HTTP/2 pings on h2c upstream connections.
@@ -31,9 +29,6 @@ const H2C_PING_INTERVAL: Duration = Duration::from_secs(30);
 /// Time a ping may go unanswered before the h2c connection is closed.
 const H2C_PING_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Body of every request sent upstream: the client's body, possibly teed to mirrors.
-pub type UpstreamBody = UnsyncBoxBody<Bytes, BoxError>;
-
 /// The pooled clients, keyed internally by endpoint address.
 #[derive(Clone)]
 pub struct Upstreams {
@@ -41,21 +36,30 @@ pub struct Upstreams {
     h2c: H2cPool,
 }
 
+/// The pools' limits (from the command line: `--connect-timeout`, `--upstream-idle-timeout`,
+/// `--upstream-max-idle-per-endpoint`).
+#[derive(Debug, Clone, Copy)]
+pub struct PoolLimits {
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_idle_per_endpoint: usize,
+}
+
 impl Upstreams {
     /// Builds both pools with the options' connect timeout, per-endpoint idle cap and idle
     /// timeout.
-    pub fn new(options: &ProxyOptions) -> Self {
+    pub fn new(limits: PoolLimits) -> Self {
         let http1 = Http1Pool::new(
-            options.upstream_max_idle_per_endpoint,
-            options.upstream_idle_timeout,
-            options.connect_timeout,
+            limits.max_idle_per_endpoint,
+            limits.idle_timeout,
+            limits.connect_timeout,
         );
         Self {
             h2c: H2cPool {
                 endpoints: http1.endpoints(),
                 conns: Arc::new(Mutex::new(HashMap::default())),
-                connect_timeout: options.connect_timeout,
-                idle_timeout: options.upstream_idle_timeout,
+                connect_timeout: limits.connect_timeout,
+                idle_timeout: limits.idle_timeout,
                 next_id: Arc::new(AtomicU64::new(0)),
             },
             http1,
@@ -63,7 +67,7 @@ impl Upstreams {
     }
 
     /// The per-endpoint state both pools count their open connections in.
-    pub(super) fn endpoints(&self) -> Arc<Endpoints> {
+    pub(crate) fn endpoints(&self) -> Arc<Endpoints> {
         self.http1.endpoints()
     }
 
@@ -310,6 +314,7 @@ impl H2cPool {
 mod tests {
     use super::*;
     use crate::devtools::echo::{serve_echo, EchoIdentity};
+    use crate::proxy::options::ProxyOptions;
     use http_body_util::{BodyExt, Empty};
 
     async fn echo_on_loopback() -> (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>) {
@@ -333,9 +338,11 @@ mod tests {
 
     #[tokio::test]
     async fn h2c_pool_forgets_ended_connections() {
-        let upstreams = Upstreams::new(&ProxyOptions {
+        let defaults = ProxyOptions::default();
+        let upstreams = Upstreams::new(PoolLimits {
             connect_timeout: Duration::from_secs(2),
-            ..ProxyOptions::default()
+            idle_timeout: defaults.upstream_idle_timeout,
+            max_idle_per_endpoint: defaults.upstream_max_idle_per_endpoint,
         });
         let (a, server_a) = echo_on_loopback().await;
         let resp = upstreams

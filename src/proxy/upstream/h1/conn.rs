@@ -1,15 +1,5 @@
-//! The HTTP/1.1 client codec for pooled upstream connections. An exchange runs entirely in the
-//! task of the request that makes it: the request head is written from the request's parts in
-//! one write, the response head is parsed once, straight into the `http` types, and the body is
-//! read by the response body's own polls. No connection task, no channel between the request
-//! and its connection, no second copy of the head. The request body keeps being written while
-//! the response is read, as a backend may answer before it has read everything.
-//! Upgrades (WebSocket) do not come here: they need the connection after the response.
-//!
-//! `encode` writes requests, `decode` reads responses.
-
-mod decode;
-mod encode;
+//! One pooled HTTP/1.1 connection to a backend ([`Connection`]) and one exchange on it
+//! ([`Exchange`]): the request written by `encode`, the response read by `decode`.
 
 use std::io;
 use std::pin::Pin;
@@ -19,44 +9,19 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Method, Request, StatusCode, Version};
 use tokio::io::{AsyncRead, ReadBuf};
 
-use self::decode::{Framing, Step};
-use self::encode::Writer;
-use super::balance::ConnGuard;
-use super::upstream::UpstreamBody;
-use super::upstream_tls::UpstreamIo;
-use super::BoxError;
+use super::decode::{Framing, Step};
+use super::encode::Writer;
+use super::{decode, encode};
+use crate::proxy::body::UpstreamBody;
+pub(crate) use crate::proxy::error::H1Error;
+use crate::proxy::upstream::balance::ConnGuard;
+use crate::proxy::upstream::tls::UpstreamIo;
 
 /// Room kept free in a connection's read buffer before each read.
 const READ_AT_LEAST: usize = 4 * 1024;
 
 /// Size the read buffer grows by when it has too little room.
 const READ_BUFFER: usize = 16 * 1024;
-
-/// Why an exchange with a backend failed.
-#[derive(Debug, thiserror::Error)]
-pub enum H1Error {
-    #[error("connection: {0}")]
-    Io(#[source] io::Error),
-    #[error("connection closed before the response head")]
-    ClosedBeforeHead,
-    #[error("connection closed before the end of the response body")]
-    IncompleteBody,
-    #[error("malformed response head: {0}")]
-    Head(#[source] httparse::Error),
-    #[error("response head larger than {} bytes", decode::MAX_HEAD)]
-    HeadTooLarge,
-    #[error("invalid response status {0}")]
-    Status(u16),
-    #[error("invalid response header")]
-    Header,
-    #[error("invalid or conflicting Content-Length in the response")]
-    ContentLength,
-    #[error("malformed chunked response body")]
-    Chunk,
-    /// The client's request body failed while it was being sent (its error is the source).
-    #[error("request body: {0}")]
-    RequestBody(#[source] BoxError),
-}
 
 /// An open connection to a backend, idle between exchanges.
 pub struct Connection {
@@ -250,4 +215,5 @@ impl Exchange {
 }
 
 #[cfg(test)]
+#[path = "tests.rs"]
 mod tests;

@@ -1,14 +1,5 @@
-//! Endpoint choice and the state behind it, shared by every table so it survives table swaps:
-//! balancing per Service (least request, round robin, consistent hash), passive outlier
-//! detection per endpoint, circuit breaking and the retry budget per Service. Endpoint state is keyed by
-//! address, Service state by Service port, never by route: routes sharing a Service share it.
-
-mod breaker;
-mod endpoints;
-mod outlier;
-mod overrides;
-mod pick;
-mod ring;
+//! The endpoint registry ([`Backends`]): Service state (load, breaker, retry budget, balancer)
+//! and endpoint state, and the pick of one endpoint for an attempt ([`Picked`] holds it).
 
 use foldhash::HashMap;
 use std::net::SocketAddr;
@@ -16,14 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use breaker::{BreakerLimits, Overload};
-pub use endpoints::{ConnGuard, Endpoints};
-pub use outlier::OutlierOptions;
-pub(crate) use ring::hash_key;
+use super::breaker::BreakerLimits;
+use super::endpoints::Endpoints;
+use super::outlier::OutlierOptions;
+use super::{breaker, endpoints, outlier, overrides, pick, ring};
 
-use super::error::ProxyError;
-use super::retry::BudgetLimits;
 use crate::metrics::Metrics;
+use crate::proxy::error::ProxyError;
+use crate::proxy::upstream::retry::BudgetLimits;
 use crate::table::{Balance, ServiceBackend, ServiceKey, ServiceLimits, UpstreamProtocol};
 use endpoints::EndpointState;
 use outlier::{nanos, Ejections};
@@ -473,4 +464,5 @@ impl Drop for Picked {
 }
 
 #[cfg(test)]
+#[path = "tests.rs"]
 mod tests;

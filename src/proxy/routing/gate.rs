@@ -11,7 +11,7 @@ use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Request, Uri, Version};
 
-use super::error::ProxyError;
+use crate::proxy::error::ProxyError;
 use crate::request::{normalize_path, parse_authority, PathPolicy};
 
 /// The request target after the gate.
@@ -150,8 +150,8 @@ pub(crate) fn check_target_length(uri: &Uri, max: usize) -> Result<(), ProxyErro
 
 /// 431 when the request head (request line and header lines, as HTTP/1.1 would send them) is
 /// larger than the listener's limit: hyper's own check only works in multiples of its buffer.
-pub(super) fn check_head_size(
-    req: &Request<super::body::ClientBody>,
+pub(crate) fn check_head_size(
+    req: &Request<crate::proxy::body::ClientBody>,
     max: u32,
 ) -> Result<(), ProxyError> {
     let line = req.method().as_str().len()

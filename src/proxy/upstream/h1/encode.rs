@@ -13,7 +13,7 @@ use http_body::Body;
 use tokio::io::AsyncWrite;
 
 use super::H1Error;
-use crate::proxy::upstream::UpstreamBody;
+use crate::proxy::body::UpstreamBody;
 
 /// Body pieces up to this size are copied behind what is already buffered; larger ones are
 /// written from their own buffer.
@@ -26,7 +26,7 @@ const GATHER_AT_MOST: usize = 64 * 1024;
 /// request's headers less `Transfer-Encoding`, then the framing this proxy chooses for the body
 /// (RFC 9112 6): the request's `Content-Length`, else a known exact size, else chunks. Returns
 /// true when the body is to be chunked.
-pub(super) fn head(req: &Request<UpstreamBody>, out: &mut BytesMut) -> bool {
+pub(crate) fn head(req: &Request<UpstreamBody>, out: &mut BytesMut) -> bool {
     let method = req.method();
     out.extend_from_slice(method.as_str().as_bytes());
     out.extend_from_slice(b" ");
@@ -73,7 +73,7 @@ pub(super) fn head(req: &Request<UpstreamBody>, out: &mut BytesMut) -> bool {
 }
 
 /// Writes a request: the buffered head, then the body as it arrives.
-pub(super) struct Writer {
+pub(crate) struct Writer {
     /// Bytes to write after those of `queue`.
     gathered: BytesMut,
     /// Large body pieces (and what was gathered before each), in order.
@@ -87,7 +87,7 @@ pub(super) struct Writer {
 
 impl Writer {
     /// A writer of `head` (with `gathered` as its buffer) and then `body`, chunked or not.
-    pub(super) fn new(head: BytesMut, body: UpstreamBody, chunked: bool) -> Self {
+    pub(crate) fn new(head: BytesMut, body: UpstreamBody, chunked: bool) -> Self {
         let body = (!body.is_end_stream()).then_some(body);
         Self {
             gathered: head,
@@ -99,7 +99,7 @@ impl Writer {
     }
 
     /// The write buffer, for the connection's next request.
-    pub(super) fn into_buffer(mut self) -> BytesMut {
+    pub(crate) fn into_buffer(mut self) -> BytesMut {
         self.gathered.clear();
         self.gathered
     }
@@ -160,7 +160,7 @@ impl Writer {
     }
 
     /// Writes what there is to write; ready once the whole request is written and flushed.
-    pub(super) fn poll_write<W: AsyncWrite + Unpin>(
+    pub(crate) fn poll_write<W: AsyncWrite + Unpin>(
         &mut self,
         io: &mut W,
         cx: &mut Context<'_>,

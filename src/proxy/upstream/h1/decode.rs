@@ -12,13 +12,13 @@ use super::H1Error;
 const MAX_HEADERS: usize = 100;
 
 /// Largest response head accepted, in bytes.
-pub(super) const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
 /// Longest chunk-size line (with extensions) accepted.
 const MAX_CHUNK_LINE: usize = 4096;
 
 /// A parsed response head and how its body is framed.
-pub(super) struct Head {
+pub(crate) struct Head {
     pub status: StatusCode,
     pub version: Version,
     pub headers: HeaderMap,
@@ -30,7 +30,7 @@ pub(super) struct Head {
 /// Parses a response head from the front of `buf`, taking its bytes out of `buf`. `None` while
 /// the head is incomplete. Informational (1xx) responses come back as heads too: the caller
 /// skips them.
-pub(super) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<Head>, H1Error> {
+pub(crate) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<Head>, H1Error> {
     // Where each name and value lies in the head, so the head can be frozen and shared by
     // the values once parsing is done.
     let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
@@ -40,7 +40,7 @@ pub(super) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
         let len = match resp.parse(buf) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-                return Err(H1Error::HeadTooLarge)
+                return Err(H1Error::HeadTooLarge(MAX_HEAD))
             }
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => return Err(H1Error::Head(e)),
@@ -162,7 +162,7 @@ fn framing(
 
 /// Where the reading of a response body stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Framing {
+pub(crate) enum Framing {
     /// This many bytes are still to come.
     Length(u64),
     /// Chunked transfer coding, at this point of a chunk.
@@ -175,7 +175,7 @@ pub(super) enum Framing {
 
 /// The position within chunked coding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Chunk {
+pub(crate) enum Chunk {
     /// Expecting a chunk-size line.
     Size,
     /// Inside a chunk's data, this many bytes left.
@@ -187,7 +187,7 @@ pub(super) enum Chunk {
 }
 
 /// What the decoder needs next.
-pub(super) enum Step {
+pub(crate) enum Step {
     /// A piece of the body.
     Data(Bytes),
     /// More bytes from the connection.
@@ -199,7 +199,7 @@ pub(super) enum Step {
 impl Framing {
     /// The next step of decoding the body from `buf`; `eof` says the connection has closed and
     /// nothing more will arrive.
-    pub(super) fn step(&mut self, buf: &mut BytesMut, eof: bool) -> Result<Step, H1Error> {
+    pub(crate) fn step(&mut self, buf: &mut BytesMut, eof: bool) -> Result<Step, H1Error> {
         loop {
             match self {
                 Self::Done => return Ok(Step::End),
@@ -256,7 +256,7 @@ impl Framing {
     }
 
     /// Bytes still expected, when known.
-    pub(super) fn remaining(&self) -> Option<u64> {
+    pub(crate) fn remaining(&self) -> Option<u64> {
         match self {
             Self::Length(n) => Some(*n),
             Self::Done => Some(0),
@@ -347,7 +347,7 @@ mod tests {
         let big = format!("HTTP/1.1 200 OK\r\nA: {}", "x".repeat(MAX_HEAD + 1));
         assert!(matches!(
             head(&big, &Method::GET),
-            Err(H1Error::HeadTooLarge)
+            Err(H1Error::HeadTooLarge(_))
         ));
         assert!(matches!(
             head("HTTP/1.1 2x0 OK\r\n\r\n", &Method::GET),

@@ -4,6 +4,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::proxy::error::Overload;
+
 /// Limits per Service. Defaults are generous (1024 each, like Envoy): they stop a runaway
 /// backlog, not normal traffic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,25 +26,6 @@ impl Default for BreakerLimits {
             max_requests: 1024,
             max_pending: 1024,
             max_connections: 1024,
-        }
-    }
-}
-
-/// Which limit refused a request: the value of the `x-edgeplane-overloaded` header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overload {
-    MaxRequests,
-    MaxPending,
-    MaxConnections,
-}
-
-impl Overload {
-    /// The header value and metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MaxRequests => "max-requests",
-            Self::MaxPending => "max-pending",
-            Self::MaxConnections => "max-connections",
         }
     }
 }

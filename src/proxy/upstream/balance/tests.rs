@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::proxy::error::Overload;
 use crate::table::HashOn;
 
 fn key(name: &str) -> ServiceKey {

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use super::error::ProxyError;
+use crate::proxy::error::ProxyError;
 use crate::table::{BackendIdentity, BackendTls};
 
 /// TLS for one upstream exchange: the Service port's policy and the Gateway's certificate.

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use super::breaker::BreakerLimits;
 use super::outlier::OutlierOptions;
-use crate::proxy::retry::BudgetLimits;
+use crate::proxy::upstream::retry::BudgetLimits;
 use crate::table::ServiceLimits;
 
 fn size(v: Option<u32>, fallback: usize) -> usize {
@@ -15,7 +15,7 @@ fn size(v: Option<u32>, fallback: usize) -> usize {
 }
 
 /// The breaker limits of a Service.
-pub(super) fn breaker<'a>(
+pub(crate) fn breaker<'a>(
     base: &'a BreakerLimits,
     limits: Option<&ServiceLimits>,
 ) -> Cow<'a, BreakerLimits> {
@@ -30,7 +30,7 @@ pub(super) fn breaker<'a>(
 }
 
 /// The outlier detection of a Service.
-pub(super) fn outlier<'a>(
+pub(crate) fn outlier<'a>(
     base: &'a OutlierOptions,
     limits: Option<&ServiceLimits>,
 ) -> Cow<'a, OutlierOptions> {
@@ -50,7 +50,7 @@ pub(super) fn outlier<'a>(
 }
 
 /// The retry budget of a Service.
-pub(super) fn budget(base: BudgetLimits, limits: Option<&ServiceLimits>) -> BudgetLimits {
+pub(crate) fn budget(base: BudgetLimits, limits: Option<&ServiceLimits>) -> BudgetLimits {
     match limits {
         None => base,
         Some(l) => BudgetLimits {

@@ -9,7 +9,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
-use crate::proxy::balance::Endpoints;
+use crate::proxy::body::BoxError;
+use crate::proxy::upstream::balance::Endpoints;
 
 /// A backend that, on one connection, reads each request head and answers it with the next of
 /// `answers`. After the last it closes its side, reads whatever else comes until the client

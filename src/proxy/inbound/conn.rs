@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
@@ -19,11 +19,11 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::detect::{detect, Prefixed};
-use super::service::Handler;
-use super::settings::{for_listener, ConnSettings};
-use super::tls::handshake;
-use super::Shared;
+use crate::proxy::handshake::detect::{detect, Prefixed};
+use crate::proxy::handshake::tls::handshake;
+use crate::proxy::routing::service::Handler;
+use crate::proxy::settings::{for_listener, ConnSettings};
+use crate::proxy::shared::Shared;
 
 /// After a connection was asked to close (idle, drain), time given to flush the last response
 /// or the GOAWAY before a connection with nothing in flight is dropped: HTTP/2 peers that never
@@ -107,70 +107,6 @@ impl Drop for Open {
     }
 }
 
-/// Requests in flight on one connection and since when it has had none. Requests only update
-/// the count and the time; nothing is woken per request. The idle timer reads them when it
-/// fires and sleeps again until the earliest moment the connection can have been idle long
-/// enough, so a busy connection costs one timer per idle period, not one per request.
-pub(crate) struct Activity {
-    state: Mutex<(usize, Instant)>,
-}
-
-impl Activity {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self {
-            state: Mutex::new((0, Instant::now())),
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, (usize, Instant)> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Marks a request in flight until the returned mark drops.
-    pub(crate) fn start(self: &Arc<Self>) -> InFlight {
-        self.lock().0 += 1;
-        InFlight(self.clone())
-    }
-
-    /// The moment the connection will have been idle for `limit`, if nothing starts meanwhile;
-    /// `None` while a request is in flight.
-    fn idle_deadline(&self, limit: Duration) -> Option<Instant> {
-        let (busy, since) = *self.lock();
-        (busy == 0).then(|| since + limit)
-    }
-
-    /// Resolves once no request has been in flight for `limit`. While requests are in flight
-    /// it looks again every `limit`: a request ending between two looks has ended after the
-    /// first, so the next look comes before its idle period is over.
-    pub(crate) async fn idle_for(&self, limit: Duration) {
-        let mut at = self
-            .idle_deadline(limit)
-            .unwrap_or_else(|| Instant::now() + limit);
-        loop {
-            tokio::time::sleep_until(at).await;
-            let now = Instant::now();
-            match self.idle_deadline(limit) {
-                Some(due) if due <= now => return,
-                Some(due) => at = due,
-                None => at = now + limit,
-            }
-        }
-    }
-}
-
-/// One request in flight, until its response body is dropped.
-pub(crate) struct InFlight(Arc<Activity>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let mut state = self.0.lock();
-        state.0 = state.0.saturating_sub(1);
-        if state.0 == 0 {
-            state.1 = Instant::now();
-        }
-    }
-}
-
 /// What a connection task needs from its accept loop.
 pub(crate) struct Accepted {
     pub stream: TcpStream,
@@ -204,7 +140,7 @@ pub(crate) async fn handle(conn: Accepted) {
         )
     };
     if is_l4 {
-        super::l4::tcp::serve(stream, peer, listener, shared).await;
+        crate::proxy::l4::tcp::serve(stream, peer, listener, shared).await;
         return;
     }
     // A listener with a ProxyConfig gets a builder with its own limits.

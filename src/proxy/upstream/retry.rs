@@ -1,7 +1,7 @@
-//! When a failed attempt is tried again: the limits of the retry budget (kept per Service by
-//! [`super::balance::Backends::retry_permit`]: retries in flight stay within a share of its
-//! requests in flight, so retries never multiply an outage), the request bodies kept for replay
-//! (only small ones), and the backoff between attempts.
+//! What retries need besides the decision (`decide`): the limits of the retry budget (kept per
+//! Service by [`crate::proxy::upstream::balance::Backends::retry_permit`]: retries in flight
+//! stay within a share of its requests in flight, so retries never multiply an outage), the
+//! request bodies kept for replay (only small ones), and the backoff between attempts.
 
 use std::time::Duration;
 
@@ -10,8 +10,8 @@ use http::{header, HeaderMap, Method, Request, Uri, Version};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
 
-use super::error::ProxyError;
-use super::upstream::UpstreamBody;
+use crate::proxy::body::UpstreamBody;
+use crate::proxy::error::ProxyError;
 use crate::table::RetryPolicy;
 
 /// Largest request body kept for replay. A bigger body streams to the backend as it comes and
@@ -120,12 +120,13 @@ pub fn idempotent(method: &Method) -> bool {
 }
 
 /// Wait before retry number `retry` (1-based): the policy's backoff doubling with each retry,
-/// capped at ten times the first, never less than the backoff itself, plus up to 25% jitter.
-pub fn backoff(policy: Option<&RetryPolicy>, retry: u32) -> Duration {
+/// capped at ten times the first, never less than the backoff itself, plus up to 25% jitter
+/// (`jitter` in `[0, 1)` picks how much).
+pub fn backoff(policy: Option<&RetryPolicy>, retry: u32, jitter: f64) -> Duration {
     let base = policy.and_then(|p| p.backoff).unwrap_or(DEFAULT_BACKOFF);
     let doubled = base.saturating_mul(1u32 << retry.saturating_sub(1).min(16));
     let wait = doubled.min(base.saturating_mul(MAX_BACKOFF_FACTOR));
-    wait + wait.mul_f64(fastrand::f64() * 0.25)
+    wait + wait.mul_f64(jitter.clamp(0.0, 1.0) * 0.25)
 }
 
 #[cfg(test)]
@@ -140,14 +141,12 @@ mod tests {
             backoff: Some(Duration::from_millis(100)),
         };
         for (retry, low) in [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1000), (9, 1000)] {
-            let wait = backoff(Some(&policy), retry);
             let low = Duration::from_millis(low);
-            assert!(
-                wait >= low && wait <= low.mul_f64(1.25),
-                "{retry}: {wait:?}"
-            );
+            assert_eq!(backoff(Some(&policy), retry, 0.0), low, "{retry}");
+            let most = backoff(Some(&policy), retry, 0.999);
+            assert!(most > low && most <= low.mul_f64(1.25), "{retry}: {most:?}");
         }
-        assert!(backoff(None, 1) >= DEFAULT_BACKOFF);
+        assert_eq!(backoff(None, 1, 0.0), DEFAULT_BACKOFF);
     }
 
     #[tokio::test]

@@ -5,11 +5,11 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Response};
 use http_body_util::{BodyExt, Empty};
 
-use super::ProxyBody;
+use crate::proxy::body::ProxyBody;
 
 /// The proxy's own answer to a CORS preflight: 200, no body, the filter's headers (none when
 /// the origin is not allowed, so the browser refuses the actual request).
-pub(super) fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
+pub(crate) fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
     let mut resp = Response::new(empty());
     *resp.headers_mut() = headers;
     resp.headers_mut()
@@ -20,7 +20,7 @@ pub(super) fn preflight(headers: HeaderMap) -> Response<ProxyBody> {
 /// The answer to a gRPC call that no route serves: HTTP 200 with gRPC status `UNIMPLEMENTED`
 /// in trailers-only form (the gRPC over HTTP/2 protocol's way to fail a call at once): a 404
 /// would reach a gRPC client as an opaque transport error instead of a status it can act on.
-pub(super) fn grpc_unimplemented() -> Response<ProxyBody> {
+pub(crate) fn grpc_unimplemented() -> Response<ProxyBody> {
     let mut resp = Response::new(empty());
     let headers = resp.headers_mut();
     headers.insert(
@@ -37,13 +37,13 @@ pub(super) fn grpc_unimplemented() -> Response<ProxyBody> {
 
 /// The proxy's own answer to `OPTIONS *` (RFC 9110 9.3.7): 200 without a body; the request
 /// concerns the server, not any route.
-pub(super) fn options_asterisk() -> Response<ProxyBody> {
+pub(crate) fn options_asterisk() -> Response<ProxyBody> {
     let mut resp = Response::new(empty());
     resp.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     resp
 }
 
-pub(super) fn empty() -> ProxyBody {
+pub(crate) fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }

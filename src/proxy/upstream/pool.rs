@@ -25,12 +25,13 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::balance::Endpoints;
-use super::error::ProxyError;
-use super::h1::{Connection, Exchange};
-use super::upstream::{SendError, UpstreamBody};
-use super::upstream_tls::{connect_tls, UpstreamIo, UpstreamTls};
-use super::BoxError;
+use crate::proxy::body::BoxError;
+use crate::proxy::body::UpstreamBody;
+use crate::proxy::error::ProxyError;
+use crate::proxy::upstream::balance::Endpoints;
+use crate::proxy::upstream::client::SendError;
+use crate::proxy::upstream::h1::{Connection, Exchange};
+use crate::proxy::upstream::tls::{connect_tls, UpstreamIo, UpstreamTls};
 
 /// Where a pooled connection goes: the endpoint, and the TLS identity it was made with
 /// ([`UpstreamTls::pool_key`], 0 for plain TCP).
@@ -232,7 +233,7 @@ impl Http1Pool {
 
 /// A TCP connection to `endpoint` within `timeout`, with Nagle off (requests and responses are
 /// written whole; waiting for ACKs only adds latency).
-pub(super) async fn connect_tcp(
+pub(crate) async fn connect_tcp(
     endpoint: SocketAddr,
     timeout: Duration,
 ) -> Result<TcpStream, ProxyError> {

@@ -1,0 +1,337 @@
+//! The HTTP service: one request through its phases, Pingora-style, one function per phase:
+//! listener -> gate (host, framing, canonical path: `gate.rs`) -> host (421 when it belongs to
+//! another HTTPS listener than the SNI) -> rule -> redirect -> CORS preflight, here
+//! ([`Handler::route`] returns what it decided); then policy (TrafficPolicy: IP access, rate
+//! limit, basic auth, JWT, body size: `policy/`) -> backend -> request filters -> mirrors ->
+//! forward (within the rule's timeouts) -> response filters in `backend.rs`; then metrics and
+//! access log here. The table is loaded once per request, so a request finishes on the table
+//! it started with however often the table is swapped meanwhile.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use tokio::sync::Semaphore;
+
+use crate::proxy::access_log::Entry;
+use crate::proxy::body::{BodyFlags, ClientBody, MinRate, ProxyBody};
+use crate::proxy::error::ProxyError;
+use crate::proxy::handshake::tls::TlsInfo;
+use crate::proxy::policy;
+use crate::proxy::routing::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
+use crate::proxy::routing::gate::{self, Target};
+use crate::proxy::routing::headers::client_address;
+use crate::proxy::routing::tracked::{Activity, Held, Tracked};
+use crate::proxy::settings::ConnSettings;
+use crate::proxy::shared::Shared;
+use crate::table::{
+    is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRef, RouteRule, RouteTable,
+    Scheme, VirtualHost,
+};
+
+/// Label of requests that matched no route.
+const NO_ROUTE: &str = "none";
+
+/// Serves requests of one accepted connection.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    pub shared: Arc<Shared>,
+    /// The table key of the listener whose socket accepted the connection.
+    pub listener: SocketAddr,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// What the forwarded headers say of the client, worked out once per connection.
+    pub(crate) client: Client,
+    /// Set on connections that arrived over TLS.
+    pub tls: Option<TlsInfo>,
+    /// Requests in flight on the connection, for its idle timer and the drain.
+    pub activity: Arc<Activity>,
+    /// The connection's settings (command line, or its listener's ProxyConfig at accept).
+    pub settings: Arc<ConnSettings>,
+    /// Upstream requests the connection may have in flight (`--max-upstream-per-client`).
+    pub(crate) upstream_share: Arc<Semaphore>,
+}
+
+/// The peer of a connection as the forwarded headers need it.
+#[derive(Clone)]
+pub(crate) struct Client {
+    /// Its address as an `X-Forwarded-For` value.
+    pub address: HeaderValue,
+    /// Whether it is a trusted proxy (`--trusted-proxies`, or the listener's ProxyConfig).
+    pub trusted: bool,
+}
+
+/// What the routing phases decided for a request.
+// Returned once per request and taken apart at once: boxing the matched request would cost an
+// allocation on every request to save a move.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Routed<'t> {
+    /// Answered without a backend; `route` when a rule had matched (a redirect, a preflight).
+    Answer {
+        route: Option<Arc<RouteRef>>,
+        response: Response<ProxyBody>,
+    },
+    /// A rule with backends accepts the request.
+    Matched(Matched<'t>),
+}
+
+impl Routed<'_> {
+    fn answer(route: Option<Arc<RouteRef>>, response: Response<ProxyBody>) -> Self {
+        Self::Answer { route, response }
+    }
+}
+
+/// A request a rule accepts, with what the later phases need of its routing.
+pub(crate) struct Matched<'t> {
+    pub listener: &'t ListenerTable,
+    pub vhost: &'t VirtualHost,
+    pub rule: Arc<RouteRule>,
+    pub req: Request<ClientBody>,
+    /// The request's `Host` as it came, for the forwarded headers and rewrites.
+    pub raw_host: HeaderValue,
+    /// CORS headers the response gets.
+    pub cors_headers: HeaderMap,
+}
+
+/// What routing decided for a request, kept for the metrics phase.
+struct Outcome {
+    /// The matched route; `None` when no route matched.
+    route: Option<Arc<RouteRef>>,
+    response: Response<ProxyBody>,
+}
+
+impl Handler {
+    /// The handler of a new connection (plain until `tls` is set).
+    pub fn new(
+        shared: Arc<Shared>,
+        listener: SocketAddr,
+        peer: SocketAddr,
+        settings: Arc<ConnSettings>,
+    ) -> Self {
+        let client = Client {
+            address: client_address(peer.ip()),
+            trusted: settings.trusted_proxies.contains(peer.ip()),
+        };
+        let share = shared.options.max_upstream_per_client.max(1);
+        Self {
+            client,
+            shared,
+            listener,
+            peer,
+            tls: None,
+            activity: Activity::new(),
+            upstream_share: Arc::new(Semaphore::new(share)),
+            settings,
+        }
+    }
+
+    /// Runs every phase and never fails: errors become their status response. The connection
+    /// counts the request as in flight until its response body is dropped.
+    pub async fn handle(self, req: Request<Incoming>) -> Response<Tracked> {
+        let in_flight = self.activity.start();
+        let start = Instant::now();
+        let table = self.shared.table.load_full();
+        let flags = Arc::new(BodyFlags::default());
+        // gRPC streams may pause between messages: only the idle limit applies to them.
+        let rate = match is_grpc(req.headers()) {
+            true => MinRate::OFF,
+            false => self.shared.options.min_body_rate,
+        };
+        let timers = (self.settings.body_idle_timeout, rate);
+        let mut log = (!self.settings.access_log.is_off()).then(|| {
+            let client = self.client_ip(req.headers());
+            let sink = self.shared.options.access_sink.clone();
+            Entry::head(self.settings.access_log.clone(), sink, client, &req, start)
+        });
+        let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
+        let (route, served, held) = match self.route(&table, req) {
+            Ok(Routed::Matched(matched)) => {
+                let route = Some(matched.rule.route.clone());
+                let (served, held) = self.proxy(&table, matched, start).await;
+                (route, served, held)
+            }
+            Ok(Routed::Answer { route, response }) => (route, Ok(response), Held::default()),
+            Err(err) => (None, Err(err), Held::default()),
+        };
+        let served = flags.blame(served, timers, &self.shared.metrics);
+        let response = match served {
+            Ok(resp) => resp,
+            Err(err) => {
+                tracing::debug!(listener = %self.listener, route = ?route.as_deref().map(RouteRef::label), error = %err, "request failed");
+                self.shared
+                    .metrics
+                    .request_errors
+                    .with_label_values(&[err.fault().label()])
+                    .inc();
+                err.to_response()
+            }
+        };
+        let outcome = Outcome { route, response };
+        self.record(&outcome, start);
+        if let Some(entry) = log.as_mut() {
+            entry.status = outcome.response.status().as_u16();
+            entry.route = outcome.route.clone();
+            entry.upstream = held.endpoint.as_ref().map(|p| p.addr);
+        }
+        let log = log.map(|entry| (Box::new(entry), flags));
+        outcome
+            .response
+            .map(|body| Tracked::new(body, in_flight, held, log))
+    }
+
+    /// Phases 1 to 4b: the listener, the gate, the host, the rule, and the answers given
+    /// without a backend (`OPTIONS *`, gRPC without a route, redirects, CORS preflights).
+    fn route<'t>(
+        &self,
+        table: &'t RouteTable,
+        req: Request<ClientBody>,
+    ) -> Result<Routed<'t>, ProxyError> {
+        let listener = self.find_listener(table)?;
+        let mut req = req;
+        gate::check_target_length(req.uri(), self.shared.options.max_request_target)?;
+        if let Some(max) = self.settings.max_request_header_bytes {
+            gate::check_head_size(&req, max)?;
+        }
+        gate::check_framing(req.version(), req.headers())?;
+        let gate::RequestHost {
+            header: raw_host,
+            name: host,
+        } = gate::authority(&req)?;
+        if gate::normalize_target(&mut req, &self.shared.options.path_policy)? == Target::Asterisk {
+            return Ok(Routed::answer(None, options_asterisk()));
+        }
+        self.check_misdirected(listener, &host)?;
+        let (vhost, rule) = match find_rule(listener, &req, &host) {
+            Err(ProxyError::NoRoute) if is_grpc(req.headers()) => {
+                return Ok(Routed::answer(None, grpc_unimplemented()));
+            }
+            found => found?,
+        };
+        let route = Some(rule.route.clone());
+        if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port())? {
+            return Ok(Routed::answer(route, resp));
+        }
+        let cors_headers = match &rule.filters.cors {
+            Some(cors) if Cors::is_preflight(req.method(), req.headers()) => {
+                return Ok(Routed::answer(
+                    route,
+                    preflight(cors.preflight_headers(req.headers())),
+                ));
+            }
+            Some(cors) => cors.response_headers(req.headers()),
+            None => HeaderMap::new(),
+        };
+        Ok(Routed::Matched(Matched {
+            listener,
+            vhost,
+            rule,
+            req,
+            raw_host,
+            cors_headers,
+        }))
+    }
+
+    /// Phase 1: the listener that owns the accepting socket, in the live table.
+    fn find_listener<'t>(&self, table: &'t RouteTable) -> Result<&'t ListenerTable, ProxyError> {
+        table
+            .listener(&self.listener)
+            .map(|l| l.as_ref())
+            .ok_or(ProxyError::NoListener(self.listener))
+    }
+
+    /// The client's address as the trusted forwarded headers name it (the peer's otherwise).
+    fn client_ip(&self, headers: &HeaderMap) -> std::net::IpAddr {
+        policy::client_ip(self.peer.ip(), &self.settings.trusted_proxies, headers)
+    }
+
+    /// The scheme the client used: `https` on TLS connections.
+    pub(crate) fn scheme(&self) -> Scheme {
+        if self.tls.is_some() {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        }
+    }
+
+    /// Phase 2b: on an HTTPS socket, the request's host must belong to the listener that the
+    /// handshake's SNI selected; otherwise the connection was meant for another site (421).
+    fn check_misdirected(&self, listener: &ListenerTable, host: &str) -> Result<(), ProxyError> {
+        let (Some(info), Some(tls)) = (&self.tls, &listener.tls) else {
+            return Ok(());
+        };
+        let by_sni = tls.owner(info.sni.as_deref());
+        let by_host = tls.owner((!host.is_empty()).then_some(host));
+        if by_sni == by_host {
+            Ok(())
+        } else {
+            Err(ProxyError::Misdirected)
+        }
+    }
+
+    /// Phase 4: a rule with a redirect filter answers at once with its `Location`, built from
+    /// the canonical path; without a port of its own it keeps the Gateway listener's port, not a
+    /// mapped socket's. A location that is not a valid header value is refused (400).
+    fn redirect(
+        &self,
+        rule: &RouteRule,
+        req: &Request<ClientBody>,
+        host: &str,
+        listener_port: u16,
+    ) -> Result<Option<Response<ProxyBody>>, ProxyError> {
+        let Some(redirect) = rule.filters.redirect.as_ref() else {
+            return Ok(None);
+        };
+        let target = RedirectTarget {
+            scheme: self.scheme(),
+            host,
+            listener_port,
+            path: req.uri().path(),
+            query: req.uri().query(),
+        };
+        let location = redirect.location(&target, &rule.matcher.path);
+        let status = StatusCode::from_u16(redirect.status)
+            .ok()
+            .filter(StatusCode::is_redirection)
+            .unwrap_or(StatusCode::FOUND);
+        let location = HeaderValue::from_str(&location).map_err(|_| ProxyError::BadRedirect)?;
+        let mut resp = Response::new(empty());
+        *resp.status_mut() = status;
+        resp.headers_mut().insert(header::LOCATION, location);
+        Ok(Some(resp))
+    }
+
+    /// Phase 9: request count by route and code, and time to response head.
+    fn record(&self, outcome: &Outcome, start: Instant) {
+        let metrics = &self.shared.metrics;
+        let route = outcome.route.as_deref().map_or(NO_ROUTE, RouteRef::label);
+        metrics.record_request(route, outcome.response.status());
+        metrics
+            .request_seconds
+            .with_label_values(&[route])
+            .observe(start.elapsed().as_secs_f64());
+    }
+}
+
+/// Phase 3: the highest-precedence rule of the host that accepts the request, with that
+/// virtual host (its TrafficPolicy applies under the rule's).
+fn find_rule<'t>(
+    listener: &'t ListenerTable,
+    req: &Request<ClientBody>,
+    host: &str,
+) -> Result<(&'t VirtualHost, Arc<RouteRule>), ProxyError> {
+    let view = RequestView {
+        host,
+        path: req.uri().path(),
+        query: req.uri().query(),
+        method: req.method(),
+        headers: req.headers(),
+    };
+    listener
+        .hosts
+        .candidates(host)
+        .find_map(|vhost| vhost.route(&view).map(|rule| (vhost, rule.clone())))
+        .ok_or(ProxyError::NoRoute)
+}

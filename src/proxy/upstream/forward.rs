@@ -1,0 +1,250 @@
+//! Phase 8 of a request: the upstream exchange, the I/O around the retry decision. Picks an
+//! endpoint of the Service (balancer, session, health), sends the request within the rule's
+//! timeouts, reports the outcome to the endpoint's passive health state, and asks
+//! [`decide::decide`] whether to go again (what is safe to retry is said there). Every retry goes
+//! to another endpoint when there is one and needs the Service's retry budget.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use http_body::Body;
+
+use crate::metrics::Metrics;
+use crate::proxy::body::UpstreamBody;
+use crate::proxy::error::{Fault, ProxyError, TimeoutKind};
+use crate::proxy::upstream::balance::Backends;
+use crate::proxy::upstream::balance::{hash_key, Outcome, PickRequest, Picked};
+use crate::proxy::upstream::client::SendError;
+use crate::proxy::upstream::client::Upstreams;
+use crate::proxy::upstream::decide::{self, Attempts, Decision, Ended, Failure, Stop};
+use crate::proxy::upstream::pool::ResponseBody;
+use crate::proxy::upstream::retry::{self, idempotent};
+use crate::proxy::upstream::tls::UpstreamTls;
+use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
+
+/// What the upstream phase works with, borrowed from the proxy's shared state.
+pub(crate) struct Upstream<'a> {
+    /// Endpoint choice, health and the retry budgets.
+    pub backends: &'a Backends,
+    /// The pooled clients.
+    pub clients: &'a Upstreams,
+    pub metrics: &'a Metrics,
+    /// The proxy's upstream response timeout (`--upstream-timeout`).
+    pub response_timeout: Duration,
+}
+
+/// Everything an exchange needs besides the request.
+pub(crate) struct Exchange<'a> {
+    /// The client's address: the key of source-IP hashing.
+    pub client: IpAddr,
+    pub service: &'a ServiceBackend,
+    pub protocol: UpstreamProtocol,
+    pub tls: Option<&'a UpstreamTls>,
+    pub timeouts: Timeouts,
+    /// The rule's `retry`, if any.
+    pub retry: Option<&'a RetryPolicy>,
+    /// The endpoint the request's session is bound to.
+    pub pinned: Option<SocketAddr>,
+    /// A protocol upgrade: its body is a tunnel, never kept for replay.
+    pub upgrade: bool,
+    /// When the request arrived (`timeouts.request` counts from here).
+    pub start: Instant,
+}
+
+/// A failed attempt: what the client gets if it is not tried again.
+enum Failed {
+    /// Boxed: failures are the rare path, and the response head is large.
+    Response(Box<(Response<ResponseBody>, Picked)>),
+    Error(ProxyError),
+}
+
+impl Failed {
+    /// What the client gets: the response as it came, or the error.
+    fn into_result(self) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
+        match self {
+            Self::Response(answered) => Ok(*answered),
+            Self::Error(error) => Err(error),
+        }
+    }
+}
+
+impl Upstream<'_> {
+    /// Sends `req` to an endpoint of the exchange's Service, retrying as the module says, and
+    /// returns the response head with the endpoint it came from (held while the body streams).
+    pub(crate) async fn forward(
+        &self,
+        exchange: Exchange<'_>,
+        req: Request<UpstreamBody>,
+    ) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
+        let service = exchange.service;
+        let policy = exchange.retry;
+        // Under a `retry`, small bodies are kept; without one, only body-less idempotent
+        // requests, so one that broke on a pooled connection can go again.
+        let keep = !exchange.upgrade
+            && (policy.is_some() || (req.body().is_end_stream() && idempotent(req.method())));
+        let (mut req, replay) = if keep {
+            retry::keep(req).await?
+        } else {
+            (req, None)
+        };
+        // Kept, and safe to send again after the backend saw it.
+        let replayable = replay.as_ref().filter(|_| idempotent(req.method()));
+        let deadline = exchange.timeouts.request.map(|d| exchange.start + d);
+        // Computed once: every attempt of a hashed request looks up the same key.
+        let hash = hash_key(
+            &service.balance,
+            req.headers(),
+            req.uri().query(),
+            exchange.client,
+        );
+        let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut retries = 0;
+        let mut _permit = None;
+        loop {
+            let pick = PickRequest {
+                hash,
+                pinned: exchange.pinned.filter(|_| tried.is_empty()),
+                exclude: &tried,
+            };
+            let picked = self.backends.pick(service, &pick)?;
+            tried.push(picked.addr);
+            let send = self
+                .clients
+                .send(exchange.protocol, picked.addr, exchange.tls, req);
+            let sent = within_timeouts(
+                send,
+                exchange.timeouts,
+                self.response_timeout,
+                exchange.start,
+            );
+            // What the client gets if the attempt is not tried again, and how it ended.
+            let (failed, ended, unsent) = match sent.await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    picked.report(outcome_of(status));
+                    let ended = Ended::Answered(status);
+                    if decide::reason(ended, policy, replayable.is_some()).is_none() {
+                        return Ok((resp, picked));
+                    }
+                    (Failed::Response(Box::new((resp, picked))), ended, None)
+                }
+                Err(SendError { error, unsent }) => {
+                    let error = error.blame_client_body();
+                    if error.fault() == Fault::Upstream {
+                        picked.report(Outcome::Failure);
+                    }
+                    let ended = Ended::Failed {
+                        failure: Failure::of(&error),
+                        unsent: unsent.is_some(),
+                    };
+                    (Failed::Error(error), ended, unsent)
+                }
+            };
+            // The budget is asked only for a retry the attempts allow.
+            let wanted = decide::reason(ended, policy, replayable.is_some()).is_some()
+                && retries < decide::max_retries(policy);
+            let permit = wanted
+                .then(|| {
+                    self.backends
+                        .retry_permit(&service.service, service.limits.as_deref())
+                })
+                .flatten();
+            let attempts = Attempts {
+                policy,
+                retries,
+                replayable: replayable.is_some(),
+                budget: permit.is_some(),
+                fresh_endpoint: service.endpoints.iter().any(|e| !tried.contains(e)),
+                left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                jitter: fastrand::f64(),
+            };
+            let (reason, wait) = match decide::decide(ended, &attempts) {
+                Decision::Retry { reason, after } => (reason, after),
+                Decision::Stop(Stop::Deadline) => {
+                    return Err(ProxyError::Timeout {
+                        kind: TimeoutKind::Request,
+                        after: exchange.timeouts.request.unwrap_or_default(),
+                    });
+                }
+                Decision::Stop(stop) => {
+                    if stop == Stop::BudgetExhausted {
+                        self.count_retry(service, "budget_exhausted");
+                    }
+                    return failed.into_result();
+                }
+            };
+            // `decide` retries only unsent or replayable requests.
+            req = match (unsent, replayable) {
+                (Some(unsent), _) => unsent,
+                (None, Some(kept)) => kept.request(),
+                (None, None) => return failed.into_result(),
+            };
+            retries += 1;
+            drop(failed);
+            tokio::time::sleep(wait).await;
+            self.count_retry(service, reason.label());
+            _permit = permit;
+        }
+    }
+
+    fn count_retry(&self, service: &ServiceBackend, reason: &str) {
+        self.metrics
+            .upstream_retries
+            .with_label_values(&[&service.service.to_string(), reason])
+            .inc();
+    }
+}
+
+/// What a response status says of the endpoint's health: any 5xx counts against it (as
+/// Envoy's consecutive-5xx detection does); a 4xx is the client's doing.
+fn outcome_of(status: u16) -> Outcome {
+    match status {
+        500..=599 => Outcome::Failure,
+        _ => Outcome::Success,
+    }
+}
+
+/// One attempt, bounded by the rule's `timeouts.request` (counted from the start of the
+/// request) and `timeouts.backendRequest` (counted from now), and by the proxy's `upstream`
+/// response timeout (from now) whichever ends first.
+pub(crate) async fn within_timeouts<T, E: From<ProxyError>>(
+    exchange: impl Future<Output = Result<T, E>>,
+    timeouts: Timeouts,
+    upstream: Duration,
+    start: Instant,
+) -> Result<T, E> {
+    let now = Instant::now();
+    let (at, kind, after) = [
+        timeouts
+            .request
+            .map(|d| (start + d, TimeoutKind::Request, d)),
+        timeouts
+            .backend_request
+            .map(|d| (now + d, TimeoutKind::BackendRequest, d)),
+        Some((now + upstream, TimeoutKind::UpstreamResponse, upstream)),
+    ]
+    .into_iter()
+    .flatten()
+    .min_by_key(|(at, _, _)| *at)
+    .unwrap_or((now + upstream, TimeoutKind::UpstreamResponse, upstream));
+    tokio::time::timeout_at(at.into(), exchange)
+        .await
+        .map_err(|_| E::from(ProxyError::Timeout { kind, after }))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_5xx_counts_against_the_endpoint_and_nothing_else_does() {
+        for status in [500, 501, 502, 503, 504, 599] {
+            assert_eq!(outcome_of(status), Outcome::Failure, "{status}");
+        }
+        for status in [200, 204, 301, 404, 429, 499] {
+            assert_eq!(outcome_of(status), Outcome::Success, "{status}");
+        }
+    }
+}
