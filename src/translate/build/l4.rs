@@ -49,6 +49,42 @@ pub fn add_l4_sockets(
     policies: &HashMap<(usize, usize), Arc<RequestPolicy>>,
     settings: &[Option<Arc<ListenerSettings>>],
 ) {
+    let mut sockets = sockets_of(table, gateways, policies, settings);
+    attach_routes(&mut sockets, gateways, routes);
+    for ((udp, addr), s) in sockets {
+        let mut listener =
+            ListenerTable::new(addr, s.sources, Vec::<VirtualHost>::new()).with_port(s.port);
+        listener.ip_access = s.ip_access;
+        listener.settings = s.settings;
+        listener = match s.protocol {
+            ListenerProtocol::Tls => {
+                if !s.certificates.is_empty() {
+                    listener = listener.with_tls(TlsListeners::new(s.certificates));
+                }
+                listener.with_l4(L4Routes::Tls(SniRoutes::new(s.sni)))
+            }
+            ListenerProtocol::Udp => listener.with_l4(L4Routes::Udp { route: s.route }),
+            _ => listener.with_l4(L4Routes::Tcp { route: s.route }),
+        };
+        let map = if udp {
+            &mut table.udp
+        } else {
+            &mut table.listeners
+        };
+        map.insert(addr, Arc::new(listener));
+    }
+}
+
+/// The L4 sockets of the accepted Gateways' valid TLS, TCP and UDP listeners, by transport
+/// and address, each with its listeners' certificates, SNI entries, `ipAccess` lists and the
+/// first Gateway's settings; no routes yet. An address an HTTP socket of `table` holds is left
+/// to it.
+fn sockets_of(
+    table: &RouteTable,
+    gateways: &[GatewayModel<'_>],
+    policies: &HashMap<(usize, usize), Arc<RequestPolicy>>,
+    settings: &[Option<Arc<ListenerSettings>>],
+) -> BTreeMap<(bool, SocketAddr), Socket> {
     let mut sockets: BTreeMap<(bool, SocketAddr), Socket> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
         for (li, l) in g.listeners.iter().enumerate() {
@@ -108,6 +144,16 @@ pub fn add_l4_sockets(
             }
         }
     }
+    sockets
+}
+
+/// Puts each route on the sockets of the listeners it is attached to: by hostname on a TLS
+/// socket's SNI entries, else as the socket's route (the first one attached).
+fn attach_routes(
+    sockets: &mut BTreeMap<(bool, SocketAddr), Socket>,
+    gateways: &[GatewayModel<'_>],
+    routes: &[L4Attached],
+) {
     for r in routes {
         for a in &r.attachments {
             let g = &gateways[a.gateway];
@@ -133,27 +179,5 @@ pub fn add_l4_sockets(
                 }
             }
         }
-    }
-    for ((udp, addr), s) in sockets {
-        let mut listener =
-            ListenerTable::new(addr, s.sources, Vec::<VirtualHost>::new()).with_port(s.port);
-        listener.ip_access = s.ip_access;
-        listener.settings = s.settings;
-        listener = match s.protocol {
-            ListenerProtocol::Tls => {
-                if !s.certificates.is_empty() {
-                    listener = listener.with_tls(TlsListeners::new(s.certificates));
-                }
-                listener.with_l4(L4Routes::Tls(SniRoutes::new(s.sni)))
-            }
-            ListenerProtocol::Udp => listener.with_l4(L4Routes::Udp { route: s.route }),
-            _ => listener.with_l4(L4Routes::Tcp { route: s.route }),
-        };
-        let map = if udp {
-            &mut table.udp
-        } else {
-            &mut table.listeners
-        };
-        map.insert(addr, Arc::new(listener));
     }
 }
