@@ -63,23 +63,7 @@ pub fn resolve_policies<'a>(
         };
     }
     let resolved: Vec<Resolved> = policies.iter().map(|p| resolve(p, frontends)).collect();
-    let claims: Vec<Claim<'_>> = policies
-        .iter()
-        .enumerate()
-        .flat_map(|(i, p)| {
-            let ns = namespace_of(&p.metadata);
-            p.spec
-                .target_refs
-                .iter()
-                .filter(|t| t.group.is_empty() && t.kind == "Service")
-                .map(move |t| Claim {
-                    policy: i,
-                    namespace: ns,
-                    service: &t.name,
-                    section: t.section_name.as_deref(),
-                })
-        })
-        .collect();
+    let claims = claims(policies);
     let mut by_port = BTreeMap::new();
     let mut lost = BTreeSet::new();
     let mut reaches: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); policies.len()];
@@ -138,35 +122,65 @@ pub fn resolve_policies<'a>(
         .enumerate()
         .filter(|(i, _)| !reaches[*i].is_empty())
         .map(|(i, p)| {
-            let s = stamp(p.metadata.generation);
-            let r = &resolved[i];
-            let accepted = if lost.contains(&i) {
-                s.fail(
-                    ConditionType::Accepted,
-                    Reason::Conflicted,
-                    "another BackendTLSPolicy targets the same Service port and takes precedence",
-                )
-            } else if let Some((reason, message)) = &r.refused {
-                s.fail(ConditionType::Accepted, *reason, message.clone())
-            } else {
-                s.ok(ConditionType::Accepted, Reason::Accepted, "accepted")
-            };
-            let resolved_refs = match &r.error {
-                Some(e) => s.fail(ConditionType::ResolvedRefs, policy_reason(e), e.to_string()),
-                None => s.ok(
-                    ConditionType::ResolvedRefs,
-                    Reason::ResolvedRefs,
-                    "resolved",
-                ),
-            };
+            let conditions = conditions(
+                &stamp(p.metadata.generation),
+                &resolved[i],
+                lost.contains(&i),
+            );
             let ancestors = reaches[i]
                 .iter()
-                .map(|&gi| ancestor(&gateways[gi], controller, &[&accepted, &resolved_refs]))
+                .map(|&gi| ancestor(&gateways[gi], controller, &[&conditions.0, &conditions.1]))
                 .collect();
             (p.as_ref(), BackendTlsPolicyStatus { ancestors })
         })
         .collect();
     PolicyOutput { by_port, statuses }
+}
+
+/// The Service ports each policy targets (a `sectionName`, or every port).
+fn claims(policies: &[Arc<BackendTlsPolicy>]) -> Vec<Claim<'_>> {
+    policies
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            let ns = namespace_of(&p.metadata);
+            p.spec
+                .target_refs
+                .iter()
+                .filter(|t| t.group.is_empty() && t.kind == "Service")
+                .map(move |t| Claim {
+                    policy: i,
+                    namespace: ns,
+                    service: &t.name,
+                    section: t.section_name.as_deref(),
+                })
+        })
+        .collect()
+}
+
+/// `Accepted` and `ResolvedRefs` of one policy: `lost` when another policy takes its Service
+/// port.
+fn conditions(s: &Stamp, r: &Resolved, lost: bool) -> (Condition, Condition) {
+    let accepted = if lost {
+        s.fail(
+            ConditionType::Accepted,
+            Reason::Conflicted,
+            "another BackendTLSPolicy targets the same Service port and takes precedence",
+        )
+    } else if let Some((reason, message)) = &r.refused {
+        s.fail(ConditionType::Accepted, *reason, message.clone())
+    } else {
+        s.ok(ConditionType::Accepted, Reason::Accepted, "accepted")
+    };
+    let resolved_refs = match &r.error {
+        Some(e) => s.fail(ConditionType::ResolvedRefs, policy_reason(e), e.to_string()),
+        None => s.ok(
+            ConditionType::ResolvedRefs,
+            Reason::ResolvedRefs,
+            "resolved",
+        ),
+    };
+    (accepted, resolved_refs)
 }
 
 /// Older first, then `namespace/name` ([`crate::translate::common::precedence`]).
