@@ -3,6 +3,7 @@
 //! (the Gateway's own, then ListenerSets by creation time, then `namespace/name`) with conflicts
 //! resolved in that order, and each ListenerSet's status. Pure.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use std::collections::BTreeMap;
 
 use foldhash::HashMap;
@@ -234,12 +235,47 @@ impl SetModel<'_> {
                 .collect(),
             _ => self.rejected.iter().collect(),
         };
+        let (accepted, programmed) = self.accepted_and_programmed(gateway, &own, &s);
+        let listeners = (self.verdict != Verdict::NotAllowed).then(|| {
+            own.iter()
+                .map(|l| {
+                    let g = gateway.listener_status(l);
+                    ListenerSetStatusListeners {
+                        attached_routes: g.attached_routes,
+                        conditions: g.conditions,
+                        name: g.name,
+                        supported_kinds: g.supported_kinds.map(|kinds| {
+                            kinds
+                                .into_iter()
+                                .map(|k| ListenerSetStatusListenersSupportedKinds {
+                                    group: k.group,
+                                    kind: k.kind,
+                                })
+                                .collect()
+                        }),
+                    }
+                })
+                .collect()
+        });
+        ListenerSetStatus {
+            conditions: Some(vec![accepted, programmed]),
+            listeners,
+        }
+    }
+
+    /// `Accepted` and `Programmed`, from the verdict on the set and its listeners (`own`).
+    fn accepted_and_programmed(
+        &self,
+        gateway: &GatewayModel<'_>,
+        own: &[&ListenerModel<'_>],
+        s: &Stamp,
+    ) -> (Condition, Condition) {
         let invalid: Vec<&str> = own
             .iter()
             .filter(|l| !l.valid())
             .map(|l| l.spec.name.as_str())
             .collect();
-        let (accepted, programmed) = match self.verdict {
+        match self.verdict {
             Verdict::NotAllowed => {
                 let msg = format!(
                     "Gateway {}/{} does not allow ListenerSets from namespace {}",
@@ -299,31 +335,6 @@ impl SetModel<'_> {
                     programmed,
                 )
             }
-        };
-        let listeners = (self.verdict != Verdict::NotAllowed).then(|| {
-            own.iter()
-                .map(|l| {
-                    let g = gateway.listener_status(l);
-                    ListenerSetStatusListeners {
-                        attached_routes: g.attached_routes,
-                        conditions: g.conditions,
-                        name: g.name,
-                        supported_kinds: g.supported_kinds.map(|kinds| {
-                            kinds
-                                .into_iter()
-                                .map(|k| ListenerSetStatusListenersSupportedKinds {
-                                    group: k.group,
-                                    kind: k.kind,
-                                })
-                                .collect()
-                        }),
-                    }
-                })
-                .collect()
-        });
-        ListenerSetStatus {
-            conditions: Some(vec![accepted, programmed]),
-            listeners,
         }
     }
 }
