@@ -58,6 +58,52 @@ pub fn build_table(
     generation: u64,
     hosts: &mut HostCache,
 ) -> RouteTable {
+    let mut sockets = http_sockets(gateways, extras);
+    let layouts = sockets
+        .iter_mut()
+        .map(|(addr, s)| {
+            let mut layout = std::mem::take(&mut s.layout);
+            layout.policies = s
+                .host_owners
+                .iter()
+                .map(|o| extras.hosts.get(o).cloned())
+                .collect();
+            (*addr, layout)
+        })
+        .collect();
+    let mut indexes = hosts.index(gateways, routes, layouts);
+    let listeners = sockets
+        .into_iter()
+        .map(|(addr, s)| {
+            let index = indexes.remove(&addr).unwrap_or_default();
+            let mut table = ListenerTable::indexed(addr, s.sources.into_iter().collect(), index)
+                .with_port(s.port);
+            table.backend_identity = s.identity;
+            table.settings = s.settings;
+            if s.protocol
+                .as_ref()
+                .is_some_and(ListenerProtocol::terminates_tls)
+            {
+                table = table.with_tls(TlsListeners::new(s.tls));
+            }
+            (addr, Arc::new(table))
+        })
+        .collect();
+    RouteTable {
+        generation,
+        listeners,
+        backend_tls: BTreeMap::new(),
+        udp: BTreeMap::new(),
+    }
+}
+
+/// The HTTP and HTTPS sockets of the accepted Gateways' valid listeners, each with its
+/// listeners' sources, certificates, host layout and the first Gateway's identity and
+/// settings; routes are indexed onto them afterwards.
+fn http_sockets(
+    gateways: &[GatewayModel<'_>],
+    extras: &Extras<'_>,
+) -> BTreeMap<SocketAddr, SocketBuild> {
     let mut sockets: BTreeMap<SocketAddr, SocketBuild> = BTreeMap::new();
     for (gi, g) in gateways.iter().enumerate().filter(|(_, g)| g.accepted()) {
         // TLS, TCP and UDP sockets are built by `l4build`.
@@ -121,40 +167,5 @@ pub fn build_table(
             }
         }
     }
-    let layouts = sockets
-        .iter_mut()
-        .map(|(addr, s)| {
-            let mut layout = std::mem::take(&mut s.layout);
-            layout.policies = s
-                .host_owners
-                .iter()
-                .map(|o| extras.hosts.get(o).cloned())
-                .collect();
-            (*addr, layout)
-        })
-        .collect();
-    let mut indexes = hosts.index(gateways, routes, layouts);
-    let listeners = sockets
-        .into_iter()
-        .map(|(addr, s)| {
-            let index = indexes.remove(&addr).unwrap_or_default();
-            let mut table = ListenerTable::indexed(addr, s.sources.into_iter().collect(), index)
-                .with_port(s.port);
-            table.backend_identity = s.identity;
-            table.settings = s.settings;
-            if s.protocol
-                .as_ref()
-                .is_some_and(ListenerProtocol::terminates_tls)
-            {
-                table = table.with_tls(TlsListeners::new(s.tls));
-            }
-            (addr, Arc::new(table))
-        })
-        .collect();
-    RouteTable {
-        generation,
-        listeners,
-        backend_tls: BTreeMap::new(),
-        udp: BTreeMap::new(),
-    }
+    sockets
 }
