@@ -18,8 +18,8 @@ use serde_json::json;
 
 use super::binding::{
     allocate_ports, desired_service_for, exposed_ports, is_current, label_value, owner_gateway,
-    service_matches, service_name, service_ports, PortsExhausted, ServiceOptions, CLASS_FINALIZER,
-    GATEWAY_FINALIZER,
+    service_matches, service_name, service_ports, PortsExhausted, ServiceOptions, Transports,
+    CLASS_FINALIZER, GATEWAY_FINALIZER,
 };
 use super::gateway_endpoints::{desired_slices, owned_slices, replica_addresses, slice_matches};
 use super::leader::LeaderPass;
@@ -160,27 +160,13 @@ impl Keeper {
                 Err(e) => errors.push(e),
             }
         }
-        // Labelled Services that are not a live Gateway's current one: those older versions
-        // kept in the controller's namespace, and those of Gateways of ours that moved on. A
-        // Service whose Gateway is gone is left to the garbage collector (its owner reference),
-        // as is one of a Gateway another installation serves.
-        let controller_ns = self.options.namespace.clone();
-        let leftover: Vec<&Arc<Service>> = services
-            .iter()
-            .filter(|s| {
-                let Some((gw_ns, gw_name)) = owner_gateway(s) else {
-                    return false;
-                };
-                let svc_ns = namespace_of(&s.metadata);
-                let is_ours = gateways.iter().any(|g| {
-                    namespace_of(&g.metadata) == gw_ns
-                        && g.name_any() == gw_name
-                        && ours(g).is_some()
-                });
-                !live.contains(&key(svc_ns, &s.name_any()))
-                    && ((svc_ns == controller_ns && !is_current(s)) || is_ours)
-            })
-            .collect();
+        let leftover = leftovers(
+            &services,
+            &gateways,
+            &classes,
+            &live,
+            &self.options.namespace,
+        );
         for svc in leftover {
             let ns = namespace_of(&svc.metadata).to_owned();
             match self.delete_service(&ns, &svc.name_any()).await {
@@ -260,32 +246,8 @@ impl Keeper {
                 return Err(ServiceError::Taken(svc_key));
             }
         }
-        // Ports the Gateway had: its Service's, else those of the Service an older version
-        // kept for it in the controller's namespace, so a move keeps every target port.
-        let legacy = ctx
-            .services
-            .iter()
-            .find(|s| owner_gateway(s) == Some((ns, name.as_str())) && !is_current(s));
-        let existing = match (current.or(legacy), self.allocated.get(&svc_key)) {
-            (_, Some(mine)) => mine.clone(),
-            (Some(c), None) => service_ports(c),
-            (None, None) => BTreeMap::new(),
-        };
-        for t in existing.values() {
-            used.remove(t);
-        }
-        let exposed = exposed_ports(gw, ctx.listener_sets);
-        let wanted: BTreeSet<u16> = exposed.keys().copied().collect();
         let label = label_value(ns, &name);
-        let ports = allocate_ports(
-            &label,
-            &wanted,
-            &existing,
-            used,
-            self.options.port_base,
-            self.options.port_count,
-        )?;
-        used.extend(ports.values().copied());
+        let (ports, exposed) = self.target_ports(gw, &label, &svc_key, current, ctx, used)?;
         let desired = desired_service_for(gw, &ports, &exposed, config, &self.options);
         writes += self.ensure_slices(gw, &desired, ctx).await?;
         let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
@@ -338,6 +300,47 @@ impl Keeper {
         }
         self.allocated.insert(svc_key, ports);
         Ok(writes + 1)
+    }
+
+    /// The target port of each port Gateway `gw` exposes, kept from what it had (its Service's,
+    /// else those of the Service an older version kept for it in the controller's namespace,
+    /// so a move keeps every target port) and allocated from the free range for new ones;
+    /// `used` is updated. Also returns the exposed ports with their transports.
+    fn target_ports(
+        &self,
+        gw: &Gateway,
+        label: &str,
+        svc_key: &str,
+        current: Option<&Arc<Service>>,
+        ctx: &Context<'_>,
+        used: &mut BTreeSet<u16>,
+    ) -> Result<(TargetPorts, BTreeMap<u16, Transports>), ServiceError> {
+        let ns = namespace_of(&gw.metadata);
+        let name = gw.name_any();
+        let legacy = ctx
+            .services
+            .iter()
+            .find(|s| owner_gateway(s) == Some((ns, name.as_str())) && !is_current(s));
+        let existing = match (current.or(legacy), self.allocated.get(svc_key)) {
+            (_, Some(mine)) => mine.clone(),
+            (Some(c), None) => service_ports(c),
+            (None, None) => BTreeMap::new(),
+        };
+        for t in existing.values() {
+            used.remove(t);
+        }
+        let exposed = exposed_ports(gw, ctx.listener_sets);
+        let wanted: BTreeSet<u16> = exposed.keys().copied().collect();
+        let ports = allocate_ports(
+            label,
+            &wanted,
+            &existing,
+            used,
+            self.options.port_base,
+            self.options.port_count,
+        )?;
+        used.extend(ports.values().copied());
+        Ok((ports, exposed))
     }
 
     /// Brings the EndpointSlices of Gateway Service `desired` to what the replicas serve.
@@ -543,4 +546,39 @@ impl LeaderPass for Keeper {
     async fn run(&mut self) -> bool {
         self.pass().await
     }
+}
+
+/// Target port by Gateway listener port.
+type TargetPorts = BTreeMap<u16, u16>;
+
+/// Labelled Services that are not a live Gateway's current one: those older versions kept in
+/// the controller's namespace, and those of Gateways of ours (of a class in `classes`) that
+/// moved on. A Service whose Gateway is gone is left to the garbage collector (its owner
+/// reference), as is one of a Gateway another installation serves.
+fn leftovers<'s>(
+    services: &'s [Arc<Service>],
+    gateways: &[Arc<Gateway>],
+    classes: &[Arc<GatewayClass>],
+    live: &BTreeSet<String>,
+    controller_ns: &str,
+) -> Vec<&'s Arc<Service>> {
+    let ours = |gw: &Gateway| {
+        classes
+            .iter()
+            .any(|c| c.name_any() == gw.spec.gateway_class_name)
+    };
+    services
+        .iter()
+        .filter(|s| {
+            let Some((gw_ns, gw_name)) = owner_gateway(s) else {
+                return false;
+            };
+            let svc_ns = namespace_of(&s.metadata);
+            let is_ours = gateways
+                .iter()
+                .any(|g| namespace_of(&g.metadata) == gw_ns && g.name_any() == gw_name && ours(g));
+            !live.contains(&key(svc_ns, &s.name_any()))
+                && ((svc_ns == controller_ns && !is_current(s)) || is_ours)
+        })
+        .collect()
 }
