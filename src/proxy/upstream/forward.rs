@@ -53,6 +53,17 @@ pub(crate) struct Exchange<'a> {
     pub start: Instant,
 }
 
+/// How one attempt ended. The common variant is the large one on purpose: boxing it would
+/// allocate on every request.
+#[allow(clippy::large_enum_variant)]
+enum Attempted {
+    /// With a response that stands.
+    Done(Response<ResponseBody>, Picked),
+    /// With what the client gets if it is not tried again, how it ended, and the request
+    /// when none of it reached the backend. Boxed: the rare path.
+    Again(Box<(Failed, Ended, Option<Request<UpstreamBody>>)>),
+}
+
 /// A failed attempt: what the client gets if it is not tried again.
 enum Failed {
     /// Boxed: failures are the rare path, and the response head is large.
@@ -110,37 +121,12 @@ impl Upstream<'_> {
             };
             let picked = self.backends.pick(service, &pick)?;
             tried.push(picked.addr);
-            let send = self
-                .clients
-                .send(exchange.protocol, picked.addr, exchange.tls, req);
-            let sent = within_timeouts(
-                send,
-                exchange.timeouts,
-                self.response_timeout,
-                exchange.start,
-            );
-            // What the client gets if the attempt is not tried again, and how it ended.
-            let (failed, ended, unsent) = match sent.await {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    picked.report(outcome_of(status));
-                    let ended = Ended::Answered(status);
-                    if decide::reason(ended, policy, replayable.is_some()).is_none() {
-                        return Ok((resp, picked));
-                    }
-                    (Failed::Response(Box::new((resp, picked))), ended, None)
-                }
-                Err(SendError { error, unsent }) => {
-                    let error = error.blame_client_body();
-                    if error.fault() == Fault::Upstream {
-                        picked.report(Outcome::Failure);
-                    }
-                    let ended = Ended::Failed {
-                        failure: Failure::of(&error),
-                        unsent: unsent.is_some(),
-                    };
-                    (Failed::Error(error), ended, unsent)
-                }
+            let (failed, ended, unsent) = match self
+                .attempt(&exchange, picked, req, replayable.is_some())
+                .await
+            {
+                Attempted::Done(resp, picked) => return Ok((resp, picked)),
+                Attempted::Again(again) => *again,
             };
             // The budget is asked only for a retry the attempts allow.
             let wanted = decide::reason(ended, policy, replayable.is_some()).is_some()
@@ -186,6 +172,53 @@ impl Upstream<'_> {
             tokio::time::sleep(wait).await;
             self.count_retry(service, reason.label());
             _permit = permit;
+        }
+    }
+
+    /// One attempt at `picked`: the response when it stands (no retry would be asked for),
+    /// else what the client gets if it is not tried again, how it ended and, when none of it
+    /// reached the backend, the request.
+    async fn attempt(
+        &self,
+        exchange: &Exchange<'_>,
+        picked: Picked,
+        req: Request<UpstreamBody>,
+        replayable: bool,
+    ) -> Attempted {
+        let send = self
+            .clients
+            .send(exchange.protocol, picked.addr, exchange.tls, req);
+        let sent = within_timeouts(
+            send,
+            exchange.timeouts,
+            self.response_timeout,
+            exchange.start,
+        );
+        match sent.await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                picked.report(outcome_of(status));
+                let ended = Ended::Answered(status);
+                if decide::reason(ended, exchange.retry, replayable).is_none() {
+                    return Attempted::Done(resp, picked);
+                }
+                Attempted::Again(Box::new((
+                    Failed::Response(Box::new((resp, picked))),
+                    ended,
+                    None,
+                )))
+            }
+            Err(SendError { error, unsent }) => {
+                let error = error.blame_client_body();
+                if error.fault() == Fault::Upstream {
+                    picked.report(Outcome::Failure);
+                }
+                let ended = Ended::Failed {
+                    failure: Failure::of(&error),
+                    unsent: unsent.is_some(),
+                };
+                Attempted::Again(Box::new((Failed::Error(error), ended, unsent)))
+            }
         }
     }
 
