@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
+use hyper::upgrade::OnUpgrade;
 
 use crate::proxy::body::UpstreamBody;
 use crate::proxy::body::{ClientBody, ProxyBody};
@@ -106,34 +107,49 @@ impl Handler {
                 session.stamp(resp.headers_mut(), picked.addr);
             }
             held.endpoint = Some(picked);
-            let switched = match upgrade {
-                Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
-                    let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
-                    tunnel(
-                        client,
-                        hyper::upgrade::on(&mut resp),
-                        self.shared.tunnels.clone(),
-                    );
-                    upgrade_value
-                }
-                _ => None,
-            };
-            let mut resp = response_filters(resp, &rule, backend);
-            if let Some(max) = response_limit.filter(|_| switched.is_none()) {
-                resp = resp.map(|body| policy::limit_response(body, max));
-            }
-            if let Some(value) = switched {
-                restore_upgrade_headers(resp.headers_mut(), value);
-            }
-            for (name, value) in cors_headers {
-                if let Some(name) = name {
-                    resp.headers_mut().insert(name, value);
-                }
-            }
-            Ok(resp)
+            Ok(self.respond(resp, upgrade, &rule, backend, response_limit, cors_headers))
         }
         .await;
         (result, held)
+    }
+
+    /// Phase 8 and after: the response as the client gets it: a WebSocket tunnel when the
+    /// backend switched protocols, the response filters, the policy's body limit and the CORS
+    /// headers.
+    fn respond(
+        &self,
+        mut resp: Response<ResponseBody>,
+        upgrade: Option<OnUpgrade>,
+        rule: &RouteRule,
+        backend: &WeightedBackend,
+        response_limit: Option<u64>,
+        cors_headers: HeaderMap,
+    ) -> Response<ProxyBody> {
+        let switched = match upgrade {
+            Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                let upgrade_value = resp.headers().get(header::UPGRADE).cloned();
+                tunnel(
+                    client,
+                    hyper::upgrade::on(&mut resp),
+                    self.shared.tunnels.clone(),
+                );
+                upgrade_value
+            }
+            _ => None,
+        };
+        let mut resp = response_filters(resp, rule, backend);
+        if let Some(max) = response_limit.filter(|_| switched.is_none()) {
+            resp = resp.map(|body| policy::limit_response(body, max));
+        }
+        if let Some(value) = switched {
+            restore_upgrade_headers(resp.headers_mut(), value);
+        }
+        for (name, value) in cors_headers {
+            if let Some(name) = name {
+                resp.headers_mut().insert(name, value);
+            }
+        }
+        resp
     }
 
     /// Phase 7: a copy of the request as it goes upstream to every mirror of the rule and of
