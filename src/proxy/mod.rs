@@ -10,6 +10,48 @@
 //! (failures and the one status mapping), `body` (body types, the request body's timers),
 //! `options` and `settings` (command line and per-listener settings), `trusted` (the trusted
 //! proxies), `access_log` (one line per request).
+/// `AsyncWrite` for a wrapper that only watches or replays what is read (`handshake::detect`'s
+/// `Prefixed`, `l4::idle`'s `Activity`): every write call goes to its `inner` stream unchanged.
+macro_rules! write_through {
+    ($param:ident, $ty:ty) => {
+        impl<$param: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for $ty {
+            fn poll_write(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+            }
+
+            fn poll_flush(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+            }
+
+            fn poll_shutdown(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+            }
+
+            fn poll_write_vectored(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                self.inner.is_write_vectored()
+            }
+        }
+    };
+}
+
 mod access_log;
 mod body;
 mod error;
