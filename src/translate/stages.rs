@@ -8,14 +8,13 @@ use std::sync::Arc;
 
 use foldhash::HashMap;
 
-use crate::kinds::routes::RouteKind;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::{conditions, ObjectKind, ObjectStatus, StatusBody, StatusReport};
 use crate::table::{
     BackendTarget, BackendTlsEntry, ListenerSettings, ServedCertificates, ServiceKey,
 };
 use crate::translate::backends::tls::resolve_policies;
-use crate::translate::cache::incremental::{Incremental, RouteCompiler, Source};
+use crate::translate::cache::incremental::{Incremental, RouteCompiler};
 use crate::translate::common::precedence;
 use crate::translate::gateways::frontend::Frontends;
 use crate::translate::gateways::gateway::{class_status, owns_class, GatewayModel};
@@ -26,8 +25,9 @@ use crate::translate::gateways::parameters::{
 };
 use crate::translate::gateways::{conflicts, tls::Certificates};
 use crate::translate::routes::attach::Attached;
+use crate::translate::routes::http_like;
 use crate::translate::routes::kinds_conflict::{self, Counted};
-use crate::translate::routes::parents::{names_our_gateway, GatewayIndex};
+use crate::translate::routes::parents::GatewayIndex;
 use crate::translate::routes::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
 
@@ -167,7 +167,7 @@ pub(super) fn http_routes<'s>(
     let tokens = cache
         .faces()
         .tokens(&front.gateways, &front.labels, options);
-    let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
+    let routes = http_like::count(snapshot);
     let mut compiled = Vec::with_capacity(routes);
     let mut counted = Vec::with_capacity(routes);
     // The position of each of `counted` among the snapshot's routes.
@@ -181,19 +181,11 @@ pub(super) fn http_routes<'s>(
             tokens: &tokens,
             options,
         };
-        let http = snapshot.http_routes.iter().map(|r| {
-            let ours = names_our_gateway(&r.metadata, r.parent_refs(), by_name);
-            (Source::Http(r), &r.metadata, ours)
-        });
-        let grpc = snapshot.grpc_routes.iter().map(|r| {
-            let ours = names_our_gateway(&r.metadata, r.parent_refs(), by_name);
-            (Source::Grpc(r), &r.metadata, ours)
-        });
-        for (position, (route, meta, ours)) in http.chain(grpc).enumerate() {
-            if !ours {
+        for (position, (meta, route)) in http_like::sources(snapshot).enumerate() {
+            if !route.names_our_gateway(by_name) {
                 continue;
             }
-            let (c, attached) = compiler.compile(position, route, &inputs);
+            let (c, attached) = compiler.compile(position, &route, &inputs);
             counted.push(Counted {
                 kind: c.kind,
                 namespace: namespace_of(meta),

@@ -5,8 +5,8 @@
 //! of the same snapshot (`tests/incremental.rs` checks that on random change sequences).
 //!
 //! Cached today:
-//! - each HTTPRoute's and GRPCRoute's compiled rules (matchers, filters, backend sets; a
-//!   GRPCRoute's lowered form with them), by the route's kind,
+//! - each HTTP-like route's compiled rules (matchers, filters, backend sets; a GRPCRoute's
+//!   lowered form with them), by the route's kind,
 //!   namespace and name, valid while the route is the same object (or an equal one) and each
 //!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
 //!   only difference is the endpoints of some Service ports, the rules are relinked to the
@@ -25,8 +25,8 @@
 use std::sync::Arc;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 
+use crate::kinds::routes::RouteKindId;
 use crate::snapshot::namespace_of;
 use crate::table::ServedCertificates;
 use crate::translate::backends::resolve::{
@@ -41,7 +41,7 @@ use crate::translate::cache::relink::{endpoints_only, relink};
 use crate::translate::cache::statuses::StatusPool;
 use crate::translate::policy::RouteMemo;
 use crate::translate::routes::attach::Attached;
-use crate::translate::routes::grpcroute::lower;
+use crate::translate::routes::http_like::{self, route_key, same_object, Source};
 use crate::translate::routes::kinds_conflict::Losers;
 use crate::translate::routes::rules::{compile_route, CompiledRoute};
 use crate::translate::{Snapshot, TranslateOptions, Translation};
@@ -60,9 +60,8 @@ pub struct Reuse {
     pub reattached: usize,
 }
 
-/// A hash of a route's kind (GRPCRoute or not), namespace and name, to find its previous
-/// entry by.
-fn name_hash(key: (bool, &str, &str)) -> u64 {
+/// A hash of a route's kind, namespace and name, to find its previous entry by.
+fn name_hash(key: (RouteKindId, &str, &str)) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(0).hash_one(key)
 }
@@ -100,33 +99,14 @@ pub struct Incremental {
     last: Reuse,
 }
 
-/// A route object of either kind, as the snapshot holds it.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::translate) enum Source<'r> {
-    Http(&'r Arc<HttpRoute>),
-    Grpc(&'r Arc<GrpcRoute>),
-}
-
-impl Source<'_> {
-    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        match self {
-            Self::Http(r) => &r.metadata,
-            Self::Grpc(r) => &r.metadata,
-        }
-    }
-
-    fn is_grpc(&self) -> bool {
-        matches!(self, Self::Grpc(_))
-    }
-}
-
 /// A route's compiled rules and the backendRef outcomes they were compiled with.
 #[derive(Debug)]
 struct RouteEntry {
-    /// The route, or a GRPCRoute's lowered form (made again only when the GRPCRoute changes).
+    /// The route's lowered form (made again only when the route changes; an HTTPRoute is its
+    /// own).
     route: Arc<HttpRoute>,
-    /// The GRPCRoute `route` was lowered from.
-    grpc: Option<Arc<GrpcRoute>>,
+    /// The route `route` was lowered from.
+    source: Source,
     resolutions: Vec<(OwnedRef, Resolved)>,
     compiled: Arc<CompiledRoute>,
     attached: Option<AttachEntry>,
@@ -190,7 +170,7 @@ impl Incremental {
         let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
         self.resolvable = Some(now);
         let backends = std::mem::take(&mut self.backends);
-        let routes = snapshot.http_routes.len() + snapshot.grpc_routes.len();
+        let routes = http_like::count(snapshot);
         RouteCompiler {
             backends: Backends::with_cache(snapshot, backends, moved.is_some())
                 .with_overlays(overlays),
@@ -229,8 +209,7 @@ pub(in crate::translate) struct RouteCompiler<'a> {
     /// found elsewhere: after a route is added or removed, the routes behind it are found at
     /// once.
     shift: isize,
-    /// Positions in `previous` by a hash of route kind (GRPCRoute or not), namespace and
-    /// name, sorted by hash; made when a second route is not found at its shifted position.
+    /// Positions in `previous` by a hash of route kind, namespace and name, sorted by hash; made when a second route is not found at its shifted position.
     by_name: Option<Vec<(u64, usize)>>,
     /// Whether a route was not found at its shifted position yet: the first such route is
     /// most likely new (nothing to find), so only a second one pays for `by_name`.
@@ -246,11 +225,11 @@ impl RouteCompiler<'_> {
     /// every outcome of its backendRefs are unchanged (and, for the attachment, what
     /// [`attach`] checks), else computed now.
     ///
-    /// Positions number HTTPRoutes first, then GRPCRoutes.
+    /// Positions are those of [`http_like::sources`].
     pub fn compile(
         &mut self,
         position: usize,
-        route: Source<'_>,
+        route: &Source,
         inputs: &AttachInputs<'_, '_>,
     ) -> (Arc<CompiledRoute>, Arc<Attached>) {
         let mut statuses = std::mem::take(&mut self.statuses);
@@ -275,16 +254,11 @@ impl RouteCompiler<'_> {
     /// by as many routes as were added or removed before it, when it is the same route (the
     /// usual case: snapshots list objects in a stable order), else the one of the same kind,
     /// namespace and name wherever it was.
-    fn previous(&mut self, position: usize, route: Source<'_>) -> Option<RouteEntry> {
-        let ns = namespace_of(route.meta());
-        let name = route.meta().name.as_deref().unwrap_or("");
-        let grpc = route.is_grpc();
+    fn previous(&mut self, position: usize, route: &Source) -> Option<RouteEntry> {
+        let key = route_key(&**route);
         let named = |e: &Option<RouteEntry>| {
-            e.as_ref().is_some_and(|e| {
-                e.grpc.is_some() == grpc
-                    && e.route.metadata.name.as_deref().unwrap_or("") == name
-                    && namespace_of(&e.route.metadata) == ns
-            })
+            e.as_ref()
+                .is_some_and(|e| same_object(&e.source, route) || route_key(&*e.source) == key)
         };
         let guess = position.checked_add_signed(self.shift);
         if let Some(at) = guess.filter(|&at| self.previous.get(at).is_some_and(named)) {
@@ -311,15 +285,13 @@ impl RouteCompiler<'_> {
                 .enumerate()
                 .filter_map(|(i, e)| {
                     let e = e.as_ref()?;
-                    let name = e.route.metadata.name.as_deref().unwrap_or("");
-                    let key = (e.grpc.is_some(), namespace_of(&e.route.metadata), name);
-                    Some((name_hash(key), i))
+                    Some((name_hash(route_key(&*e.source)), i))
                 })
                 .collect();
             index.sort_unstable();
             index
         });
-        let hash = name_hash((grpc, ns, name));
+        let hash = name_hash(key);
         let from = by_name.partition_point(|&(h, _)| h < hash);
         let at = by_name[from..]
             .iter()
@@ -331,7 +303,7 @@ impl RouteCompiler<'_> {
     }
 
     /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
-    fn entry(&mut self, position: usize, route: Source<'_>) -> &mut RouteEntry {
+    fn entry(&mut self, position: usize, route: &Source) -> &mut RouteEntry {
         let entry = match self.previous(position, route) {
             Some(mut entry) => match self.check(&entry, route) {
                 Check::Same => {
@@ -343,10 +315,11 @@ impl RouteCompiler<'_> {
                     for ((_, before), now) in entry.resolutions.iter_mut().zip(current) {
                         *before = now;
                     }
-                    match route {
-                        Source::Http(r) => entry.route = r.clone(),
-                        Source::Grpc(r) => entry.grpc = Some(r.clone()),
+                    // Hold the current object, not an older equal one.
+                    if let Some(itself) = route.clone().itself() {
+                        entry.route = itself;
                     }
+                    entry.source = route.clone();
                     self.reuse.relinked += 1;
                     entry
                 }
@@ -358,18 +331,15 @@ impl RouteCompiler<'_> {
         slot.insert(entry)
     }
 
-    fn compile_new(&mut self, route: Source<'_>) -> RouteEntry {
-        let (lowered, grpc) = match route {
-            Source::Http(r) => (r.clone(), None),
-            Source::Grpc(r) => (Arc::new(lower(r)), Some(r.clone())),
-        };
+    fn compile_new(&mut self, route: &Source) -> RouteEntry {
+        let lowered = route.clone().lowered();
         self.backends.record();
-        let compiled = Arc::new(compile_route(&lowered, grpc.as_deref(), &mut self.backends));
+        let compiled = Arc::new(compile_route(&lowered, &**route, &mut self.backends));
         let resolutions = self.backends.recorded();
         self.reuse.compiled += 1;
         RouteEntry {
             route: lowered,
-            grpc,
+            source: route.clone(),
             resolutions,
             compiled,
             attached: None,
@@ -379,13 +349,8 @@ impl RouteCompiler<'_> {
     /// Whether compiling `route` now would give `entry`'s result: compilation reads only the
     /// route and the outcomes of its backendRefs, resolved in the same order, so replaying
     /// them tells.
-    fn check(&mut self, entry: &RouteEntry, route: Source<'_>) -> Check {
-        let same = match (route, &entry.grpc) {
-            (Source::Http(r), None) => Arc::ptr_eq(&entry.route, r) || entry.route == *r,
-            (Source::Grpc(r), Some(g)) => Arc::ptr_eq(g, r) || g == r,
-            _ => false,
-        };
-        if !same {
+    fn check(&mut self, entry: &RouteEntry, route: &Source) -> Check {
+        if !(same_object(&entry.source, route) || entry.source.equals(&**route)) {
             return Check::Stale;
         }
         let ns = namespace_of(route.meta());

@@ -3,46 +3,15 @@
 //! hash map's, in Kubernetes mode), and sorting thousands of names again on every change cost
 //! a third of a translation. Only the routes that changed are placed again. Pure.
 
-use std::sync::Arc;
-
-use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-
-use crate::snapshot::namespace_of;
 use crate::translate::common::changed::changed_middle;
+use crate::translate::routes::http_like::{self, route_key, same_object, Source};
 use crate::translate::Snapshot;
 
-/// A route of the last translation, held so that comparing by `Arc` is sound.
-#[derive(Debug, Clone)]
-enum Held {
-    Http(Arc<HttpRoute>),
-    Grpc(Arc<GrpcRoute>),
-}
-
-impl Held {
-    /// `(is a GRPCRoute, namespace, name)`: the report's order within one kind.
-    fn key(&self) -> (bool, &str, &str) {
-        let (grpc, meta) = match self {
-            Self::Http(r) => (false, &r.metadata),
-            Self::Grpc(r) => (true, &r.metadata),
-        };
-        (grpc, namespace_of(meta), meta.name.as_deref().unwrap_or(""))
-    }
-
-    fn same(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Http(a), Self::Http(b)) => Arc::ptr_eq(a, b),
-            (Self::Grpc(a), Self::Grpc(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
-    }
-}
-
-/// Route positions (HTTPRoutes first, then GRPCRoutes, as the translator numbers them)
-/// sorted by kind, namespace and name.
+/// Route positions (those of [`http_like::sources`]) sorted by kind, namespace and name.
 #[derive(Debug, Default)]
 pub struct RouteOrder {
-    routes: Vec<Held>,
+    /// The routes of the last translation, held so that comparing by pointer is sound.
+    routes: Vec<Source>,
     sorted: Vec<usize>,
 }
 
@@ -51,18 +20,12 @@ impl RouteOrder {
     /// objects as last time keep their places; the others are placed by binary search, or,
     /// when many changed, everything is sorted again.
     pub fn of(&mut self, snapshot: &Snapshot) -> &[usize] {
-        let now: Vec<Held> = snapshot
-            .http_routes
-            .iter()
-            .cloned()
-            .map(Held::Http)
-            .chain(snapshot.grpc_routes.iter().cloned().map(Held::Grpc))
-            .collect();
-        let (start, old_end, new_end) = changed_middle(&self.routes, &now, Held::same);
+        let now: Vec<Source> = http_like::sources(snapshot).map(|(_, r)| r).collect();
+        let (start, old_end, new_end) = changed_middle(&self.routes, &now, same_object);
         if (new_end - start) * 8 > now.len() {
             let mut sorted: Vec<usize> = (0..now.len()).collect();
             // Stable: routes of one name (in no valid snapshot) stay in position order.
-            sorted.sort_by(|&a, &b| now[a].key().cmp(&now[b].key()));
+            sorted.sort_by(|&a, &b| route_key(&*now[a]).cmp(&route_key(&*now[b])));
             self.sorted = sorted;
         } else {
             // Positions behind the changed ones move by the difference in their number.
@@ -77,8 +40,10 @@ impl RouteOrder {
                 }
             });
             for p in start..new_end {
-                let key = (now[p].key(), p);
-                let at = self.sorted.partition_point(|&q| (now[q].key(), q) < key);
+                let key = (route_key(&*now[p]), p);
+                let at = self
+                    .sorted
+                    .partition_point(|&q| (route_key(&*now[q]), q) < key);
                 self.sorted.insert(at, p);
             }
         }
@@ -89,6 +54,11 @@ impl RouteOrder {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use gateway_api::apis::experimental::httproutes::HttpRoute;
+    use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+
     use super::*;
 
     fn http(ns: &str, name: &str) -> Arc<HttpRoute> {

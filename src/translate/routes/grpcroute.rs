@@ -12,7 +12,18 @@ use gateway_api::apis::standard::grpcroutes::{
 use http::HeaderName;
 
 use crate::table::{GrpcMatch, HeaderMatch, PathMatch, Regex, RequestMatch, ValueMatch};
+use crate::translate::routes::http_like::HttpLike;
 use crate::translate::routes::rules::MatchError;
+
+impl HttpLike for GrpcRoute {
+    fn lower(&self) -> HttpRoute {
+        lower(self)
+    }
+
+    fn own_matches(&self, index: usize) -> Option<Result<Vec<RequestMatch>, MatchError>> {
+        Some(rule_matches(self, index))
+    }
+}
 
 /// The HTTPRoute with the GRPCRoute's metadata, parentRefs, hostnames and rules (names,
 /// filters, backendRefs), and no matches: everything the shared compilation and attachment

@@ -2,11 +2,13 @@
 //! read as the outcome [`attach`] puts into each `parents[]` entry. Pure.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::routes::attach::{attach, Attached, RuleOutcome};
+use crate::translate::routes::http_like::HttpLike;
 use crate::translate::routes::parents::GatewayIndex;
 use crate::translate::routes::rules::CompiledRoute;
 use crate::translate::TranslateOptions;
@@ -33,4 +35,14 @@ pub fn attach_route(
         needs_accepted_gateway: true,
     };
     attach(route, &outcome, gateways, by_name, labels, options)
+}
+
+impl HttpLike for HttpRoute {
+    fn lower(&self) -> HttpRoute {
+        self.clone()
+    }
+
+    fn as_http(self: Arc<Self>) -> Result<Arc<HttpRoute>, Arc<Self>> {
+        Ok(self)
+    }
 }

@@ -6,6 +6,7 @@ pub(super) mod filters;
 #[cfg(test)]
 pub(super) mod grpc_tests;
 pub(super) mod grpcroute;
+pub(super) mod http_like;
 pub(super) mod httproute;
 pub(super) mod kinds_conflict;
 pub(super) mod l4route;

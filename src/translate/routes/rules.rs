@@ -10,7 +10,6 @@ use gateway_api::apis::experimental::httproutes::{
     HttpRouteRulesMatchesMethod as M, HttpRouteRulesMatchesPathType as PType,
     HttpRouteRulesMatchesQueryParamsType as QType,
 };
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use http::{HeaderName, Method};
 
 use crate::kinds::routes::RouteKindId;
@@ -24,7 +23,7 @@ use crate::translate::common::duration::compile_timeouts;
 use crate::translate::routes::filters::{
     compile_backend_filters, compile_filters, CompiledFilters,
 };
-use crate::translate::routes::grpcroute::rule_matches;
+use crate::translate::routes::http_like::HttpLikeRoute;
 use crate::translate::routes::resilience::{compile_retry, compile_session};
 
 /// Why a `matches[]` entry cannot be compiled.
@@ -53,19 +52,15 @@ pub struct CompiledRoute {
     pub unresolved: Option<BackendError>,
 }
 
-/// Compiles every rule of `route`. For a GRPCRoute, `route` is its lowered form
-/// ([`crate::translate::routes::grpcroute::lower`]) and `grpc` the route itself, whose matches are compiled.
+/// Compiles every rule of `source`, an HTTP-like route whose lowered form is `route` (an
+/// HTTPRoute is its own): matches are the source's own where its kind has them.
 pub fn compile_route(
     route: &HttpRoute,
-    grpc: Option<&GrpcRoute>,
+    source: &dyn HttpLikeRoute,
     backends: &mut Backends<'_>,
 ) -> CompiledRoute {
     let namespace = namespace_of(&route.metadata);
-    let kind = if grpc.is_some() {
-        RouteKindId::GrpcRoute
-    } else {
-        RouteKindId::HttpRoute
-    };
+    let kind = source.kind();
     let route_ref = Arc::new(RouteRef::new(
         kind.as_str(),
         namespace,
@@ -86,10 +81,9 @@ pub fn compile_route(
             Some(m) if !m.is_empty() => m,
             _ => &default_match,
         };
-        let matchers: Result<Vec<RequestMatch>, MatchError> = match grpc {
-            Some(g) => rule_matches(g, index),
-            None => spec_matches.iter().map(compile_match).collect(),
-        };
+        let matchers: Result<Vec<RequestMatch>, MatchError> = source
+            .own_matches(index)
+            .unwrap_or_else(|| spec_matches.iter().map(compile_match).collect());
         let matchers = match matchers {
             Ok(m) => m,
             Err(e) => {
