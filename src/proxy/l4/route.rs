@@ -24,6 +24,10 @@ pub(crate) enum L4Error {
     NoEndpoints(String),
     #[error("cannot connect to {0}: {1}")]
     Connect(SocketAddr, std::io::Error),
+    #[error("the UDP socket has its limit of sessions open")]
+    SessionLimit,
+    #[error("the client address has its limit of UDP sessions open")]
+    SourceLimit,
     #[error("no ClientHello within the handshake timeout")]
     HandshakeTimeout,
     #[error("TLS handshake failed: {0}")]
@@ -43,6 +47,8 @@ impl L4Error {
             Self::InvalidBackend(_) => "invalid_backend",
             Self::NoEndpoints(_) => "no_endpoints",
             Self::Connect(..) => "connect_error",
+            Self::SessionLimit => "session_limit",
+            Self::SourceLimit => "source_limit",
             Self::HandshakeTimeout | Self::Tls(_) => "handshake",
             Self::Io(_) => return None,
         })

@@ -126,14 +126,9 @@ impl Sessions {
     }
 
     /// Why a new session for `peer` is refused, if it is: the socket's or its source's limit.
-    fn refuse(
-        &self,
-        peer: SocketAddr,
-        per_socket: usize,
-        per_source: usize,
-    ) -> Option<&'static str> {
+    fn refuse(&self, peer: SocketAddr, per_socket: usize, per_source: usize) -> Option<L4Error> {
         if self.by_peer.len() >= per_socket {
-            Some("session_limit")
+            Some(L4Error::SessionLimit)
         } else if self
             .per_source
             .get(&source(peer.ip()))
@@ -141,7 +136,7 @@ impl Sessions {
             .unwrap_or(0)
             >= per_source
         {
-            Some("source_limit")
+            Some(L4Error::SourceLimit)
         } else {
             None
         }
@@ -152,6 +147,17 @@ impl Sessions {
         if self.by_peer.insert(peer, session).is_none() {
             *self.per_source.entry(source(peer.ip())).or_default() += 1;
         }
+    }
+}
+
+/// Counts a datagram dropped for `error` in `l4_dropped_total`.
+fn drop_datagram(shared: &Shared, error: &L4Error) {
+    if let Some(reason) = error.dropped() {
+        shared
+            .metrics
+            .l4_dropped
+            .with_label_values(&["udp", reason])
+            .inc();
     }
 }
 
@@ -195,36 +201,22 @@ async fn receive_loop(
             .get(&addr)
             .is_some_and(|l| refused_at_accept(l, peer.ip()))
         {
-            shared
-                .metrics
-                .l4_dropped
-                .with_label_values(&["udp", "ip_denied"])
-                .inc();
+            drop_datagram(&shared, &L4Error::IpDenied(peer.ip()));
             continue;
         }
         sessions.end_if_idle(peer);
         // Every session holds a socket: a flood of new source addresses must not exhaust them,
         // nor may one address take them all from many source ports.
         if !sessions.by_peer.contains_key(&peer) {
-            if let Some(reason) = sessions.refuse(peer, per_socket, per_source) {
-                shared
-                    .metrics
-                    .l4_dropped
-                    .with_label_values(&["udp", reason])
-                    .inc();
+            if let Some(refused) = sessions.refuse(peer, per_socket, per_source) {
+                drop_datagram(&shared, &refused);
                 continue;
             }
             match open_session(&socket, addr, peer, &shared, epoch).await {
                 Ok(s) => sessions.insert(peer, s),
                 Err(error) => {
                     tracing::debug!(%addr, %peer, %error, "datagram dropped");
-                    if let Some(reason) = error.dropped() {
-                        shared
-                            .metrics
-                            .l4_dropped
-                            .with_label_values(&["udp", reason])
-                            .inc();
-                    }
+                    drop_datagram(&shared, &error);
                     continue;
                 }
             }
