@@ -81,6 +81,9 @@ pub struct Metrics {
     pub basic_auth_queued: IntGauge,
     /// Requests answered 503 because every basic-auth worker and queue place was taken.
     pub basic_auth_rejected: IntCounter,
+    /// Access log lines dropped because the writer's queue was full (the sink lags): a
+    /// request never waits for its line.
+    pub access_log_dropped: IntCounter,
     /// Kubernetes mode: 1 when the API server serves a watched kind, 0 when it does not (its
     /// CRD is not installed; the kind counts as empty and is picked up once it is), by kind.
     pub watch_kind_available: IntGaugeVec,
@@ -256,6 +259,11 @@ impl Metrics {
             "Requests answered 503 because the basic-auth workers and queue were full",
         )
         .expect("valid metric");
+        let access_log_dropped = IntCounter::new(
+            "access_log_dropped_total",
+            "Access log lines dropped because the writer's queue was full",
+        )
+        .expect("valid metric");
         let watch_kind_available = IntGaugeVec::new(
             Opts::new(
                 "watch_kind_available",
@@ -282,6 +290,7 @@ impl Metrics {
             Box::new(basic_auth_busy.clone()),
             Box::new(basic_auth_queued.clone()),
             Box::new(basic_auth_rejected.clone()),
+            Box::new(access_log_dropped.clone()),
             Box::new(outlier_ejections.clone()),
             Box::new(outlier_ejected.clone()),
             Box::new(overloaded.clone()),
@@ -332,6 +341,7 @@ impl Metrics {
             basic_auth_busy,
             basic_auth_queued,
             basic_auth_rejected,
+            access_log_dropped,
             watch_kind_available,
             webhook_limited,
         })

@@ -1,6 +1,8 @@
 //! End to end through the real binary: `edgeplane serve --config-dir` on a temporary directory,
 //! in-process echo backends, real sockets on a loopback address of the test's own.
 
+#[path = "e2e/access_log.rs"]
+mod access_log;
 #[path = "e2e/admission.rs"]
 mod admission;
 #[path = "e2e/binds.rs"]

@@ -10,7 +10,9 @@ use clap::Args;
 use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
 use super::resilience_args::ResilienceArgs;
-use crate::proxy::{BudgetLimits, HashLimits, LogSpec, MinRate, ProxyOptions, TrustedProxies};
+use crate::proxy::{
+    AccessSink, BudgetLimits, HashLimits, LogSpec, MinRate, ProxyOptions, TrustedProxies,
+};
 use crate::table::AccessLogFormat;
 
 /// Values of `--access-log`.
@@ -118,12 +120,21 @@ pub struct ProxyArgs {
     /// Retries a Service may always have in flight, however few requests it has.
     #[arg(long, default_value_t = defaults().retry_budget.min_concurrent, help_heading = "Resilience")]
     pub retry_budget_min: usize,
-    /// Access log of every listener whose ProxyConfig sets none: one line per request on
-    /// standard output, as JSON or `key=value` text. Off by default, so throughput is
-    /// comparable with proxies benchmarked without access logs; a ProxyConfig's
+    /// Access log of every listener whose ProxyConfig sets none: one line per request (and
+    /// per TCP stream and UDP session), as JSON or `key=value` text. Off by default, so
+    /// throughput is comparable with proxies benchmarked without access logs; a ProxyConfig's
     /// `accessLog` overrides it per listener.
-    #[arg(long, value_enum, default_value = "off")]
+    #[arg(long, value_enum, default_value = "off", help_heading = "Access log")]
     pub access_log: AccessLogArg,
+    /// Write access log lines to this file (appended, created when missing, reopened on
+    /// SIGHUP and when a log rotator moved it) instead of standard output.
+    #[arg(long, value_name = "PATH", help_heading = "Access log")]
+    pub access_log_file: Option<std::path::PathBuf>,
+    /// Lines waiting for the access log's writer; when the sink lags past it, lines are
+    /// dropped and counted (`edgeplane_access_log_dropped_total`), never waited for.
+    #[arg(long, default_value_t = defaults().access_log_queue, value_parser = at_least_one,
+        help_heading = "Access log")]
+    pub access_log_queue: usize,
     /// Basic-auth bcrypt checks that may run at once (at least 1), on blocking threads, never
     /// on those serving requests.
     #[arg(long, default_value_t = defaults().basic_auth.workers, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -177,7 +188,11 @@ impl ProxyArgs {
                 AccessLogArg::Text => AccessLogFormat::Text,
                 AccessLogArg::Off => AccessLogFormat::Off,
             }),
-            access_sink: Default::default(),
+            access_sink: match &self.access_log_file {
+                Some(path) => AccessSink::File(path.clone()),
+                None => AccessSink::Stdout,
+            },
+            access_log_queue: self.access_log_queue,
             basic_auth: HashLimits {
                 workers: self.basic_auth_workers,
                 queue: self.basic_auth_queue,

@@ -43,6 +43,7 @@ impl Stack {
         tracing::info!(addr = %admin_addr, "admin server listening");
         let published = Published::new(metrics.clone());
         let proxy = Proxy::new(published.shared_table(), metrics, proxy);
+        reopen_access_log_on_sighup(Arc::downgrade(&proxy));
         let p = published.clone();
         let admin = tokio::spawn(async move {
             if let Err(e) = serve_admin(admin_listener, p).await {
@@ -108,6 +109,25 @@ impl Stack {
         self.admin.abort();
         tracing::info!("stopped");
     }
+}
+
+/// Reopens a file access log on every SIGHUP (what log rotators send), while the proxy lives.
+fn reopen_access_log_on_sighup(proxy: std::sync::Weak<Proxy>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(hup) => hup,
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch SIGHUP: the access log file is reopened only when moved");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let Some(proxy) = proxy.upgrade() else { break };
+            tracing::info!("SIGHUP: reopening the access log file");
+            proxy.reopen_access_log();
+        }
+    });
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -60,6 +60,7 @@ mod inbound;
 mod l4;
 mod options;
 mod policy;
+mod request_id;
 mod routing;
 mod settings;
 mod shared;
@@ -79,7 +80,7 @@ use crate::table::RouteTable;
 use shared::Shared;
 use sockets::{Bind, Running, SocketKey, Sockets, Transport};
 
-pub use access_log::{AccessSink, LogSpec};
+pub use access_log::{AccessSink, LogSpec, DEFAULT_QUEUE as DEFAULT_ACCESS_LOG_QUEUE};
 pub use body::{BoxError, MinRate, ProxyBody};
 pub use error::{Fault, ListenerError, Overload, ProxyError, OVERLOADED};
 pub use l4::{parse_client_hello, Hello};
@@ -133,7 +134,13 @@ impl Proxy {
             &options,
             options.access_log.clone(),
         ));
+        let access = access_log::AccessLogger::start(
+            options.access_sink.clone(),
+            options.access_log_queue,
+            metrics.access_log_dropped.clone(),
+        );
         let shared = Arc::new(Shared {
+            access,
             policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
             conn_defaults,
             table,
@@ -163,6 +170,12 @@ impl Proxy {
         });
         let wanted: Vec<SocketKey> = tcp.chain(udp).collect();
         self.sockets.sync(&wanted).await
+    }
+
+    /// Makes a file access log reopen its path before its next line: the answer to SIGHUP
+    /// after a log rotator moved the file.
+    pub fn reopen_access_log(&self) {
+        self.shared.access.reopen();
     }
 
     /// UDP sockets of the current table that are not bound, with the last bind error of each.

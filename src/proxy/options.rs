@@ -104,8 +104,11 @@ pub struct ProxyOptions {
     /// throughput is compared with peers benchmarked without access logs, and a line per
     /// request costs a formatted write; operators turn it on (`--access-log json|text`).
     pub access_log: LogSpec,
-    /// Where access log lines go: standard output (tests capture them).
+    /// Where access log lines go: standard output, a file, or (tests) a list.
     pub access_sink: AccessSink,
+    /// Lines the access log queues for its writer; lines past it are dropped and counted
+    /// (`edgeplane_access_log_dropped_total`) rather than waited for.
+    pub access_log_queue: usize,
 }
 
 impl ProxyOptions {
@@ -154,6 +157,7 @@ impl Default for ProxyOptions {
             basic_auth: HashLimits::default(),
             access_log: LogSpec::default(),
             access_sink: AccessSink::default(),
+            access_log_queue: crate::proxy::access_log::DEFAULT_QUEUE,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::metrics::Metrics;
+use crate::proxy::access_log::AccessLogger;
 use crate::proxy::options::ProxyOptions;
 use crate::proxy::settings::ConnSettings;
 use crate::proxy::{policy, upstream};
@@ -25,4 +26,6 @@ pub(crate) struct Shared {
     pub policies: policy::PolicyState,
     /// Connection settings of listeners without a ProxyConfig.
     pub conn_defaults: Arc<ConnSettings>,
+    /// Where finished access log lines are queued.
+    pub access: AccessLogger,
 }

@@ -1,17 +1,24 @@
 //! The access log through the proxy: the command line's format for listeners without a
 //! ProxyConfig (one JSON line per request with every field), and a listener's ProxyConfig
-//! choosing text and its own fields. Lines are captured instead of written to stdout.
+//! choosing text and its own fields; the request id made when a request has none, sent
+//! upstream and back; one line per TCP stream and per UDP session. Lines are captured instead
+//! of written to stdout.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgeplane::proxy::{AccessSink, LogSpec, ProxyOptions};
-use edgeplane::table::{AccessLog, AccessLogFormat, ListenerSettings, ListenerTable};
+use edgeplane::table::{
+    AccessLog, AccessLogFormat, BackendSet, L4Route, L4Routes, ListenerSettings, ListenerTable,
+    RouteRef, RouteTable,
+};
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
 
 use crate::support::client::{get, h1_client, request, send};
 use crate::support::echo::start_echo;
-use crate::support::net::free_addr;
+use crate::support::net::{free_addr, loopback_ip};
 use crate::support::proxy::{start_with, test_options};
 use crate::support::tables::*;
 
@@ -79,7 +86,8 @@ async fn json_lines_by_default_and_text_where_a_proxy_config_says_so() {
     assert_eq!(line["path"], "/hello?x=1");
     assert_eq!(line["protocol"], "HTTP/1.1");
     assert_eq!(line["status"], 200);
-    assert_eq!(line["route"], "default/r");
+    assert_eq!(line["route"], "HTTPRoute/default/r");
+    assert_eq!(line["rule"], "0");
     assert_eq!(line["upstream"], echo.addr.to_string());
     assert_eq!(line["userAgent"], "tester/1");
     assert_eq!(line["requestId"], "req-42");
@@ -88,8 +96,18 @@ async fn json_lines_by_default_and_text_where_a_proxy_config_says_so() {
     assert!(line["clientAddress"].as_str().unwrap().starts_with("127."));
     assert!(line["duration"].as_f64().unwrap() >= 0.0);
     assert!(line["time"].as_str().unwrap().ends_with('Z'));
-    let second = send(&client, get(json_addr, "example.com", "/")).await;
-    assert_eq!(second.unwrap().status, 200);
+    assert_eq!(reply.headers["x-request-id"], "req-42");
+    // Without an id, one is made: the backend sees it, the client gets it, the line has it.
+    let second = send(&client, get(json_addr, "example.com", "/"))
+        .await
+        .unwrap();
+    assert_eq!(second.status, 200);
+    let made = second.headers["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(made.len(), 32, "{made}");
+    assert_eq!(second.echoed_header("x-request-id"), vec![made.clone()]);
+    let got = wait_lines(&lines, 2).await;
+    let line: Value = serde_json::from_str(&got[1]).expect("a JSON line");
+    assert_eq!(line["requestId"], made.as_str());
     let reply = send(&client, get(text_addr, "example.com", "/t"))
         .await
         .unwrap();
@@ -98,5 +116,112 @@ async fn json_lines_by_default_and_text_where_a_proxy_config_says_so() {
     assert!(
         got.iter().any(|l| l == "method=GET path=/t status=200"),
         "{got:?}"
+    );
+}
+
+/// One JSON line per TCP stream and per UDP session, with the route, the endpoint and the
+/// bytes each way, written when the stream closes and when the session ends (idle).
+#[tokio::test]
+async fn tcp_streams_and_udp_sessions_get_a_line_each() {
+    let (tcp_backend, _t) = crate::l4::tcp_echo("t").await;
+    let (udp_backend, _u) = crate::l4::udp_echo("u").await;
+    let tcp_addr = free_addr();
+    let udp_addr = crate::l4::free_udp_addr();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let options = ProxyOptions {
+        access_log: LogSpec::new(AccessLogFormat::Json),
+        access_sink: AccessSink::Capture(lines.clone()),
+        udp_idle_timeout: Duration::from_millis(300),
+        ..test_options()
+    };
+    let l4 = |addr, kind: &str, backend, routes: fn(L4Route) -> L4Routes| {
+        let route = L4Route {
+            route: Arc::new(RouteRef::new(
+                if kind == "tcp" {
+                    "TCPRoute"
+                } else {
+                    "UDPRoute"
+                },
+                "default",
+                kind,
+            )),
+            backends: Arc::new(BackendSet::new(vec![weighted(
+                &service(kind, &[backend]),
+                1,
+            )])),
+        };
+        ListenerTable::new(
+            addr,
+            vec![edgeplane::table::SocketSource::gateway(
+                "default", "gw", kind,
+            )],
+            Vec::<edgeplane::table::VirtualHost>::new(),
+        )
+        .with_l4(routes(route))
+    };
+    let mut t = RouteTable::default();
+    t.listeners.insert(
+        tcp_addr,
+        Arc::new(l4(tcp_addr, "tcp", tcp_backend, |r| L4Routes::Tcp {
+            route: Some(r),
+        })),
+    );
+    t.udp.insert(
+        udp_addr,
+        Arc::new(l4(udp_addr, "udp", udp_backend, |r| L4Routes::Udp {
+            route: Some(r),
+        })),
+    );
+    let _proxy = start_with(t, options).await;
+
+    let mut stream = TcpStream::connect(tcp_addr).await.unwrap();
+    let mut greeting = [0u8; 2];
+    stream.read_exact(&mut greeting).await.unwrap();
+    stream.write_all(b"hello").await.unwrap();
+    let mut echoed = [0u8; 5];
+    stream.read_exact(&mut echoed).await.unwrap();
+    drop(stream);
+    let client = UdpSocket::bind((loopback_ip(), 0)).await.unwrap();
+    let mut reply = None;
+    for _ in 0..5 {
+        reply = crate::l4::ask(&client, udp_addr, "ping").await;
+        if reply.is_some() {
+            break;
+        }
+    }
+    assert_eq!(reply.as_deref(), Some("u:ping"));
+
+    let got = wait_lines(&lines, 2).await;
+    let parsed: Vec<Value> = got
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tcp = parsed
+        .iter()
+        .find(|l| l["protocol"] == "tcp")
+        .expect("a tcp line");
+    assert_eq!(tcp["route"], "TCPRoute/default/tcp");
+    assert_eq!(tcp["upstream"], tcp_backend.to_string());
+    assert_eq!(tcp["requestBytes"], 5);
+    assert_eq!(tcp["responseBytes"], 7, "greeting t\\n and the echo");
+    assert_eq!(tcp["status"], Value::Null);
+    assert_eq!(tcp["method"], Value::Null);
+    assert!(tcp["clientAddress"].as_str().unwrap().starts_with("127."));
+    let udp = parsed
+        .iter()
+        .find(|l| l["protocol"] == "udp")
+        .expect("a udp line");
+    assert_eq!(udp["route"], "UDPRoute/default/udp");
+    assert_eq!(udp["upstream"], udp_backend.to_string());
+    assert!(udp["requestBytes"].as_u64().unwrap() >= 4);
+    assert_eq!(
+        udp["requestBytes"].as_u64().unwrap() % 4,
+        0,
+        "whole datagrams of ping"
+    );
+    assert!(udp["responseBytes"].as_u64().unwrap() >= 6);
+    assert!(
+        udp["duration"].as_f64().unwrap() >= 0.3,
+        "ended by the idle timeout"
     );
 }

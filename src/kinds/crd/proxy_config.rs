@@ -122,6 +122,7 @@ pub enum AccessLogField {
     RequestBytes,
     ResponseBytes,
     Route,
+    Rule,
     Upstream,
     UserAgent,
     RequestId,

@@ -140,7 +140,8 @@ pub(crate) async fn handle(conn: Accepted) {
         )
     };
     if is_l4 {
-        crate::proxy::l4::tcp::serve(stream, peer, listener, shared).await;
+        let log = settings.access_log.clone();
+        crate::proxy::l4::tcp::serve(stream, peer, listener, shared, log).await;
         return;
     }
     // A listener with a ProxyConfig gets a builder with its own limits.

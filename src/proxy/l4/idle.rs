@@ -16,6 +16,16 @@ use tokio::time::Instant;
 /// reads and writes than with tokio's 8 KiB default (see docs/benchmarks.md, TCP).
 const COPY_BUFFER: usize = 64 * 1024;
 
+/// A relayed stream: how it ended and the bytes each way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Relayed {
+    pub ended: Ended,
+    /// Bytes read from the client (and sent upstream, or being sent when it ended).
+    pub from_client: u64,
+    /// Bytes read from the upstream.
+    pub to_client: u64,
+}
+
 /// How a relayed stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ended {
@@ -27,48 +37,73 @@ pub(crate) enum Ended {
 
 /// Copies bytes between `client` and `upstream` until one side closes or, when `idle` is not
 /// zero, until neither sends a byte for `idle`. Both are dropped (closed) on return.
-pub(crate) async fn relay<A, B>(mut client: A, mut upstream: B, idle: Duration) -> io::Result<Ended>
+pub(crate) async fn relay<A, B>(
+    mut client: A,
+    mut upstream: B,
+    idle: Duration,
+) -> io::Result<Relayed>
 where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
     if idle.is_zero() {
-        copy_bidirectional_with_sizes(&mut client, &mut upstream, COPY_BUFFER, COPY_BUFFER).await?;
-        return Ok(Ended::Closed);
+        let (from_client, to_client) =
+            copy_bidirectional_with_sizes(&mut client, &mut upstream, COPY_BUFFER, COPY_BUFFER)
+                .await?;
+        return Ok(Relayed {
+            ended: Ended::Closed,
+            from_client,
+            to_client,
+        });
     }
     let epoch = Instant::now();
     let last = AtomicU64::new(0);
     let mut client = Activity::new(client, &last, epoch);
     let mut upstream = Activity::new(upstream, &last, epoch);
-    let copy = copy_bidirectional_with_sizes(&mut client, &mut upstream, COPY_BUFFER, COPY_BUFFER);
-    tokio::pin!(copy);
-    loop {
-        let since = last.load(Ordering::Relaxed);
-        let due = epoch + Duration::from_millis(since) + idle;
-        tokio::select! {
-            copied = &mut copy => {
-                copied?;
-                return Ok(Ended::Closed);
-            }
-            () = tokio::time::sleep_until(due) => {
-                if last.load(Ordering::Relaxed) == since {
-                    return Ok(Ended::Idle);
+    let ended = {
+        let copy =
+            copy_bidirectional_with_sizes(&mut client, &mut upstream, COPY_BUFFER, COPY_BUFFER);
+        tokio::pin!(copy);
+        loop {
+            let since = last.load(Ordering::Relaxed);
+            let due = epoch + Duration::from_millis(since) + idle;
+            tokio::select! {
+                copied = &mut copy => {
+                    copied?;
+                    break Ended::Closed;
+                }
+                () = tokio::time::sleep_until(due) => {
+                    if last.load(Ordering::Relaxed) == since {
+                        break Ended::Idle;
+                    }
                 }
             }
         }
-    }
+    };
+    Ok(Relayed {
+        ended,
+        from_client: client.read,
+        to_client: upstream.read,
+    })
 }
 
 /// A stream that records when it last delivered bytes: milliseconds since `epoch` in `last`.
+/// It counts the bytes read from it too.
 struct Activity<'a, S> {
     inner: S,
     last: &'a AtomicU64,
     epoch: Instant,
+    read: u64,
 }
 
 impl<'a, S> Activity<'a, S> {
     fn new(inner: S, last: &'a AtomicU64, epoch: Instant) -> Self {
-        Self { inner, last, epoch }
+        Self {
+            inner,
+            last,
+            epoch,
+            read: 0,
+        }
     }
 }
 
@@ -81,6 +116,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Activity<'_, S> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.read += (buf.filled().len() - before) as u64;
             let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
             self.last.store(now, Ordering::Relaxed);
         }
@@ -104,8 +140,12 @@ mod tests {
         client_peer.write_all(b"x").await.unwrap();
         let mut b = [0u8; 1];
         upstream_peer.read_exact(&mut b).await.unwrap();
+        upstream_peer.write_all(b"yz").await.unwrap();
+        client_peer.read_exact(&mut [0u8; 2]).await.unwrap();
         let ended = tokio::time::timeout(Duration::from_secs(10), relayed).await;
-        assert_eq!(ended.unwrap().unwrap().unwrap(), Ended::Idle);
+        let relayed = ended.unwrap().unwrap().unwrap();
+        assert_eq!(relayed.ended, Ended::Idle);
+        assert_eq!((relayed.from_client, relayed.to_client), (1, 2));
         assert_eq!(client_peer.read(&mut b).await.unwrap(), 0);
         assert_eq!(upstream_peer.read(&mut b).await.unwrap(), 0);
     }
@@ -118,6 +158,6 @@ mod tests {
         drop(upstream_peer);
         client_peer.shutdown().await.unwrap();
         let ended = tokio::time::timeout(Duration::from_secs(10), relayed).await;
-        assert_eq!(ended.unwrap().unwrap().unwrap(), Ended::Closed);
+        assert_eq!(ended.unwrap().unwrap().unwrap().ended, Ended::Closed);
     }
 }

@@ -1,6 +1,6 @@
 //! The L4 data plane: TLS (passthrough and terminate, routed by SNI) and TCP streams served on
 //! the sockets of the listener manager (`tcp`), UDP receive loops and per-client sessions
-//! (`udp`), the ClientHello reader (`sni`), the byte relay of streams with its idle timeout
+//! (`udp`, with each session's access log line in `udp_log`), the ClientHello reader (`sni`), the byte relay of streams with its idle timeout
 //! (`idle`), and refusals, access checks and the endpoint choice (`route`).
 
 pub(crate) mod idle;
@@ -8,6 +8,7 @@ mod route;
 pub(crate) mod sni;
 pub(crate) mod tcp;
 pub(crate) mod udp;
+mod udp_log;
 
 pub(crate) use route::*;
 pub use sni::{parse as parse_client_hello, Hello};

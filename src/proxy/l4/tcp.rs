@@ -5,7 +5,8 @@
 //! the handshake with the listener's certificate and copies the plaintext. The backend is
 //! chosen once: a new table never moves an open stream. Drain does not cut a stream; the
 //! listener manager ends what is still open at the drain timeout. A stream silent both ways
-//! for the listener's TCP idle timeout is closed (`idle`).
+//! for the listener's TCP idle timeout is closed (`idle`). A stream's access log line is
+//! written when it ends.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,12 +16,23 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::idle::{relay, Ended};
+use http::HeaderValue;
+
+use super::idle::{relay, Ended, Relayed};
 use super::sni::{self, Hello, MAX_HELLO};
 use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
+use crate::proxy::access_log::{Entry, LogSpec};
 use crate::proxy::handshake::detect::Prefixed;
 use crate::proxy::shared::Shared;
-use crate::table::{L4Route, L4Routes};
+use crate::table::{L4Route, L4Routes, RouteRef};
+
+/// How far a stream got, for its access log line.
+#[derive(Debug, Default)]
+struct Reached {
+    route: Option<Arc<RouteRef>>,
+    upstream: Option<SocketAddr>,
+    sni: Option<String>,
+}
 
 /// Bytes read at most while waiting for a complete ClientHello (records add 5 bytes each).
 const MAX_PEEK: usize = MAX_HELLO + 1024;
@@ -31,7 +43,9 @@ pub(crate) async fn serve(
     peer: SocketAddr,
     listener: SocketAddr,
     shared: Arc<Shared>,
+    log: LogSpec,
 ) {
+    let start = std::time::Instant::now();
     let _ = stream.set_nodelay(true);
     let (protocol, refused, idle) = {
         let table = shared.table.load();
@@ -47,16 +61,31 @@ pub(crate) async fn serve(
             .unwrap_or(shared.options.tcp_idle_timeout);
         (protocol, refused, idle)
     };
+    let mut reached = Reached::default();
     let result = if refused {
         // Closed at once: nothing read, nothing sent, no backend contacted.
         drop(stream);
         Err(L4Error::IpDenied(peer.ip()))
     } else if protocol == "tls" {
-        serve_tls(stream, peer, listener, &shared, idle).await
+        serve_tls(stream, peer, listener, &shared, idle, &mut reached).await
     } else {
-        serve_tcp(stream, listener, &shared, idle).await
+        serve_tcp(stream, listener, &shared, idle, &mut reached).await
     };
-    if let Ok(Ended::Idle) = result {
+    if !log.is_off() {
+        let mut entry = Box::new(Entry::l4(log, protocol, peer.ip(), start));
+        entry.route = reached.route;
+        entry.upstream = reached.upstream;
+        entry.host = reached.sni.and_then(|s| HeaderValue::from_str(&s).ok());
+        if let Ok(relayed) = &result {
+            entry.request_bytes = relayed.from_client;
+            entry.response_bytes = relayed.to_client;
+        }
+        entry.finish(&shared.access);
+    }
+    if let Ok(Relayed {
+        ended: Ended::Idle, ..
+    }) = result
+    {
         tracing::debug!(%peer, %listener, "stream closed (idle)");
         shared
             .metrics
@@ -81,7 +110,8 @@ async fn serve_tcp(
     listener: SocketAddr,
     shared: &Shared,
     idle: Duration,
-) -> Result<Ended, L4Error> {
+    reached: &mut Reached,
+) -> Result<Relayed, L4Error> {
     let route = {
         let table = shared.table.load();
         match table.listener(&listener).and_then(|l| l.l4.as_ref()) {
@@ -89,7 +119,9 @@ async fn serve_tcp(
             _ => return Err(L4Error::NoRoute),
         }
     };
+    reached.route = Some(route.route.clone());
     let upstream = connect(&route, shared).await?;
+    reached.upstream = upstream.peer_addr().ok();
     relay(client, upstream, idle).await.map_err(L4Error::Io)
 }
 
@@ -99,11 +131,13 @@ async fn serve_tls(
     listener: SocketAddr,
     shared: &Shared,
     idle: Duration,
-) -> Result<Ended, L4Error> {
+    reached: &mut Reached,
+) -> Result<Relayed, L4Error> {
     let deadline = Instant::now() + shared.options.handshake_timeout;
     let (hello, sni) = tokio::time::timeout_at(deadline, read_hello(&mut client))
         .await
         .map_err(|_| L4Error::HandshakeTimeout)??;
+    reached.sni.clone_from(&sni);
     let (route, terminate) = {
         let table = shared.table.load();
         let Some(L4Routes::Tls(routes)) = table.listener(&listener).and_then(|l| l.l4.as_ref())
@@ -121,8 +155,10 @@ async fn serve_tls(
             .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
         (route.clone(), l.terminate)
     };
+    reached.route = Some(route.route.clone());
     if !terminate {
         let mut upstream = connect(&route, shared).await?;
+        reached.upstream = upstream.peer_addr().ok();
         upstream.write_all(&hello).await.map_err(L4Error::Io)?;
         return relay(client, upstream, idle).await.map_err(L4Error::Io);
     }
@@ -135,6 +171,7 @@ async fn serve_tls(
         .map_err(|_| L4Error::HandshakeTimeout)?
         .map_err(|e| L4Error::Tls(e.to_string()))?;
     let upstream = connect(&route, shared).await?;
+    reached.upstream = upstream.peer_addr().ok();
     relay(tls, upstream, idle).await.map_err(L4Error::Io)
 }
 

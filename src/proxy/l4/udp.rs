@@ -7,7 +7,8 @@
 //! ends (backend replies do not keep it alive). A socket holds at most `max_connections`
 //! sessions, and at most a quarter of them (or `udp_max_sessions_per_source`) of one client IP
 //! address (IPv6: one /64); datagrams
-//! that would open a session over either limit are dropped and counted.
+//! that would open a session over either limit are dropped and counted. A session's access log
+//! line is written when it ends (`udp_log`).
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -22,7 +23,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::udp_log::SessionLog;
 use super::{pick_endpoint, refused_at_accept, L4Error};
+use crate::proxy::settings::for_listener;
 use crate::proxy::shared::Shared;
 use crate::proxy::sockets::Running;
 use crate::table::L4Routes;
@@ -58,6 +61,8 @@ fn bind(addr: SocketAddr) -> std::io::Result<UdpSocket> {
 /// One client's session: its upstream socket and when its client last sent a datagram.
 struct Session {
     upstream: Arc<UdpSocket>,
+    /// Bytes the client sent in the session.
+    sent: Arc<AtomicU64>,
     /// Milliseconds since the loop started, at the client's last datagram.
     last: Arc<AtomicU64>,
     replies: JoinHandle<()>,
@@ -225,6 +230,7 @@ async fn receive_loop(
             continue;
         };
         session.last.store(millis(epoch), Ordering::Relaxed);
+        session.sent.fetch_add(n as u64, Ordering::Relaxed);
         if let Err(error) = session.upstream.send(&buf[..n]).await {
             tracing::debug!(%peer, %error, "datagram not forwarded");
         }
@@ -250,10 +256,17 @@ async fn open_session(
     shared: &Arc<Shared>,
     epoch: Instant,
 ) -> Result<Session, L4Error> {
-    let route = {
+    let (route, log) = {
         let table = shared.table.load();
-        match table.udp.get(&addr).and_then(|l| l.l4.as_ref()) {
-            Some(L4Routes::Udp { route: Some(r) }) => r.clone(),
+        let listener = table.udp.get(&addr);
+        let log = for_listener(
+            &shared.conn_defaults,
+            listener.and_then(|l| l.settings.as_deref()),
+        )
+        .access_log
+        .clone();
+        match listener.and_then(|l| l.l4.as_ref()) {
+            Some(L4Routes::Udp { route: Some(r) }) => (r.clone(), log),
             _ => return Err(L4Error::NoRoute),
         }
     };
@@ -272,44 +285,72 @@ async fn open_session(
         .map_err(|e| L4Error::Connect(endpoint, e))?;
     let upstream = Arc::new(upstream);
     let last = Arc::new(AtomicU64::new(millis(epoch)));
-    let replies = tokio::spawn(relay_replies(
-        upstream.clone(),
-        socket.clone(),
+    let sent = Arc::new(AtomicU64::new(0));
+    let log = SessionLog::open(
+        log,
+        &shared.access,
         peer,
-        last.clone(),
-        epoch,
-        shared.options.udp_idle_timeout,
+        &route.route,
+        endpoint,
+        sent.clone(),
+    );
+    let replies = tokio::spawn(relay_replies(
+        Relay {
+            upstream: upstream.clone(),
+            client: socket.clone(),
+            peer,
+            last: last.clone(),
+            epoch,
+            idle: shared.options.udp_idle_timeout,
+        },
         shared.metrics.l4_idle_closed.with_label_values(&["udp"]),
+        log,
     ));
     Ok(Session {
         upstream,
+        sent,
         last,
         replies,
     })
 }
 
-/// Sends the backend's datagrams to the client until the client has sent none for `idle`
-/// (replies do not count: a backend that keeps sending cannot keep a session alive); counts
-/// the session in `idle_ended` then.
-async fn relay_replies(
+/// The reply side of a session: the backend's socket, the client's, and the client's last
+/// datagram (milliseconds since `epoch`) with the idle timeout it is held to.
+struct Relay {
     upstream: Arc<UdpSocket>,
     client: Arc<UdpSocket>,
     peer: SocketAddr,
     last: Arc<AtomicU64>,
     epoch: Instant,
     idle: Duration,
-    idle_ended: IntCounter,
-) {
+}
+
+/// Sends the backend's datagrams to the client until the client has sent none for `idle`
+/// (replies do not count: a backend that keeps sending cannot keep a session alive); counts
+/// the session in `idle_ended` then. The session's line (`log`) is written when this ends or
+/// is aborted.
+async fn relay_replies(relay: Relay, idle_ended: IntCounter, mut log: Option<SessionLog>) {
+    let Relay {
+        upstream,
+        client,
+        peer,
+        last,
+        epoch,
+        idle,
+    } = relay;
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
         let since = last.load(Ordering::Relaxed);
         let due = epoch + Duration::from_millis(since) + idle;
         match tokio::time::timeout_at(due, upstream.recv(&mut buf)).await {
-            Ok(Ok(n)) => {
-                if let Err(error) = client.send_to(&buf[..n], peer).await {
-                    tracing::debug!(%peer, %error, "reply not sent");
+            Ok(Ok(n)) => match client.send_to(&buf[..n], peer).await {
+                Ok(sent) => {
+                    if let Some(log) = log.as_mut() {
+                        log.replied(sent);
+                    }
                 }
-            }
+                Err(error) => tracing::debug!(%peer, %error, "reply not sent"),
+            },
             // A refused datagram (ICMP port unreachable) is reported on the next receive.
             Ok(Err(error)) => tracing::debug!(%peer, %error, "upstream receive failed"),
             Err(_) if last.load(Ordering::Relaxed) == since => break,

@@ -21,6 +21,7 @@ use crate::proxy::body::{BodyFlags, ClientBody, MinRate, ProxyBody};
 use crate::proxy::error::ProxyError;
 use crate::proxy::handshake::tls::TlsInfo;
 use crate::proxy::policy;
+use crate::proxy::request_id;
 use crate::proxy::routing::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
 use crate::proxy::routing::gate::{self, Target};
 use crate::proxy::routing::headers::client_address;
@@ -130,8 +131,9 @@ impl Handler {
 
     /// Runs every phase and never fails: errors become their status response. The connection
     /// counts the request as in flight until its response body is dropped.
-    pub async fn handle(self, req: Request<Incoming>) -> Response<Tracked> {
+    pub async fn handle(self, mut req: Request<Incoming>) -> Response<Tracked> {
         let in_flight = self.activity.start();
+        let request_id = request_id::ensure(req.headers_mut());
         let start = Instant::now();
         let table = self.shared.table.load_full();
         let flags = Arc::new(BodyFlags::default());
@@ -143,13 +145,16 @@ impl Handler {
         let timers = (self.settings.body_idle_timeout, rate);
         let mut log = (!self.settings.access_log.is_off()).then(|| {
             let client = self.client_ip(req.headers());
-            let sink = self.shared.options.access_sink.clone();
-            Entry::head(self.settings.access_log.clone(), sink, client, &req, start)
+            Entry::head(self.settings.access_log.clone(), client, &req, start)
         });
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
+        let mut rule = None;
         let (route, served, held) = match self.route(&table, req) {
             Ok(Routed::Matched(matched)) => {
                 let route = Some(matched.rule.route.clone());
+                if log.is_some() {
+                    rule = Some(matched.rule.clone());
+                }
                 let (served, held) = self.proxy(&table, matched, start).await;
                 (route, served, held)
             }
@@ -169,14 +174,16 @@ impl Handler {
                 err.to_response()
             }
         };
-        let outcome = Outcome { route, response };
+        let mut outcome = Outcome { route, response };
+        request_id::answer(outcome.response.headers_mut(), &request_id);
         self.record(&outcome, start);
         if let Some(entry) = log.as_mut() {
-            entry.status = outcome.response.status().as_u16();
+            entry.status = Some(outcome.response.status().as_u16());
             entry.route = outcome.route.clone();
+            entry.rule = rule;
             entry.upstream = held.endpoint.as_ref().map(|p| p.addr);
         }
-        let log = log.map(|entry| (Box::new(entry), flags));
+        let log = log.map(|entry| (Box::new(entry), flags, self.shared.access.clone()));
         outcome
             .response
             .map(|body| Tracked::new(body, in_flight, held, log))

@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use crate::proxy::access_log::Entry;
+use crate::proxy::access_log::{AccessLogger, Entry};
 use crate::proxy::body::{BodyFlags, BoxError, ProxyBody};
 use crate::proxy::upstream::balance::Picked;
 
@@ -98,7 +98,7 @@ pub(crate) struct Tracked {
     _in_flight: InFlight,
     _held: Held,
     /// The access log line to complete and write when the body is done.
-    log: Option<(Box<Entry>, Arc<BodyFlags>)>,
+    log: Option<(Box<Entry>, Arc<BodyFlags>, AccessLogger)>,
 }
 
 impl Tracked {
@@ -106,7 +106,7 @@ impl Tracked {
         inner: ProxyBody,
         in_flight: InFlight,
         held: Held,
-        log: Option<(Box<Entry>, Arc<BodyFlags>)>,
+        log: Option<(Box<Entry>, Arc<BodyFlags>, AccessLogger)>,
     ) -> Self {
         Self {
             inner,
@@ -119,9 +119,9 @@ impl Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        if let Some((entry, flags)) = self.log.as_mut() {
+        if let Some((mut entry, flags, logger)) = self.log.take() {
             entry.request_bytes = flags.received.load(Ordering::Relaxed);
-            entry.emit();
+            entry.finish(&logger);
         }
     }
 }
@@ -136,7 +136,7 @@ impl Body for Tracked {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if let (Some((entry, _)), Poll::Ready(Some(Ok(frame)))) = (this.log.as_mut(), &polled) {
+        if let (Some((entry, _, _)), Poll::Ready(Some(Ok(frame)))) = (this.log.as_mut(), &polled) {
             if let Some(data) = frame.data_ref() {
                 entry.response_bytes += data.len() as u64;
             }

@@ -1,20 +1,25 @@
 //! The access log: one line per request, written when its response has been sent (or given
-//! up), as JSON or `key=value` text, with the fields a ProxyConfig names (all when it names
-//! none). Off by default (`--access-log`). Lines go to standard output, apart from the
-//! process's own log (standard error), so a log shipper can take them as they are.
+//! up), and one per TCP stream and UDP session when it ends, as JSON or `key=value` text, with
+//! the fields a ProxyConfig names (all when it names none). Off by default (`--access-log`).
+//! Lines go to standard output, apart from the process's own log (standard error), so a log
+//! shipper can take them as they are, or to a file (`--access-log-file`); `writer` makes sure
+//! writing never holds a request.
+
+mod writer;
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use http::{HeaderValue, Method, Version};
-
-use http::{header, Request};
+use http::{header, HeaderValue, Method, Request, Version};
 use hyper::body::Incoming;
 
-use crate::table::{AccessLog, AccessLogFormat, RouteRef};
+use crate::proxy::request_id::REQUEST_ID;
+use crate::table::{AccessLog, AccessLogFormat, RouteRef, RouteRule};
+
+pub(crate) use writer::AccessLogger;
+pub use writer::{AccessSink, DEFAULT_QUEUE};
 
 /// A field of a line, in the order lines print them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,12 +35,13 @@ pub(crate) enum Field {
     RequestBytes,
     ResponseBytes,
     Route,
+    Rule,
     Upstream,
     UserAgent,
     RequestId,
 }
 
-const ALL: [Field; 14] = [
+const ALL: [Field; 15] = [
     Field::Time,
     Field::ClientAddress,
     Field::Method,
@@ -47,6 +53,7 @@ const ALL: [Field; 14] = [
     Field::RequestBytes,
     Field::ResponseBytes,
     Field::Route,
+    Field::Rule,
     Field::Upstream,
     Field::UserAgent,
     Field::RequestId,
@@ -67,6 +74,7 @@ impl Field {
             Self::RequestBytes => "requestBytes",
             Self::ResponseBytes => "responseBytes",
             Self::Route => "route",
+            Self::Rule => "rule",
             Self::Upstream => "upstream",
             Self::UserAgent => "userAgent",
             Self::RequestId => "requestId",
@@ -76,14 +84,6 @@ impl Field {
     fn parse(name: &str) -> Option<Self> {
         ALL.into_iter().find(|f| f.name() == name)
     }
-}
-
-/// Where lines go: standard output, or a list tests read.
-#[derive(Debug, Clone, Default)]
-pub enum AccessSink {
-    #[default]
-    Stdout,
-    Capture(Arc<Mutex<Vec<String>>>),
 }
 
 /// The access log of a connection: format and fields.
@@ -127,25 +127,79 @@ impl LogSpec {
     }
 }
 
-/// What a line says of its request, gathered as the request goes.
+/// What a line says of its request (or TCP stream, or UDP session), gathered as it goes.
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub spec: LogSpec,
-    pub sink: AccessSink,
     pub time: jiff::Timestamp,
     pub start: Instant,
+    /// Set when the line is written.
+    pub duration: Option<Duration>,
     pub client: IpAddr,
-    pub method: Method,
+    /// `HTTP/1.1`, `HTTP/2`, ..., or `tcp`, `tls`, `udp`.
+    pub protocol: &'static str,
+    pub method: Option<Method>,
+    /// The request's authority (a TLS stream's SNI).
     pub host: Option<HeaderValue>,
-    pub path: String,
-    pub version: Version,
+    pub path: Option<String>,
     pub user_agent: Option<HeaderValue>,
     pub request_id: Option<HeaderValue>,
-    pub status: u16,
+    pub status: Option<u16>,
     pub route: Option<Arc<RouteRef>>,
+    /// The rule that matched, when one did.
+    pub rule: Option<Arc<RouteRule>>,
     pub upstream: Option<SocketAddr>,
+    /// Bytes from the client (a request's body; what a stream or session sent).
     pub request_bytes: u64,
+    /// Bytes to the client.
     pub response_bytes: u64,
+}
+
+impl Entry {
+    /// An entry for a TCP or TLS stream or a UDP session from `client`, started at `start`.
+    pub(crate) fn l4(
+        spec: LogSpec,
+        protocol: &'static str,
+        client: IpAddr,
+        start: Instant,
+    ) -> Self {
+        Self {
+            spec,
+            time: jiff::Timestamp::now(),
+            start,
+            duration: None,
+            client,
+            protocol,
+            method: None,
+            host: None,
+            path: None,
+            user_agent: None,
+            request_id: None,
+            status: None,
+            route: None,
+            rule: None,
+            upstream: None,
+            request_bytes: 0,
+            response_bytes: 0,
+        }
+    }
+
+    /// Completes the entry's duration and queues its line on `log`.
+    pub(crate) fn finish(mut self: Box<Self>, log: &AccessLogger) {
+        self.duration = Some(self.start.elapsed());
+        log.log(self);
+    }
+}
+
+/// The protocol field of an HTTP request.
+fn http_protocol(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_2 => "HTTP/2",
+        Version::HTTP_3 => "HTTP/3",
+        _ => "HTTP/1.1",
+    }
 }
 
 /// A header's text, or nothing.
@@ -175,27 +229,47 @@ impl Entry {
                 let _ = write!(scratch, "{}", self.client);
                 Value::Null
             }
-            Field::Method => Value::Str(self.method.as_str()),
-            Field::Host => header(&self.host),
-            Field::Path => Value::Str(&self.path),
-            Field::Protocol => Value::Str(match self.version {
-                Version::HTTP_09 => "HTTP/0.9",
-                Version::HTTP_10 => "HTTP/1.0",
-                Version::HTTP_2 => "HTTP/2",
-                Version::HTTP_3 => "HTTP/3",
-                _ => "HTTP/1.1",
-            }),
-            Field::Status => Value::Num(u64::from(self.status)),
-            Field::Duration => Value::Float(self.start.elapsed().as_secs_f64()),
-            Field::RequestBytes => Value::Num(self.request_bytes),
-            Field::ResponseBytes => Value::Num(self.response_bytes),
-            Field::Route => match &self.route {
-                Some(r) => {
-                    let _ = write!(scratch, "{}", r.label());
-                    Value::Null
-                }
+            Field::Method => match &self.method {
+                Some(m) => Value::Str(m.as_str()),
                 None => Value::Null,
             },
+            Field::Host => header(&self.host),
+            Field::Path => match &self.path {
+                Some(p) => Value::Str(p),
+                None => Value::Null,
+            },
+            Field::Protocol => Value::Str(self.protocol),
+            Field::Status => match self.status {
+                Some(s) => Value::Num(u64::from(s)),
+                None => Value::Null,
+            },
+            Field::Duration => Value::Float(
+                self.duration
+                    .unwrap_or_else(|| self.start.elapsed())
+                    .as_secs_f64(),
+            ),
+            Field::RequestBytes => Value::Num(self.request_bytes),
+            Field::ResponseBytes => Value::Num(self.response_bytes),
+            Field::Route => {
+                let route = self.rule.as_ref().map(|r| &r.route).or(self.route.as_ref());
+                if let Some(r) = route {
+                    let _ = write!(scratch, "{}/{}", r.kind(), r.label());
+                }
+                Value::Null
+            }
+            Field::Rule => {
+                match self.rule.as_deref() {
+                    Some(RouteRule {
+                        rule_name: Some(name),
+                        ..
+                    }) => scratch.push_str(name),
+                    Some(r) => {
+                        let _ = write!(scratch, "{}", r.rule_index);
+                    }
+                    None => {}
+                }
+                Value::Null
+            }
             Field::Upstream => match self.upstream {
                 Some(a) => {
                     let _ = write!(scratch, "{a}");
@@ -209,7 +283,7 @@ impl Entry {
     }
 
     /// The line, without its newline.
-    pub(crate) fn line(&self) -> String {
+    pub(crate) fn format(&self) -> String {
         let json = self.spec.format == AccessLogFormat::Json;
         let mut out = String::with_capacity(256);
         let mut scratch = String::new();
@@ -253,31 +327,13 @@ impl Entry {
         }
         out
     }
-
-    /// Writes the line to its sink.
-    pub(crate) fn emit(&self) {
-        let line = self.line();
-        match &self.sink {
-            AccessSink::Stdout => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(line.as_bytes());
-                let _ = out.write_all(b"\n");
-            }
-            AccessSink::Capture(lines) => {
-                if let Ok(mut lines) = lines.lock() {
-                    lines.push(line);
-                }
-            }
-        }
-    }
 }
 
 impl Entry {
     /// What the access log line says of the request head, from `client` (the address the
-    /// trusted forwarded headers name), written in `spec` to `sink`.
+    /// trusted forwarded headers name), written in `spec`.
     pub(crate) fn head(
         spec: LogSpec,
-        sink: AccessSink,
         client: IpAddr,
         req: &Request<Incoming>,
         start: Instant,
@@ -285,25 +341,27 @@ impl Entry {
         let headers = req.headers();
         Entry {
             spec,
-            sink,
             time: jiff::Timestamp::now(),
             start,
+            duration: None,
             client,
-            method: req.method().clone(),
+            method: Some(req.method().clone()),
             host: headers.get(header::HOST).cloned().or_else(|| {
                 req.uri()
                     .authority()
                     .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
             }),
-            path: req
-                .uri()
-                .path_and_query()
-                .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned()),
-            version: req.version(),
+            path: Some(
+                req.uri()
+                    .path_and_query()
+                    .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned()),
+            ),
+            protocol: http_protocol(req.version()),
             user_agent: headers.get(header::USER_AGENT).cloned(),
-            request_id: headers.get("x-request-id").cloned(),
-            status: 0,
+            request_id: headers.get(REQUEST_ID).cloned(),
+            status: None,
             route: None,
+            rule: None,
             upstream: None,
             request_bytes: 0,
             response_bytes: 0,
@@ -318,18 +376,19 @@ mod tests {
     fn entry(spec: LogSpec) -> Entry {
         Entry {
             spec,
-            sink: AccessSink::default(),
             time: jiff::Timestamp::UNIX_EPOCH,
             start: Instant::now(),
+            duration: Some(Duration::from_millis(1500)),
             client: "192.0.2.1".parse().unwrap(),
-            method: Method::GET,
+            method: Some(Method::GET),
             host: Some(HeaderValue::from_static("example.com")),
-            path: "/a b?x=1".into(),
-            version: Version::HTTP_11,
+            path: Some("/a b?x=1".into()),
+            protocol: http_protocol(Version::HTTP_11),
             user_agent: None,
             request_id: None,
-            status: 200,
+            status: Some(200),
             route: Some(Arc::new(RouteRef::new("HTTPRoute", "default", "r"))),
+            rule: None,
             upstream: None,
             request_bytes: 3,
             response_bytes: 5,
@@ -347,18 +406,18 @@ mod tests {
                 "upstream".into(),
             ],
         };
-        let line = entry(LogSpec::from_table(&log)).line();
+        let line = entry(LogSpec::from_table(&log)).format();
         assert_eq!(
             line,
-            r#"{"status":200,"path":"/a b?x=1","route":"default/r","upstream":null}"#
+            r#"{"status":200,"path":"/a b?x=1","route":"HTTPRoute/default/r","upstream":null}"#
         );
         let text = AccessLog {
             format: AccessLogFormat::Text,
             fields: vec!["method".into(), "path".into(), "responseBytes".into()],
         };
-        let line = entry(LogSpec::from_table(&text)).line();
+        let line = entry(LogSpec::from_table(&text)).format();
         assert_eq!(line, r#"method=GET path="/a b?x=1" responseBytes=5"#);
-        let all = entry(LogSpec::new(AccessLogFormat::Json)).line();
+        let all = entry(LogSpec::new(AccessLogFormat::Json)).format();
         let parsed: serde_json::Value = serde_json::from_str(&all).unwrap();
         assert_eq!(parsed.as_object().unwrap().len(), ALL.len());
         assert_eq!(parsed["time"], "1970-01-01T00:00:00Z");

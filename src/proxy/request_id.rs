@@ -1,0 +1,82 @@
+//! The request id: `X-Request-Id` as the client sent it, or one made here when it sent none, so
+//! that one id names the request in the access log, at the backend (the header goes upstream)
+//! and at the client (the response carries it back).
+
+use http::header::HeaderName;
+use http::{HeaderMap, HeaderValue};
+
+/// `x-request-id`.
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The longest id taken from a client; a longer one is replaced, so that a client cannot make
+/// every log line and upstream request carry kilobytes.
+const MAX_LEN: usize = 200;
+
+/// The request's id: its `X-Request-Id` when it has one (of at most 200 bytes), else a new
+/// random one (32 hex digits), which `headers` then carries.
+pub(crate) fn ensure(headers: &mut HeaderMap) -> HeaderValue {
+    let mut given = headers.get_all(&REQUEST_ID).iter();
+    if let (Some(id), None) = (given.next(), given.next()) {
+        if !id.is_empty() && id.len() <= MAX_LEN {
+            return id.clone();
+        }
+    }
+    let id = new_id();
+    headers.insert(REQUEST_ID, id.clone());
+    id
+}
+
+/// 128 random bits as 32 lowercase hex digits.
+fn new_id() -> HeaderValue {
+    let text = format!("{:032x}", fastrand::u128(..));
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+/// Adds `id` to a response that carries no `X-Request-Id` of its own.
+pub(crate) fn answer(headers: &mut HeaderMap, id: &HeaderValue) {
+    if !headers.contains_key(&REQUEST_ID) {
+        headers.insert(REQUEST_ID, id.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_id_is_kept_and_a_missing_one_is_made() {
+        let mut h = HeaderMap::new();
+        h.insert(REQUEST_ID, HeaderValue::from_static("abc"));
+        assert_eq!(ensure(&mut h), "abc");
+        let mut h = HeaderMap::new();
+        let made = ensure(&mut h);
+        assert_eq!(made.len(), 32);
+        assert!(made
+            .to_str()
+            .unwrap()
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(h.get(&REQUEST_ID), Some(&made));
+        assert_ne!(ensure(&mut HeaderMap::new()), made);
+    }
+
+    #[test]
+    fn two_ids_or_an_oversized_one_are_replaced() {
+        let mut h = HeaderMap::new();
+        h.append(REQUEST_ID, HeaderValue::from_static("a"));
+        h.append(REQUEST_ID, HeaderValue::from_static("b"));
+        let made = ensure(&mut h);
+        assert_eq!(made.len(), 32);
+        assert_eq!(h.get_all(&REQUEST_ID).iter().count(), 1);
+        let mut h = HeaderMap::new();
+        h.insert(REQUEST_ID, HeaderValue::from_str(&"x".repeat(201)).unwrap());
+        assert_eq!(ensure(&mut h).len(), 32);
+        let mut response = HeaderMap::new();
+        answer(&mut response, &made);
+        assert_eq!(response.get(&REQUEST_ID), Some(&made));
+        let own = HeaderValue::from_static("upstream-id");
+        response.insert(REQUEST_ID, own.clone());
+        answer(&mut response, &made);
+        assert_eq!(response.get(&REQUEST_ID), Some(&own));
+    }
+}
