@@ -84,6 +84,9 @@ pub struct Metrics {
     /// Access log lines dropped because the writer's queue was full (the sink lags): a
     /// request never waits for its line.
     pub access_log_dropped: IntCounter,
+    /// Spans of sampled requests dropped because the export queue was full (the collector
+    /// lags or is unreachable).
+    pub spans_dropped: IntCounter,
     /// Kubernetes mode: 1 when the API server serves a watched kind, 0 when it does not (its
     /// CRD is not installed; the kind counts as empty and is picked up once it is), by kind.
     pub watch_kind_available: IntGaugeVec,
@@ -264,6 +267,11 @@ impl Metrics {
             "Access log lines dropped because the writer's queue was full",
         )
         .expect("valid metric");
+        let spans_dropped = IntCounter::new(
+            "spans_dropped_total",
+            "Spans not exported because the export queue was full",
+        )
+        .expect("valid metric");
         let watch_kind_available = IntGaugeVec::new(
             Opts::new(
                 "watch_kind_available",
@@ -291,6 +299,7 @@ impl Metrics {
             Box::new(basic_auth_queued.clone()),
             Box::new(basic_auth_rejected.clone()),
             Box::new(access_log_dropped.clone()),
+            Box::new(spans_dropped.clone()),
             Box::new(outlier_ejections.clone()),
             Box::new(outlier_ejected.clone()),
             Box::new(overloaded.clone()),
@@ -342,6 +351,7 @@ impl Metrics {
             basic_auth_queued,
             basic_auth_rejected,
             access_log_dropped,
+            spans_dropped,
             watch_kind_available,
             webhook_limited,
         })

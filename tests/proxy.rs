@@ -65,5 +65,7 @@ mod sessions;
 mod timeouts;
 #[path = "proxy/tls.rs"]
 mod tls;
+#[path = "proxy/trace_export.rs"]
+mod trace_export;
 #[path = "proxy/translated.rs"]
 mod translated;

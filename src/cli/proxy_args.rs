@@ -11,7 +11,8 @@ use super::flags::{duration_text, parse_duration};
 use super::policy::PathPolicyArgs;
 use super::resilience_args::ResilienceArgs;
 use crate::proxy::{
-    AccessSink, BudgetLimits, HashLimits, LogSpec, MinRate, ProxyOptions, TrustedProxies,
+    AccessSink, BudgetLimits, HashLimits, LogSpec, MinRate, ProxyOptions, TraceExport,
+    TrustedProxies,
 };
 use crate::table::AccessLogFormat;
 
@@ -33,6 +34,27 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_owned()),
         Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{s}`: {e}")),
+    }
+}
+
+/// An `http://` URL with a host (the exporter speaks plain HTTP, as collectors beside the
+/// proxy do).
+fn parse_otlp_endpoint(s: &str) -> Result<String, String> {
+    let uri: http::Uri = s.parse().map_err(|e| format!("`{s}`: {e}"))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http"), Some(_)) => Ok(s.to_owned()),
+        _ => Err(format!(
+            "`{s}`: an http:// URL with a host, e.g. http://otel-collector:4318"
+        )),
+    }
+}
+
+/// A share from 0.0 to 1.0.
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        Ok(_) => Err("must be from 0.0 to 1.0".to_owned()),
         Err(e) => Err(format!("`{s}`: {e}")),
     }
 }
@@ -135,6 +157,15 @@ pub struct ProxyArgs {
     #[arg(long, default_value_t = defaults().access_log_queue, value_parser = at_least_one,
         help_heading = "Access log")]
     pub access_log_queue: usize,
+    /// Export the spans of sampled requests over OTLP/HTTP (protobuf) to this collector, e.g.
+    /// `http://otel-collector:4318` (posted to `/v1/traces` unless the URL has a path). Off
+    /// by default; `traceparent` is continued either way.
+    #[arg(long, value_name = "URL", value_parser = parse_otlp_endpoint, help_heading = "Tracing")]
+    pub otlp_endpoint: Option<String>,
+    /// Share of requests without a sampled parent whose spans are exported (0.0 to 1.0);
+    /// a request whose `traceparent` is sampled always is.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_ratio, help_heading = "Tracing")]
+    pub otlp_sample_ratio: f64,
     /// Basic-auth bcrypt checks that may run at once (at least 1), on blocking threads, never
     /// on those serving requests.
     #[arg(long, default_value_t = defaults().basic_auth.workers, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -193,6 +224,10 @@ impl ProxyArgs {
                 None => AccessSink::Stdout,
             },
             access_log_queue: self.access_log_queue,
+            trace_export: self.otlp_endpoint.as_ref().map(|endpoint| TraceExport {
+                endpoint: endpoint.clone(),
+                sample_ratio: self.otlp_sample_ratio,
+            }),
             basic_auth: HashLimits {
                 workers: self.basic_auth_workers,
                 queue: self.basic_auth_queue,

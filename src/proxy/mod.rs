@@ -65,6 +65,7 @@ mod routing;
 mod settings;
 mod shared;
 mod sockets;
+mod trace;
 mod trusted;
 mod upstream;
 
@@ -88,6 +89,7 @@ pub use options::ProxyOptions;
 pub use policy::{validate_jwt, HashLimits};
 pub use routing::headers::{set_forwarded, strip_hop_by_hop};
 pub use sockets::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
+pub use trace::{TraceExport, TraceExportError};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
 pub use upstream::balance::{BreakerLimits, OutlierOptions};
 pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
@@ -139,8 +141,14 @@ impl Proxy {
             options.access_log_queue,
             metrics.access_log_dropped.clone(),
         );
+        let spans = options.trace_export.as_ref().and_then(|export| {
+            trace::SpanSink::start(export, metrics.spans_dropped.clone())
+                .inspect_err(|error| tracing::error!(%error, "spans are not exported"))
+                .ok()
+        });
         let shared = Arc::new(Shared {
             access,
+            spans,
             policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
             conn_defaults,
             table,

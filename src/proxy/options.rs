@@ -109,6 +109,8 @@ pub struct ProxyOptions {
     /// Lines the access log queues for its writer; lines past it are dropped and counted
     /// (`edgeplane_access_log_dropped_total`) rather than waited for.
     pub access_log_queue: usize,
+    /// OTLP span export (`--otlp-endpoint`); off by default.
+    pub trace_export: Option<crate::proxy::trace::TraceExport>,
 }
 
 impl ProxyOptions {
@@ -158,6 +160,7 @@ impl Default for ProxyOptions {
             access_log: LogSpec::default(),
             access_sink: AccessSink::default(),
             access_log_queue: crate::proxy::access_log::DEFAULT_QUEUE,
+            trace_export: None,
         }
     }
 }

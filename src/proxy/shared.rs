@@ -28,4 +28,6 @@ pub(crate) struct Shared {
     pub conn_defaults: Arc<ConnSettings>,
     /// Where finished access log lines are queued.
     pub access: AccessLogger,
+    /// Where the spans of sampled requests are queued (`--otlp-endpoint`; none without).
+    pub spans: Option<crate::proxy::trace::SpanSink>,
 }

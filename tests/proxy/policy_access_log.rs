@@ -108,6 +108,9 @@ async fn json_lines_by_default_and_text_where_a_proxy_config_says_so() {
     let got = wait_lines(&lines, 2).await;
     let line: Value = serde_json::from_str(&got[1]).expect("a JSON line");
     assert_eq!(line["requestId"], made.as_str());
+    // The trace the backend was told of.
+    let traceparent = second.echoed_header("traceparent");
+    assert_eq!(line["traceId"], traceparent[0].split('-').nth(1).unwrap());
     let reply = send(&client, get(text_addr, "example.com", "/t"))
         .await
         .unwrap();

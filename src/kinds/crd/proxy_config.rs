@@ -126,6 +126,7 @@ pub enum AccessLogField {
     Upstream,
     UserAgent,
     RequestId,
+    TraceId,
 }
 
 /// Size limits of requests from clients.

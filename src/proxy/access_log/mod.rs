@@ -39,9 +39,10 @@ pub(crate) enum Field {
     Upstream,
     UserAgent,
     RequestId,
+    TraceId,
 }
 
-const ALL: [Field; 15] = [
+const ALL: [Field; 16] = [
     Field::Time,
     Field::ClientAddress,
     Field::Method,
@@ -57,6 +58,7 @@ const ALL: [Field; 15] = [
     Field::Upstream,
     Field::UserAgent,
     Field::RequestId,
+    Field::TraceId,
 ];
 
 impl Field {
@@ -78,6 +80,7 @@ impl Field {
             Self::Upstream => "upstream",
             Self::UserAgent => "userAgent",
             Self::RequestId => "requestId",
+            Self::TraceId => "traceId",
         }
     }
 
@@ -144,6 +147,8 @@ pub(crate) struct Entry {
     pub path: Option<String>,
     pub user_agent: Option<HeaderValue>,
     pub request_id: Option<HeaderValue>,
+    /// The W3C trace the request belongs to (32 hex digits in the line).
+    pub trace_id: Option<u128>,
     pub status: Option<u16>,
     pub route: Option<Arc<RouteRef>>,
     /// The rule that matched, when one did.
@@ -175,6 +180,7 @@ impl Entry {
             path: None,
             user_agent: None,
             request_id: None,
+            trace_id: None,
             status: None,
             route: None,
             rule: None,
@@ -279,6 +285,12 @@ impl Entry {
             },
             Field::UserAgent => header(&self.user_agent),
             Field::RequestId => header(&self.request_id),
+            Field::TraceId => {
+                if let Some(id) = self.trace_id {
+                    let _ = write!(scratch, "{id:032x}");
+                }
+                Value::Null
+            }
         }
     }
 
@@ -359,6 +371,7 @@ impl Entry {
             protocol: http_protocol(req.version()),
             user_agent: headers.get(header::USER_AGENT).cloned(),
             request_id: headers.get(REQUEST_ID).cloned(),
+            trace_id: None,
             status: None,
             route: None,
             rule: None,
@@ -386,6 +399,7 @@ mod tests {
             protocol: http_protocol(Version::HTTP_11),
             user_agent: None,
             request_id: None,
+            trace_id: None,
             status: Some(200),
             route: Some(Arc::new(RouteRef::new("HTTPRoute", "default", "r"))),
             rule: None,

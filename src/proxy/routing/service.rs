@@ -28,6 +28,7 @@ use crate::proxy::routing::headers::client_address;
 use crate::proxy::routing::tracked::{Activity, Held, Tracked};
 use crate::proxy::settings::ConnSettings;
 use crate::proxy::shared::Shared;
+use crate::proxy::trace::{self, RequestTrace};
 use crate::table::{
     is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRef, RouteRule, RouteTable,
     Scheme, VirtualHost,
@@ -143,16 +144,31 @@ impl Handler {
             false => self.shared.options.min_body_rate,
         };
         let timers = (self.settings.body_idle_timeout, rate);
+        let spans = self.shared.spans.as_ref();
+        let client = (spans.is_some() || !self.settings.access_log.is_off())
+            .then(|| self.client_ip(req.headers()));
+        let head = trace::Head {
+            tls: self.tls.is_some(),
+            client: client.unwrap_or(self.peer.ip()),
+            request_id: &request_id,
+        };
+        let trace = RequestTrace::begin(spans, &mut req, head);
         let mut log = (!self.settings.access_log.is_off()).then(|| {
-            let client = self.client_ip(req.headers());
-            Entry::head(self.settings.access_log.clone(), client, &req, start)
+            let mut entry = Entry::head(
+                self.settings.access_log.clone(),
+                client.unwrap_or(self.peer.ip()),
+                &req,
+                start,
+            );
+            entry.trace_id = Some(trace.ids.trace_id);
+            entry
         });
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
         let mut rule = None;
         let (route, served, held) = match self.route(&table, req) {
             Ok(Routed::Matched(matched)) => {
                 let route = Some(matched.rule.route.clone());
-                if log.is_some() {
+                if log.is_some() || trace.span.is_some() {
                     rule = Some(matched.rule.clone());
                 }
                 let (served, held) = self.proxy(&table, matched, start).await;
@@ -177,11 +193,20 @@ impl Handler {
         let mut outcome = Outcome { route, response };
         request_id::answer(outcome.response.headers_mut(), &request_id);
         self.record(&outcome, start);
+        let upstream = held.endpoint.as_ref().map(|p| p.addr);
+        if trace.span.is_some() {
+            let route = outcome
+                .route
+                .as_deref()
+                .map(|r| format!("{}/{}", r.kind(), r.label()));
+            let status = outcome.response.status().as_u16();
+            trace.finish(spans, status, route, rule.as_deref(), upstream);
+        }
         if let Some(entry) = log.as_mut() {
             entry.status = Some(outcome.response.status().as_u16());
             entry.route = outcome.route.clone();
             entry.rule = rule;
-            entry.upstream = held.endpoint.as_ref().map(|p| p.addr);
+            entry.upstream = upstream;
         }
         let log = log.map(|entry| (Box::new(entry), flags, self.shared.access.clone()));
         outcome
