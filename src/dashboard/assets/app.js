@@ -45,8 +45,14 @@ function trafficFor(list, names) {
   return list.find((t) => names.includes(t.name));
 }
 
-function trafficCells(t) {
+// The four traffic cells of a row; `labelled` is false when the request series carry no such
+// label at all (backends, before the proxy labels them), where 0 would be a guess.
+function trafficCells(t, labelled = true) {
   const num = (v) => el("td", { class: "num" }, v);
+  if (!t && !labelled) {
+    const na = () => el("td", { class: "num muted", title: "the request metrics carry no backend label" }, "n/a");
+    return [na(), na(), na(), na()];
+  }
   if (!t) return [num("0"), num("-"), num("-"), num("-")];
   return [
     el("td", { class: "num requests" }, String(t.requests)),
@@ -104,7 +110,7 @@ function drawBackends(o) {
     return el("tr", { class: b.endpoints.length ? "backend" : "backend broken", "data-key": b.service },
       el("td", {}, b.service, el("span", { class: "message" }, b.protocol)), eps,
       el("td", {}, [...b.routes].join(", ")),
-      ...trafficCells(trafficFor(traffic.backends, [b.service])));
+      ...trafficCells(trafficFor(traffic.backends, [b.service]), traffic.backends.length > 0));
   }));
 }
 
