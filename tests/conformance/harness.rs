@@ -480,6 +480,7 @@ impl Env {
             .args(crds_args())
             .args(["--bind-address", &self.net.ip(240).to_string()])
             .args(["--admin-addr", &self.admin.to_string()])
+            .args(["--dashboard-addr", "127.0.0.1:0"])
             .args(["--drain-timeout", "1s"])
             .args(["--port-map", &port_map_arg()])
             .env("RUST_LOG", "warn")
