@@ -69,6 +69,25 @@ impl Dashboard {
             .unwrap_or_default()
     }
 
+    /// Answers a request that arrived on the address `local`: 403 unless that address is a
+    /// loopback one and the `Host` names this server, else [`Dashboard::handle`].
+    pub fn answer<B>(&self, req: &Request<B>, local: SocketAddr) -> Response<Full<Bytes>> {
+        if !local.ip().is_loopback() {
+            return text(
+                StatusCode::FORBIDDEN,
+                "forbidden: the dashboard answers only over loopback \
+                 (connect to 127.0.0.1; in a cluster, kubectl port-forward)\n",
+            );
+        }
+        if !host_allowed(req.headers().get(HOST), local) {
+            return text(
+                StatusCode::FORBIDDEN,
+                "forbidden: Host does not name the dashboard server\n",
+            );
+        }
+        self.handle(req)
+    }
+
     /// Answers one request: the page and its assets, `/api/overview`, `/api/traffic`,
     /// `/api/routes`, `/debug/config`, `/debug/status`; 404 for other paths, 405 for methods
     /// other than GET and HEAD.
@@ -120,27 +139,10 @@ pub async fn serve_dashboard(
         };
         let dashboard = dashboard.clone();
         let local = stream.local_addr().unwrap_or(bound);
-        let loopback = local.ip().is_loopback();
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let dashboard = dashboard.clone();
-                async move {
-                    let resp = if !loopback {
-                        text(
-                            StatusCode::FORBIDDEN,
-                            "forbidden: the dashboard answers only over loopback \
-                             (connect to 127.0.0.1; in a cluster, kubectl port-forward)\n",
-                        )
-                    } else if host_allowed(req.headers().get(HOST), local) {
-                        dashboard.handle(&req)
-                    } else {
-                        text(
-                            StatusCode::FORBIDDEN,
-                            "forbidden: Host does not name the dashboard server\n",
-                        )
-                    };
-                    Ok::<_, std::convert::Infallible>(resp)
-                }
+                async move { Ok::<_, std::convert::Infallible>(dashboard.answer(&req, local)) }
             });
             let conn = http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -218,5 +220,34 @@ mod tests {
         assert_eq!(get(&d, "/nope").status(), StatusCode::NOT_FOUND);
         let post = Request::post("/api/overview").body(()).unwrap();
         assert_eq!(d.handle(&post).status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    #[test]
+    fn only_loopback_connections_naming_the_server_are_answered() {
+        let d = Dashboard::new(Published::new(Metrics::new()), None);
+        let req = |host: &str| {
+            Request::get("/debug/config")
+                .header(HOST, host)
+                .body(())
+                .unwrap()
+        };
+        let loopback: SocketAddr = "127.0.0.1:9902".parse().unwrap();
+        let pod: SocketAddr = "10.1.2.3:9902".parse().unwrap();
+        assert_eq!(
+            d.answer(&req("127.0.0.1:9902"), loopback).status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            d.answer(&req("localhost:9902"), loopback).status(),
+            StatusCode::OK
+        );
+        let r = d.answer(&req("10.1.2.3:9902"), pod);
+        assert_eq!(
+            r.status(),
+            StatusCode::FORBIDDEN,
+            "a pod IP is never answered"
+        );
+        let r = d.answer(&req("evil.example:9902"), loopback);
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "DNS rebinding");
     }
 }
