@@ -4,7 +4,6 @@
 //! and the kubelet reach. Like the admin server it checks `Host` against DNS rebinding, and it
 //! answers only connections that arrived over loopback: the views hold the whole configuration.
 
-mod assets;
 pub mod conditions;
 mod overview;
 mod traffic;
@@ -99,7 +98,7 @@ impl Dashboard {
             return r;
         }
         let path = req.uri().path();
-        if let Some(asset) = assets::find(path) {
+        if let Some(asset) = find_asset(path) {
             return body(StatusCode::OK, asset.content_type, asset.bytes);
         }
         match path {
@@ -152,6 +151,36 @@ pub async fn serve_dashboard(
                 tracing::debug!(%peer, error = %e, "dashboard connection ended");
             }
         });
+    }
+}
+
+/// One file of the page, compiled into the binary: no CDN, nothing built or fetched at run
+/// time.
+struct Asset {
+    content_type: &'static str,
+    bytes: &'static [u8],
+}
+
+const INDEX: Asset = Asset {
+    content_type: "text/html; charset=utf-8",
+    bytes: include_bytes!("assets/index.html"),
+};
+const SCRIPT: Asset = Asset {
+    content_type: "text/javascript; charset=utf-8",
+    bytes: include_bytes!("assets/app.js"),
+};
+const STYLE: Asset = Asset {
+    content_type: "text/css; charset=utf-8",
+    bytes: include_bytes!("assets/app.css"),
+};
+
+/// The asset served at `path`, if any.
+fn find_asset(path: &str) -> Option<Asset> {
+    match path {
+        "/" | "/index.html" => Some(INDEX),
+        "/app.js" => Some(SCRIPT),
+        "/app.css" => Some(STYLE),
+        _ => None,
     }
 }
 
