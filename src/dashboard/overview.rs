@@ -292,3 +292,63 @@ fn certificates(table: &RouteTable) -> Vec<Certificate> {
     }
     out.into_values().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::status::{ObjectStatus, StatusReport};
+    use serde_json::json;
+
+    fn entry(v: Value) -> ObjectStatus {
+        serde_json::from_value(v).expect("status entry")
+    }
+
+    #[test]
+    fn entries_are_sorted_into_gateways_routes_policies_and_others() {
+        let cond = |ty: &str, status: &str, reason: &str| {
+            json!({"type": ty, "status": status, "reason": reason, "message": "m",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1})
+        };
+        let report = StatusReport {
+            entries: vec![
+                entry(json!({"kind": "GatewayClass", "name": "c",
+                    "status": {"conditions": [cond("Accepted", "True", "Accepted")]}})),
+                entry(json!({"kind": "Gateway", "namespace": "ns", "name": "gw",
+                    "status": {"conditions": [cond("Accepted", "True", "Accepted")],
+                        "addresses": [{"type": "IPAddress", "value": "10.0.0.1"}],
+                        "listeners": [{"name": "http", "attachedRoutes": 2, "supportedKinds": [],
+                            "conditions": [cond("Programmed", "False", "Invalid")]}]}})),
+                entry(json!({"kind": "TCPRoute", "namespace": "ns", "name": "db",
+                    "status": {"parents": [{"parentRef": {"name": "gw", "sectionName": "tcp"},
+                        "controllerName": "x",
+                        "conditions": [cond("Accepted", "False", "NotAllowedByListeners")]}]}})),
+                entry(
+                    json!({"kind": "BackendTLSPolicy", "namespace": "ns", "name": "tls",
+                    "status": {"ancestors": [{"ancestorRef": {"kind": "Gateway",
+                        "namespace": "ns", "name": "gw"}, "controllerName": "x",
+                        "conditions": [cond("Accepted", "True", "Accepted")]}]}}),
+                ),
+            ],
+        };
+        let published = Published::new(Metrics::new());
+        let o = build(&RouteTable::default(), &report.into(), &published, &[]);
+        assert_eq!(o.gateways.len(), 1);
+        let gw = &o.gateways[0];
+        assert_eq!(gw.addresses, ["10.0.0.1"]);
+        let l = &gw.listeners[0];
+        assert_eq!(
+            (l.summary.programmed.as_str(), l.attached_routes),
+            ("False", 2)
+        );
+        let route = &o.routes[0];
+        assert_eq!(route.summary.reason, "NotAllowedByListeners");
+        assert_eq!(route.attachments[0].target, "Gateway gw/tcp");
+        assert_eq!(route.attachments[0].accepted, "False");
+        let policy = &o.policies[0];
+        assert_eq!(policy.summary.kind, "BackendTLSPolicy");
+        assert_eq!(policy.attachments[0].target, "Gateway ns/gw");
+        assert_eq!(o.others[0].summary.kind, "GatewayClass");
+        assert!(o.backends.is_empty() && o.certificates.is_empty());
+    }
+}
