@@ -80,15 +80,9 @@ pub struct TreeEndpoint {
 /// Draws `table`; `ejected` are the endpoints outlier detection keeps out now.
 pub fn build(table: &RouteTable, ejected: &[SocketAddr]) -> RouteTree {
     let mut gateways: BTreeMap<String, Vec<TreeListener>> = BTreeMap::new();
-    let sockets = table
-        .listeners
-        .values()
-        .map(|l| (l, false))
-        .chain(table.udp.values().map(|l| (l, true)));
-    for (socket, udp) in sockets {
+    for socket in table.listeners.values().chain(table.udp.values()) {
         for (index, source) in socket.sources.iter().enumerate() {
             let protocol = match (&socket.l4, &socket.tls) {
-                (Some(L4Routes::Tcp { .. }), _) if udp => "UDP",
                 (Some(L4Routes::Udp { .. }), _) => "UDP",
                 (Some(L4Routes::Tcp { .. }), _) => "TCP",
                 (Some(L4Routes::Tls(_)), _) => "TLS",
@@ -307,6 +301,75 @@ mod tests {
         let e = endpoints(&[a, b], &[c], &[b]);
         let states: Vec<_> = e.iter().map(|e| e.state.as_str()).collect();
         assert_eq!(states, ["ready", "ejected", "terminating"]);
+    }
+
+    #[test]
+    fn a_tcp_listener_draws_its_route_and_backend_health() {
+        use crate::table::{
+            ListenerTable, RouteRef, RuleFilters, ServiceBackend, ServiceKey, SocketSource,
+            WeightedBackend,
+        };
+        let bind: SocketAddr = "127.0.0.1:5432".parse().unwrap();
+        let (ready, ejected, leaving): (SocketAddr, SocketAddr, SocketAddr) = (
+            "10.0.0.1:5432".parse().unwrap(),
+            "10.0.0.2:5432".parse().unwrap(),
+            "10.0.0.3:5432".parse().unwrap(),
+        );
+        let service = ServiceBackend {
+            service: ServiceKey {
+                namespace: "db".into(),
+                name: "pg".into(),
+                port: 5432,
+            },
+            endpoints: vec![ready, ejected],
+            terminating: vec![leaving],
+            protocol: Default::default(),
+            balance: Default::default(),
+            limits: None,
+        };
+        let backends = BackendSet::new(vec![
+            WeightedBackend {
+                weight: 3,
+                target: BackendTarget::Service(Arc::new(service)),
+                filters: Arc::new(RuleFilters::default()),
+            },
+            WeightedBackend {
+                weight: 1,
+                target: BackendTarget::Invalid {
+                    reason: "Service db/gone not found".into(),
+                },
+                filters: Arc::new(RuleFilters::default()),
+            },
+        ]);
+        let sources = vec![SocketSource::gateway("db", "gw", "pg")];
+        let mut listener =
+            ListenerTable::new(bind, sources, Vec::<crate::table::VirtualHost>::new());
+        listener.l4 = Some(L4Routes::Tcp {
+            route: Some(L4Route {
+                route: Arc::new(RouteRef::new("TCPRoute", "db", "pg")),
+                backends: Arc::new(backends),
+            }),
+        });
+        let mut table = RouteTable {
+            generation: 4,
+            ..RouteTable::default()
+        };
+        table.listeners.insert(bind, Arc::new(listener));
+        let tree = build(&table, &[ejected]);
+        assert_eq!(tree.generation, 4);
+        let l = &tree.gateways[0].listeners[0];
+        assert_eq!(
+            (tree.gateways[0].name.as_str(), l.name.as_str()),
+            ("db/gw", "pg")
+        );
+        assert_eq!((l.protocol.as_str(), l.bind), ("TCP", bind));
+        let rule = &l.hosts[0].rules[0];
+        assert_eq!(rule.route, "TCPRoute/db/pg");
+        let b = &rule.backends;
+        assert_eq!((b[0].target.as_str(), b[0].weight), ("db/pg:5432", 3));
+        let states: Vec<_> = b[0].endpoints.iter().map(|e| e.state.as_str()).collect();
+        assert_eq!(states, ["ready", "ejected", "terminating"]);
+        assert_eq!(b[1].invalid.as_deref(), Some("Service db/gone not found"));
     }
 
     #[test]
