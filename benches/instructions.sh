@@ -170,6 +170,7 @@ for proxy in "${list[@]}"; do
     edgeplane)
         TOKIO_WORKER_THREADS=1 RUST_LOG=warn count edgeplane $((base + 3)) "$bin" serve \
             --config-dir "$work/edgeplane" --admin-addr "127.0.0.1:$((base + 4))" \
+            --dashboard-addr 127.0.0.1:0 \
             --upstream-max-idle 128
         ;;
     *) echo "unknown proxy: $proxy" >&2; exit 2 ;;

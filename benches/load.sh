@@ -581,7 +581,7 @@ start_proxy() { # start_proxy PROXY WORKERS CPUS; 0 when it serves every wanted 
         # wrk sends the IP address as SNI, which rustls ignores with a warning per handshake.
         start "$cpus" "$work/edgeplane/out.log" env TOKIO_WORKER_THREADS="$workers" RUST_LOG=info,rustls=error \
             "$edgeplane_bin" serve --config-dir "$work/edgeplane/config" \
-            --admin-addr "127.0.0.1:$edgeplane_admin" --drain-timeout 1s \
+            --admin-addr "127.0.0.1:$edgeplane_admin" --dashboard-addr 127.0.0.1:0 --drain-timeout 1s \
             --upstream-max-idle "$pool"
         ;;
     esac

@@ -1,5 +1,5 @@
-//! Command-line interface: argument parsing and the wiring of provider, reconcile loop, proxy and
-//! admin server for each subcommand. The only module (with `main`) that uses `anyhow`.
+//! Command-line interface: argument parsing and the wiring of provider, reconcile loop, proxy,
+//! admin and dashboard servers for each subcommand. The only module (with `main`) that uses `anyhow`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -20,6 +20,7 @@ mod policy;
 mod proxy_args;
 mod resilience_args;
 mod stack;
+mod views;
 mod webhook_args;
 
 pub use check::{CheckArgs, CheckOutput};
@@ -28,9 +29,10 @@ pub use cluster::KubeArgs;
 pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
 pub use proxy_args::ProxyArgs;
-use stack::{shutdown_signal, Stack};
+use stack::{shutdown_signal, Addresses, Stack};
+pub use views::{RoutesArgs, StatusArgs, StatusOutput};
 
-use crate::admin::DEFAULT_ADMIN_ADDR;
+use crate::admin::{DEFAULT_ADMIN_ADDR, DEFAULT_DASHBOARD_ADDR};
 use crate::admission::Crds;
 use crate::devtools::echo::{serve_echo, serve_udp_echo, EchoIdentity};
 use crate::metrics::Metrics;
@@ -73,8 +75,14 @@ pub enum Command {
     /// Run an echo backend that answers every request with JSON describing it (gRPC calls: the
     /// conformance suite's gRPC echo service, on the same port).
     Echo(EchoArgs),
-    /// Run the quickstart: echo backends, example routes, proxy and admin server.
+    /// Run the quickstart: echo backends, example routes, proxy, admin server and dashboard.
     Demo(DemoArgs),
+    /// Print every object's conditions (Accepted, Programmed, ResolvedRefs), read from a
+    /// running edgeplane's dashboard server; exit 1 when it cannot be reached.
+    Status(StatusArgs),
+    /// Print a running edgeplane's live route table as a tree: Gateway, listener, hostname,
+    /// rule, backends with weights and endpoint health; exit 1 when it cannot be reached.
+    Routes(RoutesArgs),
     /// Print the CustomResourceDefinitions of the edgeplane.dev kinds (TrafficPolicy,
     /// ProxyConfig) as multi-document YAML, for `kubectl apply -f -`.
     Crds,
@@ -145,11 +153,17 @@ pub struct ServeArgs {
     pub port_map: Option<PortMap>,
     #[command(flatten, next_help_heading = "Kubernetes")]
     pub kube: cluster::KubeArgs,
-    /// Address of the admin server (health, metrics; debug views only over loopback). An
-    /// IPv6 address may be written without brackets, as `$(POD_IP):9901` expands to.
+    /// Address of the admin server (metrics, health, readiness). An IPv6 address may be
+    /// written without brackets, as `$(POD_IP):9901` expands to.
     #[arg(long, default_value = DEFAULT_ADMIN_ADDR, help_heading = "Admin",
         value_parser = webhook_args::parse_listen_addr)]
     pub admin_addr: SocketAddr,
+    /// Address of the dashboard server: the live dashboard at `/`, its API and the debug
+    /// views (/debug/config, /debug/status). It answers only connections that arrive over
+    /// loopback; in a cluster, reach it with `kubectl port-forward`.
+    #[arg(long, default_value = DEFAULT_DASHBOARD_ADDR, help_heading = "Admin",
+        value_parser = webhook_args::parse_listen_addr)]
+    pub dashboard_addr: SocketAddr,
     /// Time in-flight requests get to finish at shutdown (e.g. 30s, 500ms, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Proxy")]
     pub drain_timeout: Duration,
@@ -190,9 +204,13 @@ pub struct DemoArgs {
     /// Address the demo Gateway listens on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Address of the admin server.
+    /// Address of the admin server (metrics, health, readiness).
     #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
+    /// Address of the dashboard server (the live dashboard, its API and the debug views;
+    /// answers only over loopback).
+    #[arg(long, default_value = DEFAULT_DASHBOARD_ADDR)]
+    pub dashboard_addr: SocketAddr,
     /// Time in-flight requests get to finish at shutdown.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
@@ -228,6 +246,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => Ok(check::check(&args)),
         Command::Echo(args) => echo(args).await,
         Command::Demo(args) => demo(args).await,
+        Command::Status(args) => views::status(args).await,
+        Command::Routes(args) => views::routes(args).await,
         Command::Crds => {
             write_stdout(&crate::kinds::crd::generate::crds_yaml()?)?;
             Ok(ExitCode::SUCCESS)
@@ -315,7 +335,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let stack = Stack::standalone(
         rx,
         metrics,
-        args.admin_addr,
+        Addresses {
+            admin: args.admin_addr,
+            dashboard: args.dashboard_addr,
+        },
         args.proxy.options(args.drain_timeout),
         ReconcileOptions {
             controller_name: args.translate.controller_name,
@@ -339,7 +362,10 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let stack = Stack::standalone(
         rx,
         Metrics::new(),
-        args.admin_addr,
+        Addresses {
+            admin: args.admin_addr,
+            dashboard: args.dashboard_addr,
+        },
         args.proxy.options(args.drain_timeout),
         ReconcileOptions {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
@@ -358,14 +384,14 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         stack.stop().await;
         bail!("cannot listen on {} (see the log above)", args.listen);
     }
-    print_demo(&args, &backends.pods);
+    print_demo(&args, stack.dashboard_addr, &backends.pods);
     shutdown_signal().await;
     stack.stop().await;
     drop(backends);
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_demo(args: &DemoArgs, pods: &[crate::devtools::demo::EchoPod]) {
+fn print_demo(args: &DemoArgs, dashboard: SocketAddr, pods: &[crate::devtools::demo::EchoPod]) {
     use std::fmt::Write;
     let mut text = format!(
         "edgeplane demo: Gateway default/demo on http://{}\n",
@@ -374,8 +400,13 @@ fn print_demo(args: &DemoArgs, pods: &[crate::devtools::demo::EchoPod]) {
     for p in pods {
         let _ = writeln!(text, "  backend {} pod {} on {}", p.service, p.pod, p.addr);
     }
-    let _ = writeln!(text, "admin on http://{}\n\nTry:", args.admin_addr);
-    for h in crate::devtools::demo::hints(args.listen, args.admin_addr) {
+    let _ = writeln!(
+        text,
+        "admin (metrics, health) on http://{}",
+        args.admin_addr
+    );
+    let _ = writeln!(text, "dashboard on http://{dashboard}/\n\nTry:");
+    for h in crate::devtools::demo::hints(args.listen, args.admin_addr, dashboard) {
         let _ = writeln!(text, "  # {}\n  {}\n", h.what, h.command);
     }
     text.push_str("Press Ctrl-C to stop.\n");

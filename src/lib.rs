@@ -3,7 +3,7 @@
 //! Data flow: `provider` (config directory or Kubernetes) -> [`snapshot::Snapshot`] ->
 //! [`translate`] (pure) -> [`table::RouteTable`] + [`status::StatusReport`] -> `ArcSwap` ->
 //! [`proxy`]. [`reconcile`] runs that loop and publishes into [`published`]; [`admin`] exposes
-//! health, metrics and debug views.
+//! health and metrics, [`dashboard`] the live page and the debug views.
 #![forbid(unsafe_code)]
 
 // The library's own tests include test support written against the crate's public name.
@@ -13,6 +13,7 @@ extern crate self as edgeplane;
 pub mod admin;
 pub mod admission;
 pub mod cli;
+pub mod dashboard;
 pub mod devtools;
 pub mod kinds;
 pub mod metrics;

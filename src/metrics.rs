@@ -394,6 +394,12 @@ impl Metrics {
         })
     }
 
+    /// Every metric family with its series as they are now (the dashboard computes request
+    /// rates, error rates and quantiles from them).
+    pub fn gather(&self) -> Vec<prometheus::proto::MetricFamily> {
+        self.registry.gather()
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = Vec::new();

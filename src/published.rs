@@ -1,12 +1,14 @@
 //! What the process currently serves: the live route table, the status computed with it,
-//! readiness and the publication counter. The reconciler is the one writer; the proxy, the
-//! admin server and the Kubernetes provider (status writer, side objects) read it through
-//! accessors and never change it.
+//! readiness, the publication counter and a short ring of recent reconciles. The reconciler is
+//! the one writer; the proxy, the admin and dashboard servers and the Kubernetes provider
+//! (status writer, side objects) read it through accessors and never change it.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
+use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
@@ -22,6 +24,30 @@ pub struct Published {
     ready: AtomicBool,
     metrics: Arc<Metrics>,
     generation: watch::Sender<u64>,
+    reconciles: Mutex<VecDeque<Reconcile>>,
+}
+
+/// How many reconciles [`Published::recent_reconciles`] keeps.
+pub const RECENT_RECONCILES: usize = 32;
+
+/// One reconcile, as the dashboard lists it: when it ended, how long it took and what came of
+/// it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reconcile {
+    /// End of the reconcile, Unix milliseconds.
+    pub at_unix_ms: i64,
+    /// From the snapshot's arrival at the translator to the table and status published.
+    pub seconds: f64,
+    /// The generation published (the previous one when it failed).
+    pub generation: u64,
+    /// Rules in the published table.
+    pub rules: usize,
+    /// Objects with a problem in their status.
+    pub problems: usize,
+    /// Why nothing was published, when the reconcile failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Published {
@@ -33,7 +59,27 @@ impl Published {
             ready: AtomicBool::new(false),
             metrics,
             generation: watch::Sender::new(0),
+            reconciles: Mutex::new(VecDeque::with_capacity(RECENT_RECONCILES)),
         })
+    }
+
+    /// The latest reconciles, oldest first (at most [`RECENT_RECONCILES`]).
+    pub fn recent_reconciles(&self) -> Vec<Reconcile> {
+        self.reconciles
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Reconciler side: remembers one reconcile, forgetting the oldest beyond
+    /// [`RECENT_RECONCILES`].
+    pub fn record_reconcile(&self, reconcile: Reconcile) {
+        if let Ok(mut ring) = self.reconciles.lock() {
+            if ring.len() >= RECENT_RECONCILES {
+                ring.pop_front();
+            }
+            ring.push_back(reconcile);
+        }
     }
 
     /// The live route table.
@@ -135,5 +181,28 @@ mod tests {
         p.announce_status();
         assert!(followers.has_changed().unwrap());
         assert_eq!(*followers.borrow_and_update(), 3);
+    }
+
+    #[test]
+    fn the_reconcile_ring_keeps_the_latest() {
+        let p = Published::new(Metrics::new());
+        assert!(p.recent_reconciles().is_empty());
+        for generation in 0..(RECENT_RECONCILES as u64 + 5) {
+            p.record_reconcile(Reconcile {
+                at_unix_ms: 0,
+                seconds: 0.001,
+                generation,
+                rules: 1,
+                problems: 0,
+                error: None,
+            });
+        }
+        let kept = p.recent_reconciles();
+        assert_eq!(kept.len(), RECENT_RECONCILES);
+        assert_eq!(kept[0].generation, 5);
+        assert_eq!(
+            kept.last().unwrap().generation,
+            RECENT_RECONCILES as u64 + 4
+        );
     }
 }

@@ -28,6 +28,7 @@ use crate::translate::{
 
 /// Where publications go; it lives in its own module so readers do not depend on the loop.
 pub use crate::published::Published;
+use crate::published::Reconcile;
 
 /// A rebuild that published nothing; the previous table keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -201,6 +202,14 @@ impl Reconciler {
                     .rebuild_seconds
                     .with_label_values(&["error"])
                     .observe(started.elapsed().as_secs_f64());
+                self.published.record_reconcile(Reconcile {
+                    at_unix_ms: jiff::Timestamp::now().as_millisecond(),
+                    seconds: started.elapsed().as_secs_f64(),
+                    generation: self.generation,
+                    rules: 0,
+                    problems: 0,
+                    error: Some(e.to_string()),
+                });
                 ReconcileError::Translate(e.to_string())
             })?;
         let reuse = memory.last();
@@ -277,6 +286,14 @@ impl Reconciler {
         m.rebuild_seconds
             .with_label_values(&["ok"])
             .observe(started.elapsed().as_secs_f64());
+        self.published.record_reconcile(Reconcile {
+            at_unix_ms: jiff::Timestamp::now().as_millisecond(),
+            seconds: started.elapsed().as_secs_f64(),
+            generation: self.generation,
+            rules,
+            problems,
+            error: None,
+        });
         tracing::info!(
             generation = self.generation,
             rules,
@@ -444,6 +461,12 @@ mod tests {
         assert_eq!(*published.subscribe().borrow(), 1);
         assert_eq!(published.table().generation, 1);
         assert_eq!(published.metrics().table_generation.get(), 1);
+        let recent = published.recent_reconciles();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(
+            (recent[0].generation, recent[0].error.as_deref()),
+            (1, None)
+        );
         let t = Translation {
             table: RouteTable::default(),
             status: report("True", T1),

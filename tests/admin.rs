@@ -1,10 +1,11 @@
-//! Admin server over real sockets, against a `Published` filled by hand.
+//! Admin and dashboard servers over real sockets, against a `Published` filled by hand.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use edgeplane::admin::serve_admin;
+use edgeplane::dashboard::{serve_dashboard, Dashboard};
 use edgeplane::metrics::Metrics;
 use edgeplane::reconcile::Published;
 use edgeplane::status::{ObjectKind, ObjectStatus, StatusReport};
@@ -126,6 +127,18 @@ async fn start() -> (SocketAddr, Arc<Published>, tokio::task::JoinHandle<()>) {
     (addr, published, task)
 }
 
+/// The dashboard server over its own `Published`.
+async fn start_dashboard() -> (SocketAddr, Arc<Published>, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let published = Published::new(Metrics::new());
+    let dashboard = Dashboard::new(published.clone(), None);
+    let task = tokio::spawn(async move {
+        let _ = serve_dashboard(listener, dashboard).await;
+    });
+    (addr, published, task)
+}
+
 #[tokio::test]
 async fn health_and_readiness() {
     let (addr, published, task) = start().await;
@@ -170,8 +183,35 @@ async fn metrics_are_prometheus_text() {
 }
 
 #[tokio::test]
+async fn the_admin_root_lists_its_endpoints_and_debug_views_moved() {
+    let (addr, _published, task) = start().await;
+    let r = request(addr, "GET", "/").await;
+    assert_eq!(r.status, 200);
+    for needle in [
+        "/metrics",
+        "/healthz",
+        "/readyz",
+        "--dashboard-addr",
+        "127.0.0.1:9902",
+    ] {
+        assert!(r.body.contains(needle), "no {needle} in {}", r.body);
+    }
+    for path in ["/debug/config", "/debug/status"] {
+        let r = request(addr, "GET", path).await;
+        assert_eq!(r.status, 404, "{path}");
+        assert!(
+            r.body.contains("moved to the dashboard server") && r.body.contains(path),
+            "{}",
+            r.body
+        );
+        assert!(!r.body.contains("listeners"), "nothing leaks: {}", r.body);
+    }
+    task.abort();
+}
+
+#[tokio::test]
 async fn debug_views_show_what_is_published() {
-    let (addr, published, task) = start().await;
+    let (addr, published, task) = start_dashboard().await;
     let r = request(addr, "GET", "/debug/status").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), json!([]), "empty before the first publish");
@@ -213,28 +253,80 @@ async fn debug_views_show_what_is_published() {
 }
 
 #[tokio::test]
-async fn host_header_is_checked_against_dns_rebinding() {
-    let (addr, _published, task) = start().await;
-    let port = addr.port();
-    for host in [
-        addr.to_string(),
-        format!("localhost:{port}"),
-        "127.0.0.1".to_owned(),
-        format!("[::1]:{port}"),
-    ] {
-        let r = request_with_host(addr, "GET", "/healthz", &host).await;
-        assert_eq!(r.status, 200, "Host: {host}");
-    }
-    for host in [
-        format!("rebind.attacker.example:{port}"),
-        "admin".to_owned(),
-        format!("10.0.0.1:{port}"),
-    ] {
-        let r = request_with_host(addr, "GET", "/debug/config", &host).await;
-        assert_eq!(r.status, 403, "Host: {host}");
-        assert!(!r.body.contains("listeners"), "nothing leaks: {}", r.body);
-    }
+async fn the_dashboard_api_draws_the_publication() {
+    let (addr, published, task) = start_dashboard().await;
+    published.publish_table(Arc::new(table()));
+    published.publish_status(status().into());
+    published.mark_ready();
+
+    let page = request(addr, "GET", "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(
+        page.body.contains("<script src=\"/app.js\">"),
+        "{}",
+        page.body
+    );
+
+    let o = request(addr, "GET", "/api/overview").await.json();
+    assert_eq!(
+        (o["generation"].clone(), o["ready"].clone()),
+        (json!(7), json!(true))
+    );
+    let gw = &o["gateways"][0];
+    assert_eq!(
+        (gw["name"].as_str(), gw["accepted"].as_str()),
+        (Some("gw"), Some("True"))
+    );
+
+    let tree = request(addr, "GET", "/api/routes").await.json();
+    let listener = &tree["gateways"][0]["listeners"][0];
+    assert_eq!(tree["gateways"][0]["name"], "default/gw");
+    assert_eq!(listener["bind"], "127.0.0.1:18080");
+    assert_eq!(listener["hosts"][0]["hostname"], "example.com");
+    assert_eq!(
+        listener["hosts"][0]["rules"][0]["route"],
+        "HTTPRoute/default/web"
+    );
+
+    let traffic = request(addr, "GET", "/api/traffic").await.json();
+    assert!(traffic["routes"].is_array(), "{traffic}");
     task.abort();
+}
+
+#[tokio::test]
+async fn host_header_is_checked_against_dns_rebinding() {
+    let (admin, _published, admin_task) = start().await;
+    let (dashboard, published, dashboard_task) = start_dashboard().await;
+    published.publish_table(Arc::new(table()));
+    for (addr, path) in [(admin, "/healthz"), (dashboard, "/debug/config")] {
+        let port = addr.port();
+        for host in [
+            addr.to_string(),
+            format!("localhost:{port}"),
+            "127.0.0.1".to_owned(),
+            format!("[::1]:{port}"),
+        ] {
+            let r = request_with_host(addr, "GET", path, &host).await;
+            assert_eq!(r.status, 200, "{path} Host: {host}");
+        }
+        for host in [
+            format!("rebind.attacker.example:{port}"),
+            "admin".to_owned(),
+            format!("10.0.0.1:{port}"),
+        ] {
+            for p in [path, "/api/overview", "/debug/config"] {
+                let r = request_with_host(addr, "GET", p, &host).await;
+                assert_eq!(r.status, 403, "{p} Host: {host}");
+                assert!(!r.body.contains("listeners"), "nothing leaks: {}", r.body);
+            }
+        }
+    }
+    admin_task.abort();
+    dashboard_task.abort();
 }
 
 #[path = "admin/metrics_doc.rs"]

@@ -27,6 +27,8 @@ mod rejections;
 mod rollout;
 #[path = "cli/typos.rs"]
 mod typos;
+#[path = "cli/views.rs"]
+mod views;
 #[path = "cli/yaml_readers.rs"]
 mod yaml_readers;
 
@@ -350,6 +352,7 @@ fn serve_kubernetes_without_a_cluster_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .args(["serve", "--kubernetes", "--admin-addr", "127.0.0.1:0"])
+        .args(["--dashboard-addr", "127.0.0.1:0"])
         .env("KUBECONFIG", dir.path().join("missing"))
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("KUBERNETES_SERVICE_PORT")
@@ -402,14 +405,27 @@ impl Running {
     }
 }
 
-/// `edgeplane serve` on `dir` with its admin server on `admin`, once `/readyz` answers 200.
+/// `edgeplane serve` on `dir` with its admin server on `admin` (the dashboard on a port of
+/// its choosing), once `/readyz` answers 200.
 fn serve_ready(dir: &Path, admin: SocketAddr, drain_timeout: &str) -> Running {
+    serve_ready_with(dir, admin, "127.0.0.1:0".parse().unwrap(), drain_timeout)
+}
+
+/// [`serve_ready`] with the dashboard server on `dashboard`.
+fn serve_ready_with(
+    dir: &Path,
+    admin: SocketAddr,
+    dashboard: SocketAddr,
+    drain_timeout: &str,
+) -> Running {
     let serve = Running::spawn(&[
         "serve",
         "--config-dir",
         dir.to_str().unwrap(),
         "--admin-addr",
         &admin.to_string(),
+        "--dashboard-addr",
+        &dashboard.to_string(),
         "--drain-timeout",
         drain_timeout,
     ]);
@@ -464,7 +480,8 @@ fn serve_routes_reloads_and_drains_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "config.yaml", &config(port, backend, "/one"));
     let admin_addr: SocketAddr = ([127, 0, 0, 1], admin).into();
-    let mut serve = serve_ready(dir.path(), admin_addr, "2s");
+    let dashboard: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let mut serve = serve_ready_with(dir.path(), admin_addr, dashboard, "2s");
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     let (_, body) = wait_get(proxy, "/one/x", |c, _| c == 200);
     assert!(body.contains("\"p1\""), "{body}");
@@ -481,7 +498,7 @@ fn serve_routes_reloads_and_drains_on_sigterm() {
     });
     assert_eq!(get(proxy, "/two", &[]).map(|r| r.0), Some(200));
 
-    let (_, status) = wait_get(admin_addr, "/debug/status", |c, _| c == 200);
+    let (_, status) = wait_get(dashboard, "/debug/status", |c, _| c == 200);
     assert!(status.contains("\"HTTPRoute\""), "{status}");
     assert_eq!(serve.terminate(), Some(0));
     assert_eq!(echo.terminate(), Some(0));
@@ -495,7 +512,16 @@ fn demo_commands_work() {
     }
     let listen = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let mut demo = Running::spawn(&["demo", "--listen", &listen, "--admin-addr", &admin]);
+    let dashboard = format!("127.0.0.1:{}", free_port());
+    let mut demo = Running::spawn(&[
+        "demo",
+        "--listen",
+        &listen,
+        "--admin-addr",
+        &admin,
+        "--dashboard-addr",
+        &dashboard,
+    ]);
     let stdout = demo.0.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -506,6 +532,7 @@ fn demo_commands_work() {
         }
     });
     let mut commands = Vec::new();
+    let mut printed = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -515,12 +542,15 @@ fn demo_commands_work() {
         if line.contains("Ctrl-C") {
             break;
         }
+        printed.push(line.clone());
         let t = line.trim();
         if t.starts_with("curl ") || t.starts_with("for ") {
             commands.push(t.to_owned());
         }
     }
     assert_eq!(commands.len(), 8, "{commands:?}");
+    let dashboard_line = format!("dashboard on http://{dashboard}/");
+    assert!(printed.contains(&dashboard_line), "{printed:#?}");
     let run = |cmd: &str| {
         let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
         assert!(out.status.success(), "{cmd}: {}", text(&out.stderr));

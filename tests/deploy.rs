@@ -453,8 +453,8 @@ fn flag<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
 
 /// Neither workload binds the admin server or the webhook on a wildcard address (with
 /// `hostNetwork` that would be every address of the node): both name the pod IP, which the
-/// downward API puts in `POD_IP`. The opt-in NetworkPolicy opens the webhook port to one
-/// source range only.
+/// downward API puts in `POD_IP`; the dashboard stays on loopback. The opt-in NetworkPolicy
+/// opens the webhook port to one source range only.
 #[test]
 fn admin_and_webhook_bind_the_pod_ip_not_a_wildcard() {
     let mut host_network = false;
@@ -469,6 +469,12 @@ fn admin_and_webhook_bind_the_pod_ip_not_a_wildcard() {
             let host = value.rsplit_once(':').map(|(h, _)| h).unwrap_or(value);
             assert_eq!(host, "$(POD_IP)", "{file}: {name}={value}");
         }
+        // The dashboard holds the whole configuration: loopback only, for port-forward.
+        assert_eq!(
+            flag(container, "--dashboard-addr"),
+            Some("127.0.0.1:9902"),
+            "{file}"
+        );
         let pod_ip = container["env"]
             .as_array()
             .and_then(|e| e.iter().find(|v| v["name"] == "POD_IP"))

@@ -106,6 +106,8 @@ struct Server {
     child: Child,
     proxy: SocketAddr,
     admin: SocketAddr,
+    /// The dashboard server: `/debug/*`.
+    dashboard: SocketAddr,
 }
 
 impl Drop for Server {
@@ -123,6 +125,7 @@ async fn serve(dir: &Path, net: [u8; 3]) -> Server {
 async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> Server {
     let bind = ip(net, 1);
     let admin = SocketAddr::new(bind, 9901);
+    let dashboard = SocketAddr::new(bind, 9902);
     let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
         .args(["serve", "--config-dir"])
         .arg(dir)
@@ -131,6 +134,8 @@ async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> 
             &bind.to_string(),
             "--admin-addr",
             &admin.to_string(),
+            "--dashboard-addr",
+            &dashboard.to_string(),
         ])
         .args(if extra.contains(&"--drain-timeout") {
             &[][..]
@@ -146,6 +151,7 @@ async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> 
         child,
         proxy: SocketAddr::new(bind, 8080),
         admin,
+        dashboard,
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -287,7 +293,7 @@ async fn error_statuses_and_bad_files() {
         404
     );
 
-    let (_, status_before) = admin_get(server.admin, "/debug/status")
+    let (_, status_before) = admin_get(server.dashboard, "/debug/status")
         .await
         .expect("status");
     assert!(status_before.contains("BackendNotFound"), "{status_before}");
@@ -308,7 +314,7 @@ async fn error_statuses_and_bad_files() {
         metrics.contains("edgeplane_config_errors_total"),
         "{metrics}"
     );
-    let (_, status_after) = admin_get(server.admin, "/debug/status")
+    let (_, status_after) = admin_get(server.dashboard, "/debug/status")
         .await
         .expect("status");
     assert_eq!(status_before, status_after);

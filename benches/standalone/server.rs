@@ -81,6 +81,7 @@ impl Server {
             .arg(dir)
             .args(["--bind-address", &bind.to_string()])
             .args(["--admin-addr", &admin.to_string()])
+            .args(["--dashboard-addr", "127.0.0.1:0"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;

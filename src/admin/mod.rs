@@ -1,9 +1,10 @@
-//! The admin server: health, readiness, Prometheus metrics and debug views of what is published.
+//! The admin server: health, readiness and Prometheus metrics, for the kubelet and Prometheus.
 //! HTTP/1.1 on its own address (loopback by default); never on a request path of the proxy.
 //! Every request's `Host` must name this server (a loopback IP, `localhost`, or the IP the
 //! connection arrived on), so a web page cannot reach it through DNS rebinding: its requests
 //! carry the attacker's host name and get 403. The debug views (the whole configuration and
-//! status) answer only connections that arrived over loopback, whatever the bind address.
+//! status) are not here: they moved to the dashboard server (`crate::dashboard`), which stays
+//! on loopback.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -16,7 +17,6 @@ use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use serde::Serialize;
 use tokio::net::TcpListener;
 
 use crate::published::Published;
@@ -24,6 +24,11 @@ use crate::request::parse_authority;
 
 /// Default address of the admin server.
 pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9901";
+
+/// Default address of the dashboard server (`crate::dashboard`), also where `edgeplane
+/// status` and `edgeplane routes` look; named here, beside the admin address, so that the
+/// admin server's answers can say where the debug views went.
+pub const DEFAULT_DASHBOARD_ADDR: &str = "127.0.0.1:9902";
 
 /// Time a client has to send a request head.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,13 +49,12 @@ pub async fn serve_admin(listener: TcpListener, published: Arc<Published>) -> st
         let published = published.clone();
         // On a wildcard bind, the address this client reached: what its `Host` may name.
         let local = stream.local_addr().unwrap_or(bound);
-        let debug = local.ip().is_loopback();
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let published = published.clone();
                 async move {
                     let resp = if host_allowed(req.headers().get(HOST), local) {
-                        handle(&req, &published, debug)
+                        handle(&req, &published)
                     } else {
                         text(
                             StatusCode::FORBIDDEN,
@@ -90,14 +94,23 @@ pub fn host_allowed(host: Option<&HeaderValue>, local: SocketAddr) -> bool {
     ip.is_loopback() || (ip == local.ip() && !ip.is_unspecified())
 }
 
-const JSON: &str = "application/json";
 const TEXT: &str = "text/plain; charset=utf-8";
 const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Answers one admin request: `/healthz`, `/readyz`, `/metrics`, and with `debug` (the
-/// connection arrived over loopback) `/debug/config`, `/debug/status`; 403 for `/debug/*`
-/// without it, 404 for any other path, 405 for methods other than GET and HEAD.
-pub fn handle<B>(req: &Request<B>, published: &Published, debug: bool) -> Response<Full<Bytes>> {
+/// What `GET /` lists: every endpoint of the admin server, and where the rest went.
+pub const INDEX: &str = "edgeplane admin server\n\
+\n\
+/metrics   Prometheus metrics\n\
+/healthz   liveness: 200 while the process serves\n\
+/readyz    readiness: 200 once the first route table is published\n\
+\n\
+The dashboard, its API and /debug/config, /debug/status are served on the dashboard\n\
+address (--dashboard-addr, default 127.0.0.1:9902), over loopback only.\n";
+
+/// Answers one admin request: `/` (the list of endpoints), `/healthz`, `/readyz`,
+/// `/metrics`; 404 saying where they moved for `/debug/*`, 404 for any other path, 405 for
+/// methods other than GET and HEAD.
+pub fn handle<B>(req: &Request<B>, published: &Published) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
         r.headers_mut()
@@ -105,6 +118,7 @@ pub fn handle<B>(req: &Request<B>, published: &Published, debug: bool) -> Respon
         return r;
     }
     match req.uri().path() {
+        "/" => text(StatusCode::OK, INDEX),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if published.is_ready() => text(StatusCode::OK, "ready\n"),
         "/readyz" => text(
@@ -112,25 +126,16 @@ pub fn handle<B>(req: &Request<B>, published: &Published, debug: bool) -> Respon
             "not ready: no route table published yet\n",
         ),
         "/metrics" => body(StatusCode::OK, PROMETHEUS, published.metrics().encode()),
-        p if p.starts_with("/debug/") && !debug => text(
-            StatusCode::FORBIDDEN,
-            "forbidden: debug views are served only over loopback (connect to 127.0.0.1)\n",
+        p if p.starts_with("/debug/") => text(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "not found: {p} moved to the dashboard server (--dashboard-addr, default \
+                 {DEFAULT_DASHBOARD_ADDR}), e.g. `curl http://{DEFAULT_DASHBOARD_ADDR}{p}`\n"
+            ),
         ),
-        "/debug/config" => json(&*published.table()),
-        "/debug/status" => json(&*published.status()),
-        _ => text(StatusCode::NOT_FOUND, "not found\n"),
-    }
-}
-
-fn json<T: Serialize>(value: &T) -> Response<Full<Bytes>> {
-    match serde_json::to_vec_pretty(value) {
-        Ok(mut v) => {
-            v.push(b'\n');
-            body(StatusCode::OK, JSON, v)
-        }
-        Err(e) => text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("cannot encode: {e}\n"),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found (GET / lists the endpoints)\n",
         ),
     }
 }
@@ -158,7 +163,7 @@ mod tests {
 
     fn get(path: &str, p: &Published) -> Response<Full<Bytes>> {
         let req = Request::get(path).body(()).unwrap();
-        handle(&req, p, true)
+        handle(&req, p)
     }
 
     #[test]
@@ -203,21 +208,19 @@ mod tests {
         assert_eq!(get("/readyz", &p).status(), StatusCode::OK);
         assert_eq!(get("/nope", &p).status(), StatusCode::NOT_FOUND);
         let post = Request::post("/healthz").body(()).unwrap();
-        assert_eq!(
-            handle(&post, &p, true).status(),
-            StatusCode::METHOD_NOT_ALLOWED
-        );
+        assert_eq!(handle(&post, &p).status(), StatusCode::METHOD_NOT_ALLOWED);
     }
 
     #[test]
-    fn debug_views_only_over_loopback() {
+    fn debug_views_moved_and_the_root_lists_the_endpoints() {
         let p = Published::new(Metrics::new());
         for path in ["/debug/config", "/debug/status"] {
-            let req = Request::get(path).body(()).unwrap();
-            assert_eq!(handle(&req, &p, true).status(), StatusCode::OK, "{path}");
-            assert_eq!(handle(&req, &p, false).status(), StatusCode::FORBIDDEN);
+            let r = get(path, &p);
+            assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
         }
-        let req = Request::get("/healthz").body(()).unwrap();
-        assert_eq!(handle(&req, &p, false).status(), StatusCode::OK);
+        assert_eq!(get("/", &p).status(), StatusCode::OK);
+        for endpoint in ["/metrics", "/healthz", "/readyz", "--dashboard-addr"] {
+            assert!(INDEX.contains(endpoint), "{endpoint}");
+        }
     }
 }

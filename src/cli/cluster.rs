@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::flags::{duration_text, parse_duration};
-use super::stack::{shutdown_signal, Stack};
+use super::stack::{shutdown_signal, Addresses, Stack};
 use super::ServeArgs;
 use crate::metrics::Metrics;
 use crate::provider::kube::crd_bundle::{DEFAULT_RENEW_BEFORE, DEFAULT_SECRET, DEFAULT_VALIDITY};
@@ -242,7 +242,10 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     options.webhook = Some((webhook, certs));
     let mut stack = Stack::serve(
         metrics.clone(),
-        args.admin_addr,
+        Addresses {
+            admin: args.admin_addr,
+            dashboard: args.dashboard_addr,
+        },
         args.proxy.options(args.drain_timeout),
     )
     .await?;

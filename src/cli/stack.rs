@@ -1,5 +1,6 @@
-//! The running data plane every serving command shares: admin server, proxy, the published
-//! table and the reconcile loop fed by a provider's snapshots. Start-up code (`anyhow`).
+//! The running data plane every serving command shares: admin and dashboard servers, proxy,
+//! the published table and the reconcile loop fed by a provider's snapshots. Start-up code
+//! (`anyhow`).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -12,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admin::serve_admin;
+use crate::dashboard::{serve_dashboard, Dashboard};
 use crate::metrics::Metrics;
 use crate::proxy::{Proxy, ProxyOptions};
 use crate::reconcile::{Published, ReconcileOptions, Reconciler};
@@ -21,26 +23,50 @@ use crate::snapshot::Snapshot;
 /// snapshot (`None`: the provider stopped before that).
 pub type Snapshots = watch::Receiver<Arc<Snapshot>>;
 
-/// The running data plane: reconcile loop, proxy and admin server.
+/// Where the servers beside the proxy listen.
+#[derive(Debug, Clone, Copy)]
+pub struct Addresses {
+    /// `--admin-addr`: metrics, health, readiness.
+    pub admin: SocketAddr,
+    /// `--dashboard-addr`: the dashboard, its API and the debug views.
+    pub dashboard: SocketAddr,
+}
+
+/// The running data plane: reconcile loop, proxy, admin and dashboard servers.
 pub struct Stack {
     pub published: Arc<Published>,
     pub proxy: Arc<Proxy>,
+    /// The address the dashboard server is bound to (the port chosen for port 0).
+    pub dashboard_addr: SocketAddr,
     reconcile: Option<JoinHandle<()>>,
     admin: JoinHandle<()>,
+    dashboard: JoinHandle<()>,
 }
 
 impl Stack {
-    /// Binds the admin server and creates the proxy and the (empty) published state. Nothing
-    /// is served until [`Stack::reconcile`] publishes a table.
+    /// Binds the admin and dashboard servers and creates the proxy and the (empty) published
+    /// state. Nothing is served until [`Stack::reconcile`] publishes a table.
     pub async fn serve(
         metrics: Arc<Metrics>,
-        admin_addr: SocketAddr,
+        addresses: Addresses,
         proxy: ProxyOptions,
     ) -> anyhow::Result<Self> {
+        let admin_addr = addresses.admin;
         let admin_listener = TcpListener::bind(admin_addr)
             .await
             .with_context(|| format!("admin server: listen on {admin_addr}"))?;
+        let dashboard_listener =
+            TcpListener::bind(addresses.dashboard)
+                .await
+                .with_context(|| {
+                    format!(
+                        "dashboard server: listen on {} (--dashboard-addr)",
+                        addresses.dashboard
+                    )
+                })?;
+        let dashboard_addr = dashboard_listener.local_addr()?;
         tracing::info!(addr = %admin_addr, "admin server listening");
+        tracing::info!(addr = %dashboard_addr, "dashboard listening");
         let published = Published::new(metrics.clone());
         let proxy = Proxy::new(published.shared_table(), metrics, proxy);
         reopen_access_log_on_sighup(Arc::downgrade(&proxy));
@@ -50,11 +76,19 @@ impl Stack {
                 tracing::error!(error = %e, "admin server stopped");
             }
         });
+        let view = Dashboard::new(published.clone(), Some(proxy.clone()));
+        let dashboard = tokio::spawn(async move {
+            if let Err(e) = serve_dashboard(dashboard_listener, view).await {
+                tracing::error!(error = %e, "dashboard server stopped");
+            }
+        });
         Ok(Self {
             published,
             proxy,
+            dashboard_addr,
             reconcile: None,
             admin,
+            dashboard,
         })
     }
 
@@ -63,11 +97,11 @@ impl Stack {
     pub async fn standalone(
         snapshots: Snapshots,
         metrics: Arc<Metrics>,
-        admin_addr: SocketAddr,
+        addresses: Addresses,
         proxy: ProxyOptions,
         options: ReconcileOptions,
     ) -> anyhow::Result<Self> {
-        let mut stack = Self::serve(metrics, admin_addr, proxy).await?;
+        let mut stack = Self::serve(metrics, addresses, proxy).await?;
         stack.reconcile(std::future::ready(Some(snapshots)), options);
         Ok(stack)
     }
@@ -99,7 +133,7 @@ impl Stack {
         true
     }
 
-    /// Stops publishing, drains the proxy, then stops the admin server.
+    /// Stops publishing, drains the proxy, then stops the admin and dashboard servers.
     pub async fn stop(self) {
         if let Some(r) = &self.reconcile {
             r.abort();
@@ -107,6 +141,7 @@ impl Stack {
         tracing::info!("draining");
         self.proxy.shutdown().await;
         self.admin.abort();
+        self.dashboard.abort();
         tracing::info!("stopped");
     }
 }

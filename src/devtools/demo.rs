@@ -1,5 +1,5 @@
 //! The embedded quickstart: built-in echo backends, example manifests that route to them, and the
-//! curl commands that show each feature. The CLI runs the proxy and admin server around it.
+//! curl commands that show each feature. The CLI runs the proxy, admin and dashboard servers around it.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -150,8 +150,8 @@ pub struct Hint {
     pub command: String,
 }
 
-/// What each hint shows, and its command with `{base}` (the demo listener's URL) and
-/// `{admin}` (the admin server's URL) to fill in.
+/// What each hint shows, and its command with `{base}` (the demo listener's URL), `{admin}`
+/// (the admin server's URL) and `{dashboard}` (the dashboard server's URL) to fill in.
 const HINTS: &[(&str, &str)] = &[
     (
         "path routing: /v1 goes to demo-v1 (two pods, balanced)",
@@ -179,23 +179,27 @@ const HINTS: &[(&str, &str)] = &[
     ),
     (
         "computed status of every object",
-        "curl -s {admin}/debug/status",
+        "curl -s {dashboard}/debug/status",
     ),
     (
         "the live route table and metrics",
-        "curl -s {admin}/debug/config; curl -s {admin}/metrics",
+        "curl -s {dashboard}/debug/config; curl -s {admin}/metrics",
     ),
 ];
 
 /// The curl commands printed at start; each works against the running demo.
-pub fn hints(listen: SocketAddr, admin: SocketAddr) -> Vec<Hint> {
+pub fn hints(listen: SocketAddr, admin: SocketAddr, dashboard: SocketAddr) -> Vec<Hint> {
     let base = format!("http://{listen}");
     let admin = format!("http://{admin}");
+    let dashboard = format!("http://{dashboard}");
     HINTS
         .iter()
         .map(|(what, command)| Hint {
             what,
-            command: command.replace("{base}", &base).replace("{admin}", &admin),
+            command: command
+                .replace("{base}", &base)
+                .replace("{admin}", &admin)
+                .replace("{dashboard}", &dashboard),
         })
         .collect()
 }

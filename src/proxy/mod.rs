@@ -215,6 +215,12 @@ impl Proxy {
         self.sockets.retry().await
     }
 
+    /// Endpoints outlier detection ejected from balancing at this moment, sorted (what the
+    /// dashboard and `edgeplane routes` mark as ejected).
+    pub fn ejected_endpoints(&self) -> Vec<SocketAddr> {
+        self.shared.backends.ejected()
+    }
+
     /// TCP addresses currently accepting connections.
     pub fn bound(&self) -> Vec<SocketAddr> {
         self.sockets.bound(Transport::Tcp)

@@ -56,6 +56,8 @@ fn the_hashing_pool_flags_shape_the_pool_and_unknown_users_cost_a_verification()
         dir.path().to_str().unwrap(),
         "--admin-addr",
         &admin_addr.to_string(),
+        "--dashboard-addr",
+        "127.0.0.1:0",
         "--basic-auth-workers",
         "3",
         "--basic-auth-queue",

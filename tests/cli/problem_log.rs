@@ -66,6 +66,7 @@ fn serve_logs_a_problem_once_when_it_appears_and_once_when_it_clears() {
     let admin = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(BIN)
         .args(["--log-format", "json", "serve", "--admin-addr", &admin])
+        .args(["--dashboard-addr", "127.0.0.1:0"])
         .arg("--config-dir")
         .arg(dir.path())
         .env("RUST_LOG", "info")

@@ -96,6 +96,7 @@ impl Logged {
             .args(["serve", "--config-dir"])
             .arg(dir)
             .args(["--admin-addr", &admin.to_string(), "--drain-timeout", "1s"])
+            .args(["--dashboard-addr", "127.0.0.1:0"])
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

@@ -116,6 +116,8 @@ pub struct Env {
     pub net: Net,
     dir: tempfile::TempDir,
     pub admin: SocketAddr,
+    /// The dashboard server: `/debug/status`, `/debug/config`.
+    pub dashboard: SocketAddr,
     gateways: Mutex<BTreeMap<(String, String), IpAddr>>,
     pub pods: Vec<Pod>,
     /// The certificate of the scenario's Secrets, trusted by its HTTPS checks.
@@ -156,6 +158,7 @@ impl Env {
             net,
             dir,
             admin: SocketAddr::new(net.ip(250), 9901),
+            dashboard: SocketAddr::new(net.ip(250), 9902),
             gateways: Mutex::new(BTreeMap::new()),
             pods: Vec::new(),
             cert: self_signed(CERT_NAMES),
@@ -480,6 +483,7 @@ impl Env {
             .args(crds_args())
             .args(["--bind-address", &self.net.ip(240).to_string()])
             .args(["--admin-addr", &self.admin.to_string()])
+            .args(["--dashboard-addr", &self.dashboard.to_string()])
             .args(["--drain-timeout", "1s"])
             .args(["--port-map", &port_map_arg()])
             .env("RUST_LOG", "warn")

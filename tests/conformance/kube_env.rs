@@ -143,6 +143,7 @@ impl Kube {
             .args(["serve", "--kubernetes", "--namespace", SYSTEM_NS])
             .args(["--pod-name", "conformance-0"])
             .args(["--admin-addr", &admin.to_string()])
+            .args(["--dashboard-addr", "127.0.0.1:0"])
             .args(["--bind-address", &self.bind.to_string()])
             .args(["--webhook-addr", &webhook.to_string()])
             .args([

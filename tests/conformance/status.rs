@@ -37,7 +37,7 @@ pub async fn status(env: &Env) -> Result<StatusReport, String> {
         return serde_json::from_value(kube.status_json())
             .map_err(|e| format!("status of the API objects: {e}"));
     }
-    let r = admin_get(env.admin, "/debug/status").await?;
+    let r = admin_get(env.dashboard, "/debug/status").await?;
     serde_json::from_slice(&r.body).map_err(|e| format!("/debug/status: {e}"))
 }
 

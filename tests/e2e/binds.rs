@@ -34,8 +34,8 @@ fn manifests(addresses: &[IpAddr], backend: &[SocketAddr]) -> String {
 }
 
 /// The Gateway's status as `/debug/status` serves it.
-async fn gateway(admin: SocketAddr) -> Value {
-    let (status, body) = admin_get(admin, "/debug/status")
+async fn gateway(dashboard: SocketAddr) -> Value {
+    let (status, body) = admin_get(dashboard, "/debug/status")
         .await
         .expect("debug status");
     assert_eq!(status, 200, "{body}");
@@ -94,7 +94,7 @@ async fn unusable_address_is_reported_until_removed() {
     write(dir.path(), "all.yaml", &manifests(&[unusable, usable], &v1));
     let server = serve(dir.path(), net).await;
 
-    let gw = wait_programmed(server.admin, "False", Duration::from_secs(10)).await;
+    let gw = wait_programmed(server.dashboard, "False", Duration::from_secs(10)).await;
     let cond = programmed(&gw["conditions"]);
     assert_eq!(cond["reason"], "AddressNotUsable", "{gw}");
     let message = cond["message"].as_str().unwrap_or("");
@@ -116,7 +116,7 @@ async fn unusable_address_is_reported_until_removed() {
     assert_eq!(status, 200, "{body}");
 
     write(dir.path(), "all.yaml", &manifests(&[usable], &v1));
-    let gw = wait_programmed(server.admin, "True", Duration::from_secs(10)).await;
+    let gw = wait_programmed(server.dashboard, "True", Duration::from_secs(10)).await;
     assert_eq!(programmed(&gw["conditions"])["reason"], "Programmed");
     assert_eq!(
         programmed(&gw["listeners"][0]["conditions"])["status"],
@@ -138,7 +138,7 @@ async fn port_in_use_recovers_when_freed() {
     let occupier = std::net::TcpListener::bind(socket).expect("occupy the port");
     let server = serve(dir.path(), net).await;
 
-    let gw = wait_programmed(server.admin, "False", Duration::from_secs(10)).await;
+    let gw = wait_programmed(server.dashboard, "False", Duration::from_secs(10)).await;
     let cond = programmed(&gw["conditions"]);
     assert_eq!(cond["reason"], "AddressNotUsable", "{gw}");
     assert!(
@@ -155,7 +155,7 @@ async fn port_in_use_recovers_when_freed() {
     let failed_at = programmed(&gw["conditions"])["lastTransitionTime"].clone();
 
     drop(occupier);
-    let gw = wait_programmed(server.admin, "True", RECOVERY).await;
+    let gw = wait_programmed(server.dashboard, "True", RECOVERY).await;
     assert_eq!(
         programmed(&gw["listeners"][0]["conditions"])["status"],
         "True",
@@ -194,7 +194,7 @@ async fn port_map_binds_local_ports_and_keeps_listener_ports() {
     )
     .await;
 
-    let gw = wait_programmed(server.admin, "True", Duration::from_secs(10)).await;
+    let gw = wait_programmed(server.dashboard, "True", Duration::from_secs(10)).await;
     assert_eq!(gw["listeners"][0]["name"], "http", "{gw}");
     assert_eq!(
         programmed(&gw["listeners"][0]["conditions"])["status"],

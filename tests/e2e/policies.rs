@@ -141,7 +141,8 @@ async fn policies_from_files_limit_and_authenticate_and_report_status() {
         ),
     );
     let server = serve(dir.path(), net).await;
-    let admin = server.admin;
+    // The status and table views are on the dashboard server.
+    let admin = server.dashboard;
     wait_reason(admin, "TrafficPolicy", "hourly", "Accepted", "Accepted").await;
     wait_reason(admin, "TrafficPolicy", "members", "Accepted", "Accepted").await;
     wait_reason(

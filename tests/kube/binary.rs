@@ -36,6 +36,8 @@ async fn serve_kubernetes_binary() {
         .args([
             "--admin-addr",
             &admin.to_string(),
+            "--dashboard-addr",
+            "127.0.0.1:0",
             "--bind-address",
             &bind.to_string(),
         ])
@@ -134,6 +136,7 @@ fn spawn_replica(
         .args(["serve", "--kubernetes", "--namespace", SYSTEM_NS])
         .args(["--pod-name", pod])
         .args(["--admin-addr", &admin.to_string()])
+        .args(["--dashboard-addr", "127.0.0.1:0"])
         .args(["--bind-address", &bind.to_string()])
         .args(["--gateway-port-base", &base, "--drain-timeout", "1s"])
         .args(["--webhook-addr", "127.0.0.1:0"])

@@ -207,6 +207,7 @@ async fn binary_reports_missing_crds_once_and_picks_them_up() {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_edgeplane"))
         .args(["serve", "--kubernetes", "--pod-name", "bin"])
         .args(["--admin-addr", &admin.to_string()])
+        .args(["--dashboard-addr", "127.0.0.1:0"])
         .args(["--bind-address", &loopback_ip().to_string()])
         .args(["--gateway-port-base", &port_base().to_string()])
         .args(["--webhook-addr", "127.0.0.1:0", "--drain-timeout", "1s"])
@@ -321,6 +322,7 @@ async fn empty_namespace_is_a_start_up_error() {
     for (flag, env) in [(None, ""), (Some(" "), "edgeplane-system"), (None, "  ")] {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_edgeplane"));
         cmd.args(["serve", "--kubernetes", "--admin-addr", &admin.to_string()])
+            .args(["--dashboard-addr", "127.0.0.1:0"])
             .args(["--webhook-addr", "127.0.0.1:0"])
             .env("POD_NAMESPACE", env)
             .env("KUBECONFIG", &kubeconfig)

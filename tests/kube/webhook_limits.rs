@@ -54,6 +54,7 @@ async fn start(extra: &[&str], fds: u32) -> Binary {
         .arg(env!("CARGO_BIN_EXE_edgeplane"))
         .args(["serve", "--kubernetes", "--pod-name", "bin"])
         .args(["--admin-addr", &admin.to_string()])
+        .args(["--dashboard-addr", "127.0.0.1:0"])
         .args(["--webhook-addr", &webhook.to_string()])
         .args(["--bind-address", &support::net::loopback_ip().to_string()])
         .args(["--gateway-port-base", &port_base().to_string()])

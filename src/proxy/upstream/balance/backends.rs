@@ -388,6 +388,15 @@ impl Backends {
         map.entry(key.clone()).or_insert_with(fresh).clone()
     }
 
+    /// Endpoints that outlier detection keeps out of balancing now, sorted.
+    pub fn ejected(&self) -> Vec<SocketAddr> {
+        let s = &*self.settings;
+        let now = s.now();
+        let mut out = s.endpoints.matching(|e| e.health.is_ejected(now));
+        out.sort_unstable();
+        out
+    }
+
     /// Entries in the endpoint and Service maps (tests check that they are swept).
     #[cfg(test)]
     pub fn sizes(&self) -> (usize, usize) {

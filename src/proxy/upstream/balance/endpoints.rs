@@ -83,6 +83,14 @@ impl Endpoints {
         }
     }
 
+    /// The endpoints whose state `pick` selects (the dashboard's ejected ones).
+    pub fn matching(&self, mut pick: impl FnMut(&EndpointState) -> bool) -> Vec<SocketAddr> {
+        self.map.read().map_or_else(
+            |_| Vec::new(),
+            |m| m.iter().filter(|(_, s)| pick(s)).map(|(a, _)| *a).collect(),
+        )
+    }
+
     /// Number of entries (tests check sweeping with it).
     #[cfg(test)]
     pub fn len(&self) -> usize {

@@ -115,6 +115,7 @@ fn failures_eject_until_the_interval_passes_and_the_last_endpoint_stays() {
     for _ in 0..20 {
         assert_ne!(pick(&b, &s), bad, "ejected");
     }
+    assert_eq!(b.ejected(), [bad], "what the dashboard marks as ejected");
     // The good one fails too: the cap (50% of 2) keeps it.
     for _ in 0..5 {
         let p = b.pick(&s, &PickRequest::default()).unwrap();
@@ -125,6 +126,7 @@ fn failures_eject_until_the_interval_passes_and_the_last_endpoint_stays() {
     let back = (0..20).any(|_| pick(&b, &s) == bad);
     assert!(back, "the ejected endpoint returns after its interval");
     assert_eq!(b.settings.endpoints.ejected.load(Ordering::Relaxed), 0);
+    assert!(b.ejected().is_empty());
 }
 
 #[test]
