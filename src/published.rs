@@ -69,9 +69,11 @@ impl Published {
         self.generation.subscribe()
     }
 
-    /// Reconciler side: swaps a new table in; returns the previous one, to be freed off the
+    /// Reconciler side: resolves the table's metric label handles (see
+    /// [`Metrics::attach`]), then swaps it in; returns the previous one, to be freed off the
     /// async workers.
     pub fn publish_table(&self, table: Arc<RouteTable>) -> Arc<RouteTable> {
+        self.metrics.attach(&table);
         self.table.swap(table)
     }
 

@@ -147,6 +147,8 @@ pub struct Reconciler {
     worker: Worker,
     /// The problems of the published status, to log only those that appear or clear.
     problems: ProblemSet,
+    /// When the oldest change not yet published was received (`propagation_seconds`).
+    received: Option<Instant>,
 }
 
 impl Reconciler {
@@ -166,6 +168,7 @@ impl Reconciler {
             memory: Incremental::default(),
             worker: Worker::start(),
             problems: ProblemSet::default(),
+            received: None,
         }
     }
 
@@ -177,6 +180,11 @@ impl Reconciler {
     /// Translates `snapshot` on the worker thread and publishes the result.
     pub async fn rebuild(&mut self, snapshot: Arc<Snapshot>) -> Result<Rebuilt, ReconcileError> {
         let started = Instant::now();
+        let metrics = self.published.metrics();
+        metrics.record_objects(&*snapshot);
+        let received = metrics.received.take(&*snapshot);
+        // A failed rebuild keeps its change's receive time for the next publication.
+        self.received = self.received.into_iter().chain(received).min();
         let options = TranslateOptions {
             controller_name: self.options.controller_name.clone(),
             bind_address: self.options.bind_address,
@@ -196,11 +204,11 @@ impl Reconciler {
             })
             .await
             .map_err(|e| {
-                self.published
-                    .metrics()
-                    .rebuild_seconds
+                let m = self.published.metrics();
+                m.rebuild_seconds
                     .with_label_values(&["error"])
                     .observe(started.elapsed().as_secs_f64());
+                m.control.reconciles.with_label_values(&["error"]).inc();
                 ReconcileError::Translate(e.to_string())
             })?;
         let reuse = memory.last();
@@ -225,6 +233,9 @@ impl Reconciler {
         let rules = table.rule_count();
         let table = Arc::new(table);
         let previous_table = self.published.publish_table(table.clone());
+        self.published
+            .metrics()
+            .table_published(self.received.take());
         let bind_errors = match &self.proxy {
             Some(proxy) => proxy.sync_listeners(&table).await,
             None => Vec::new(),
@@ -277,6 +288,7 @@ impl Reconciler {
         m.rebuild_seconds
             .with_label_values(&["ok"])
             .observe(started.elapsed().as_secs_f64());
+        m.control.reconciles.with_label_values(&["ok"]).inc();
         tracing::info!(
             generation = self.generation,
             rules,

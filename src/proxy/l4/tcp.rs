@@ -15,9 +15,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::counted::Counted;
 use super::idle::{relay, Ended};
 use super::sni::{self, Hello, MAX_HELLO};
 use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
+use crate::metrics::{L4Series, SeriesIndex};
 use crate::proxy::handshake::detect::Prefixed;
 use crate::proxy::shared::Shared;
 use crate::table::{L4Route, L4Routes};
@@ -82,15 +84,43 @@ async fn serve_tcp(
     shared: &Shared,
     idle: Duration,
 ) -> Result<Ended, L4Error> {
-    let route = {
+    let (route, series) = {
         let table = shared.table.load();
-        match table.listener(&listener).and_then(|l| l.l4.as_ref()) {
-            Some(L4Routes::Tcp { route: Some(r) }) => r.clone(),
+        let socket = table.listener(&listener);
+        match socket.and_then(|l| l.l4.as_ref().map(|l4| (l, l4))) {
+            Some((l, L4Routes::Tcp { route: Some(r) })) => {
+                let series = SeriesIndex::of(&table).and_then(|i| i.l4(l.as_ref(), r));
+                (r.clone(), series.cloned())
+            }
             _ => return Err(L4Error::NoRoute),
         }
     };
     let upstream = connect(&route, shared).await?;
-    relay(client, upstream, idle).await.map_err(L4Error::Io)
+    counted_relay(client, upstream, idle, series).await
+}
+
+/// Relays a stream that reached its backend, counted in the route's series (if the table has
+/// them): the stream, its bytes as they pass, and its length when it ends.
+async fn counted_relay<A, B>(
+    client: A,
+    upstream: B,
+    idle: Duration,
+    series: Option<Arc<L4Series>>,
+) -> Result<Ended, L4Error>
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let Some(series) = series else {
+        return relay(client, upstream, idle).await.map_err(L4Error::Io);
+    };
+    series.connections.inc();
+    let opened = Instant::now();
+    let client = Counted::new(client, Some(series.received.clone()));
+    let upstream = Counted::new(upstream, Some(series.sent.clone()));
+    let ended = relay(client, upstream, idle).await.map_err(L4Error::Io);
+    series.duration.observe(opened.elapsed().as_secs_f64());
+    ended
 }
 
 async fn serve_tls(
@@ -104,7 +134,7 @@ async fn serve_tls(
     let (hello, sni) = tokio::time::timeout_at(deadline, read_hello(&mut client))
         .await
         .map_err(|_| L4Error::HandshakeTimeout)??;
-    let (route, terminate) = {
+    let (route, terminate, series) = {
         let table = shared.table.load();
         let Some(L4Routes::Tls(routes)) = table.listener(&listener).and_then(|l| l.l4.as_ref())
         else {
@@ -119,12 +149,16 @@ async fn serve_tls(
         let route = l
             .route(sni.as_deref())
             .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
-        (route.clone(), l.terminate)
+        let series = SeriesIndex::of(&table).and_then(|i| i.l4(l, route));
+        (route.clone(), l.terminate, series.cloned())
     };
     if !terminate {
         let mut upstream = connect(&route, shared).await?;
         upstream.write_all(&hello).await.map_err(L4Error::Io)?;
-        return relay(client, upstream, idle).await.map_err(L4Error::Io);
+        if let Some(series) = &series {
+            series.received.inc_by(hello.len() as u64);
+        }
+        return counted_relay(client, upstream, idle, series).await;
     }
     let acceptor =
         crate::proxy::handshake::tls::stream_acceptor(&shared.table, listener, sni.as_deref())
@@ -135,7 +169,7 @@ async fn serve_tls(
         .map_err(|_| L4Error::HandshakeTimeout)?
         .map_err(|e| L4Error::Tls(e.to_string()))?;
     let upstream = connect(&route, shared).await?;
-    relay(tls, upstream, idle).await.map_err(L4Error::Io)
+    counted_relay(tls, upstream, idle, series).await
 }
 
 /// Reads until the ClientHello is complete; returns the bytes read and the SNI.

@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{pick_endpoint, refused_at_accept, L4Error};
+use crate::metrics::{L4Series, SeriesIndex};
 use crate::proxy::shared::Shared;
 use crate::proxy::sockets::Running;
 use crate::table::L4Routes;
@@ -61,11 +62,17 @@ struct Session {
     /// Milliseconds since the loop started, at the client's last datagram.
     last: Arc<AtomicU64>,
     replies: JoinHandle<()>,
+    /// The route's series (sessions, bytes, length), when the table has them.
+    series: Option<Arc<L4Series>>,
+    opened: Instant,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.replies.abort();
+        if let Some(series) = &self.series {
+            series.duration.observe(self.opened.elapsed().as_secs_f64());
+        }
     }
 }
 
@@ -233,8 +240,13 @@ async fn receive_loop(
             continue;
         };
         session.last.store(millis(epoch), Ordering::Relaxed);
-        if let Err(error) = session.upstream.send(&buf[..n]).await {
-            tracing::debug!(%peer, %error, "datagram not forwarded");
+        match session.upstream.send(&buf[..n]).await {
+            Ok(sent) => {
+                if let Some(series) = &session.series {
+                    series.received.inc_by(sent as u64);
+                }
+            }
+            Err(error) => tracing::debug!(%peer, %error, "datagram not forwarded"),
         }
     };
     // The sessions and their upstream sockets end with the loop; then the socket closes.
@@ -258,10 +270,14 @@ async fn open_session(
     shared: &Arc<Shared>,
     epoch: Instant,
 ) -> Result<Session, L4Error> {
-    let route = {
+    let (route, series) = {
         let table = shared.table.load();
-        match table.udp.get(&addr).and_then(|l| l.l4.as_ref()) {
-            Some(L4Routes::Udp { route: Some(r) }) => r.clone(),
+        let socket = table.udp.get(&addr);
+        match socket.and_then(|l| l.l4.as_ref().map(|l4| (l, l4))) {
+            Some((l, L4Routes::Udp { route: Some(r) })) => {
+                let series = SeriesIndex::of(&table).and_then(|i| i.l4(l.as_ref(), r));
+                (r.clone(), series.cloned())
+            }
             _ => return Err(L4Error::NoRoute),
         }
     };
@@ -288,11 +304,17 @@ async fn open_session(
         epoch,
         shared.options.udp_idle_timeout,
         shared.metrics.l4_idle_closed.with_label_values(&["udp"]),
+        series.as_ref().map(|s| s.sent.clone()),
     ));
+    if let Some(series) = &series {
+        series.connections.inc();
+    }
     Ok(Session {
         upstream,
         last,
         replies,
+        series,
+        opened: Instant::now(),
     })
 }
 
@@ -307,17 +329,21 @@ async fn relay_replies(
     epoch: Instant,
     idle: Duration,
     idle_ended: IntCounter,
+    sent: Option<IntCounter>,
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
         let since = last.load(Ordering::Relaxed);
         let due = epoch + Duration::from_millis(since) + idle;
         match tokio::time::timeout_at(due, upstream.recv(&mut buf)).await {
-            Ok(Ok(n)) => {
-                if let Err(error) = client.send_to(&buf[..n], peer).await {
-                    tracing::debug!(%peer, %error, "reply not sent");
+            Ok(Ok(n)) => match client.send_to(&buf[..n], peer).await {
+                Ok(n) => {
+                    if let Some(sent) = &sent {
+                        sent.inc_by(n as u64);
+                    }
                 }
-            }
+                Err(error) => tracing::debug!(%peer, %error, "reply not sent"),
+            },
             // A refused datagram (ICMP port unreachable) is reported on the next receive.
             Ok(Err(error)) => tracing::debug!(%peer, %error, "upstream receive failed"),
             Err(_) if last.load(Ordering::Relaxed) == since => break,

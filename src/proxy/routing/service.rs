@@ -16,6 +16,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
+use crate::metrics::{method_index, BackendSeries, SeriesIndex};
 use crate::proxy::access_log::Entry;
 use crate::proxy::body::{BodyFlags, ClientBody, MinRate, ProxyBody};
 use crate::proxy::error::ProxyError;
@@ -31,9 +32,6 @@ use crate::table::{
     is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRef, RouteRule, RouteTable,
     Scheme, VirtualHost,
 };
-
-/// Label of requests that matched no route.
-const NO_ROUTE: &str = "none";
 
 /// Serves requests of one accepted connection.
 #[derive(Clone)]
@@ -69,9 +67,10 @@ pub(crate) struct Client {
 // allocation on every request to save a move.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Routed<'t> {
-    /// Answered without a backend; `route` when a rule had matched (a redirect, a preflight).
+    /// Answered without a backend; `rule` (with its virtual host's Gateway listener group)
+    /// when a rule had matched (a redirect, a preflight).
     Answer {
-        route: Option<Arc<RouteRef>>,
+        rule: Option<(u32, Arc<RouteRule>)>,
         response: Response<ProxyBody>,
     },
     /// A rule with backends accepts the request.
@@ -79,8 +78,8 @@ pub(crate) enum Routed<'t> {
 }
 
 impl Routed<'_> {
-    fn answer(route: Option<Arc<RouteRef>>, response: Response<ProxyBody>) -> Self {
-        Self::Answer { route, response }
+    fn answer(rule: Option<(u32, Arc<RouteRule>)>, response: Response<ProxyBody>) -> Self {
+        Self::Answer { rule, response }
     }
 }
 
@@ -98,8 +97,13 @@ pub(crate) struct Matched<'t> {
 
 /// What routing decided for a request, kept for the metrics phase.
 struct Outcome {
-    /// The matched route; `None` when no route matched.
-    route: Option<Arc<RouteRef>>,
+    /// The matched rule and its virtual host's Gateway listener group; `None` when no route
+    /// matched.
+    rule: Option<(u32, Arc<RouteRule>)>,
+    /// The index of the backendRef picked, if one was.
+    backend: Option<usize>,
+    /// The request's `method` label ([`crate::metrics::METHODS`]).
+    method: usize,
     response: Response<ProxyBody>,
 }
 
@@ -146,16 +150,18 @@ impl Handler {
             let sink = self.shared.options.access_sink.clone();
             Entry::head(self.settings.access_log.clone(), sink, client, &req, start)
         });
+        let method = method_index(req.method());
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
-        let (route, served, held) = match self.route(&table, req) {
+        let (rule, served, mut held) = match self.route(&table, req) {
             Ok(Routed::Matched(matched)) => {
-                let route = Some(matched.rule.route.clone());
+                let rule = Some((matched.vhost.listener, matched.rule.clone()));
                 let (served, held) = self.proxy(&table, matched, start).await;
-                (route, served, held)
+                (rule, served, held)
             }
-            Ok(Routed::Answer { route, response }) => (route, Ok(response), Held::default()),
+            Ok(Routed::Answer { rule, response }) => (rule, Ok(response), Held::default()),
             Err(err) => (None, Err(err), Held::default()),
         };
+        let route = rule.as_ref().map(|(_, r)| r.route.clone());
         let served = flags.blame(served, timers, &self.shared.metrics);
         let response = match served {
             Ok(resp) => resp,
@@ -169,11 +175,18 @@ impl Handler {
                 err.to_response()
             }
         };
-        let outcome = Outcome { route, response };
-        self.record(&outcome, start);
+        let outcome = Outcome {
+            rule,
+            backend: held.backend,
+            method,
+            response,
+        };
+        held.counted = self
+            .record(&table, &outcome, start)
+            .map(|backend| (backend, flags.clone()));
         if let Some(entry) = log.as_mut() {
             entry.status = outcome.response.status().as_u16();
-            entry.route = outcome.route.clone();
+            entry.route = route;
             entry.upstream = held.endpoint.as_ref().map(|p| p.addr);
         }
         let log = log.map(|entry| (Box::new(entry), flags));
@@ -210,7 +223,7 @@ impl Handler {
             }
             found => found?,
         };
-        let route = Some(rule.route.clone());
+        let route = Some((vhost.listener, rule.clone()));
         if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port())? {
             return Ok(Routed::answer(route, resp));
         }
@@ -303,15 +316,26 @@ impl Handler {
         Ok(Some(resp))
     }
 
-    /// Phase 9: request count by route and code, and time to response head.
-    fn record(&self, outcome: &Outcome, start: Instant) {
-        let metrics = &self.shared.metrics;
-        let route = outcome.route.as_deref().map_or(NO_ROUTE, RouteRef::label);
-        metrics.record_request(route, outcome.response.status());
-        metrics
-            .request_seconds
-            .with_label_values(&[route])
-            .observe(start.elapsed().as_secs_f64());
+    /// Phase 9: the request's count and time to response head, through the label handles
+    /// the table was published with (atomic increments; a table without them, as tests
+    /// build, records nothing here). Returns the backend's series, whose byte counters the
+    /// response body adds to as it ends.
+    fn record(
+        &self,
+        table: &RouteTable,
+        outcome: &Outcome,
+        start: Instant,
+    ) -> Option<Arc<BackendSeries>> {
+        let index = SeriesIndex::of(table)?;
+        let listener = table.listener(&self.listener)?;
+        let cells = match &outcome.rule {
+            Some((group, rule)) => index.rule(listener, *group, rule)?.cell(outcome.backend)?,
+            None => index.unmatched(listener)?,
+        };
+        let families = &self.shared.metrics.http;
+        let status = outcome.response.status();
+        cells.record(families, outcome.method, status, start.elapsed());
+        cells.backend.clone()
     }
 }
 
