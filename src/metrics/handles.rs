@@ -107,7 +107,7 @@ impl RequestCells {
             }
             return;
         };
-        let slots = self.methods[m].get_or_init(|| Box::new(Default::default()));
+        let slots = self.methods[m].get_or_init(Box::default);
         let (count, duration) = slots[slot].get_or_init(|| {
             let values = self.values(m, code.as_str());
             (

@@ -13,6 +13,7 @@
 //! matched carry empty `route`, `rule` and `backend`, and the socket's Gateway listener when
 //! exactly one is bound there (else empty `gateway` and `listener` too).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -237,9 +238,8 @@ impl Builder<'_> {
             let (gateway, listener) = source_labels(source);
             for rule in &vhost.rules {
                 let key = (addr(socket), vhost.listener, addr(rule.as_ref()));
-                if !index.rules.contains_key(&key) {
-                    let series = self.rule(&gateway, &listener, rule);
-                    index.rules.insert(key, series);
+                if let Entry::Vacant(slot) = index.rules.entry(key) {
+                    slot.insert(self.rule(&gateway, &listener, rule));
                 }
             }
         }

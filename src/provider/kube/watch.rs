@@ -239,7 +239,12 @@ pub async fn run_snapshots<S: KindSet>(
     }
     tracing::info!("initial list of every kind complete");
     // The initial lists are not changes to measure the propagation of.
-    trigger.1.since.lock().unwrap_or_else(|p| p.into_inner()).take();
+    trigger
+        .1
+        .since
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
     let mut sent: Option<Vec<u64>> = None;
     let mut resynced = false;
     while !tx.is_closed() {

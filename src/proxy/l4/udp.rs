@@ -303,8 +303,10 @@ async fn open_session(
         last.clone(),
         epoch,
         shared.options.udp_idle_timeout,
-        shared.metrics.l4_idle_closed.with_label_values(&["udp"]),
-        series.as_ref().map(|s| s.sent.clone()),
+        ReplyCounters {
+            idle_ended: shared.metrics.l4_idle_closed.with_label_values(&["udp"]),
+            sent: series.as_ref().map(|s| s.sent.clone()),
+        },
     ));
     if let Some(series) = &series {
         series.connections.inc();
@@ -318,6 +320,13 @@ async fn open_session(
     })
 }
 
+/// What a session's reply relay counts: the session ending idle, and the bytes sent to the
+/// client (when the route has series).
+struct ReplyCounters {
+    idle_ended: IntCounter,
+    sent: Option<IntCounter>,
+}
+
 /// Sends the backend's datagrams to the client until the client has sent none for `idle`
 /// (replies do not count: a backend that keeps sending cannot keep a session alive); counts
 /// the session in `idle_ended` then.
@@ -328,9 +337,9 @@ async fn relay_replies(
     last: Arc<AtomicU64>,
     epoch: Instant,
     idle: Duration,
-    idle_ended: IntCounter,
-    sent: Option<IntCounter>,
+    counters: ReplyCounters,
 ) {
+    let ReplyCounters { idle_ended, sent } = counters;
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
         let since = last.load(Ordering::Relaxed);
