@@ -299,3 +299,102 @@ impl SeriesIndex {
         index
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::table::{
+        BackendSet, ListenerTable, RequestMatch, RuleFilters, ServiceBackend, ServiceKey,
+        VirtualHost, WeightedBackend,
+    };
+
+    /// A table of one socket with the HTTPRoute rules `routes`, each to Service `<name>:80`.
+    fn table(routes: &[&str]) -> RouteTable {
+        let rules = routes
+            .iter()
+            .map(|name| {
+                let service = ServiceBackend {
+                    service: ServiceKey {
+                        namespace: "default".into(),
+                        name: (*name).into(),
+                        port: 80,
+                    },
+                    endpoints: Vec::new(),
+                    terminating: Vec::new(),
+                    protocol: Default::default(),
+                    balance: Default::default(),
+                    limits: None,
+                };
+                Arc::new(RouteRule {
+                    route: Arc::new(RouteRef::new("HTTPRoute", "default", name)),
+                    created: 0,
+                    rule_index: 0,
+                    match_index: 0,
+                    rule_name: None,
+                    matcher: RequestMatch::any(),
+                    filters: RuleFilters::none(),
+                    backends: Arc::new(BackendSet::new(vec![WeightedBackend {
+                        weight: 1,
+                        target: BackendTarget::Service(Arc::new(service)),
+                        filters: RuleFilters::none(),
+                    }])),
+                })
+            })
+            .collect();
+        let source = SocketSource::gateway("default", "gw", "http");
+        let addr = "127.0.0.1:8080".parse().unwrap();
+        let listener =
+            ListenerTable::new(addr, vec![source], [VirtualHost::new("*".into(), rules)]);
+        RouteTable {
+            listeners: [(addr, Arc::new(listener))].into(),
+            ..RouteTable::default()
+        }
+    }
+
+    /// Counts one GET 200 on the rule of route `name`.
+    fn hit(table: &RouteTable, metrics: &Metrics, name: &str) {
+        let index = SeriesIndex::of(table).unwrap();
+        let listener = table.listeners.values().next().unwrap();
+        let vhost = listener.hosts.iter().next().unwrap();
+        let rule = vhost.rules.iter().find(|r| r.route.name() == name).unwrap();
+        let cell = index.rule(listener, vhost.listener, rule).unwrap();
+        let ok = http::StatusCode::OK;
+        cell.cell(Some(0))
+            .unwrap()
+            .record(&metrics.http, 0, ok, Duration::from_millis(1));
+    }
+
+    #[test]
+    fn counts_go_on_across_tables_and_a_removed_route_leaves_the_exposition() {
+        let metrics = Metrics::new();
+        let first = table(&["a", "b"]);
+        metrics.attach(&first);
+        hit(&first, &metrics, "a");
+        // A new table with new rule objects for the same routes: the same series.
+        let second = table(&["a"]);
+        metrics.attach(&second);
+        hit(&second, &metrics, "a");
+        let text = metrics.encode();
+        let a = "edgeplane_requests_total{backend=\"default/a:80\",code=\"200\",\
+                 gateway=\"default/gw\",listener=\"http\",method=\"GET\",\
+                 route=\"HTTPRoute/default/a\",rule=\"0\"} 2";
+        assert!(text.contains(a), "{text}");
+        assert!(!text.contains("HTTPRoute/default/b"), "{text}");
+        assert!(!text.contains("default/b:80"), "{text}");
+        // A status without a slot of its own takes the slow path and is removed all the same.
+        let index = SeriesIndex::of(&second).unwrap();
+        let listener = second.listeners.values().next().unwrap();
+        let vhost = listener.hosts.iter().next().unwrap();
+        let cell = index.rule(listener, 0, &vhost.rules[0]).unwrap();
+        let teapot = http::StatusCode::IM_A_TEAPOT;
+        let cell = cell.cell(Some(0)).unwrap();
+        cell.record(&metrics.http, 9, teapot, Duration::ZERO);
+        assert!(metrics.encode().contains("code=\"418\""));
+        metrics.attach(&RouteTable::default());
+        let text = metrics.encode();
+        assert!(!text.contains("HTTPRoute/default/a"), "{text}");
+        assert!(!text.contains("route_backends{"), "{text}");
+    }
+}
