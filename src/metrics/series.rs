@@ -198,12 +198,8 @@ impl Builder<'_> {
 
     fn l4(&mut self, source: Option<&SocketSource>, route: &L4Route) -> Arc<L4Series> {
         let (gateway, listener) = source_labels(source);
+        // L4 backends get no per-backend series: those measure HTTP exchanges.
         let labels = [gateway, listener, route_label(&route.route)];
-        for b in &route.backends.backends {
-            if let BackendTarget::Service(s) = &b.target {
-                self.backend(&s.service.to_string());
-            }
-        }
         if let Some(s) = self.new.l4.get(&labels) {
             return s.clone();
         }
