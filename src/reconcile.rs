@@ -147,8 +147,6 @@ pub struct Reconciler {
     worker: Worker,
     /// The problems of the published status, to log only those that appear or clear.
     problems: ProblemSet,
-    /// When the oldest change not yet published was received (`propagation_seconds`).
-    received: Option<Instant>,
 }
 
 impl Reconciler {
@@ -168,7 +166,6 @@ impl Reconciler {
             memory: Incremental::default(),
             worker: Worker::start(),
             problems: ProblemSet::default(),
-            received: None,
         }
     }
 
@@ -180,11 +177,8 @@ impl Reconciler {
     /// Translates `snapshot` on the worker thread and publishes the result.
     pub async fn rebuild(&mut self, snapshot: Arc<Snapshot>) -> Result<Rebuilt, ReconcileError> {
         let started = Instant::now();
-        let metrics = self.published.metrics();
-        metrics.record_objects(&*snapshot);
-        let received = metrics.received.take(&*snapshot);
-        // A failed rebuild keeps its change's receive time for the next publication.
-        self.received = self.received.into_iter().chain(received).min();
+        let metrics = self.published.metrics().clone();
+        metrics.snapshot_read(&*snapshot);
         let options = TranslateOptions {
             controller_name: self.options.controller_name.clone(),
             bind_address: self.options.bind_address,
@@ -196,19 +190,18 @@ impl Reconciler {
         // The certificates served now: a Secret updated to garbage keeps serving its last one.
         let served = ServedCertificates::of(&self.published.table());
         let mut memory = std::mem::take(&mut self.memory);
+        let handles = metrics.clone();
         let (translation, memory) = self
             .worker
             .run(move || {
                 let translation = memory.translate(&snapshot, &options, &served);
+                // The label handles are resolved here, off the async workers, not at the swap.
+                handles.attach(&translation.table);
                 (translation, memory)
             })
             .await
             .map_err(|e| {
-                let m = self.published.metrics();
-                m.rebuild_seconds
-                    .with_label_values(&["error"])
-                    .observe(started.elapsed().as_secs_f64());
-                m.control.reconciles.with_label_values(&["error"]).inc();
+                metrics.reconciled("error", started);
                 ReconcileError::Translate(e.to_string())
             })?;
         let reuse = memory.last();
@@ -233,9 +226,7 @@ impl Reconciler {
         let rules = table.rule_count();
         let table = Arc::new(table);
         let previous_table = self.published.publish_table(table.clone());
-        self.published
-            .metrics()
-            .table_published(self.received.take());
+        self.published.metrics().table_published();
         let bind_errors = match &self.proxy {
             Some(proxy) => proxy.sync_listeners(&table).await,
             None => Vec::new(),
@@ -285,10 +276,7 @@ impl Reconciler {
             .set(i64::try_from(self.generation).unwrap_or(i64::MAX));
         m.table_rules.set(i64::try_from(rules).unwrap_or(i64::MAX));
         m.record_certificates(&self.published.table());
-        m.rebuild_seconds
-            .with_label_values(&["ok"])
-            .observe(started.elapsed().as_secs_f64());
-        m.control.reconciles.with_label_values(&["ok"]).inc();
+        m.reconciled("ok", started);
         tracing::info!(
             generation = self.generation,
             rules,

@@ -392,12 +392,27 @@ impl Metrics {
         table.attached.set(index);
     }
 
-    /// The table was published now: `table_age_seconds` counts from here, and the
-    /// propagation lag of the change received at `received` (if any) is observed.
-    pub fn table_published(&self, received: Option<Instant>) {
+    /// The reconciler read `snapshot`: its objects by kind are counted, and the receive time
+    /// of the changes it carries is kept for the publication of its table.
+    pub fn snapshot_read<S: crate::kinds::KindSet>(&self, snapshot: &S) {
+        self.record_objects(snapshot);
+        self.received.read(snapshot);
+    }
+
+    /// A rebuild ended with `result` (`ok`: published, `error`), started at `started`.
+    pub fn reconciled(&self, result: &str, started: Instant) {
+        self.rebuild_seconds
+            .with_label_values(&[result])
+            .observe(started.elapsed().as_secs_f64());
+        self.control.reconciles.with_label_values(&[result]).inc();
+    }
+
+    /// A table was published now: `table_age_seconds` counts from here, and the propagation
+    /// lag of the changes of the snapshots read since the last publication is observed.
+    pub fn table_published(&self) {
         let now = Instant::now();
         *self.published_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
-        if let Some(at) = received {
+        if let Some(at) = self.received.published() {
             self.control
                 .propagation
                 .observe(now.saturating_duration_since(at).as_secs_f64());

@@ -11,10 +11,12 @@ use std::time::Instant;
 /// At most this many marks wait (a reconciler that stopped reading cannot grow the list).
 const MAX_PENDING: usize = 64;
 
-/// Receive times of snapshots sent and not yet read, oldest first.
+/// Receive times of snapshots sent and not yet read, oldest first, and the earliest of the
+/// snapshots read since the last publication (a failed rebuild keeps it for the next one).
 #[derive(Debug, Default)]
 pub struct Received {
     pending: Mutex<Vec<(usize, Instant)>>,
+    read: Mutex<Option<Instant>>,
 }
 
 impl Received {
@@ -36,6 +38,20 @@ impl Received {
         let last = pending.iter().rposition(|(k, _)| *k == key)?;
         let taken: Vec<_> = pending.drain(..=last).collect();
         taken.into_iter().map(|(_, at)| at).min()
+    }
+}
+
+impl Received {
+    /// Reconciler side: `snapshot` was read; its changes' receive time waits for a publication.
+    pub fn read<T>(&self, snapshot: &T) {
+        let taken = self.take(snapshot);
+        let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        *read = read.into_iter().chain(taken).min();
+    }
+
+    /// Reconciler side: a table was published; the receive time of what it serves, if marked.
+    pub fn published(&self) -> Option<Instant> {
+        self.read.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
