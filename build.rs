@@ -8,10 +8,12 @@ fn main() {
         .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit()))
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=EDGEPLANE_COMMIT={commit}");
-    // Run again when HEAD moves (a checkout, or a commit on the current branch), not on
-    // every build; worktrees keep these files outside `.git/`, so git names them.
+    // Run again when HEAD moves (a checkout, or a commit on the current branch: its ref, or
+    // the reflog when refs are packed), not on every build; worktrees keep these files
+    // outside `.git/`, so git names them. Files that do not exist are not named (cargo would
+    // run the script on every build).
     let head_ref = git(&["symbolic-ref", "-q", "HEAD"]);
-    for name in ["HEAD"].into_iter().chain(head_ref.as_deref()) {
+    for name in ["HEAD", "logs/HEAD"].into_iter().chain(head_ref.as_deref()) {
         if let Some(path) = git(&["rev-parse", "--git-path", name]) {
             if std::path::Path::new(&path).exists() {
                 println!("cargo:rerun-if-changed={path}");
