@@ -70,10 +70,12 @@ impl Published {
     }
 
     /// Reconciler side: resolves the table's metric label handles (see
-    /// [`Metrics::attach`]), then swaps it in; returns the previous one, to be freed off the
-    /// async workers.
+    /// [`Metrics::attach`]) and records its publication (the propagation lag is observed
+    /// just before the swap, so no request served by the table can see /metrics without
+    /// it), then swaps it in; returns the previous one, to be freed off the async workers.
     pub fn publish_table(&self, table: Arc<RouteTable>) -> Arc<RouteTable> {
         self.metrics.attach(&table);
+        self.metrics.table_published();
         self.table.swap(table)
     }
 

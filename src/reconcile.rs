@@ -226,7 +226,6 @@ impl Reconciler {
         let rules = table.rule_count();
         let table = Arc::new(table);
         let previous_table = self.published.publish_table(table.clone());
-        self.published.metrics().table_published();
         let bind_errors = match &self.proxy {
             Some(proxy) => proxy.sync_listeners(&table).await,
             None => Vec::new(),

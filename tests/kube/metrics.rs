@@ -1,6 +1,7 @@
 //! The control-plane metrics of `serve --kubernetes` against the API emulator: leadership,
-//! status writes, watch events per kind, objects by kind, and the propagation lag of a watch
-//! event (from the event received to the table serving the route it brought).
+//! status writes and conflicts, watch events and restarts per kind, objects by kind, and the
+//! propagation lag of a watch event (from the event received to the table serving the route
+//! it brought).
 
 use std::time::{Duration, Instant};
 
@@ -56,9 +57,10 @@ async fn leadership_status_writes_watch_events_and_propagation_are_measured() {
     let before = metric_sum(&m, "edgeplane_propagation_seconds_count", &[]);
 
     // A new route arrives as a watch event: once it serves, its propagation was measured.
-    api.insert(route("web", "s", "gw", "example.com", "/s", "svc-a"));
+    // On a host of its own: `r` answers every path of `example.com`.
+    api.insert(route("web", "s", "gw", "s.example.com", "/", "svc-a"));
     replica
-        .wait_for(port, "example.com", "/s/x", 200, Some("pod-a"), T)
+        .wait_for(port, "s.example.com", "/x", 200, Some("pod-a"), T)
         .await
         .unwrap();
     let m = replica.published.metrics().encode();
@@ -69,5 +71,24 @@ async fn leadership_status_writes_watch_events_and_propagation_are_measured() {
         2.0,
         "{m}"
     );
+
+    // A watch that fails is restarted and counted; a status write refused with a conflict is
+    // counted as one (and written again).
+    api.fail_requests(Some("GET"), "/httproutes", 2, 500);
+    api.close_watches();
+    until(&replica, "a restarted HTTPRoute watch", |m| {
+        metric_sum(m, "edgeplane_watch_restarts_total", &[&kind("HTTPRoute")]) >= 1.0
+    })
+    .await;
+    api.fail_requests(Some("PATCH"), "/httproutes/t", 1, 409);
+    api.insert(route("web", "t", "gw", "example.com", "/t", "svc-a"));
+    until(&replica, "a status write conflict", |m| {
+        metric_sum(
+            m,
+            "edgeplane_status_writes_total",
+            &[r#"result="conflict""#],
+        ) >= 1.0
+    })
+    .await;
     replica.stop().await;
 }

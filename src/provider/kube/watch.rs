@@ -57,14 +57,18 @@ impl Trigger {
         self.0.notify_one();
     }
 
-    /// Called before `snapshot` is sent: it carries every change fired so far.
-    fn sending<S>(&self, snapshot: &S) {
-        let at = self
-            .1
+    /// Called before a snapshot is taken from the stores: when the oldest change it will
+    /// carry was fired (the stores hold every change fired so far; later fires start anew).
+    fn taking(&self) -> Option<std::time::Instant> {
+        self.1
             .since
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take();
+            .take()
+    }
+
+    /// Called before `snapshot`, taken when [`Trigger::taking`] returned `at`, is sent.
+    fn sending<S>(&self, snapshot: &S, at: Option<std::time::Instant>) {
         if let (Some(at), Some(m)) = (at, &self.1.metrics) {
             m.received.mark(snapshot, at);
         }
@@ -248,13 +252,14 @@ pub async fn run_snapshots<S: KindSet>(
     let mut sent: Option<Vec<u64>> = None;
     let mut resynced = false;
     while !tx.is_closed() {
+        let fired = trigger.taking();
         let mut snapshot = stores.snapshot();
         stores.fetch_referenced(&mut snapshot).await;
         let versions = stores.versions(&mut snapshot);
         if resynced || sent.as_ref() != Some(&versions) {
             finish(&mut snapshot);
             let snapshot = Arc::new(snapshot);
-            trigger.sending(&*snapshot);
+            trigger.sending(&*snapshot, fired);
             if tx.send(snapshot).is_err() {
                 return;
             }
