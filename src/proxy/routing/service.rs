@@ -29,8 +29,8 @@ use crate::proxy::routing::tracked::{Activity, Held, Tracked};
 use crate::proxy::settings::ConnSettings;
 use crate::proxy::shared::Shared;
 use crate::table::{
-    is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRef, RouteRule, RouteTable,
-    Scheme, VirtualHost,
+    is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRule, RouteTable, Scheme,
+    VirtualHost,
 };
 
 /// Serves requests of one accepted connection.
@@ -161,12 +161,11 @@ impl Handler {
             Ok(Routed::Answer { rule, response }) => (rule, Ok(response), Held::default()),
             Err(err) => (None, Err(err), Held::default()),
         };
-        let route = rule.as_ref().map(|(_, r)| r.route.clone());
         let served = flags.blame(served, timers, &self.shared.metrics);
         let response = match served {
             Ok(resp) => resp,
             Err(err) => {
-                tracing::debug!(listener = %self.listener, route = ?route.as_deref().map(RouteRef::label), error = %err, "request failed");
+                tracing::debug!(listener = %self.listener, route = ?rule.as_ref().map(|(_, r)| r.route.label()), error = %err, "request failed");
                 self.shared
                     .metrics
                     .request_errors
@@ -186,7 +185,7 @@ impl Handler {
             .map(|backend| (backend, flags.clone()));
         if let Some(entry) = log.as_mut() {
             entry.status = outcome.response.status().as_u16();
-            entry.route = route;
+            entry.route = outcome.rule.as_ref().map(|(_, r)| r.route.clone());
             entry.upstream = held.endpoint.as_ref().map(|p| p.addr);
         }
         let log = log.map(|entry| (Box::new(entry), flags));
