@@ -20,6 +20,7 @@ mod policy;
 mod proxy_args;
 mod resilience_args;
 mod stack;
+mod trace_view;
 mod views;
 mod webhook_args;
 
@@ -30,6 +31,7 @@ pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
 pub use proxy_args::ProxyArgs;
 use stack::{shutdown_signal, Addresses, Stack};
+pub use trace_view::TraceArgs;
 pub use views::{RoutesArgs, StatusArgs, StatusOutput};
 
 use crate::admin::{DEFAULT_ADMIN_ADDR, DEFAULT_DASHBOARD_ADDR};
@@ -83,6 +85,11 @@ pub enum Command {
     /// Print a running edgeplane's live route table as a tree: Gateway, listener, hostname,
     /// rule, backends with weights and endpoint health; exit 1 when it cannot be reached.
     Routes(RoutesArgs),
+    /// Wait for the next request(s) matching --host, --path and --header at a running
+    /// edgeplane and print the way each took: listener, rules tried and why they did not
+    /// match, filters and policies, backends and endpoint, timings, status; exit 1 when
+    /// fewer than --count came within --timeout or the dashboard cannot be reached.
+    Trace(TraceArgs),
     /// Print the CustomResourceDefinitions of the edgeplane.dev kinds (TrafficPolicy,
     /// ProxyConfig) as multi-document YAML, for `kubectl apply -f -`.
     Crds,
@@ -248,6 +255,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo(args).await,
         Command::Status(args) => views::status(args).await,
         Command::Routes(args) => views::routes(args).await,
+        Command::Trace(args) => trace_view::trace(args).await,
         Command::Crds => {
             write_stdout(&crate::kinds::crd::generate::crds_yaml()?)?;
             Ok(ExitCode::SUCCESS)

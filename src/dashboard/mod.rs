@@ -6,6 +6,7 @@
 
 pub mod conditions;
 mod overview;
+pub mod trace;
 mod traffic;
 pub mod tree;
 
@@ -16,7 +17,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -68,23 +70,56 @@ impl Dashboard {
             .unwrap_or_default()
     }
 
-    /// Answers a request that arrived on the address `local`: 403 unless that address is a
-    /// loopback one and the `Host` names this server, else [`Dashboard::handle`].
-    pub fn answer<B>(&self, req: &Request<B>, local: SocketAddr) -> Response<Full<Bytes>> {
+    /// [`Dashboard::answer`], with `/api/trace` (a response streamed as traced requests
+    /// happen) among the paths.
+    pub fn respond<B>(
+        &self,
+        req: &Request<B>,
+        local: SocketAddr,
+    ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
+        let gated = self.gate(req, local);
+        let (Ok(()), "/api/trace", Some(proxy)) = (&gated, req.uri().path(), self.proxy.as_ref())
+        else {
+            return match gated {
+                Ok(()) => self.handle(req),
+                Err(refused) => refused,
+            }
+            .map(BodyExt::boxed);
+        };
+        if req.method() != Method::GET {
+            return self.handle(req).map(BodyExt::boxed);
+        }
+        match trace::TraceQuery::parse(req.uri().query()) {
+            Ok(query) => trace::stream(&proxy.tap(), query),
+            Err(e) => text(StatusCode::BAD_REQUEST, &format!("{e}\n")).map(BodyExt::boxed),
+        }
+    }
+
+    /// 403 unless the request arrived over loopback and its `Host` names this server.
+    fn gate<B>(&self, req: &Request<B>, local: SocketAddr) -> Result<(), Response<Full<Bytes>>> {
         if !local.ip().is_loopback() {
-            return text(
+            return Err(text(
                 StatusCode::FORBIDDEN,
                 "forbidden: the dashboard answers only over loopback \
                  (connect to 127.0.0.1; in a cluster, kubectl port-forward)\n",
-            );
+            ));
         }
         if !host_allowed(req.headers().get(HOST), local) {
-            return text(
+            return Err(text(
                 StatusCode::FORBIDDEN,
                 "forbidden: Host does not name the dashboard server\n",
-            );
+            ));
         }
-        self.handle(req)
+        Ok(())
+    }
+
+    /// Answers a request that arrived on the address `local`: 403 unless that address is a
+    /// loopback one and the `Host` names this server, else [`Dashboard::handle`].
+    pub fn answer<B>(&self, req: &Request<B>, local: SocketAddr) -> Response<Full<Bytes>> {
+        match self.gate(req, local) {
+            Ok(()) => self.handle(req),
+            Err(refused) => refused,
+        }
     }
 
     /// Answers one request: the page and its assets, `/api/overview`, `/api/traffic`,
@@ -141,7 +176,7 @@ pub async fn serve_dashboard(
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let dashboard = dashboard.clone();
-                async move { Ok::<_, std::convert::Infallible>(dashboard.answer(&req, local)) }
+                async move { Ok::<_, std::convert::Infallible>(dashboard.respond(&req, local)) }
             });
             let conn = http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())

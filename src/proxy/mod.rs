@@ -65,6 +65,7 @@ mod routing;
 mod settings;
 mod shared;
 mod sockets;
+mod tap;
 mod trace;
 mod trusted;
 mod upstream;
@@ -89,6 +90,7 @@ pub use options::ProxyOptions;
 pub use policy::{validate_jwt, HashLimits};
 pub use routing::headers::{set_forwarded, strip_hop_by_hop};
 pub use sockets::{BIND_RETRY_FIRST, BIND_RETRY_MAX};
+pub use tap::{Subscription, Tap, TapBackend, TapFilter, TapRecord};
 pub use trace::{TraceExport, TraceExportError};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
 pub use upstream::balance::{BreakerLimits, OutlierOptions};
@@ -147,6 +149,7 @@ impl Proxy {
                 .ok()
         });
         let shared = Arc::new(Shared {
+            tap: Arc::default(),
             access,
             spans,
             policies: policy::PolicyState::new(options.basic_auth, metrics.clone()),
@@ -178,6 +181,11 @@ impl Proxy {
         });
         let wanted: Vec<SocketKey> = tcp.chain(udp).collect();
         self.sockets.sync(&wanted).await
+    }
+
+    /// The request tracer's tap: subscriptions to the next requests matching a filter.
+    pub fn tap(&self) -> Arc<Tap> {
+        self.shared.tap.clone()
     }
 
     /// Makes a file access log reopen its path before its next line: the answer to SIGHUP

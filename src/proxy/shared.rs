@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub policies: policy::PolicyState,
     /// Connection settings of listeners without a ProxyConfig.
     pub conn_defaults: Arc<ConnSettings>,
+    /// The request tracer's subscriptions.
+    pub tap: Arc<crate::proxy::tap::Tap>,
     /// Where finished access log lines are queued.
     pub access: AccessLogger,
     /// Where the spans of sampled requests are queued (`--otlp-endpoint`; none without).

@@ -164,7 +164,7 @@ fn ser_header_name<S: Serializer>(n: &HeaderName, s: S) -> Result<S::Ok, S::Erro
 }
 
 impl HeaderMatch {
-    fn matches(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn matches(&self, headers: &HeaderMap) -> bool {
         headers
             .get_all(&self.name)
             .iter()
@@ -181,7 +181,7 @@ pub struct QueryMatch {
 }
 
 impl QueryMatch {
-    fn matches(&self, query: Option<&str>) -> bool {
+    pub(crate) fn matches(&self, query: Option<&str>) -> bool {
         let Some(query) = query else { return false };
         query.split('&').any(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));

@@ -4,6 +4,7 @@
 mod backend_tls;
 mod client_auth;
 mod cors;
+pub mod explain;
 mod filters;
 mod grpc;
 mod host;

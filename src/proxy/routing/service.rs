@@ -26,6 +26,7 @@ use crate::proxy::request_id;
 use crate::proxy::routing::answers::{empty, grpc_unimplemented, options_asterisk, preflight};
 use crate::proxy::routing::gate::{self, Target};
 use crate::proxy::routing::headers::client_address;
+use crate::proxy::routing::tapped::{Tapped, Way};
 use crate::proxy::routing::tracked::{Activity, Held, Tracked};
 use crate::proxy::settings::ConnSettings;
 use crate::proxy::shared::Shared;
@@ -167,21 +168,31 @@ impl Handler {
             entry.trace_id = Some(trace.ids.trace_id);
             entry
         });
+        let tapped = Tapped::begin(&self.shared.tap, &req, start)
+            .map(|t| t.client(client.unwrap_or_else(|| self.client_ip(req.headers()))));
         let method = method_index(req.method());
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
+        // When routing had chosen: before the upstream exchange, for the tracer's timings.
+        let mut routed = None;
         let (rule, served, mut held) = match self.route(&table, req) {
             Ok(Routed::Matched(matched)) => {
                 let rule = Some((matched.vhost.listener, matched.rule.clone()));
+                routed = Some(Instant::now());
                 let (served, held) = self.proxy(&table, matched, start).await;
                 (rule, served, held)
             }
             Ok(Routed::Answer { rule, response }) => (rule, Ok(response), Held::default()),
             Err(err) => (None, Err(err), Held::default()),
         };
+        let routed = routed.unwrap_or_else(Instant::now);
         let served = flags.blame(served, timers, &self.shared.metrics);
+        let mut error = None;
         let response = match served {
             Ok(resp) => resp,
             Err(err) => {
+                if tapped.is_some() {
+                    error = Some(err.to_string());
+                }
                 tracing::debug!(listener = %self.listener, route = ?rule.as_ref().map(|(_, r)| r.route.label()), error = %err, "request failed");
                 self.shared
                     .metrics
@@ -203,10 +214,25 @@ impl Handler {
             .map(|backend| (backend, flags.clone()));
         let upstream = held.endpoint.as_ref().map(|p| p.addr);
         let matched = outcome.rule.as_ref().map(|(_, r)| r);
+        let trace_id = trace.ids.trace_id;
         if trace.span.is_some() {
             let route = matched.map(|r| format!("{}/{}", r.route.kind(), r.route.label()));
             let status = outcome.response.status().as_u16();
             trace.finish(spans, status, route, matched.map(|r| &**r), upstream);
+        }
+        if let Some(tapped) = tapped {
+            let way = Way {
+                table: &table,
+                listener: self.listener,
+                rule: matched.map(|r| &**r),
+                endpoint: upstream,
+                status: outcome.response.status().as_u16(),
+                error,
+                request_id: request_id.to_str().unwrap_or_default(),
+                trace_id,
+                routed,
+            };
+            tapped.finish(&self.shared.tap, way);
         }
         if let Some(entry) = log.as_mut() {
             entry.status = Some(outcome.response.status().as_u16());
