@@ -3,10 +3,14 @@
 //! files and directories that exist, the ClusterRole covers every declared kind, and the
 //! conversion webhook's Service, port, Secret and CRD permissions match the controller's.
 //! The LICENSE file holds the license Cargo.toml names. The monitoring overlay's checks are in
-//! `deploy/monitoring.rs`.
+//! `deploy/monitoring.rs` (with `deploy/operator.rs` and `deploy/promql.rs`).
 
 #[path = "deploy/monitoring.rs"]
 mod monitoring;
+#[path = "deploy/operator.rs"]
+mod operator;
+#[path = "deploy/promql.rs"]
+mod promql;
 
 use std::path::{Path, PathBuf};
 
@@ -110,8 +114,8 @@ fn every_manifest_round_trips_through_its_typed_struct() {
                     k8s_openapi::api::networking::v1::NetworkPolicy,
                 >(doc, &where_),
                 // Prometheus Operator kinds: no Rust types, checked field by field.
-                "ServiceMonitor" => monitoring::check_service_monitor(doc, &where_),
-                "PrometheusRule" => monitoring::check_prometheus_rule(doc, &where_),
+                "ServiceMonitor" => operator::check_service_monitor(doc, &where_),
+                "PrometheusRule" => operator::check_prometheus_rule(doc, &where_),
                 other => panic!("{where_}: no typed check for kind {other}"),
             }
             kinds.insert(kind);
