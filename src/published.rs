@@ -115,9 +115,13 @@ impl Published {
         self.generation.subscribe()
     }
 
-    /// Reconciler side: swaps a new table in; returns the previous one, to be freed off the
-    /// async workers.
+    /// Reconciler side: resolves the table's metric label handles (see
+    /// [`Metrics::attach`]) and records its publication (the propagation lag is observed
+    /// just before the swap, so no request served by the table can see /metrics without
+    /// it), then swaps it in; returns the previous one, to be freed off the async workers.
     pub fn publish_table(&self, table: Arc<RouteTable>) -> Arc<RouteTable> {
+        self.metrics.attach(&table);
+        self.metrics.table_published();
         self.table.swap(table)
     }
 

@@ -178,6 +178,8 @@ impl Reconciler {
     /// Translates `snapshot` on the worker thread and publishes the result.
     pub async fn rebuild(&mut self, snapshot: Arc<Snapshot>) -> Result<Rebuilt, ReconcileError> {
         let started = Instant::now();
+        let metrics = self.published.metrics().clone();
+        metrics.snapshot_read(&*snapshot);
         let options = TranslateOptions {
             controller_name: self.options.controller_name.clone(),
             bind_address: self.options.bind_address,
@@ -189,19 +191,18 @@ impl Reconciler {
         // The certificates served now: a Secret updated to garbage keeps serving its last one.
         let served = ServedCertificates::of(&self.published.table());
         let mut memory = std::mem::take(&mut self.memory);
+        let handles = metrics.clone();
         let (translation, memory) = self
             .worker
             .run(move || {
                 let translation = memory.translate(&snapshot, &options, &served);
+                // The label handles are resolved here, off the async workers, not at the swap.
+                handles.attach(&translation.table);
                 (translation, memory)
             })
             .await
             .map_err(|e| {
-                self.published
-                    .metrics()
-                    .rebuild_seconds
-                    .with_label_values(&["error"])
-                    .observe(started.elapsed().as_secs_f64());
+                metrics.reconciled("error", started);
                 self.published.record_reconcile(Reconcile {
                     at_unix_ms: jiff::Timestamp::now().as_millisecond(),
                     seconds: started.elapsed().as_secs_f64(),
@@ -283,9 +284,7 @@ impl Reconciler {
             .set(i64::try_from(self.generation).unwrap_or(i64::MAX));
         m.table_rules.set(i64::try_from(rules).unwrap_or(i64::MAX));
         m.record_certificates(&self.published.table());
-        m.rebuild_seconds
-            .with_label_values(&["ok"])
-            .observe(started.elapsed().as_secs_f64());
+        m.reconciled("ok", started);
         self.published.record_reconcile(Reconcile {
             at_unix_ms: jiff::Timestamp::now().as_millisecond(),
             seconds: started.elapsed().as_secs_f64(),

@@ -161,7 +161,18 @@ async fn metrics_are_prometheus_text() {
     published.metrics().table_generation.set(7);
     published
         .metrics()
-        .record_request("default/web", http::StatusCode::OK);
+        .http
+        .requests
+        .with_label_values(&[
+            "default/gw",
+            "http",
+            "HTTPRoute/default/web",
+            "0",
+            "default/web:80",
+            "GET",
+            "200",
+        ])
+        .inc();
     published
         .metrics()
         .config_errors
@@ -174,7 +185,11 @@ async fn metrics_are_prometheus_text() {
         "# TYPE edgeplane_table_generation gauge",
         "edgeplane_table_generation 7",
         "edgeplane_table_rules",
-        "edgeplane_requests_total{code=\"200\",route=\"default/web\"} 1",
+        "edgeplane_requests_total{backend=\"default/web:80\",code=\"200\",gateway=\"default/gw\",listener=\"http\",method=\"GET\",route=\"HTTPRoute/default/web\",rule=\"0\"} 1",
+        "edgeplane_build_info{commit=\"",
+        "edgeplane_reconciles_total{result=\"ok\"} 0",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
         "edgeplane_config_errors_total{source=\"file\"} 1",
     ] {
         assert!(r.body.contains(needle), "missing {needle} in:\n{}", r.body);

@@ -11,6 +11,8 @@ mod binds;
 mod l4_idle;
 #[path = "e2e/limits.rs"]
 mod limits;
+#[path = "e2e/metrics.rs"]
+mod metrics;
 #[path = "e2e/policies.rs"]
 mod policies;
 

@@ -15,6 +15,8 @@ mod gateway_service;
 mod harness;
 #[path = "kube/listenerset.rs"]
 mod listenerset;
+#[path = "kube/metrics.rs"]
+mod metrics;
 #[path = "kube/policy.rs"]
 mod policy;
 #[path = "kube/reliability.rs"]

@@ -57,6 +57,8 @@ mod protocols;
 mod resilience;
 #[path = "proxy/retries.rs"]
 mod retries;
+#[path = "proxy/route_metrics.rs"]
+mod route_metrics;
 #[path = "proxy/routing.rs"]
 mod routing;
 #[path = "proxy/sessions.rs"]

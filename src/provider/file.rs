@@ -425,7 +425,9 @@ pub fn watch_shared<S: KindSet>(
                         read_us = read_started.elapsed().as_micros() as u64,
                         "configuration reloaded"
                     );
-                    if sender.send(Arc::new(snapshot)).is_err() {
+                    let snapshot = Arc::new(snapshot);
+                    metrics.received.mark(&*snapshot, started.into_std());
+                    if sender.send(snapshot).is_err() {
                         return; // nobody listens any more
                     }
                 }

@@ -35,8 +35,8 @@ pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
 };
 pub use model::{
-    BackendSet, BackendTarget, ListenerTable, RouteRef, RouteRule, RouteTable, RuleFilters,
-    ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
+    Attached, BackendSet, BackendTarget, ListenerTable, RouteRef, RouteRule, RouteTable,
+    RuleFilters, ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 pub use path::PathIndex;
 pub use policy::{

@@ -41,6 +41,38 @@ pub struct RouteTable {
         serialize_with = "serialize_backend_tls"
     )]
     pub backend_tls: BTreeMap<ServiceKey, Arc<BackendTlsEntry>>,
+    /// What the publishing layer attaches once the table is built (the metrics' label
+    /// handles); opaque here, so the table stays free of it.
+    #[serde(skip)]
+    pub attached: Attached,
+}
+
+/// One value of any type, set at most once after the table is built and read by type: the
+/// layer that publishes a table hangs what it derives from it here (the proxy finds it with
+/// the table it loaded, never a newer or older one).
+#[derive(Default)]
+pub struct Attached(std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>);
+
+impl Attached {
+    /// Attaches `value`; false when something already is.
+    pub fn set<T: std::any::Any + Send + Sync>(&self, value: T) -> bool {
+        self.0.set(Box::new(value)).is_ok()
+    }
+
+    /// The attached value, when one of type `T` is.
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.0.get().and_then(|v| v.downcast_ref())
+    }
+}
+
+impl std::fmt::Debug for Attached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Attached(..)"
+        } else {
+            "Attached(none)"
+        })
+    }
 }
 
 /// `backendTls` as a list of `{service, policy...}` (JSON keys must be strings).
@@ -95,6 +127,10 @@ pub struct ListenerTable {
     pub port: Option<u16>,
     /// Every Gateway listener merged onto this socket.
     pub sources: Vec<SocketSource>,
+    /// The Gateway listener owning each listener-host group of the socket
+    /// ([`VirtualHost::listener`] indexes it): the `gateway` and `listener` of its requests.
+    #[serde(skip)]
+    pub groups: Vec<SocketSource>,
     pub hosts: HostIndex,
     /// Set on HTTPS sockets: connections are TLS, certificates chosen by SNI.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,6 +170,7 @@ impl ListenerTable {
             bind,
             port: None,
             sources,
+            groups: Vec::new(),
             hosts,
             tls: None,
             backend_identity: None,

@@ -1,5 +1,6 @@
-//! The README's metric table is the registry's own list: every family the process registers,
-//! with its labels and help, and nothing else. `UPDATE_GOLDEN=1` rewrites it from the code.
+//! docs/metrics.md's metric table is the registry's own list: every family the process
+//! registers, with its labels and help, and nothing else. `UPDATE_GOLDEN=1` rewrites it from
+//! the code.
 
 use std::path::Path;
 
@@ -28,11 +29,11 @@ fn generated() -> String {
 }
 
 #[test]
-fn the_readme_lists_every_metric_the_registry_has() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(&path).expect("README.md");
+fn the_metrics_reference_lists_every_metric_the_registry_has() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md");
+    let readme = std::fs::read_to_string(&path).expect("docs/metrics.md");
     let (Some(start), Some(end)) = (readme.find(BEGIN), readme.find(END)) else {
-        panic!("README.md has no metric table between {BEGIN:?} and {END:?}");
+        panic!("docs/metrics.md has no metric table between {BEGIN:?} and {END:?}");
     };
     let table = &readme[start + BEGIN.len()..end];
     let want = generated();
@@ -41,11 +42,11 @@ fn the_readme_lists_every_metric_the_registry_has() {
     }
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         let updated = format!("{}{BEGIN}\n{want}{}", &readme[..start], &readme[end..]);
-        std::fs::write(&path, updated).expect("write README.md");
+        std::fs::write(&path, updated).expect("write docs/metrics.md");
         return;
     }
     panic!(
-        "README.md's metric table differs from the registry; run UPDATE_GOLDEN=1 cargo test \
+        "docs/metrics.md's metric table differs from the registry; run UPDATE_GOLDEN=1 cargo test \
          --test admin, or put this in it:\n{want}"
     );
 }

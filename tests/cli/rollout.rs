@@ -196,12 +196,12 @@ fn a_second_instance_takes_over_the_port_with_no_failed_request() {
     assert!(ok > 50, "only {ok} requests");
     // The new instance served requests on the port.
     let (_, metrics) = wait_get(new_admin, "/metrics", |c, _| c == 200);
-    let served = metrics
+    let served: u64 = metrics
         .lines()
-        .find(|l| l.starts_with("edgeplane_requests_total{code=\"200\",route=\"default/web\"}"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+        .filter(|l| l.starts_with("edgeplane_requests_total{"))
+        .filter(|l| l.contains("code=\"200\"") && l.contains("route=\"HTTPRoute/default/web\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
     assert!(served > 0, "the new instance served nothing:\n{metrics}");
     println!("rollout: {ok} requests, 0 failed, {served} served by the new instance");
 }

@@ -143,7 +143,7 @@ async fn an_endpoint_answering_502_is_ejected_then_returns() {
     assert_eq!(bad_count.load(Ordering::SeqCst), 3);
     let metrics = proxy.metrics.encode();
     assert!(
-        metrics.contains("edgeplane_outlier_ejections_total{service=\"default/app:80\"} 1"),
+        metrics.contains("edgeplane_outlier_ejections_total{backend=\"default/app:80\"} 1"),
         "{metrics}"
     );
     assert!(metrics.contains("edgeplane_outlier_ejected_endpoints 1"));
@@ -190,7 +190,7 @@ async fn an_endpoint_refusing_connections_is_ejected() {
         assert_eq!(r.status, 200);
     }
     let metrics = proxy.metrics.encode();
-    assert!(metrics.contains("edgeplane_outlier_ejections_total{service=\"default/app:80\"} 1"));
+    assert!(metrics.contains("edgeplane_outlier_ejections_total{backend=\"default/app:80\"} 1"));
     // Ejected after two refusals: no further attempt goes to it, so nothing is retried.
     let unsent = || unsent_retries(&proxy.metrics.encode());
     assert_eq!(unsent(), 2, "{metrics}");

@@ -10,7 +10,7 @@ use crate::support;
 use crate::support::client::{self, get, get_h1, h1_client, send};
 use crate::support::echo::start_fleet;
 use crate::support::net::free_addr;
-use crate::support::proxy::start;
+use crate::support::proxy::{metric_sum, start};
 use crate::support::tables::*;
 
 fn exact(v: &str) -> ValueMatch {
@@ -207,16 +207,33 @@ async fn routes_by_host_and_answers_404_when_nothing_matches() {
     assert_eq!(get_h1(strict, "b.example.com", "/").await.status, 404);
     assert_eq!(get_h1(strict, "a.example.com", "/").await.status, 200);
     let metrics = p.metrics.encode();
-    assert!(
-        metrics.contains(r#"edgeplane_requests_total{code="404",route="none"} 2"#),
+    let unmatched = [
+        r#"code="404""#,
+        r#"route="""#,
+        r#"rule="""#,
+        r#"backend="""#,
+    ];
+    assert_eq!(
+        metric_sum(&metrics, "edgeplane_requests_total", &unmatched),
+        2.0,
         "{metrics}"
     );
-    assert!(
-        metrics.contains(r#"edgeplane_requests_total{code="200",route="default/wild"} 2"#),
+    let wild = [
+        r#"gateway="default/gw""#,
+        r#"route="HTTPRoute/default/wild""#,
+        r#"rule="0""#,
+        r#"backend="default/wild:80""#,
+        r#"method="GET""#,
+    ];
+    let ok = [&wild[..], &[r#"code="200""#]].concat();
+    assert_eq!(
+        metric_sum(&metrics, "edgeplane_requests_total", &ok),
+        2.0,
         "{metrics}"
     );
-    assert!(
-        metrics.contains(r#"edgeplane_request_duration_seconds_count{route="default/wild"} 2"#),
+    assert_eq!(
+        metric_sum(&metrics, "edgeplane_request_duration_seconds_count", &ok),
+        2.0,
         "{metrics}"
     );
 }

@@ -36,6 +36,8 @@ pub async fn start(table: RouteTable) -> Running {
 /// Starts a proxy on `table` with `options` and binds its listeners.
 pub async fn start_with(table: RouteTable, options: ProxyOptions) -> Running {
     let metrics = Metrics::new();
+    // Label handles resolved as the reconciler's publication does.
+    metrics.attach(&table);
     let table = Arc::new(ArcSwap::from_pointee(table));
     let proxy = Proxy::new(table.clone(), metrics.clone(), options);
     let errors = proxy.sync_listeners(&table.load()).await;
@@ -50,6 +52,7 @@ pub async fn start_with(table: RouteTable, options: ProxyOptions) -> Running {
 impl Running {
     /// Publishes `table` and reconciles the listeners, as the reconcile loop does.
     pub async fn publish(&self, table: RouteTable) {
+        self.metrics.attach(&table);
         let table = Arc::new(table);
         self.table.store(table.clone());
         let errors = self.proxy.sync_listeners(&table).await;
@@ -63,4 +66,17 @@ pub async fn accepts(addr: SocketAddr) -> bool {
         tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr)).await,
         Ok(Ok(_))
     )
+}
+
+/// The sum of the series of `family` in a metrics text whose labels include every one of
+/// `labels` (`name="value"` pairs as exposed).
+pub fn metric_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

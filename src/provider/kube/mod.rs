@@ -122,7 +122,7 @@ impl KubeProvider {
         published: Arc<Published>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let trigger = watch::Trigger::default();
+        let trigger = watch::Trigger::reporting(metrics.clone());
         let reflectors =
             watch::reflectors::<Snapshot>(&client, options.watch_retry, &trigger, &metrics);
         let stores = reflectors.stores.clone();
@@ -170,6 +170,16 @@ impl KubeProvider {
                 instance: Some(options.pod_name.clone()),
             },
         );
+        let mut leading = leader.clone();
+        let gauge = metrics.control.leader.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                gauge.set(i64::from(*leading.borrow_and_update()));
+                if leading.changed().await.is_err() {
+                    return;
+                }
+            }
+        }));
         tasks.push(tokio::spawn(leader::run_leader_pass(
             keeper,
             published.clone(),

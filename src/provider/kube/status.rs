@@ -474,6 +474,17 @@ impl StatusWriter {
                 patch_status::<TrafficPolicy>(Api::namespaced(client, ns), &w).await
             }
         };
+        let outcome = match &result {
+            Ok(()) => "ok",
+            Err(kube::Error::Api(e)) if e.code == 409 => "conflict",
+            Err(_) => "error",
+        };
+        self.published
+            .metrics()
+            .control
+            .status_writes
+            .with_label_values(&[outcome])
+            .inc();
         result.map_err(|source| StatusError::Patch {
             kind: w.key.kind,
             object: format!(

@@ -27,13 +27,51 @@ use crate::snapshot::Snapshot;
 
 /// Wakes the snapshot loop. Any number of fires before the loop looks again count as one, so a
 /// burst of watch events costs one rebuild, never a queue.
+/// It also keeps when the oldest fire not yet sent in a snapshot happened, for the propagation
+/// lag (`edgeplane_propagation_seconds`) of a trigger made [`Trigger::reporting`].
 #[derive(Debug, Clone, Default)]
-pub struct Trigger(Arc<Notify>);
+pub struct Trigger(Arc<Notify>, Arc<Fired>);
+
+/// The oldest fire not yet sent, and where snapshots' receive times are reported.
+#[derive(Debug, Default)]
+struct Fired {
+    since: std::sync::Mutex<Option<std::time::Instant>>,
+    metrics: Option<Arc<Metrics>>,
+}
 
 impl Trigger {
+    /// A trigger whose snapshots' receive times go to `metrics` (propagation lag).
+    pub fn reporting(metrics: Arc<Metrics>) -> Self {
+        let fired = Fired {
+            since: Default::default(),
+            metrics: Some(metrics),
+        };
+        Self(Arc::default(), Arc::new(fired))
+    }
+
     /// Schedules one snapshot (a single permit is kept while the loop is busy).
     pub fn fire(&self) {
+        let mut since = self.1.since.lock().unwrap_or_else(|p| p.into_inner());
+        since.get_or_insert_with(std::time::Instant::now);
+        drop(since);
         self.0.notify_one();
+    }
+
+    /// Called before a snapshot is taken from the stores: when the oldest change it will
+    /// carry was fired (the stores hold every change fired so far; later fires start anew).
+    fn taking(&self) -> Option<std::time::Instant> {
+        self.1
+            .since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Called before `snapshot`, taken when [`Trigger::taking`] returned `at`, is sent.
+    fn sending<S>(&self, snapshot: &S, at: Option<std::time::Instant>) {
+        if let (Some(at), Some(m)) = (at, &self.1.metrics) {
+            m.received.mark(snapshot, at);
+        }
     }
 
     /// Resolves at the next fire, or at once if one happened since the last wait.
@@ -62,6 +100,9 @@ where
     let dt = K::DynamicType::default();
     let kind = K::kind(&dt).into_owned();
     let gauge = metrics.watch_kind_available.with_label_values(&[&kind]);
+    // Present at 0 from the start: the kinds watched are known.
+    metrics.control.watch_events.with_label_values(&[&kind]);
+    metrics.control.watch_restarts.with_label_values(&[&kind]);
     let mut served = NotServedAsEmpty::new(&kind, &K::group(&dt), gauge);
     let stream = with_backoff(watcher(api, config), retry)
         .flat_map(move |item| futures_util::stream::iter(served.map(item)))
@@ -81,8 +122,15 @@ where
     S: futures_util::Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     async move {
+        let events = metrics.control.watch_events.with_label_values(&[&kind]);
+        let restarts = metrics.control.watch_restarts.with_label_values(&[&kind]);
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
+            match &event {
+                Ok(Event::InitApply(_) | Event::Apply(_) | Event::Delete(_)) => events.inc(),
+                Ok(Event::Init | Event::InitDone) => {}
+                Err(_) => restarts.inc(),
+            }
             match event {
                 // The store swaps its contents at InitDone; nothing to rebuild before.
                 Ok(Event::Init | Event::InitApply(_)) => {}
@@ -194,15 +242,25 @@ pub async fn run_snapshots<S: KindSet>(
         return;
     }
     tracing::info!("initial list of every kind complete");
+    // The initial lists are not changes to measure the propagation of.
+    trigger
+        .1
+        .since
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
     let mut sent: Option<Vec<u64>> = None;
     let mut resynced = false;
     while !tx.is_closed() {
+        let fired = trigger.taking();
         let mut snapshot = stores.snapshot();
         stores.fetch_referenced(&mut snapshot).await;
         let versions = stores.versions(&mut snapshot);
         if resynced || sent.as_ref() != Some(&versions) {
             finish(&mut snapshot);
-            if tx.send(Arc::new(snapshot)).is_err() {
+            let snapshot = Arc::new(snapshot);
+            trigger.sending(&*snapshot, fired);
+            if tx.send(snapshot).is_err() {
                 return;
             }
             sent = Some(versions);

@@ -18,9 +18,11 @@ use tokio::time::Instant;
 
 use http::HeaderValue;
 
+use super::counted::Counted;
 use super::idle::{relay, Ended, Relayed};
 use super::sni::{self, Hello, MAX_HELLO};
 use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
+use crate::metrics::{L4Series, SeriesIndex};
 use crate::proxy::access_log::{Entry, LogSpec};
 use crate::proxy::handshake::detect::Prefixed;
 use crate::proxy::shared::Shared;
@@ -32,6 +34,8 @@ struct Reached {
     route: Option<Arc<RouteRef>>,
     upstream: Option<SocketAddr>,
     sni: Option<String>,
+    /// Bytes of the client's sent upstream before the relay (a passthrough ClientHello).
+    prefix: u64,
 }
 
 /// Bytes read at most while waiting for a complete ClientHello (records add 5 bytes each).
@@ -77,7 +81,7 @@ pub(crate) async fn serve(
         entry.upstream = reached.upstream;
         entry.host = reached.sni.and_then(|s| HeaderValue::from_str(&s).ok());
         if let Ok(relayed) = &result {
-            entry.request_bytes = relayed.from_client;
+            entry.request_bytes = reached.prefix + relayed.from_client;
             entry.response_bytes = relayed.to_client;
         }
         entry.finish(&shared.access);
@@ -112,17 +116,45 @@ async fn serve_tcp(
     idle: Duration,
     reached: &mut Reached,
 ) -> Result<Relayed, L4Error> {
-    let route = {
+    let (route, series) = {
         let table = shared.table.load();
-        match table.listener(&listener).and_then(|l| l.l4.as_ref()) {
-            Some(L4Routes::Tcp { route: Some(r) }) => r.clone(),
+        let socket = table.listener(&listener);
+        match socket.and_then(|l| l.l4.as_ref().map(|l4| (l, l4))) {
+            Some((l, L4Routes::Tcp { route: Some(r) })) => {
+                let series = SeriesIndex::of(&table).and_then(|i| i.l4(l.as_ref(), r));
+                (r.clone(), series.cloned())
+            }
             _ => return Err(L4Error::NoRoute),
         }
     };
     reached.route = Some(route.route.clone());
     let upstream = connect(&route, shared).await?;
     reached.upstream = upstream.peer_addr().ok();
-    relay(client, upstream, idle).await.map_err(L4Error::Io)
+    counted_relay(client, upstream, idle, series).await
+}
+
+/// Relays a stream that reached its backend, counted in the route's series (if the table has
+/// them): the stream, its bytes as they pass, and its length when it ends.
+async fn counted_relay<A, B>(
+    client: A,
+    upstream: B,
+    idle: Duration,
+    series: Option<Arc<L4Series>>,
+) -> Result<Relayed, L4Error>
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let Some(series) = series else {
+        return relay(client, upstream, idle).await.map_err(L4Error::Io);
+    };
+    series.connections.inc();
+    let opened = Instant::now();
+    let client = Counted::new(client, Some(series.received.clone()));
+    let upstream = Counted::new(upstream, Some(series.sent.clone()));
+    let ended = relay(client, upstream, idle).await.map_err(L4Error::Io);
+    series.duration.observe(opened.elapsed().as_secs_f64());
+    ended
 }
 
 async fn serve_tls(
@@ -138,7 +170,7 @@ async fn serve_tls(
         .await
         .map_err(|_| L4Error::HandshakeTimeout)??;
     reached.sni.clone_from(&sni);
-    let (route, terminate) = {
+    let (route, terminate, series) = {
         let table = shared.table.load();
         let Some(L4Routes::Tls(routes)) = table.listener(&listener).and_then(|l| l.l4.as_ref())
         else {
@@ -153,14 +185,19 @@ async fn serve_tls(
         let route = l
             .route(sni.as_deref())
             .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
-        (route.clone(), l.terminate)
+        let series = SeriesIndex::of(&table).and_then(|i| i.l4(l, route));
+        (route.clone(), l.terminate, series.cloned())
     };
     reached.route = Some(route.route.clone());
     if !terminate {
         let mut upstream = connect(&route, shared).await?;
         reached.upstream = upstream.peer_addr().ok();
         upstream.write_all(&hello).await.map_err(L4Error::Io)?;
-        return relay(client, upstream, idle).await.map_err(L4Error::Io);
+        reached.prefix = hello.len() as u64;
+        if let Some(series) = &series {
+            series.received.inc_by(hello.len() as u64);
+        }
+        return counted_relay(client, upstream, idle, series).await;
     }
     let acceptor =
         crate::proxy::handshake::tls::stream_acceptor(&shared.table, listener, sni.as_deref())
@@ -172,7 +209,7 @@ async fn serve_tls(
         .map_err(|e| L4Error::Tls(e.to_string()))?;
     let upstream = connect(&route, shared).await?;
     reached.upstream = upstream.peer_addr().ok();
-    relay(tls, upstream, idle).await.map_err(L4Error::Io)
+    counted_relay(tls, upstream, idle, series).await
 }
 
 /// Reads until the ClientHello is complete; returns the bytes read and the SNI.

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use super::udp_log::SessionLog;
 use super::{pick_endpoint, refused_at_accept, L4Error};
+use crate::metrics::{L4Series, SeriesIndex};
 use crate::proxy::settings::for_listener;
 use crate::proxy::shared::Shared;
 use crate::proxy::sockets::Running;
@@ -63,6 +64,9 @@ struct Session {
     upstream: Arc<UdpSocket>,
     /// Bytes the client sent in the session.
     sent: Arc<AtomicU64>,
+    /// The route's series (sessions, bytes, length), when the table has them.
+    series: Option<Arc<L4Series>>,
+    opened: Instant,
     /// Milliseconds since the loop started, at the client's last datagram.
     last: Arc<AtomicU64>,
     replies: JoinHandle<()>,
@@ -70,6 +74,9 @@ struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        if let Some(series) = &self.series {
+            series.duration.observe(self.opened.elapsed().as_secs_f64());
+        }
         self.replies.abort();
     }
 }
@@ -231,8 +238,13 @@ async fn receive_loop(
         };
         session.last.store(millis(epoch), Ordering::Relaxed);
         session.sent.fetch_add(n as u64, Ordering::Relaxed);
-        if let Err(error) = session.upstream.send(&buf[..n]).await {
-            tracing::debug!(%peer, %error, "datagram not forwarded");
+        match session.upstream.send(&buf[..n]).await {
+            Ok(sent) => {
+                if let Some(series) = &session.series {
+                    series.received.inc_by(sent as u64);
+                }
+            }
+            Err(error) => tracing::debug!(%peer, %error, "datagram not forwarded"),
         }
     };
     // The sessions and their upstream sockets end with the loop; then the socket closes.
@@ -256,7 +268,7 @@ async fn open_session(
     shared: &Arc<Shared>,
     epoch: Instant,
 ) -> Result<Session, L4Error> {
-    let (route, log) = {
+    let (route, log, series) = {
         let table = shared.table.load();
         let listener = table.udp.get(&addr);
         let log = for_listener(
@@ -265,8 +277,11 @@ async fn open_session(
         )
         .access_log
         .clone();
-        match listener.and_then(|l| l.l4.as_ref()) {
-            Some(L4Routes::Udp { route: Some(r) }) => (r.clone(), log),
+        match listener.and_then(|l| l.l4.as_ref().map(|l4| (l, l4))) {
+            Some((l, L4Routes::Udp { route: Some(r) })) => {
+                let series = SeriesIndex::of(&table).and_then(|i| i.l4(l.as_ref(), r));
+                (r.clone(), log, series.cloned())
+            }
             _ => return Err(L4Error::NoRoute),
         }
     };
@@ -303,12 +318,20 @@ async fn open_session(
             epoch,
             idle: shared.options.udp_idle_timeout,
         },
-        shared.metrics.l4_idle_closed.with_label_values(&["udp"]),
+        ReplyCounters {
+            idle_ended: shared.metrics.l4_idle_closed.with_label_values(&["udp"]),
+            sent: series.as_ref().map(|s| s.sent.clone()),
+        },
         log,
     ));
+    if let Some(series) = &series {
+        series.connections.inc();
+    }
     Ok(Session {
         upstream,
         sent,
+        series,
+        opened: Instant::now(),
         last,
         replies,
     })
@@ -325,11 +348,22 @@ struct Relay {
     idle: Duration,
 }
 
+/// What a session's reply relay counts: the session ending idle, and the bytes sent to the
+/// client (when the route has series).
+struct ReplyCounters {
+    idle_ended: IntCounter,
+    sent: Option<IntCounter>,
+}
+
 /// Sends the backend's datagrams to the client until the client has sent none for `idle`
 /// (replies do not count: a backend that keeps sending cannot keep a session alive); counts
 /// the session in `idle_ended` then. The session's line (`log`) is written when this ends or
 /// is aborted.
-async fn relay_replies(relay: Relay, idle_ended: IntCounter, mut log: Option<SessionLog>) {
+async fn relay_replies(relay: Relay, counters: ReplyCounters, mut log: Option<SessionLog>) {
+    let ReplyCounters {
+        idle_ended,
+        sent: sent_bytes,
+    } = counters;
     let Relay {
         upstream,
         client,
@@ -345,6 +379,9 @@ async fn relay_replies(relay: Relay, idle_ended: IntCounter, mut log: Option<Ses
         match tokio::time::timeout_at(due, upstream.recv(&mut buf)).await {
             Ok(Ok(n)) => match client.send_to(&buf[..n], peer).await {
                 Ok(sent) => {
+                    if let Some(counter) = &sent_bytes {
+                        counter.inc_by(sent as u64);
+                    }
                     if let Some(log) = log.as_mut() {
                         log.replied(sent);
                     }

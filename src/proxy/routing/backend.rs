@@ -12,6 +12,7 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::upgrade::OnUpgrade;
 
+use crate::metrics::SeriesIndex;
 use crate::proxy::body::UpstreamBody;
 use crate::proxy::body::{ClientBody, ProxyBody};
 use crate::proxy::error::ProxyError;
@@ -69,6 +70,15 @@ impl Handler {
                 .map(|spec| Session::read(spec, req.headers()));
             let bound = session.as_ref().and_then(|s| s.bound(&rule));
             let (backend, service) = pick_backend(&rule, bound.map(|(index, _)| index))?;
+            held.backend = rule
+                .backends
+                .backends
+                .iter()
+                .position(|b| std::ptr::eq(b, backend));
+            let series = SeriesIndex::of(table)
+                .and_then(|index| index.rule(listener, vhost.listener, &rule))
+                .and_then(|s| s.cell(held.backend))
+                .and_then(|cell| cell.backend.as_deref());
             let protocol = rule.upstream_protocol(&service);
             // WebSocket handshakes go through to HTTP/1 backends only.
             let upgrade = websocket_upgrade(req.headers())
@@ -95,6 +105,7 @@ impl Handler {
                 pinned: bound.map(|(_, addr)| addr),
                 upgrade: upgrade.is_some(),
                 start,
+                series,
             };
             // An HTTP/1.1 exchange holds an upstream connection: the client connection's share of
             // them is bounded, its further requests wait (HTTP/2 upstreams multiplex streams).

@@ -16,6 +16,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
+use crate::metrics::{method_index, BackendSeries, SeriesIndex};
 use crate::proxy::access_log::Entry;
 use crate::proxy::body::{BodyFlags, ClientBody, MinRate, ProxyBody};
 use crate::proxy::error::ProxyError;
@@ -30,12 +31,9 @@ use crate::proxy::settings::ConnSettings;
 use crate::proxy::shared::Shared;
 use crate::proxy::trace::{self, RequestTrace};
 use crate::table::{
-    is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRef, RouteRule, RouteTable,
-    Scheme, VirtualHost,
+    is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRule, RouteTable, Scheme,
+    VirtualHost,
 };
-
-/// Label of requests that matched no route.
-const NO_ROUTE: &str = "none";
 
 /// Serves requests of one accepted connection.
 #[derive(Clone)]
@@ -71,9 +69,10 @@ pub(crate) struct Client {
 // allocation on every request to save a move.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Routed<'t> {
-    /// Answered without a backend; `route` when a rule had matched (a redirect, a preflight).
+    /// Answered without a backend; `rule` (with its virtual host's Gateway listener group)
+    /// when a rule had matched (a redirect, a preflight).
     Answer {
-        route: Option<Arc<RouteRef>>,
+        rule: Option<(u32, Arc<RouteRule>)>,
         response: Response<ProxyBody>,
     },
     /// A rule with backends accepts the request.
@@ -81,8 +80,8 @@ pub(crate) enum Routed<'t> {
 }
 
 impl Routed<'_> {
-    fn answer(route: Option<Arc<RouteRef>>, response: Response<ProxyBody>) -> Self {
-        Self::Answer { route, response }
+    fn answer(rule: Option<(u32, Arc<RouteRule>)>, response: Response<ProxyBody>) -> Self {
+        Self::Answer { rule, response }
     }
 }
 
@@ -100,8 +99,13 @@ pub(crate) struct Matched<'t> {
 
 /// What routing decided for a request, kept for the metrics phase.
 struct Outcome {
-    /// The matched route; `None` when no route matched.
-    route: Option<Arc<RouteRef>>,
+    /// The matched rule and its virtual host's Gateway listener group; `None` when no route
+    /// matched.
+    rule: Option<(u32, Arc<RouteRule>)>,
+    /// The index of the backendRef picked, if one was.
+    backend: Option<usize>,
+    /// The request's `method` label ([`crate::metrics::METHODS`]).
+    method: usize,
     response: Response<ProxyBody>,
 }
 
@@ -163,25 +167,22 @@ impl Handler {
             entry.trace_id = Some(trace.ids.trace_id);
             entry
         });
+        let method = method_index(req.method());
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
-        let mut rule = None;
-        let (route, served, held) = match self.route(&table, req) {
+        let (rule, served, mut held) = match self.route(&table, req) {
             Ok(Routed::Matched(matched)) => {
-                let route = Some(matched.rule.route.clone());
-                if log.is_some() || trace.span.is_some() {
-                    rule = Some(matched.rule.clone());
-                }
+                let rule = Some((matched.vhost.listener, matched.rule.clone()));
                 let (served, held) = self.proxy(&table, matched, start).await;
-                (route, served, held)
+                (rule, served, held)
             }
-            Ok(Routed::Answer { route, response }) => (route, Ok(response), Held::default()),
+            Ok(Routed::Answer { rule, response }) => (rule, Ok(response), Held::default()),
             Err(err) => (None, Err(err), Held::default()),
         };
         let served = flags.blame(served, timers, &self.shared.metrics);
         let response = match served {
             Ok(resp) => resp,
             Err(err) => {
-                tracing::debug!(listener = %self.listener, route = ?route.as_deref().map(RouteRef::label), error = %err, "request failed");
+                tracing::debug!(listener = %self.listener, route = ?rule.as_ref().map(|(_, r)| r.route.label()), error = %err, "request failed");
                 self.shared
                     .metrics
                     .request_errors
@@ -190,22 +191,27 @@ impl Handler {
                 err.to_response()
             }
         };
-        let mut outcome = Outcome { route, response };
+        let mut outcome = Outcome {
+            rule,
+            backend: held.backend,
+            method,
+            response,
+        };
         request_id::answer(outcome.response.headers_mut(), &request_id);
-        self.record(&outcome, start);
+        held.counted = self
+            .record(&table, &outcome, start)
+            .map(|backend| (backend, flags.clone()));
         let upstream = held.endpoint.as_ref().map(|p| p.addr);
+        let matched = outcome.rule.as_ref().map(|(_, r)| r);
         if trace.span.is_some() {
-            let route = outcome
-                .route
-                .as_deref()
-                .map(|r| format!("{}/{}", r.kind(), r.label()));
+            let route = matched.map(|r| format!("{}/{}", r.route.kind(), r.route.label()));
             let status = outcome.response.status().as_u16();
-            trace.finish(spans, status, route, rule.as_deref(), upstream);
+            trace.finish(spans, status, route, matched.map(|r| &**r), upstream);
         }
         if let Some(entry) = log.as_mut() {
             entry.status = Some(outcome.response.status().as_u16());
-            entry.route = outcome.route.clone();
-            entry.rule = rule;
+            entry.route = matched.map(|r| r.route.clone());
+            entry.rule = matched.cloned();
             entry.upstream = upstream;
         }
         let log = log.map(|entry| (Box::new(entry), flags, self.shared.access.clone()));
@@ -242,7 +248,7 @@ impl Handler {
             }
             found => found?,
         };
-        let route = Some(rule.route.clone());
+        let route = Some((vhost.listener, rule.clone()));
         if let Some(resp) = self.redirect(&rule, &req, &host, listener.listener_port())? {
             return Ok(Routed::answer(route, resp));
         }
@@ -335,15 +341,26 @@ impl Handler {
         Ok(Some(resp))
     }
 
-    /// Phase 9: request count by route and code, and time to response head.
-    fn record(&self, outcome: &Outcome, start: Instant) {
-        let metrics = &self.shared.metrics;
-        let route = outcome.route.as_deref().map_or(NO_ROUTE, RouteRef::label);
-        metrics.record_request(route, outcome.response.status());
-        metrics
-            .request_seconds
-            .with_label_values(&[route])
-            .observe(start.elapsed().as_secs_f64());
+    /// Phase 9: the request's count and time to response head, through the label handles
+    /// the table was published with (atomic increments; a table without them, as tests
+    /// build, records nothing here). Returns the backend's series, whose byte counters the
+    /// response body adds to as it ends.
+    fn record(
+        &self,
+        table: &RouteTable,
+        outcome: &Outcome,
+        start: Instant,
+    ) -> Option<Arc<BackendSeries>> {
+        let index = SeriesIndex::of(table)?;
+        let listener = table.listener(&self.listener)?;
+        let cells = match &outcome.rule {
+            Some((group, rule)) => index.rule(listener, *group, rule)?.cell(outcome.backend)?,
+            None => index.unmatched(listener)?,
+        };
+        let families = &self.shared.metrics.http;
+        let status = outcome.response.status();
+        cells.record(families, outcome.method, status, start.elapsed());
+        cells.backend.clone()
     }
 }
 

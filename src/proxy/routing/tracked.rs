@@ -13,6 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use crate::metrics::BackendSeries;
 use crate::proxy::access_log::{AccessLogger, Entry};
 use crate::proxy::body::{BodyFlags, BoxError, ProxyBody};
 use crate::proxy::upstream::balance::Picked;
@@ -89,6 +90,11 @@ pub(crate) struct Held {
     /// One of the client connection's upstream slots (`--max-upstream-per-client`): the
     /// upstream connection stays busy until the body is through.
     pub share: Option<OwnedSemaphorePermit>,
+    /// The index of the rule's backendRef the request went to.
+    pub backend: Option<usize>,
+    /// The backend's series and the request body's flags: the body bytes each way are added
+    /// to its byte counters when the response body is done.
+    pub counted: Option<(Arc<BackendSeries>, Arc<BodyFlags>)>,
 }
 
 /// A response body that holds its connection's in-flight mark until hyper drops it (sent, or
@@ -96,7 +102,9 @@ pub(crate) struct Held {
 pub(crate) struct Tracked {
     inner: ProxyBody,
     _in_flight: InFlight,
-    _held: Held,
+    held: Held,
+    /// Response body bytes sent so far.
+    sent: u64,
     /// The access log line to complete and write when the body is done.
     log: Option<(Box<Entry>, Arc<BodyFlags>, AccessLogger)>,
 }
@@ -111,7 +119,8 @@ impl Tracked {
         Self {
             inner,
             _in_flight: in_flight,
-            _held: held,
+            held,
+            sent: 0,
             log,
         }
     }
@@ -119,6 +128,12 @@ impl Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
+        if let Some((backend, flags)) = &self.held.counted {
+            backend.response_bytes.inc_by(self.sent);
+            backend
+                .request_bytes
+                .inc_by(flags.received.load(Ordering::Relaxed));
+        }
         if let Some((mut entry, flags, logger)) = self.log.take() {
             entry.request_bytes = flags.received.load(Ordering::Relaxed);
             entry.finish(&logger);
@@ -136,9 +151,12 @@ impl Body for Tracked {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if let (Some((entry, _, _)), Poll::Ready(Some(Ok(frame)))) = (this.log.as_mut(), &polled) {
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(data) = frame.data_ref() {
-                entry.response_bytes += data.len() as u64;
+                this.sent += data.len() as u64;
+                if let Some((entry, _, _)) = this.log.as_mut() {
+                    entry.response_bytes += data.len() as u64;
+                }
             }
         }
         polled

@@ -209,11 +209,13 @@ impl H2cPool {
         if let Some(s) = self.lookup(key) {
             return Ok(s);
         }
+        let began = std::time::Instant::now();
         let stream = connect_tcp(endpoint, self.connect_timeout).await?;
         let stream = match tls {
             None => UpstreamIo::Plain(stream),
             Some(tls) => connect_tls(stream, endpoint, tls, b"h2", self.connect_timeout).await?,
         };
+        crate::proxy::upstream::forward::observe_connect(began.elapsed());
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             // Pings find peers that vanished without closing (a deleted pod), so their

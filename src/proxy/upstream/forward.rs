@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use http::{Request, Response};
 use http_body::Body;
 
-use crate::metrics::Metrics;
+use crate::metrics::{BackendSeries, Metrics};
 use crate::proxy::body::UpstreamBody;
 use crate::proxy::error::{Fault, ProxyError, TimeoutKind};
 use crate::proxy::upstream::balance::Backends;
@@ -23,6 +23,19 @@ use crate::proxy::upstream::pool::ResponseBody;
 use crate::proxy::upstream::retry::{self, idempotent};
 use crate::proxy::upstream::tls::UpstreamTls;
 use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
+use prometheus::Histogram;
+
+tokio::task_local! {
+    /// Where the connection pools put the time a new upstream connection took, while an
+    /// attempt of a request whose backend has series runs (the pools are shared by every
+    /// backend and know only endpoints).
+    pub(crate) static CONNECT_TIMES: Histogram;
+}
+
+/// Observes a connection's opening time into the attempt's backend, if it has series.
+pub(crate) fn observe_connect(took: std::time::Duration) {
+    let _ = CONNECT_TIMES.try_with(|h| h.observe(took.as_secs_f64()));
+}
 
 /// What the upstream phase works with, borrowed from the proxy's shared state.
 pub(crate) struct Upstream<'a> {
@@ -51,6 +64,9 @@ pub(crate) struct Exchange<'a> {
     pub upgrade: bool,
     /// When the request arrived (`timeouts.request` counts from here).
     pub start: Instant,
+    /// The backend's series (connect and first-byte times, timeouts), when the table has
+    /// them.
+    pub series: Option<&'a BackendSeries>,
 }
 
 /// How one attempt ended. The common variant is the large one on purpose: boxing it would
@@ -149,6 +165,9 @@ impl Upstream<'_> {
             let (reason, wait) = match decide::decide(ended, &attempts) {
                 Decision::Retry { reason, after } => (reason, after),
                 Decision::Stop(Stop::Deadline) => {
+                    if let Some(series) = exchange.series {
+                        series.timeouts.inc();
+                    }
                     return Err(ProxyError::Timeout {
                         kind: TimeoutKind::Request,
                         after: exchange.timeouts.request.unwrap_or_default(),
@@ -194,7 +213,22 @@ impl Upstream<'_> {
             self.response_timeout,
             exchange.start,
         );
-        match sent.await {
+        let began = Instant::now();
+        let sent = match exchange.series {
+            Some(series) => CONNECT_TIMES.scope(series.connect.clone(), sent).await,
+            None => sent.await,
+        };
+        if let Some(series) = exchange.series {
+            match &sent {
+                Ok(_) => series.first_byte.observe(began.elapsed().as_secs_f64()),
+                Err(SendError {
+                    error: ProxyError::Timeout { .. },
+                    ..
+                }) => series.timeouts.inc(),
+                Err(_) => {}
+            }
+        }
+        match sent {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 picked.report(outcome_of(status));
@@ -223,6 +257,7 @@ impl Upstream<'_> {
     }
 
     fn count_retry(&self, service: &ServiceBackend, reason: &str) {
+        // A rare path: the label is formatted here, not held.
         self.metrics
             .upstream_retries
             .with_label_values(&[&service.service.to_string(), reason])

@@ -167,13 +167,16 @@ impl Http1Pool {
         endpoint: SocketAddr,
         tls: Option<&UpstreamTls>,
     ) -> Result<UpstreamIo, ProxyError> {
+        let began = std::time::Instant::now();
         let stream = connect_tcp(endpoint, self.connect_timeout).await?;
-        match tls {
-            None => Ok(UpstreamIo::Plain(stream)),
+        let io = match tls {
+            None => UpstreamIo::Plain(stream),
             Some(tls) => {
-                connect_tls(stream, endpoint, tls, b"http/1.1", self.connect_timeout).await
+                connect_tls(stream, endpoint, tls, b"http/1.1", self.connect_timeout).await?
             }
-        }
+        };
+        crate::proxy::upstream::forward::observe_connect(began.elapsed());
+        Ok(io)
     }
 
     /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones

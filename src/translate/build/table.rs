@@ -37,6 +37,8 @@ struct SocketBuild {
     /// The first `(gateway, listener)` bound here with each of the layout's listener hosts:
     /// its TrafficPolicy settings are those of the hosts it owns.
     host_owners: Vec<(usize, usize)>,
+    /// The source of each of `host_owners`.
+    groups: Vec<SocketSource>,
     sources: BTreeSet<SocketSource>,
     layout: Layout,
 }
@@ -78,6 +80,7 @@ pub fn build_table(
             let index = indexes.remove(&addr).unwrap_or_default();
             let mut table = ListenerTable::indexed(addr, s.sources.into_iter().collect(), index)
                 .with_port(s.port);
+            table.groups = s.groups;
             table.backend_identity = s.identity;
             table.settings = s.settings;
             if s.protocol
@@ -94,6 +97,7 @@ pub fn build_table(
         listeners,
         backend_tls: BTreeMap::new(),
         udp: BTreeMap::new(),
+        attached: Default::default(),
     }
 }
 
@@ -154,7 +158,7 @@ fn http_sockets(
                         s.tls.push(t);
                     }
                 }
-                s.sources.insert(source);
+                s.sources.insert(source.clone());
                 let host = l.hostname.map(str::to_owned);
                 let layout = &mut s.layout;
                 if layout
@@ -163,6 +167,7 @@ fn http_sockets(
                 {
                     layout.listener_hosts.push(host);
                     s.host_owners.push((gi, li));
+                    s.groups.push(source);
                 }
             }
         }

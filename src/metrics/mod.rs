@@ -1,8 +1,26 @@
-//! Prometheus metrics shared by the reconcile loop, the proxy and the admin server.
+//! Prometheus metrics shared by the reconcile loop, the proxy and the admin server: the
+//! registry and the families recorded by name here; the per-route, per-backend and
+//! control-plane families in `families`, their per-table label handles in `series` and
+//! `handles`, the propagation marks in `propagation`. docs/metrics.md lists every family.
 
-use std::sync::Arc;
+mod control;
+mod families;
+mod handles;
+mod propagation;
+mod series;
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::table::{RouteTable, TlsListeners};
+
+pub use families::{
+    BackendFamilies, ControlFamilies, L4Families, RequestFamilies, L4_LABELS, REQUEST_LABELS,
+    ROUTE_LABELS,
+};
+pub use handles::{method_index, BackendSeries, L4Series, RequestCells, METHODS};
+pub use propagation::Received;
+pub use series::{route_label, RuleSeries, SeriesIndex};
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
@@ -19,10 +37,24 @@ pub struct Metrics {
     /// What every registered family is: name, help and label names, whether or not it has a
     /// series yet (a labelled family is exposed only after its first event).
     catalog: Vec<prometheus::core::Desc>,
-    /// Requests by route (`namespace/name`, or `none` when unmatched) and status code.
-    pub requests: IntCounterVec,
-    /// Request duration by route, from request head to response head.
-    pub request_seconds: HistogramVec,
+    /// `process_*` (CPU, memory, file descriptors; Linux), unprefixed as the convention is.
+    process: Registry,
+    /// The `process_*` families, for the catalogue.
+    process_catalog: Vec<prometheus::core::Desc>,
+    /// HTTP requests by Gateway listener, route, rule, backend, method and code.
+    pub http: RequestFamilies,
+    /// Upstream exchanges by backend.
+    pub backend: BackendFamilies,
+    /// TCP/TLS streams and UDP sessions by route.
+    pub l4: L4Families,
+    /// Reconciles, the table, objects, watches, status writes, leadership, propagation.
+    pub control: ControlFamilies,
+    /// The label handles of the live label sets (see `series`).
+    live: Mutex<series::Live>,
+    /// When the live table was published.
+    published_at: Mutex<Option<Instant>>,
+    /// Receive times of snapshots on their way to the reconciler.
+    pub received: Received,
     /// Generation of the live route table.
     pub table_generation: IntGauge,
     /// Number of rules in the live route table.
@@ -54,14 +86,14 @@ pub struct Metrics {
     /// TCP and TLS streams closed, and UDP sessions ended, after their idle timeout, by
     /// protocol (`tcp`, `tls`, `udp`): slots reclaimed from silent clients.
     pub l4_idle_closed: IntCounterVec,
-    /// Endpoints ejected by outlier detection, by Service (`namespace/name:port`).
+    /// Endpoints ejected by outlier detection, by backend (`namespace/service:port`).
     pub outlier_ejections: IntCounterVec,
     /// Endpoints currently ejected by outlier detection.
     pub outlier_ejected: IntGauge,
-    /// Requests refused by a circuit breaker, by Service and limit (`max-requests`,
+    /// Requests refused by a circuit breaker, by backend (`namespace/service:port`) and limit (`max-requests`,
     /// `max-pending`, `max-connections`).
     pub overloaded: IntCounterVec,
-    /// Upstream attempts tried again, by Service (`namespace/name:port`) and reason
+    /// Upstream attempts tried again, by backend (`namespace/service:port`) and reason
     /// (`unsent`, `status`, `timeout`, `error`), and retries the budget refused
     /// (`budget_exhausted`).
     pub upstream_retries: IntCounterVec,
@@ -102,19 +134,6 @@ impl Metrics {
     pub fn new() -> Arc<Self> {
         let registry =
             Registry::new_custom(Some(PREFIX.into()), None).expect("metric prefix is valid");
-        let requests = IntCounterVec::new(
-            Opts::new("requests_total", "HTTP requests by route and status code"),
-            &["route", "code"],
-        )
-        .expect("valid metric");
-        let request_seconds = HistogramVec::new(
-            HistogramOpts::new("request_duration_seconds", "Time to response head by route")
-                .buckets(vec![
-                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
-                ]),
-            &["route"],
-        )
-        .expect("valid metric");
         let table_generation =
             IntGauge::new("table_generation", "Generation of the live route table")
                 .expect("valid metric");
@@ -195,9 +214,9 @@ impl Metrics {
         let outlier_ejections = IntCounterVec::new(
             Opts::new(
                 "outlier_ejections_total",
-                "Endpoints ejected by outlier detection, by Service",
+                "Endpoints ejected by outlier detection, by backend",
             ),
-            &["service"],
+            &["backend"],
         )
         .expect("valid metric");
         let outlier_ejected = IntGauge::new(
@@ -208,17 +227,17 @@ impl Metrics {
         let overloaded = IntCounterVec::new(
             Opts::new(
                 "overloaded_total",
-                "Requests refused by a Service's circuit breaker, by limit",
+                "Requests refused by a backend's circuit breaker, by limit",
             ),
-            &["service", "limit"],
+            &["backend", "limit"],
         )
         .expect("valid metric");
         let upstream_retries = IntCounterVec::new(
             Opts::new(
                 "upstream_retries_total",
-                "Upstream attempts tried again, and retries the budget refused, by Service and reason",
+                "Upstream attempts tried again, and retries the budget refused, by backend and reason",
             ),
-            &["service", "reason"],
+            &["backend", "reason"],
         )
         .expect("valid metric");
         let policy_denied = IntCounterVec::new(
@@ -288,8 +307,9 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let families = families::Families::new();
         let mut catalog = Vec::new();
-        for c in [
+        for c in families.collectors().into_iter().chain([
             Box::new(watch_kind_available.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(policy_denied.clone()),
             Box::new(basic_auth_verifications.clone()),
@@ -304,11 +324,9 @@ impl Metrics {
             Box::new(outlier_ejected.clone()),
             Box::new(overloaded.clone()),
             Box::new(upstream_retries.clone()),
-            Box::new(requests.clone()),
             Box::new(l4_dropped.clone()),
             Box::new(l4_idle_closed.clone()),
             Box::new(certificate_expiry.clone()),
-            Box::new(request_seconds.clone()),
             Box::new(table_generation.clone()),
             Box::new(table_rules.clone()),
             Box::new(rebuild_seconds.clone()),
@@ -318,16 +336,41 @@ impl Metrics {
             Box::new(connections_closed.clone()),
             Box::new(request_errors.clone()),
             Box::new(webhook_limited.clone()),
-        ] {
+        ]) {
             catalog.extend(c.desc().into_iter().cloned());
             registry.register(c).expect("metric names are unique");
         }
         catalog.sort_by(|a, b| a.fq_name.cmp(&b.fq_name));
+        let process = Registry::new();
+        let mut process_catalog = Vec::new();
+        #[cfg(target_os = "linux")]
+        {
+            use prometheus::core::Collector;
+            let collector = prometheus::process_collector::ProcessCollector::for_self();
+            process_catalog.extend(collector.desc().into_iter().cloned());
+            process
+                .register(Box::new(collector))
+                .expect("process metrics register once");
+        }
+        process_catalog.sort_by(|a, b| a.fq_name.cmp(&b.fq_name));
+        let families::Families {
+            http,
+            backend,
+            l4,
+            control,
+        } = families;
         Arc::new(Self {
             registry,
             catalog,
-            requests,
-            request_seconds,
+            process,
+            process_catalog,
+            http,
+            backend,
+            l4,
+            control,
+            live: Mutex::default(),
+            published_at: Mutex::default(),
+            received: Received::default(),
             table_generation,
             table_rules,
             rebuild_seconds,
@@ -357,11 +400,43 @@ impl Metrics {
         })
     }
 
-    /// Counts one finished request.
-    pub fn record_request(&self, route: &str, code: http::StatusCode) {
-        self.requests
-            .with_label_values(&[route, code.as_str()])
-            .inc();
+    /// Resolves the label handles `table` needs and attaches them to it (the proxy finds them
+    /// there), creating the series of its new routes and backends and removing those of the
+    /// ones the previous table had and this one has not. Called once per table, before it is
+    /// published; a table already given handles keeps them.
+    pub fn attach(&self, table: &RouteTable) {
+        if SeriesIndex::of(table).is_some() {
+            return;
+        }
+        let index = SeriesIndex::build(table, self, &self.live);
+        table.attached.set(index);
+    }
+
+    /// The reconciler read `snapshot`: its objects by kind are counted, and the receive time
+    /// of the changes it carries is kept for the publication of its table.
+    pub fn snapshot_read<S: crate::kinds::KindSet>(&self, snapshot: &S) {
+        self.record_objects(snapshot);
+        self.received.read(snapshot);
+    }
+
+    /// A rebuild ended with `result` (`ok`: published, `error`), started at `started`.
+    pub fn reconciled(&self, result: &str, started: Instant) {
+        self.rebuild_seconds
+            .with_label_values(&[result])
+            .observe(started.elapsed().as_secs_f64());
+        self.control.reconciles.with_label_values(&[result]).inc();
+    }
+
+    /// A table was published now: `table_age_seconds` counts from here, and the propagation
+    /// lag of the changes of the snapshots read since the last publication is observed.
+    pub fn table_published(&self) {
+        let now = Instant::now();
+        *self.published_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        if let Some(at) = self.received.published() {
+            self.control
+                .propagation
+                .observe(now.saturating_duration_since(at).as_secs_f64());
+        }
     }
 
     /// Sets the certificate expiry gauge to what `table` serves, dropping listeners it no
@@ -385,13 +460,21 @@ impl Metrics {
         }
     }
 
-    /// Every metric family the process registers, by name: `(name, label names, help)`.
-    /// What the README's metric table is checked against.
+    /// Every metric family the process registers, by name: `(name, label names, help)`, the
+    /// `process_*` families last. What docs/metrics.md is checked against.
     pub fn catalog(&self) -> impl Iterator<Item = (String, &[String], &str)> {
-        self.catalog.iter().map(|d| {
+        let ours = self.catalog.iter().map(|d| {
             let name = format!("{PREFIX}_{}", d.fq_name);
             (name, d.variable_labels.as_slice(), d.help.as_str())
-        })
+        });
+        let process = self.process_catalog.iter().map(|d| {
+            (
+                d.fq_name.clone(),
+                d.variable_labels.as_slice(),
+                d.help.as_str(),
+            )
+        });
+        ours.chain(process)
     }
 
     /// Every metric family with its series as they are now (the dashboard computes request
@@ -402,8 +485,13 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
+        if let Some(at) = *self.published_at.lock().unwrap_or_else(|p| p.into_inner()) {
+            self.control.table_age.set(at.elapsed().as_secs_f64());
+        }
+        let mut families = self.registry.gather();
+        families.extend(self.process.gather());
         let mut out = Vec::new();
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        let _ = TextEncoder::new().encode(&families, &mut out);
         String::from_utf8(out).unwrap_or_default()
     }
 }

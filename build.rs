@@ -1,0 +1,32 @@
+//! Records the git commit being built as `EDGEPLANE_COMMIT` (for `edgeplane_build_info`);
+//! `unknown` when the sources are not a git checkout or git is missing.
+
+use std::process::Command;
+
+fn main() {
+    let commit = git(&["rev-parse", "--short", "HEAD"])
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=EDGEPLANE_COMMIT={commit}");
+    // Run again when HEAD moves (a checkout, or a commit on the current branch: its ref, or
+    // the reflog when refs are packed), not on every build; worktrees keep these files
+    // outside `.git/`, so git names them. Files that do not exist are not named (cargo would
+    // run the script on every build).
+    let head_ref = git(&["symbolic-ref", "-q", "HEAD"]);
+    for name in ["HEAD", "logs/HEAD"].into_iter().chain(head_ref.as_deref()) {
+        if let Some(path) = git(&["rev-parse", "--git-path", name]) {
+            if std::path::Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
+            }
+        }
+    }
+    println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// The trimmed output of `git args`, when git runs and succeeds.
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    out.status.success().then_some(())?;
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (!text.is_empty()).then_some(text)
+}

@@ -1,0 +1,396 @@
+//! The label handles of a route table, resolved when it is published ([`SeriesIndex::build`])
+//! and attached to it, so that the proxy finds a request's handles by pointer identity (one
+//! hash of three machine words, no label string) and only increments atomics. Handles are kept
+//! across tables by label set, so counts carry over while a route stays; the series of label
+//! sets a new table no longer has are removed from the registry, so removed routes leave
+//! `/metrics`.
+//!
+//! Labels: `gateway` is the Gateway's `namespace/name`, `listener` its listener's name (the
+//! Gateway listener owning the virtual host, or the L4 socket's listener), `route`
+//! `Kind/namespace/name`, `rule` the rule's name or else its index, `backend` the Service port
+//! `namespace/service:port`, empty when no Service answers (a redirect, a preflight, an
+//! unresolved backendRef, a request refused before a backend was picked). Requests no route
+//! matched carry empty `route`, `rule` and `backend`, and the socket's Gateway listener when
+//! exactly one is bound there (else empty `gateway` and `listener` too).
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::table::{
+    BackendTarget, L4Route, L4Routes, ListenerTable, RouteRef, RouteRule, RouteTable, SocketSource,
+};
+
+use super::handles::{BackendSeries, L4Series, RequestCells};
+use super::Metrics;
+
+type Fast = foldhash::fast::FixedState;
+
+/// The request cells of one rule match on one Gateway listener: one per backendRef, in the
+/// rule's order, then the one of answers without a backend.
+#[derive(Debug)]
+pub struct RuleSeries {
+    cells: Box<[Arc<RequestCells>]>,
+}
+
+impl RuleSeries {
+    /// The cell of backendRef `backend` of the rule, or of its answers without a backend.
+    pub fn cell(&self, backend: Option<usize>) -> Option<&RequestCells> {
+        let last = self.cells.len().checked_sub(1)?;
+        let i = backend.filter(|b| *b < last).unwrap_or(last);
+        self.cells.get(i).map(|c| c.as_ref())
+    }
+}
+
+/// Every handle of one table, by the identity of the table's parts.
+#[derive(Debug, Default)]
+pub struct SeriesIndex {
+    /// By (listener socket, Gateway listener group of the virtual host, rule).
+    rules: HashMap<(usize, u32, usize), RuleSeries, Fast>,
+    /// Unmatched requests, by listener socket.
+    unmatched: HashMap<usize, Arc<RequestCells>, Fast>,
+    /// By (socket or TLS listener, route).
+    l4: HashMap<(usize, usize), Arc<L4Series>, Fast>,
+}
+
+fn addr<T>(p: &T) -> usize {
+    std::ptr::from_ref(p) as usize
+}
+
+impl SeriesIndex {
+    /// The series of `rule` served by Gateway listener group `group` of socket `listener`.
+    pub fn rule(
+        &self,
+        listener: &ListenerTable,
+        group: u32,
+        rule: &RouteRule,
+    ) -> Option<&RuleSeries> {
+        self.rules.get(&(addr(listener), group, addr(rule)))
+    }
+
+    /// The cell of requests no route of socket `listener` matched.
+    pub fn unmatched(&self, listener: &ListenerTable) -> Option<&RequestCells> {
+        self.unmatched.get(&addr(listener)).map(|c| c.as_ref())
+    }
+
+    /// The series of L4 `route` on `at` (the socket's [`ListenerTable`] for TCP and UDP, the
+    /// [`crate::table::SniListener`] for TLS).
+    pub fn l4<T>(&self, at: &T, route: &L4Route) -> Option<&Arc<L4Series>> {
+        self.l4.get(&(addr(at), Arc::as_ptr(&route.route) as usize))
+    }
+
+    /// The index attached to `table` when it was published.
+    pub fn of(table: &RouteTable) -> Option<&Self> {
+        table.attached.get::<Self>()
+    }
+
+    /// Number of rule entries (for tests).
+    pub fn rule_entries(&self) -> usize {
+        self.rules.len()
+    }
+}
+
+/// The handles of the live label sets, kept across tables.
+#[derive(Debug, Default)]
+pub(super) struct Live {
+    cells: HashMap<[String; 5], Arc<RequestCells>>,
+    backends: HashMap<String, Arc<BackendSeries>>,
+    l4: HashMap<[String; 3], Arc<L4Series>>,
+}
+
+/// The `gateway` and `listener` labels of a Gateway listener.
+fn source_labels(source: Option<&SocketSource>) -> (String, String) {
+    match source {
+        Some(s) => {
+            let listener = match &s.listener_set {
+                Some((ns, name)) => format!("ListenerSet/{ns}/{name}/{}", s.listener),
+                None => s.listener.clone(),
+            };
+            (format!("{}/{}", s.namespace, s.gateway), listener)
+        }
+        None => (String::new(), String::new()),
+    }
+}
+
+/// `Kind/namespace/name`.
+pub fn route_label(route: &RouteRef) -> String {
+    format!("{}/{}", route.kind(), route.label())
+}
+
+/// Builds tables' indexes from the live handles, and retires what a table drops.
+struct Builder<'a> {
+    metrics: &'a Metrics,
+    old: Live,
+    new: Live,
+}
+
+impl Builder<'_> {
+    fn backend(&mut self, label: &str) -> Arc<BackendSeries> {
+        if let Some(b) = self.new.backends.get(label) {
+            return b.clone();
+        }
+        let b = self
+            .old
+            .backends
+            .remove(label)
+            .unwrap_or_else(|| Arc::new(BackendSeries::new(label.to_owned(), self.metrics)));
+        self.new.backends.insert(label.to_owned(), b.clone());
+        b
+    }
+
+    /// The cell of `labels`; `announced` sets its `route_backends` series, else it is removed.
+    fn cell(&mut self, labels: [String; 5], announced: bool) -> Arc<RequestCells> {
+        if let Some(c) = self.new.cells.get(&labels) {
+            if announced {
+                c.announce(&self.metrics.http);
+            }
+            return c.clone();
+        }
+        let backend = (!labels[4].is_empty()).then(|| self.backend(&labels[4]));
+        let c = self
+            .old
+            .cells
+            .remove(&labels)
+            .unwrap_or_else(|| Arc::new(RequestCells::new(labels.clone(), backend)));
+        if announced {
+            c.announce(&self.metrics.http);
+        } else {
+            let l = c.labels();
+            let _ = self
+                .metrics
+                .http
+                .routes
+                .remove_label_values(&[&l[0], &l[1], &l[2], &l[3], &l[4]]);
+        }
+        self.new.cells.insert(labels, c.clone());
+        c
+    }
+
+    fn rule(&mut self, gateway: &str, listener: &str, rule: &RouteRule) -> RuleSeries {
+        let route = route_label(&rule.route);
+        let name = match &rule.rule_name {
+            Some(n) => n.clone(),
+            None => rule.rule_index.to_string(),
+        };
+        let labels = |backend: String| {
+            [
+                gateway.to_owned(),
+                listener.to_owned(),
+                route.clone(),
+                name.clone(),
+                backend,
+            ]
+        };
+        let backends = &rule.backends.backends;
+        let mut cells = Vec::with_capacity(backends.len() + 1);
+        for b in backends {
+            let label = match &b.target {
+                BackendTarget::Service(s) => s.service.to_string(),
+                BackendTarget::Invalid { .. } => String::new(),
+            };
+            cells.push(self.cell(labels(label), true));
+        }
+        cells.push(self.cell(labels(String::new()), backends.is_empty()));
+        RuleSeries {
+            cells: cells.into_boxed_slice(),
+        }
+    }
+
+    fn l4(&mut self, source: Option<&SocketSource>, route: &L4Route) -> Arc<L4Series> {
+        let (gateway, listener) = source_labels(source);
+        // L4 backends get no per-backend series: those measure HTTP exchanges.
+        let labels = [gateway, listener, route_label(&route.route)];
+        if let Some(s) = self.new.l4.get(&labels) {
+            return s.clone();
+        }
+        let s = self
+            .old
+            .l4
+            .remove(&labels)
+            .unwrap_or_else(|| Arc::new(L4Series::new(labels.clone(), &self.metrics.l4)));
+        self.new.l4.insert(labels, s.clone());
+        s
+    }
+
+    fn socket(&mut self, index: &mut SeriesIndex, socket: &ListenerTable) {
+        let only = match socket.sources.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        };
+        let (gateway, listener) = source_labels(only);
+        let unmatched = self.cell(
+            [
+                gateway,
+                listener,
+                String::new(),
+                String::new(),
+                String::new(),
+            ],
+            false,
+        );
+        index.unmatched.insert(addr(socket), unmatched);
+        for vhost in socket.hosts.iter() {
+            let source = socket.groups.get(vhost.listener as usize).or(only);
+            let (gateway, listener) = source_labels(source);
+            for rule in &vhost.rules {
+                let key = (addr(socket), vhost.listener, addr(rule.as_ref()));
+                if let Entry::Vacant(slot) = index.rules.entry(key) {
+                    slot.insert(self.rule(&gateway, &listener, rule));
+                }
+            }
+        }
+        match &socket.l4 {
+            Some(L4Routes::Tcp { route: Some(r) } | L4Routes::Udp { route: Some(r) }) => {
+                let s = self.l4(socket.sources.first(), r);
+                index
+                    .l4
+                    .insert((addr(socket), Arc::as_ptr(&r.route) as usize), s);
+            }
+            Some(L4Routes::Tls(sni)) => {
+                for (i, l) in sni.listeners.iter().enumerate() {
+                    for (_, r) in &l.hosts {
+                        let s = self.l4(socket.sources.get(i), r);
+                        index
+                            .l4
+                            .insert((addr(l), Arc::as_ptr(&r.route) as usize), s);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Removes from the registry every series of the handles the new table left behind.
+    fn retire(self) -> Live {
+        let m = self.metrics;
+        for c in self.old.cells.values() {
+            c.remove(&m.http);
+        }
+        for b in self.old.backends.values() {
+            b.remove(m);
+        }
+        for s in self.old.l4.values() {
+            s.remove(&m.l4);
+        }
+        self.new
+    }
+}
+
+impl SeriesIndex {
+    /// Resolves every handle `table` needs, creating the series of its new label sets (at 0,
+    /// for those without `method` and `code`) and removing those of the label sets `live` held
+    /// that the table no longer has.
+    pub(super) fn build(table: &RouteTable, metrics: &Metrics, live: &Mutex<Live>) -> Self {
+        let mut guard = live.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = Builder {
+            metrics,
+            old: std::mem::take(&mut *guard),
+            new: Live::default(),
+        };
+        let mut index = SeriesIndex::default();
+        for socket in table.listeners.values().chain(table.udp.values()) {
+            b.socket(&mut index, socket);
+        }
+        *guard = b.retire();
+        index
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::table::{
+        BackendSet, ListenerTable, RequestMatch, RuleFilters, ServiceBackend, ServiceKey,
+        VirtualHost, WeightedBackend,
+    };
+
+    /// A table of one socket with the HTTPRoute rules `routes`, each to Service `<name>:80`.
+    fn table(routes: &[&str]) -> RouteTable {
+        let rules = routes
+            .iter()
+            .map(|name| {
+                let service = ServiceBackend {
+                    service: ServiceKey {
+                        namespace: "default".into(),
+                        name: (*name).into(),
+                        port: 80,
+                    },
+                    endpoints: Vec::new(),
+                    terminating: Vec::new(),
+                    protocol: Default::default(),
+                    balance: Default::default(),
+                    limits: None,
+                };
+                Arc::new(RouteRule {
+                    route: Arc::new(RouteRef::new("HTTPRoute", "default", name)),
+                    created: 0,
+                    rule_index: 0,
+                    match_index: 0,
+                    rule_name: None,
+                    matcher: RequestMatch::any(),
+                    filters: RuleFilters::none(),
+                    backends: Arc::new(BackendSet::new(vec![WeightedBackend {
+                        weight: 1,
+                        target: BackendTarget::Service(Arc::new(service)),
+                        filters: RuleFilters::none(),
+                    }])),
+                })
+            })
+            .collect();
+        let source = SocketSource::gateway("default", "gw", "http");
+        let addr = "127.0.0.1:8080".parse().unwrap();
+        let listener =
+            ListenerTable::new(addr, vec![source], [VirtualHost::new("*".into(), rules)]);
+        RouteTable {
+            listeners: [(addr, Arc::new(listener))].into(),
+            ..RouteTable::default()
+        }
+    }
+
+    /// Counts one GET 200 on the rule of route `name`.
+    fn hit(table: &RouteTable, metrics: &Metrics, name: &str) {
+        let index = SeriesIndex::of(table).unwrap();
+        let listener = table.listeners.values().next().unwrap();
+        let vhost = listener.hosts.iter().next().unwrap();
+        let rule = vhost.rules.iter().find(|r| r.route.name() == name).unwrap();
+        let cell = index.rule(listener, vhost.listener, rule).unwrap();
+        let ok = http::StatusCode::OK;
+        cell.cell(Some(0))
+            .unwrap()
+            .record(&metrics.http, 0, ok, Duration::from_millis(1));
+    }
+
+    #[test]
+    fn counts_go_on_across_tables_and_a_removed_route_leaves_the_exposition() {
+        let metrics = Metrics::new();
+        let first = table(&["a", "b"]);
+        metrics.attach(&first);
+        hit(&first, &metrics, "a");
+        // A new table with new rule objects for the same routes: the same series.
+        let second = table(&["a"]);
+        metrics.attach(&second);
+        hit(&second, &metrics, "a");
+        let text = metrics.encode();
+        let a = "edgeplane_requests_total{backend=\"default/a:80\",code=\"200\",\
+                 gateway=\"default/gw\",listener=\"http\",method=\"GET\",\
+                 route=\"HTTPRoute/default/a\",rule=\"0\"} 2";
+        assert!(text.contains(a), "{text}");
+        assert!(!text.contains("HTTPRoute/default/b"), "{text}");
+        assert!(!text.contains("default/b:80"), "{text}");
+        // A status without a slot of its own takes the slow path and is removed all the same.
+        let index = SeriesIndex::of(&second).unwrap();
+        let listener = second.listeners.values().next().unwrap();
+        let vhost = listener.hosts.iter().next().unwrap();
+        let cell = index.rule(listener, 0, &vhost.rules[0]).unwrap();
+        let teapot = http::StatusCode::IM_A_TEAPOT;
+        let cell = cell.cell(Some(0)).unwrap();
+        cell.record(&metrics.http, 9, teapot, Duration::ZERO);
+        assert!(metrics.encode().contains("code=\"418\""));
+        metrics.attach(&RouteTable::default());
+        let text = metrics.encode();
+        assert!(!text.contains("HTTPRoute/default/a"), "{text}");
+        assert!(!text.contains("route_backends{"), "{text}");
+    }
+}
