@@ -2,7 +2,15 @@
 //! Gateway API struct without losing a field (typed round trip), every kustomization lists
 //! files and directories that exist, the ClusterRole covers every declared kind, and the
 //! conversion webhook's Service, port, Secret and CRD permissions match the controller's.
-//! The LICENSE file holds the license Cargo.toml names.
+//! The LICENSE file holds the license Cargo.toml names. The monitoring overlay's checks are in
+//! `deploy/monitoring.rs` (with `deploy/operator.rs` and `deploy/promql.rs`).
+
+#[path = "deploy/monitoring.rs"]
+mod monitoring;
+#[path = "deploy/operator.rs"]
+mod operator;
+#[path = "deploy/promql.rs"]
+mod promql;
 
 use std::path::{Path, PathBuf};
 
@@ -105,6 +113,9 @@ fn every_manifest_round_trips_through_its_typed_struct() {
                 "NetworkPolicy" => round_trip::<
                     k8s_openapi::api::networking::v1::NetworkPolicy,
                 >(doc, &where_),
+                // Prometheus Operator kinds: no Rust types, checked field by field.
+                "ServiceMonitor" => operator::check_service_monitor(doc, &where_),
+                "PrometheusRule" => operator::check_prometheus_rule(doc, &where_),
                 other => panic!("{where_}: no typed check for kind {other}"),
             }
             kinds.insert(kind);
@@ -159,6 +170,17 @@ fn kustomizations_list_existing_files() {
                 k.display(),
                 p.display()
             );
+        }
+        for generator in doc["configMapGenerator"].as_array().into_iter().flatten() {
+            for f in generator["files"].as_array().expect("generator files") {
+                let p = dir.join(f.as_str().expect("string entry"));
+                assert!(
+                    p.is_file(),
+                    "{}: generates from {}, which does not exist",
+                    k.display(),
+                    p.display()
+                );
+            }
         }
     }
     // The standalone example is not for a cluster: no kustomization reaches it.
