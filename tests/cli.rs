@@ -25,6 +25,8 @@ mod problem_log;
 mod rejections;
 #[path = "cli/rollout.rs"]
 mod rollout;
+#[path = "cli/trace.rs"]
+mod trace;
 #[path = "cli/typos.rs"]
 mod typos;
 #[path = "cli/views.rs"]

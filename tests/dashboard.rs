@@ -305,6 +305,38 @@ async fn check_page(
         std::fs::write(docs, &shot).expect("save docs/dashboard.png");
     }
 
+    // The tracer: armed from the page, it shows the next matching request's way. The page's
+    // subscription opens when its request reaches the server, so requests are sent until one
+    // is traced (bounded).
+    client
+        .find(Locator::Id("trace-path"))
+        .await?
+        .send_keys("/web/traced")
+        .await?;
+    client
+        .find(Locator::Id("trace-start"))
+        .await?
+        .click()
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let steps = loop {
+        assert_eq!(get(proxy, "/web/traced").map(|r| r.0), Some(200));
+        let steps = text_of(client, "#trace-steps tbody").await;
+        if steps.contains("matched") {
+            break steps;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tracer showed no request: {steps}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(steps.contains("GET 127.0.0.1/web/traced"), "{steps}");
+    assert!(steps.contains("HTTPRoute/default/web rule 0"), "{steps}");
+    assert!(steps.contains("default/echo:8080"), "{steps}");
+    let shot = client.screenshot().await?;
+    std::fs::write(artifacts().join("dashboard-tracer.png"), &shot).expect("save screenshot");
+
     // The search box filters every table.
     let search = client.find(Locator::Id("search")).await?;
     search.send_keys("broken").await?;

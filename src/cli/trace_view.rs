@@ -51,12 +51,14 @@ pub async fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let query = query(&args)?;
     let addr = args.dashboard_addr;
     let path = format!("/api/trace?{query}");
-    let stream = tokio::net::TcpStream::connect(addr).await.with_context(|| {
-        format!(
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| {
+            format!(
             "cannot reach edgeplane's dashboard at {addr} (is edgeplane running there? pass its \
              --dashboard-addr; in a cluster, kubectl port-forward first)"
         )
-    })?;
+        })?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .with_context(|| format!("HTTP to {addr}"))?;
@@ -71,7 +73,10 @@ pub async fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     if !resp.status().is_success() {
         let status = resp.status();
         let body = resp.into_body().collect().await?.to_bytes();
-        bail!("GET http://{addr}{path}: {status}: {}", String::from_utf8_lossy(&body).trim());
+        bail!(
+            "GET http://{addr}{path}: {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        );
     }
     eprintln!(
         "waiting for {} request(s) (at most {}s) ...",
@@ -88,7 +93,9 @@ pub async fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
             Ok(Some(frame)) => frame.with_context(|| format!("reading from {addr}"))?,
             Ok(None) | Err(_) => break,
         };
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         pending.extend_from_slice(&data);
         while let Some(end) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
@@ -120,7 +127,10 @@ pub async fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
 
 /// The query string of `/api/trace` for these flags.
 fn query(args: &TraceArgs) -> anyhow::Result<String> {
-    let wait = args.timeout.as_secs().clamp(1, crate::dashboard::trace::MAX_WAIT_SECS);
+    let wait = args
+        .timeout
+        .as_secs()
+        .clamp(1, crate::dashboard::trace::MAX_WAIT_SECS);
     let mut q = form_urlencoded::Serializer::new(String::new());
     if let Some(host) = &args.host {
         q.append_pair("host", host);
@@ -147,8 +157,17 @@ pub fn render(r: &TapRecord) -> String {
         "{} {}{} {} from {} -> {}",
         r.method, r.host, r.path, r.protocol, r.client, r.status
     );
-    let _ = writeln!(out, "  time       {}  request id {}  trace {}", r.time, r.request_id, r.trace_id);
-    let _ = writeln!(out, "  listener   {} ({})", r.listener, r.gateways.join(", "));
+    let _ = writeln!(
+        out,
+        "  time       {}  request id {}  trace {}",
+        r.time, r.request_id, r.trace_id
+    );
+    let _ = writeln!(
+        out,
+        "  listener   {} ({})",
+        r.listener,
+        r.gateways.join(", ")
+    );
     for c in &r.considered {
         let (what, why) = match &c.failed {
             Some(why) => ("tried  ", format!(": {why}")),
@@ -167,11 +186,16 @@ pub fn render(r: &TapRecord) -> String {
         };
         let _ = writeln!(out, "  route      {answer}");
     }
-    if !r.filters.is_null() {
+    let set = |v: &serde_json::Value| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty());
+    if set(&r.filters) {
         let _ = writeln!(out, "  filters    {}", r.filters);
     }
-    if !r.listener_policy.is_null() {
-        let _ = writeln!(out, "  policy     {} (Gateway and listener)", r.listener_policy);
+    if set(&r.listener_policy) {
+        let _ = writeln!(
+            out,
+            "  policy     {} (Gateway and listener)",
+            r.listener_policy
+        );
     }
     for b in &r.backends {
         let _ = writeln!(

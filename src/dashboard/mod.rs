@@ -77,14 +77,11 @@ impl Dashboard {
         req: &Request<B>,
         local: SocketAddr,
     ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
-        let gated = self.gate(req, local);
-        let (Ok(()), "/api/trace", Some(proxy)) = (&gated, req.uri().path(), self.proxy.as_ref())
-        else {
-            return match gated {
-                Ok(()) => self.handle(req),
-                Err(refused) => refused,
-            }
-            .map(BodyExt::boxed);
+        if let Some(refused) = self.refusal(req, local) {
+            return refused.map(BodyExt::boxed);
+        }
+        let ("/api/trace", Some(proxy)) = (req.uri().path(), self.proxy.as_ref()) else {
+            return self.handle(req).map(BodyExt::boxed);
         };
         if req.method() != Method::GET {
             return self.handle(req).map(BodyExt::boxed);
@@ -96,30 +93,27 @@ impl Dashboard {
     }
 
     /// 403 unless the request arrived over loopback and its `Host` names this server.
-    fn gate<B>(&self, req: &Request<B>, local: SocketAddr) -> Result<(), Response<Full<Bytes>>> {
+    fn refusal<B>(&self, req: &Request<B>, local: SocketAddr) -> Option<Response<Full<Bytes>>> {
         if !local.ip().is_loopback() {
-            return Err(text(
+            return Some(text(
                 StatusCode::FORBIDDEN,
                 "forbidden: the dashboard answers only over loopback \
                  (connect to 127.0.0.1; in a cluster, kubectl port-forward)\n",
             ));
         }
         if !host_allowed(req.headers().get(HOST), local) {
-            return Err(text(
+            return Some(text(
                 StatusCode::FORBIDDEN,
                 "forbidden: Host does not name the dashboard server\n",
             ));
         }
-        Ok(())
+        None
     }
 
     /// Answers a request that arrived on the address `local`: 403 unless that address is a
     /// loopback one and the `Host` names this server, else [`Dashboard::handle`].
     pub fn answer<B>(&self, req: &Request<B>, local: SocketAddr) -> Response<Full<Bytes>> {
-        match self.gate(req, local) {
-            Ok(()) => self.handle(req),
-            Err(refused) => refused,
-        }
+        self.refusal(req, local).unwrap_or_else(|| self.handle(req))
     }
 
     /// Answers one request: the page and its assets, `/api/overview`, `/api/traffic`,

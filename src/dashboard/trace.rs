@@ -66,10 +66,13 @@ impl TraceQuery {
                         .split_once(':')
                         .filter(|(n, _)| HeaderName::from_bytes(n.trim().as_bytes()).is_ok())
                         .ok_or_else(|| TraceQueryError::Header(value.to_string()))?;
-                    q.headers.push((name.trim().to_owned(), v.trim().to_owned()));
+                    q.headers
+                        .push((name.trim().to_owned(), v.trim().to_owned()));
                 }
                 "count" => {
-                    let n: usize = value.parse().map_err(|_| TraceQueryError::Number("count"))?;
+                    let n: usize = value
+                        .parse()
+                        .map_err(|_| TraceQueryError::Number("count"))?;
                     if !(1..=MAX_COUNT).contains(&n) {
                         return Err(TraceQueryError::Count);
                     }
@@ -113,8 +116,7 @@ pub fn stream(tap: &Arc<Tap>, query: TraceQuery) -> Response<BoxBody<Bytes, Infa
             let Some(record) = subscription.next(left).await else {
                 break;
             };
-            let mut line = serde_json::to_vec(&record).unwrap_or_default();
-            line.push(b'\n');
+            let line = format!("{}\n", serde_json::to_string(&record).unwrap_or_default());
             if tx.send(Bytes::from(line)).await.is_err() {
                 break;
             }
@@ -140,7 +142,9 @@ impl Body for Lines {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|line| line.map(|l| Ok(Frame::data(l))))
+        self.0
+            .poll_recv(cx)
+            .map(|line| line.map(|l| Ok(Frame::data(l))))
     }
 }
 
@@ -150,17 +154,35 @@ mod tests {
 
     #[test]
     fn queries_parse_with_defaults_and_bounds() {
-        let q = TraceQuery::parse(Some("host=Example.com&path=%2Fapi&header=x-user%3A%20alice&count=3&wait=5")).unwrap();
+        let q = TraceQuery::parse(Some(
+            "host=Example.com&path=%2Fapi&header=x-user%3A%20alice&count=3&wait=5",
+        ))
+        .unwrap();
         assert_eq!(q.host.as_deref(), Some("Example.com"));
         assert_eq!(q.path.as_deref(), Some("/api"));
         assert_eq!(q.headers, vec![("x-user".to_owned(), "alice".to_owned())]);
         assert_eq!((q.count, q.wait), (3, Duration::from_secs(5)));
         let d = TraceQuery::parse(None).unwrap();
         assert_eq!((d.count, d.wait), (1, Duration::from_secs(60)));
-        assert_eq!(TraceQuery::parse(Some("count=0")), Err(TraceQueryError::Count));
-        assert_eq!(TraceQuery::parse(Some("count=101")), Err(TraceQueryError::Count));
-        assert_eq!(TraceQuery::parse(Some("wait=x")), Err(TraceQueryError::Number("wait")));
-        assert!(matches!(TraceQuery::parse(Some("header=nocolon")), Err(TraceQueryError::Header(_))));
-        assert!(matches!(TraceQuery::parse(Some("hots=a")), Err(TraceQueryError::Unknown(_))));
+        assert_eq!(
+            TraceQuery::parse(Some("count=0")),
+            Err(TraceQueryError::Count)
+        );
+        assert_eq!(
+            TraceQuery::parse(Some("count=101")),
+            Err(TraceQueryError::Count)
+        );
+        assert_eq!(
+            TraceQuery::parse(Some("wait=x")),
+            Err(TraceQueryError::Number("wait"))
+        );
+        assert!(matches!(
+            TraceQuery::parse(Some("header=nocolon")),
+            Err(TraceQueryError::Header(_))
+        ));
+        assert!(matches!(
+            TraceQuery::parse(Some("hots=a")),
+            Err(TraceQueryError::Unknown(_))
+        ));
     }
 }

@@ -28,15 +28,19 @@ pub struct TapFilter {
 
 impl TapFilter {
     fn wants(&self, host: &str, uri: &Uri, headers: &HeaderMap) -> bool {
-        self.host.as_ref().is_none_or(|h| h.eq_ignore_ascii_case(host))
+        self.host
+            .as_ref()
+            .is_none_or(|h| h.eq_ignore_ascii_case(host))
             && self
                 .path_prefix
                 .as_ref()
                 .is_none_or(|p| uri.path().starts_with(p.as_str()))
-            && self
-                .headers
-                .iter()
-                .all(|(n, v)| headers.get_all(n).iter().any(|x| x.as_bytes() == v.as_bytes()))
+            && self.headers.iter().all(|(n, v)| {
+                headers
+                    .get_all(n)
+                    .iter()
+                    .any(|x| x.as_bytes() == v.as_bytes())
+            })
     }
 }
 
@@ -124,7 +128,10 @@ pub struct Subscription {
 impl Subscription {
     /// The next matching request's record, or `None` after `wait`.
     pub async fn next(&mut self, wait: Duration) -> Option<TapRecord> {
-        tokio::time::timeout(wait, self.records.recv()).await.ok().flatten()
+        tokio::time::timeout(wait, self.records.recv())
+            .await
+            .ok()
+            .flatten()
     }
 }
 

@@ -75,8 +75,71 @@ pub fn mismatch(m: &RequestMatch, req: &RequestView<'_>) -> Option<String> {
     if let Some(q) = m.query.iter().find(|q| !q.matches(req.query)) {
         return Some(format!("query parameter {} does not match", q.name));
     }
-    if m.grpc.as_ref().is_some_and(|g| !g.matches(req.path, req.headers)) {
+    if m.grpc
+        .as_ref()
+        .is_some_and(|g| !g.matches(req.path, req.headers))
+    {
         return Some("not this gRPC service and method".to_owned());
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{HeaderMap, HeaderName, HeaderValue, Method};
+
+    use super::*;
+    use crate::table::{HeaderMatch, QueryMatch, ValueMatch};
+
+    #[test]
+    fn the_first_failing_condition_is_named() {
+        let mut m = RequestMatch::any();
+        m.path = PathMatch::prefix("/api");
+        m.method = Some(Method::POST);
+        m.headers = vec![HeaderMatch {
+            name: HeaderName::from_static("x-role"),
+            value: ValueMatch::Exact("admin".into()),
+        }];
+        m.query = vec![QueryMatch {
+            name: "v".into(),
+            value: ValueMatch::Exact("2".into()),
+        }];
+        fn view<'a>(
+            path: &'a str,
+            method: &'a Method,
+            query: Option<&'a str>,
+            headers: &'a HeaderMap,
+        ) -> RequestView<'a> {
+            RequestView {
+                host: "example.com",
+                path,
+                query,
+                method,
+                headers,
+            }
+        }
+        let mut headers = HeaderMap::new();
+        let why = |v: &RequestView<'_>| mismatch(&m, v);
+        assert_eq!(
+            why(&view("/web", &Method::POST, None, &headers)).as_deref(),
+            Some("path is not under /api")
+        );
+        assert_eq!(
+            why(&view("/api/x", &Method::GET, None, &headers)).as_deref(),
+            Some("method is not POST")
+        );
+        assert_eq!(
+            why(&view("/api/x", &Method::POST, None, &headers)).as_deref(),
+            Some("header x-role does not match")
+        );
+        headers.insert("x-role", HeaderValue::from_static("admin"));
+        assert_eq!(
+            why(&view("/api/x", &Method::POST, Some("v=1"), &headers)).as_deref(),
+            Some("query parameter v does not match")
+        );
+        assert_eq!(
+            why(&view("/api/x", &Method::POST, Some("v=2"), &headers)),
+            None
+        );
+    }
 }

@@ -196,6 +196,63 @@ async function refresh() {
   }
 }
 
+// The request tracer: waits (up to a minute) on /api/trace for the next request matching the
+// form, then lists its way as edgeplane trace does.
+function traceSteps(r) {
+  const rows = [
+    ["request", `${r.method} ${r.host}${r.path} ${r.protocol} from ${r.client} -> ${r.status}`],
+    ["ids", `request ${r.requestId}, trace ${r.traceId}`],
+    ["listener", `${r.listener} (${r.gateways.join(", ")})`],
+  ];
+  for (const c of r.considered) {
+    const what = c.failed ? "tried" : "matched";
+    const why = c.failed ? `: ${c.failed}` : "";
+    rows.push([what, `${c.route} rule ${c.rule} (match ${c.matchIndex}) on host ${c.hostname}${why}`]);
+  }
+  if (r.route && !r.considered.some((c) => !c.failed)) rows.push(["route", `answered by ${r.route}`]);
+  if (!r.route && !r.considered.some((c) => !c.failed)) rows.push(["route", "no rule matched"]);
+  const set = (v) => v && !(typeof v === "object" && Object.keys(v).length === 0);
+  if (set(r.filters)) rows.push(["filters", JSON.stringify(r.filters)]);
+  if (set(r.listenerPolicy)) rows.push(["policy", JSON.stringify(r.listenerPolicy)]);
+  for (const b of r.backends) {
+    rows.push(["backend", `${b.backend} weight ${b.weight}: ${b.readyEndpoints} ready, ${b.terminatingEndpoints} terminating`]);
+  }
+  if (r.endpoint) rows.push(["endpoint", r.endpoint]);
+  if (r.error) rows.push(["error", r.error]);
+  rows.push(["timings", `routing ${r.routingUs} us, upstream ${r.upstreamUs} us, total ${r.totalUs} us`]);
+  return rows;
+}
+
+async function startTrace(event) {
+  event.preventDefault();
+  const state = document.getElementById("trace-state");
+  const body = document.querySelector("#trace-steps tbody");
+  const q = new URLSearchParams({ count: "1", wait: "60" });
+  for (const [id, key] of [["trace-host", "host"], ["trace-path", "path"], ["trace-header", "header"]]) {
+    const v = document.getElementById(id).value.trim();
+    if (v) q.set(key, v);
+  }
+  document.getElementById("trace-start").disabled = true;
+  state.textContent = "waiting for a matching request...";
+  try {
+    const r = await fetch(`/api/trace?${q}`, { cache: "no-store" });
+    const text = await r.text();
+    if (!r.ok) throw new Error(text.trim());
+    const line = text.split("\n").find((l) => l.trim());
+    if (!line) {
+      state.textContent = "no matching request within a minute";
+      return;
+    }
+    body.replaceChildren(...traceSteps(JSON.parse(line)).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v))));
+    state.textContent = "traced";
+  } catch (e) {
+    state.textContent = `trace failed: ${e.message}`;
+  } finally {
+    document.getElementById("trace-start").disabled = false;
+  }
+}
+
+document.getElementById("trace-form").addEventListener("submit", startTrace);
 document.getElementById("search").addEventListener("input", applyFilter);
 refresh();
 setInterval(refresh, POLL_MS);

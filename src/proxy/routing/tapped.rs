@@ -71,7 +71,11 @@ impl Tapped {
             client: self.client,
             method: self.method.to_string(),
             host: host.clone(),
-            path: self.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
+            path: self
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned(),
             protocol: format!("{:?}", self.version),
             listener: way.listener,
             gateways: socket
@@ -119,7 +123,10 @@ fn backends(rule: &RouteRule) -> Vec<TapBackend> {
         .iter()
         .map(|b| match &b.target {
             BackendTarget::Service(s) => TapBackend {
-                backend: format!("{}/{}:{}", s.service.namespace, s.service.name, s.service.port),
+                backend: format!(
+                    "{}/{}:{}",
+                    s.service.namespace, s.service.name, s.service.port
+                ),
                 weight: b.weight,
                 ready_endpoints: s.endpoints.len(),
                 terminating_endpoints: s.terminating.len(),
