@@ -34,6 +34,7 @@ Environment:
   LOAD_KEEP=1          keep the working directory (configs, raw tool output)
   LOAD_NO_INSTALL=1    do not install missing tools with apt-get
   EDGEPLANE_BIN        use this edgeplane binary instead of running `cargo build --release`
+  EDGEPLANE_FLAGS      extra flags for `edgeplane serve` (e.g. "--access-log json"), split on spaces
 EOF
 }
 
@@ -582,7 +583,7 @@ start_proxy() { # start_proxy PROXY WORKERS CPUS; 0 when it serves every wanted 
         start "$cpus" "$work/edgeplane/out.log" env TOKIO_WORKER_THREADS="$workers" RUST_LOG=info,rustls=error \
             "$edgeplane_bin" serve --config-dir "$work/edgeplane/config" \
             --admin-addr "127.0.0.1:$edgeplane_admin" --dashboard-addr 127.0.0.1:0 --drain-timeout 1s \
-            --upstream-max-idle "$pool"
+            --upstream-max-idle "$pool" ${EDGEPLANE_FLAGS:-}
         ;;
     esac
     proxy_pid=$last_pid

@@ -138,10 +138,16 @@ impl Proxy {
             &options,
             options.access_log.clone(),
         ));
+        let otlp_lines = options.trace_export.as_ref().and_then(|export| {
+            access_log::OtlpLines::start(&export.endpoint, metrics.access_log_dropped.clone())
+                .inspect_err(|error| tracing::error!(%error, "access log records are not exported"))
+                .ok()
+        });
         let access = access_log::AccessLogger::start(
             options.access_sink.clone(),
             options.access_log_queue,
             metrics.access_log_dropped.clone(),
+            otlp_lines,
         );
         let spans = options.trace_export.as_ref().and_then(|export| {
             trace::SpanSink::start(export, metrics.spans_dropped.clone())

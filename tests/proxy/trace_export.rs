@@ -1,7 +1,8 @@
 //! Tracing through the proxy: the backend sees the client's trace continued with the proxy's
 //! own span id (and `tracestate` untouched), a request without a trace gets one, and the spans
 //! of sampled requests reach an OTLP/HTTP receiver of the test's own with the right parent and
-//! attributes; a request neither sampled by its parent nor by the ratio sends no span.
+//! attributes; a request neither sampled by its parent nor by the ratio sends no span. With the
+//! access log on, every line reaches the receiver as a log record of the request's trace.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -10,12 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use edgeplane::proxy::{ProxyOptions, TraceExport};
+use edgeplane::proxy::{AccessSink, LogSpec, ProxyOptions, TraceExport};
+use edgeplane::table::AccessLogFormat;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
@@ -25,25 +29,39 @@ use crate::support::net::{bind_loopback, free_addr};
 use crate::support::proxy::{start_with, test_options};
 use crate::support::tables::*;
 
-/// An OTLP/HTTP receiver on loopback: every span of every `POST /v1/traces` it was sent.
-async fn otlp_receiver() -> (SocketAddr, Arc<Mutex<Vec<Span>>>) {
+type Logs = Arc<Mutex<Vec<LogRecord>>>;
+
+/// An OTLP/HTTP receiver on loopback: every span of every `POST /v1/traces` and every log
+/// record of every `POST /v1/logs` it was sent.
+async fn otlp_receiver() -> (SocketAddr, Arc<Mutex<Vec<Span>>>, Logs) {
     let listener = bind_loopback().await;
     let addr = listener.local_addr().unwrap();
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let got = spans.clone();
+    let logs: Logs = Arc::default();
+    let got = (spans.clone(), logs.clone());
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let got = got.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let got = got.clone();
+                    let (spans, logs) = got.clone();
                     async move {
-                        assert_eq!(req.uri().path(), "/v1/traces");
+                        let path = req.uri().path().to_owned();
                         let body = req.into_body().collect().await.unwrap().to_bytes();
-                        let export = ExportTraceServiceRequest::decode(body).expect("protobuf");
-                        for resource in export.resource_spans {
-                            for scope in resource.scope_spans {
-                                got.lock().unwrap().extend(scope.spans);
+                        if path == "/v1/logs" {
+                            let export = ExportLogsServiceRequest::decode(body).expect("protobuf");
+                            for resource in export.resource_logs {
+                                for scope in resource.scope_logs {
+                                    logs.lock().unwrap().extend(scope.log_records);
+                                }
+                            }
+                        } else {
+                            assert_eq!(path, "/v1/traces");
+                            let export = ExportTraceServiceRequest::decode(body).expect("protobuf");
+                            for resource in export.resource_spans {
+                                for scope in resource.scope_spans {
+                                    spans.lock().unwrap().extend(scope.spans);
+                                }
                             }
                         }
                         Ok::<_, Infallible>(
@@ -60,7 +78,7 @@ async fn otlp_receiver() -> (SocketAddr, Arc<Mutex<Vec<Span>>>) {
             });
         }
     });
-    (addr, spans)
+    (addr, spans, logs)
 }
 
 /// The span of trace `trace_id` (hex), waiting (bounded) until it arrives.
@@ -108,11 +126,13 @@ fn parts(traceparent: &str) -> (String, String, String) {
 
 #[tokio::test]
 async fn traces_are_continued_upstream_and_sampled_spans_exported() {
-    let (collector, spans) = otlp_receiver().await;
+    let (collector, spans, logs) = otlp_receiver().await;
     let echo = start_echo("a").await;
     let svc = service("app", &[echo.addr]);
     let addr = free_addr();
     let options = ProxyOptions {
+        access_log: LogSpec::new(AccessLogFormat::Json),
+        access_sink: AccessSink::Capture(Arc::default()),
         trace_export: Some(TraceExport {
             endpoint: format!("http://{collector}"),
             sample_ratio: 0.0,
@@ -190,4 +210,29 @@ async fn traces_are_continued_upstream_and_sampled_spans_exported() {
         all.iter().all(|s| hex(&s.trace_id) != new_trace),
         "an unsampled request was exported"
     );
+
+    // Each access log line reached the collector as a record of its request's trace, with
+    // the proxy's span.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let record = loop {
+        let found = logs
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|r| hex(&r.trace_id) == trace)
+            .cloned();
+        if let Some(record) = found {
+            break record;
+        }
+        assert!(Instant::now() < deadline, "no log record of trace {trace}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(hex(&record.span_id), up_span);
+    let body = match record.body.and_then(|b| b.value) {
+        Some(AnyValue::StringValue(s)) => s,
+        other => panic!("body {other:?}"),
+    };
+    let line: serde_json::Value = serde_json::from_str(&body).expect("the JSON line");
+    assert_eq!(line["path"], "/shop?x=1");
+    assert_eq!(line["traceId"], trace);
 }

@@ -5,6 +5,7 @@
 //! shipper can take them as they are, or to a file (`--access-log-file`); `writer` makes sure
 //! writing never holds a request.
 
+mod otlp;
 mod writer;
 
 use std::fmt::Write as _;
@@ -18,6 +19,7 @@ use hyper::body::Incoming;
 use crate::proxy::request_id::REQUEST_ID;
 use crate::table::{AccessLog, AccessLogFormat, RouteRef, RouteRule};
 
+pub(crate) use otlp::OtlpLines;
 pub(crate) use writer::AccessLogger;
 pub use writer::{AccessSink, DEFAULT_QUEUE};
 
@@ -149,6 +151,8 @@ pub(crate) struct Entry {
     pub request_id: Option<HeaderValue>,
     /// The W3C trace the request belongs to (32 hex digits in the line).
     pub trace_id: Option<u128>,
+    /// The proxy's span in that trace (for OTLP log records).
+    pub span_id: Option<u64>,
     pub status: Option<u16>,
     pub route: Option<Arc<RouteRef>>,
     /// The rule that matched, when one did.
@@ -181,6 +185,7 @@ impl Entry {
             user_agent: None,
             request_id: None,
             trace_id: None,
+            span_id: None,
             status: None,
             route: None,
             rule: None,
@@ -372,6 +377,7 @@ impl Entry {
             user_agent: headers.get(header::USER_AGENT).cloned(),
             request_id: headers.get(REQUEST_ID).cloned(),
             trace_id: None,
+            span_id: None,
             status: None,
             route: None,
             rule: None,
@@ -400,6 +406,7 @@ mod tests {
             user_agent: None,
             request_id: None,
             trace_id: None,
+            span_id: None,
             status: Some(200),
             route: Some(Arc::new(RouteRef::new("HTTPRoute", "default", "r"))),
             rule: None,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use prometheus::IntCounter;
 
-use super::Entry;
+use super::{Entry, OtlpLines};
 
 /// Lines the queue holds by default before new ones are dropped.
 pub const DEFAULT_QUEUE: usize = 4096;
@@ -47,13 +47,19 @@ pub(crate) struct AccessLogger {
 impl AccessLogger {
     /// Starts the writer thread for `sink`, with a queue of `capacity` lines; lines the queue
     /// has no room for count in `dropped`.
-    pub(crate) fn start(sink: AccessSink, capacity: usize, dropped: IntCounter) -> Self {
+    /// With `otlp`, every line is also sent as an OTLP log record.
+    pub(crate) fn start(
+        sink: AccessSink,
+        capacity: usize,
+        dropped: IntCounter,
+        otlp: Option<OtlpLines>,
+    ) -> Self {
         let (queue, lines) = mpsc::sync_channel(capacity.max(1));
         let reopen = Arc::new(AtomicBool::new(false));
         let flag = reopen.clone();
         let spawned = std::thread::Builder::new()
             .name("access-log".into())
-            .spawn(move || drain(lines, sink, &flag));
+            .spawn(move || drain(lines, sink, &flag, otlp.as_ref()));
         if let Err(error) = spawned {
             tracing::error!(%error, "cannot start the access log writer: lines will be dropped");
         }
@@ -80,7 +86,12 @@ impl AccessLogger {
 
 /// The writer thread: formats and writes every queued line, flushing whenever the queue is
 /// empty. Ends when every sender is gone.
-fn drain(lines: Receiver<Box<Entry>>, sink: AccessSink, reopen: &AtomicBool) {
+fn drain(
+    lines: Receiver<Box<Entry>>,
+    sink: AccessSink,
+    reopen: &AtomicBool,
+    otlp: Option<&OtlpLines>,
+) {
     let mut out = Output::open(sink);
     let mut checked = Instant::now();
     loop {
@@ -93,10 +104,17 @@ fn drain(lines: Receiver<Box<Entry>>, sink: AccessSink, reopen: &AtomicBool) {
             checked = Instant::now();
             out.reopen_if_moved();
         }
-        if let Some(line) = line {
-            out.write(&line.format());
-            while let Ok(line) = lines.try_recv() {
-                out.write(&line.format());
+        if let Some(entry) = line {
+            let write = |out: &mut Output, entry: &Entry| {
+                let line = entry.format();
+                out.write(&line);
+                if let Some(otlp) = otlp {
+                    otlp.send(entry, &line);
+                }
+            };
+            write(&mut out, &entry);
+            while let Ok(entry) = lines.try_recv() {
+                write(&mut out, &entry);
             }
             out.flush();
         }

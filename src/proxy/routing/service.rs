@@ -166,6 +166,7 @@ impl Handler {
                 start,
             );
             entry.trace_id = Some(trace.ids.trace_id);
+            entry.span_id = Some(trace.ids.span_id);
             entry
         });
         let tapped = Tapped::begin(&self.shared.tap, &req, start)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# What observability costs: edgeplane's HTTP/1.1 keep-alive throughput (one proxy core, the
+# 1x1 layout of benches/load.sh) with nothing on, with the JSON access log written to a file,
+# and with every request's span exported over OTLP/HTTP to a local sink (nginx answering 200),
+# each configuration run RUNS times (default 3) in alternation. Prints one line per run and
+# the median requests per second of each configuration with its ratio to "off". The request
+# metrics are always on; their own per-request cost is benches/metrics.rs.
+#
+#   benches/observability.sh            (EDGEPLANE_BIN, LOAD_DURATION, RUNS as in load.sh)
+#
+# Everything listens on 127.0.0.1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${RUNS:-3}
+work=$(mktemp -d)
+trap 'kill "$sink_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# The OTLP sink: nginx on one port, answering every POST with an empty 200.
+sink_port=${OBS_SINK_PORT:-28990}
+mkdir -p "$work/sink"
+cat >"$work/sink/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/sink/nginx.pid;
+error_log $work/sink/error.log;
+events { worker_connections 256; }
+http {
+    access_log off;
+    client_body_temp_path $work/sink;
+    server { listen 127.0.0.1:$sink_port; location / { client_max_body_size 64m; return 200; } }
+}
+CONF
+taskset -c "${LOAD_CPU_GEN:-0}" nginx -c "$work/sink/nginx.conf" -p "$work/sink" &
+sink_pid=$!
+sleep 0.5
+
+declare -A flags=(
+    [off]=""
+    [access-log]="--access-log json --access-log-file $work/access.log"
+    [tracing]="--otlp-endpoint http://127.0.0.1:$sink_port --otlp-sample-ratio 1.0"
+)
+declare -A results
+for run in $(seq 1 "$runs"); do
+    for config in off access-log tracing; do
+        out=$(EDGEPLANE_FLAGS="${flags[$config]}" LOAD_NO_INSTALL=1 \
+            benches/load.sh --proxies edgeplane --protocols http1 --layouts 1x1 2>/dev/null |
+            awk '/ edgeplane / { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/ && $i > 1000) { print $i; exit } }')
+        echo "run $run $config: ${out:-?} rps"
+        results[$config]="${results[$config]:-} ${out:-0}"
+        rm -f "$work/access.log"
+    done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+off=$(echo "${results[off]}" | median)
+for config in off access-log tracing; do
+    m=$(echo "${results[$config]}" | median)
+    awk -v c="$config" -v m="$m" -v o="$off" 'BEGIN { printf "%-11s median %7d rps  %.3fx off\n", c, m, (o > 0 ? m / o : 0) }'
+done
