@@ -25,7 +25,7 @@ const QUEUE: usize = 4096;
 /// Spans sent in one export at most.
 const BATCH: usize = 512;
 
-/// How long a span waits at most for a batch to fill.
+/// How often queued spans are sent.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 
 /// Where spans go and which requests make one.
@@ -113,29 +113,43 @@ fn traces_url(endpoint: &str) -> String {
     }
 }
 
-/// Sends queued spans in batches of up to [`BATCH`], at least every [`FLUSH_EVERY`] while
-/// spans wait; ends when every sender is gone.
+/// Sends the queued spans every [`FLUSH_EVERY`], in batches of up to [`BATCH`]; ends when
+/// every sender is gone.
 async fn send_batches(
     exporter: opentelemetry_otlp::SpanExporter,
     mut spans: mpsc::Receiver<SpanData>,
 ) {
-    let mut batch = Vec::with_capacity(BATCH);
     loop {
-        let Some(first) = spans.recv().await else {
-            break;
-        };
-        batch.push(first);
-        let deadline = tokio::time::Instant::now() + FLUSH_EVERY;
-        while batch.len() < BATCH {
-            match tokio::time::timeout_at(deadline, spans.recv()).await {
-                Ok(Some(span)) => batch.push(span),
-                Ok(None) | Err(_) => break,
+        // Sleeping between batches rather than waiting on the queue spares every request a
+        // wake-up of this task.
+        tokio::time::sleep(FLUSH_EVERY).await;
+        let mut ended = false;
+        while !ended {
+            let mut batch = Vec::with_capacity(BATCH);
+            while batch.len() < BATCH {
+                match spans.try_recv() {
+                    Ok(span) => batch.push(span),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let count = batch.len();
+            let full = count == BATCH;
+            if let Err(error) = exporter.export(batch).await {
+                tracing::warn!(%error, spans = count, "spans not exported");
+            }
+            if !full {
+                break;
             }
         }
-        let sent = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-        let count = sent.len();
-        if let Err(error) = exporter.export(sent).await {
-            tracing::warn!(%error, spans = count, "spans not exported");
+        if ended {
+            return;
         }
     }
 }
