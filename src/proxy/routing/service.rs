@@ -187,22 +187,11 @@ impl Handler {
         };
         let routed = routed.unwrap_or_else(Instant::now);
         let served = flags.blame(served, timers, &self.shared.metrics);
-        let mut error = None;
-        let response = match served {
-            Ok(resp) => resp,
-            Err(err) => {
-                if tapped.is_some() {
-                    error = Some(err.to_string());
-                }
-                tracing::debug!(listener = %self.listener, route = ?rule.as_ref().map(|(_, r)| r.route.label()), error = %err, "request failed");
-                self.shared
-                    .metrics
-                    .request_errors
-                    .with_label_values(&[err.fault().label()])
-                    .inc();
-                err.to_response()
-            }
+        let error = match (&served, &tapped) {
+            (Err(err), Some(_)) => Some(err.to_string()),
+            _ => None,
         };
+        let response = served.unwrap_or_else(|err| self.failed(err, rule.as_ref()));
         let mut outcome = Outcome {
             rule,
             backend: held.backend,
@@ -245,6 +234,17 @@ impl Handler {
         outcome
             .response
             .map(|body| Tracked::new(body, in_flight, held, log))
+    }
+
+    /// The answer to a request the proxy could not serve, counted by fault.
+    fn failed(&self, err: ProxyError, rule: Option<&(u32, Arc<RouteRule>)>) -> Response<ProxyBody> {
+        tracing::debug!(listener = %self.listener, route = ?rule.map(|(_, r)| r.route.label()), error = %err, "request failed");
+        self.shared
+            .metrics
+            .request_errors
+            .with_label_values(&[err.fault().label()])
+            .inc();
+        err.to_response()
     }
 
     /// Phases 1 to 4b: the listener, the gate, the host, the rule, and the answers given
