@@ -107,7 +107,7 @@ impl TraceQuery {
 /// The streamed answer: one JSON line per traced request. The subscription is open before the
 /// response head leaves, so a request sent after the head arrived is seen.
 pub fn stream(tap: &Arc<Tap>, query: TraceQuery) -> Response<BoxBody<Bytes, Infallible>> {
-    let mut subscription = tap.subscribe(query.filter());
+    let mut subscription = tap.subscribe(query.filter(), query.count);
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + query.wait;

@@ -99,6 +99,8 @@ pub struct TapBackend {
 struct Subscriber {
     id: u64,
     filter: TapFilter,
+    /// Records it still takes: a subscriber whose reader stalls holds at most its count.
+    remaining: usize,
     records: mpsc::UnboundedSender<TapRecord>,
 }
 
@@ -145,14 +147,15 @@ impl Drop for Subscription {
 }
 
 impl Tap {
-    /// Subscribes to the requests `filter` wants.
-    pub fn subscribe(self: &Arc<Self>, filter: TapFilter) -> Subscription {
+    /// Subscribes to the next `count` requests `filter` wants.
+    pub fn subscribe(self: &Arc<Self>, filter: TapFilter, count: usize) -> Subscription {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut subs) = self.subscribers.lock() {
             subs.push(Subscriber {
                 id,
                 filter,
+                remaining: count,
                 records: tx,
             });
             self.watching.store(subs.len(), Ordering::Relaxed);
@@ -179,8 +182,12 @@ impl Tap {
     /// Hands `record` to every subscription that wants it.
     pub(crate) fn publish(&self, record: &TapRecord, uri: &Uri, headers: &HeaderMap) {
         let host = request_host(uri, headers);
-        if let Ok(subs) = self.subscribers.lock() {
-            for s in subs.iter().filter(|s| s.filter.wants(&host, uri, headers)) {
+        if let Ok(mut subs) = self.subscribers.lock() {
+            let wanting = subs
+                .iter_mut()
+                .filter(|s| s.remaining > 0 && s.filter.wants(&host, uri, headers));
+            for s in wanting {
+                s.remaining -= 1;
                 let _ = s.records.send(record.clone());
             }
         }

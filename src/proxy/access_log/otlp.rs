@@ -19,6 +19,7 @@ use prometheus::IntCounter;
 use tokio::sync::mpsc;
 
 use super::Entry;
+use crate::proxy::trace::export::signal_url;
 
 /// Records the queue holds before new ones are dropped.
 const QUEUE: usize = 4096;
@@ -47,7 +48,7 @@ impl OtlpLines {
         let mut exporter = opentelemetry_otlp::LogExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(logs_url(endpoint))
+            .with_endpoint(signal_url(endpoint, "/v1/logs"))
             .with_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| e.to_string())?;
@@ -96,19 +97,6 @@ fn resource() -> Resource {
         .with_service_name("edgeplane")
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .build()
-}
-
-/// `endpoint` with `/v1/logs` when it names no path of its own.
-fn logs_url(endpoint: &str) -> String {
-    let trimmed = endpoint.trim_end_matches('/');
-    let has_path = trimmed
-        .split_once("://")
-        .is_some_and(|(_, rest)| rest.contains('/'));
-    if has_path {
-        trimmed.to_owned()
-    } else {
-        format!("{trimmed}/v1/logs")
-    }
 }
 
 /// The logger's processor: hands each record to the export task, never waiting.

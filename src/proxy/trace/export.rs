@@ -102,6 +102,11 @@ impl SpanSink {
 
 /// `endpoint` with `/v1/traces` when it names no path of its own.
 fn traces_url(endpoint: &str) -> String {
+    signal_url(endpoint, "/v1/traces")
+}
+
+/// `endpoint` with `path` (a signal's, e.g. `/v1/logs`) when it names no path of its own.
+pub(crate) fn signal_url(endpoint: &str, path: &str) -> String {
     let trimmed = endpoint.trim_end_matches('/');
     let has_path = trimmed
         .split_once("://")
@@ -109,7 +114,7 @@ fn traces_url(endpoint: &str) -> String {
     if has_path {
         trimmed.to_owned()
     } else {
-        format!("{trimmed}/v1/traces")
+        format!("{trimmed}{path}")
     }
 }
 

@@ -3,7 +3,7 @@
 //! spans over OTLP (`export`). [`RequestTrace`] is what one request carries between them.
 
 pub(crate) mod context;
-mod export;
+pub(crate) mod export;
 
 use std::borrow::Cow;
 use std::net::IpAddr;
