@@ -334,6 +334,11 @@ async fn check_page(
     assert!(steps.contains("GET 127.0.0.1/web/traced"), "{steps}");
     assert!(steps.contains("HTTPRoute/default/web rule 0"), "{steps}");
     assert!(steps.contains("default/echo:8080"), "{steps}");
+    assert!(steps.contains("picked the only backendRef"), "{steps}");
+    assert!(
+        steps.contains("attempt 1") && steps.contains("answered 200"),
+        "{steps}"
+    );
     let shot = client.screenshot().await?;
     std::fs::write(artifacts().join("dashboard-tracer.png"), &shot).expect("save screenshot");
 

@@ -198,11 +198,38 @@ pub fn render(r: &TapRecord) -> String {
         );
     }
     for b in &r.backends {
-        let _ = writeln!(
+        let _ = write!(
             out,
             "  backend    {} weight {}: {} ready, {} terminating endpoint(s), balance {}",
             b.backend, b.weight, b.ready_endpoints, b.terminating_endpoints, b.balance
         );
+        if !b.ejected_endpoints.is_empty() {
+            let ejected: Vec<String> = b.ejected_endpoints.iter().map(|a| a.to_string()).collect();
+            let _ = write!(out, ", ejected {}", ejected.join(" "));
+        }
+        match &b.picked {
+            Some(how) => {
+                let _ = writeln!(out, "; picked {how}");
+            }
+            None => out.push('\n'),
+        }
+    }
+    for (i, a) in r.attempts.iter().enumerate() {
+        let _ = write!(
+            out,
+            "  attempt {}  {} ({}): {} in {} us",
+            i + 1,
+            a.endpoint,
+            a.picked,
+            a.ended,
+            a.took_us
+        );
+        match &a.next {
+            Some(next) => {
+                let _ = writeln!(out, "; {next}");
+            }
+            None => out.push('\n'),
+        }
     }
     if let Some(endpoint) = r.endpoint {
         let _ = writeln!(out, "  endpoint   {endpoint}");

@@ -100,16 +100,12 @@ pub(super) struct Live {
 
 /// The `gateway` and `listener` labels of a Gateway listener.
 fn source_labels(source: Option<&SocketSource>) -> (String, String) {
-    match source {
-        Some(s) => {
-            let listener = match &s.listener_set {
-                Some((ns, name)) => format!("ListenerSet/{ns}/{name}/{}", s.listener),
-                None => s.listener.clone(),
-            };
-            (format!("{}/{}", s.namespace, s.gateway), listener)
-        }
-        None => (String::new(), String::new()),
+    let (mut gateway, mut listener) = (String::new(), String::new());
+    if let Some(s) = source {
+        let _ = s.write_gateway(&mut gateway);
+        let _ = s.write_listener(&mut listener);
     }
+    (gateway, listener)
 }
 
 /// `Kind/namespace/name`.

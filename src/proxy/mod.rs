@@ -7,7 +7,7 @@
 //! `policy` (TrafficPolicy checks) and `upstream` (the exchange, retries, balancing, pools,
 //! mirrors, tunnels) -> `handshake` (TLS termination, protocol detection), `sockets` (the
 //! listener manager of TCP and UDP sockets) and the shared bits at the bottom: `error`
-//! (failures and the one status mapping), `body` (body types, the request body's timers),
+//! (failures and the one status mapping; `decision`, the word the access log gives each), `body` (body types, the request body's timers),
 //! `options` and `settings` (command line and per-listener settings), `trusted` (the trusted
 //! proxies), `access_log` (one line per request).
 /// `AsyncWrite` for a wrapper that only watches or replays what is read (`handshake::detect`'s
@@ -54,6 +54,7 @@ macro_rules! write_through {
 
 mod access_log;
 mod body;
+mod decision;
 mod error;
 mod handshake;
 mod inbound;
@@ -95,6 +96,7 @@ pub use trace::{TraceExport, TraceExportError};
 pub use trusted::{TrustedProxies, TrustedProxiesError};
 pub use upstream::balance::{BreakerLimits, OutlierOptions};
 pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
+pub use upstream::trail::Attempt as TapAttempt;
 
 /// The proxy: owns the bound sockets and the upstream connection pools.
 pub struct Proxy {

@@ -13,6 +13,7 @@ use http::{HeaderMap, HeaderName, Uri};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::proxy::upstream::trail::Attempt;
 use crate::table::explain::Considered;
 
 /// Which requests a subscription wants; every given part must hold.
@@ -69,6 +70,10 @@ pub struct TapRecord {
     pub listener_policy: serde_json::Value,
     /// The rule's backends with their weights and endpoint counts.
     pub backends: Vec<TapBackend>,
+    /// The upstream attempts: endpoint, why it was picked, how it ended, whether it was tried
+    /// again.
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
     /// The endpoint that answered.
     pub endpoint: Option<SocketAddr>,
     pub status: u16,
@@ -92,8 +97,14 @@ pub struct TapBackend {
     pub weight: u32,
     pub ready_endpoints: usize,
     pub terminating_endpoints: usize,
+    /// The endpoints outlier detection has ejected now.
+    #[serde(default)]
+    pub ejected_endpoints: Vec<SocketAddr>,
     /// How an endpoint is picked (`/debug/config`'s balance setting).
     pub balance: serde_json::Value,
+    /// Set on the backendRef the request went to: how it was chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub picked: Option<String>,
 }
 
 struct Subscriber {

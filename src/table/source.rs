@@ -49,6 +49,23 @@ impl SocketSource {
             .chain([self.listener.as_str()])
     }
 
+    /// Writes the `gateway` of metrics and access-log lines: `namespace/name`.
+    pub fn write_gateway(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        write!(out, "{}/{}", self.namespace, self.gateway)
+    }
+
+    /// Writes the `listener` of metrics and access-log lines: the listener's name, or
+    /// `ListenerSet/namespace/name/listener` for a ListenerSet's.
+    pub fn write_listener(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        for (i, part) in self.parts().skip(2).enumerate() {
+            if i > 0 {
+                out.write_char('/')?;
+            }
+            out.write_str(part)?;
+        }
+        Ok(())
+    }
+
     /// The bytes of the text form, slashes included.
     fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
         self.parts()
@@ -103,6 +120,13 @@ mod tests {
     fn text_form_and_order_are_those_of_the_strings() {
         let own = SocketSource::gateway("infra", "gw", "http");
         assert_eq!(own.to_string(), "infra/gw/http");
+        let (mut gateway, mut listener) = (String::new(), String::new());
+        in_set("web").write_gateway(&mut gateway).unwrap();
+        in_set("web").write_listener(&mut listener).unwrap();
+        assert_eq!(
+            (gateway.as_str(), listener.as_str()),
+            ("infra/gw", "ListenerSet/apps/extra/web")
+        );
         assert_eq!(
             in_set("web").to_string(),
             "infra/gw/ListenerSet/apps/extra/web"

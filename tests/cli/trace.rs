@@ -34,6 +34,56 @@ spec:
       port: 8080
 "#;
 
+/// A route for `/x` to a Service whose one endpoint refuses connections (nothing listens on
+/// `port`): the request is tried again and fails with 502.
+fn down(port: u16) -> String {
+    format!(
+        r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: down
+spec:
+  parentRefs:
+  - name: gw
+  rules:
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /x
+    backendRefs:
+    - name: down
+      port: 8080
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: down
+spec:
+  ports:
+  - name: http
+    port: 8080
+    targetPort: {port}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: down-1
+  labels:
+    kubernetes.io/service-name: down
+addressType: IPv4
+endpoints:
+- addresses: ["127.0.0.1"]
+  conditions:
+    ready: true
+ports:
+- name: http
+  port: {port}
+"#
+    )
+}
+
 /// Starts `edgeplane trace` with `args` and waits (bounded) until it is subscribed.
 fn start_trace(dashboard: SocketAddr, args: &[&str]) -> Child {
     let mut child = Command::new(BIN)
@@ -74,13 +124,13 @@ fn finish(mut child: Child) -> (bool, String) {
 
 #[test]
 fn trace_prints_the_way_of_the_next_matching_request() {
-    let (port, backend) = (free_port(), free_port());
+    let (port, backend, dead) = (free_port(), free_port(), free_port());
     let _echo = Running::spawn(&["echo", "--listen", &format!("127.0.0.1:{backend}")]);
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
         "config.yaml",
-        &(config(port, backend, "/web") + ADMIN),
+        &(config(port, backend, "/web") + ADMIN + &down(dead)),
     );
     let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let dashboard: SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -118,6 +168,32 @@ fn trace_prints_the_way_of_the_next_matching_request() {
         "{out}"
     );
     assert!(out.contains("timings    routing "), "{out}");
+    assert!(
+        out.contains(&format!(
+            "attempt 1  127.0.0.1:{backend} (least requests of two random endpoints): answered 200"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("; picked the only backendRef (1 of 1)"),
+        "{out}"
+    );
+
+    // Every attempt at an endpoint that refuses connections: each is shown with what followed.
+    let trace = start_trace(dashboard, &["--path", "/x"]);
+    assert_eq!(get(proxy, "/x", &[]).map(|r| r.0), Some(502));
+    let (ok, out) = finish(trace);
+    assert!(ok, "{out}");
+    let refused = format!(
+        "attempt 1  127.0.0.1:{dead} (least requests of two random endpoints): connect to 127.0.0.1:{dead}"
+    );
+    assert!(out.contains(&refused), "{out}");
+    assert!(out.contains("; retried (unsent) after"), "{out}");
+    assert!(
+        out.contains("attempt 3  ") && out.contains("; not retried: retry attempts used up"),
+        "{out}"
+    );
+    assert!(!out.contains("attempt 4"), "{out}");
 
     // JSON, filtered by header: the admin route matches at once.
     let trace = start_trace(dashboard, &["--header", "x-role=admin", "--json"]);

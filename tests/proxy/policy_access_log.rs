@@ -89,6 +89,12 @@ async fn json_lines_by_default_and_text_where_a_proxy_config_says_so() {
     assert_eq!(line["route"], "HTTPRoute/default/r");
     assert_eq!(line["rule"], "0");
     assert_eq!(line["upstream"], echo.addr.to_string());
+    assert_eq!(line["gateway"], "default/gw");
+    assert_eq!(line["listener"], json_addr.port().to_string());
+    assert_eq!(line["decision"], "proxied");
+    assert_eq!(line["retries"], 0);
+    let upstream_time = line["upstreamTime"].as_f64().unwrap();
+    assert!(upstream_time > 0.0 && upstream_time <= line["duration"].as_f64().unwrap());
     assert_eq!(line["userAgent"], "tester/1");
     assert_eq!(line["requestId"], "req-42");
     assert_eq!(line["responseBytes"], reply.body.len() as u64);
@@ -204,6 +210,9 @@ async fn tcp_streams_and_udp_sessions_get_a_line_each() {
         .find(|l| l["protocol"] == "tcp")
         .expect("a tcp line");
     assert_eq!(tcp["route"], "TCPRoute/default/tcp");
+    assert_eq!(tcp["decision"], "proxied");
+    assert_eq!(tcp["gateway"], "default/gw");
+    assert_eq!(tcp["upstreamTime"], Value::Null);
     assert_eq!(tcp["upstream"], tcp_backend.to_string());
     assert_eq!(tcp["requestBytes"], 5);
     assert_eq!(tcp["responseBytes"], 7, "greeting t\\n and the echo");
@@ -215,6 +224,8 @@ async fn tcp_streams_and_udp_sessions_get_a_line_each() {
         .find(|l| l["protocol"] == "udp")
         .expect("a udp line");
     assert_eq!(udp["route"], "UDPRoute/default/udp");
+    assert_eq!(udp["decision"], "proxied");
+    assert_eq!(udp["gateway"], "default/gw");
     assert_eq!(udp["upstream"], udp_backend.to_string());
     assert!(udp["requestBytes"].as_u64().unwrap() >= 4);
     assert_eq!(

@@ -215,8 +215,14 @@ function traceSteps(r) {
   if (set(r.filters)) rows.push(["filters", JSON.stringify(r.filters)]);
   if (set(r.listenerPolicy)) rows.push(["policy", JSON.stringify(r.listenerPolicy)]);
   for (const b of r.backends) {
-    rows.push(["backend", `${b.backend} weight ${b.weight}: ${b.readyEndpoints} ready, ${b.terminatingEndpoints} terminating`]);
+    const ejected = b.ejectedEndpoints.length ? `, ejected ${b.ejectedEndpoints.join(" ")}` : "";
+    const picked = b.picked ? `; picked ${b.picked}` : "";
+    rows.push(["backend", `${b.backend} weight ${b.weight}: ${b.readyEndpoints} ready, ${b.terminatingEndpoints} terminating${ejected}${picked}`]);
   }
+  r.attempts.forEach((a, i) => {
+    const next = a.next ? `; ${a.next}` : "";
+    rows.push([`attempt ${i + 1}`, `${a.endpoint} (${a.picked}): ${a.ended} in ${a.tookUs} us${next}`]);
+  });
   if (r.endpoint) rows.push(["endpoint", r.endpoint]);
   if (r.error) rows.push(["error", r.error]);
   rows.push(["timings", `routing ${r.routingUs} us, upstream ${r.upstreamUs} us, total ${r.totalUs} us`]);

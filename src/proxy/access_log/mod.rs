@@ -5,10 +5,10 @@
 //! shipper can take them as they are, or to a file (`--access-log-file`); `writer` makes sure
 //! writing never holds a request.
 
+mod line;
 mod otlp;
 mod writer;
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use http::{header, HeaderValue, Method, Request, Version};
 use hyper::body::Incoming;
 
 use crate::proxy::request_id::REQUEST_ID;
-use crate::table::{AccessLog, AccessLogFormat, RouteRef, RouteRule};
+use crate::table::{AccessLog, AccessLogFormat, ListenerTable, RouteRef, RouteRule, SocketSource};
 
 pub(crate) use otlp::OtlpLines;
 pub(crate) use writer::AccessLogger;
@@ -36,15 +36,20 @@ pub(crate) enum Field {
     Duration,
     RequestBytes,
     ResponseBytes,
+    Gateway,
+    Listener,
     Route,
     Rule,
     Upstream,
+    UpstreamTime,
+    Retries,
+    Decision,
     UserAgent,
     RequestId,
     TraceId,
 }
 
-const ALL: [Field; 16] = [
+const ALL: [Field; 21] = [
     Field::Time,
     Field::ClientAddress,
     Field::Method,
@@ -55,9 +60,14 @@ const ALL: [Field; 16] = [
     Field::Duration,
     Field::RequestBytes,
     Field::ResponseBytes,
+    Field::Gateway,
+    Field::Listener,
     Field::Route,
     Field::Rule,
     Field::Upstream,
+    Field::UpstreamTime,
+    Field::Retries,
+    Field::Decision,
     Field::UserAgent,
     Field::RequestId,
     Field::TraceId,
@@ -77,9 +87,14 @@ impl Field {
             Self::Duration => "duration",
             Self::RequestBytes => "requestBytes",
             Self::ResponseBytes => "responseBytes",
+            Self::Gateway => "gateway",
+            Self::Listener => "listener",
             Self::Route => "route",
             Self::Rule => "rule",
             Self::Upstream => "upstream",
+            Self::UpstreamTime => "upstreamTime",
+            Self::Retries => "retries",
+            Self::Decision => "decision",
             Self::UserAgent => "userAgent",
             Self::RequestId => "requestId",
             Self::TraceId => "traceId",
@@ -158,6 +173,15 @@ pub(crate) struct Entry {
     /// The rule that matched, when one did.
     pub rule: Option<Arc<RouteRule>>,
     pub upstream: Option<SocketAddr>,
+    /// The table's listener that took the request and, when a rule matched, the index of the
+    /// Gateway listener whose rule it is ([`ListenerTable::groups`]): `gateway` and `listener`.
+    pub listener: Option<(Arc<ListenerTable>, Option<u32>)>,
+    /// From the first upstream attempt to the response head (retries included).
+    pub upstream_time: Option<Duration>,
+    /// Upstream attempts after the first.
+    pub retries: u32,
+    /// What the proxy did with the request ([`crate::proxy::decision`]).
+    pub decision: Option<&'static str>,
     /// Bytes from the client (a request's body; what a stream or session sent).
     pub request_bytes: u64,
     /// Bytes to the client.
@@ -190,9 +214,24 @@ impl Entry {
             route: None,
             rule: None,
             upstream: None,
+            listener: None,
+            upstream_time: None,
+            retries: 0,
+            decision: None,
             request_bytes: 0,
             response_bytes: 0,
         }
+    }
+
+    /// The Gateway listener the request (or stream) came through: the matched rule's, else
+    /// the socket's only one (several and no rule: none).
+    fn source(&self) -> Option<&SocketSource> {
+        let (listener, group) = self.listener.as_ref()?;
+        let grouped = group.and_then(|g| listener.groups.get(usize::try_from(g).ok()?));
+        grouped.or_else(|| match listener.sources.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        })
     }
 
     /// Completes the entry's duration and queues its line on `log`.
@@ -210,139 +249,6 @@ fn http_protocol(version: Version) -> &'static str {
         Version::HTTP_2 => "HTTP/2",
         Version::HTTP_3 => "HTTP/3",
         _ => "HTTP/1.1",
-    }
-}
-
-/// A header's text, or nothing.
-fn header(v: &Option<HeaderValue>) -> Value<'_> {
-    match v.as_ref().and_then(|v| v.to_str().ok()) {
-        Some(s) => Value::Str(s),
-        None => Value::Null,
-    }
-}
-
-enum Value<'a> {
-    Str(&'a str),
-    Num(u64),
-    Float(f64),
-    Null,
-}
-
-impl Entry {
-    fn value(&self, field: Field, scratch: &mut String) -> Value<'_> {
-        scratch.clear();
-        match field {
-            Field::Time => {
-                let _ = write!(scratch, "{}", self.time);
-                Value::Null
-            }
-            Field::ClientAddress => {
-                let _ = write!(scratch, "{}", self.client);
-                Value::Null
-            }
-            Field::Method => match &self.method {
-                Some(m) => Value::Str(m.as_str()),
-                None => Value::Null,
-            },
-            Field::Host => header(&self.host),
-            Field::Path => match &self.path {
-                Some(p) => Value::Str(p),
-                None => Value::Null,
-            },
-            Field::Protocol => Value::Str(self.protocol),
-            Field::Status => match self.status {
-                Some(s) => Value::Num(u64::from(s)),
-                None => Value::Null,
-            },
-            Field::Duration => Value::Float(
-                self.duration
-                    .unwrap_or_else(|| self.start.elapsed())
-                    .as_secs_f64(),
-            ),
-            Field::RequestBytes => Value::Num(self.request_bytes),
-            Field::ResponseBytes => Value::Num(self.response_bytes),
-            Field::Route => {
-                let route = self.rule.as_ref().map(|r| &r.route).or(self.route.as_ref());
-                if let Some(r) = route {
-                    let _ = write!(scratch, "{}/{}", r.kind(), r.label());
-                }
-                Value::Null
-            }
-            Field::Rule => {
-                match self.rule.as_deref() {
-                    Some(RouteRule {
-                        rule_name: Some(name),
-                        ..
-                    }) => scratch.push_str(name),
-                    Some(r) => {
-                        let _ = write!(scratch, "{}", r.rule_index);
-                    }
-                    None => {}
-                }
-                Value::Null
-            }
-            Field::Upstream => match self.upstream {
-                Some(a) => {
-                    let _ = write!(scratch, "{a}");
-                    Value::Null
-                }
-                None => Value::Null,
-            },
-            Field::UserAgent => header(&self.user_agent),
-            Field::RequestId => header(&self.request_id),
-            Field::TraceId => {
-                if let Some(id) = self.trace_id {
-                    let _ = write!(scratch, "{id:032x}");
-                }
-                Value::Null
-            }
-        }
-    }
-
-    /// The line, without its newline.
-    pub(crate) fn format(&self) -> String {
-        let json = self.spec.format == AccessLogFormat::Json;
-        let mut out = String::with_capacity(256);
-        let mut scratch = String::new();
-        if json {
-            out.push('{');
-        }
-        for (i, field) in self.spec.fields.iter().enumerate() {
-            let value = self.value(*field, &mut scratch);
-            let value = match value {
-                Value::Null if !scratch.is_empty() => Value::Str(scratch.as_str()),
-                v => v,
-            };
-            if i > 0 {
-                out.push(if json { ',' } else { ' ' });
-            }
-            if json {
-                let _ = write!(out, "\"{}\":", field.name());
-            } else {
-                let _ = write!(out, "{}=", field.name());
-            }
-            match value {
-                Value::Num(n) => {
-                    let _ = write!(out, "{n}");
-                }
-                Value::Float(f) => {
-                    let _ = write!(out, "{f:.6}");
-                }
-                Value::Null if json => out.push_str("null"),
-                Value::Null => out.push('-'),
-                Value::Str(s) if json => {
-                    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "null".into()));
-                }
-                Value::Str(s) if s.is_empty() || s.contains([' ', '"', '=', '\\']) => {
-                    let _ = write!(out, "{s:?}");
-                }
-                Value::Str(s) => out.push_str(s),
-            }
-        }
-        if json {
-            out.push('}');
-        }
-        out
     }
 }
 
@@ -382,6 +288,10 @@ impl Entry {
             route: None,
             rule: None,
             upstream: None,
+            listener: None,
+            upstream_time: None,
+            retries: 0,
+            decision: None,
             request_bytes: 0,
             response_bytes: 0,
         }
@@ -411,6 +321,10 @@ mod tests {
             route: Some(Arc::new(RouteRef::new("HTTPRoute", "default", "r"))),
             rule: None,
             upstream: None,
+            listener: None,
+            upstream_time: Some(Duration::from_millis(250)),
+            retries: 1,
+            decision: Some(crate::proxy::decision::PROXIED),
             request_bytes: 3,
             response_bytes: 5,
         }
@@ -438,6 +352,17 @@ mod tests {
         };
         let line = entry(LogSpec::from_table(&text)).format();
         assert_eq!(line, r#"method=GET path="/a b?x=1" responseBytes=5"#);
+        let upstream = AccessLog {
+            format: AccessLogFormat::Text,
+            fields: ["upstreamTime", "retries", "decision", "gateway", "rule"]
+                .map(String::from)
+                .to_vec(),
+        };
+        let line = entry(LogSpec::from_table(&upstream)).format();
+        assert_eq!(
+            line,
+            "upstreamTime=0.250000 retries=1 decision=proxied gateway=- rule=-"
+        );
         let all = entry(LogSpec::new(AccessLogFormat::Json)).format();
         let parsed: serde_json::Value = serde_json::from_str(&all).unwrap();
         assert_eq!(parsed.as_object().unwrap().len(), ALL.len());

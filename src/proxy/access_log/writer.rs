@@ -98,8 +98,11 @@ fn drain(
 ) {
     let mut out = Output::open(sink);
     let mut checked = Instant::now();
-    let write = |out: &mut Output, entry: &Entry| {
-        let line = entry.format();
+    // One line buffer and one scratch buffer for the thread's life.
+    let (mut line, mut scratch) = (String::with_capacity(512), String::with_capacity(64));
+    let mut write = |out: &mut Output, entry: &Entry| {
+        line.clear();
+        entry.write_line(&mut line, &mut scratch);
         out.write(&line);
         if let Some(otlp) = otlp {
             otlp.send(entry, &line);
@@ -145,7 +148,9 @@ enum Output {
 impl Output {
     fn open(sink: AccessSink) -> Self {
         match sink {
-            AccessSink::Stdout => Self::Stdout(BufWriter::new(std::io::stdout())),
+            AccessSink::Stdout => {
+                Self::Stdout(BufWriter::with_capacity(WRITE_BUFFER, std::io::stdout()))
+            }
             AccessSink::File(path) => {
                 let file = open_file(&path);
                 Self::File { path, file }
@@ -156,11 +161,11 @@ impl Output {
 
     fn write(&mut self, line: &str) {
         let result = match self {
-            Self::Stdout(out) => writeln!(out, "{line}"),
+            Self::Stdout(out) => write_line(out, line),
             Self::File {
                 file: Some((out, _)),
                 ..
-            } => writeln!(out, "{line}"),
+            } => write_line(out, line),
             Self::File { file: None, .. } => Ok(()),
             Self::Capture(lines) => {
                 if let Ok(mut lines) = lines.lock() {
@@ -206,6 +211,15 @@ impl Output {
     }
 }
 
+/// Writes `line` and its newline.
+fn write_line(out: &mut impl Write, line: &str) -> std::io::Result<()> {
+    out.write_all(line.as_bytes())?;
+    out.write_all(b"\n")
+}
+
+/// Buffered writes of lines: one write call per this many bytes.
+const WRITE_BUFFER: usize = 64 * 1024;
+
 /// Opens `path` for appending, with the inode it has (to see it moved).
 fn open_file(path: &Path) -> Option<(BufWriter<File>, u64)> {
     let opened = OpenOptions::new()
@@ -214,7 +228,7 @@ fn open_file(path: &Path) -> Option<(BufWriter<File>, u64)> {
         .open(path)
         .and_then(|f| Ok((f.metadata()?.ino(), f)));
     match opened {
-        Ok((ino, f)) => Some((BufWriter::new(f), ino)),
+        Ok((ino, f)) => Some((BufWriter::with_capacity(WRITE_BUFFER, f), ino)),
         Err(error) => {
             tracing::error!(path = %path.display(), %error, "cannot open the access log file");
             None

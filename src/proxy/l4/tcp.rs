@@ -24,6 +24,7 @@ use super::sni::{self, Hello, MAX_HELLO};
 use super::{pick_endpoint, refused_at_accept, refuses, L4Error};
 use crate::metrics::{L4Series, SeriesIndex};
 use crate::proxy::access_log::{Entry, LogSpec};
+use crate::proxy::decision;
 use crate::proxy::handshake::detect::Prefixed;
 use crate::proxy::shared::Shared;
 use crate::table::{L4Route, L4Routes, RouteRef};
@@ -51,7 +52,7 @@ pub(crate) async fn serve(
 ) {
     let start = std::time::Instant::now();
     let _ = stream.set_nodelay(true);
-    let (protocol, refused, idle) = {
+    let (protocol, refused, idle, socket) = {
         let table = shared.table.load();
         let socket = table.listener(&listener);
         let protocol = match socket.and_then(|l| l.l4.as_ref()) {
@@ -63,7 +64,8 @@ pub(crate) async fn serve(
             .and_then(|l| l.settings.as_ref())
             .and_then(|s| s.tcp_idle_timeout)
             .unwrap_or(shared.options.tcp_idle_timeout);
-        (protocol, refused, idle)
+        let socket = socket.filter(|_| !log.is_off()).cloned();
+        (protocol, refused, idle, socket)
     };
     let mut reached = Reached::default();
     let result = if refused {
@@ -79,6 +81,11 @@ pub(crate) async fn serve(
         let mut entry = Box::new(Entry::l4(log, protocol, peer.ip(), start));
         entry.route = reached.route;
         entry.upstream = reached.upstream;
+        entry.listener = socket.map(|l| (l, None));
+        entry.decision = Some(match &result {
+            Ok(_) => decision::PROXIED,
+            Err(error) => error.dropped().unwrap_or("stream_error"),
+        });
         entry.host = reached.sni.and_then(|s| HeaderValue::from_str(&s).ok());
         if let Ok(relayed) = &result {
             entry.request_bytes = reached.prefix + relayed.from_client;

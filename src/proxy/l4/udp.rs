@@ -268,7 +268,7 @@ async fn open_session(
     shared: &Arc<Shared>,
     epoch: Instant,
 ) -> Result<Session, L4Error> {
-    let (route, log, series) = {
+    let (route, log, series, table_listener) = {
         let table = shared.table.load();
         let listener = table.udp.get(&addr);
         let log = for_listener(
@@ -280,7 +280,7 @@ async fn open_session(
         match listener.and_then(|l| l.l4.as_ref().map(|l4| (l, l4))) {
             Some((l, L4Routes::Udp { route: Some(r) })) => {
                 let series = SeriesIndex::of(&table).and_then(|i| i.l4(l.as_ref(), r));
-                (r.clone(), log, series.cloned())
+                (r.clone(), log, series.cloned(), l.clone())
             }
             _ => return Err(L4Error::NoRoute),
         }
@@ -304,6 +304,7 @@ async fn open_session(
     let log = SessionLog::open(
         log,
         &shared.access,
+        table_listener,
         peer,
         &route.route,
         endpoint,

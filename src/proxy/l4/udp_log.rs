@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::proxy::access_log::{AccessLogger, Entry, LogSpec};
-use crate::table::RouteRef;
+use crate::proxy::decision;
+use crate::table::{ListenerTable, RouteRef};
 
 /// A session's line while the session lasts.
 pub(crate) struct SessionLog {
@@ -23,6 +24,7 @@ impl SessionLog {
     pub(crate) fn open(
         spec: LogSpec,
         logger: &AccessLogger,
+        socket: Arc<ListenerTable>,
         peer: SocketAddr,
         route: &Arc<RouteRef>,
         upstream: SocketAddr,
@@ -34,6 +36,8 @@ impl SessionLog {
         let mut entry = Box::new(Entry::l4(spec, "udp", peer.ip(), std::time::Instant::now()));
         entry.route = Some(route.clone());
         entry.upstream = Some(upstream);
+        entry.listener = Some((socket, None));
+        entry.decision = Some(decision::PROXIED);
         Some(Self {
             entry: Some(entry),
             logger: logger.clone(),

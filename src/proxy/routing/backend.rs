@@ -25,6 +25,7 @@ use crate::proxy::upstream::forward::{Exchange, Upstream};
 use crate::proxy::upstream::mirror::{spawn_mirror, tee};
 use crate::proxy::upstream::pool::ResponseBody;
 use crate::proxy::upstream::tls::UpstreamTls;
+use crate::proxy::upstream::trail::Trail;
 use crate::proxy::upstream::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use crate::table::{
     BackendTarget, ListenerTable, Mirror, RouteRule, RouteTable, ServiceBackend, UpstreamProtocol,
@@ -34,12 +35,13 @@ use crate::table::{
 impl Handler {
     /// Phases 5 to 8 of a matched request: policy, backendRef, request filters, mirrors, the
     /// upstream exchange and the response filters. Returns, besides the outcome, what the
-    /// response holds while its body streams.
+    /// response holds while its body streams; `trail` gets what the upstream phase did.
     pub(crate) async fn proxy(
         &self,
         table: &RouteTable,
         matched: Matched<'_>,
         start: Instant,
+        trail: &mut Trail,
     ) -> (Result<Response<ProxyBody>, ProxyError>, Held) {
         let Matched {
             listener,
@@ -112,7 +114,7 @@ impl Handler {
             if protocol == UpstreamProtocol::Http1 {
                 held.share = self.upstream_share.clone().acquire_owned().await.ok();
             }
-            let (mut resp, picked) = self.upstream().forward(exchange, req).await?;
+            let (mut resp, picked) = self.upstream().forward(exchange, req, trail).await?;
             policy::check_declared_response(&resp, response_limit)?;
             if let Some(session) = &session {
                 session.stamp(resp.headers_mut(), picked.addr);

@@ -19,6 +19,7 @@ use tokio::sync::Semaphore;
 use crate::metrics::{method_index, BackendSeries, SeriesIndex};
 use crate::proxy::access_log::Entry;
 use crate::proxy::body::{BodyFlags, ClientBody, MinRate, ProxyBody};
+use crate::proxy::decision;
 use crate::proxy::error::ProxyError;
 use crate::proxy::handshake::tls::TlsInfo;
 use crate::proxy::policy;
@@ -31,6 +32,7 @@ use crate::proxy::routing::tracked::{Activity, Held, Tracked};
 use crate::proxy::settings::ConnSettings;
 use crate::proxy::shared::Shared;
 use crate::proxy::trace::{self, RequestTrace};
+use crate::proxy::upstream::trail::Trail;
 use crate::table::{
     is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRule, RouteTable, Scheme,
     VirtualHost,
@@ -175,18 +177,26 @@ impl Handler {
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
         // When routing had chosen: before the upstream exchange, for the tracer's timings.
         let mut routed = None;
+        let mut trail = match tapped {
+            Some(_) => Trail::recording(),
+            None => Trail::default(),
+        };
         let (rule, served, mut held) = match self.route(&table, req) {
             Ok(Routed::Matched(matched)) => {
                 let rule = Some((matched.vhost.listener, matched.rule.clone()));
                 routed = Some(Instant::now());
-                let (served, held) = self.proxy(&table, matched, start).await;
+                let (served, held) = self.proxy(&table, matched, start, &mut trail).await;
                 (rule, served, held)
             }
             Ok(Routed::Answer { rule, response }) => (rule, Ok(response), Held::default()),
             Err(err) => (None, Err(err), Held::default()),
         };
-        let routed = routed.unwrap_or_else(Instant::now);
         let served = flags.blame(served, timers, &self.shared.metrics);
+        let decision = match &served {
+            Err(err) => err.decision(),
+            Ok(_) if held.endpoint.is_some() => decision::PROXIED,
+            Ok(_) => decision::ANSWERED,
+        };
         let error = match (&served, &tapped) {
             (Err(err), Some(_)) => Some(err.to_string()),
             _ => None,
@@ -215,12 +225,15 @@ impl Handler {
                 table: &table,
                 listener: self.listener,
                 rule: matched.map(|r| &**r),
+                backend: held.backend,
+                balancer: &self.shared.backends,
+                attempts: trail.attempts.take().unwrap_or_default(),
                 endpoint: upstream,
                 status: outcome.response.status().as_u16(),
                 error,
                 request_id: request_id.to_str().unwrap_or_default(),
                 trace_id,
-                routed,
+                routed: routed.unwrap_or_else(Instant::now),
             };
             tapped.finish(&self.shared.tap, way);
         }
@@ -229,6 +242,12 @@ impl Handler {
             entry.route = matched.map(|r| r.route.clone());
             entry.rule = matched.cloned();
             entry.upstream = upstream;
+            entry.decision = Some(decision);
+            entry.retries = trail.retries;
+            entry.upstream_time = trail.upstream_time;
+            entry.listener = table
+                .listener(&self.listener)
+                .map(|l| (l.clone(), outcome.rule.as_ref().map(|(group, _)| *group)));
         }
         let log = log.map(|entry| (Box::new(entry), flags, self.shared.access.clone()));
         outcome

@@ -8,6 +8,8 @@ use std::time::Instant;
 use http::{HeaderMap, Method, Request, Uri, Version};
 
 use crate::proxy::tap::{request_host, Tap, TapBackend, TapRecord};
+use crate::proxy::upstream::balance::Backends;
+use crate::proxy::upstream::trail::Attempt;
 use crate::table::explain::considered;
 use crate::table::{BackendTarget, RequestView, RouteRule, RouteTable};
 
@@ -27,6 +29,12 @@ pub(crate) struct Way<'a> {
     pub table: &'a RouteTable,
     pub listener: SocketAddr,
     pub rule: Option<&'a RouteRule>,
+    /// The index of the rule's backendRef the request went to.
+    pub backend: Option<usize>,
+    /// Endpoint health (which endpoints are ejected).
+    pub balancer: &'a Backends,
+    /// The upstream attempts, in order.
+    pub attempts: Vec<Attempt>,
     pub endpoint: Option<SocketAddr>,
     pub status: u16,
     pub error: Option<String>,
@@ -98,7 +106,11 @@ impl Tapped {
                 .and_then(|h| h.policy.as_ref())
                 .and_then(|p| serde_json::to_value(&**p).ok())
                 .unwrap_or_default(),
-            backends: way.rule.map(backends).unwrap_or_default(),
+            backends: way
+                .rule
+                .map(|r| backends(r, way.backend, way.balancer))
+                .unwrap_or_default(),
+            attempts: way.attempts,
             endpoint: way.endpoint,
             status: way.status,
             error: way.error,
@@ -116,29 +128,51 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// The rule's backends as the tracer shows them.
-fn backends(rule: &RouteRule) -> Vec<TapBackend> {
+/// The rule's backends as the tracer shows them, `picked` marking the one the request went to
+/// (and how: by weight, or bound by the session).
+fn backends(rule: &RouteRule, picked: Option<usize>, balancer: &Backends) -> Vec<TapBackend> {
+    let ejected = balancer.ejected();
+    let total: u32 = rule.backends.backends.iter().map(|b| b.weight).sum();
+    let how = match (&rule.filters.session, rule.backends.backends.len()) {
+        (Some(_), _) => "session, else by weight",
+        (None, 1) => "the only backendRef",
+        (None, _) => "by weight",
+    };
     rule.backends
         .backends
         .iter()
-        .map(|b| match &b.target {
-            BackendTarget::Service(s) => TapBackend {
-                backend: format!(
-                    "{}/{}:{}",
-                    s.service.namespace, s.service.name, s.service.port
-                ),
-                weight: b.weight,
-                ready_endpoints: s.endpoints.len(),
-                terminating_endpoints: s.terminating.len(),
-                balance: serde_json::to_value(&s.balance).unwrap_or_default(),
-            },
-            BackendTarget::Invalid { reason } => TapBackend {
-                backend: format!("invalid: {reason}"),
-                weight: b.weight,
-                ready_endpoints: 0,
-                terminating_endpoints: 0,
-                balance: serde_json::Value::Null,
-            },
+        .enumerate()
+        .map(|(i, b)| {
+            let mut shown = match &b.target {
+                BackendTarget::Service(s) => TapBackend {
+                    backend: format!(
+                        "{}/{}:{}",
+                        s.service.namespace, s.service.name, s.service.port
+                    ),
+                    weight: b.weight,
+                    ready_endpoints: s.endpoints.len(),
+                    terminating_endpoints: s.terminating.len(),
+                    ejected_endpoints: (s.endpoints.iter().chain(&s.terminating))
+                        .filter(|a| ejected.binary_search(a).is_ok())
+                        .copied()
+                        .collect(),
+                    balance: serde_json::to_value(&s.balance).unwrap_or_default(),
+                    picked: None,
+                },
+                BackendTarget::Invalid { reason } => TapBackend {
+                    backend: format!("invalid: {reason}"),
+                    weight: b.weight,
+                    ready_endpoints: 0,
+                    terminating_endpoints: 0,
+                    ejected_endpoints: Vec::new(),
+                    balance: serde_json::Value::Null,
+                    picked: None,
+                },
+            };
+            if picked == Some(i) {
+                shown.picked = Some(format!("{how} ({} of {total})", b.weight));
+            }
+            shown
         })
         .collect()
 }

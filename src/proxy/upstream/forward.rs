@@ -22,6 +22,7 @@ use crate::proxy::upstream::decide::{self, Attempts, Decision, Ended, Failure, S
 use crate::proxy::upstream::pool::ResponseBody;
 use crate::proxy::upstream::retry::{self, idempotent};
 use crate::proxy::upstream::tls::UpstreamTls;
+use crate::proxy::upstream::trail::Trail;
 use crate::table::{RetryPolicy, ServiceBackend, Timeouts, UpstreamProtocol};
 use prometheus::Histogram;
 
@@ -100,10 +101,25 @@ impl Failed {
 impl Upstream<'_> {
     /// Sends `req` to an endpoint of the exchange's Service, retrying as the module says, and
     /// returns the response head with the endpoint it came from (held while the body streams).
+    /// `trail` gets the retries, the upstream time and, when it records them, the attempts.
     pub(crate) async fn forward(
         &self,
         exchange: Exchange<'_>,
         req: Request<UpstreamBody>,
+        trail: &mut Trail,
+    ) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
+        let began = Instant::now();
+        let result = self.attempts(exchange, req, trail).await;
+        trail.upstream_time = Some(began.elapsed());
+        result
+    }
+
+    /// The attempts of [`Upstream::forward`].
+    async fn attempts(
+        &self,
+        exchange: Exchange<'_>,
+        req: Request<UpstreamBody>,
+        trail: &mut Trail,
     ) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
         let service = exchange.service;
         let policy = exchange.retry;
@@ -137,13 +153,21 @@ impl Upstream<'_> {
             };
             let picked = self.backends.pick(service, &pick)?;
             tried.push(picked.addr);
+            let (addr, why, began) = (picked.addr, picked.why, Instant::now());
             let (failed, ended, unsent) = match self
                 .attempt(&exchange, picked, req, replayable.is_some())
                 .await
             {
-                Attempted::Done(resp, picked) => return Ok((resp, picked)),
+                Attempted::Done(resp, picked) => {
+                    trail.attempt(addr, why, began, || answered(&resp));
+                    return Ok((resp, picked));
+                }
                 Attempted::Again(again) => *again,
             };
+            trail.attempt(addr, why, began, || match &failed {
+                Failed::Response(answer) => answered(&answer.0),
+                Failed::Error(error) => error.to_string(),
+            });
             // The budget is asked only for a retry the attempts allow.
             let wanted = decide::reason(ended, policy, replayable.is_some()).is_some()
                 && retries < decide::max_retries(policy);
@@ -162,7 +186,9 @@ impl Upstream<'_> {
                 left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
                 jitter: fastrand::f64(),
             };
-            let (reason, wait) = match decide::decide(ended, &attempts) {
+            let decision = decide::decide(ended, &attempts);
+            trail.decided(&decision);
+            let (reason, wait) = match decision {
                 Decision::Retry { reason, after } => (reason, after),
                 Decision::Stop(Stop::Deadline) => {
                     if let Some(series) = exchange.series {
@@ -187,6 +213,7 @@ impl Upstream<'_> {
                 (None, None) => return failed.into_result(),
             };
             retries += 1;
+            trail.retries = retries;
             drop(failed);
             tokio::time::sleep(wait).await;
             self.count_retry(service, reason.label());
@@ -263,6 +290,11 @@ impl Upstream<'_> {
             .with_label_values(&[&service.service.to_string(), reason])
             .inc();
     }
+}
+
+/// How the tracer says an attempt was answered.
+fn answered<B>(resp: &Response<B>) -> String {
+    format!("answered {}", resp.status().as_u16())
 }
 
 /// What a response status says of the endpoint's health: any 5xx counts against it (as

@@ -1,7 +1,8 @@
 //! The backend side of a request: the exchange and its retries (`forward`; the pure retry
 //! decision, `decide`; budgets, kept bodies and backoff, `retry`), endpoint choice and health
 //! (`balance`), pooled clients (`client`, `pool`, `h1`), TLS to backends (`tls`), request
-//! mirroring (`mirror`) and WebSocket tunnels (`upgrade`).
+//! mirroring (`mirror`), WebSocket tunnels (`upgrade`), and the account of what the phase did
+//! (`trail`).
 
 pub(crate) mod balance;
 pub(crate) mod client;
@@ -12,4 +13,5 @@ pub(crate) mod mirror;
 pub(crate) mod pool;
 pub(crate) mod retry;
 pub(crate) mod tls;
+pub(crate) mod trail;
 pub(crate) mod upgrade;

@@ -18,6 +18,7 @@ use crate::proxy::upstream::retry::BudgetLimits;
 use crate::table::{Balance, ServiceBackend, ServiceKey, ServiceLimits, UpstreamProtocol};
 use endpoints::EndpointState;
 use outlier::{nanos, Ejections};
+pub use pick::{PickedBy, Tier, Why};
 use ring::Ring;
 
 /// What a request brings to endpoint choice.
@@ -251,18 +252,26 @@ impl Backends {
         let fresh = |a: SocketAddr| !request.exclude.contains(&a) && !ejected(a);
         let healthy = |a: SocketAddr| !ejected(a);
         let tiers: [&dyn Fn(SocketAddr) -> bool; 3] = [&fresh, &healthy, &|_| true];
+        let terminating = service.endpoints.is_empty();
         let pinned = request.pinned.filter(|p| pool.contains(p) && fresh(*p));
-        let chosen = pinned.or_else(|| {
-            tiers
-                .iter()
-                .find_map(|ok| self.choose(service, &svc, pool, request.hash, *ok))
-        });
+        let chosen = match pinned {
+            Some(addr) => Some((addr, (PickedBy::Session, Tier::Fresh))),
+            None => tiers.iter().zip(Tier::ALL).find_map(|(ok, tier)| {
+                self.choose(service, &svc, pool, request.hash, *ok)
+                    .map(|(addr, by)| (addr, (by, tier)))
+            }),
+        };
         match chosen {
-            Some(addr) => Ok(Picked::start(
+            Some((addr, (by, tier))) => Ok(Picked::start(
                 addr,
                 self.endpoint(addr),
                 svc,
                 service.limits.clone(),
+                Why {
+                    by,
+                    tier,
+                    terminating,
+                },
             )),
             None => {
                 svc.load.head_done();
@@ -317,11 +326,16 @@ impl Backends {
         pool: &[SocketAddr],
         hash: Option<u64>,
         ok: &dyn Fn(SocketAddr) -> bool,
-    ) -> Option<SocketAddr> {
+    ) -> Option<(SocketAddr, PickedBy)> {
         match (&service.balance, hash) {
-            (Balance::ConsistentHash { .. }, Some(key)) => pick::hashed(&svc.ring(pool), key, ok),
-            (Balance::RoundRobin, _) => pick::round_robin(pool, &svc.next, ok),
-            _ => pick::least_request(pool, ok, |a| self.settings.endpoints.load(a)),
+            (Balance::ConsistentHash { .. }, Some(key)) => {
+                pick::hashed(&svc.ring(pool), key, ok).map(|a| (a, PickedBy::Hash))
+            }
+            (Balance::RoundRobin, _) => {
+                pick::round_robin(pool, &svc.next, ok).map(|a| (a, PickedBy::RoundRobin))
+            }
+            _ => pick::least_request(pool, ok, |a| self.settings.endpoints.load(a))
+                .map(|a| (a, PickedBy::LeastRequest)),
         }
     }
 
@@ -427,6 +441,8 @@ pub struct Picked {
     pending: AtomicBool,
     /// The Service's own limits (outlier detection), when a TrafficPolicy sets them.
     limits: Option<Arc<ServiceLimits>>,
+    /// Why the balancer picked it.
+    pub why: Why,
 }
 
 impl Picked {
@@ -435,6 +451,7 @@ impl Picked {
         state: Arc<EndpointState>,
         service: Arc<ServiceState>,
         limits: Option<Arc<ServiceLimits>>,
+        why: Why,
     ) -> Self {
         state.in_flight.fetch_add(1, Ordering::Relaxed);
         Self {
@@ -443,6 +460,7 @@ impl Picked {
             service,
             pending: AtomicBool::new(true),
             limits,
+            why,
         }
     }
 

@@ -1,11 +1,73 @@
 //! The three balancers over a list of endpoints, given which endpoints are eligible (`ok`):
 //! power-of-two-choices least request, round robin, and the consistent-hash ring. Pure apart
-//! from the random draws, so each is tested alone.
+//! from the random draws, so each is tested alone. [`Why`] says which of them chose an endpoint
+//! and what it had to settle for (the request tracer prints it).
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::ring::Ring;
+
+/// Why an endpoint was picked: by whom, from which endpoints, and what the pick settled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Why {
+    pub by: PickedBy,
+    /// The eligible endpoints the balancer chose among ([`Tier`]).
+    pub tier: Tier,
+    /// The Service had no ready endpoint: the pick is among the terminating ones.
+    pub terminating: bool,
+}
+
+/// Who chose the endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PickedBy {
+    /// The request's session cookie or header is bound to it.
+    Session,
+    /// The consistent-hash ring, from the request's key.
+    Hash,
+    /// Round robin.
+    RoundRobin,
+    /// Power of two choices, least requests in flight (also a hashed Service's request that
+    /// has no key).
+    LeastRequest,
+}
+
+/// Which endpoints were eligible, in the order the balancer tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Not ejected and not tried yet by this request.
+    Fresh,
+    /// Every endpoint not ejected was tried already: one of them again.
+    Tried,
+    /// Every endpoint is ejected: one of them anyway (no endpoint at all would be worse).
+    Ejected,
+}
+
+impl Tier {
+    /// The tiers in the order they are tried.
+    pub const ALL: [Tier; 3] = [Tier::Fresh, Tier::Tried, Tier::Ejected];
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.by {
+            PickedBy::Session => "bound by the request's session",
+            PickedBy::Hash => "consistent hash of the request's key",
+            PickedBy::RoundRobin => "round robin",
+            PickedBy::LeastRequest => "least requests of two random endpoints",
+        })?;
+        f.write_str(match self.tier {
+            Tier::Fresh => "",
+            Tier::Tried => ", again: every endpoint not ejected was tried already",
+            Tier::Ejected => ", among ejected endpoints (every endpoint is ejected)",
+        })?;
+        if self.terminating {
+            f.write_str(", from terminating endpoints (none is ready)")?;
+        }
+        Ok(())
+    }
+}
 
 /// Of two distinct random endpoints, the eligible one with fewer requests in flight (`load`);
 /// when neither of the two is eligible, the first eligible one from a random start.
@@ -100,6 +162,26 @@ mod tests {
             .collect();
         assert!(!got.contains(&p[1]));
         assert_eq!(round_robin(&[], &c, &|_| true), None);
+    }
+
+    #[test]
+    fn why_says_who_chose_and_what_it_settled_for() {
+        let why = Why {
+            by: PickedBy::Hash,
+            tier: Tier::Fresh,
+            terminating: false,
+        };
+        assert_eq!(why.to_string(), "consistent hash of the request's key");
+        let settled = Why {
+            by: PickedBy::LeastRequest,
+            tier: Tier::Ejected,
+            terminating: true,
+        };
+        assert_eq!(
+            settled.to_string(),
+            "least requests of two random endpoints, among ejected endpoints (every endpoint is \
+             ejected), from terminating endpoints (none is ready)"
+        );
     }
 
     #[test]
