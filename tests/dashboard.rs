@@ -1,11 +1,13 @@
-//! The dashboard in a real headless browser: Debian's `chromium`, driven over WebDriver by
-//! `chromedriver` (package `chromium-driver`), both on loopback. The real binary serves a
+//! The dashboard in real headless browsers, driven over WebDriver on loopback: Debian's
+//! `chromium` by `chromedriver` (package `chromium-driver`), and Firefox ESR (package
+//! `firefox-esr`) by `geckodriver` (`cargo install geckodriver`). The real binary serves a
 //! directory of manifests with a working and a broken route; the page must list both with
 //! their conditions, say why the broken one is broken, count the requests sent through the
-//! proxy, and filter with its search box. Screenshots go to `target/test-artifacts/`; with
-//! `UPDATE_SCREENSHOT=1` the first one also replaces `docs/dashboard.png`.
+//! proxy, trace a request, and filter with its search box. Screenshots go to
+//! `target/test-artifacts/` (one set per browser); with `UPDATE_SCREENSHOT=1` Chromium's first
+//! one also replaces `docs/dashboard.png`.
 //!
-//! Without chromium or chromedriver the test fails, saying what to install.
+//! Without a browser or its driver the test fails, saying what to install.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,6 +22,36 @@ use serde_json::json;
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const FIREFOX: &str = "/usr/bin/firefox-esr";
+
+/// A browser the page is checked in.
+#[derive(Clone, Copy, PartialEq)]
+enum Browser {
+    Chromium,
+    Firefox,
+}
+
+impl Browser {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Chromium => "chromium",
+            Self::Firefox => "firefox",
+        }
+    }
+}
+
+/// `geckodriver` from `PATH` or cargo's bin directory (`cargo install geckodriver`).
+fn geckodriver() -> Option<PathBuf> {
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .map(|c| c.join("bin"));
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(cargo_bin)
+        .map(|dir| dir.join("geckodriver"))
+        .find(|p| p.is_file())
+}
 
 /// A child process killed when the test ends.
 struct Killed(Child);
@@ -146,19 +178,72 @@ fn artifacts() -> PathBuf {
 }
 
 /// The browser and its driver must be there: a missing one fails the test with what to do.
-fn require_browser() {
-    let missing: Vec<&str> = [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")]
-        .iter()
-        .filter(|(path, _)| !Path::new(path).exists())
-        .map(|(_, package)| *package)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "the dashboard test needs a headless browser: {CHROMIUM} and {CHROMEDRIVER} \
-         (missing packages: {}); install them with `apt-get install chromium chromium-driver` \
-         (.ci/run does so)",
-        missing.join(", ")
-    );
+/// Returns the driver's path.
+fn require_browser(browser: Browser) -> PathBuf {
+    match browser {
+        Browser::Chromium => {
+            let missing: Vec<&str> = [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")]
+                .iter()
+                .filter(|(path, _)| !Path::new(path).exists())
+                .map(|(_, package)| *package)
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "the dashboard test needs a headless browser: {CHROMIUM} and {CHROMEDRIVER} \
+                 (missing packages: {}); install them with `apt-get install chromium \
+                 chromium-driver` (.ci/run does so)",
+                missing.join(", ")
+            );
+            PathBuf::from(CHROMEDRIVER)
+        }
+        Browser::Firefox => {
+            assert!(
+                Path::new(FIREFOX).exists(),
+                "the dashboard test needs {FIREFOX}: `apt-get install firefox-esr` (.ci/run \
+                 does so)"
+            );
+            geckodriver().expect(
+                "the dashboard test needs geckodriver on PATH or in cargo's bin directory: \
+                 `cargo install geckodriver --locked` (.ci/run does so)",
+            )
+        }
+    }
+}
+
+/// The WebDriver capabilities of a headless `browser` with its profile in `profile`, at a
+/// laptop's window size.
+fn capabilities(browser: Browser, profile: &Path) -> serde_json::Map<String, serde_json::Value> {
+    let mut caps = serde_json::Map::new();
+    match browser {
+        Browser::Chromium => caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                    format!("--user-data-dir={}", profile.display()),
+                    "--window-size=1366,900",
+                ],
+            }),
+        ),
+        Browser::Firefox => caps.insert(
+            "moz:firefoxOptions".into(),
+            json!({
+                "binary": FIREFOX,
+                "args": ["-headless", "-profile", profile],
+                "prefs": {
+                    "app.update.enabled": false,
+                    "browser.shell.checkDefaultBrowser": false,
+                    "datareporting.policy.dataSubmissionEnabled": false,
+                    "network.captive-portal-service.enabled": false,
+                    "toolkit.telemetry.enabled": false,
+                },
+            }),
+        ),
+    };
+    caps
 }
 
 /// The text of the first element `css` selects, or "" while there is none.
@@ -184,8 +269,18 @@ async fn wait_text(client: &fantoccini::Client, css: &str, ok: impl Fn(&str) -> 
 }
 
 #[tokio::test]
-async fn the_dashboard_shows_routes_reasons_and_live_traffic() {
-    require_browser();
+async fn the_dashboard_shows_routes_reasons_and_live_traffic_in_chromium() {
+    dashboard_in(Browser::Chromium).await;
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_routes_reasons_and_live_traffic_in_firefox() {
+    dashboard_in(Browser::Firefox).await;
+}
+
+/// Serves the manifests and checks the page in `browser`.
+async fn dashboard_in(browser: Browser) {
+    let driver_bin = require_browser(browser);
     let (port, backend, admin, dashboard, driver) = (
         free_port(),
         free_port(),
@@ -213,32 +308,32 @@ async fn the_dashboard_shows_routes_reasons_and_live_traffic() {
     );
     wait_200(([127, 0, 0, 1], admin).into(), "/readyz");
 
-    let _driver = spawn(
-        CHROMEDRIVER,
-        &[&format!("--port={driver}"), "--allowed-ips=127.0.0.1"],
-    );
+    let driver_args = match browser {
+        Browser::Chromium => vec![format!("--port={driver}"), "--allowed-ips=127.0.0.1".into()],
+        Browser::Firefox => vec![
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            driver.to_string(),
+        ],
+    };
+    let driver_args: Vec<&str> = driver_args.iter().map(String::as_str).collect();
+    let _driver = spawn(driver_bin.to_str().expect("utf-8 path"), &driver_args);
     wait_listening(([127, 0, 0, 1], driver).into());
     let profile = tempfile::tempdir().unwrap();
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                format!("--user-data-dir={}", profile.path().display()),
-                "--window-size=1366,900",
-            ],
-        }),
-    );
     let client = ClientBuilder::new(HttpConnector::new())
-        .capabilities(caps)
+        .capabilities(capabilities(browser, profile.path()))
         .connect(&format!("http://127.0.0.1:{driver}"))
         .await
-        .expect("a WebDriver session with headless chromium");
-    let outcome = check_page(&client, dashboard_addr, port).await;
+        .unwrap_or_else(|e| panic!("a WebDriver session with headless {}: {e}", browser.name()));
+    if browser == Browser::Firefox {
+        // Firefox takes its window size over WebDriver: the same as Chromium's.
+        client
+            .set_window_size(1366, 900)
+            .await
+            .expect("window size");
+    }
+    let outcome = check_page(&client, dashboard_addr, port, browser).await;
     let _ = client.close().await;
     outcome.expect("dashboard checks");
 }
@@ -247,7 +342,10 @@ async fn check_page(
     client: &fantoccini::Client,
     dashboard: SocketAddr,
     port: u16,
+    browser: Browser,
 ) -> Result<(), fantoccini::error::CmdError> {
+    let shot_path =
+        |what: &str| artifacts().join(format!("dashboard{what}-{}.png", browser.name()));
     client.goto(&format!("http://{dashboard}/")).await?;
     assert_eq!(client.title().await?, "edgeplane dashboard");
     let web = r#"#routes tr[data-key="HTTPRoute/default/web"]"#;
@@ -299,8 +397,8 @@ async fn check_page(
     .await;
     println!("requests counted on the page: {before} -> {counted}");
     let shot = client.screenshot().await?;
-    std::fs::write(artifacts().join("dashboard.png"), &shot).expect("save screenshot");
-    if std::env::var_os("UPDATE_SCREENSHOT").is_some() {
+    std::fs::write(shot_path(""), &shot).expect("save screenshot");
+    if browser == Browser::Chromium && std::env::var_os("UPDATE_SCREENSHOT").is_some() {
         let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
         std::fs::write(docs, &shot).expect("save docs/dashboard.png");
     }
@@ -340,7 +438,7 @@ async fn check_page(
         "{steps}"
     );
     let shot = client.screenshot().await?;
-    std::fs::write(artifacts().join("dashboard-tracer.png"), &shot).expect("save screenshot");
+    std::fs::write(shot_path("-tracer"), &shot).expect("save screenshot");
 
     // The search box filters every table.
     let search = client.find(Locator::Id("search")).await?;
@@ -364,6 +462,6 @@ async fn check_page(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let shot = client.screenshot().await?;
-    std::fs::write(artifacts().join("dashboard-filtered.png"), &shot).expect("save screenshot");
+    std::fs::write(shot_path("-filtered"), &shot).expect("save screenshot");
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! written straight into the writer thread's reused buffer (no allocation per field or line).
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use http::HeaderValue;
 
@@ -12,7 +13,8 @@ use crate::table::{AccessLogFormat, RouteRule};
 enum Value<'a> {
     Str(&'a str),
     Num(u64),
-    Float(f64),
+    /// A duration, written as seconds with six decimals.
+    Seconds(Duration),
     Null,
 }
 
@@ -24,19 +26,58 @@ fn header(v: &Option<HeaderValue>) -> Value<'_> {
     }
 }
 
-fn seconds(d: Option<std::time::Duration>) -> Value<'static> {
-    d.map_or(Value::Null, |d| Value::Float(d.as_secs_f64()))
+fn seconds(d: Option<Duration>) -> Value<'static> {
+    d.map_or(Value::Null, Value::Seconds)
+}
+
+/// The writer thread's reused buffers and its clock.
+#[derive(Default)]
+pub(crate) struct LineWriter {
+    scratch: String,
+    clock: Clock,
+}
+
+impl LineWriter {
+    /// Appends `entry`'s line, without its newline, to `out`.
+    pub(crate) fn write(&mut self, entry: &Entry, out: &mut String) {
+        entry.write_line(out, &mut self.scratch, &mut self.clock);
+    }
+}
+
+/// A line's time repeats the date and time to the second of the lines before it: that part is
+/// formatted once per second.
+#[derive(Default)]
+struct Clock {
+    /// The second `prefix` is of, and `YYYY-MM-DDTHH:MM:SS` for it.
+    second: Option<i64>,
+    prefix: String,
+}
+
+impl Clock {
+    /// Writes `time` as RFC 3339 in UTC with nanoseconds (always nine digits: lines line up).
+    fn write(&mut self, time: jiff::Timestamp, out: &mut String) {
+        let second = time.as_second();
+        if self.second != Some(second) {
+            self.prefix.clear();
+            if let Ok(whole) = jiff::Timestamp::from_second(second) {
+                let _ = write!(self.prefix, "{whole}");
+            }
+            // `...:SSZ`: the date and time without the zone, which follows the fraction.
+            self.prefix.pop();
+            self.second = Some(second);
+        }
+        out.push_str(&self.prefix);
+        let _ = write!(out, ".{:09}Z", time.subsec_nanosecond().max(0));
+    }
 }
 
 impl Entry {
     /// The value of `field`: borrowed from the entry, or (for values that need formatting)
     /// written into `scratch` and returned as [`Value::Null`] with `scratch` non-empty.
-    fn value(&self, field: Field, scratch: &mut String) -> Value<'_> {
+    fn value(&self, field: Field, scratch: &mut String, clock: &mut Clock) -> Value<'_> {
         scratch.clear();
         match field {
-            Field::Time => {
-                let _ = write!(scratch, "{}", self.time);
-            }
+            Field::Time => clock.write(self.time, scratch),
             Field::ClientAddress => {
                 let _ = write!(scratch, "{}", self.client);
             }
@@ -104,13 +145,13 @@ impl Entry {
     }
 
     /// Appends the line, without its newline, to `out`; `scratch` is a buffer to reuse.
-    pub(crate) fn write_line(&self, out: &mut String, scratch: &mut String) {
+    fn write_line(&self, out: &mut String, scratch: &mut String, clock: &mut Clock) {
         let json = self.spec.format == AccessLogFormat::Json;
         if json {
             out.push('{');
         }
         for (i, field) in self.spec.fields.iter().enumerate() {
-            let value = match self.value(*field, scratch) {
+            let value = match self.value(*field, scratch, clock) {
                 Value::Null if !scratch.is_empty() => Value::Str(scratch.as_str()),
                 v => v,
             };
@@ -129,13 +170,13 @@ impl Entry {
                 Value::Num(n) => {
                     let _ = write!(out, "{n}");
                 }
-                Value::Float(f) => {
-                    let _ = write!(out, "{f:.6}");
+                Value::Seconds(d) => {
+                    let _ = write!(out, "{}.{:06}", d.as_secs(), d.subsec_micros());
                 }
                 Value::Null if json => out.push_str("null"),
                 Value::Null => out.push('-'),
                 Value::Str(s) if json => push_json_string(out, s),
-                Value::Str(s) if s.is_empty() || s.contains([' ', '"', '=', '\\']) => {
+                Value::Str(s) if s.is_empty() || s.bytes().any(|b| b" \"=\\".contains(&b)) => {
                     let _ = write!(out, "{s:?}");
                 }
                 Value::Str(s) => out.push_str(s),
@@ -150,29 +191,32 @@ impl Entry {
     #[cfg(test)]
     pub(crate) fn format(&self) -> String {
         let mut out = String::new();
-        self.write_line(&mut out, &mut String::new());
+        LineWriter::default().write(self, &mut out);
         out
     }
 }
 
 /// Appends `s` as a JSON string (RFC 8259: quote, backslash and control characters escaped).
+/// Scans bytes: none of those is ever part of a multi-byte UTF-8 sequence.
 fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
     let mut rest = s;
-    while let Some(at) = rest.find(|c: char| c == '"' || c == '\\' || c < ' ') {
+    while let Some(at) = rest
+        .bytes()
+        .position(|b| b == b'"' || b == b'\\' || b < 0x20)
+    {
         out.push_str(&rest[..at]);
-        let c = rest[at..].chars().next().unwrap_or(' ');
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
+        match rest.as_bytes()[at] {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b => {
+                let _ = write!(out, "\\u{b:04x}");
             }
         }
-        rest = &rest[at + c.len_utf8()..];
+        rest = &rest[at + 1..];
     }
     out.push_str(rest);
     out.push('"');
@@ -181,6 +225,23 @@ fn push_json_string(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_rfc3339_with_nine_digits_across_seconds() {
+        let mut clock = Clock::default();
+        let at = |s: i64, ns: i32| jiff::Timestamp::new(s, ns).unwrap();
+        let mut out = String::new();
+        for (t, want) in [
+            (at(1_796_000_000, 5), "2026-11-30T00:53:20.000000005Z"),
+            (at(1_796_000_000, 999_999_999), "2026-11-30T00:53:20.999999999Z"),
+            (at(1_796_000_001, 120_000_000), "2026-11-30T00:53:21.120000000Z"),
+        ] {
+            out.clear();
+            clock.write(t, &mut out);
+            assert_eq!(out, want);
+            assert_eq!(out.parse::<jiff::Timestamp>().unwrap(), t);
+        }
+    }
 
     #[test]
     fn json_strings_escape_what_json_requires_and_nothing_else() {

@@ -366,6 +366,6 @@ mod tests {
         let all = entry(LogSpec::new(AccessLogFormat::Json)).format();
         let parsed: serde_json::Value = serde_json::from_str(&all).unwrap();
         assert_eq!(parsed.as_object().unwrap().len(), ALL.len());
-        assert_eq!(parsed["time"], "1970-01-01T00:00:00Z");
+        assert_eq!(parsed["time"], "1970-01-01T00:00:00.000000000Z");
     }
 }

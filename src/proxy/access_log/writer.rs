@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use prometheus::IntCounter;
 
+use super::line::LineWriter;
 use super::{Entry, OtlpLines};
 
 /// Lines the queue holds by default before new ones are dropped.
@@ -98,11 +99,11 @@ fn drain(
 ) {
     let mut out = Output::open(sink);
     let mut checked = Instant::now();
-    // One line buffer and one scratch buffer for the thread's life.
-    let (mut line, mut scratch) = (String::with_capacity(512), String::with_capacity(64));
+    // One line buffer and one formatter for the thread's life.
+    let (mut line, mut formatter) = (String::with_capacity(512), LineWriter::default());
     let mut write = |out: &mut Output, entry: &Entry| {
         line.clear();
-        entry.write_line(&mut line, &mut scratch);
+        formatter.write(entry, &mut line);
         out.write(&line);
         if let Some(otlp) = otlp {
             otlp.send(entry, &line);
