@@ -279,12 +279,14 @@ impl Handler {
         if checks.peek().is_none() {
             return Ok(None);
         }
-        let tls = |service: &ServiceBackend| upstream_tls(table, listener, service);
+        let transport = AuthTransport {
+            handler: self,
+            table,
+            listener,
+        };
         let authz = ext_auth::Authorizer {
-            upstreams: &self.shared.upstreams,
-            backends: &self.shared.backends,
+            transport: &transport,
             metrics: &self.shared.metrics,
-            tls: &tls,
         };
         let host = req
             .headers()
@@ -317,6 +319,35 @@ impl Handler {
             metrics: &self.shared.metrics,
             response_timeout: self.shared.options.upstream_response_timeout,
         }
+    }
+}
+
+/// How external authorization reaches its authorizers: the proxy's pools, one spare endpoint
+/// of the Service, TLS by the table's BackendTLSPolicies.
+struct AuthTransport<'a> {
+    handler: &'a Handler,
+    table: &'a RouteTable,
+    listener: &'a ListenerTable,
+}
+
+impl ext_auth::Transport for AuthTransport<'_> {
+    fn send<'a>(
+        &'a self,
+        service: &'a ServiceBackend,
+        protocol: UpstreamProtocol,
+        req: Request<UpstreamBody>,
+    ) -> ext_auth::Exchange<'a> {
+        Box::pin(async move {
+            let shared = &self.handler.shared;
+            let endpoint = shared.backends.spare_endpoint(service, &[])?;
+            let tls = upstream_tls(self.table, self.listener, service);
+            let resp = shared
+                .upstreams
+                .send(protocol, endpoint, tls.as_ref(), req)
+                .await
+                .map_err(|e| e.error)?;
+            Ok(resp.map(|body| body.map_err(Into::into).boxed_unsync()))
+        })
     }
 }
 

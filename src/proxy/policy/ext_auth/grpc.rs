@@ -47,17 +47,12 @@ pub(super) async fn check(call: &Call<'_>) -> Result<Verdict, ExtAuthError> {
     if let Ok(host) = HeaderValue::from_str(&call.service.service.name) {
         headers.insert(header::HOST, host);
     }
-    let authz = call.authz;
-    let endpoint = authz
-        .backends
-        .spare_endpoint(call.service, &[])
-        .map_err(ExtAuthError::Unreachable)?;
-    let tls = (authz.tls)(call.service);
-    let resp = authz
-        .upstreams
-        .send(UpstreamProtocol::H2c, endpoint, tls.as_ref(), req)
+    let resp = call
+        .authz
+        .transport
+        .send(call.service, UpstreamProtocol::H2c, req)
         .await
-        .map_err(|e| ExtAuthError::Unreachable(e.error))?;
+        .map_err(ExtAuthError::Unreachable)?;
     let (parts, body) = resp.into_parts();
     if parts.status != StatusCode::OK {
         return Err(ExtAuthError::Answer(format!(

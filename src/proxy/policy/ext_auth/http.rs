@@ -10,7 +10,7 @@ use http::{Request, Uri, Version};
 use http_body_util::BodyExt;
 
 use super::{full, is_connection_header, Call, ExtAuthError, Verdict, MAX_ANSWER_FRAMES};
-use crate::proxy::upstream::pool::ResponseBody;
+use crate::proxy::body::ProxyBody;
 use crate::table::{UpstreamProtocol, MAX_AUTH_RESPONSE_BODY};
 
 /// Tells the authorizer that the body it got is only the start of the client's.
@@ -19,17 +19,12 @@ pub(super) const PARTIAL_BODY: HeaderName = HeaderName::from_static("x-envoy-aut
 /// Asks the authorizer of `call` over HTTP.
 pub(super) async fn check(call: &Call<'_>) -> Result<Verdict, ExtAuthError> {
     let req = sub_request(call)?;
-    let authz = call.authz;
-    let endpoint = authz
-        .backends
-        .spare_endpoint(call.service, &[])
-        .map_err(ExtAuthError::Unreachable)?;
-    let tls = (authz.tls)(call.service);
-    let resp = authz
-        .upstreams
-        .send(call.service.protocol, endpoint, tls.as_ref(), req)
+    let resp = call
+        .authz
+        .transport
+        .send(call.service, call.service.protocol, req)
         .await
-        .map_err(|e| ExtAuthError::Unreachable(e.error))?;
+        .map_err(ExtAuthError::Unreachable)?;
     let (parts, body) = resp.into_parts();
     let body = read_answer(body).await?;
     if parts.status.is_success() {
@@ -118,13 +113,13 @@ fn sub_request(call: &Call<'_>) -> Result<Request<crate::proxy::body::UpstreamBo
 }
 
 /// The authorizer's answer body, up to [`MAX_AUTH_RESPONSE_BODY`] bytes.
-pub(super) async fn read_answer(body: ResponseBody) -> Result<Bytes, ExtAuthError> {
+pub(super) async fn read_answer(body: ProxyBody) -> Result<Bytes, ExtAuthError> {
     Ok(read_frames(body).await?.0)
 }
 
 /// The answer's data (bounded) and its trailers.
 pub(super) async fn read_frames(
-    mut body: ResponseBody,
+    mut body: ProxyBody,
 ) -> Result<(Bytes, Option<HeaderMap>), ExtAuthError> {
     let mut data = BytesMut::new();
     let mut trailers = None;

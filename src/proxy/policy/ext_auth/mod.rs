@@ -22,12 +22,9 @@ use http_body::Frame;
 use http_body_util::{BodyExt, Full};
 
 use crate::metrics::Metrics;
-use crate::proxy::body::{ClientBody, ProxyBody};
+use crate::proxy::body::{ClientBody, ProxyBody, UpstreamBody};
 use crate::proxy::error::ProxyError;
-use crate::proxy::upstream::balance::Backends;
-use crate::proxy::upstream::client::Upstreams;
-use crate::proxy::upstream::tls::UpstreamTls;
-use crate::table::{AuthBackend, AuthProtocol, ExternalAuth, ServiceBackend};
+use crate::table::{AuthBackend, AuthProtocol, ExternalAuth, ServiceBackend, UpstreamProtocol};
 
 /// Frames of an authorizer's answer read at most (with [`crate::table::MAX_AUTH_RESPONSE_BODY`]
 /// bytes and the check's timeout, what bounds reading it).
@@ -67,13 +64,29 @@ pub(crate) enum Verdict {
     },
 }
 
+/// A sent exchange's answer, as the transport gives it.
+pub(crate) type Exchange<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response<ProxyBody>, ProxyError>> + Send + 'a>,
+>;
+
+/// How a check reaches an authorizer: one of the Service's endpoints through the proxy's
+/// upstream pools (with TLS when a BackendTLSPolicy covers the port). Implemented by the
+/// routing phase, which holds the pools, so this phase does not depend on them.
+pub(crate) trait Transport: Sync {
+    /// Sends `req` (origin form, `Host` naming the site) to an endpoint of `service` with
+    /// `protocol`.
+    fn send<'a>(
+        &'a self,
+        service: &'a ServiceBackend,
+        protocol: UpstreamProtocol,
+        req: Request<UpstreamBody>,
+    ) -> Exchange<'a>;
+}
+
 /// The proxy state a check reads.
 pub(crate) struct Authorizer<'a> {
-    pub upstreams: &'a Upstreams,
-    pub backends: &'a Backends,
+    pub transport: &'a dyn Transport,
     pub metrics: &'a Metrics,
-    /// TLS to an authorizer's Service port when a BackendTLSPolicy applies to it.
-    pub tls: &'a (dyn Fn(&ServiceBackend) -> Option<UpstreamTls> + Sync),
 }
 
 /// What a check needs of the client's request besides the request itself.
