@@ -306,6 +306,9 @@ spec:
   - name: policy
     matches: [{path: {value: /p-http}}]
     backendRefs: [{name: web, port: 80}]
+  - name: lenient
+    matches: [{path: {value: /lenient}}]
+    backendRefs: [{name: web, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -330,6 +333,16 @@ spec:
     http: {signinURL: "https://login.example/start", method: GET}
     timeout: 300ms
     statusOnError: 503
+---
+apiVersion: edgeplane.dev/v1beta1
+kind: TrafficPolicy
+metadata: {name: lenient}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: app, sectionName: lenient}]
+  externalAuth:
+    protocol: GRPC
+    backendRef: {name: authz-down, port: 80}
+    failOpen: true
 "#;
 
 #[tokio::test]
@@ -414,6 +427,16 @@ async fn external_authorizers_allow_deny_redirect_and_fail_closed() {
     assert_eq!(seen.headers.get("host").map(String::as_str), Some("h"));
     assert!(!seen.headers.contains_key("cookie"), "{seen:?}");
 
+    // Over HTTP/2 (no Host header, the authority instead) the same check and host.
+    let mut h2 = client::H2c::connect(bind).await.unwrap();
+    let req = client::H2c::request(Method::GET, "h", "/f-http/allow")
+        .body(client::empty())
+        .unwrap();
+    let r = h2.send(req).await.unwrap();
+    assert_eq!((r.status, r.echoed_header("x-user")), (StatusCode::OK, vec!["alice".to_owned()]));
+    let seen = authz.log.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(seen.headers.get("host").map(String::as_str), Some("h"));
+
     // HTTP filter, denied: the authorizer's status, headers and body; the backend never sees it.
     let r = send(&c, get("/f-http/deny")).await.unwrap();
     assert_eq!(r.status, 403);
@@ -473,8 +496,9 @@ async fn external_authorizers_allow_deny_redirect_and_fail_closed() {
     assert_eq!(r.header("x-reason").as_deref(), Some("grpc-policy"));
     assert_eq!(&r.body[..], b"grpc says no");
 
-    // Authorizers that cannot be asked fail closed with 403.
+    // Authorizers that cannot be asked fail closed with 403, or open where the policy says so.
     assert_eq!(send(&c, get("/down")).await.unwrap().status, 403);
+    assert_eq!(send(&c, get("/lenient")).await.unwrap().status, 200);
     assert_eq!(send(&c, get("/foreign")).await.unwrap().status, 403);
 
     // TrafficPolicy: a 401 becomes the sign-in redirect; a timeout its statusOnError.
@@ -505,11 +529,11 @@ async fn external_authorizers_allow_deny_redirect_and_fail_closed() {
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         metric_sum(&text, "edgeplane_external_auth_total", &labels)
     };
-    assert_eq!(count("default/authz-http:80", "allowed"), 4.0);
+    assert_eq!(count("default/authz-http:80", "allowed"), 5.0);
     assert_eq!(count("default/authz-http:80", "denied"), 2.0);
     assert_eq!(count("default/authz-http:80", "timeout"), 1.0);
     assert_eq!(count("default/authz-grpc:80", "allowed"), 1.0);
     assert_eq!(count("default/authz-grpc:80", "denied"), 1.0);
-    assert_eq!(count("default/authz-down:80", "error"), 1.0);
+    assert_eq!(count("default/authz-down:80", "error"), 2.0);
     assert_eq!(count("invalid", "error"), 1.0);
 }
