@@ -438,8 +438,9 @@ pub struct RuleFilters {
     pub policy: Option<Arc<RequestPolicy>>,
     /// `ExternalAuth` filters (set on rule filters only), checked in order after the
     /// TrafficPolicy's own `externalAuth`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub external_auth: Vec<Arc<crate::table::ExternalAuth>>,
+    /// Boxed, as the other members most rules leave unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external_auth: Option<Box<Vec<Arc<crate::table::ExternalAuth>>>>,
 }
 
 impl RuleFilters {
@@ -469,7 +470,7 @@ impl RuleFilters {
             && retry.is_none()
             && session.is_none()
             && policy.is_none()
-            && external_auth.is_empty()
+            && external_auth.is_none()
     }
 
     /// `self` behind an `Arc`: empty filters are one allocation shared by every rule and

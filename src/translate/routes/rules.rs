@@ -247,6 +247,7 @@ fn resolve_mirrors(
             }
         }
     }
+    let mut auths = Vec::with_capacity(compiled.auths.len());
     for a in compiled.auths {
         let r = BackendRef {
             from_kind: out.kind.as_str(),
@@ -267,8 +268,9 @@ fn resolve_mirrors(
                 AuthBackend::Invalid { reason }
             }
         };
-        filters.external_auth.push(Arc::new(auth));
+        auths.push(Arc::new(auth));
     }
+    filters.external_auth = (!auths.is_empty()).then(|| Box::new(auths));
     filters
 }
 
