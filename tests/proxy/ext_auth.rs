@@ -433,7 +433,10 @@ async fn external_authorizers_allow_deny_redirect_and_fail_closed() {
         .body(client::empty())
         .unwrap();
     let r = h2.send(req).await.unwrap();
-    assert_eq!((r.status, r.echoed_header("x-user")), (StatusCode::OK, vec!["alice".to_owned()]));
+    assert_eq!(
+        (r.status, r.echoed_header("x-user")),
+        (StatusCode::OK, vec!["alice".to_owned()])
+    );
     let seen = authz.log.lock().unwrap().last().cloned().unwrap();
     assert_eq!(seen.headers.get("host").map(String::as_str), Some("h"));
 

@@ -61,7 +61,12 @@ pub(crate) fn external_auths<'a>(
         .or_else(|| vhost.policy.as_ref()?.external_auth.as_ref());
     policy
         .into_iter()
-        .chain(rule.filters.external_auth.iter().flat_map(|list| list.iter()))
+        .chain(
+            rule.filters
+                .external_auth
+                .iter()
+                .flat_map(|list| list.iter()),
+        )
         .map(|a| &**a)
 }
 

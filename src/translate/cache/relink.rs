@@ -94,7 +94,11 @@ fn filters_with(
     for m in &mut out.mirrors {
         m.backend = backend(&m.backend);
     }
-    for auth in out.external_auth.iter_mut().flat_map(|list| list.iter_mut()) {
+    for auth in out
+        .external_auth
+        .iter_mut()
+        .flat_map(|list| list.iter_mut())
+    {
         if let AuthBackend::Service(b) = &auth.backend {
             let mut relinked = (**auth).clone();
             relinked.backend = AuthBackend::Service(backend(b));

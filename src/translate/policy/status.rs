@@ -225,7 +225,9 @@ fn invalid_message(error: &str, policy: &TrafficPolicy) -> String {
         refusals.push("its authentication refuses every request (401)");
     }
     if let Some(auth) = &spec.external_auth {
-        let status = auth.status_on_error.unwrap_or(crate::table::DEFAULT_STATUS_ON_ERROR);
+        let status = auth
+            .status_on_error
+            .unwrap_or(crate::table::DEFAULT_STATUS_ON_ERROR);
         refusals.push(if status == 403 {
             "its externalAuth refuses every request (403)"
         } else {

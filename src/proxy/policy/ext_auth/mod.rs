@@ -217,7 +217,7 @@ async fn check(
             body,
         }) => Ok(Some(denial(auth, origin, &head, status, headers, body))),
         Err(error) if auth.failure.allow => {
-            tracing::warn!(source = %auth.source, %error, "external authorization failed open");
+            tracing::debug!(source = %auth.source, %error, "external authorization failed open");
             Ok(None)
         }
         Err(error) => Err(ProxyError::ExternalAuth {
