@@ -447,7 +447,7 @@ fn mirror_endpoints(table: &RouteTable) -> Vec<String> {
     for l in table.listeners.values() {
         for h in l.hosts.iter() {
             let policy = h.policy.as_ref().and_then(|p| p.external_auth.as_ref());
-            for a in policy {
+            if let Some(a) = policy {
                 if let AuthBackend::Service(b) = &a.backend {
                     hosts.push(format!("host auth {} {:?}", b.service, b.endpoints));
                 }
