@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use edgeplane::snapshot::Snapshot;
 use edgeplane::status::SealedReport;
-use edgeplane::table::{RouteTable, RuleFilters, ServedCertificates};
+use edgeplane::table::{AuthBackend, RouteTable, RuleFilters, ServedCertificates};
 use edgeplane::translate::{translate_with, Incremental, TranslateOptions};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
@@ -150,6 +150,9 @@ impl Gen {
                 if self.rng.u8(0..4) == 0 {
                     rule["filters"] = json!([{"type": "RequestMirror",
                         "requestMirror": {"backendRef": self.backend_ref()}}]);
+                } else if self.rng.u8(0..5) == 0 {
+                    rule["filters"] = json!([{"type": "ExternalAuth",
+                        "externalAuth": {"protocol": "HTTP", "backendRef": self.backend_ref()}}]);
                 }
                 rule
             })
@@ -176,6 +179,10 @@ impl Gen {
                     _ => json!({"type": "RegularExpression", "service": "a\\..*"}),
                 };
                 rule["matches"] = json!([{"method": method}]);
+                // GRPCRoute has no ExternalAuth filter.
+                if rule["filters"][0]["type"] == "ExternalAuth" {
+                    rule.as_object_mut().map(|r| r.remove("filters"));
+                }
             }
         }
         route
@@ -245,6 +252,11 @@ impl Gen {
             spec["circuitBreaker"] = json!({"maxConnections": self.rng.u8(1..4)});
         } else {
             spec["rateLimit"] = json!({"requests": self.rng.u8(1..4), "unit": "Second"});
+            if self.rng.u8(0..3) == 0 {
+                let service = format!("s{}", self.rng.u8(0..4));
+                spec["externalAuth"] = json!({"protocol": "GRPC",
+                    "backendRef": {"name": service, "port": 80}});
+            }
         }
         json!({"metadata": meta, "spec": spec})
     }
@@ -419,19 +431,34 @@ fn initial(g: &mut Gen) -> Snapshot {
 /// the proxy sends copies to its endpoints, so they must be as fresh as the backends'.
 fn mirror_endpoints(table: &RouteTable) -> Vec<String> {
     let mut out = Vec::new();
+    let mut hosts = Vec::new();
     let mut add = |f: &RuleFilters| {
         for m in &f.mirrors {
             out.push(format!("{} {:?}", m.backend.service, m.backend.endpoints));
         }
+        let policy = f.policy.as_ref().and_then(|p| p.external_auth.as_ref());
+        let filters = f.external_auth.iter().flat_map(|list| list.iter());
+        for a in policy.into_iter().chain(filters) {
+            if let AuthBackend::Service(b) = &a.backend {
+                out.push(format!("auth {} {:?}", b.service, b.endpoints));
+            }
+        }
     };
     for l in table.listeners.values() {
         for h in l.hosts.iter() {
+            let policy = h.policy.as_ref().and_then(|p| p.external_auth.as_ref());
+            if let Some(a) = policy {
+                if let AuthBackend::Service(b) = &a.backend {
+                    hosts.push(format!("host auth {} {:?}", b.service, b.endpoints));
+                }
+            }
             for r in &h.rules {
                 add(&r.filters);
                 r.backends.backends.iter().for_each(|b| add(&b.filters));
             }
         }
     }
+    out.extend(hosts);
     out
 }
 

@@ -17,6 +17,8 @@ mod connections;
 mod cors;
 #[path = "proxy/drain_h2.rs"]
 mod drain_h2;
+#[path = "proxy/ext_auth.rs"]
+mod ext_auth;
 #[path = "proxy/filters.rs"]
 mod filters;
 #[path = "proxy/grpc.rs"]

@@ -94,6 +94,11 @@ pub struct BackendFamilies {
     pub response_bytes: IntCounterVec,
     /// Requests that ran out of time waiting for the backend.
     pub timeouts: IntCounterVec,
+    /// External authorization checks by authorizer and result (`allowed`, `denied`,
+    /// `error`, `timeout`).
+    pub external_auth: IntCounterVec,
+    /// Time an external authorization check took, by authorizer.
+    pub external_auth_duration: HistogramVec,
 }
 
 impl BackendFamilies {
@@ -126,6 +131,17 @@ impl BackendFamilies {
                 "upstream_timeouts_total",
                 "Upstream attempts that ran out of time waiting for the backend",
                 b,
+            ),
+            external_auth: counters(
+                "external_auth_total",
+                "External authorization checks by authorizer and result (allowed, denied, error, timeout)",
+                &["backend", "result"],
+            ),
+            external_auth_duration: histograms(
+                "external_auth_duration_seconds",
+                "Time an external authorization check took (answer read), by authorizer",
+                b,
+                &UPSTREAM_BUCKETS,
             ),
         }
     }
@@ -290,6 +306,8 @@ impl Families {
             Box::new(self.backend.request_bytes.clone()),
             Box::new(self.backend.response_bytes.clone()),
             Box::new(self.backend.timeouts.clone()),
+            Box::new(self.backend.external_auth.clone()),
+            Box::new(self.backend.external_auth_duration.clone()),
             Box::new(self.l4.connections.clone()),
             Box::new(self.l4.bytes.clone()),
             Box::new(self.l4.duration.clone()),

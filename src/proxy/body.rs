@@ -140,6 +140,8 @@ pub struct ClientBody {
     flags: Arc<BodyFlags>,
     max: Option<u64>,
     seen: u64,
+    /// Frames read ahead (external authorization's body forwarding), handed out again first.
+    replay: std::collections::VecDeque<Frame<Bytes>>,
 }
 
 impl ClientBody {
@@ -156,6 +158,7 @@ impl ClientBody {
             flags,
             max: None,
             seen: 0,
+            replay: Default::default(),
         }
     }
 
@@ -183,6 +186,11 @@ impl ClientBody {
     pub fn limit_size(&mut self, max: u64) {
         self.max = Some(max);
     }
+
+    /// Puts `frames`, read ahead of the backend, back in front of the rest of the body.
+    pub fn replay(&mut self, frames: Vec<Frame<Bytes>>) {
+        self.replay.extend(frames);
+    }
 }
 
 impl Body for ClientBody {
@@ -194,6 +202,9 @@ impl Body for ClientBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if let Some(frame) = this.replay.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
                 if let Some(since) = this.waiting_since.take() {
@@ -234,10 +245,21 @@ impl Body for ClientBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.replay.is_empty() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let ahead: u64 = self
+            .replay
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum();
+        let inner = self.inner.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower().saturating_add(ahead));
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(ahead));
+        }
+        hint
     }
 }

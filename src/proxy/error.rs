@@ -200,6 +200,10 @@ pub enum ProxyError {
         kind: TimeoutKind,
         after: std::time::Duration,
     },
+    /// An external authorizer could not answer (down, timed out, a malformed answer) and the
+    /// check fails closed: refused with the check's `status` (403 unless configured).
+    #[error("external authorization failed: {reason}")]
+    ExternalAuth { status: StatusCode, reason: String },
 }
 
 /// Which timeout passed before the response head arrived.
@@ -276,6 +280,7 @@ impl ProxyError {
             Self::RequestBodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::ResponseBodyTooLarge(_) => StatusCode::BAD_GATEWAY,
+            Self::ExternalAuth { status, .. } => *status,
         }
     }
 
@@ -285,6 +290,10 @@ impl ProxyError {
     pub fn fault(&self) -> Fault {
         if matches!(self, Self::AuthBusy { .. }) {
             return Fault::Route;
+        }
+        // The authorizer is an upstream, whatever status its failure is answered with.
+        if matches!(self, Self::ExternalAuth { .. }) {
+            return Fault::Upstream;
         }
         let status = self.status();
         if status.is_client_error()

@@ -5,6 +5,7 @@ mod backend_tls;
 mod client_auth;
 mod cors;
 pub mod explain;
+mod ext_auth;
 mod filters;
 mod grpc;
 mod host;
@@ -25,6 +26,10 @@ pub use backend_tls::{
 };
 pub use client_auth::{CaBundle, CaBundleError, ClientValidation, ValidationMode};
 pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
+pub use ext_auth::{
+    AuthBackend, AuthPath, AuthProtocol, ExternalAuth, FailureMode, HeaderSelection,
+    DEFAULT_STATUS_ON_ERROR, DEFAULT_TIMEOUT, MAX_AUTH_RESPONSE_BODY,
+};
 pub use filters::{
     Fraction, HeaderModifier, Mirror, PathModifier, Redirect, RedirectTarget, Scheme, Timeouts,
     UrlRewrite,

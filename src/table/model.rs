@@ -436,6 +436,11 @@ pub struct RuleFilters {
     /// the virtual host's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<Arc<RequestPolicy>>,
+    /// `ExternalAuth` filters (set on rule filters only), checked in order after the
+    /// TrafficPolicy's own `externalAuth`.
+    /// Boxed, as the other members most rules leave unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external_auth: Option<Box<Vec<Arc<crate::table::ExternalAuth>>>>,
 }
 
 impl RuleFilters {
@@ -453,6 +458,7 @@ impl RuleFilters {
             retry,
             session,
             policy,
+            external_auth,
         } = self;
         request_headers.is_none()
             && response_headers.is_none()
@@ -464,6 +470,7 @@ impl RuleFilters {
             && retry.is_none()
             && session.is_none()
             && policy.is_none()
+            && external_auth.is_none()
     }
 
     /// `self` behind an `Arc`: empty filters are one allocation shared by every rule and

@@ -27,6 +27,9 @@ pub struct RequestPolicy {
     pub max_request_body: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_response_body: Option<u64>,
+    /// `externalAuth`: the authorizer every request must pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external_auth: Option<Arc<crate::table::ExternalAuth>>,
 }
 
 impl RequestPolicy {
@@ -48,6 +51,10 @@ impl RequestPolicy {
             jwt: self.jwt.clone().or_else(|| fallback.jwt.clone()),
             max_request_body: self.max_request_body.or(fallback.max_request_body),
             max_response_body: self.max_response_body.or(fallback.max_response_body),
+            external_auth: self
+                .external_auth
+                .clone()
+                .or_else(|| fallback.external_auth.clone()),
         }
     }
 

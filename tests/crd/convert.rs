@@ -2,6 +2,9 @@
 //! back the original in both directions, what has no place in the other version travels in
 //! the conversion annotation, and an edit made through the other version is kept.
 
+use edgeplane::kinds::crd::traffic_policy_auth::{
+    AuthBackendRef, ExternalAuthHttp, ExternalAuthPolicy, ExternalAuthProtocol,
+};
 use std::collections::BTreeMap;
 
 use edgeplane::kinds::crd::proxy_config as pb;
@@ -248,6 +251,31 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
         max_request_bytes: a,
         max_response_bytes: b,
     });
+    let auth = (
+        any::<bool>(),
+        name(),
+        of(1i32..65536),
+        of(name()),
+        of(duration()),
+    )
+        .prop_map(|(grpc, name, port, path, timeout)| ExternalAuthPolicy {
+            protocol: if grpc {
+                ExternalAuthProtocol::Grpc
+            } else {
+                ExternalAuthProtocol::Http
+            },
+            backend_ref: AuthBackendRef {
+                name,
+                port,
+                ..Default::default()
+            },
+            http: path.map(|p| ExternalAuthHttp {
+                path: Some(format!("/{p}")),
+                ..Default::default()
+            }),
+            timeout,
+            ..Default::default()
+        });
     (
         vec(target_ref(), 0..4),
         of(timeouts),
@@ -260,6 +288,7 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
         of(jwt),
         of(ip),
         of(body),
+        of(auth),
     )
         .prop_map(|t| tb::TrafficPolicySpec {
             target_refs: t.0,
@@ -273,6 +302,7 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
             jwt: t.8,
             ip_access: t.9,
             body_limits: t.10,
+            external_auth: t.11,
         })
 }
 

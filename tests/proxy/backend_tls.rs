@@ -2,7 +2,8 @@
 //! certificate against the policy's CA and names (hostname, or subjectAltNames of type
 //! Hostname and URI), sends the hostname as SNI, presents the Gateway's client certificate
 //! when it has one, speaks HTTP/1.1 or HTTP/2 (ALPN) over the session, and answers 502 when
-//! the backend cannot be verified or the policy cannot be used: never cleartext instead.
+//! the backend cannot be verified or the policy cannot be used: never cleartext instead. An
+//! external authorizer under a policy is reached the same way.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -208,4 +209,61 @@ async fn the_gateway_client_certificate_is_presented_to_backends_that_require_on
     ))
     .await;
     assert_eq!(get_h1(addr, "site.test", "/").await.status, 502);
+}
+
+/// An external authorizer behind a BackendTLSPolicy is asked over TLS, verified like any
+/// backend: the TLS echo allows (2xx) when its certificate verifies, and a policy trusting
+/// another CA makes the check fail closed (403) rather than go in cleartext.
+#[tokio::test]
+async fn external_authorizers_are_reached_over_tls_by_backend_tls_policy() {
+    use edgeplane::table::{
+        AuthBackend, AuthPath, AuthProtocol, ExternalAuth, FailureMode, HeaderSelection,
+        RuleFilters,
+    };
+    let ca = TestCa::new("authorizer CA");
+    let other = TestCa::new("another CA");
+    let authorizer = tls_backend(&ca, None).await;
+    let web = crate::support::echo::start_echo("web").await;
+    for (trusted, want) in [(&ca, 200), (&other, 403)] {
+        let addr = free_addr();
+        let authz = service_with("authz", &[authorizer], UpstreamProtocol::Http1);
+        let app = service("web", &[web.addr]);
+        let auth = ExternalAuth {
+            protocol: AuthProtocol::Http,
+            backend: AuthBackend::Service(authz.clone()),
+            path: AuthPath::Prefix("/check".into()),
+            request_headers: HeaderSelection::Only(Vec::new()),
+            response_headers: HeaderSelection::Only(Vec::new()),
+            method: None,
+            signin: None,
+            original_headers: false,
+            timeout: std::time::Duration::from_secs(5),
+            failure: FailureMode::default(),
+            forward_body: 0,
+            source: "test".into(),
+        };
+        let filters = RuleFilters {
+            external_auth: Some(Box::new(vec![Arc::new(auth)])),
+            ..Default::default()
+        };
+        let rule = rule("r").filters(filters).backend(to(&app)).build();
+        let l = ListenerTable::new(
+            addr,
+            vec![edgeplane::table::SocketSource::gateway(
+                "default", "gw", "http",
+            )],
+            vec![vhost("*", vec![rule])],
+        );
+        let mut t = table(1, vec![Arc::new(l)]);
+        t.backend_tls.insert(
+            authz.service.clone(),
+            policy(trusted, "abc.example.com", vec![]),
+        );
+        let _p = start(t).await;
+        let r = get_h1(addr, "site.test", "/p").await;
+        assert_eq!(r.status, want);
+        if want == 200 {
+            assert_eq!(r.pod().as_deref(), Some("web"));
+        }
+    }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod authz;
 pub mod client;
 pub mod echo;
 pub mod faulty;

@@ -121,6 +121,9 @@ pub fn up(spec: Value) -> Result<Value, String> {
             max_request_bytes: a.max_request_body_bytes,
             max_response_bytes: a.max_response_body_bytes,
         }),
+        // v1alpha1 has no external authorization: a round trip restores it from the
+        // conversion annotation.
+        external_auth: None,
     };
     serde_json::to_value(b).map_err(|e| e.to_string())
 }

@@ -13,6 +13,7 @@ pub mod proxy_config;
 pub mod review;
 pub mod rules;
 pub mod traffic_policy;
+pub mod traffic_policy_auth;
 pub mod v1alpha1;
 
 pub use convert::{convert, needs_storage_conversion, ConvertError, CONVERSION_ANNOTATION};

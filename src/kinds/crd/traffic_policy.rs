@@ -87,6 +87,9 @@ pub struct TrafficPolicySpec {
     /// Request and response body size limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_limits: Option<BodyLimitsPolicy>,
+    /// An external authorizer every request must pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_auth: Option<super::traffic_policy_auth::ExternalAuthPolicy>,
 }
 
 /// One target of a policy (Gateway API `LocalPolicyTargetReferenceWithSectionName`).

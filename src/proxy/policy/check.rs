@@ -46,6 +46,30 @@ pub(crate) fn effective<'a>(
     }
 }
 
+/// The external authorization checks a request is under, in order: its effective
+/// TrafficPolicy's `externalAuth` (the rule's, else its host's), then the rule's
+/// `ExternalAuth` filters.
+pub(crate) fn external_auths<'a>(
+    rule: &'a RouteRule,
+    vhost: &'a VirtualHost,
+) -> impl Iterator<Item = &'a crate::table::ExternalAuth> {
+    let policy = rule
+        .filters
+        .policy
+        .as_ref()
+        .and_then(|p| p.external_auth.as_ref())
+        .or_else(|| vhost.policy.as_ref()?.external_auth.as_ref());
+    policy
+        .into_iter()
+        .chain(
+            rule.filters
+                .external_auth
+                .iter()
+                .flat_map(|list| list.iter()),
+        )
+        .map(|a| &**a)
+}
+
 /// What a policy check needs to know of the request besides its headers.
 pub(crate) struct Subject<'a> {
     /// The client address ([`client_ip`]).

@@ -3,11 +3,13 @@
 //! and JWT (401, and 400 for a request with more than one `Authorization` header), and the
 //! declared request body size (413). Owns the state that outlives tables (rate-limit buckets,
 //! remembered bcrypt checks, the bounded pool bcrypt runs on); the tables only describe
-//! policies. A request without any policy pays two `Option` checks. The checks are in `check`.
+//! policies. A request without any policy pays two `Option` checks. The checks are in `check`;
+//! external authorization, which runs after them, in `ext_auth`.
 
 mod basic;
 mod body;
 mod check;
+pub(crate) mod ext_auth;
 mod hashing;
 mod ip;
 mod jwt;

@@ -16,7 +16,7 @@ use crate::metrics::SeriesIndex;
 use crate::proxy::body::UpstreamBody;
 use crate::proxy::body::{ClientBody, ProxyBody};
 use crate::proxy::error::ProxyError;
-use crate::proxy::policy;
+use crate::proxy::policy::{self, ext_auth};
 use crate::proxy::routing::headers::{set_forwarded, strip_hop_by_hop};
 use crate::proxy::routing::service::{Handler, Matched};
 use crate::proxy::routing::session::Session;
@@ -29,7 +29,7 @@ use crate::proxy::upstream::trail::Trail;
 use crate::proxy::upstream::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use crate::table::{
     BackendTarget, ListenerTable, Mirror, RouteRule, RouteTable, ServiceBackend, UpstreamProtocol,
-    WeightedBackend,
+    VirtualHost, WeightedBackend,
 };
 
 impl Handler {
@@ -65,6 +65,12 @@ impl Handler {
             let response_limit = policies
                 .check_request(caller, &mut req, &rule, vhost, &self.shared.metrics)
                 .await?;
+            if let Some(denied) = self
+                .external_auth(&mut req, &rule, vhost, table, listener)
+                .await?
+            {
+                return Ok(denied);
+            }
             let session = rule
                 .filters
                 .session
@@ -261,6 +267,52 @@ impl Handler {
         Ok(Request::from_parts(parts, body))
     }
 
+    /// Phase 5c: the external authorizers the request is under (`policy::ext_auth`); a
+    /// denial is the client's answer.
+    async fn external_auth(
+        &self,
+        req: &mut Request<ClientBody>,
+        rule: &RouteRule,
+        vhost: &VirtualHost,
+        table: &RouteTable,
+        listener: &ListenerTable,
+    ) -> Result<Option<Response<ProxyBody>>, ProxyError> {
+        let mut checks = policy::external_auths(rule, vhost).peekable();
+        if checks.peek().is_none() {
+            return Ok(None);
+        }
+        let transport = AuthTransport {
+            handler: self,
+            table,
+            listener,
+        };
+        let authz = ext_auth::Authorizer {
+            transport: &transport,
+            metrics: &self.shared.metrics,
+        };
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()))
+            .unwrap_or_default()
+            .to_owned();
+        let client = SocketAddr::new(
+            policy::client_ip(
+                self.peer.ip(),
+                &self.settings.trusted_proxies,
+                req.headers(),
+            ),
+            self.peer.port(),
+        );
+        let origin = ext_auth::Origin {
+            client,
+            scheme: self.scheme().as_str(),
+            host: &host,
+        };
+        ext_auth::authorize(checks, &authz, &origin, req).await
+    }
+
     /// The upstream phase's share of the proxy's state.
     fn upstream(&self) -> Upstream<'_> {
         Upstream {
@@ -269,6 +321,35 @@ impl Handler {
             metrics: &self.shared.metrics,
             response_timeout: self.shared.options.upstream_response_timeout,
         }
+    }
+}
+
+/// How external authorization reaches its authorizers: the proxy's pools, one spare endpoint
+/// of the Service, TLS by the table's BackendTLSPolicies.
+struct AuthTransport<'a> {
+    handler: &'a Handler,
+    table: &'a RouteTable,
+    listener: &'a ListenerTable,
+}
+
+impl ext_auth::Transport for AuthTransport<'_> {
+    fn send<'a>(
+        &'a self,
+        service: &'a ServiceBackend,
+        protocol: UpstreamProtocol,
+        req: Request<UpstreamBody>,
+    ) -> ext_auth::Exchange<'a> {
+        Box::pin(async move {
+            let shared = &self.handler.shared;
+            let endpoint = shared.backends.spare_endpoint(service, &[])?;
+            let tls = upstream_tls(self.table, self.listener, service);
+            let resp = shared
+                .upstreams
+                .send(protocol, endpoint, tls.as_ref(), req)
+                .await
+                .map_err(|e| e.error)?;
+            Ok(resp.map(|body| body.map_err(Into::into).boxed_unsync()))
+        })
     }
 }
 

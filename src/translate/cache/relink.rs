@@ -7,7 +7,8 @@ use foldhash::HashMap;
 use std::sync::Arc;
 
 use crate::table::{
-    BackendSet, BackendTarget, RouteRule, RuleFilters, ServiceBackend, ServiceKey, WeightedBackend,
+    AuthBackend, BackendSet, BackendTarget, RouteRule, RuleFilters, ServiceBackend, ServiceKey,
+    WeightedBackend,
 };
 use crate::translate::backends::resolve::Resolved;
 use crate::translate::routes::rules::CompiledRoute;
@@ -84,7 +85,7 @@ pub fn relink(compiled: &CompiledRoute, current: &[Resolved]) -> CompiledRoute {
     }
 }
 
-/// A copy of `filters` whose mirrors go to the current Service ports.
+/// A copy of `filters` whose mirrors and authorizers go to the current Service ports.
 fn filters_with(
     filters: &RuleFilters,
     backend: &impl Fn(&Arc<ServiceBackend>) -> Arc<ServiceBackend>,
@@ -92,6 +93,17 @@ fn filters_with(
     let mut out = filters.clone();
     for m in &mut out.mirrors {
         m.backend = backend(&m.backend);
+    }
+    for auth in out
+        .external_auth
+        .iter_mut()
+        .flat_map(|list| list.iter_mut())
+    {
+        if let AuthBackend::Service(b) = &auth.backend {
+            let mut relinked = (**auth).clone();
+            relinked.backend = AuthBackend::Service(backend(b));
+            *auth = Arc::new(relinked);
+        }
     }
     out
 }

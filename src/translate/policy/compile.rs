@@ -11,6 +11,7 @@ use std::time::Duration;
 use gateway_api::apis::experimental::httproutes::{HttpRouteRulesRetry, HttpRouteRulesTimeouts};
 
 use super::auth;
+use super::ext_auth;
 use super::Setting;
 use crate::kinds::crd::traffic_policy::{
     LoadBalancerAlgorithm, RateLimitKeyType, RateLimitUnit, TrafficPolicySpec,
@@ -152,6 +153,10 @@ fn deny_all(spec: &TrafficPolicySpec, ns: &str, name: &str) -> Compiled {
         out.request.jwt = Some(Arc::new(auth::deny_jwt(j)));
         out.sets.push(Setting::Jwt);
     }
+    if let Some(a) = &spec.external_auth {
+        out.request.external_auth = Some(Arc::new(ext_auth::deny(ns, name, a)));
+        out.sets.push(Setting::ExternalAuth);
+    }
     out
 }
 
@@ -190,6 +195,7 @@ fn scope(spec: &TrafficPolicySpec, targets: &[Target]) -> Result<(), String> {
         ("jwt", spec.jwt.is_some()),
         ("ipAccess", spec.ip_access.is_some()),
         ("bodyLimits", spec.body_limits.is_some()),
+        ("externalAuth", spec.external_auth.is_some()),
     ];
     if !requests {
         if let Some((field, _)) = request_scoped.iter().find(|(_, set)| *set) {
@@ -265,6 +271,11 @@ fn settings(
         out.request.max_request_body = b.max_request_bytes;
         out.request.max_response_body = b.max_response_bytes;
         out.sets.push(Setting::BodyLimits);
+    }
+    if let Some(a) = &spec.external_auth {
+        let compiled = ext_auth::external_auth(snapshot, ns, name, a)?;
+        out.request.external_auth = Some(Arc::new(compiled));
+        out.sets.push(Setting::ExternalAuth);
     }
     Ok(())
 }

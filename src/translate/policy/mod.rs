@@ -10,6 +10,7 @@
 mod apply;
 mod auth;
 mod compile;
+mod ext_auth;
 #[cfg(test)]
 mod schema_tests;
 mod status;
@@ -51,6 +52,7 @@ pub enum Setting {
     Jwt,
     IpAccess,
     BodyLimits,
+    ExternalAuth,
     LoadBalancer,
     CircuitBreaker,
     OutlierDetection,
@@ -68,6 +70,7 @@ impl Setting {
             Self::Jwt => "jwt",
             Self::IpAccess => "ipAccess",
             Self::BodyLimits => "bodyLimits",
+            Self::ExternalAuth => "externalAuth",
             Self::LoadBalancer => "loadBalancer",
             Self::CircuitBreaker => "circuitBreaker",
             Self::OutlierDetection => "outlierDetection",
@@ -91,6 +94,7 @@ pub const REQUEST_SETTINGS: &[Setting] = &[
     Setting::Jwt,
     Setting::IpAccess,
     Setting::BodyLimits,
+    Setting::ExternalAuth,
 ];
 
 /// Copies `setting` from `from` into `into` and records it as set.
@@ -106,6 +110,7 @@ fn copy(setting: Setting, from: &Compiled, into: &mut Compiled) {
             into.request.max_request_body = from.request.max_request_body;
             into.request.max_response_body = from.request.max_response_body;
         }
+        Setting::ExternalAuth => into.request.external_auth = from.request.external_auth.clone(),
         Setting::LoadBalancer => into.balance = from.balance.clone(),
         Setting::CircuitBreaker => {
             into.limits.max_connections = from.limits.max_connections;

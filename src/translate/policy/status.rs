@@ -224,6 +224,16 @@ fn invalid_message(error: &str, policy: &TrafficPolicy) -> String {
     if spec.basic_auth.is_some() || spec.jwt.is_some() {
         refusals.push("its authentication refuses every request (401)");
     }
+    if let Some(auth) = &spec.external_auth {
+        let status = auth
+            .status_on_error
+            .unwrap_or(crate::table::DEFAULT_STATUS_ON_ERROR);
+        refusals.push(if status == 403 {
+            "its externalAuth refuses every request (403)"
+        } else {
+            "its externalAuth refuses every request (its statusOnError)"
+        });
+    }
     if refusals.is_empty() {
         format!("{error}; the policy applies nothing")
     } else {

@@ -1,5 +1,5 @@
 //! HTTPRoute filters compiled to `table` types: header modifiers, RequestRedirect, URLRewrite,
-//! CORS, and RequestMirror targets (left for `rules` to resolve). Invalid or unsupported filters
+//! CORS, and RequestMirror targets and ExternalAuth authorizers (left for `rules` to resolve). Invalid or unsupported filters
 //! are errors that make their rule invalid. Pure.
 
 use gateway_api::apis::experimental::httproutes::{
@@ -16,6 +16,7 @@ use crate::table::{
     Cors, CorsList, Fraction, HeaderModifier, OriginPattern, PathModifier, Redirect, RuleFilters,
     Scheme, UrlRewrite,
 };
+use crate::translate::routes::ext_auth::{compile_filter, AuthSpec};
 
 /// Why a rule's filters cannot be served as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +53,8 @@ pub enum FilterError {
     CorsList(&'static str),
     #[error("RequestMirror share is invalid: {0}")]
     MirrorShare(String),
+    #[error("ExternalAuth is invalid: {0}")]
+    ExternalAuth(String),
 }
 
 /// A `RequestMirror` backendRef, not yet resolved, and the share of requests it gets.
@@ -70,6 +73,8 @@ pub struct MirrorSpec {
 pub struct CompiledFilters {
     pub filters: RuleFilters,
     pub mirrors: Vec<MirrorSpec>,
+    /// `ExternalAuth` filters, their authorizers still to resolve.
+    pub auths: Vec<AuthSpec>,
 }
 
 /// Compiles a `RequestHeaderModifier` or `ResponseHeaderModifier` spec: two generated types of
@@ -112,6 +117,7 @@ pub fn compile_filters(
 ) -> Result<CompiledFilters, FilterError> {
     let mut out = RuleFilters::default();
     let mut mirrors = Vec::new();
+    let mut auths = Vec::new();
     for f in filters {
         let name = type_name(&f.r#type);
         match f.r#type {
@@ -195,7 +201,11 @@ pub fn compile_filters(
                 let spec = f.cors.as_ref().ok_or(FilterError::Missing(name))?;
                 set_once(&mut out.cors, cors(spec)?, name)?;
             }
-            Type::ExtensionRef | Type::ExternalAuth => return Err(FilterError::Unsupported(name)),
+            Type::ExternalAuth => {
+                let spec = f.external_auth.as_ref().ok_or(FilterError::Missing(name))?;
+                auths.push(compile_filter(spec).map_err(FilterError::ExternalAuth)?);
+            }
+            Type::ExtensionRef => return Err(FilterError::Unsupported(name)),
         }
     }
     if out.redirect.is_some() && out.rewrite.is_some() {
@@ -204,6 +214,7 @@ pub fn compile_filters(
     Ok(CompiledFilters {
         filters: out,
         mirrors,
+        auths,
     })
 }
 

@@ -2,6 +2,7 @@
 //! their rules (matches, filters, retries, session persistence) into table rules.
 
 pub(super) mod attach;
+pub(super) mod ext_auth;
 pub(super) mod filters;
 #[cfg(test)]
 pub(super) mod grpc_tests;

@@ -15,8 +15,8 @@ use http::{HeaderName, Method};
 use crate::kinds::routes::RouteKindId;
 use crate::snapshot::namespace_of;
 use crate::table::{
-    BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex, RequestMatch,
-    RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
+    AuthBackend, BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex,
+    RequestMatch, RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
 };
 use crate::translate::backends::resolve::{BackendError, BackendRef, Backends};
 use crate::translate::common::duration::compile_timeouts;
@@ -151,7 +151,7 @@ fn compile_actions(
         });
     let filters = match compiled {
         Ok((c, timeouts, retry, session)) => {
-            let mut filters = resolve_mirrors(c, namespace, backends, out);
+            let mut filters = resolve_mirrors(c, &source_of(route), namespace, backends, out);
             filters.timeouts = timeouts;
             filters.retry = retry.map(Box::new);
             filters.session = session.map(Box::new);
@@ -182,7 +182,7 @@ fn compile_actions(
         };
         let backend_filters =
             match compile_backend_filters(b.filters.as_deref().unwrap_or_default()) {
-                Ok(f) => resolve_mirrors(f, namespace, backends, out),
+                Ok(f) => resolve_mirrors(f, &source_of(route), namespace, backends, out),
                 Err(e) => {
                     out.invalid.push(format!(
                         "Rule {index} backendRef {} answers 500: {e}",
@@ -218,8 +218,11 @@ fn compile_actions(
 
 /// Resolves `RequestMirror` backendRefs like any backendRef (kind, ReferenceGrant, port); an
 /// unresolvable mirror is dropped and reported through `ResolvedRefs`, the rule keeps serving.
+/// `ExternalAuth` authorizers resolve the same way, but one that does not resolve stays (its
+/// requests are refused, 403) and is reported the same way.
 fn resolve_mirrors(
     compiled: CompiledFilters,
+    source: &str,
     namespace: &str,
     backends: &mut Backends<'_>,
     out: &mut CompiledRoute,
@@ -244,7 +247,36 @@ fn resolve_mirrors(
             }
         }
     }
+    let mut auths = Vec::with_capacity(compiled.auths.len());
+    for a in compiled.auths {
+        let r = BackendRef {
+            from_kind: out.kind.as_str(),
+            group: a.backend_ref.group.as_deref(),
+            kind: a.backend_ref.kind.as_deref(),
+            name: &a.backend_ref.name,
+            namespace: a.backend_ref.namespace.as_deref(),
+            port: a.backend_ref.port,
+        };
+        let mut auth = a.auth;
+        auth.source = source.to_owned();
+        // An authorizer that does not resolve stays, failing its requests closed.
+        auth.backend = match backends.resolve(namespace, &r) {
+            Ok(backend) => AuthBackend::Service(backend),
+            Err(e) => {
+                let reason = e.to_string();
+                out.unresolved.get_or_insert(e);
+                AuthBackend::Invalid { reason }
+            }
+        };
+        auths.push(Arc::new(auth));
+    }
+    filters.external_auth = (!auths.is_empty()).then(|| Box::new(auths));
     filters
+}
+
+/// `Kind/namespace/name` of a route, as an authorizer's log lines name where it comes from.
+fn source_of(route: &RouteRef) -> String {
+    format!("{}/{}", route.kind(), route.label())
 }
 
 fn regex(value: &str) -> Result<Regex, MatchError> {
