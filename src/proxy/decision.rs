@@ -9,6 +9,8 @@ use crate::proxy::error::ProxyError;
 pub const PROXIED: &str = "proxied";
 /// The rule answered without a backend (a redirect, a CORS preflight, `OPTIONS *`).
 pub const ANSWERED: &str = "answered";
+/// An external authorizer denied the request: its answer went to the client.
+pub const EXT_AUTH_DENIED: &str = "ext_auth_denied";
 
 impl ProxyError {
     /// The request's `decision` when the proxy answered with this error.
@@ -50,6 +52,7 @@ impl ProxyError {
             Self::RequestBodyTooLarge(_) => "body_too_large",
             Self::ResponseBodyTooLarge(_) => "response_too_large",
             Self::Timeout { .. } => "timeout",
+            Self::ExternalAuth { .. } => "ext_auth_failed",
         }
     }
 }

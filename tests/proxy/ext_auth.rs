@@ -7,10 +7,13 @@
 //! `statusOnError`), and the metrics they count.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use edgeplane::provider::manifest::parse_manifests;
+use edgeplane::proxy::{AccessSink, LogSpec, ProxyOptions};
 use edgeplane::snapshot::Snapshot;
 use edgeplane::status::ObjectKind;
+use edgeplane::table::AccessLogFormat;
 use edgeplane::translate::{translate, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 use http::{Method, StatusCode};
 
@@ -18,7 +21,7 @@ use crate::support::authz::{grpc_authorizer, http_authorizer};
 use crate::support::client::{self, h1_client, send};
 use crate::support::echo::start_echo;
 use crate::support::net::free_addr;
-use crate::support::proxy::{metric_sum, start};
+use crate::support::proxy::{metric_sum, start_with, test_options};
 
 fn service(name: &str, ns: &str, addr: SocketAddr) -> String {
     format!(
@@ -152,7 +155,13 @@ async fn external_authorizers_allow_deny_redirect_and_fail_closed() {
         (resolved["status"].as_str(), resolved["reason"].as_str()),
         (Some("False"), Some("RefNotPermitted"))
     );
-    let p = start(t.table).await;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let logged = ProxyOptions {
+        access_log: LogSpec::new(AccessLogFormat::Json),
+        access_sink: AccessSink::Capture(lines.clone()),
+        ..test_options()
+    };
+    let p = start_with(t.table, logged).await;
     let c = h1_client();
     let get = |path: &str| {
         client::request(Method::GET, bind, "h", path)
@@ -290,4 +299,36 @@ async fn external_authorizers_allow_deny_redirect_and_fail_closed() {
     assert_eq!(count("default/authz-grpc:80", "denied"), 1.0);
     assert_eq!(count("default/authz-down:80", "error"), 2.0);
     assert_eq!(count("invalid", "error"), 1.0);
+
+    // The access log says what became of each request (lines are written in a batch).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let decisions = loop {
+        let decisions: Vec<(String, String)> = lines
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|l| {
+                (
+                    l["path"].as_str().unwrap_or("").to_owned(),
+                    l["decision"].to_string(),
+                )
+            })
+            .collect();
+        if decisions.iter().any(|(path, _)| path == "/p-http/slow") {
+            break decisions;
+        }
+        assert!(std::time::Instant::now() < deadline, "{decisions:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let decision = |path: &str| {
+        decisions
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, d)| d.trim_matches('"').to_owned())
+    };
+    assert_eq!(decision("/f-http/allow?q=1").as_deref(), Some("proxied"));
+    assert_eq!(decision("/f-http/deny").as_deref(), Some("ext_auth_denied"));
+    assert_eq!(decision("/down").as_deref(), Some("ext_auth_failed"));
+    assert_eq!(decision("/p-http/slow").as_deref(), Some("ext_auth_failed"));
 }

@@ -15,6 +15,7 @@ use hyper::upgrade::OnUpgrade;
 use crate::metrics::SeriesIndex;
 use crate::proxy::body::UpstreamBody;
 use crate::proxy::body::{ClientBody, ProxyBody};
+use crate::proxy::decision;
 use crate::proxy::error::ProxyError;
 use crate::proxy::policy::{self, ext_auth};
 use crate::proxy::routing::headers::{set_forwarded, strip_hop_by_hop};
@@ -69,6 +70,7 @@ impl Handler {
                 .external_auth(&mut req, &rule, vhost, table, listener)
                 .await?
             {
+                trail.answered_by = Some(decision::EXT_AUTH_DENIED);
                 return Ok(denied);
             }
             let session = rule

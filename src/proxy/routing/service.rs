@@ -194,8 +194,11 @@ impl Handler {
         let served = flags.blame(served, timers, &self.shared.metrics);
         let decision = match &served {
             Err(err) => err.decision(),
-            Ok(_) if held.endpoint.is_some() => decision::PROXIED,
-            Ok(_) => decision::ANSWERED,
+            Ok(_) => match (trail.answered_by, &held.endpoint) {
+                (Some(by), _) => by,
+                (None, Some(_)) => decision::PROXIED,
+                (None, None) => decision::ANSWERED,
+            },
         };
         let error = match (&served, &tapped) {
             (Err(err), Some(_)) => Some(err.to_string()),

@@ -19,6 +19,9 @@ pub(crate) struct Trail {
     pub upstream_time: Option<Duration>,
     /// Every attempt, when the tracer follows the request; `None` records nothing.
     pub attempts: Option<Vec<Attempt>>,
+    /// Set when a check before the upstream phase answered the request itself (an external
+    /// authorizer's denial): the access log's `decision`.
+    pub answered_by: Option<&'static str>,
 }
 
 /// One attempt, as `edgeplane trace` prints it.
