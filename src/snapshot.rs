@@ -82,6 +82,10 @@ crate::kinds! {
             tls_routes: TlsRoute,
             tcp_routes: TcpRoute,
             udp_routes: UdpRoute,
+            /// Ingresses (`networking.k8s.io/v1`); only those of our IngressClasses are
+            /// translated (`translate::ingress`).
+            ingresses: k8s_openapi::api::networking::v1::Ingress,
+            ingress_classes: k8s_openapi::api::networking::v1::IngressClass,
             /// A route kind that exists only in the library's tests (see
             /// `crate::kinds::throwaway`).
             #[cfg(test)]

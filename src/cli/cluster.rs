@@ -257,6 +257,7 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     stack.reconcile(
         first,
         ReconcileOptions {
+            ingress: args.translate.ingress(),
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map: Default::default(),

@@ -70,6 +70,7 @@ impl Replica {
             published.clone(),
             Some(proxy.clone()),
             ReconcileOptions {
+                ingress: Default::default(),
                 controller_name: CONTROLLER.to_owned(),
                 bind_address: bind,
                 port_map: Default::default(),

@@ -15,6 +15,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
@@ -29,6 +30,7 @@ use crate::kinds::routes::{RouteKind, RouteKindId, RouteVisitor};
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
 use crate::status::diff::{self, Carried, DiffError, StatusPatch};
+use crate::status::ingress;
 use crate::status::{ObjectKind, ObjectStatus, Revision, SealedReport};
 
 /// How many status patches are in flight at once.
@@ -268,6 +270,7 @@ impl StatusWriter {
         let mut live = HashSet::new();
         let mut routes_seen = Seen::new();
         let controller = self.controller_name.clone();
+        let addresses = ingress::gateway_addresses(report.entries_with_revisions().map(|(e, _)| e));
         for (e, revision) in report.entries_with_revisions() {
             let key = ObjectKey::of(e);
             live.insert(key.clone());
@@ -302,6 +305,10 @@ impl StatusWriter {
                     self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::ListenerSet(o.status.as_ref()), rv, &controller)
                     })
+                }
+                ObjectKind::Route(RouteKindId::Ingress) => {
+                    let desired = ingress::load_balancer(e, &addresses);
+                    self.plan_ingress(key, ns, &e.name, desired)
                 }
                 ObjectKind::Route(kind) => kind.visit(PlanRoute {
                     writer: self,
@@ -354,6 +361,9 @@ impl StatusWriter {
         revision: Option<Revision>,
         seen: &mut Seen,
     ) -> Option<Write> {
+        if !K::PARENTS_STATUS {
+            return None;
+        }
         let ns = or_default_namespace(e.namespace.as_deref());
         let r = ObjectRef::new(&e.name).within(ns);
         let o = self.stores.find::<K>()?.get(&r)?;
@@ -362,6 +372,42 @@ impl StatusWriter {
         let controller = self.controller_name.clone();
         self.plan_one(ObjectKey::of(e), revision, &*o, |rv| {
             diff::patch(e, Carried::Route(carried.as_deref()), rv, &controller)
+        })
+    }
+
+    /// The write that makes Ingress `ns/name` carry `desired` as `status.loadBalancer.ingress`,
+    /// if it does not already. Compared on every pass (the Gateway's addresses may change
+    /// while the Ingress's entry does not); a write the cache has not shown yet is not repeated.
+    fn plan_ingress(
+        &mut self,
+        key: ObjectKey,
+        ns: &str,
+        name: &str,
+        desired: Vec<Value>,
+    ) -> Option<Write> {
+        let o = self
+            .stores
+            .find::<Ingress>()?
+            .get(&ObjectRef::new(name).within(ns))?;
+        let current = o.status.as_ref().and_then(|s| s.load_balancer.as_ref());
+        let current = current.and_then(|l| serde_json::to_value(&l.ingress).ok());
+        let version = o.resource_version();
+        let Some(patch) = ingress::patch(current.as_ref(), desired) else {
+            self.memory.matched(key, version, None);
+            return None;
+        };
+        if self
+            .memory
+            .already_written(&key, &version, None, patch.status())
+        {
+            return None;
+        }
+        Some(Write {
+            reference: o.object_ref(&()),
+            key,
+            revision: None,
+            version,
+            patch,
         })
     }
 
@@ -461,6 +507,9 @@ impl StatusWriter {
             ObjectKind::Gateway => patch_status::<Gateway>(Api::namespaced(client, ns), &w).await,
             ObjectKind::ListenerSet => {
                 patch_status::<ListenerSet>(Api::namespaced(client, ns), &w).await
+            }
+            ObjectKind::Route(RouteKindId::Ingress) => {
+                patch_status::<Ingress>(Api::namespaced(client, ns), &w).await
             }
             ObjectKind::Route(kind) => {
                 let resource = kind.visit(ResourceOf);
