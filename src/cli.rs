@@ -180,12 +180,8 @@ pub struct ServeArgs {
     pub admission: AdmissionArgs,
     /// Bind listener ports on other local ports, as Service targetPorts do
     /// (`80=18080,443=18443`, e.g. to run unprivileged); status keeps the Gateways' ports.
-    #[arg(
-        long,
-        value_name = "PORT=LOCAL,...",
-        conflicts_with = "kubernetes",
-        help_heading = "Standalone"
-    )]
+    /// With --kubernetes it applies to the implicit Ingress Gateways only.
+    #[arg(long, value_name = "PORT=LOCAL,...", help_heading = "Standalone")]
     pub port_map: Option<PortMap>,
     #[command(flatten, next_help_heading = "Kubernetes")]
     pub kube: cluster::KubeArgs,
