@@ -183,6 +183,8 @@ mod tests {
                 "tls_routes <- gateway.networking.k8s.io/v1 TLSRoute (tlsroutes, namespaced, Objects)",
                 "tcp_routes <- gateway.networking.k8s.io/v1 TCPRoute (tcproutes, namespaced, Objects)",
                 "udp_routes <- gateway.networking.k8s.io/v1 UDPRoute (udproutes, namespaced, Objects)",
+                "ingresses <- networking.k8s.io/v1 Ingress (ingresses, namespaced, Objects)",
+                "ingress_classes <- networking.k8s.io/v1 IngressClass (ingressclasses, cluster, Objects)",
                 // Declared in the library's own tests only.
                 "throwaway_routes <- gateway.networking.k8s.io/v1 ThrowawayRoute (throwawayroutes, namespaced, Objects)",
                 "reference_grants <- gateway.networking.k8s.io/v1 ReferenceGrant (referencegrants, namespaced, Objects)",
