@@ -61,6 +61,20 @@ pub fn load_balancer(entry: &ObjectStatus, gateways: &GatewayAddresses) -> Vec<V
     out
 }
 
+/// The message of the `Unsupported=True` condition of an Ingress's entry: what it asks for
+/// that is not served, for the Event the leader records.
+pub fn unsupported(entry: &ObjectStatus) -> Option<String> {
+    let Some(StatusBody::Route(status)) = entry.status.typed(entry.kind).as_deref().cloned() else {
+        return None;
+    };
+    let ty = super::conditions::ConditionType::Unsupported;
+    let found = status.parents.iter().flat_map(|p| p.conditions.iter());
+    found
+        .into_iter()
+        .find(|c| c.type_ == ty.as_str() && c.status == "True")
+        .map(|c| c.message.clone())
+}
+
 /// The merge patch that makes an Ingress whose `status.loadBalancer.ingress` is `current`
 /// carry `desired`; `None` when it does already (an absent list equals an empty one).
 pub fn patch(current: Option<&Value>, desired: Vec<Value>) -> Option<StatusPatch> {
@@ -117,5 +131,6 @@ mod tests {
             "no write in a steady state"
         );
         assert_eq!(patch(None, Vec::new()), None);
+        assert_eq!(unsupported(&ing), None);
     }
 }

@@ -1,7 +1,7 @@
 //! Ingresses in a cluster: watched, served by the implicit Gateway of their IngressClass (its
 //! ports through the port map), ours only by class (the default class taking Ingresses that
-//! name none), and `status.loadBalancer` written by the leader once, not again in a steady
-//! state.
+//! name none), `status.loadBalancer` written by the leader once, not again in a steady state,
+//! and an unsupported annotation recorded as one Warning Event.
 
 use edgeplane::translate::PortMap;
 use serde_json::{json, Value};
@@ -57,8 +57,10 @@ async fn ingresses_are_served_and_get_their_load_balancer_status() {
         "theirs.example.com",
         "svc-b",
     ));
-    // A class of ours named through the field.
-    api.insert(ingress("blog", Some("edge"), "blog.example.com", "svc-b"));
+    // A class of ours named through the field, with an annotation not supported yet.
+    let mut blog = ingress("blog", Some("edge"), "blog.example.com", "svc-b");
+    blog["metadata"]["annotations"] = json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false"});
+    api.insert(blog);
 
     let port = port_base();
     let map: PortMap = format!("80={port}").parse().expect("port map");
@@ -101,11 +103,36 @@ async fn ingresses_are_served_and_get_their_load_balancer_status() {
         "not ours: not written"
     );
 
-    // Steady state: rebuilds write nothing more.
+    // The annotation is reported on the Ingress by a Warning Event.
+    let unsupported = |a: &ApiServer| -> Vec<Value> {
+        a.objects("events.events.k8s.io")
+            .into_iter()
+            .filter(|e| e["reason"] == "Unsupported" && e["regarding"]["name"] == "blog")
+            .collect()
+    };
+    assert!(
+        api.wait_until(T, |a| !unsupported(a).is_empty()).await,
+        "no Unsupported Event for blog"
+    );
+    let note = unsupported(&api)[0]["note"].to_string();
+    assert!(
+        note.contains("nginx.ingress.kubernetes.io/ssl-redirect"),
+        "{note}"
+    );
+
+    // Steady state: rebuilds write nothing more, and record the Event once.
     let writes = api.write_count("ingresses", None, "status");
     assert_eq!(writes, 2, "one write per Ingress of ours");
     churn(&api, &[&replica]).await;
     assert_eq!(api.write_count("ingresses", None, "status"), writes);
+    let events = unsupported(&api);
+    assert_eq!(events.len(), 1, "the Event is recorded once");
+    // A repeat would have made it a series.
+    assert!(
+        events[0].get("series").is_none_or(Value::is_null),
+        "{}",
+        events[0]
+    );
 
     // Without the default mark, the Ingress naming no class is no longer ours.
     api.insert(ingress_class(false));

@@ -209,6 +209,10 @@ pub struct StatusWriter {
     controller_name: String,
     recorder: Recorder,
     memory: Memory,
+    /// The `Unsupported` message last recorded as an Event per Ingress, so each is recorded
+    /// once; and the Events of the pass being planned.
+    ingress_events: HashMap<ObjectKey, String>,
+    pending_events: Vec<(ObjectReference, String)>,
 }
 
 impl StatusWriter {
@@ -228,6 +232,8 @@ impl StatusWriter {
             controller_name,
             recorder,
             memory: Memory::default(),
+            ingress_events: HashMap::new(),
+            pending_events: Vec::new(),
         }
     }
 
@@ -242,6 +248,7 @@ impl StatusWriter {
         let report = self.published.status();
         let (writes, live) = self.plan(&report);
         self.memory.retain(&live);
+        self.ingress_events.retain(|k, _| live.contains(k));
         let count = writes.len();
         let results: Vec<_> = futures_util::stream::iter(writes.into_iter().map(|w| self.apply(w)))
             .buffer_unordered(CONCURRENT_WRITES)
@@ -260,6 +267,21 @@ impl StatusWriter {
         }
         if count > 0 {
             tracing::info!(status_writes = count, "status synced");
+        }
+        for (reference, note) in std::mem::take(&mut self.pending_events) {
+            if !*self.leader.borrow() {
+                break;
+            }
+            let ev = Event {
+                type_: EventType::Warning,
+                reason: "Unsupported".into(),
+                note: Some(note),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&ev, &reference).await {
+                tracing::debug!(error = %e, "event not recorded");
+            }
         }
         ok
     }
@@ -308,7 +330,7 @@ impl StatusWriter {
                 }
                 ObjectKind::Route(RouteKindId::Ingress) => {
                     let desired = ingress::load_balancer(e, &addresses);
-                    self.plan_ingress(key, ns, &e.name, desired)
+                    self.plan_ingress(key, ns, &e.name, desired, ingress::unsupported(e))
                 }
                 ObjectKind::Route(kind) => kind.visit(PlanRoute {
                     writer: self,
@@ -378,17 +400,29 @@ impl StatusWriter {
     /// The write that makes Ingress `ns/name` carry `desired` as `status.loadBalancer.ingress`,
     /// if it does not already. Compared on every pass (the Gateway's addresses may change
     /// while the Ingress's entry does not); a write the cache has not shown yet is not repeated.
+    /// A new `unsupported` message is recorded as a Warning Event once.
     fn plan_ingress(
         &mut self,
         key: ObjectKey,
         ns: &str,
         name: &str,
         desired: Vec<Value>,
+        unsupported: Option<String>,
     ) -> Option<Write> {
         let o = self
             .stores
             .find::<Ingress>()?
             .get(&ObjectRef::new(name).within(ns))?;
+        match unsupported {
+            Some(note) if self.ingress_events.get(&key) != Some(&note) => {
+                self.ingress_events.insert(key.clone(), note.clone());
+                self.pending_events.push((o.object_ref(&()), note));
+            }
+            Some(_) => {}
+            None => {
+                self.ingress_events.remove(&key);
+            }
+        }
         let current = o.status.as_ref().and_then(|s| s.load_balancer.as_ref());
         let current = current.and_then(|l| serde_json::to_value(&l.ingress).ok());
         let version = o.resource_version();
@@ -566,6 +600,7 @@ impl LeaderPass for StatusWriter {
 
     fn forget(&mut self) {
         self.memory.clear();
+        self.ingress_events.clear();
     }
 }
 
