@@ -363,3 +363,40 @@ fn no_ingress_no_copy() {
     let s = with(&[OURS], &[], |_| {});
     assert!(super::prepare(&s, &options(PortMap::default())).is_none());
 }
+
+#[test]
+fn incremental_translations_equal_fresh_ones() {
+    let shop = |path: &str, port: u16| {
+        ingress(
+            "shop",
+            &format!(
+                "  ingressClassName: edge\n  defaultBackend: {{service: {{name: svc, port: {{number: 7}}}}}}\n  rules: [{{host: a.test, http: {{paths: [{{path: {path}, pathType: Exact, backend: {{service: {{name: svc, port: {{number: {port}}}}}}}}}]}}}}, {{host: '*.b.test', http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: svc, port: {{name: web}}}}}}}}]}}}}]"
+            ),
+        )
+    };
+    let other = ingress("other", &format!("  ingressClassName: edge\n{SIMPLE}"));
+    let steps = [
+        vec![shop("/x", 1)],
+        vec![shop("/x", 1), other.clone()],
+        vec![shop("/y", 2), other.clone()],
+        vec![other],
+        vec![shop("/x", 3)],
+    ];
+    let opts = options(PortMap::default());
+    let mut memory = crate::translate::Incremental::default();
+    for (i, ingresses) in steps.iter().enumerate() {
+        let s = with(&[OURS], ingresses, |_| {});
+        let cached = memory.translate(&s, &opts, &Default::default());
+        let fresh = translate(&s, &opts);
+        assert_eq!(
+            serde_json::to_value(&cached.table).expect("table"),
+            serde_json::to_value(&fresh.table).expect("table"),
+            "step {i}"
+        );
+        assert_eq!(
+            serde_json::to_value(&cached.status).expect("status"),
+            serde_json::to_value(&fresh.status).expect("status"),
+            "step {i}"
+        );
+    }
+}
