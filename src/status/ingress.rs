@@ -1,5 +1,6 @@
 //! The status of an Ingress: `status.loadBalancer.ingress`, the addresses of the Gateway
-//! serving it (the one parent of its report entry), as IPs and hostnames. The report entry's
+//! serving it (the one parent of its report entry), as IPs and hostnames (a wildcard bind
+//! address left out). The report entry's
 //! `parents[]` conditions are shown by `status` and `/debug/status` but not written: an
 //! Ingress has no such field. Pure.
 
@@ -20,10 +21,16 @@ pub fn gateway_addresses<'a>(entries: impl Iterator<Item = &'a ObjectStatus>) ->
         let Some(StatusBody::Gateway(status)) = e.status.typed(e.kind).as_deref().cloned() else {
             continue;
         };
+        // A wildcard bind address (`0.0.0.0`, `::`) is no address a client can use.
+        let unspecified = |v: &str| {
+            v.parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_unspecified())
+        };
         let addresses = status
             .addresses
             .iter()
             .flatten()
+            .filter(|a| !unspecified(&a.value))
             .map(|a| match a.r#type.as_deref() {
                 Some("Hostname") => json!({"hostname": a.value}),
                 _ => json!({"ip": a.value}),
@@ -108,6 +115,7 @@ mod tests {
             "edgeplane:ingress",
             "web",
             json!({"addresses": [{"type": "IPAddress", "value": "10.0.0.1"},
+                                 {"type": "IPAddress", "value": "0.0.0.0"},
                                  {"type": "Hostname", "value": "lb.example"}]}),
         );
         let ing = entry(
