@@ -43,6 +43,7 @@ spec:
 fn bench(c: &mut Criterion) {
     let objects = parse_manifests(Path::new("bench.yaml"), MANIFESTS).expect("manifests");
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: "127.0.0.1".parse().expect("ip"),
         now: jiff::Timestamp::now(),

@@ -139,6 +139,7 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
         published.clone(),
         Some(proxy.clone()),
         ReconcileOptions {
+            ingress: Default::default(),
             controller_name: CONTROLLER.to_owned(),
             bind_address: bind,
             port_map: Default::default(),

@@ -56,6 +56,7 @@ fn snapshot(routes: usize) -> Snapshot {
 
 fn options() -> TranslateOptions {
     TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.into(),
         bind_address: "127.0.0.1".parse().expect("valid address"),
         now: jiff::Timestamp::UNIX_EPOCH,

@@ -104,6 +104,35 @@ pub struct TranslateArgs {
     /// Address listeners bind on when a Gateway names no IPAddress.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind_address: IpAddr,
+    /// Serve our Ingresses on the listeners of this Gateway instead of the implicit Gateway
+    /// of each IngressClass.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_gateway_name)]
+    pub ingress_gateway: Option<(String, String)>,
+    /// Serve Ingresses that name no IngressClass even when no IngressClass of ours is the
+    /// default.
+    #[arg(long)]
+    pub watch_ingress_without_class: bool,
+}
+
+impl TranslateArgs {
+    /// Which Ingresses are ours and which Gateway serves them, as the flags say.
+    pub fn ingress(&self) -> crate::translate::ingress::IngressOptions {
+        crate::translate::ingress::IngressOptions {
+            gateway: self.ingress_gateway.clone(),
+            without_class: self.watch_ingress_without_class,
+            ..Default::default()
+        }
+    }
+}
+
+/// `NAMESPACE/NAME`, both non-empty.
+fn parse_gateway_name(value: &str) -> Result<(String, String), String> {
+    match value.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("{value:?} is not NAMESPACE/NAME")),
+    }
 }
 
 /// Flags of the commands that read manifests from files.
@@ -151,12 +180,8 @@ pub struct ServeArgs {
     pub admission: AdmissionArgs,
     /// Bind listener ports on other local ports, as Service targetPorts do
     /// (`80=18080,443=18443`, e.g. to run unprivileged); status keeps the Gateways' ports.
-    #[arg(
-        long,
-        value_name = "PORT=LOCAL,...",
-        conflicts_with = "kubernetes",
-        help_heading = "Standalone"
-    )]
+    /// With --kubernetes it applies to the implicit Ingress Gateways only.
+    #[arg(long, value_name = "PORT=LOCAL,...", help_heading = "Standalone")]
     pub port_map: Option<PortMap>,
     #[command(flatten, next_help_heading = "Kubernetes")]
     pub kube: cluster::KubeArgs,
@@ -349,6 +374,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         args.proxy.options(args.drain_timeout),
         ReconcileOptions {
+            ingress: args.translate.ingress(),
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
             port_map,
@@ -376,6 +402,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         },
         args.proxy.options(args.drain_timeout),
         ReconcileOptions {
+            ingress: Default::default(),
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             bind_address: args.listen.ip(),
             port_map: Default::default(),

@@ -113,6 +113,8 @@ impl Worker {
 #[derive(Debug, Clone)]
 pub struct ReconcileOptions {
     pub controller_name: String,
+    /// Which Ingresses are ours and which Gateway serves them.
+    pub ingress: crate::translate::ingress::IngressOptions,
     pub bind_address: IpAddr,
     /// Standalone mode's `--port-map`: the local port each Gateway listener port binds.
     pub port_map: PortMap,
@@ -181,6 +183,7 @@ impl Reconciler {
         let metrics = self.published.metrics().clone();
         metrics.snapshot_read(&*snapshot);
         let options = TranslateOptions {
+            ingress: self.options.ingress.clone(),
             controller_name: self.options.controller_name.clone(),
             bind_address: self.options.bind_address,
             now: jiff::Timestamp::now(),
@@ -436,6 +439,7 @@ mod tests {
             published.clone(),
             None,
             ReconcileOptions {
+                ingress: Default::default(),
                 controller_name: "x/y".into(),
                 bind_address: IpAddr::from([127, 0, 0, 1]),
                 port_map: Default::default(),

@@ -157,6 +157,7 @@ async fn a_throwaway_route_kind_attaches_routes_and_reports_status_standalone() 
     assert_eq!(load.snapshot.throwaway_routes.len(), 1);
 
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: CONTROLLER.into(),
         bind_address: "127.0.0.1".parse().expect("address"),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
@@ -253,6 +254,7 @@ async fn a_throwaway_route_kind_attaches_routes_and_reports_status_in_kubernetes
         published.clone(),
         Some(proxy.clone()),
         ReconcileOptions {
+            ingress: Default::default(),
             controller_name: CONTROLLER.to_owned(),
             bind_address: bind,
             port_map: Default::default(),

@@ -82,6 +82,10 @@ crate::kinds! {
             tls_routes: TlsRoute,
             tcp_routes: TcpRoute,
             udp_routes: UdpRoute,
+            /// Ingresses (`networking.k8s.io/v1`); only those of our IngressClasses are
+            /// translated (`translate::ingress`).
+            ingresses: k8s_openapi::api::networking::v1::Ingress,
+            ingress_classes: k8s_openapi::api::networking::v1::IngressClass,
             /// A route kind that exists only in the library's tests (see
             /// `crate::kinds::throwaway`).
             #[cfg(test)]
@@ -179,6 +183,8 @@ mod tests {
                 "tls_routes <- gateway.networking.k8s.io/v1 TLSRoute (tlsroutes, namespaced, Objects)",
                 "tcp_routes <- gateway.networking.k8s.io/v1 TCPRoute (tcproutes, namespaced, Objects)",
                 "udp_routes <- gateway.networking.k8s.io/v1 UDPRoute (udproutes, namespaced, Objects)",
+                "ingresses <- networking.k8s.io/v1 Ingress (ingresses, namespaced, Objects)",
+                "ingress_classes <- networking.k8s.io/v1 IngressClass (ingressclasses, cluster, Objects)",
                 // Declared in the library's own tests only.
                 "throwaway_routes <- gateway.networking.k8s.io/v1 ThrowawayRoute (throwawayroutes, namespaced, Objects)",
                 "reference_grants <- gateway.networking.k8s.io/v1 ReferenceGrant (referencegrants, namespaced, Objects)",

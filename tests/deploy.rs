@@ -344,6 +344,19 @@ fn the_roles_grant_nothing_beyond_what_the_controller_uses() {
         &["endpointslices"],
         &["list", "watch"],
     );
+    // Ingresses and IngressClasses, and the Ingress status the leader writes.
+    grant(
+        "ClusterRole",
+        "networking.k8s.io",
+        &["ingresses", "ingressclasses"],
+        &read,
+    );
+    grant(
+        "ClusterRole",
+        "networking.k8s.io",
+        &["ingresses/status"],
+        &["patch", "update"],
+    );
     // Each Gateway's Service in the Gateway's namespace (created, patched, deleted: the
     // keeper in provider/kube/gateway_service.rs) and its EndpointSlices (created, replaced,
     // deleted).

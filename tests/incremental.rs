@@ -33,6 +33,7 @@ fn options() -> TranslateOptions {
 fn options_at(at: usize) -> TranslateOptions {
     let start: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("timestamp");
     TranslateOptions {
+        ingress: Default::default(),
         controller_name: "x/y".into(),
         bind_address: "127.0.0.1".parse().expect("ip"),
         now: start + jiff::SignedDuration::from_secs(i64::try_from(at).unwrap_or(0)),

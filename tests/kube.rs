@@ -13,6 +13,8 @@ mod failover;
 mod gateway_service;
 #[path = "kube/harness.rs"]
 mod harness;
+#[path = "kube/ingress.rs"]
+mod ingress;
 #[path = "kube/listenerset.rs"]
 mod listenerset;
 #[path = "kube/metrics.rs"]

@@ -11,6 +11,7 @@ use edgeplane::translate::{translate, TranslateOptions, Translation, DEFAULT_CON
 
 fn options() -> TranslateOptions {
     TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: "127.0.0.1".parse().expect("ip"),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),

@@ -33,6 +33,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: edgeplane::translate::DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: [127, 0, 0, 1].into(),
         now: jiff::Timestamp::UNIX_EPOCH,

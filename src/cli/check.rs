@@ -75,6 +75,7 @@ pub fn check(args: &CheckArgs) -> ExitCode {
         }
     };
     let options = TranslateOptions {
+        ingress: args.translate.ingress(),
         controller_name: args.translate.controller_name.clone(),
         bind_address: args.translate.bind_address,
         now: jiff::Timestamp::now(),

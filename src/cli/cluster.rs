@@ -257,9 +257,12 @@ pub(super) async fn serve_kubernetes(args: ServeArgs) -> anyhow::Result<ExitCode
     stack.reconcile(
         first,
         ReconcileOptions {
+            ingress: args.translate.ingress(),
             controller_name: args.translate.controller_name,
             bind_address: args.translate.bind_address,
-            port_map: Default::default(),
+            // Gateways bind the ports of their Services; the implicit Ingress Gateways, which
+            // have none, bind their own through the map.
+            port_map: args.port_map.clone().unwrap_or_default(),
             sources: Default::default(),
             capabilities: crate::translate::Capabilities::KUBERNETES,
         },

@@ -83,9 +83,10 @@ pub fn summarize_conditions(kind: &str, namespace: &str, name: &str, conds: &[&V
         }
         out
     };
+    // A condition in its bad state: not True for most, True for Conflicted or Unsupported.
     let explaining = conds
         .iter()
-        .find(|c| c["status"] != "True" && is_polarity_positive(str_of(&c["type"])))
+        .find(|c| (c["status"] == "True") != is_polarity_positive(str_of(&c["type"])))
         .or_else(|| conds.iter().find(|c| c["type"] == "Accepted"))
         .or_else(|| conds.first());
     let since = conds
@@ -115,7 +116,7 @@ pub fn summarize_conditions(kind: &str, namespace: &str, name: &str, conds: &[&V
 
 /// Conditions whose `True` is the good state (Conflicted, say, is the opposite).
 fn is_polarity_positive(ty: &str) -> bool {
-    !matches!(ty, "Conflicted" | "OverlappingTLSConfig")
+    !matches!(ty, "Conflicted" | "OverlappingTLSConfig" | "Unsupported")
 }
 
 fn str_of(v: &Value) -> &str {
@@ -169,5 +170,20 @@ mod tests {
         let s = summarize(&entry);
         assert_eq!((s.reason.as_str(), s.message.as_str()), ("Accepted", "ok"));
         assert!(!s.is_broken());
+    }
+
+    #[test]
+    fn an_unsupported_ingress_reads_its_reason() {
+        let entry = json!({
+            "kind": "Ingress", "namespace": "default", "name": "shop",
+            "status": {"parents": [{"conditions": [
+                {"type": "Accepted", "status": "True", "reason": "Accepted"},
+                {"type": "Unsupported", "status": "True", "reason": "UnsupportedValue",
+                 "message": "annotation x is not supported yet"}]}]}
+        });
+        let s = summarize(&entry);
+        assert_eq!(s.reason, "UnsupportedValue");
+        assert!(s.message.contains("annotation x"));
+        assert!(!s.is_broken(), "it is served");
     }
 }

@@ -1,5 +1,5 @@
 //! The route abstraction: every route kind (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
-//! UDPRoute) declared once in `route_kinds!`, which generates the kind's identity
+//! UDPRoute, Ingress) declared once in `route_kinds!`, which generates the kind's identity
 //! ([`RouteKindId`]: its name, the listener protocols that carry it, and a typed dispatch to
 //! its Rust type), and [`RouteKind`], implemented once per kind, which gives what attachment,
 //! rule compilation and the status writer read of a route: its parentRefs, hostnames, rules
@@ -76,6 +76,9 @@ route_kinds! {
     TlsRoute = "TLSRoute": TlsRoute ["TLS"],
     TcpRoute = "TCPRoute": TcpRoute ["TCP"],
     UdpRoute = "UDPRoute": UdpRoute ["UDP"],
+    // Carried by HTTP and HTTPS listeners too (`ListenerModel::accepts`), but not listed in
+    // their `supportedKinds`, which name Gateway API kinds.
+    Ingress = "Ingress": k8s_openapi::api::networking::v1::Ingress [],
     #[cfg(test)]
     ThrowawayRoute = "ThrowawayRoute": super::throwaway::ThrowawayRoute ["TCP"],
 }
@@ -164,6 +167,10 @@ pub struct BackendRef<'a> {
 pub trait RouteKind: Kind + RouteKindOf {
     /// One rule of the route.
     type Rule;
+
+    /// Whether the route's status is the spec's `parents[]` (every Gateway API kind); an
+    /// Ingress's is not, and the status writer writes it apart.
+    const PARENTS_STATUS: bool = true;
 
     /// The route's parentRefs, in order.
     fn parent_refs(&self) -> impl Iterator<Item = ParentRef<'_>>;

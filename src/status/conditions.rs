@@ -17,6 +17,9 @@ pub enum ConditionType {
     PartiallyInvalid,
     /// Gateway: some port accepts clients without a valid certificate.
     InsecureFrontendValidationMode,
+    /// Ingress: something it asks for is not served (an ingress-nginx annotation, a resource
+    /// backend, a missing TLS Secret); a problem when True.
+    Unsupported,
 }
 
 impl ConditionType {
@@ -29,6 +32,7 @@ impl ConditionType {
             Self::Conflicted => "Conflicted",
             Self::PartiallyInvalid => "PartiallyInvalid",
             Self::InsecureFrontendValidationMode => "InsecureFrontendValidationMode",
+            Self::Unsupported => "Unsupported",
         }
     }
 }
@@ -197,14 +201,14 @@ impl Stamp {
 }
 
 /// Whether a condition reports a problem: `Accepted`, `ResolvedRefs` or `Programmed` False, or
-/// `Conflicted` True. `edgeplane check` fails on these, and they are counted per publication.
+/// `Conflicted` or `Unsupported` True. `edgeplane check` fails on these, and they are counted per publication.
 pub fn is_problem(condition: &Condition) -> bool {
-    use ConditionType::{Accepted, Conflicted, Programmed, ResolvedRefs};
+    use ConditionType::{Accepted, Conflicted, Programmed, ResolvedRefs, Unsupported};
     let is = |ty: ConditionType| condition.type_ == ty;
     if is(Accepted) || is(ResolvedRefs) || is(Programmed) {
         condition.status == "False"
     } else {
-        is(Conflicted) && condition.status == "True"
+        (is(Conflicted) || is(Unsupported)) && condition.status == "True"
     }
 }
 

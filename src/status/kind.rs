@@ -83,6 +83,7 @@ impl ObjectKind {
     pub fn api_version(self) -> &'static str {
         match self {
             Self::TrafficPolicy => TRAFFIC_POLICY_API_VERSION,
+            Self::Route(RouteKindId::Ingress) => "networking.k8s.io/v1",
             _ => API_VERSION,
         }
     }

@@ -8,6 +8,7 @@
 mod body;
 pub mod conditions;
 pub mod diff;
+pub mod ingress;
 mod kind;
 pub mod problems;
 

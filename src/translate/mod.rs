@@ -9,6 +9,7 @@ mod build;
 mod cache;
 pub mod common;
 mod gateways;
+pub mod ingress;
 mod policy;
 mod routes;
 mod snapshot_rules;
@@ -64,6 +65,8 @@ pub struct TranslateOptions {
     pub port_map: PortMap,
     /// What the running mode can do; decides the GatewayClass's `supportedFeatures`.
     pub capabilities: Capabilities,
+    /// Which Ingresses are ours and which Gateway serves them.
+    pub ingress: ingress::IngressOptions,
 }
 
 /// The output of one translation.
@@ -99,6 +102,9 @@ fn translate_cached(
     served: &ServedCertificates,
     cache: &mut Incremental,
 ) -> Translation {
+    // Our Ingresses with their Gateways, when there are Ingresses at all.
+    let prepared = ingress::prepare(snapshot, options);
+    let snapshot = prepared.as_ref().map_or(snapshot, |p| &p.snapshot);
     let mut report = StatusReport::default();
     let classes = stages::classes(snapshot, options, &mut report);
     let set_inputs = gateways::listenerset::inputs(snapshot);
@@ -116,6 +122,9 @@ fn translate_cached(
         &mut compiler,
         &mut report,
     );
+    if let Some(p) = &prepared {
+        ingress::report_problems(&p.problems, options, &mut report);
+    }
     let l4 = routes::l4route::attach_l4_routes(
         snapshot,
         &mut front.gateways,

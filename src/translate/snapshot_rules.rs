@@ -22,6 +22,13 @@ impl TranslatorRules for Snapshot {
         ));
         wanted.extend(ca_objects(self, "Secret"));
         wanted.extend(policy_objects(self, "Secret"));
+        // Ingresses' tls[] Secrets (those of Ingresses that are not ours too: which are is
+        // decided with the flags, at translation).
+        for ingress in &self.ingresses {
+            let ns = namespace_of(&ingress.metadata);
+            let tls = ingress.spec.iter().flat_map(|s| s.tls.iter().flatten());
+            wanted.extend(tls.filter_map(|t| Some((ns.to_owned(), t.secret_name.clone()?))));
+        }
         wanted
     }
 

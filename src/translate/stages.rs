@@ -106,12 +106,15 @@ pub(super) fn gateways<'s>(
                 }
                 Err(e) => Some(e),
             };
+            // An Ingress class's implicit Gateway binds its own ports in a cluster too.
+            let bindings = snapshot.gateway_bindings.as_deref();
+            let bindings = bindings.filter(|_| !crate::translate::ingress::is_implicit(g));
             Some(GatewayModel::new(
                 g,
                 options,
                 &mut certificates,
                 &mut frontends,
-                snapshot.gateway_bindings.as_deref(),
+                bindings,
                 invalid,
             ))
         })

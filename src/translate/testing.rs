@@ -24,6 +24,7 @@ pub fn snapshot(gateways: &[String]) -> Snapshot {
 /// Options for controller `x/y`, default bind address 127.0.0.9, a fixed clock, generation 1.
 pub fn options(port_map: PortMap) -> TranslateOptions {
     TranslateOptions {
+        ingress: Default::default(),
         controller_name: "x/y".into(),
         bind_address: "127.0.0.9".parse().expect("address"),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),

@@ -58,6 +58,7 @@ fn policies() -> Vec<Value> {
     std::fs::write(dir.path().join("all.yaml"), MANIFESTS).expect("write");
     let loaded = load_dir(dir.path(), builtin::crds()).expect("manifests load");
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: "127.0.0.1".parse().expect("ip"),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),

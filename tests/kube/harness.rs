@@ -61,22 +61,32 @@ impl Replica {
 
     /// [`Replica::start_on`] with the given provider options (lease timing, say).
     pub async fn start_with(api: &ApiServer, options: KubeOptions, bind: IpAddr) -> Replica {
+        Self::start_reconciling(api, options, bind, |_| {}).await
+    }
+
+    /// [`Replica::start_with`], its reconcile options changed by `tweak` (Ingress flags, a
+    /// port map).
+    pub async fn start_reconciling(
+        api: &ApiServer,
+        options: KubeOptions,
+        bind: IpAddr,
+        tweak: impl FnOnce(&mut ReconcileOptions),
+    ) -> Replica {
         let metrics = Metrics::new();
         let published = Published::new(metrics.clone());
         let proxy = Proxy::new(published.shared_table(), metrics.clone(), test_options());
         let provider = KubeProvider::start(api.client(), options, published.clone(), metrics);
         let mut snapshots = provider.snapshots.clone();
-        let reconciler = Reconciler::new(
-            published.clone(),
-            Some(proxy.clone()),
-            ReconcileOptions {
-                controller_name: CONTROLLER.to_owned(),
-                bind_address: bind,
-                port_map: Default::default(),
-                sources: Default::default(),
-                capabilities: edgeplane::translate::Capabilities::KUBERNETES,
-            },
-        );
+        let mut reconcile = ReconcileOptions {
+            ingress: Default::default(),
+            controller_name: CONTROLLER.to_owned(),
+            bind_address: bind,
+            port_map: Default::default(),
+            sources: Default::default(),
+            capabilities: edgeplane::translate::Capabilities::KUBERNETES,
+        };
+        tweak(&mut reconcile);
+        let reconciler = Reconciler::new(published.clone(), Some(proxy.clone()), reconcile);
         let reconcile = tokio::spawn(async move {
             if snapshots.changed().await.is_ok() {
                 reconciler.run(snapshots).await;

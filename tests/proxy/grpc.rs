@@ -54,6 +54,7 @@ async fn serve_listener(
     );
     let objects = parse_manifests(std::path::Path::new("grpc.yaml"), &manifests).unwrap();
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: bind.ip(),
         now: jiff::Timestamp::now(),

@@ -225,6 +225,7 @@ spec:
     );
     let objects = parse_manifests(std::path::Path::new("l4.yaml"), &manifests).unwrap();
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: at.ip(),
         now: jiff::Timestamp::now(),

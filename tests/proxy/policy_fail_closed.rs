@@ -60,6 +60,7 @@ fn run(manifests: &str, bind: IpAddr, validated: bool) -> Translation {
         parse_manifests_unvalidated(path, manifests)
     };
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: bind,
         now: jiff::Timestamp::now(),

@@ -84,6 +84,7 @@ async fn translated_policies_authenticate_refuse_and_limit() {
     );
     let objects = parse_manifests(std::path::Path::new("policies.yaml"), &manifests).unwrap();
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: bind.ip(),
         now: jiff::Timestamp::now(),

@@ -116,6 +116,7 @@ spec:
 fn table(text: &str, bind: std::net::IpAddr, generation: u64) -> RouteTable {
     let objects = parse_manifests(std::path::Path::new("m.yaml"), text).unwrap();
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: bind,
         now: jiff::Timestamp::now(),

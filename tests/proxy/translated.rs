@@ -81,6 +81,7 @@ async fn manifests_drive_mirrors_timeouts_cors_and_websockets() {
     );
     let objects = parse_manifests(std::path::Path::new("features.yaml"), &manifests).unwrap();
     let options = TranslateOptions {
+        ingress: Default::default(),
         controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
         bind_address: bind.ip(),
         now: jiff::Timestamp::now(),

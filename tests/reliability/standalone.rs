@@ -51,6 +51,7 @@ impl Standalone {
             published.clone(),
             Some(proxy.clone()),
             ReconcileOptions {
+                ingress: Default::default(),
                 controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
                 bind_address: bind,
                 port_map: Default::default(),

@@ -15,6 +15,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
@@ -29,6 +30,7 @@ use crate::kinds::routes::{RouteKind, RouteKindId, RouteVisitor};
 use crate::published::Published;
 use crate::snapshot::or_default_namespace;
 use crate::status::diff::{self, Carried, DiffError, StatusPatch};
+use crate::status::ingress;
 use crate::status::{ObjectKind, ObjectStatus, Revision, SealedReport};
 
 /// How many status patches are in flight at once.
@@ -207,6 +209,10 @@ pub struct StatusWriter {
     controller_name: String,
     recorder: Recorder,
     memory: Memory,
+    /// The `Unsupported` message last recorded as an Event per Ingress, so each is recorded
+    /// once; and the Events of the pass being planned.
+    ingress_events: HashMap<ObjectKey, String>,
+    pending_events: Vec<(ObjectReference, String)>,
 }
 
 impl StatusWriter {
@@ -226,6 +232,8 @@ impl StatusWriter {
             controller_name,
             recorder,
             memory: Memory::default(),
+            ingress_events: HashMap::new(),
+            pending_events: Vec::new(),
         }
     }
 
@@ -240,6 +248,7 @@ impl StatusWriter {
         let report = self.published.status();
         let (writes, live) = self.plan(&report);
         self.memory.retain(&live);
+        self.ingress_events.retain(|k, _| live.contains(k));
         let count = writes.len();
         let results: Vec<_> = futures_util::stream::iter(writes.into_iter().map(|w| self.apply(w)))
             .buffer_unordered(CONCURRENT_WRITES)
@@ -259,6 +268,21 @@ impl StatusWriter {
         if count > 0 {
             tracing::info!(status_writes = count, "status synced");
         }
+        for (reference, note) in std::mem::take(&mut self.pending_events) {
+            if !*self.leader.borrow() {
+                break;
+            }
+            let ev = Event {
+                type_: EventType::Warning,
+                reason: "Unsupported".into(),
+                note: Some(note),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&ev, &reference).await {
+                tracing::debug!(error = %e, "event not recorded");
+            }
+        }
         ok
     }
 
@@ -268,6 +292,7 @@ impl StatusWriter {
         let mut live = HashSet::new();
         let mut routes_seen = Seen::new();
         let controller = self.controller_name.clone();
+        let addresses = ingress::gateway_addresses(report.entries_with_revisions().map(|(e, _)| e));
         for (e, revision) in report.entries_with_revisions() {
             let key = ObjectKey::of(e);
             live.insert(key.clone());
@@ -302,6 +327,10 @@ impl StatusWriter {
                     self.plan_one(key, revision, &*o, |rv| {
                         diff::patch(e, Carried::ListenerSet(o.status.as_ref()), rv, &controller)
                     })
+                }
+                ObjectKind::Route(RouteKindId::Ingress) => {
+                    let desired = ingress::load_balancer(e, &addresses);
+                    self.plan_ingress(key, ns, &e.name, desired, ingress::unsupported(e))
                 }
                 ObjectKind::Route(kind) => kind.visit(PlanRoute {
                     writer: self,
@@ -354,6 +383,9 @@ impl StatusWriter {
         revision: Option<Revision>,
         seen: &mut Seen,
     ) -> Option<Write> {
+        if !K::PARENTS_STATUS {
+            return None;
+        }
         let ns = or_default_namespace(e.namespace.as_deref());
         let r = ObjectRef::new(&e.name).within(ns);
         let o = self.stores.find::<K>()?.get(&r)?;
@@ -362,6 +394,54 @@ impl StatusWriter {
         let controller = self.controller_name.clone();
         self.plan_one(ObjectKey::of(e), revision, &*o, |rv| {
             diff::patch(e, Carried::Route(carried.as_deref()), rv, &controller)
+        })
+    }
+
+    /// The write that makes Ingress `ns/name` carry `desired` as `status.loadBalancer.ingress`,
+    /// if it does not already. Compared on every pass (the Gateway's addresses may change
+    /// while the Ingress's entry does not); a write the cache has not shown yet is not repeated.
+    /// A new `unsupported` message is recorded as a Warning Event once.
+    fn plan_ingress(
+        &mut self,
+        key: ObjectKey,
+        ns: &str,
+        name: &str,
+        desired: Vec<Value>,
+        unsupported: Option<String>,
+    ) -> Option<Write> {
+        let o = self
+            .stores
+            .find::<Ingress>()?
+            .get(&ObjectRef::new(name).within(ns))?;
+        match unsupported {
+            Some(note) if self.ingress_events.get(&key) != Some(&note) => {
+                self.ingress_events.insert(key.clone(), note.clone());
+                self.pending_events.push((o.object_ref(&()), note));
+            }
+            Some(_) => {}
+            None => {
+                self.ingress_events.remove(&key);
+            }
+        }
+        let current = o.status.as_ref().and_then(|s| s.load_balancer.as_ref());
+        let current = current.and_then(|l| serde_json::to_value(&l.ingress).ok());
+        let version = o.resource_version();
+        let Some(patch) = ingress::patch(current.as_ref(), desired) else {
+            self.memory.matched(key, version, None);
+            return None;
+        };
+        if self
+            .memory
+            .already_written(&key, &version, None, patch.status())
+        {
+            return None;
+        }
+        Some(Write {
+            reference: o.object_ref(&()),
+            key,
+            revision: None,
+            version,
+            patch,
         })
     }
 
@@ -462,6 +542,9 @@ impl StatusWriter {
             ObjectKind::ListenerSet => {
                 patch_status::<ListenerSet>(Api::namespaced(client, ns), &w).await
             }
+            ObjectKind::Route(RouteKindId::Ingress) => {
+                patch_status::<Ingress>(Api::namespaced(client, ns), &w).await
+            }
             ObjectKind::Route(kind) => {
                 let resource = kind.visit(ResourceOf);
                 let api = Api::<DynamicObject>::namespaced_with(client, ns, &resource);
@@ -517,6 +600,7 @@ impl LeaderPass for StatusWriter {
 
     fn forget(&mut self) {
         self.memory.clear();
+        self.ingress_events.clear();
     }
 }
 

@@ -262,7 +262,7 @@ impl SocketHosts {
         let rules: Vec<Arc<RouteRule>> = host
             .routes
             .iter()
-            .flat_map(|r| r.rules.iter().cloned())
+            .flat_map(|r| r.rules.iter().filter(|x| r.serves(x, name)).cloned())
             .collect();
         let (group, policy) = self.layout.owner(name);
         let reuse = host.built.as_ref().is_some_and(|(built, h)| {

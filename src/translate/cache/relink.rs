@@ -82,6 +82,7 @@ pub fn relink(compiled: &CompiledRoute, current: &[Resolved]) -> CompiledRoute {
         invalid: compiled.invalid.clone(),
         invalid_rules: compiled.invalid_rules.clone(),
         unresolved: compiled.unresolved.clone(),
+        rule_hosts: compiled.rule_hosts.clone(),
     }
 }
 

@@ -520,6 +520,7 @@ mod tests {
             ..Snapshot::default()
         };
         let options = TranslateOptions {
+            ingress: Default::default(),
             controller_name: "x/y".into(),
             bind_address: "127.0.0.9".parse().unwrap(),
             now: jiff::Timestamp::now(),

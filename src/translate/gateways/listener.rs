@@ -176,6 +176,9 @@ impl ListenerModel<'_> {
     /// only in Terminate mode), and among the allowed kinds. Routes attach (and are counted)
     /// even while the listener's certificates do not resolve.
     pub fn accepts(&self, kind: &str) -> bool {
+        // An Ingress is served wherever an HTTPRoute is (it is not a Gateway API kind, so
+        // `supportedKinds` and `allowedRoutes.kinds` do not name it).
+        let kind = if kind == "Ingress" { "HTTPRoute" } else { kind };
         self.accepts_routes() && self.supported_kinds.iter().any(|k| k.kind == kind)
     }
 

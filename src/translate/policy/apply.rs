@@ -392,5 +392,6 @@ fn with_effects(compiled: &CompiledRoute, effects: &BTreeMap<u32, Effect>) -> Co
         invalid: compiled.invalid.clone(),
         invalid_rules: compiled.invalid_rules.clone(),
         unresolved: compiled.unresolved.clone(),
+        rule_hosts: compiled.rule_hosts.clone(),
     }
 }

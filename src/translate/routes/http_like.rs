@@ -1,5 +1,5 @@
 //! HTTP-like route kinds: the kinds whose rules compile as an HTTPRoute's (HTTPRoute itself,
-//! GRPCRoute through its lowered form). [`HttpLike`] is what a kind gives for that, implemented
+//! GRPCRoute and Ingress through their lowered forms). [`HttpLike`] is what a kind gives for that, implemented
 //! once per kind; [`HttpLikeRoute`] is the same, object-safe, so that the HTTP stage and the
 //! incremental cache hold routes of every such kind in one list ([`Source`]) without a variant
 //! per kind. Adding an HTTP-like kind: its [`HttpLike`] impl and its entry in
@@ -37,6 +37,12 @@ pub(in crate::translate) trait HttpLike:
     fn own_matches(&self, _index: usize) -> Option<Result<Vec<RequestMatch>, MatchError>> {
         None
     }
+
+    /// Per rule, the one host that serves it (an Ingress's rules have their own hosts);
+    /// empty when every rule serves every host of the route.
+    fn rule_hosts(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -57,6 +63,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn own_matches(&self, index: usize) -> Option<Result<Vec<RequestMatch>, MatchError>>;
     /// True when `other` is a route of the same kind equal to this one.
     fn equals(&self, other: &dyn HttpLikeRoute) -> bool;
+    /// [`HttpLike::rule_hosts`].
+    fn rule_hosts(&self) -> Vec<String>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -88,6 +96,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
     fn equals(&self, other: &dyn HttpLikeRoute) -> bool {
         let other: &dyn Any = other;
         other.downcast_ref::<K>().is_some_and(|o| o == self)
+    }
+
+    fn rule_hosts(&self) -> Vec<String> {
+        HttpLike::rule_hosts(self)
     }
 }
 
@@ -134,4 +146,5 @@ macro_rules! http_like_kinds {
 http_like_kinds!(
     HttpRoute,
     gateway_api::apis::standard::grpcroutes::GrpcRoute,
+    k8s_openapi::api::networking::v1::Ingress,
 );

@@ -33,11 +33,11 @@ pub struct L4Attached {
     pub attachments: Vec<Attachment>,
 }
 
-/// True for the route kinds whose listeners' protocols are all L4 ones.
+/// True for the route kinds whose listeners' protocols are all L4 ones (an Ingress, declared
+/// without protocols, is HTTP-like).
 fn is_l4(kind: RouteKindId) -> bool {
-    kind.protocols()
-        .iter()
-        .all(|p| ListenerProtocol::parse(p).is_l4())
+    let protocols = kind.protocols();
+    !protocols.is_empty() && protocols.iter().all(|p| ListenerProtocol::parse(p).is_l4())
 }
 
 /// Every L4 route of the snapshot naming one of our Gateways: statuses go into `report`,

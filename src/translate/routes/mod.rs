@@ -9,6 +9,7 @@ pub(super) mod grpc_tests;
 pub(super) mod grpcroute;
 pub(super) mod http_like;
 pub(super) mod httproute;
+pub(super) mod ingress;
 pub(super) mod kinds_conflict;
 pub(super) mod l4route;
 pub(super) mod parents;

@@ -50,6 +50,9 @@ pub struct CompiledRoute {
     pub invalid_rules: BTreeSet<usize>,
     /// The first backendRef that could not be resolved.
     pub unresolved: Option<BackendError>,
+    /// Per rule, the one host whose virtual host serves it (an Ingress rule's `host`; `*` for
+    /// rules without one); empty when every rule serves every host of the route.
+    pub rule_hosts: Vec<String>,
 }
 
 /// Compiles every rule of `source`, an HTTP-like route whose lowered form is `route` (an
@@ -73,6 +76,7 @@ pub fn compile_route(
     let mut out = CompiledRoute {
         kind,
         total: spec_rules.len(),
+        rule_hosts: source.rule_hosts(),
         ..Default::default()
     };
     for (index, rule) in spec_rules.iter().enumerate() {
@@ -121,6 +125,24 @@ impl CompiledRoute {
     /// True when the route has rules and none of them is valid.
     pub fn all_invalid(&self) -> bool {
         self.total > 0 && self.invalid_rules.len() == self.total
+    }
+
+    /// Whether `rule` goes into the virtual host `host` (see [`CompiledRoute::rule_hosts`]):
+    /// its own host, or a host its wildcard covers that no rule names (a listener's hostname
+    /// narrowed it).
+    pub fn serves(&self, rule: &RouteRule, host: &str) -> bool {
+        let Some(own) = self.rule_hosts.get(rule.rule_index as usize) else {
+            return true;
+        };
+        match own.strip_prefix('*') {
+            _ if own == host => true,
+            Some(suffix) if !suffix.is_empty() && host != "*" => {
+                host.len() > suffix.len()
+                    && host.ends_with(suffix)
+                    && !self.rule_hosts.iter().any(|h| h == host)
+            }
+            _ => false,
+        }
     }
 }
 

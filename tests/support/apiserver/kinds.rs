@@ -168,6 +168,7 @@ const WITHOUT_STATUS: &[&str] = &[
     "leases",
     "referencegrants",
     "proxyconfigs",
+    "ingressclasses",
 ];
 
 /// Every kind the declaration `S` reads (see `edgeplane::kinds!`), at the version its reflector

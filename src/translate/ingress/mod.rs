@@ -1,0 +1,252 @@
+//! Ingresses as route input: which Ingresses are ours and which Gateway serves them. Before
+//! the stages run, [`prepare`] turns a snapshot holding Ingresses into the snapshot the stages
+//! translate: only our Ingresses, each a working copy naming its serving Gateway
+//! ([`crate::kinds::ingress::SERVING_GATEWAY`]) with its Service port names resolved; the
+//! implicit Gateway of each IngressClass (`gateway`) unless `--ingress-gateway` names one; and
+//! what each Ingress asks for that is not served ([`IngressProblems`]), which becomes its
+//! `Unsupported` condition. Pure.
+
+mod gateway;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
+
+use crate::kinds::ingress::{class_of, is_default_class, NGINX_PREFIX, SERVING_GATEWAY};
+use crate::kinds::routes::RouteKindId;
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::status::conditions::{ConditionType, Reason, Stamp};
+use crate::status::{ObjectKind, StatusBody, StatusReport};
+use crate::translate::TranslateOptions;
+
+pub use gateway::{is_implicit, IMPLICIT_CLASS, IMPLICIT_NAMESPACE, NO_CLASS};
+
+/// Which Ingresses are ours and which Gateway serves them (the `serve` flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressOptions {
+    /// `spec.controller` of our IngressClasses.
+    pub controller: String,
+    /// `--ingress-gateway`: the `(namespace, name)` of the Gateway serving every Ingress of
+    /// ours, instead of the implicit Gateway of each class.
+    pub gateway: Option<(String, String)>,
+    /// `--watch-ingress-without-class`: Ingresses naming no class are ours even without a
+    /// default IngressClass of ours.
+    pub without_class: bool,
+}
+
+impl Default for IngressOptions {
+    fn default() -> Self {
+        Self {
+            controller: crate::kinds::ingress::INGRESS_CONTROLLER.to_owned(),
+            gateway: None,
+            without_class: false,
+        }
+    }
+}
+
+/// What each of our Ingresses asks for that is not served, by `(namespace, name)`.
+pub type IngressProblems = BTreeMap<(String, String), Vec<String>>;
+
+/// The snapshot the stages translate when the input holds Ingresses.
+#[derive(Debug)]
+pub struct Prepared {
+    pub snapshot: Snapshot,
+    pub problems: IngressProblems,
+}
+
+/// The class each Ingress of ours belongs to, `None` for the others.
+fn our_class<'s>(
+    ingress: &'s Ingress,
+    ours: &[&'s IngressClass],
+    options: &IngressOptions,
+) -> Option<&'s str> {
+    let name = |c: &&'s IngressClass| c.metadata.name.as_deref().unwrap_or("");
+    match class_of(ingress) {
+        Some(class) => ours.iter().map(name).find(|n| *n == class),
+        None => match ours.iter().find(|c| is_default_class(c)) {
+            Some(default) => Some(name(default)),
+            None if options.without_class => Some(ours.first().map_or(NO_CLASS, name)),
+            None => None,
+        },
+    }
+}
+
+/// The snapshot with our Ingresses prepared and their Gateways added; `None` when the
+/// snapshot holds no Ingress (nothing to do, nothing copied).
+pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepared> {
+    if snapshot.ingresses.is_empty() {
+        return None;
+    }
+    let io = &options.ingress;
+    let mut ours: Vec<&IngressClass> = snapshot
+        .ingress_classes
+        .iter()
+        .filter(|c| c.spec.as_ref().and_then(|s| s.controller.as_deref()) == Some(&io.controller))
+        .map(|c| &**c)
+        .collect();
+    ours.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut out = snapshot.clone();
+    let mut problems = IngressProblems::new();
+    let mut by_class: BTreeMap<&str, Vec<Arc<Ingress>>> = BTreeMap::new();
+    out.ingresses.clear();
+    for ingress in &snapshot.ingresses {
+        let Some(class) = our_class(ingress, &ours, io) else {
+            continue;
+        };
+        let (gw_ns, gw_name) = match &io.gateway {
+            Some((ns, name)) => (ns.clone(), name.clone()),
+            None => (IMPLICIT_NAMESPACE.to_owned(), class.to_owned()),
+        };
+        let mut copy = (**ingress).clone();
+        copy.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(SERVING_GATEWAY.to_owned(), format!("{gw_ns}/{gw_name}"));
+        let mut found = unsupported(&copy);
+        resolve_port_names(snapshot, &mut copy, &mut found);
+        let copy = Arc::new(copy);
+        let key = (
+            namespace_of(&copy.metadata).to_owned(),
+            copy.metadata.name.clone().unwrap_or_default(),
+        );
+        if !found.is_empty() {
+            problems.entry(key).or_default().extend(found);
+        }
+        out.ingresses.push(copy.clone());
+        by_class.entry(class).or_default().push(copy);
+    }
+    if io.gateway.is_none() {
+        gateway::add_implicit(&mut out, &by_class, options, &mut problems);
+    }
+    Some(Prepared {
+        snapshot: out,
+        problems,
+    })
+}
+
+/// What an Ingress asks for that is never served: ingress-nginx annotations, resource
+/// backends, path types other than the three.
+fn unsupported(ingress: &Ingress) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in ingress.metadata.annotations.iter().flat_map(|a| a.keys()) {
+        if key.starts_with(NGINX_PREFIX) {
+            out.push(format!("annotation {key} is not supported yet (ignored)"));
+        }
+    }
+    let Some(spec) = ingress.spec.as_ref() else {
+        return out;
+    };
+    let mut backends: Vec<&IngressBackend> = spec.default_backend.iter().collect();
+    for rule in spec.rules.iter().flatten() {
+        for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
+            backends.push(&path.backend);
+            let t = path.path_type.as_str();
+            if !matches!(t, "Exact" | "Prefix" | "ImplementationSpecific") {
+                out.push(format!("pathType {t:?} is not one of Exact, Prefix, ImplementationSpecific (taken as Prefix)"));
+            }
+        }
+    }
+    for b in backends {
+        if let Some(r) = &b.resource {
+            out.push(format!(
+                "resource backend {} {} is refused: only Service backends are served",
+                r.kind, r.name
+            ));
+        }
+    }
+    out
+}
+
+/// Replaces each Service port given by name with its number, read from the Service; a name
+/// the Service does not have (or a missing Service) is left, and reported.
+fn resolve_port_names(snapshot: &Snapshot, ingress: &mut Ingress, found: &mut Vec<String>) {
+    let ns = namespace_of(&ingress.metadata).to_owned();
+    let Some(spec) = ingress.spec.as_mut() else {
+        return;
+    };
+    let paths = spec
+        .rules
+        .iter_mut()
+        .flatten()
+        .flat_map(|r| r.http.iter_mut().flat_map(|h| h.paths.iter_mut()))
+        .map(|p| &mut p.backend);
+    for backend in spec.default_backend.iter_mut().chain(paths) {
+        let Some(service) = backend.service.as_mut() else {
+            continue;
+        };
+        let Some(port) = service.port.as_mut().filter(|p| p.number.is_none()) else {
+            continue;
+        };
+        let Some(name) = port.name.as_deref() else {
+            continue;
+        };
+        let number = snapshot
+            .services
+            .iter()
+            .find(|s| {
+                namespace_of(&s.metadata) == ns && s.metadata.name == Some(service.name.clone())
+            })
+            .and_then(|s| {
+                s.spec
+                    .as_ref()?
+                    .ports
+                    .as_ref()?
+                    .iter()
+                    .find(|p| p.name.as_deref() == Some(name))
+            })
+            .map(|p| p.port);
+        match number {
+            Some(n) => port.number = Some(n),
+            None => found.push(format!(
+                "Service {ns}/{} has no port named {name:?}",
+                service.name
+            )),
+        }
+    }
+}
+
+/// Adds each Ingress's problems to its status as an `Unsupported=True` condition on each of
+/// its parents, so `status`, `/debug/status` and the problem log name them.
+pub fn report_problems(
+    problems: &IngressProblems,
+    options: &TranslateOptions,
+    report: &mut StatusReport,
+) {
+    if problems.is_empty() {
+        return;
+    }
+    for entry in &mut report.entries {
+        if entry.kind != ObjectKind::Route(RouteKindId::Ingress) {
+            continue;
+        }
+        let key = (
+            entry.namespace.clone().unwrap_or_default(),
+            entry.name.clone(),
+        );
+        let Some(found) = problems.get(&key) else {
+            continue;
+        };
+        let StatusBody::Route(status) = &mut entry.status else {
+            continue;
+        };
+        let stamp = Stamp {
+            generation: entry.generation,
+            now: options.now,
+        };
+        let condition = stamp.condition(
+            ConditionType::Unsupported,
+            true,
+            Reason::UnsupportedValue,
+            found.join("; "),
+        );
+        for parent in &mut Arc::make_mut(status).parents {
+            parent.conditions.retain(|c| c.type_ != condition.type_);
+            parent.conditions.push(condition.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

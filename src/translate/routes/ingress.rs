@@ -1,0 +1,172 @@
+//! Ingress: how an Ingress becomes the same compiled rules an HTTPRoute does. It is lowered to
+//! an HTTPRoute (its serving Gateway as the parentRef, the union of its hosts as hostnames, one
+//! rule per path and per default backend) and each lowered rule keeps the one host it serves
+//! ([`HttpLike::rule_hosts`]), since an Ingress's hosts are per rule. Path types: `Exact` is
+//! an exact match, `Prefix` and `ImplementationSpecific` a path prefix (ingress-nginx without
+//! `use-regex`). Pure.
+
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
+use serde_json::{json, Value};
+
+use crate::kinds::ingress::serving_gateway;
+use crate::translate::routes::http_like::HttpLike;
+
+/// The host of Ingress rules without one: the catch-all virtual host.
+pub const ANY_HOST: &str = "*";
+
+impl HttpLike for Ingress {
+    fn lower(&self) -> HttpRoute {
+        lower(self)
+    }
+
+    fn rule_hosts(&self) -> Vec<String> {
+        lowered_rules(self)
+            .into_iter()
+            .map(|(host, _)| host)
+            .collect()
+    }
+}
+
+/// The HTTPRoute an Ingress's rules compile as. Should the JSON not read as an HTTPRoute
+/// (it is built here from typed fields, so it does), the route keeps its metadata and
+/// attaches nowhere.
+pub fn lower(ingress: &Ingress) -> HttpRoute {
+    let rules = lowered_rules(ingress);
+    let mut hostnames: Vec<String> = rules.iter().map(|(h, _)| h.clone()).collect();
+    hostnames.sort_unstable();
+    hostnames.dedup();
+    let parent_refs: Vec<Value> = serving_gateway(ingress)
+        .map(|(namespace, name)| {
+            json!({"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                   "namespace": namespace, "name": name})
+        })
+        .into_iter()
+        .collect();
+    let rules: Vec<Value> = rules.into_iter().map(|(_, r)| r).collect();
+    let spec = json!({"parentRefs": parent_refs, "hostnames": hostnames, "rules": rules});
+    HttpRoute {
+        metadata: ingress.metadata.clone(),
+        spec: serde_json::from_value(spec).unwrap_or_default(),
+        status: None,
+    }
+}
+
+/// The lowered rules in order, each with the host that serves it: every path of every rule,
+/// then the default backend on each of the Ingress's hosts (on every host when it has none),
+/// which, as a `/` prefix, yields to every other path.
+pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
+    let Some(spec) = ingress.spec.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut hosts: Vec<String> = Vec::new();
+    for rule in spec.rules.iter().flatten() {
+        let host = match rule.host.as_deref() {
+            Some(h) if !h.is_empty() => h.to_owned(),
+            _ => ANY_HOST.to_owned(),
+        };
+        if !hosts.contains(&host) {
+            hosts.push(host.clone());
+        }
+        for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
+            let value = path.path.as_deref().unwrap_or("/");
+            let kind = match path.path_type.as_str() {
+                "Exact" => "Exact",
+                _ => "PathPrefix",
+            };
+            let m = json!({"path": {"type": kind, "value": value}});
+            out.push((host.clone(), rule_of(Some(m), &path.backend)));
+        }
+    }
+    if let Some(backend) = &spec.default_backend {
+        if hosts.is_empty() {
+            hosts.push(ANY_HOST.to_owned());
+        }
+        for host in hosts {
+            out.push((host, rule_of(None, backend)));
+        }
+    }
+    out
+}
+
+/// One lowered rule: `matches` (absent: every request) and the backend. A resource backend
+/// becomes a backendRef of its kind, which resolution refuses with its reason.
+fn rule_of(matches: Option<Value>, backend: &IngressBackend) -> Value {
+    let backend_ref = if let Some(s) = &backend.service {
+        let port = s.port.as_ref().and_then(|p| p.number);
+        Some(json!({"name": s.name, "port": port}))
+    } else {
+        backend.resource.as_ref().map(|r| {
+            json!({"group": r.api_group.clone().unwrap_or_default(), "kind": r.kind,
+                   "name": r.name})
+        })
+    };
+    let mut rule = json!({"backendRefs": backend_ref.into_iter().collect::<Vec<_>>()});
+    if let Some(m) = matches {
+        rule["matches"] = json!([m]);
+    }
+    rule
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::networking::v1::Ingress;
+
+    use super::*;
+
+    fn ingress(spec: serde_json::Value) -> Ingress {
+        serde_json::from_value(json!({
+            "metadata": {"name": "i", "namespace": "ns",
+                         "annotations": {"edgeplane.dev/serving-gateway": "gns/gw"}},
+            "spec": spec,
+        }))
+        .expect("Ingress")
+    }
+
+    #[test]
+    fn rules_paths_and_default_backend_lower_in_order_with_their_hosts() {
+        let svc = json!({"service": {"name": "s", "port": {"number": 80}}});
+        let i = ingress(json!({
+            "defaultBackend": svc,
+            "rules": [
+                {"host": "a.test", "http": {"paths": [
+                    {"path": "/x", "pathType": "Exact", "backend": svc},
+                    {"path": "/y", "pathType": "ImplementationSpecific", "backend": svc}]}},
+                {"http": {"paths": [{"pathType": "Prefix", "backend": svc}]}},
+            ],
+        }));
+        let hosts = i.rule_hosts();
+        assert_eq!(hosts, ["a.test", "a.test", "*", "a.test", "*"]);
+        let route = lower(&i);
+        let spec = serde_json::to_value(&route.spec).expect("spec");
+        assert_eq!(spec["hostnames"], json!(["*", "a.test"]));
+        assert_eq!(spec["parentRefs"][0]["name"], "gw");
+        assert_eq!(spec["parentRefs"][0]["namespace"], "gns");
+        let rules = spec["rules"].as_array().expect("rules");
+        assert_eq!(rules.len(), 5);
+        assert_eq!(
+            rules[0]["matches"][0]["path"],
+            json!({"type": "Exact", "value": "/x"})
+        );
+        assert_eq!(
+            rules[1]["matches"][0]["path"],
+            json!({"type": "PathPrefix", "value": "/y"})
+        );
+        assert_eq!(
+            rules[2]["matches"][0]["path"],
+            json!({"type": "PathPrefix", "value": "/"})
+        );
+        assert!(rules[3].get("matches").is_none());
+        assert_eq!(rules[3]["backendRefs"][0]["port"], 80);
+        assert_eq!(lowered_rules(&i).len(), 5);
+    }
+
+    #[test]
+    fn a_resource_backend_keeps_its_kind_for_resolution_to_refuse() {
+        let i = ingress(json!({"defaultBackend": {"resource": {"kind": "Bucket", "name": "b"}}}));
+        let spec = serde_json::to_value(&lower(&i).spec).expect("spec");
+        assert_eq!(spec["rules"][0]["backendRefs"][0]["kind"], "Bucket");
+        assert_eq!(spec["hostnames"], json!(["*"]));
+    }
+}
