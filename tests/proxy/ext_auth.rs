@@ -123,6 +123,7 @@ async fn external_authorizers_allow_deny_redirect_and_fail_closed() {
         generation: 1,
         port_map: Default::default(),
         capabilities: edgeplane::translate::Capabilities::STANDALONE,
+        ingress: Default::default(),
     };
     let t = translate(&Snapshot::from_objects(objects), &options);
     let policy = t
