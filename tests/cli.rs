@@ -103,23 +103,30 @@ spec:
     backendRefs:
     - name: echo
       port: 8080
----
+"#
+    ) + &service("echo", backend)
+}
+
+/// A Service `name` (port 8080) with one ready endpoint, 127.0.0.1 on `port`.
+fn service(name: &str, port: u16) -> String {
+    format!(
+        r#"---
 apiVersion: v1
 kind: Service
 metadata:
-  name: echo
+  name: {name}
 spec:
   ports:
   - name: http
     port: 8080
-    targetPort: {backend}
+    targetPort: {port}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
-  name: echo-1
+  name: {name}-1
   labels:
-    kubernetes.io/service-name: echo
+    kubernetes.io/service-name: {name}
 addressType: IPv4
 endpoints:
 - addresses: ["127.0.0.1"]
@@ -127,7 +134,7 @@ endpoints:
     ready: true
 ports:
 - name: http
-  port: {backend}
+  port: {port}
 "#
     )
 }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{config, free_port, get, serve_ready_with, text, write, Running, BIN};
+use super::{config, free_port, get, serve_ready_with, service, text, write, Running, BIN};
 
 /// A route for `/web` requests with `x-role: admin`: it outranks the plain `/web` route.
 const ADMIN: &str = r#"
@@ -34,11 +34,8 @@ spec:
       port: 8080
 "#;
 
-/// A route for `/x` to a Service whose one endpoint refuses connections (nothing listens on
-/// `port`): the request is tried again and fails with 502.
-fn down(port: u16) -> String {
-    format!(
-        r#"
+/// A route for `/x` to Service `down`.
+const DOWN: &str = r#"
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -55,33 +52,12 @@ spec:
     backendRefs:
     - name: down
       port: 8080
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: down
-spec:
-  ports:
-  - name: http
-    port: 8080
-    targetPort: {port}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: down-1
-  labels:
-    kubernetes.io/service-name: down
-addressType: IPv4
-endpoints:
-- addresses: ["127.0.0.1"]
-  conditions:
-    ready: true
-ports:
-- name: http
-  port: {port}
-"#
-    )
+"#;
+
+/// [`DOWN`] and its Service, whose one endpoint refuses connections (nothing listens on
+/// `port`): the request is tried again and fails with 502.
+fn down(port: u16) -> String {
+    format!("{DOWN}{}", service("down", port))
 }
 
 /// Starts `edgeplane trace` with `args` and waits (bounded) until it is subscribed.
