@@ -9,8 +9,10 @@ use http::{HeaderValue, Uri};
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
+use ipnet::IpNet;
+
 use crate::kinds::ingress::NGINX_PREFIX;
-use crate::table::OriginPattern;
+use crate::table::{IpAccess, OriginPattern, RequestPolicy};
 
 /// ingress-nginx's `proxy-connect-timeout` default.
 const CONNECT_DEFAULT: u64 = 5;
@@ -58,6 +60,10 @@ pub struct Annotations {
     /// `x-forwarded-prefix`: the `X-Forwarded-Prefix` header sent upstream.
     pub forwarded_prefix: Option<String>,
     pub cors: Option<CorsSettings>,
+    /// `whitelist-source-range` / `allowlist-source-range` and `denylist-source-range`.
+    pub ip_access: Option<IpAccess>,
+    /// `proxy-body-size` in bytes (`0`, no limit, leaves it unset).
+    pub max_body: Option<u64>,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
 }
@@ -144,6 +150,39 @@ fn hostname(value: &str) -> Result<String, String> {
     }
 }
 
+/// A CIDR list; a bare address is the one address, as in ingress-nginx.
+fn cidrs(value: &str) -> Result<Vec<IpNet>, String> {
+    list(value)
+        .iter()
+        .map(|item| {
+            item.parse::<IpNet>()
+                .or_else(|_| item.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("not a list of CIDRs: {item:?} is not a CIDR or address"))
+        })
+        .collect()
+}
+
+/// An nginx size: bytes, or a number with `k`, `m` or `g` (powers of 1024).
+fn size(value: &str) -> Result<u64, String> {
+    let v = value.trim();
+    let (digits, unit) = match v.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&v[..i], c.to_ascii_lowercase()),
+        _ => (v, 'b'),
+    };
+    let shift = match unit {
+        'b' => 0,
+        'k' => 10,
+        'm' => 20,
+        'g' => 30,
+        _ => return Err("not an nginx size (a number with k, m or g)".to_owned()),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| "not an nginx size (a number with k, m or g)".to_owned())
+}
+
 impl Annotations {
     /// Reads every `nginx.ingress.kubernetes.io/*` annotation of `ingress`.
     pub fn parse(ingress: &Ingress) -> Self {
@@ -192,6 +231,13 @@ impl Annotations {
                 "x-forwarded-prefix" => HeaderValue::from_str(value.trim())
                     .map_err(|_| "not a valid header value".to_owned())
                     .map(|_| out.forwarded_prefix = Some(value.trim().to_owned())),
+                "whitelist-source-range" | "allowlist-source-range" => cidrs(value).map(|c| {
+                    out.ip_access.get_or_insert_with(IpAccess::default).allow.extend(c);
+                }),
+                "denylist-source-range" => cidrs(value).map(|c| {
+                    out.ip_access.get_or_insert_with(IpAccess::default).deny.extend(c);
+                }),
+                "proxy-body-size" => size(value).map(|n| out.max_body = Some(n).filter(|n| *n > 0)),
                 "enable-cors" => boolean(value).map(|on| {
                     if on {
                         out.cors = Some(CorsSettings::default_nginx());
@@ -207,6 +253,11 @@ impl Annotations {
                 }
             };
             if let Err(why) = result {
+                if name.ends_with("-source-range") {
+                    // Access lists fail closed, as ingress-nginx denies such a location.
+                    let access = out.ip_access.get_or_insert_with(IpAccess::default);
+                    access.refuse_all = Some(format!("{key} is invalid"));
+                }
                 out.problems
                     .push(format!("annotation {key}: {value:?} is {why} (ignored)"));
             }
@@ -272,6 +323,16 @@ impl Annotations {
                 "exposeHeaders": c.expose, "allowCredentials": c.credentials, "maxAge": c.max_age}}));
         }
         out
+    }
+
+    /// The TrafficPolicy settings every rule of the Ingress carries, when one is set.
+    pub fn policy(&self) -> Option<RequestPolicy> {
+        let policy = RequestPolicy {
+            ip_access: self.ip_access.clone().map(std::sync::Arc::new),
+            max_request_body: self.max_body,
+            ..RequestPolicy::default()
+        };
+        Some(policy).filter(|p| !p.is_empty())
     }
 
     /// The rule's `timeouts`, when a timeout annotation is set.

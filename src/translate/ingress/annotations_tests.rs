@@ -222,3 +222,50 @@ fn filters_redirect_alone_and_rewrite_by_path_kind() {
     // The default backend (no path) is not rewritten.
     assert!(a.filters(None).is_empty());
 }
+
+#[test]
+fn source_ranges_become_ip_access_and_fail_closed_when_invalid() {
+    let a = parse(&[
+        ("whitelist-source-range", "10.0.0.0/8, 192.168.1.1"),
+        ("allowlist-source-range", "2001:db8::/32"),
+        ("denylist-source-range", "10.1.0.0/16"),
+    ]);
+    assert!(a.problems.is_empty(), "{:?}", a.problems);
+    let access = a.ip_access.clone().expect("ip access");
+    let shown: Vec<String> = access.allow.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 3);
+    assert!(shown.contains(&"192.168.1.1/32".to_owned()), "{shown:?}");
+    assert_eq!(access.deny[0].to_string(), "10.1.0.0/16");
+    assert_eq!(access.refuse_all, None);
+    let policy = a.policy().expect("policy");
+    assert_eq!(policy.ip_access.as_deref(), Some(&access));
+    let bad = parse(&[("allowlist-source-range", "10.0.0.0/33")]);
+    assert!(problem(&bad, "allowlist-source-range").contains("not a list of CIDRs"));
+    let refused = bad.ip_access.expect("refusing access");
+    assert!(refused.refuse_all.is_some());
+}
+
+#[test]
+fn body_size_in_nginx_units() {
+    for (value, want) in [
+        ("8m", Some(8 << 20)),
+        ("1g", Some(1 << 30)),
+        ("512K", Some(512 << 10)),
+        ("100", Some(100)),
+        ("0", None),
+    ] {
+        let a = parse(&[("proxy-body-size", value)]);
+        assert!(a.problems.is_empty(), "{value}: {:?}", a.problems);
+        assert_eq!(a.max_body, want, "{value}");
+        assert_eq!(a.policy().and_then(|p| p.max_request_body), want);
+    }
+    for value in ["8mb", "m", "-1", "1t"] {
+        let a = parse(&[("proxy-body-size", value)]);
+        assert_eq!(a.max_body, None);
+        assert!(
+            problem(&a, "proxy-body-size").contains("not an nginx size"),
+            "{value}"
+        );
+    }
+    assert_eq!(parse(&[]).policy(), None);
+}

@@ -10,6 +10,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use serde_json::{json, Value};
 
 use crate::kinds::ingress::serving_gateway;
+use crate::table::RequestPolicy;
 use crate::translate::ingress::annotations::Annotations;
 use crate::translate::routes::http_like::HttpLike;
 
@@ -26,6 +27,10 @@ impl HttpLike for Ingress {
             .into_iter()
             .map(|(host, _)| host)
             .collect()
+    }
+
+    fn rule_policy(&self) -> Option<RequestPolicy> {
+        Annotations::parse(self).policy()
     }
 }
 

@@ -79,6 +79,7 @@ pub fn compile_route(
         rule_hosts: source.rule_hosts(),
         ..Default::default()
     };
+    let policy = source.rule_policy().map(Arc::new);
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
         let spec_matches = match rule.matches.as_deref() {
@@ -99,8 +100,11 @@ pub fn compile_route(
         let all_prefix = matchers
             .iter()
             .all(|m| matches!(m.path, PathMatch::Prefix(_)));
-        let (filters, backend_set) =
+        let (mut filters, backend_set) =
             compile_actions(rule, all_prefix, &route_ref, backends, &mut out, index);
+        if policy.is_some() {
+            filters.policy.clone_from(&policy);
+        }
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);
         for (match_index, matcher) in matchers.into_iter().enumerate() {
