@@ -64,6 +64,10 @@ pub struct Annotations {
     pub ip_access: Option<IpAccess>,
     /// `proxy-body-size` in bytes (`0`, no limit, leaves it unset).
     pub max_body: Option<u64>,
+    /// `ssl-redirect` (`None`: unset, which ingress-nginx takes as true).
+    pub ssl_redirect: Option<bool>,
+    /// `force-ssl-redirect`: the HTTPS redirect also for hosts without TLS.
+    pub force_ssl_redirect: bool,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
 }
@@ -214,6 +218,8 @@ impl Annotations {
                     .map(|r| out.redirect = Some(r)),
                 // Read with their redirect (a bad code is reported there).
                 "permanent-redirect-code" | "temporal-redirect-code" => Ok(()),
+                "ssl-redirect" => boolean(value).map(|b| out.ssl_redirect = Some(b)),
+                "force-ssl-redirect" => boolean(value).map(|b| out.force_ssl_redirect = b),
                 "app-root" => absolute_path(value).map(|p| out.app_root = Some(p)),
                 "rewrite-target" => {
                     if value.contains('$') || get("use-regex").map(str::trim) == Some("true") {
@@ -270,6 +276,12 @@ impl Annotations {
             cors.read(&get, &mut out.problems);
         }
         out
+    }
+
+    /// Whether plain HTTP requests for `host` are redirected to https: `force-ssl-redirect`,
+    /// or `ssl-redirect` (true unless set false) when the Ingress has TLS for the host.
+    pub fn https_redirect(&self, host_has_tls: bool) -> bool {
+        self.force_ssl_redirect || (host_has_tls && self.ssl_redirect != Some(false))
     }
 
     /// True when a path of the Ingress answers a redirect rather than reaching its backend.

@@ -269,3 +269,21 @@ fn body_size_in_nginx_units() {
     }
     assert_eq!(parse(&[]).policy(), None);
 }
+
+#[test]
+fn ssl_redirect_defaults_to_hosts_with_tls_and_force_covers_all() {
+    let unset = parse(&[]);
+    assert!(unset.https_redirect(true));
+    assert!(!unset.https_redirect(false));
+    let off = parse(&[("ssl-redirect", "false")]);
+    assert!(!off.https_redirect(true));
+    let forced = parse(&[("force-ssl-redirect", "true"), ("ssl-redirect", "false")]);
+    assert!(forced.https_redirect(false));
+    assert!(forced.problems.is_empty());
+    let bad = parse(&[("ssl-redirect", "no")]);
+    assert!(
+        bad.https_redirect(true),
+        "an invalid value keeps the default"
+    );
+    assert!(problem(&bad, "ssl-redirect").contains("not true or false"));
+}

@@ -49,6 +49,12 @@ pub(in crate::translate) trait HttpLike:
     fn rule_policy(&self) -> Option<RequestPolicy> {
         None
     }
+
+    /// Per rule, whether plain HTTP requests are redirected to https (an Ingress's
+    /// `ssl-redirect`); empty when no rule is.
+    fn https_redirects(&self) -> Vec<bool> {
+        Vec::new()
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -73,6 +79,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn rule_hosts(&self) -> Vec<String>;
     /// [`HttpLike::rule_policy`].
     fn rule_policy(&self) -> Option<RequestPolicy>;
+    /// [`HttpLike::https_redirects`].
+    fn https_redirects(&self) -> Vec<bool>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -112,6 +120,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn rule_policy(&self) -> Option<RequestPolicy> {
         HttpLike::rule_policy(self)
+    }
+
+    fn https_redirects(&self) -> Vec<bool> {
+        HttpLike::https_redirects(self)
     }
 }
 

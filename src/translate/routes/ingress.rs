@@ -32,6 +32,27 @@ impl HttpLike for Ingress {
     fn rule_policy(&self) -> Option<RequestPolicy> {
         Annotations::parse(self).policy()
     }
+
+    fn https_redirects(&self) -> Vec<bool> {
+        https_redirects(self)
+    }
+}
+
+/// Per lowered rule, whether plain HTTP requests are redirected to https
+/// ([`Annotations::https_redirect`]; a host has TLS when a `tls[].hosts` entry names it).
+pub fn https_redirects(ingress: &Ingress) -> Vec<bool> {
+    let notes = Annotations::parse(ingress);
+    let tls_hosts: Vec<&str> = ingress
+        .spec
+        .iter()
+        .flat_map(|s| s.tls.iter().flatten())
+        .flat_map(|t| t.hosts.iter().flatten())
+        .map(String::as_str)
+        .collect();
+    lowered_rules(ingress)
+        .iter()
+        .map(|(host, _)| notes.https_redirect(tls_hosts.contains(&host.as_str())))
+        .collect()
 }
 
 /// The HTTPRoute an Ingress's rules compile as. Should the JSON not read as an HTTPRoute
@@ -232,6 +253,33 @@ mod tests {
             rules[2]["filters"][0]["requestRedirect"],
             json!({"statusCode": 302, "path": {"type": "ReplaceFullPath", "replaceFullPath": "/app"}})
         );
+    }
+
+    #[test]
+    fn https_redirects_follow_the_tls_hosts_and_the_annotations() {
+        let svc = json!({"service": {"name": "s", "port": {"number": 80}}});
+        let paths = json!({"paths": [{"path": "/", "pathType": "Prefix", "backend": svc}]});
+        let mut i = ingress(json!({
+            "tls": [{"hosts": ["a.test"], "secretName": "t"}],
+            "rules": [{"host": "a.test", "http": paths}, {"host": "b.test", "http": paths}],
+        }));
+        assert_eq!(https_redirects(&i), [true, false]);
+        let notes = i.metadata.annotations.get_or_insert_with(Default::default);
+        notes.insert(
+            "nginx.ingress.kubernetes.io/force-ssl-redirect".into(),
+            "true".into(),
+        );
+        assert_eq!(i.https_redirects(), [true, true]);
+        let notes = i.metadata.annotations.get_or_insert_with(Default::default);
+        notes.insert(
+            "nginx.ingress.kubernetes.io/force-ssl-redirect".into(),
+            "false".into(),
+        );
+        notes.insert(
+            "nginx.ingress.kubernetes.io/ssl-redirect".into(),
+            "false".into(),
+        );
+        assert_eq!(https_redirects(&i), [false, false]);
     }
 
     #[test]

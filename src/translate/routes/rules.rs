@@ -80,6 +80,7 @@ pub fn compile_route(
         ..Default::default()
     };
     let policy = source.rule_policy().map(Arc::new);
+    let https_redirects = source.https_redirects();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
         let spec_matches = match rule.matches.as_deref() {
@@ -105,6 +106,7 @@ pub fn compile_route(
         if policy.is_some() {
             filters.policy.clone_from(&policy);
         }
+        filters.https_redirect = https_redirects.get(index).copied().unwrap_or(false);
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);
         for (match_index, matcher) in matchers.into_iter().enumerate() {
