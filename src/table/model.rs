@@ -610,11 +610,12 @@ mod tests {
     use super::*;
 
     /// Every rule and every backendRef carries a `RuleFilters`, most of them empty: the
-    /// members a plain route leaves unset stay boxed (512 bytes when they were inline).
+    /// members a plain route leaves unset stay boxed (512 bytes when they were inline); the
+    /// one flag, `https_redirect`, costs a word.
     #[test]
     fn filters_a_rule_leaves_unset_stay_small() {
         let size = std::mem::size_of::<RuleFilters>();
-        assert!(size <= 128, "RuleFilters grew to {size} bytes");
+        assert!(size <= 136, "RuleFilters grew to {size} bytes");
     }
 
     /// Namespace and name share the label's one string; each reads back whole, and routes
