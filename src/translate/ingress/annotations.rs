@@ -103,7 +103,8 @@ fn redirect_url(value: &str, code: u16) -> Result<RedirectTo, String> {
         Some(s @ ("http" | "https")) => s.to_owned(),
         _ => return Err("not an absolute http or https URL".to_owned()),
     };
-    let host = uri.host().ok_or("has no host")?.to_owned();
+    let host = hostname(uri.host().ok_or("has no host")?)
+        .map_err(|_| "not a URL with a host name".to_owned())?;
     let path = match uri.path() {
         "" => "/".to_owned(),
         p => p.to_owned(),

@@ -67,6 +67,8 @@ fn bad_redirects_are_reported_and_not_applied() {
     ]);
     assert_eq!(a.redirect, None);
     assert!(problem(&a, "permanent-redirect").contains("not one of 301"));
+    let a = parse(&[("permanent-redirect", "http://[::1]/x")]);
+    assert!(problem(&a, "permanent-redirect").contains("not a URL with a host name"));
     let a = parse(&[("temporal-redirect", "ftp://x.example")]);
     assert_eq!(a.redirect, None);
     assert_eq!(a.problems.len(), 1);
