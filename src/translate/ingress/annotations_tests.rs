@@ -1,3 +1,6 @@
+//! Parsing of each supported ingress-nginx annotation (valid and invalid values) and the
+//! HTTPRoute filters, timeouts and policy settings they lower to.
+
 use std::time::Duration;
 
 use serde_json::json;
