@@ -1,9 +1,13 @@
 //! Ingress as a route input, through the real binary: `edgeplane serve --config-dir` with
 //! Ingresses, IngressClasses, Services and a TLS Secret in files, served by the implicit
 //! Gateway of the class on mapped ports of a loopback address of the test's own; plain and
-//! TLS (by SNI) requests reach the backends the Ingress names.
+//! TLS (by SNI) requests reach the backends the Ingress names, with the ingress-nginx
+//! annotations applied.
 
 mod support;
 
 #[path = "ingress/standalone.rs"]
 mod standalone;
+
+#[path = "ingress/annotations.rs"]
+mod annotations;

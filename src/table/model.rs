@@ -441,6 +441,10 @@ pub struct RuleFilters {
     /// Boxed, as the other members most rules leave unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external_auth: Option<Box<Vec<Arc<crate::table::ExternalAuth>>>>,
+    /// A request that arrived over plain HTTP answers 308 to the same URL on https; over TLS
+    /// the rule serves as usual (an Ingress's `ssl-redirect`, set on rule filters only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub https_redirect: bool,
 }
 
 impl RuleFilters {
@@ -459,6 +463,7 @@ impl RuleFilters {
             session,
             policy,
             external_auth,
+            https_redirect,
         } = self;
         request_headers.is_none()
             && response_headers.is_none()
@@ -471,6 +476,7 @@ impl RuleFilters {
             && session.is_none()
             && policy.is_none()
             && external_auth.is_none()
+            && !https_redirect
     }
 
     /// `self` behind an `Arc`: empty filters are one allocation shared by every rule and
@@ -604,11 +610,12 @@ mod tests {
     use super::*;
 
     /// Every rule and every backendRef carries a `RuleFilters`, most of them empty: the
-    /// members a plain route leaves unset stay boxed (512 bytes when they were inline).
+    /// members a plain route leaves unset stay boxed (512 bytes when they were inline); the
+    /// one flag, `https_redirect`, costs a word.
     #[test]
     fn filters_a_rule_leaves_unset_stay_small() {
         let size = std::mem::size_of::<RuleFilters>();
-        assert!(size <= 128, "RuleFilters grew to {size} bytes");
+        assert!(size <= 136, "RuleFilters grew to {size} bytes");
     }
 
     /// Namespace and name share the label's one string; each reads back whole, and routes

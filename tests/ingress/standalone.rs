@@ -15,7 +15,7 @@ use crate::support::net::loopback_ip;
 use crate::support::tls::{get_tls, self_signed, TestCert};
 
 /// The `edgeplane serve` process of one test, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     ip: IpAddr,
 }
@@ -31,10 +31,10 @@ impl Server {
     fn admin(&self) -> SocketAddr {
         SocketAddr::new(self.ip, 9901)
     }
-    fn dashboard(&self) -> SocketAddr {
+    pub(crate) fn dashboard(&self) -> SocketAddr {
         SocketAddr::new(self.ip, 9902)
     }
-    fn http(&self) -> SocketAddr {
+    pub(crate) fn http(&self) -> SocketAddr {
         SocketAddr::new(self.ip, 18080)
     }
     fn https(&self) -> SocketAddr {
@@ -42,7 +42,7 @@ impl Server {
     }
 }
 
-async fn serve(dir: &Path, client: &TestClient) -> Server {
+pub(crate) async fn serve(dir: &Path, client: &TestClient) -> Server {
     let ip = loopback_ip();
     let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
         .args(["serve", "--config-dir"])
@@ -72,7 +72,7 @@ async fn serve(dir: &Path, client: &TestClient) -> Server {
 }
 
 /// A Service `name` with port `http` 80 (and `alt` 81) to the echo server `echo`.
-fn service(name: &str, echo: &Echo) -> String {
+pub(crate) fn service(name: &str, echo: &Echo) -> String {
     format!(
         "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
          spec: {{ports: [{{name: http, port: 80, targetPort: {port}}}, {{name: alt, port: 81, targetPort: {port}}}]}}\n\
@@ -85,7 +85,7 @@ fn service(name: &str, echo: &Echo) -> String {
     )
 }
 
-fn secret(name: &str, cert: &TestCert) -> String {
+pub(crate) fn secret(name: &str, cert: &TestCert) -> String {
     let indent = |pem: &str| {
         pem.lines()
             .map(|l| format!("    {l}\n"))
@@ -112,7 +112,9 @@ apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
   name: shop
-  annotations: {nginx.ingress.kubernetes.io/proxy-body-size: 8m}
+  annotations:
+    nginx.ingress.kubernetes.io/canary: "true"
+    nginx.ingress.kubernetes.io/ssl-redirect: "false"
 spec:
   defaultBackend: {service: {name: fallback, port: {number: 80}}}
   tls: [{hosts: [shop.example.com], secretName: shop-tls}]
@@ -230,7 +232,7 @@ async fn an_ingress_is_served_from_files_by_host_path_and_sni() {
     assert_eq!(ingress["apiVersion"], "networking.k8s.io/v1");
     let text = ingress["status"].to_string();
     assert!(
-        text.contains("nginx.ingress.kubernetes.io/proxy-body-size is not supported yet"),
+        text.contains("nginx.ingress.kubernetes.io/canary is not supported yet"),
         "{text}"
     );
 

@@ -34,8 +34,8 @@ use crate::proxy::shared::Shared;
 use crate::proxy::trace::{self, RequestTrace};
 use crate::proxy::upstream::trail::Trail;
 use crate::table::{
-    is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRule, RouteTable, Scheme,
-    VirtualHost,
+    is_grpc, Cors, ListenerTable, Redirect, RedirectTarget, RequestView, RouteRule, RouteTable,
+    Scheme, VirtualHost,
 };
 
 /// Serves requests of one accepted connection.
@@ -358,7 +358,7 @@ impl Handler {
         }
     }
 
-    /// Phase 4: a rule with a redirect filter answers at once with its `Location`, built from
+    /// Phase 4: a rule with a redirect filter (or an HTTPS redirect, on a plain socket) answers at once with its `Location`, built from
     /// the canonical path; without a port of its own it keeps the Gateway listener's port, not a
     /// mapped socket's. A location that is not a valid header value is refused (400).
     fn redirect(
@@ -368,8 +368,17 @@ impl Handler {
         host: &str,
         listener_port: u16,
     ) -> Result<Option<Response<ProxyBody>>, ProxyError> {
-        let Some(redirect) = rule.filters.redirect.as_ref() else {
-            return Ok(None);
+        let to_https = Redirect {
+            scheme: Some(Scheme::Https),
+            hostname: None,
+            port: None,
+            path: None,
+            status: 308,
+        };
+        let redirect = match rule.filters.redirect.as_deref() {
+            _ if rule.filters.https_redirect && self.scheme() == Scheme::Http => &to_https,
+            Some(r) => r,
+            None => return Ok(None),
         };
         let target = RedirectTarget {
             scheme: self.scheme(),

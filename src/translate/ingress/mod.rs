@@ -6,6 +6,7 @@
 //! what each Ingress asks for that is not served ([`IngressProblems`]), which becomes its
 //! `Unsupported` condition. Pure.
 
+pub mod annotations;
 mod gateway;
 
 use std::collections::BTreeMap;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
 
-use crate::kinds::ingress::{class_of, is_default_class, NGINX_PREFIX, SERVING_GATEWAY};
+use crate::kinds::ingress::{class_of, is_default_class, SERVING_GATEWAY};
 use crate::kinds::routes::RouteKindId;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::conditions::{ConditionType, Reason, Stamp};
@@ -125,15 +126,11 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
     })
 }
 
-/// What an Ingress asks for that is never served: ingress-nginx annotations, resource
+/// What an Ingress asks for that is never served: ingress-nginx annotations not applied or
+/// not valid ([`annotations`]), resource
 /// backends, path types other than the three.
 fn unsupported(ingress: &Ingress) -> Vec<String> {
-    let mut out = Vec::new();
-    for key in ingress.metadata.annotations.iter().flat_map(|a| a.keys()) {
-        if key.starts_with(NGINX_PREFIX) {
-            out.push(format!("annotation {key} is not supported yet (ignored)"));
-        }
-    }
+    let mut out = annotations::Annotations::parse(ingress).problems;
     let Some(spec) = ingress.spec.as_ref() else {
         return out;
     };

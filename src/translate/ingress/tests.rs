@@ -284,7 +284,7 @@ fn tls_hosts_get_https_listeners_with_their_secrets() {
 #[test]
 fn annotations_and_resource_backends_are_reported_not_ignored() {
     let annotated = format!(
-        "metadata: {{name: a, namespace: ns, generation: 1, annotations: {{nginx.ingress.kubernetes.io/rewrite-target: /}}}}\nspec:\n  ingressClassName: edge\n{SIMPLE}"
+        "metadata: {{name: a, namespace: ns, generation: 1, annotations: {{nginx.ingress.kubernetes.io/canary: \"true\"}}}}\nspec:\n  ingressClassName: edge\n{SIMPLE}"
     );
     let resource = ingress(
         "r",
@@ -301,7 +301,7 @@ fn annotations_and_resource_backends_are_reported_not_ignored() {
         "UnsupportedValue".into()
     )));
     let text = a.to_string();
-    assert!(text.contains("nginx.ingress.kubernetes.io/rewrite-target is not supported yet"));
+    assert!(text.contains("nginx.ingress.kubernetes.io/canary is not supported yet"));
     // The request is still served by the rule (the annotation changes nothing).
     assert_eq!(
         routed(&t, 80, "a.test", "/").as_deref(),
@@ -399,4 +399,49 @@ fn incremental_translations_equal_fresh_ones() {
             "step {i}"
         );
     }
+}
+
+/// The rule serving `host` and `path` on port 80 of 127.0.0.9.
+fn rule_of(t: &Translation, host: &str, path: &str) -> Arc<crate::table::RouteRule> {
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let headers = HeaderMap::new();
+    let view = RequestView {
+        host,
+        path,
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    listener.route(&view).expect("rule").clone()
+}
+
+#[test]
+fn annotations_reach_the_compiled_rules() {
+    let annotated = format!(
+        "metadata: {{name: a, namespace: ns, generation: 1, annotations: {{\
+         nginx.ingress.kubernetes.io/force-ssl-redirect: 'true', \
+         nginx.ingress.kubernetes.io/proxy-body-size: 1k, \
+         nginx.ingress.kubernetes.io/denylist-source-range: 10.0.0.0/8, \
+         nginx.ingress.kubernetes.io/rewrite-target: /v2, \
+         nginx.ingress.kubernetes.io/proxy-read-timeout: '7'}}}}\nspec:\n  ingressClassName: edge\n{SIMPLE}"
+    );
+    let t = run(
+        &with(&[OURS], &[annotated], |_| {}),
+        IngressOptions::default(),
+    );
+    let rule = rule_of(&t, "a.test", "/");
+    let f = &rule.filters;
+    assert!(f.https_redirect);
+    let policy = f.policy.as_ref().expect("policy");
+    assert_eq!(policy.max_request_body, Some(1024));
+    let access = policy.ip_access.as_ref().expect("ip access");
+    assert_eq!(access.deny.len(), 1);
+    assert_eq!(
+        f.timeouts.backend_request,
+        Some(std::time::Duration::from_secs(12))
+    );
+    assert!(f.rewrite.is_some(), "{f:?}");
+    // Nothing applied is reported.
+    assert!(!status(&t, "a").to_string().contains("Unsupported"));
 }

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::kinds::routes::{RouteKind, RouteKindId};
 use crate::kinds::KindSet;
 use crate::snapshot::Snapshot;
-use crate::table::RequestMatch;
+use crate::table::{RequestMatch, RequestPolicy};
 use crate::translate::routes::parents::{names_our_gateway, GatewayIndex};
 use crate::translate::routes::rules::MatchError;
 
@@ -43,6 +43,18 @@ pub(in crate::translate) trait HttpLike:
     fn rule_hosts(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// TrafficPolicy settings the route's own spec gives every rule (an Ingress's
+    /// annotations); `None` for the kinds that take them from TrafficPolicies only.
+    fn rule_policy(&self) -> Option<RequestPolicy> {
+        None
+    }
+
+    /// Per rule, whether plain HTTP requests are redirected to https (an Ingress's
+    /// `ssl-redirect`); empty when no rule is.
+    fn https_redirects(&self) -> Vec<bool> {
+        Vec::new()
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -65,6 +77,10 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn equals(&self, other: &dyn HttpLikeRoute) -> bool;
     /// [`HttpLike::rule_hosts`].
     fn rule_hosts(&self) -> Vec<String>;
+    /// [`HttpLike::rule_policy`].
+    fn rule_policy(&self) -> Option<RequestPolicy>;
+    /// [`HttpLike::https_redirects`].
+    fn https_redirects(&self) -> Vec<bool>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -100,6 +116,14 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn rule_hosts(&self) -> Vec<String> {
         HttpLike::rule_hosts(self)
+    }
+
+    fn rule_policy(&self) -> Option<RequestPolicy> {
+        HttpLike::rule_policy(self)
+    }
+
+    fn https_redirects(&self) -> Vec<bool> {
+        HttpLike::https_redirects(self)
     }
 }
 

@@ -10,6 +10,8 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use serde_json::{json, Value};
 
 use crate::kinds::ingress::serving_gateway;
+use crate::table::RequestPolicy;
+use crate::translate::ingress::annotations::Annotations;
 use crate::translate::routes::http_like::HttpLike;
 
 /// The host of Ingress rules without one: the catch-all virtual host.
@@ -26,6 +28,31 @@ impl HttpLike for Ingress {
             .map(|(host, _)| host)
             .collect()
     }
+
+    fn rule_policy(&self) -> Option<RequestPolicy> {
+        Annotations::parse(self).policy()
+    }
+
+    fn https_redirects(&self) -> Vec<bool> {
+        https_redirects(self)
+    }
+}
+
+/// Per lowered rule, whether plain HTTP requests are redirected to https
+/// ([`Annotations::https_redirect`]; a host has TLS when a `tls[].hosts` entry names it).
+pub fn https_redirects(ingress: &Ingress) -> Vec<bool> {
+    let notes = Annotations::parse(ingress);
+    let tls_hosts: Vec<&str> = ingress
+        .spec
+        .iter()
+        .flat_map(|s| s.tls.iter().flatten())
+        .flat_map(|t| t.hosts.iter().flatten())
+        .map(String::as_str)
+        .collect();
+    lowered_rules(ingress)
+        .iter()
+        .map(|(host, _)| notes.https_redirect(tls_hosts.contains(&host.as_str())))
+        .collect()
 }
 
 /// The HTTPRoute an Ingress's rules compile as. Should the JSON not read as an HTTPRoute
@@ -54,11 +81,13 @@ pub fn lower(ingress: &Ingress) -> HttpRoute {
 
 /// The lowered rules in order, each with the host that serves it: every path of every rule,
 /// then the default backend on each of the Ingress's hosts (on every host when it has none),
-/// which, as a `/` prefix, yields to every other path.
+/// which, as a `/` prefix, yields to every other path. The ingress-nginx annotations add their
+/// filters and timeouts to each rule, and `app-root` an exact `/` redirect on each host.
 pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
     let Some(spec) = ingress.spec.as_ref() else {
         return Vec::new();
     };
+    let notes = Annotations::parse(ingress);
     let mut out = Vec::new();
     let mut hosts: Vec<String> = Vec::new();
     for rule in spec.rules.iter().flatten() {
@@ -76,18 +105,45 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
                 _ => "PathPrefix",
             };
             let m = json!({"path": {"type": kind, "value": value}});
-            out.push((host.clone(), rule_of(Some(m), &path.backend)));
+            let mut rule = rule_of(Some(m), &path.backend);
+            annotate(&mut rule, &notes, Some(kind == "Exact"));
+            out.push((host.clone(), rule));
         }
     }
     if let Some(backend) = &spec.default_backend {
         if hosts.is_empty() {
             hosts.push(ANY_HOST.to_owned());
         }
-        for host in hosts {
-            out.push((host, rule_of(None, backend)));
+        for host in &hosts {
+            let mut rule = rule_of(None, backend);
+            annotate(&mut rule, &notes, None);
+            out.push((host.clone(), rule));
+        }
+    }
+    if let (Some(root), false) = (&notes.app_root, notes.redirects()) {
+        for host in &hosts {
+            let redirect = json!({"statusCode": 302,
+                "path": {"type": "ReplaceFullPath", "replaceFullPath": root}});
+            out.push((
+                host.clone(),
+                json!({
+                "matches": [{"path": {"type": "Exact", "value": "/"}}],
+                "filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]}),
+            ));
         }
     }
     out
+}
+
+/// Adds the annotations' filters and timeouts to one lowered rule.
+fn annotate(rule: &mut Value, notes: &Annotations, exact: Option<bool>) {
+    let filters = notes.filters(exact);
+    if !filters.is_empty() {
+        rule["filters"] = json!(filters);
+    }
+    if let Some(t) = notes.timeouts() {
+        rule["timeouts"] = t;
+    }
 }
 
 /// One lowered rule: `matches` (absent: every request) and the backend. A resource backend
@@ -160,6 +216,70 @@ mod tests {
         assert!(rules[3].get("matches").is_none());
         assert_eq!(rules[3]["backendRefs"][0]["port"], 80);
         assert_eq!(lowered_rules(&i).len(), 5);
+    }
+
+    #[test]
+    fn annotations_add_filters_timeouts_and_the_app_root_redirect() {
+        let svc = json!({"service": {"name": "s", "port": {"number": 80}}});
+        let mut i = ingress(json!({
+            "defaultBackend": svc,
+            "rules": [{"host": "a.test", "http": {"paths": [
+                {"path": "/x", "pathType": "Prefix", "backend": svc}]}}],
+        }));
+        let notes = i.metadata.annotations.get_or_insert_with(Default::default);
+        for (k, v) in [
+            ("rewrite-target", "/y"),
+            ("app-root", "/app"),
+            ("proxy-read-timeout", "1"),
+        ] {
+            notes.insert(format!("nginx.ingress.kubernetes.io/{k}"), v.to_owned());
+        }
+        assert_eq!(i.rule_hosts(), ["a.test", "a.test", "a.test"]);
+        let spec = serde_json::to_value(&lower(&i).spec).expect("spec");
+        let rules = spec["rules"].as_array().expect("rules");
+        assert_eq!(
+            rules[0]["filters"][0]["urlRewrite"]["path"],
+            json!({"type": "ReplacePrefixMatch", "replacePrefixMatch": "/y"})
+        );
+        assert_eq!(rules[0]["timeouts"]["backendRequest"], "6s");
+        // The default backend keeps its path, with the timeout.
+        assert!(rules[1].get("filters").is_none());
+        assert_eq!(rules[1]["timeouts"]["backendRequest"], "6s");
+        assert_eq!(
+            rules[2]["matches"][0]["path"],
+            json!({"type": "Exact", "value": "/"})
+        );
+        assert_eq!(
+            rules[2]["filters"][0]["requestRedirect"],
+            json!({"statusCode": 302, "path": {"type": "ReplaceFullPath", "replaceFullPath": "/app"}})
+        );
+    }
+
+    #[test]
+    fn https_redirects_follow_the_tls_hosts_and_the_annotations() {
+        let svc = json!({"service": {"name": "s", "port": {"number": 80}}});
+        let paths = json!({"paths": [{"path": "/", "pathType": "Prefix", "backend": svc}]});
+        let mut i = ingress(json!({
+            "tls": [{"hosts": ["a.test"], "secretName": "t"}],
+            "rules": [{"host": "a.test", "http": paths}, {"host": "b.test", "http": paths}],
+        }));
+        assert_eq!(https_redirects(&i), [true, false]);
+        let notes = i.metadata.annotations.get_or_insert_with(Default::default);
+        notes.insert(
+            "nginx.ingress.kubernetes.io/force-ssl-redirect".into(),
+            "true".into(),
+        );
+        assert_eq!(i.https_redirects(), [true, true]);
+        let notes = i.metadata.annotations.get_or_insert_with(Default::default);
+        notes.insert(
+            "nginx.ingress.kubernetes.io/force-ssl-redirect".into(),
+            "false".into(),
+        );
+        notes.insert(
+            "nginx.ingress.kubernetes.io/ssl-redirect".into(),
+            "false".into(),
+        );
+        assert_eq!(https_redirects(&i), [false, false]);
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub fn compile_route(
         rule_hosts: source.rule_hosts(),
         ..Default::default()
     };
+    let policy = source.rule_policy().map(Arc::new);
+    let https_redirects = source.https_redirects();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
         let spec_matches = match rule.matches.as_deref() {
@@ -99,8 +101,12 @@ pub fn compile_route(
         let all_prefix = matchers
             .iter()
             .all(|m| matches!(m.path, PathMatch::Prefix(_)));
-        let (filters, backend_set) =
+        let (mut filters, backend_set) =
             compile_actions(rule, all_prefix, &route_ref, backends, &mut out, index);
+        if policy.is_some() {
+            filters.policy.clone_from(&policy);
+        }
+        filters.https_redirect = https_redirects.get(index).copied().unwrap_or(false);
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);
         for (match_index, matcher) in matchers.into_iter().enumerate() {

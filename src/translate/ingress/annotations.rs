@@ -1,0 +1,433 @@
+//! The ingress-nginx annotations (`nginx.ingress.kubernetes.io/*`) of one Ingress, parsed into
+//! what its lowered rules apply ([`Annotations`]) and what was not understood or not valid
+//! (`problems`, which become the Ingress's `Unsupported` condition). Each supported annotation
+//! is one match arm of [`Annotations::parse`]; the lowering reads the typed fields. Pure.
+
+use std::time::Duration;
+
+use http::{HeaderValue, Uri};
+use k8s_openapi::api::networking::v1::Ingress;
+use serde_json::{json, Value};
+
+use ipnet::IpNet;
+
+use crate::kinds::ingress::NGINX_PREFIX;
+use crate::table::{IpAccess, OriginPattern, RequestPolicy};
+
+/// ingress-nginx's `proxy-connect-timeout` default.
+const CONNECT_DEFAULT: u64 = 5;
+/// ingress-nginx's `proxy-read-timeout` default.
+const READ_DEFAULT: u64 = 60;
+/// ingress-nginx's CORS defaults, used for what `enable-cors` leaves unset.
+const CORS_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
+const CORS_HEADERS: &str = "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization";
+const CORS_MAX_AGE: u64 = 1_728_000;
+
+/// A redirect every path of the Ingress answers with (`permanent-redirect`, `temporal-redirect`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedirectTo {
+    pub scheme: Option<String>,
+    pub hostname: Option<String>,
+    pub port: Option<u16>,
+    pub path: String,
+    pub code: u16,
+}
+
+/// `enable-cors` and its settings, ingress-nginx's defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsSettings {
+    pub origins: Vec<String>,
+    pub methods: Vec<String>,
+    pub headers: Vec<String>,
+    pub expose: Vec<String>,
+    pub credentials: bool,
+    pub max_age: u64,
+}
+
+/// The ingress-nginx annotations of one Ingress that its lowered rules apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Annotations {
+    /// `temporal-redirect` (it wins, as in ingress-nginx) or `permanent-redirect`.
+    pub redirect: Option<RedirectTo>,
+    /// `app-root`: `/` of each host answers 302 to this path.
+    pub app_root: Option<String>,
+    /// `rewrite-target` without captures: the matched prefix is replaced by it.
+    pub rewrite_target: Option<String>,
+    /// `proxy-connect-timeout` + `proxy-read-timeout`, as the rule's `backendRequest` timeout.
+    pub backend_timeout: Option<Duration>,
+    /// `upstream-vhost`: the Host sent upstream.
+    pub upstream_vhost: Option<String>,
+    /// `x-forwarded-prefix`: the `X-Forwarded-Prefix` header sent upstream.
+    pub forwarded_prefix: Option<String>,
+    pub cors: Option<CorsSettings>,
+    /// `whitelist-source-range` / `allowlist-source-range` and `denylist-source-range`.
+    pub ip_access: Option<IpAccess>,
+    /// `proxy-body-size` in bytes (`0`, no limit, leaves it unset).
+    pub max_body: Option<u64>,
+    /// `ssl-redirect` (`None`: unset, which ingress-nginx takes as true).
+    pub ssl_redirect: Option<bool>,
+    /// `force-ssl-redirect`: the HTTPS redirect also for hosts without TLS.
+    pub force_ssl_redirect: bool,
+    /// What was not understood, not supported or not valid, one sentence each.
+    pub problems: Vec<String>,
+}
+
+fn seconds(value: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| "not a whole number of seconds".to_owned())
+}
+
+fn boolean(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("not true or false".to_owned()),
+    }
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A redirect URL: absolute `http(s)://host[:port][/path]`, as ingress-nginx requires.
+fn redirect_url(value: &str, code: u16) -> Result<RedirectTo, String> {
+    let uri: Uri = value.trim().parse().map_err(|_| "not a URL".to_owned())?;
+    let scheme = match uri.scheme_str() {
+        Some(s @ ("http" | "https")) => s.to_owned(),
+        _ => return Err("not an absolute http or https URL".to_owned()),
+    };
+    let host = hostname(uri.host().ok_or("has no host")?)
+        .map_err(|_| "not a URL with a host name".to_owned())?;
+    let path = match uri.path() {
+        "" => "/".to_owned(),
+        p => p.to_owned(),
+    };
+    Ok(RedirectTo {
+        scheme: Some(scheme),
+        hostname: Some(host),
+        port: uri.port_u16(),
+        path,
+        code,
+    })
+}
+
+fn redirect_code(value: Option<&str>, default: u16) -> Result<u16, String> {
+    let Some(v) = value else {
+        return Ok(default);
+    };
+    match v.trim().parse::<u16>() {
+        Ok(c @ (301 | 302 | 303 | 307 | 308)) => Ok(c),
+        _ => Err("not one of 301, 302, 303, 307, 308".to_owned()),
+    }
+}
+
+fn absolute_path(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    if v.starts_with('/') && v.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
+        Ok(v.to_owned())
+    } else {
+        Err("not an absolute path".to_owned())
+    }
+}
+
+fn hostname(value: &str) -> Result<String, String> {
+    let v = value.trim().to_ascii_lowercase();
+    let valid = !v.is_empty()
+        && v.len() <= 253
+        && v.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    if valid {
+        Ok(v)
+    } else {
+        Err("not a host name (a port is not allowed)".to_owned())
+    }
+}
+
+/// A CIDR list; a bare address is the one address, as in ingress-nginx.
+fn cidrs(value: &str) -> Result<Vec<IpNet>, String> {
+    list(value)
+        .iter()
+        .map(|item| {
+            item.parse::<IpNet>()
+                .or_else(|_| item.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("not a list of CIDRs: {item:?} is not a CIDR or address"))
+        })
+        .collect()
+}
+
+/// An nginx size: bytes, or a number with `k`, `m` or `g` (powers of 1024).
+fn size(value: &str) -> Result<u64, String> {
+    let v = value.trim();
+    let (digits, unit) = match v.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&v[..i], c.to_ascii_lowercase()),
+        _ => (v, 'b'),
+    };
+    let shift = match unit {
+        'b' => 0,
+        'k' => 10,
+        'm' => 20,
+        'g' => 30,
+        _ => return Err("not an nginx size (a number with k, m or g)".to_owned()),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| "not an nginx size (a number with k, m or g)".to_owned())
+}
+
+impl Annotations {
+    /// Reads every `nginx.ingress.kubernetes.io/*` annotation of `ingress`.
+    pub fn parse(ingress: &Ingress) -> Self {
+        let mut out = Self::default();
+        let Some(all) = ingress.metadata.annotations.as_ref() else {
+            return out;
+        };
+        let get = |name: &str| {
+            all.get(&format!("{NGINX_PREFIX}{name}"))
+                .map(String::as_str)
+        };
+        let mut timeouts = (None, None);
+        for (key, value) in all {
+            let Some(name) = key.strip_prefix(NGINX_PREFIX) else {
+                continue;
+            };
+            let result: Result<(), String> = match name {
+                "permanent-redirect" => {
+                    if get("temporal-redirect").is_none() {
+                        redirect_code(get("permanent-redirect-code"), 301)
+                            .and_then(|c| redirect_url(value, c))
+                            .map(|r| out.redirect = Some(r))
+                    } else {
+                        Ok(())
+                    }
+                }
+                "temporal-redirect" => redirect_code(get("temporal-redirect-code"), 302)
+                    .and_then(|c| redirect_url(value, c))
+                    .map(|r| out.redirect = Some(r)),
+                // Read with their redirect (a bad code is reported there).
+                "permanent-redirect-code" | "temporal-redirect-code" => Ok(()),
+                "ssl-redirect" => boolean(value).map(|b| out.ssl_redirect = Some(b)),
+                "force-ssl-redirect" => boolean(value).map(|b| out.force_ssl_redirect = b),
+                "app-root" => absolute_path(value).map(|p| out.app_root = Some(p)),
+                "rewrite-target" => {
+                    if value.contains('$') || get("use-regex").map(str::trim) == Some("true") {
+                        Err("captures and use-regex are not supported yet".to_owned())
+                    } else {
+                        absolute_path(value).map(|p| out.rewrite_target = Some(p))
+                    }
+                }
+                "proxy-connect-timeout" => seconds(value).map(|s| timeouts.0 = Some(s)),
+                "proxy-read-timeout" => seconds(value).map(|s| timeouts.1 = Some(s)),
+                "proxy-send-timeout" => seconds(value).and_then(|_| {
+                    Err("not enforced: timeouts end at the response head and bound no upstream write".to_owned())
+                }),
+                "upstream-vhost" => hostname(value).map(|h| out.upstream_vhost = Some(h)),
+                "x-forwarded-prefix" => HeaderValue::from_str(value.trim())
+                    .map_err(|_| "not a valid header value".to_owned())
+                    .map(|_| out.forwarded_prefix = Some(value.trim().to_owned())),
+                "whitelist-source-range" | "allowlist-source-range" => cidrs(value).map(|c| {
+                    out.ip_access.get_or_insert_with(IpAccess::default).allow.extend(c);
+                }),
+                "denylist-source-range" => cidrs(value).map(|c| {
+                    out.ip_access.get_or_insert_with(IpAccess::default).deny.extend(c);
+                }),
+                "proxy-body-size" => size(value).map(|n| out.max_body = Some(n).filter(|n| *n > 0)),
+                "enable-cors" => boolean(value).map(|on| {
+                    if on {
+                        out.cors = Some(CorsSettings::default_nginx());
+                    }
+                }),
+                // Read below, once `enable-cors` is known.
+                "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
+                | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
+                _ => {
+                    out.problems
+                        .push(format!("annotation {key} is not supported yet (ignored)"));
+                    continue;
+                }
+            };
+            if let Err(why) = result {
+                if name.ends_with("-source-range") {
+                    // Access lists fail closed, as ingress-nginx denies such a location.
+                    let access = out.ip_access.get_or_insert_with(IpAccess::default);
+                    access.refuse_all = Some(format!("{key} is invalid"));
+                }
+                out.problems
+                    .push(format!("annotation {key}: {value:?} is {why} (ignored)"));
+            }
+        }
+        if timeouts != (None, None) {
+            let total = timeouts.0.unwrap_or(CONNECT_DEFAULT) + timeouts.1.unwrap_or(READ_DEFAULT);
+            out.backend_timeout = Some(Duration::from_secs(total)).filter(|d| !d.is_zero());
+        }
+        if let Some(cors) = out.cors.as_mut() {
+            cors.read(&get, &mut out.problems);
+        }
+        out
+    }
+
+    /// Whether plain HTTP requests for `host` are redirected to https: `force-ssl-redirect`,
+    /// or `ssl-redirect` (true unless set false) when the Ingress has TLS for the host.
+    pub fn https_redirect(&self, host_has_tls: bool) -> bool {
+        self.force_ssl_redirect || (host_has_tls && self.ssl_redirect != Some(false))
+    }
+
+    /// True when a path of the Ingress answers a redirect rather than reaching its backend.
+    pub fn redirects(&self) -> bool {
+        self.redirect.is_some()
+    }
+
+    /// The HTTPRoute filters of one lowered rule; `exact` when its path match is `Exact`,
+    /// `None` when the rule has no path (the default backend, left as it is).
+    pub fn filters(&self, exact: Option<bool>) -> Vec<Value> {
+        let mut out = Vec::new();
+        if let Some(r) = &self.redirect {
+            let mut redirect = json!({"statusCode": r.code,
+                "path": {"type": "ReplaceFullPath", "replaceFullPath": r.path}});
+            if let Some(s) = &r.scheme {
+                redirect["scheme"] = json!(s);
+            }
+            if let Some(h) = &r.hostname {
+                redirect["hostname"] = json!(h);
+            }
+            if let Some(p) = r.port {
+                redirect["port"] = json!(p);
+            }
+            out.push(json!({"type": "RequestRedirect", "requestRedirect": redirect}));
+            return out;
+        }
+        let mut rewrite = serde_json::Map::new();
+        if let (Some(target), Some(exact)) = (&self.rewrite_target, exact) {
+            rewrite.insert(
+                "path".into(),
+                if exact {
+                    json!({"type": "ReplaceFullPath", "replaceFullPath": target})
+                } else {
+                    json!({"type": "ReplacePrefixMatch", "replacePrefixMatch": target})
+                },
+            );
+        }
+        if let Some(h) = &self.upstream_vhost {
+            rewrite.insert("hostname".into(), json!(h));
+        }
+        if !rewrite.is_empty() {
+            out.push(json!({"type": "URLRewrite", "urlRewrite": rewrite}));
+        }
+        if let Some(p) = &self.forwarded_prefix {
+            out.push(json!({"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"set": [{"name": "X-Forwarded-Prefix", "value": p}]}}));
+        }
+        if let Some(c) = &self.cors {
+            out.push(json!({"type": "CORS", "cors": {
+                "allowOrigins": c.origins, "allowMethods": c.methods, "allowHeaders": c.headers,
+                "exposeHeaders": c.expose, "allowCredentials": c.credentials, "maxAge": c.max_age}}));
+        }
+        out
+    }
+
+    /// The TrafficPolicy settings every rule of the Ingress carries, when one is set.
+    pub fn policy(&self) -> Option<RequestPolicy> {
+        let policy = RequestPolicy {
+            ip_access: self.ip_access.clone().map(std::sync::Arc::new),
+            max_request_body: self.max_body,
+            ..RequestPolicy::default()
+        };
+        Some(policy).filter(|p| !p.is_empty())
+    }
+
+    /// The rule's `timeouts`, when a timeout annotation is set.
+    pub fn timeouts(&self) -> Option<Value> {
+        self.backend_timeout
+            .map(|d| json!({"backendRequest": format!("{}s", d.as_secs())}))
+    }
+}
+
+impl CorsSettings {
+    fn default_nginx() -> Self {
+        Self {
+            origins: vec!["*".to_owned()],
+            methods: list(CORS_METHODS),
+            headers: list(CORS_HEADERS),
+            expose: Vec::new(),
+            credentials: true,
+            max_age: CORS_MAX_AGE,
+        }
+    }
+
+    /// Reads the `cors-*` annotations over the defaults; a bad value keeps the default.
+    fn read<'a>(&mut self, get: &dyn Fn(&str) -> Option<&'a str>, problems: &mut Vec<String>) {
+        let mut bad = |name: &str, value: &str, why: &str| {
+            problems.push(format!(
+                "annotation {NGINX_PREFIX}{name}: {value:?} is {why} (ignored)"
+            ));
+        };
+        if let Some(v) = get("cors-allow-origin") {
+            let origins = list(v);
+            match origins.iter().find(|o| OriginPattern::parse(o).is_none()) {
+                Some(o) => bad(
+                    "cors-allow-origin",
+                    v,
+                    &format!("not valid: {o:?} is not an origin"),
+                ),
+                None if origins.is_empty() => bad("cors-allow-origin", v, "empty"),
+                None => self.origins = origins,
+            }
+        }
+        if let Some(v) = get("cors-allow-methods") {
+            let methods: Vec<String> = list(v).iter().map(|m| m.to_ascii_uppercase()).collect();
+            if methods
+                .iter()
+                .all(|m| m.bytes().all(|b| b.is_ascii_uppercase()))
+            {
+                self.methods = methods;
+            } else {
+                bad("cors-allow-methods", v, "not a list of methods");
+            }
+        }
+        for (name, field) in [
+            ("cors-allow-headers", &mut self.headers),
+            ("cors-expose-headers", &mut self.expose),
+        ] {
+            if let Some(v) = get(name) {
+                let items = list(v);
+                if items
+                    .iter()
+                    .all(|h| http::HeaderName::try_from(h.as_str()).is_ok())
+                {
+                    *field = items;
+                } else {
+                    bad(name, v, "not a list of header names");
+                }
+            }
+        }
+        if let Some(v) = get("cors-allow-credentials") {
+            match boolean(v) {
+                Ok(b) => self.credentials = b,
+                Err(why) => bad("cors-allow-credentials", v, &why),
+            }
+        }
+        if let Some(v) = get("cors-max-age") {
+            match seconds(v) {
+                Ok(s) if s > 0 && s <= u64::from(u32::MAX) => self.max_age = s,
+                _ => bad("cors-max-age", v, "not a positive number of seconds"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "annotations_tests.rs"]
+mod tests;
