@@ -358,9 +358,10 @@ impl Handler {
         }
     }
 
-    /// Phase 4: a rule with a redirect filter (or an HTTPS redirect, on a plain socket) answers at once with its `Location`, built from
-    /// the canonical path; without a port of its own it keeps the Gateway listener's port, not a
-    /// mapped socket's. A location that is not a valid header value is refused (400).
+    /// Phase 4: a rule with a redirect filter (or an HTTPS redirect, on a plain socket) answers
+    /// at once with its `Location`, built from the canonical path; without a port of its own it
+    /// keeps the Gateway listener's port, not a mapped socket's. A location that is not a valid
+    /// header value is refused (400).
     fn redirect(
         &self,
         rule: &RouteRule,
