@@ -64,8 +64,16 @@ async fn a_file_sink_follows_rotation_and_sighup() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(get(server.proxy, "/three").await.expect("three").0, 200);
-    let lines = wait_lines(&log, 1).await;
-    assert!(lines.iter().any(|l| l["path"] == "/three"), "{lines:?}");
+    // `/two` lines may reach the new file first: wait (bounded) for the `/three` one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = wait_lines(&log, 1).await;
+        if lines.iter().any(|l| l["path"] == "/three") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no /three line: {lines:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(wait_lines(&rotated, 1).await[0]["path"], "/one");
 
     // SIGHUP reopens the path at once (here: after it was removed), and the process lives on.
