@@ -138,6 +138,6 @@ async fn a_stuck_sink_drops_lines_and_never_holds_a_request() {
         .trim()
         .parse()
         .expect("a count");
-    // 40 lines, at most 8 queued and at most one taken by the stuck writer.
+    // 40 lines, at most 8 waiting for the stuck writer.
     assert!(dropped >= 40 - 8 - 1, "dropped {dropped}");
 }

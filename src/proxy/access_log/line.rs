@@ -1,7 +1,8 @@
 //! An access log line as text: JSON or `key=value`, the entry's chosen fields in order,
-//! written straight into the writer thread's reused buffer (no allocation per field or line).
+//! written straight into a batch's reused buffer (no allocation per field or line).
 
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use http::HeaderValue;
@@ -30,7 +31,7 @@ fn seconds(d: Option<Duration>) -> Value<'static> {
     d.map_or(Value::Null, Value::Seconds)
 }
 
-/// The writer thread's reused buffers and its clock.
+/// A batch's reused scratch buffer and its clock.
 #[derive(Default)]
 pub(crate) struct LineWriter {
     scratch: String,
@@ -67,7 +68,9 @@ impl Clock {
             self.second = Some(second);
         }
         out.push_str(&self.prefix);
-        let _ = write!(out, ".{:09}Z", time.subsec_nanosecond().max(0));
+        out.push('.');
+        push_padded(out, time.subsec_nanosecond().max(0).unsigned_abs(), 9);
+        out.push('Z');
     }
 }
 
@@ -78,9 +81,19 @@ impl Entry {
         scratch.clear();
         match field {
             Field::Time => clock.write(self.time, scratch),
-            Field::ClientAddress => {
-                let _ = write!(scratch, "{}", self.client);
-            }
+            Field::ClientAddress => match self.client {
+                IpAddr::V4(v4) => {
+                    for (i, octet) in v4.octets().into_iter().enumerate() {
+                        if i > 0 {
+                            scratch.push('.');
+                        }
+                        scratch.push_str(itoa::Buffer::new().format(octet));
+                    }
+                }
+                v6 => {
+                    let _ = write!(scratch, "{v6}");
+                }
+            },
             Field::Method => {
                 return self
                     .method
@@ -111,7 +124,9 @@ impl Entry {
             Field::Route => {
                 let route = self.rule.as_ref().map(|r| &r.route).or(self.route.as_ref());
                 if let Some(r) = route {
-                    let _ = write!(scratch, "{}/{}", r.kind(), r.label());
+                    scratch.push_str(r.kind());
+                    scratch.push('/');
+                    scratch.push_str(r.label());
                 }
             }
             Field::Rule => match self.rule.as_deref() {
@@ -120,9 +135,7 @@ impl Entry {
                     ..
                 }) => return Value::Str(name),
                 // An index is a string too: the field has one type.
-                Some(r) => {
-                    let _ = write!(scratch, "{}", r.rule_index);
-                }
+                Some(r) => scratch.push_str(itoa::Buffer::new().format(r.rule_index)),
                 None => {}
             },
             Field::Upstream => {
@@ -167,11 +180,11 @@ impl Entry {
                 out.push('=');
             }
             match value {
-                Value::Num(n) => {
-                    let _ = write!(out, "{n}");
-                }
+                Value::Num(n) => out.push_str(itoa::Buffer::new().format(n)),
                 Value::Seconds(d) => {
-                    let _ = write!(out, "{}.{:06}", d.as_secs(), d.subsec_micros());
+                    out.push_str(itoa::Buffer::new().format(d.as_secs()));
+                    out.push('.');
+                    push_padded(out, d.subsec_micros(), 6);
                 }
                 Value::Null if json => out.push_str("null"),
                 Value::Null => out.push('-'),
@@ -194,6 +207,17 @@ impl Entry {
         LineWriter::default().write(self, &mut out);
         out
     }
+}
+
+/// Appends `n` with at least `width` digits, zeros first (integer formatting without the
+/// formatting machinery: lines carry several numbers each).
+fn push_padded(out: &mut String, n: u32, width: usize) {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n);
+    for _ in digits.len()..width {
+        out.push('0');
+    }
+    out.push_str(digits);
 }
 
 /// Appends `s` as a JSON string (RFC 8259: quote, backslash and control characters escaped).

@@ -367,5 +367,15 @@ mod tests {
         let parsed: serde_json::Value = serde_json::from_str(&all).unwrap();
         assert_eq!(parsed.as_object().unwrap().len(), ALL.len());
         assert_eq!(parsed["time"], "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(parsed["clientAddress"], "192.0.2.1");
+        assert_eq!(parsed["duration"], 1.5);
+        assert_eq!(parsed["status"], 200);
+        let mut v6 = entry(LogSpec::from_table(&AccessLog {
+            format: AccessLogFormat::Text,
+            fields: ["clientAddress", "duration"].map(String::from).to_vec(),
+        }));
+        v6.client = "2001:db8::1".parse().unwrap();
+        v6.duration = Some(Duration::from_micros(12_000_034));
+        assert_eq!(v6.format(), "clientAddress=2001:db8::1 duration=12.000034");
     }
 }

@@ -1,17 +1,20 @@
-//! The access log's writer: lines leave the request through a bounded queue drained by a thread
-//! of their own, so a slow or stuck sink (a full disk, a pipe nobody reads) never holds a
-//! request; when the queue is full the line is counted as dropped
-//! (`edgeplane_access_log_dropped_total`) instead. A file sink is reopened when the process
-//! gets SIGHUP ([`AccessLogger::reopen`]) or when the file at its path is no longer the one
-//! open (renamed or removed by a log rotator).
+//! The access log's writer: a request formats its line when it ends, on its own thread, into
+//! one of a few shared buffers, and a thread of its own takes the buffers every 20 ms and
+//! writes them, so a slow or stuck sink (a full disk, a pipe nobody reads) never holds a
+//! request. At most the queue's capacity of lines waits to be written; past it a line is
+//! counted as dropped (`edgeplane_access_log_dropped_total`) instead. Formatting where the
+//! request ends reads an entry still in the CPU's cache, and the entry is freed by the thread
+//! that allocated it. A file sink is reopened when the process gets SIGHUP
+//! ([`AccessLogger::reopen`]) or when the file at its path is no longer the one open (renamed
+//! or removed by a log rotator).
 
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use prometheus::IntCounter;
@@ -19,7 +22,7 @@ use prometheus::IntCounter;
 use super::line::LineWriter;
 use super::{Entry, OtlpLines};
 
-/// Lines the queue holds by default before new ones are dropped.
+/// Lines waiting to be written by default before new ones are dropped.
 pub const DEFAULT_QUEUE: usize = 4096;
 
 /// How long lines wait at most before they are written: the queue must hold what arrives in
@@ -41,46 +44,129 @@ pub enum AccessSink {
     Capture(Arc<Mutex<Vec<String>>>),
 }
 
+/// Formatted lines not yet written, and the formatter that wrote them.
+#[derive(Default)]
+struct Batch {
+    /// Lines, each ending in a newline.
+    text: String,
+    lines: usize,
+    formatter: LineWriter,
+}
+
+/// What requests and the writer thread share.
+struct Shared {
+    /// One batch per request thread, about: a thread takes the one its index names, or the
+    /// next free one when the writer is taking it.
+    batches: Box<[Mutex<Batch>]>,
+    /// Lines formatted and not yet written.
+    waiting: AtomicUsize,
+    capacity: usize,
+    otlp: Option<OtlpLines>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("batches", &self.batches.len())
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The sending side: what requests and sessions hand their lines to.
 #[derive(Debug, Clone)]
 pub(crate) struct AccessLogger {
-    queue: SyncSender<Box<Entry>>,
+    shared: Arc<Shared>,
     reopen: Arc<AtomicBool>,
     dropped: IntCounter,
 }
 
+thread_local! {
+    /// The batch this thread starts with (threads take turns over the batches).
+    static BATCH_INDEX: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Threads that have logged so far: the next one's batch index.
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+fn batch_index() -> usize {
+    BATCH_INDEX.with(|i| {
+        i.get().unwrap_or_else(|| {
+            let next = THREADS.fetch_add(1, Ordering::Relaxed);
+            i.set(Some(next));
+            next
+        })
+    })
+}
+
 impl AccessLogger {
-    /// Starts the writer thread for `sink`, with a queue of `capacity` lines; lines the queue
-    /// has no room for count in `dropped`.
-    /// With `otlp`, every line is also sent as an OTLP log record.
+    /// Starts the writer thread for `sink`, with room for `capacity` lines waiting; lines
+    /// past it count in `dropped`. With `otlp`, every line is also sent as an OTLP log record.
     pub(crate) fn start(
         sink: AccessSink,
         capacity: usize,
         dropped: IntCounter,
         otlp: Option<OtlpLines>,
     ) -> Self {
-        let (queue, lines) = mpsc::sync_channel(capacity.max(1));
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let shared = Arc::new(Shared {
+            batches: (0..threads * 2).map(|_| Mutex::default()).collect(),
+            waiting: AtomicUsize::new(0),
+            capacity: capacity.max(1),
+            otlp,
+        });
         let reopen = Arc::new(AtomicBool::new(false));
-        let flag = reopen.clone();
+        let (flag, drained) = (reopen.clone(), shared.clone());
         let spawned = std::thread::Builder::new()
             .name("access-log".into())
-            .spawn(move || drain(lines, sink, &flag, otlp.as_ref()));
+            .spawn(move || drain(&drained, sink, &flag));
         if let Err(error) = spawned {
             tracing::error!(%error, "cannot start the access log writer: lines will be dropped");
+            // Nobody writes: every line is dropped.
+            shared.waiting.store(usize::MAX / 2, Ordering::Relaxed);
         }
         Self {
-            queue,
+            shared,
             reopen,
             dropped,
         }
     }
 
-    /// Queues `line`, or counts it as dropped when the queue is full (or the writer is gone).
-    pub(crate) fn log(&self, line: Box<Entry>) {
-        match self.queue.try_send(line) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.dropped.inc(),
+    /// Formats `entry`'s line into a batch, or counts it as dropped when `capacity` lines
+    /// wait already.
+    pub(crate) fn log(&self, entry: Box<Entry>) {
+        let shared = &*self.shared;
+        if shared.waiting.fetch_add(1, Ordering::Relaxed) >= shared.capacity {
+            shared.waiting.fetch_sub(1, Ordering::Relaxed);
+            self.dropped.inc();
+            return;
         }
+        let count = shared.batches.len();
+        let first = batch_index() % count;
+        // The writer holds a batch only to swap its text out; another batch is free then.
+        let mut batch = (0..count)
+            .find_map(|i| match shared.batches[(first + i) % count].try_lock() {
+                Ok(batch) => Some(batch),
+                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            })
+            .unwrap_or_else(|| {
+                shared.batches[first]
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            });
+        let Batch {
+            text,
+            lines,
+            formatter,
+        } = &mut *batch;
+        let at = text.len();
+        formatter.write(&entry, text);
+        if let Some(otlp) = &shared.otlp {
+            otlp.send(&entry, &text[at..]);
+        }
+        text.push('\n');
+        *lines += 1;
     }
 
     /// Makes a file sink reopen its path before the next line (SIGHUP).
@@ -89,40 +175,30 @@ impl AccessLogger {
     }
 }
 
-/// The writer thread: formats and writes every queued line, flushing whenever the queue is
-/// empty. Ends when every sender is gone.
-fn drain(
-    lines: Receiver<Box<Entry>>,
-    sink: AccessSink,
-    reopen: &AtomicBool,
-    otlp: Option<&OtlpLines>,
-) {
+/// The writer thread: every [`BATCH_EVERY`], takes each batch's lines and writes them, then
+/// flushes. Ends, after a last round, when every logger is gone.
+fn drain(shared: &Arc<Shared>, sink: AccessSink, reopen: &AtomicBool) {
     let mut out = Output::open(sink);
     let mut checked = Instant::now();
-    // One line buffer and one formatter for the thread's life.
-    let (mut line, mut formatter) = (String::with_capacity(512), LineWriter::default());
-    let mut write = |out: &mut Output, entry: &Entry| {
-        line.clear();
-        formatter.write(entry, &mut line);
-        out.write(&line);
-        if let Some(otlp) = otlp {
-            otlp.send(entry, &line);
-        }
-    };
+    // Swapped with each batch's text: two buffers per batch for the thread's life.
+    let mut spare = String::new();
     loop {
-        // Everything queued, then one flush. The thread sleeps between batches instead of
-        // waiting on the queue: a waiting receiver costs every request a wake-up (a futex call
-        // and a context switch), a sleeping one costs nothing.
-        let mut ended = false;
-        loop {
-            match lines.try_recv() {
-                Ok(entry) => write(&mut out, &entry),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    ended = true;
-                    break;
-                }
+        // Sleeping between rounds rather than being woken by each line spares every request
+        // a wake-up (a futex call and a context switch).
+        let ended = Arc::strong_count(shared) == 1;
+        for batch in shared.batches.iter() {
+            let lines = {
+                let mut batch = batch
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                std::mem::swap(&mut batch.text, &mut spare);
+                std::mem::take(&mut batch.lines)
+            };
+            if lines > 0 {
+                out.write(&spare);
+                shared.waiting.fetch_sub(lines, Ordering::Relaxed);
             }
+            spare.clear();
         }
         out.flush();
         if ended {
@@ -160,23 +236,24 @@ impl Output {
         }
     }
 
-    fn write(&mut self, line: &str) {
+    /// Writes `text`, whole lines each ending in a newline.
+    fn write(&mut self, text: &str) {
         let result = match self {
-            Self::Stdout(out) => write_line(out, line),
+            Self::Stdout(out) => out.write_all(text.as_bytes()),
             Self::File {
                 file: Some((out, _)),
                 ..
-            } => write_line(out, line),
+            } => out.write_all(text.as_bytes()),
             Self::File { file: None, .. } => Ok(()),
             Self::Capture(lines) => {
                 if let Ok(mut lines) = lines.lock() {
-                    lines.push(line.to_owned());
+                    lines.extend(text.lines().map(str::to_owned));
                 }
                 Ok(())
             }
         };
         if let Err(error) = result {
-            tracing::warn!(%error, "access log line not written");
+            tracing::warn!(%error, "access log lines not written");
         }
     }
 
@@ -210,12 +287,6 @@ impl Output {
         }
         *file = open_file(path);
     }
-}
-
-/// Writes `line` and its newline.
-fn write_line(out: &mut impl Write, line: &str) -> std::io::Result<()> {
-    out.write_all(line.as_bytes())?;
-    out.write_all(b"\n")
 }
 
 /// Buffered writes of lines: one write call per this many bytes.
