@@ -219,9 +219,8 @@ impl Handler {
         let matched = outcome.rule.as_ref().map(|(_, r)| r);
         let trace_id = trace.ids.trace_id;
         if trace.span.is_some() {
-            let route = matched.map(|r| format!("{}/{}", r.route.kind(), r.route.label()));
             let status = outcome.response.status().as_u16();
-            trace.finish(spans, status, route, matched.map(|r| &**r), upstream);
+            trace.finish(spans, status, matched, upstream);
         }
         if let Some(tapped) = tapped {
             let way = Way {

@@ -76,14 +76,20 @@ pub(crate) fn span_for(headers: &HeaderMap) -> SpanIds {
 }
 
 /// The `traceparent` the upstream request carries: the trace, the proxy's span, `sampled`.
+/// Written digit by digit into a fixed buffer: every request carries one.
 pub(crate) fn header(ids: &SpanIds, sampled: bool) -> HeaderValue {
-    let text = format!(
-        "00-{:032x}-{:016x}-{:02x}",
-        ids.trace_id,
-        ids.span_id,
-        u8::from(sampled)
-    );
-    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = *b"00-00000000000000000000000000000000-0000000000000000-00";
+    for (i, digit) in text[3..35].iter_mut().enumerate() {
+        *digit = HEX[(ids.trace_id >> (124 - 4 * i)) as usize & 0xf];
+    }
+    for (i, digit) in text[36..52].iter_mut().enumerate() {
+        *digit = HEX[(ids.span_id >> (60 - 4 * i)) as usize & 0xf];
+    }
+    if sampled {
+        text[54] = b'1';
+    }
+    HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 fn nonzero_u64() -> u64 {
@@ -122,6 +128,16 @@ mod tests {
         );
         assert!(text.ends_with("-01"));
         assert_eq!(parse(&with(&[text])).map(|p| p.1), Some(ids.span_id));
+        let small = SpanIds {
+            trace_id: 0x0a,
+            span_id: 0x00f0_67aa_0ba9_02b7,
+            parent: None,
+            parent_sampled: false,
+        };
+        assert_eq!(
+            header(&small, false),
+            "00-0000000000000000000000000000000a-00f067aa0ba902b7-00"
+        );
     }
 
     #[test]

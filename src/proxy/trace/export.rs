@@ -1,32 +1,38 @@
 //! Span export: the spans of sampled requests leave the request through a bounded queue to a
-//! task that sends them in batches over OTLP/HTTP (protobuf) with the `opentelemetry-otlp`
-//! exporter. Off unless `--otlp-endpoint` names a collector. A request is sampled when its
-//! parent was (the client's `traceparent` says so), else by `--otlp-sample-ratio`; a span the
-//! queue has no room for is dropped and counted, never waited for.
+//! task that encodes them in batches as OTLP protobuf ([`super::encode`]) and posts them to
+//! the collector over HTTP. Off unless `--otlp-endpoint` names a collector. A request is
+//! sampled when its parent was (the client's `traceparent` says so), else by
+//! `--otlp-sample-ratio`; a span the queue has no room for is dropped and counted, never
+//! waited for. The task sends a batch when [`BATCH`] spans wait or every [`FLUSH_EVERY`],
+//! whichever comes first, so a busy proxy does not outrun its queue between two sends.
 
-use std::borrow::Cow;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
-};
-use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{Protocol, WithExportConfig};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
-use opentelemetry_sdk::Resource;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Uri, Version};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use prometheus::IntCounter;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use super::context::SpanIds;
+use super::encode::Batch;
+use crate::table::RouteRule;
 
 /// Spans the queue holds before new ones are dropped.
 const QUEUE: usize = 4096;
 
-/// Spans sent in one export at most.
+/// Spans sent in one export at most; a batch this full is sent at once.
 const BATCH: usize = 512;
 
-/// How often queued spans are sent.
+/// How often queued spans are sent when fewer than [`BATCH`] wait.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
+
+/// How long one export may take.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where spans go and which requests make one.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,39 +54,37 @@ pub enum TraceExportError {
 /// The sending side: what requests hand their spans to.
 #[derive(Debug, Clone)]
 pub(crate) struct SpanSink {
-    queue: mpsc::Sender<SpanData>,
+    queue: mpsc::Sender<Box<Span>>,
+    /// Wakes the export task when a full batch waits.
+    full: Arc<Notify>,
     ratio: f64,
     dropped: IntCounter,
 }
 
 impl SpanSink {
-    /// Builds the OTLP exporter for `export` and starts the task that sends its batches (on
-    /// the current tokio runtime).
+    /// Checks `export`'s endpoint and starts the task that sends its batches (on the current
+    /// tokio runtime).
     pub(crate) fn start(
         export: &TraceExport,
         dropped: IntCounter,
     ) -> Result<Self, TraceExportError> {
         let url = traces_url(&export.endpoint);
-        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(url)
-            .with_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| TraceExportError::Endpoint {
-                endpoint: export.endpoint.clone(),
-                reason: e.to_string(),
-            })?;
-        exporter.set_resource(
-            &Resource::builder_empty()
-                .with_service_name("edgeplane")
-                .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-                .build(),
-        );
+        let invalid = |reason: &str| TraceExportError::Endpoint {
+            endpoint: export.endpoint.clone(),
+            reason: reason.to_owned(),
+        };
+        let uri: Uri = url.parse().map_err(|_| invalid("not a URL"))?;
+        match (uri.scheme_str(), uri.host()) {
+            (Some("http"), Some(_)) => {}
+            (Some("https"), _) => return Err(invalid("https is not supported (use http://)")),
+            _ => return Err(invalid("not an http:// URL with a host")),
+        }
         let (queue, spans) = mpsc::channel(QUEUE);
-        tokio::spawn(send_batches(exporter, spans));
+        let full = Arc::new(Notify::new());
+        tokio::spawn(send_batches(uri, spans, full.clone()));
         Ok(Self {
             queue,
+            full,
             ratio: export.sample_ratio.clamp(0.0, 1.0),
             dropped,
         })
@@ -93,9 +97,16 @@ impl SpanSink {
     }
 
     /// Queues a finished span, or counts it as dropped when the queue is full.
-    pub(crate) fn send(&self, span: Span) {
-        if self.queue.try_send(span.into_data()).is_err() {
+    pub(crate) fn send(&self, span: Box<Span>) {
+        if self.queue.try_send(span).is_err() {
             self.dropped.inc();
+            return;
+        }
+        // When a whole number of batches waits: a wake-up per batch, none per span (a count
+        // skipped by two requests at once is caught at the next multiple or by the timer).
+        let waiting = QUEUE - self.queue.capacity();
+        if waiting >= BATCH && waiting % BATCH == 0 {
+            self.full.notify_one();
         }
     }
 }
@@ -118,22 +129,23 @@ pub(crate) fn signal_url(endpoint: &str, path: &str) -> String {
     }
 }
 
-/// Sends the queued spans every [`FLUSH_EVERY`], in batches of up to [`BATCH`]; ends when
-/// every sender is gone.
-async fn send_batches(
-    exporter: opentelemetry_otlp::SpanExporter,
-    mut spans: mpsc::Receiver<SpanData>,
-) {
+/// Sends the queued spans in batches of up to [`BATCH`]: at once when a batch is full, else
+/// every [`FLUSH_EVERY`]; ends when every sender is gone.
+async fn send_batches(url: Uri, mut spans: mpsc::Receiver<Box<Span>>, full: Arc<Notify>) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut batch = Batch::new("edgeplane", env!("CARGO_PKG_VERSION"));
     loop {
-        // Sleeping between batches rather than waiting on the queue spares every request a
-        // wake-up of this task.
-        tokio::time::sleep(FLUSH_EVERY).await;
+        // Waiting on a timer and a batch-full signal rather than on the queue spares every
+        // request a wake-up of this task.
+        tokio::select! {
+            () = tokio::time::sleep(FLUSH_EVERY) => {}
+            () = full.notified() => {}
+        }
         let mut ended = false;
-        while !ended {
-            let mut batch = Vec::with_capacity(BATCH);
-            while batch.len() < BATCH {
+        loop {
+            while batch.len < BATCH {
                 match spans.try_recv() {
-                    Ok(span) => batch.push(span),
+                    Ok(span) => batch.push(&span),
                     Err(mpsc::error::TryRecvError::Empty) => break,
                     Err(mpsc::error::TryRecvError::Disconnected) => {
                         ended = true;
@@ -141,15 +153,14 @@ async fn send_batches(
                     }
                 }
             }
-            if batch.is_empty() {
+            if batch.len == 0 {
                 break;
             }
-            let count = batch.len();
-            let full = count == BATCH;
-            if let Err(error) = exporter.export(batch).await {
+            let (count, was_full) = (batch.len, batch.len == BATCH);
+            if let Err(error) = post(&client, &url, batch.take()).await {
                 tracing::warn!(%error, spans = count, "spans not exported");
             }
-            if !full {
+            if !was_full {
                 break;
             }
         }
@@ -159,48 +170,55 @@ async fn send_batches(
     }
 }
 
-/// The proxy's span of one request, as the request fills it in.
+/// Posts one encoded `ExportTraceServiceRequest`.
+async fn post(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    url: &Uri,
+    body: Vec<u8>,
+) -> Result<(), String> {
+    let request = Request::post(url.clone())
+        .header(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-protobuf"),
+        )
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let sent = tokio::time::timeout(EXPORT_TIMEOUT, async {
+        let response = client.request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        // Read the answer whole so the connection is kept for the next batch.
+        let _ = response.into_body().collect().await;
+        match status.is_success() {
+            true => Ok(()),
+            false => Err(format!("the collector answered {status}")),
+        }
+    })
+    .await;
+    sent.unwrap_or_else(|_| Err(format!("no answer in {}s", EXPORT_TIMEOUT.as_secs())))
+}
+
+/// The proxy's span of one request: what the request kept of its head and of how it was
+/// served, encoded only by the export task.
 #[derive(Debug)]
 pub(crate) struct Span {
     pub ids: SpanIds,
     pub start: SystemTime,
-    /// `{method}`, the OpenTelemetry HTTP server span name without a route template.
-    pub name: Cow<'static, str>,
-    pub attributes: Vec<KeyValue>,
+    pub end: SystemTime,
+    /// The span's name too (`{method}`, the OpenTelemetry HTTP server span name without a
+    /// route template).
+    pub method: Method,
+    pub path: String,
+    pub tls: bool,
+    pub host: Option<HeaderValue>,
+    pub version: Version,
+    pub client: IpAddr,
+    pub user_agent: Option<HeaderValue>,
+    pub request_id: HeaderValue,
     /// The response status code, once there is one.
     pub status: Option<u16>,
-}
-
-impl Span {
-    fn into_data(self) -> SpanData {
-        let context = SpanContext::new(
-            TraceId::from(self.ids.trace_id),
-            SpanId::from(self.ids.span_id),
-            TraceFlags::SAMPLED,
-            false,
-            TraceState::NONE,
-        );
-        // Server spans are errors for 5xx only (the OpenTelemetry HTTP conventions).
-        let status = match self.status {
-            Some(code) if code >= 500 => Status::error(code.to_string()),
-            _ => Status::Unset,
-        };
-        SpanData {
-            span_context: context,
-            parent_span_id: self.ids.parent.map_or(SpanId::INVALID, SpanId::from),
-            parent_span_is_remote: self.ids.parent.is_some(),
-            span_kind: SpanKind::Server,
-            name: self.name,
-            start_time: self.start,
-            end_time: SystemTime::now(),
-            attributes: self.attributes,
-            dropped_attributes_count: 0,
-            events: SpanEvents::default(),
-            links: SpanLinks::default(),
-            status,
-            instrumentation_scope: InstrumentationScope::builder("edgeplane").build(),
-        }
-    }
+    /// The rule that matched, when one did.
+    pub rule: Option<Arc<RouteRule>>,
+    pub upstream: Option<SocketAddr>,
 }
 
 #[cfg(test)]

@@ -1,16 +1,17 @@
 //! Tracing: the proxy's span in each request's W3C trace (`context`: `traceparent` read,
 //! continued and sent upstream) and, when `--otlp-endpoint` is set, the export of sampled
-//! spans over OTLP (`export`). [`RequestTrace`] is what one request carries between them.
+//! spans over OTLP (`export`, encoded by `encode`). [`RequestTrace`] is what one request
+//! carries between them.
 
 pub(crate) mod context;
+mod encode;
 pub(crate) mod export;
 
-use std::borrow::Cow;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::{header, HeaderValue, Request, Version};
-use opentelemetry::KeyValue;
+use http::{header, HeaderValue, Request};
 
 pub(crate) use export::{Span, SpanSink};
 pub use export::{TraceExport, TraceExportError};
@@ -22,7 +23,7 @@ use context::{SpanIds, TRACEPARENT};
 #[derive(Debug)]
 pub(crate) struct RequestTrace {
     pub ids: SpanIds,
-    pub span: Option<Span>,
+    pub span: Option<Box<Span>>,
 }
 
 /// What a request's span says of the request head besides the request itself.
@@ -42,12 +43,27 @@ impl RequestTrace {
             // Not recording: the caller's decision goes on unchanged.
             None => ids.parent_sampled,
         };
-        let span = (sink.is_some() && sampled).then(|| Span {
-            ids,
-            start: SystemTime::now(),
-            name: Cow::Owned(req.method().as_str().to_owned()),
-            attributes: head.attributes(req),
-            status: None,
+        let span = (sink.is_some() && sampled).then(|| {
+            let headers = req.headers();
+            Box::new(Span {
+                ids,
+                start: SystemTime::now(),
+                end: SystemTime::UNIX_EPOCH,
+                method: req.method().clone(),
+                path: req.uri().path().to_owned(),
+                tls: head.tls,
+                host: headers.get(header::HOST).cloned().or_else(|| {
+                    let host = req.uri().host()?;
+                    HeaderValue::from_str(host).ok()
+                }),
+                version: req.version(),
+                client: head.client,
+                user_agent: headers.get(header::USER_AGENT).cloned(),
+                request_id: head.request_id.clone(),
+                status: None,
+                rule: None,
+                upstream: None,
+            })
         });
         req.headers_mut()
             .insert(TRACEPARENT, context::header(&ids, sampled));
@@ -59,75 +75,16 @@ impl RequestTrace {
         self,
         sink: Option<&SpanSink>,
         status: u16,
-        route: Option<String>,
-        rule: Option<&RouteRule>,
-        upstream: Option<std::net::SocketAddr>,
+        rule: Option<&Arc<RouteRule>>,
+        upstream: Option<SocketAddr>,
     ) {
         let (Some(sink), Some(mut span)) = (sink, self.span) else {
             return;
         };
+        span.end = SystemTime::now();
         span.status = Some(status);
-        span.attributes.push(KeyValue::new(
-            "http.response.status_code",
-            i64::from(status),
-        ));
-        if let Some(route) = route {
-            span.attributes
-                .push(KeyValue::new("edgeplane.route", route));
-        }
-        if let Some(rule) = rule {
-            let name = match &rule.rule_name {
-                Some(name) => name.clone(),
-                None => rule.rule_index.to_string(),
-            };
-            span.attributes.push(KeyValue::new("edgeplane.rule", name));
-        }
-        if let Some(addr) = upstream {
-            span.attributes.push(KeyValue::new(
-                "edgeplane.upstream.address",
-                addr.to_string(),
-            ));
-        }
+        span.rule = rule.cloned();
+        span.upstream = upstream;
         sink.send(span);
-    }
-}
-
-impl Head<'_> {
-    /// The OpenTelemetry HTTP server attributes of the request head.
-    fn attributes<B>(&self, req: &Request<B>) -> Vec<KeyValue> {
-        let mut out = Vec::with_capacity(12);
-        out.push(KeyValue::new(
-            "http.request.method",
-            req.method().as_str().to_owned(),
-        ));
-        out.push(KeyValue::new("url.path", req.uri().path().to_owned()));
-        out.push(KeyValue::new(
-            "url.scheme",
-            if self.tls { "https" } else { "http" },
-        ));
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| req.uri().host());
-        if let Some(host) = host {
-            out.push(KeyValue::new("server.address", host.to_owned()));
-        }
-        let version = match req.version() {
-            Version::HTTP_10 => "1.0",
-            Version::HTTP_2 => "2",
-            Version::HTTP_3 => "3",
-            _ => "1.1",
-        };
-        out.push(KeyValue::new("network.protocol.version", version));
-        out.push(KeyValue::new("client.address", self.client.to_string()));
-        let ua = req.headers().get(header::USER_AGENT);
-        if let Some(ua) = ua.and_then(|v| v.to_str().ok()) {
-            out.push(KeyValue::new("user_agent.original", ua.to_owned()));
-        }
-        if let Ok(id) = self.request_id.to_str() {
-            out.push(KeyValue::new("edgeplane.request_id", id.to_owned()));
-        }
-        out
     }
 }
