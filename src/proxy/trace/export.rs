@@ -68,6 +68,15 @@ impl SpanSink {
         export: &TraceExport,
         dropped: IntCounter,
     ) -> Result<Self, TraceExportError> {
+        Self::start_every(export, dropped, FLUSH_EVERY)
+    }
+
+    /// [`Self::start`], sending what waits every `flush_every`.
+    fn start_every(
+        export: &TraceExport,
+        dropped: IntCounter,
+        flush_every: Duration,
+    ) -> Result<Self, TraceExportError> {
         let url = traces_url(&export.endpoint);
         let invalid = |reason: &str| TraceExportError::Endpoint {
             endpoint: export.endpoint.clone(),
@@ -81,7 +90,7 @@ impl SpanSink {
         }
         let (queue, spans) = mpsc::channel(QUEUE);
         let full = Arc::new(Notify::new());
-        tokio::spawn(send_batches(uri, spans, full.clone()));
+        tokio::spawn(send_batches(uri, spans, full.clone(), flush_every));
         Ok(Self {
             queue,
             full,
@@ -130,15 +139,20 @@ pub(crate) fn signal_url(endpoint: &str, path: &str) -> String {
 }
 
 /// Sends the queued spans in batches of up to [`BATCH`]: at once when a batch is full, else
-/// every [`FLUSH_EVERY`]; ends when every sender is gone.
-async fn send_batches(url: Uri, mut spans: mpsc::Receiver<Box<Span>>, full: Arc<Notify>) {
+/// every `flush_every`; ends when every sender is gone.
+async fn send_batches(
+    url: Uri,
+    mut spans: mpsc::Receiver<Box<Span>>,
+    full: Arc<Notify>,
+    flush_every: Duration,
+) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let mut batch = Batch::new("edgeplane", env!("CARGO_PKG_VERSION"));
     loop {
         // Waiting on a timer and a batch-full signal rather than on the queue spares every
         // request a wake-up of this task.
         tokio::select! {
-            () = tokio::time::sleep(FLUSH_EVERY) => {}
+            () = tokio::time::sleep(flush_every) => {}
             () = full.notified() => {}
         }
         let mut ended = false;
@@ -233,5 +247,112 @@ mod tests {
             traces_url("http://c:4318/otlp/v1/traces"),
             "http://c:4318/otlp/v1/traces"
         );
+    }
+
+    #[test]
+    fn only_plain_http_collectors_are_accepted() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        for (endpoint, why) in [
+            ("https://c:4318", "https is not supported"),
+            ("ftp://c:4318", "not an http:// URL"),
+            ("http://", "not a URL"),
+        ] {
+            let export = TraceExport {
+                endpoint: endpoint.into(),
+                sample_ratio: 1.0,
+            };
+            let dropped = IntCounter::new("d", "d").unwrap();
+            let err = SpanSink::start(&export, dropped).unwrap_err().to_string();
+            assert!(err.contains(why), "{endpoint}: {err}");
+        }
+    }
+
+    fn span() -> Box<Span> {
+        let ids = SpanIds {
+            trace_id: 1,
+            span_id: 2,
+            parent: None,
+            parent_sampled: false,
+        };
+        Box::new(Span {
+            ids,
+            start: SystemTime::now(),
+            end: SystemTime::now(),
+            method: Method::GET,
+            path: "/".into(),
+            tls: false,
+            host: None,
+            version: Version::HTTP_11,
+            client: "127.0.0.1".parse().unwrap(),
+            user_agent: None,
+            request_id: HeaderValue::from_static("id"),
+            status: Some(200),
+            rule: None,
+            upstream: None,
+        })
+    }
+
+    /// A collector on loopback that reports the span count of each export it receives.
+    async fn collector() -> (SocketAddr, mpsc::UnboundedReceiver<usize>) {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use prost::Message;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let tx = tx.clone();
+                let service =
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let tx = tx.clone();
+                        async move {
+                            let body = req.into_body().collect().await?.to_bytes();
+                            let export = ExportTraceServiceRequest::decode(body).unwrap();
+                            let spans = export.resource_spans[0].scope_spans[0].spans.len();
+                            let _ = tx.send(spans);
+                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::new())))
+                        }
+                    });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
+                );
+            }
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn a_full_batch_is_sent_at_once_and_the_rest_by_the_timer() {
+        let (addr, mut exports) = collector().await;
+        let export = TraceExport {
+            endpoint: format!("http://{addr}"),
+            sample_ratio: 1.0,
+        };
+        let dropped = IntCounter::new("d", "d").unwrap();
+        // A timer of an hour: only a full batch can make the first export.
+        let sink =
+            SpanSink::start_every(&export, dropped.clone(), Duration::from_secs(3600)).unwrap();
+        for _ in 0..BATCH + 3 {
+            sink.send(span());
+        }
+        let first = tokio::time::timeout(Duration::from_secs(30), exports.recv()).await;
+        assert_eq!(
+            first.expect("a full batch, sent before the timer").unwrap(),
+            BATCH
+        );
+        // What queued behind a full batch goes with it.
+        let rest = tokio::time::timeout(Duration::from_secs(30), exports.recv()).await;
+        assert_eq!(rest.expect("the rest").unwrap(), 3);
+        assert_eq!(dropped.get(), 0);
+        // Less than a batch waits for the timer.
+        let sink = SpanSink::start_every(&export, dropped, Duration::from_millis(50)).unwrap();
+        sink.send(span());
+        let next = tokio::time::timeout(Duration::from_secs(30), exports.recv()).await;
+        assert_eq!(next.expect("the timer's export").unwrap(), 1);
     }
 }
