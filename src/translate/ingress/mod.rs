@@ -8,6 +8,8 @@
 
 pub mod annotations;
 mod gateway;
+pub mod lowered;
+mod traffic_policy;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
