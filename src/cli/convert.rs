@@ -51,8 +51,8 @@ pub struct ConvertIngressArgs {
     #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
     pub paths: Vec<PathBuf>,
     /// Write one file per object (`<kind>-<namespace>-<name>.yaml`) and the report
-    /// (`report.txt`, `report.json`) into this directory instead of the objects to stdout and
-    /// the report to stderr.
+    /// (`report.txt`, and `report.jsonl`: the same as one line of JSON) into this directory
+    /// instead of the objects to stdout and the report to stderr.
     #[arg(short = 'o', long = "output-dir", value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// `spec.gatewayClassName` of the written Gateways (the GatewayClass is not written).
@@ -209,7 +209,7 @@ fn admit(yaml: &str, crds: Arc<crate::admission::Crds>) -> Result<Snapshot, Vec<
     }
 }
 
-/// One file per object, plus `report.txt` and `report.json`.
+/// One file per object, plus `report.txt` and `report.jsonl`.
 fn write_dir(dir: &Path, conversion: &Conversion) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     for o in &conversion.objects {
@@ -223,8 +223,9 @@ fn write_dir(dir: &Path, conversion: &Conversion) -> Result<(), String> {
         std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
     }
     std::fs::write(dir.join("report.txt"), conversion.report.text()).map_err(|e| e.to_string())?;
-    let json = serde_json::to_string_pretty(&conversion.report).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("report.json"), json + "\n").map_err(|e| e.to_string())
+    // One line of JSON under a name neither kubectl nor `check` reads as a manifest.
+    let json = serde_json::to_string(&conversion.report).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("report.jsonl"), json + "\n").map_err(|e| e.to_string())
 }
 
 /// Every differing request with both decisions, the converted objects' problems, and a

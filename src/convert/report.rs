@@ -1,7 +1,7 @@
 //! The conversion report: per Ingress, what it was written as or why it was not converted,
 //! and per ingress-nginx annotation whether it was converted, converted with a difference
 //! (which), or not converted (why: the problem serving reports in the Ingress's
-//! `Unsupported` condition). As text (`report.txt`, stderr) and JSON (`report.json`). Pure.
+//! `Unsupported` condition). As text (`report.txt`, stderr) and JSON (`report.jsonl`). Pure.
 
 use k8s_openapi::api::networking::v1::Ingress;
 use serde::Serialize;
@@ -50,7 +50,7 @@ pub struct Report {
 }
 
 /// Where a served annotation goes, and whether the result differs from ingress-nginx.
-fn served(name: &str) -> (Outcome, &'static str) {
+fn served(name: &str, value: &str) -> (Outcome, &'static str) {
     use Outcome::{Converted, ConvertedWithDifference};
     match name {
         "proxy-connect-timeout" | "proxy-read-timeout" => (
@@ -61,6 +61,9 @@ fn served(name: &str) -> (Outcome, &'static str) {
             (Converted, "TrafficPolicy ipAccess")
         }
         "proxy-body-size" => (Converted, "TrafficPolicy bodyLimits.maxRequestBytes"),
+        "ssl-redirect" | "force-ssl-redirect" if value.trim() == "false" => {
+            (Converted, "no redirect: plain HTTP is routed like HTTPS")
+        }
         "ssl-redirect" | "force-ssl-redirect" => (
             Converted,
             "HTTPRoute on listener http answering 308 to https",
@@ -102,7 +105,7 @@ impl Report {
         let found: &[String] = problems.get(&key).map_or(&[], Vec::as_slice);
         let mut annotations = Vec::new();
         let mut claimed = Vec::new();
-        for key in ingress.metadata.annotations.iter().flat_map(|a| a.keys()) {
+        for (key, value) in ingress.metadata.annotations.iter().flatten() {
             let Some(name) = key.strip_prefix(NGINX_PREFIX) else {
                 continue;
             };
@@ -112,7 +115,7 @@ impl Report {
                     (Outcome::NotConverted, p.clone())
                 }
                 None => {
-                    let (o, d) = served(name);
+                    let (o, d) = served(name, value);
                     (o, d.to_owned())
                 }
             };

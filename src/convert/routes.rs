@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
-use super::gateway::Gateways;
-use super::names::{covers, host_part, joined, Parent};
+use super::gateway::{Gateways, Listener};
+use super::names::{host_part, joined};
 use super::ConvertOptions;
 use crate::kinds::ingress::serving_gateway;
 use crate::snapshot::namespace_of;
@@ -59,7 +59,7 @@ pub fn write(ingress: &Ingress, gateways: &Gateways, _options: &ConvertOptions) 
         .rules
         .iter()
         .flatten()
-        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .map(|r| without_unused_backends(serde_json::to_value(r).unwrap_or_default()))
         .collect();
     let mut groups: Vec<HostRules> = Vec::new();
     for (i, host) in low.rule_hosts.iter().enumerate() {
@@ -94,9 +94,10 @@ pub fn write(ingress: &Ingress, gateways: &Gateways, _options: &ConvertOptions) 
             .filter_map(|i| rules.get(*i))
             .cloned()
             .collect();
-        let https: Vec<&super::gateway::Listener> = listeners
+        let serving: Vec<&Listener> = listeners
             .iter()
-            .filter(|l| l.https && covers(l.hostname.as_deref(), &group.host))
+            .filter(|l| serves(l.hostname.as_deref(), &group.host, &low.rule_hosts))
+            .filter(|l| l.https || !group.https_redirect)
             .collect();
         if group.https_redirect {
             let redirects: Vec<Value> = chosen.iter().map(to_https).collect();
@@ -111,22 +112,12 @@ pub fn write(ingress: &Ingress, gateways: &Gateways, _options: &ConvertOptions) 
                 &group.host,
                 redirects,
             ));
-            let parents: Vec<Value> = https
-                .iter()
-                .map(|l| l.parent.reference(&ns, Some(&l.name)))
-                .collect();
-            if !parents.is_empty() {
-                routes.push(route(&base, &ns, &from, parents, &group.host, chosen));
-            }
-        } else {
-            let mut parents = vec![gateway.reference(&ns, None)];
-            let mut sets: Vec<&Parent> = https
-                .iter()
-                .map(|l| &l.parent)
-                .filter(|p| p.kind != "Gateway")
-                .collect();
-            sets.dedup();
-            parents.extend(sets.iter().map(|p| p.reference(&ns, None)));
+        }
+        let parents: Vec<Value> = serving
+            .iter()
+            .map(|l| l.parent.reference(&ns, Some(&l.name)))
+            .collect();
+        if !parents.is_empty() {
             routes.push(route(&base, &ns, &from, parents, &group.host, chosen));
         }
     }
@@ -184,6 +175,38 @@ fn route(
         "metadata": {"name": name, "namespace": ns, "annotations": {CONVERTED_FROM: from}},
         "spec": spec,
     })
+}
+
+/// Whether a listener of `listener` hostname (`None`: any) serves the Ingress rules of `host`
+/// as serving does: rules without host only where the listener names no hostname; a wildcard
+/// host also on a listener of a host it covers that no rule of the Ingress names; a host on a
+/// listener of it or of a wildcard covering it.
+fn serves(listener: Option<&str>, host: &str, ingress_hosts: &[String]) -> bool {
+    let Some(l) = listener else {
+        return true;
+    };
+    let covered = |wild: &str, name: &str| {
+        wild.strip_prefix('*')
+            .is_some_and(|s| !s.is_empty() && name.len() > s.len() && name.ends_with(s))
+    };
+    if host == "*" {
+        return false;
+    }
+    l == host
+        || (covered(host, l) && !l.starts_with('*') && !ingress_hosts.iter().any(|h| h == l))
+        || (covered(l, host) && !host.starts_with('*'))
+}
+
+/// A rule answering with a redirect never reaches its backends, and Gateway API refuses a
+/// rule with both: its backendRefs are left out.
+fn without_unused_backends(mut rule: Value) -> Value {
+    let redirects = rule["filters"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f["type"] == "RequestRedirect"));
+    if let (true, Some(m)) = (redirects, rule.as_object_mut()) {
+        m.remove("backendRefs");
+    }
+    rule
 }
 
 /// The rule of the `http` listener for a rule whose plain HTTP requests go to https: its

@@ -5,8 +5,9 @@
 //! cookies) replayed through both with the table's own rule selection
 //! ([`VirtualHost::route`], what the proxy calls) and filters. Each request's decision
 //! (backends with weights, rewritten path and host, redirect status and `Location`, status,
-//! the remaining filters, the effective TrafficPolicy settings) is compared; which listener,
-//! Gateway or route object decided is not. Pure.
+//! the remaining filters, the effective TrafficPolicy settings; a redirect is answered before
+//! filters and policies, so it is its status and `Location` alone) is compared; which
+//! listener, Gateway or route object decided is not. Pure.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
@@ -330,9 +331,6 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
     let Some((vhost, rule)) = found else {
         return Decision::bare("no route", Some(404));
     };
-    let mut d = Decision::bare("backend", None);
-    d.policy = policy(rule, vhost);
-    d.filters = other_filters(rule);
     let scheme = if https { Scheme::Https } else { Scheme::Http };
     let to_https = Redirect {
         scheme: Some(Scheme::Https),
@@ -353,11 +351,14 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
             path: &req.path,
             query: None,
         };
-        d.outcome = "redirect";
-        d.status = Some(r.status);
+        // Answered before filters and policies, as the proxy answers it.
+        let mut d = Decision::bare("redirect", Some(r.status));
         d.location = Some(r.location(&target, &rule.matcher.path));
         return d;
     }
+    let mut d = Decision::bare("backend", None);
+    d.policy = policy(rule, vhost);
+    d.filters = other_filters(rule);
     for b in &rule.backends.backends {
         let target = match &b.target {
             BackendTarget::Service(s) => s.service.to_string(),
