@@ -104,7 +104,7 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
         let gateways = gateway::write(&prepared.snapshot, options);
         objects.extend(gateways.objects.iter().cloned());
         for ingress in &prepared.snapshot.ingresses {
-            let written = routes::write(ingress, &gateways, options);
+            let written = routes::write(ingress, &gateways);
             report.add_converted(ingress, &written.names, &prepared.problems);
             objects.extend(written.objects);
         }

@@ -1,7 +1,7 @@
 //! The written HTTPRoutes and TrafficPolicies of one prepared Ingress. Its lowered rules
 //! ([`lowered`]) are grouped by the host each serves, one HTTPRoute per host (named after
-//! the Ingress, plus the host when it has several), attached to the Gateway of its
-//! IngressClass. A host whose plain HTTP requests are redirected to https (`ssl-redirect`,
+//! the Ingress, plus the host when it has several), attached to the listeners of its
+//! IngressClass's Gateway that serve the host. A host whose plain HTTP requests are redirected to https (`ssl-redirect`,
 //! `force-ssl-redirect`) gets two: one on listener `http` answering 308 to https, and one on
 //! the HTTPS listeners serving the host. What the annotations ask of a TrafficPolicy
 //! ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of the Ingress.
@@ -14,11 +14,10 @@ use serde_json::{json, Value};
 
 use super::gateway::{Gateways, Listener};
 use super::names::{host_part, joined};
-use super::ConvertOptions;
 use crate::kinds::ingress::serving_gateway;
 use crate::snapshot::namespace_of;
 use crate::translate::ingress::annotations::Annotations;
-use crate::translate::ingress::lowered::lowered;
+use crate::translate::lowered::lowered;
 
 /// Annotation of every written route and policy: the Ingress it was converted from.
 pub const CONVERTED_FROM: &str = "edgeplane.dev/converted-from";
@@ -43,7 +42,7 @@ struct HostRules {
 }
 
 /// The HTTPRoutes and TrafficPolicies of the prepared Ingress `ingress`.
-pub fn write(ingress: &Ingress, gateways: &Gateways, _options: &ConvertOptions) -> Written {
+pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
     let mut out = Written::default();
     let ns = namespace_of(&ingress.metadata).to_owned();
     let name = ingress.metadata.name.clone().unwrap_or_default();

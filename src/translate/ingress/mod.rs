@@ -8,7 +8,6 @@
 
 pub mod annotations;
 mod gateway;
-pub mod lowered;
 mod traffic_policy;
 
 use std::collections::BTreeMap;

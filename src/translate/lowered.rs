@@ -20,7 +20,7 @@ pub struct Lowered {
     pub https_redirects: Vec<bool>,
 }
 
-/// Lowers a prepared Ingress (one of [`super::Prepared::snapshot`]'s) as serving does.
+/// Lowers a prepared Ingress (one of [`super::ingress::Prepared::snapshot`]'s) as serving does.
 pub fn lowered(ingress: &Ingress) -> Lowered {
     Lowered {
         route: lower(ingress),
