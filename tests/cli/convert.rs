@@ -63,7 +63,7 @@ fn the_written_directory_passes_check_and_holds_the_report() {
     let out = convert(&["-f", &input(), "-o", &out_dir.display().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).starts_with("summary: 10 of 11 Ingresses converted"),
+        text(&out.stderr).starts_with("summary: 12 of 13 Ingresses converted"),
         "{}",
         text(&out.stderr)
     );
