@@ -112,7 +112,14 @@ impl Report {
             let (outcome, detail) = match problem_of(key, found) {
                 Some(p) => {
                     claimed.push(p.clone());
-                    (Outcome::NotConverted, p.clone())
+                    let mut why = p.clone();
+                    if name.ends_with("-source-range") {
+                        // Served fail-closed: the TrafficPolicy says so too.
+                        why.push_str(
+                            "; written as a TrafficPolicy denying every address, as served",
+                        );
+                    }
+                    (Outcome::NotConverted, why)
                 }
                 None => {
                     let (o, d) = served(name, value);
