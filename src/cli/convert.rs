@@ -114,9 +114,17 @@ fn ingress(args: &ConvertIngressArgs) -> u8 {
     };
     let report = conversion.report.text();
     if let Some(dir) = &args.output_dir {
-        if let Err(e) = write_dir(dir, &conversion) {
-            eprintln!("error: cannot write {}: {e}", dir.display());
-            return EXIT_INVALID;
+        match write_dir(dir, &conversion) {
+            Ok(stale) if !stale.is_empty() => eprintln!(
+                "warning: {} also holds manifests this conversion did not write (left as they are): {}",
+                dir.display(),
+                stale.join(", ")
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("error: cannot write {}: {e}", dir.display());
+                return EXIT_INVALID;
+            }
         }
         eprint!(
             "{}",
@@ -209,9 +217,11 @@ fn admit(yaml: &str, crds: Arc<crate::admission::Crds>) -> Result<Snapshot, Vec<
     }
 }
 
-/// One file per object, plus `report.txt` and `report.jsonl`.
-fn write_dir(dir: &Path, conversion: &Conversion) -> Result<(), String> {
+/// One file per object, plus `report.txt` and `report.jsonl`; returns the names of the
+/// manifests (`.yaml`, `.yml`, `.json`) already in `dir` that were not written now.
+fn write_dir(dir: &Path, conversion: &Conversion) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let mut written = std::collections::BTreeSet::new();
     for o in &conversion.objects {
         let name = format!(
             "{}-{}-{}.yaml",
@@ -220,12 +230,22 @@ fn write_dir(dir: &Path, conversion: &Conversion) -> Result<(), String> {
             o["metadata"]["name"].as_str().unwrap_or("unnamed"),
         );
         let text = crate::yaml_out::to_string(o).map_err(|e| e.to_string())?;
-        std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join(&name), text).map_err(|e| e.to_string())?;
+        written.insert(name);
     }
     std::fs::write(dir.join("report.txt"), conversion.report.text()).map_err(|e| e.to_string())?;
     // One line of JSON under a name neither kubectl nor `check` reads as a manifest.
     let json = serde_json::to_string(&conversion.report).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("report.jsonl"), json + "\n").map_err(|e| e.to_string())
+    std::fs::write(dir.join("report.jsonl"), json + "\n").map_err(|e| e.to_string())?;
+    let mut stale: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| [".yaml", ".yml", ".json"].iter().any(|x| n.ends_with(x)))
+        .filter(|n| !written.contains(n))
+        .collect();
+    stale.sort();
+    Ok(stale)
 }
 
 /// Every differing request with both decisions, the converted objects' problems, and a

@@ -218,3 +218,33 @@ fn past_64_tls_hosts_listeners_go_into_listener_sets() {
     let v = verify(&c.input, &compared);
     assert!(v.differences.is_empty(), "{:#?}", &v.differences[..1]);
 }
+
+#[test]
+fn the_corpus_has_the_edge_cases_and_the_canary_header_and_cookie() {
+    let input = admit(&format!(
+        "{}\n---\n{}",
+        INPUT.split("---\napiVersion: networking.k8s.io/v1\nkind: Ingress").next().expect("classes"),
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: c\n  namespace: shop\n  annotations:\n    nginx.ingress.kubernetes.io/canary-by-header: X-Canary\n    nginx.ingress.kubernetes.io/canary-by-header-value: yes-please\n    nginx.ingress.kubernetes.io/canary-by-cookie: beta\nspec:\n  ingressClassName: nginx\n  rules:\n  - host: c.test\n    http: {paths: [{path: '/api/(v[0-9]+)', pathType: ImplementationSpecific, backend: {service: {name: api, port: {number: 8080}}}}]}\n"
+    ));
+    let c = convert(&input, &ConvertOptions::default());
+    let ingresses = crate::translate::ingress::prepare(&c.input, &translate_options())
+        .expect("prepared")
+        .snapshot
+        .ingresses;
+    let corpus = verify::corpus(&ingresses);
+    let seen: Vec<String> = corpus.iter().map(ToString::to_string).collect();
+    for want in [
+        "GET http://c.test/",
+        "POST http://c.test/",
+        "GET http://c.test/api/(v[0-9]+)",
+        "GET http://c.test/api/v0-9",
+        "GET http://c.test/api/v0-9/",
+        "GET http://c.test/API/V0-9",
+        "GET http://c.test/api/v0-9/deeper",
+        "GET http://c.test/api/v0-9x",
+        "GET http://c.test/api/(v[0-9]+) [x-canary: yes-please]",
+        "GET http://c.test/api/(v[0-9]+) [cookie: beta=always]",
+    ] {
+        assert!(seen.iter().any(|s| s == want), "{want} not in {seen:#?}");
+    }
+}

@@ -60,10 +60,17 @@ fn the_corpus_converts_to_the_golden_objects_and_report() {
 fn the_written_directory_passes_check_and_holds_the_report() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out_dir = dir.path().join("out");
+    write(&out_dir, "old-route.yaml", "kind: HTTPRoute\n");
     let out = convert(&["-f", &input(), "-o", &out_dir.display().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).starts_with("summary: 12 of 13 Ingresses converted"),
+        text(&out.stderr).contains("did not write (left as they are): old-route.yaml"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_file(out_dir.join("old-route.yaml")).expect("remove");
+    assert!(
+        text(&out.stderr).contains("summary: 12 of 13 Ingresses converted"),
         "{}",
         text(&out.stderr)
     );
