@@ -31,9 +31,9 @@ pub const EXIT_NOTHING: u8 = 3;
 /// What `convert` converts.
 #[derive(Debug, Subcommand)]
 pub enum ConvertWhat {
-    /// Ingresses (of ingress-nginx's or edgeplane's IngressClasses) to a Gateway per
+    /// Convert the Ingresses of ingress-nginx's or edgeplane's IngressClasses to a Gateway per
     /// IngressClass, HTTPRoutes, ReferenceGrants and TrafficPolicies, with a report per
-    /// Ingress and annotation; exit 0 when written (1 with --verify and a difference), 2 on
+    /// Ingress and annotation; exit 0 when converted (1 with --verify and a difference), 2 on
     /// bad input, 3 when no Ingress was converted.
     Ingress(ConvertIngressArgs),
 }
