@@ -15,6 +15,7 @@ use tokio::sync::watch;
 mod check;
 mod checked;
 mod cluster;
+mod convert;
 mod flags;
 mod policy;
 mod proxy_args;
@@ -27,6 +28,7 @@ mod webhook_args;
 pub use check::{CheckArgs, CheckOutput};
 use checked::{echo_namespace, SERVE_NEEDS_A_SOURCE};
 pub use cluster::KubeArgs;
+pub use convert::{ConvertArgs, ConvertIngressArgs, ConvertWhat};
 pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
 pub use proxy_args::ProxyArgs;
@@ -93,6 +95,9 @@ pub enum Command {
     /// Print the CustomResourceDefinitions of the edgeplane.dev kinds (TrafficPolicy,
     /// ProxyConfig) as multi-document YAML, for `kubectl apply -f -`.
     Crds,
+    /// Convert Ingresses to Gateway API objects, with a report per Ingress and annotation;
+    /// `--verify` replays requests through both and exits 1 on any difference.
+    Convert(ConvertArgs),
 }
 
 /// Flags every translation takes.
@@ -285,6 +290,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&crate::kinds::crd::generate::crds_yaml()?)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Convert(args) => Ok(convert::run(&args)),
     }
 }
 

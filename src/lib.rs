@@ -13,6 +13,7 @@ extern crate self as edgeplane;
 pub mod admin;
 pub mod admission;
 pub mod cli;
+pub mod convert;
 pub mod dashboard;
 pub mod devtools;
 pub mod kinds;

@@ -13,6 +13,8 @@ mod upstream;
 
 #[path = "cli/auth.rs"]
 mod auth;
+#[path = "cli/convert.rs"]
+mod convert;
 #[path = "cli/interface.rs"]
 mod interface;
 #[path = "cli/namespace.rs"]

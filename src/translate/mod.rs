@@ -10,6 +10,7 @@ mod cache;
 pub mod common;
 mod gateways;
 pub mod ingress;
+pub mod lowered;
 mod policy;
 mod routes;
 mod snapshot_rules;

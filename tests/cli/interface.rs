@@ -31,12 +31,13 @@ fn text_logs_to_a_pipe_carry_no_escape_codes() {
 }
 
 /// Every long flag a command's `--help` lists.
-fn help_flags(command: &str) -> std::collections::BTreeSet<String> {
+fn help_flags(command: &[&str]) -> std::collections::BTreeSet<String> {
     let out = Command::new(BIN)
-        .args([command, "--help"])
+        .args(command)
+        .arg("--help")
         .output()
         .expect("run --help");
-    assert!(out.status.success(), "{command} --help failed");
+    assert!(out.status.success(), "{command:?} --help failed");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| {
@@ -52,29 +53,37 @@ fn help_flags(command: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// The flags named in the README's flag tables (rows that start with a flag in backticks).
-fn readme_flags() -> std::collections::BTreeSet<String> {
+/// The flags named in the README's flag tables (rows that start with a flag in backticks):
+/// those under a heading naming `` `convert ingress` flags `` when `convert` is true, the
+/// others (the `serve` tables) when it is false.
+fn readme_flags(convert: bool) -> std::collections::BTreeSet<String> {
     let readme = include_str!("../../README.md");
-    readme
-        .lines()
-        .filter(|l| l.starts_with("| `--"))
-        .flat_map(|l| {
-            let cell = l.split('|').nth(1).unwrap_or_default();
+    let mut in_convert = false;
+    let mut out = std::collections::BTreeSet::new();
+    for l in readme.lines() {
+        if l.starts_with('#') {
+            in_convert = l.contains("`convert ingress` flags");
+        }
+        if !l.starts_with("| `--") || in_convert != convert {
+            continue;
+        }
+        let cell = l.split('|').nth(1).unwrap_or_default();
+        out.extend(
             cell.split('`')
                 .filter(|s| s.starts_with("--"))
-                .map(|s| s.split([' ', '=']).next().unwrap_or(s).to_owned())
-                .collect::<Vec<_>>()
-        })
-        .collect()
+                .map(|s| s.split([' ', '=']).next().unwrap_or(s).to_owned()),
+        );
+    }
+    out
 }
 
 /// The README's flag tables and `serve --help` name the same flags: a flag removed from the
 /// code is gone from the README, a flag added is documented there.
 #[test]
 fn readme_flag_tables_match_serve_help() {
-    let help = help_flags("serve");
+    let help = help_flags(&["serve"]);
     assert!(help.contains("--config-dir") && help.contains("--drain-timeout"));
-    let readme = readme_flags();
+    let readme = readme_flags(false);
     let undocumented: Vec<_> = help
         .difference(&readme)
         .filter(|f| !["--help", "--version", "--log-format"].contains(&f.as_str()))
@@ -87,6 +96,24 @@ fn readme_flag_tables_match_serve_help() {
     assert!(
         undocumented.is_empty(),
         "`serve` flags missing from the README flag tables: {undocumented:?}"
+    );
+}
+
+/// The README's `convert ingress` flag table and `convert ingress --help` name the same flags.
+#[test]
+fn readme_flag_table_matches_convert_ingress_help() {
+    let help = help_flags(&["convert", "ingress"]);
+    assert!(help.contains("--verify") && help.contains("--filename"));
+    let readme = readme_flags(true);
+    let undocumented: Vec<_> = help
+        .difference(&readme)
+        .filter(|f| !["--help", "--log-format"].contains(&f.as_str()))
+        .collect();
+    let unknown: Vec<_> = readme.difference(&help).collect();
+    assert!(
+        unknown.is_empty() && undocumented.is_empty(),
+        "README `convert ingress` flags unknown to the command: {unknown:?}; flags missing \
+         from the README: {undocumented:?}"
     );
 }
 

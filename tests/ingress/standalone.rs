@@ -37,7 +37,7 @@ impl Server {
     pub(crate) fn http(&self) -> SocketAddr {
         SocketAddr::new(self.ip, 18080)
     }
-    fn https(&self) -> SocketAddr {
+    pub(crate) fn https(&self) -> SocketAddr {
         SocketAddr::new(self.ip, 18443)
     }
 }

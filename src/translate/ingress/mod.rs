@@ -8,6 +8,7 @@
 
 pub mod annotations;
 mod gateway;
+mod traffic_policy;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,0 +1,150 @@
+//! The written Gateways: one per IngressClass, from the implicit Gateway serving its
+//! Ingresses (`translate::ingress`), so listeners and certificates are the ones served:
+//! listener `http` on port 80 and an HTTPS listener per TLS host with the Ingress's Secret,
+//! in the chosen namespace and GatewayClass. Past 64 listeners (the most a Gateway takes) the
+//! rest go into ListenerSets of the Gateway; a Secret in another namespace comes with a
+//! ReferenceGrant naming only it. Pure.
+
+use std::collections::BTreeSet;
+
+use serde_json::{json, Value};
+
+use super::names::{host_part, joined, Parent};
+use super::ConvertOptions;
+use crate::snapshot::Snapshot;
+use crate::translate::ingress::is_implicit;
+
+/// The most listeners a Gateway (or a ListenerSet) takes.
+pub const MAX_LISTENERS: usize = 64;
+
+/// One written listener.
+#[derive(Debug, Clone)]
+pub struct Listener {
+    /// The Gateway or ListenerSet holding it.
+    pub parent: Parent,
+    pub name: String,
+    pub hostname: Option<String>,
+    pub https: bool,
+}
+
+/// The written Gateways of every IngressClass, with their listeners.
+#[derive(Debug, Default)]
+pub struct Gateways {
+    pub objects: Vec<Value>,
+    /// By IngressClass (the implicit Gateway's name): its Gateway and its listeners.
+    pub classes: Vec<(String, Parent, Vec<Listener>)>,
+}
+
+impl Gateways {
+    /// The Gateway and listeners of the IngressClass `class`.
+    pub fn of(&self, class: &str) -> Option<(&Parent, &[Listener])> {
+        self.classes
+            .iter()
+            .find(|(c, _, _)| c == class)
+            .map(|(_, p, l)| (p, l.as_slice()))
+    }
+}
+
+/// The Gateways (ListenerSets, ReferenceGrants) for the implicit Gateways of `prepared`.
+pub fn write(prepared: &Snapshot, options: &ConvertOptions) -> Gateways {
+    let ns = options.gateway_namespace.as_str();
+    let mut out = Gateways::default();
+    let mut grants: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut sets = Vec::new();
+    for implicit in prepared.gateways.iter().filter(|g| is_implicit(g)) {
+        let class = implicit.metadata.name.clone().unwrap_or_default();
+        let gateway = Parent {
+            kind: "Gateway",
+            namespace: ns.to_owned(),
+            name: class.clone(),
+        };
+        let implicit = serde_json::to_value(&implicit.spec).unwrap_or_default();
+        let mut listeners: Vec<Value> = implicit["listeners"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for l in &mut listeners {
+            rewrite_listener(l, ns, &mut grants);
+        }
+        let mut written = Vec::new();
+        let mut chunks = listeners.chunks(MAX_LISTENERS);
+        let first: Vec<Value> = chunks.next().map(<[Value]>::to_vec).unwrap_or_default();
+        written.extend(first.iter().map(|l| listener(&gateway, l)));
+        let mut spec = json!({"gatewayClassName": options.gateway_class, "listeners": first});
+        for (i, chunk) in chunks.enumerate() {
+            let set = Parent {
+                kind: "ListenerSet",
+                namespace: ns.to_owned(),
+                name: joined(&class, &format!("listeners-{}", i + 1)),
+            };
+            written.extend(chunk.iter().map(|l| listener(&set, l)));
+            sets.push(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                "metadata": {"name": set.name, "namespace": ns},
+                "spec": {"parentRef": gateway.reference(ns, None), "listeners": chunk},
+            }));
+            spec["allowedListeners"] = json!({"namespaces": {"from": "Same"}});
+        }
+        out.objects.push(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": class, "namespace": ns},
+            "spec": spec,
+        }));
+        out.classes.push((class, gateway, written));
+    }
+    out.objects.extend(sets.iter().cloned());
+    let from_sets = !sets.is_empty();
+    for (secret_ns, secret) in grants {
+        let mut from = vec![
+            json!({"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                   "namespace": ns}),
+        ];
+        if from_sets {
+            from.push(
+                json!({"group": "gateway.networking.k8s.io", "kind": "ListenerSet",
+                             "namespace": ns}),
+            );
+        }
+        out.objects.push(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+            "metadata": {"name": joined("edgeplane-gateway", &secret), "namespace": secret_ns},
+            "spec": {"from": from, "to": [{"group": "", "kind": "Secret", "name": secret}]},
+        }));
+    }
+    out
+}
+
+/// Names an HTTPS listener after its host and makes its certificateRefs relative to `ns`,
+/// noting each Secret of another namespace in `grants`.
+fn rewrite_listener(l: &mut Value, ns: &str, grants: &mut BTreeSet<(String, String)>) {
+    if let Some(host) = l["hostname"].as_str() {
+        l["name"] = json!(joined("https", &host_part(host)));
+    }
+    let Some(refs) = l
+        .pointer_mut("/tls/certificateRefs")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for r in refs {
+        let (Some(secret_ns), Some(name)) = (r["namespace"].as_str(), r["name"].as_str()) else {
+            continue;
+        };
+        if secret_ns == ns {
+            if let Some(m) = r.as_object_mut() {
+                m.remove("namespace");
+            }
+        } else {
+            grants.insert((secret_ns.to_owned(), name.to_owned()));
+        }
+    }
+}
+
+fn listener(parent: &Parent, l: &Value) -> Listener {
+    Listener {
+        parent: parent.clone(),
+        name: l["name"].as_str().unwrap_or_default().to_owned(),
+        hostname: l["hostname"].as_str().map(str::to_owned),
+        https: l["protocol"] == "HTTPS",
+    }
+}

@@ -1,0 +1,121 @@
+//! `edgeplane convert ingress`: Ingresses (with their IngressClasses, Services and Secrets)
+//! turned into the Gateway API objects that route the same. The Ingresses go through
+//! [`prepare`] and [`lowered`] exactly as serving does, so what is written is what edgeplane
+//! serves for them: a Gateway per IngressClass (`gateway`), an HTTPRoute per Ingress and host
+//! (`routes`), ReferenceGrants for certificates in other namespaces, a TrafficPolicy per
+//! Ingress for what Gateway API cannot say, and a report per Ingress and annotation
+//! (`report`). [`verify`] replays requests through both translations. Pure: the command line
+//! reads and writes the files.
+
+mod gateway;
+mod names;
+pub mod report;
+mod routes;
+pub mod verify;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::kinds::ingress::INGRESS_CONTROLLER;
+use crate::snapshot::Snapshot;
+use crate::translate::ingress::{prepare, IngressOptions};
+use crate::translate::{Capabilities, TranslateOptions, DEFAULT_CONTROLLER_NAME};
+
+pub use report::{Outcome, Report};
+
+/// `spec.controller` of ingress-nginx's IngressClasses: their Ingresses are converted too.
+pub const NGINX_CONTROLLER: &str = "k8s.io/ingress-nginx";
+
+/// The GatewayClass the written Gateways name unless `--gateway-class` says otherwise.
+pub const DEFAULT_GATEWAY_CLASS: &str = "edgeplane";
+
+/// The namespace of the written Gateways unless `--gateway-namespace` says otherwise.
+pub const DEFAULT_GATEWAY_NAMESPACE: &str = "edgeplane-system";
+
+/// What the written objects are named after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConvertOptions {
+    /// `spec.gatewayClassName` of the written Gateways (the GatewayClass is not written).
+    pub gateway_class: String,
+    /// Namespace of the written Gateways (and ListenerSets).
+    pub gateway_namespace: String,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        Self {
+            gateway_class: DEFAULT_GATEWAY_CLASS.to_owned(),
+            gateway_namespace: DEFAULT_GATEWAY_NAMESPACE.to_owned(),
+        }
+    }
+}
+
+/// The result of one conversion.
+#[derive(Debug)]
+pub struct Conversion {
+    /// The written objects, in the order they are written: Gateways, ListenerSets,
+    /// ReferenceGrants, then per Ingress its HTTPRoutes and TrafficPolicies.
+    pub objects: Vec<Value>,
+    pub report: Report,
+    /// The input as converted: ingress-nginx's IngressClasses taken as edgeplane's, so that
+    /// serving this snapshot serves every converted Ingress ([`verify`] translates it).
+    pub input: Snapshot,
+}
+
+/// The options the conversion's translations use (standalone, ports as written).
+pub fn translate_options() -> TranslateOptions {
+    TranslateOptions {
+        controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
+        bind_address: std::net::IpAddr::from([127, 0, 0, 1]),
+        now: jiff::Timestamp::UNIX_EPOCH,
+        generation: 1,
+        port_map: Default::default(),
+        capabilities: Capabilities::STANDALONE,
+        ingress: IngressOptions::default(),
+    }
+}
+
+/// `snapshot` with the IngressClasses of ingress-nginx taken as edgeplane's.
+pub fn adopt_nginx_classes(snapshot: &Snapshot) -> Snapshot {
+    let mut out = snapshot.clone();
+    for class in &mut out.ingress_classes {
+        let nginx =
+            class.spec.as_ref().and_then(|s| s.controller.as_deref()) == Some(NGINX_CONTROLLER);
+        if nginx {
+            let mut c = (**class).clone();
+            if let Some(spec) = c.spec.as_mut() {
+                spec.controller = Some(INGRESS_CONTROLLER.to_owned());
+            }
+            *class = Arc::new(c);
+        }
+    }
+    out
+}
+
+/// Converts the Ingresses of `snapshot` of an IngressClass of ingress-nginx or edgeplane
+/// (or of none, when such a class is the default).
+pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
+    let input = adopt_nginx_classes(snapshot);
+    let mut objects = Vec::new();
+    let mut report = Report::default();
+    let prepared = prepare(&input, &translate_options());
+    if let Some(prepared) = &prepared {
+        let gateways = gateway::write(&prepared.snapshot, options);
+        objects.extend(gateways.objects.iter().cloned());
+        for ingress in &prepared.snapshot.ingresses {
+            let written = routes::write(ingress, &gateways);
+            report.add_converted(ingress, &written.names, &prepared.problems);
+            objects.extend(written.objects);
+        }
+    }
+    report.add_skipped(&input, prepared.as_ref().map(|p| &p.snapshot));
+    Conversion {
+        objects,
+        report,
+        input,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! The conversion report: per Ingress, what it was written as or why it was not converted,
+//! and per ingress-nginx annotation whether it was converted, converted with a difference
+//! (which), or not converted (why: the problem serving reports in the Ingress's
+//! `Unsupported` condition). As text (`report.txt`, stderr) and JSON (`report.jsonl`). Pure.
+
+use k8s_openapi::api::networking::v1::Ingress;
+use serde::Serialize;
+
+use crate::kinds::ingress::{class_of, NGINX_PREFIX};
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::translate::ingress::IngressProblems;
+
+/// What became of one annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    Converted,
+    ConvertedWithDifference,
+    NotConverted,
+}
+
+/// One annotation of one Ingress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnnotationReport {
+    pub annotation: String,
+    pub outcome: Outcome,
+    /// Where it went, what differs from ingress-nginx, or why it was not converted.
+    pub detail: String,
+}
+
+/// One Ingress of the input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IngressReport {
+    /// `namespace/name`.
+    pub ingress: String,
+    /// `Kind namespace/name` of each object written for it (empty: not converted).
+    pub written: Vec<String>,
+    /// Why it was not converted at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    pub annotations: Vec<AnnotationReport>,
+    /// What else of it is not served, hence not converted (paths, backends, TLS).
+    pub problems: Vec<String>,
+}
+
+/// The report of one conversion, Ingresses in input order (converted ones first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub ingresses: Vec<IngressReport>,
+}
+
+/// Where a served annotation goes, and whether the result differs from ingress-nginx.
+fn served(name: &str, value: &str) -> (Outcome, &'static str) {
+    use Outcome::{Converted, ConvertedWithDifference};
+    match name {
+        "proxy-connect-timeout" | "proxy-read-timeout" => (
+            ConvertedWithDifference,
+            "HTTPRoute rule timeouts.backendRequest = connect + read timeout (ingress-nginx bounds each phase on its own)",
+        ),
+        "whitelist-source-range" | "allowlist-source-range" | "denylist-source-range" => {
+            (Converted, "TrafficPolicy ipAccess")
+        }
+        "proxy-body-size" => (Converted, "TrafficPolicy bodyLimits.maxRequestBytes"),
+        "ssl-redirect" | "force-ssl-redirect" if value.trim() == "false" => {
+            (Converted, "no redirect: plain HTTP is routed like HTTPS")
+        }
+        "ssl-redirect" | "force-ssl-redirect" => (
+            Converted,
+            "HTTPRoute on listener http answering 308 to https",
+        ),
+        "permanent-redirect" | "permanent-redirect-code" | "temporal-redirect"
+        | "temporal-redirect-code" | "app-root" => (Converted, "HTTPRoute RequestRedirect filter"),
+        "rewrite-target" | "upstream-vhost" => (Converted, "HTTPRoute URLRewrite filter"),
+        "x-forwarded-prefix" => (Converted, "HTTPRoute RequestHeaderModifier filter"),
+        n if n == "enable-cors" || n.starts_with("cors-") => {
+            (Converted, "HTTPRoute CORS filter")
+        }
+        _ => (Converted, "HTTPRoute rules or TrafficPolicy"),
+    }
+}
+
+/// The problem that names annotation `key`, if one does.
+fn problem_of<'p>(key: &str, problems: &'p [String]) -> Option<&'p String> {
+    problems
+        .iter()
+        .find(|p| p.contains(&format!("{key}:")) || p.contains(&format!("{key} ")))
+}
+
+fn key_of(ingress: &Ingress) -> (String, String) {
+    (
+        namespace_of(&ingress.metadata).to_owned(),
+        ingress.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+impl Report {
+    /// Adds a converted Ingress (a prepared copy) with what it was written as.
+    pub fn add_converted(
+        &mut self,
+        ingress: &Ingress,
+        written: &[String],
+        problems: &IngressProblems,
+    ) {
+        let key = key_of(ingress);
+        let found: &[String] = problems.get(&key).map_or(&[], Vec::as_slice);
+        let mut annotations = Vec::new();
+        let mut claimed = Vec::new();
+        for (key, value) in ingress.metadata.annotations.iter().flatten() {
+            let Some(name) = key.strip_prefix(NGINX_PREFIX) else {
+                continue;
+            };
+            let (outcome, detail) = match problem_of(key, found) {
+                Some(p) => {
+                    claimed.push(p.clone());
+                    let mut why = p.clone();
+                    if name.ends_with("-source-range") {
+                        // Served fail-closed: the TrafficPolicy says so too.
+                        why.push_str(
+                            "; written as a TrafficPolicy denying every address, as served",
+                        );
+                    }
+                    (Outcome::NotConverted, why)
+                }
+                None => {
+                    let (o, d) = served(name, value);
+                    (o, d.to_owned())
+                }
+            };
+            annotations.push(AnnotationReport {
+                annotation: key.clone(),
+                outcome,
+                detail,
+            });
+        }
+        self.ingresses.push(IngressReport {
+            ingress: format!("{}/{}", key.0, key.1),
+            written: written.to_vec(),
+            skipped: None,
+            annotations,
+            problems: found
+                .iter()
+                .filter(|p| !claimed.contains(p))
+                .cloned()
+                .collect(),
+        });
+    }
+
+    /// Adds every Ingress of `input` that `prepared` does not hold (not of a converted class).
+    pub fn add_skipped(&mut self, input: &Snapshot, prepared: Option<&Snapshot>) {
+        for ingress in &input.ingresses {
+            let key = key_of(ingress);
+            let converted = prepared.is_some_and(|p| p.ingresses.iter().any(|i| key_of(i) == key));
+            if converted {
+                continue;
+            }
+            let why = match class_of(ingress) {
+                Some(c) => format!(
+                    "IngressClass {c:?} is not one of ingress-nginx (k8s.io/ingress-nginx) or edgeplane, or is not in the input"
+                ),
+                None => "it names no IngressClass and no IngressClass of ingress-nginx or edgeplane in the input is the default".to_owned(),
+            };
+            self.ingresses.push(IngressReport {
+                ingress: format!("{}/{}", key.0, key.1),
+                written: Vec::new(),
+                skipped: Some(why),
+                annotations: Vec::new(),
+                problems: Vec::new(),
+            });
+        }
+    }
+
+    /// Ingresses converted.
+    pub fn converted(&self) -> usize {
+        self.ingresses
+            .iter()
+            .filter(|i| i.skipped.is_none())
+            .count()
+    }
+
+    /// Annotations not converted, plus other problems, across every converted Ingress.
+    pub fn not_converted(&self) -> usize {
+        self.ingresses
+            .iter()
+            .map(|i| {
+                i.problems.len()
+                    + i.annotations
+                        .iter()
+                        .filter(|a| a.outcome == Outcome::NotConverted)
+                        .count()
+            })
+            .sum()
+    }
+
+    /// The report as text, one block per Ingress.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for i in &self.ingresses {
+            match &i.skipped {
+                Some(why) => {
+                    out.push_str(&format!("Ingress {}: not converted: {why}\n", i.ingress))
+                }
+                None => out.push_str(&format!(
+                    "Ingress {}: written as {}\n",
+                    i.ingress,
+                    if i.written.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        i.written.join(", ")
+                    }
+                )),
+            }
+            for a in &i.annotations {
+                let outcome = match a.outcome {
+                    Outcome::Converted => "converted",
+                    Outcome::ConvertedWithDifference => "converted with a difference",
+                    Outcome::NotConverted => "not converted",
+                };
+                out.push_str(&format!("  {}: {outcome}: {}\n", a.annotation, a.detail));
+            }
+            for p in &i.problems {
+                out.push_str(&format!("  not converted: {p}\n"));
+            }
+        }
+        out.push_str(&format!(
+            "summary: {} of {} Ingresses converted, {} not converted item(s)\n",
+            self.converted(),
+            self.ingresses.len(),
+            self.not_converted()
+        ));
+        out
+    }
+}

@@ -1,0 +1,224 @@
+//! `edgeplane convert ingress` through the binary, over the corpus of
+//! `tests/fixtures/convert/input`: the written objects and report are the golden files of
+//! `tests/fixtures/convert/expected` (`UPDATE_GOLDEN=1` rewrites them), they pass `check`,
+//! `--verify` finds no difference and catches one planted in the output, and bad input or
+//! nothing to convert exits with its own code, writing nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::{text, write, BIN};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/convert")
+}
+
+fn convert(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["convert", "ingress"])
+        .args(args)
+        .output()
+        .expect("run edgeplane convert")
+}
+
+/// `actual` is the golden file `name`, or becomes it with `UPDATE_GOLDEN=1`.
+fn golden(name: &str, actual: &str) {
+    let path = fixtures().join("expected").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        want == actual,
+        "{} differs (UPDATE_GOLDEN=1 rewrites it):\n{actual}",
+        path.display()
+    );
+}
+
+fn input() -> String {
+    fixtures().join("input").display().to_string()
+}
+
+#[test]
+fn the_corpus_converts_to_the_golden_objects_and_report() {
+    let out = convert(&["-f", &input()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let objects = text(&out.stdout);
+    assert!(!objects.contains("edgeplane:ingress"), "{objects}");
+    assert!(!objects.contains("serving-gateway"), "{objects}");
+    assert!(
+        !objects.contains("nginx.ingress.kubernetes.io"),
+        "{objects}"
+    );
+    golden("converted.yaml", &objects);
+    golden("report.txt", &text(&out.stderr));
+}
+
+#[test]
+fn the_written_directory_passes_check_and_holds_the_report() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    write(&out_dir, "old-route.yaml", "kind: HTTPRoute\n");
+    let out = convert(&["-f", &input(), "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("did not write (left as they are): old-route.yaml"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_file(out_dir.join("old-route.yaml")).expect("remove");
+    assert!(
+        text(&out.stderr).contains("summary: 12 of 13 Ingresses converted"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    assert!(out_dir
+        .join("gateway-edgeplane-system-nginx.yaml")
+        .is_file());
+    assert!(out_dir
+        .join("httproute-shop-web-https-redirect.yaml")
+        .is_file());
+    assert!(out_dir.join("trafficpolicy-shop-admin.yaml").is_file());
+    let report = std::fs::read_to_string(out_dir.join("report.txt")).expect("report.txt");
+    assert!(
+        report.contains("Ingress api/dashboard: not converted"),
+        "{report}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("report.jsonl")).expect("report.jsonl"),
+    )
+    .expect("JSON report");
+    let canary = json["ingresses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["ingress"] == "api/canary"))
+        .expect("api/canary in the report");
+    assert_eq!(canary["annotations"][0]["outcome"], "notConverted");
+
+    // With the Services, Secrets and the GatewayClass, `check` finds every object fine.
+    write(
+        dir.path(),
+        "class.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: edgeplane}\nspec: {controllerName: edgeplane.dev/gateway-controller}\n",
+    );
+    let input = fixtures().join("input");
+    let check = Command::new(BIN)
+        .args(["check", "-o", "summary", "-f"])
+        .arg(&out_dir)
+        .arg("-f")
+        .arg(input.join("backends.yaml"))
+        .arg("-f")
+        .arg(input.join("secrets.yaml"))
+        .arg("-f")
+        .arg(dir.path().join("class.yaml"))
+        .output()
+        .expect("run check");
+    let summary = text(&check.stdout);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{summary}{}",
+        text(&check.stderr)
+    );
+    assert!(
+        summary.contains("ok Gateway edgeplane-system/nginx"),
+        "{summary}"
+    );
+    assert!(summary.contains("ok HTTPRoute shop/web"), "{summary}");
+    assert!(summary.contains("ok TrafficPolicy shop/admin"), "{summary}");
+}
+
+#[test]
+fn verify_finds_no_difference_on_the_corpus() {
+    let out = convert(&["-f", &input(), "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(!stdout.contains("difference:"), "{stdout}");
+    assert!(stdout.ends_with(" decided differently\n"), "{stdout}");
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+    let replayed: usize = stdout
+        .trim_start_matches("verify: ")
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a count of requests");
+    assert!(replayed > 100, "{stdout}");
+}
+
+#[test]
+fn verify_catches_a_difference_planted_in_the_conversion() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &input(), "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The API's rewrite goes to /v3 instead of /v2.
+    let route = out_dir.join("httproute-shop-api.yaml");
+    let yaml = std::fs::read_to_string(&route).expect("route");
+    assert!(yaml.contains("replacePrefixMatch: /v2"), "{yaml}");
+    std::fs::write(
+        &route,
+        yaml.replace("replacePrefixMatch: /v2", "replacePrefixMatch: /v3"),
+    )
+    .expect("plant");
+    let out = convert(&[
+        "-f",
+        &input(),
+        "--verify",
+        "--converted",
+        &out_dir.display().to_string(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let mut lines = stdout.lines();
+    let first = lines.next().unwrap_or_default();
+    assert!(
+        first.starts_with("difference: ") && first.contains("shop.example.com/api"),
+        "{stdout}"
+    );
+    let ingress = lines.next().unwrap_or_default();
+    let converted = lines.next().unwrap_or_default();
+    assert!(ingress.trim_start().starts_with("ingress:"), "{stdout}");
+    assert!(ingress.contains("\"path\":\"/v2"), "{stdout}");
+    assert!(converted.trim_start().starts_with("converted:"), "{stdout}");
+    assert!(converted.contains("\"path\":\"/v3"), "{stdout}");
+    // Only the API's requests differ.
+    for l in stdout.lines().filter(|l| l.starts_with("difference:")) {
+        assert!(l.contains("shop.example.com/api"), "{l}");
+    }
+}
+
+#[test]
+fn bad_input_and_nothing_to_convert_have_their_own_exit_codes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "bad/broken.yaml",
+        "kind: Ingress\nmetadata: [\n",
+    );
+    let out = convert(&["-f", &dir.path().join("bad").display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).contains("broken.yaml"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    write(
+        dir.path(),
+        "none/svc.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n",
+    );
+    let out = convert(&["-f", &dir.path().join("none").display().to_string()]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing converted"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = convert(&["-f", &dir.path().join("missing").display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
