@@ -112,6 +112,22 @@ pub struct TranslateArgs {
     /// default.
     #[arg(long)]
     pub watch_ingress_without_class: bool,
+    /// Serve Ingresses without this ingress-nginx quirk (repeatable); each is on by default.
+    #[arg(long, value_name = "QUIRK", value_enum)]
+    pub no_ingress_quirk: Vec<IngressQuirk>,
+}
+
+/// The ingress-nginx quirks `--no-ingress-quirk` turns off (docs/ingress.md, "Quirks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IngressQuirk {
+    /// Regex paths match when the path starts with a match (not the whole path).
+    RegexPrefix,
+    /// Regex paths ignore case.
+    RegexCaseInsensitive,
+    /// use-regex or rewrite-target on one Ingress makes every path of its hosts regex.
+    HostWideRegex,
+    /// rewrite-target makes the Ingress's paths regex and replaces the whole path.
+    RewriteEnablesRegex,
 }
 
 impl TranslateArgs {
@@ -120,6 +136,15 @@ impl TranslateArgs {
         crate::translate::ingress::IngressOptions {
             gateway: self.ingress_gateway.clone(),
             without_class: self.watch_ingress_without_class,
+            quirks: {
+                let off = |q| self.no_ingress_quirk.contains(&q);
+                crate::translate::ingress::regex::Quirks {
+                    regex_prefix: !off(IngressQuirk::RegexPrefix),
+                    regex_case_insensitive: !off(IngressQuirk::RegexCaseInsensitive),
+                    host_wide_regex: !off(IngressQuirk::HostWideRegex),
+                    rewrite_enables_regex: !off(IngressQuirk::RewriteEnablesRegex),
+                }
+            },
             ..Default::default()
         }
     }

@@ -11,3 +11,6 @@ mod standalone;
 
 #[path = "ingress/annotations.rs"]
 mod annotations;
+
+#[path = "ingress/regex.rs"]
+mod regex;

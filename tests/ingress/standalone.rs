@@ -43,10 +43,16 @@ impl Server {
 }
 
 pub(crate) async fn serve(dir: &Path, client: &TestClient) -> Server {
+    serve_with(dir, client, &[]).await
+}
+
+/// [`serve`] with more flags.
+pub(crate) async fn serve_with(dir: &Path, client: &TestClient, flags: &[&str]) -> Server {
     let ip = loopback_ip();
     let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
         .args(["serve", "--config-dir"])
         .arg(dir)
+        .args(flags)
         .args(["--bind-address", &ip.to_string()])
         .args(["--admin-addr", &SocketAddr::new(ip, 9901).to_string()])
         .args(["--dashboard-addr", &SocketAddr::new(ip, 9902).to_string()])

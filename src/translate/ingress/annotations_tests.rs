@@ -86,16 +86,19 @@ fn app_root_and_rewrite_target() {
     let bad = parse(&[("app-root", "app")]);
     assert_eq!(bad.app_root, None);
     assert!(problem(&bad, "app-root").contains("not an absolute path"));
-    for annotations in [
-        &[("rewrite-target", "/$1")][..],
-        &[("rewrite-target", "/x"), ("use-regex", "true")][..],
-    ] {
-        let a = parse(annotations);
-        assert_eq!(a.rewrite_target, None);
-        assert!(
-            problem(&a, "rewrite-target").contains("captures and use-regex are not supported yet")
-        );
+    // Captures without regex paths (no host marked by `prepare`) are reported, not applied.
+    let a = parse(&[("rewrite-target", "/$1")]);
+    assert_eq!(a.rewrite_target, None);
+    assert!(problem(&a, "rewrite-target").contains("captures need regex paths"));
+    let a = parse(&[("rewrite-target", "/x/$2"), ("use-regex", "true")]);
+    assert!(a.use_regex && a.problems.is_empty(), "{:?}", a.problems);
+    assert_eq!(a.rewrite_target.as_deref(), Some("/x/$2"));
+    for bad in ["/$host$1", "/a$", "x/$1"] {
+        let a = parse(&[("rewrite-target", bad), ("use-regex", "true")]);
+        assert_eq!(a.rewrite_target, None, "{bad}");
+        assert!(!problem(&a, "rewrite-target").is_empty(), "{bad}");
     }
+    assert!(!problem(&parse(&[("use-regex", "yes")]), "use-regex").is_empty());
 }
 
 #[test]

@@ -8,6 +8,7 @@
 
 pub mod annotations;
 mod gateway;
+pub mod regex;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct IngressOptions {
     /// `--watch-ingress-without-class`: Ingresses naming no class are ours even without a
     /// default IngressClass of ours.
     pub without_class: bool,
+    /// ingress-nginx's path quirks (`--no-ingress-quirk` turns one off).
+    pub quirks: regex::Quirks,
 }
 
 impl Default for IngressOptions {
@@ -42,6 +45,7 @@ impl Default for IngressOptions {
             controller: crate::kinds::ingress::INGRESS_CONTROLLER.to_owned(),
             gateway: None,
             without_class: false,
+            quirks: regex::Quirks::default(),
         }
     }
 }
@@ -91,6 +95,11 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
     let mut problems = IngressProblems::new();
     let mut by_class: BTreeMap<&str, Vec<Arc<Ingress>>> = BTreeMap::new();
     out.ingresses.clear();
+    let classes = snapshot
+        .ingresses
+        .iter()
+        .filter_map(|i| Some((our_class(i, &ours, io)?, &**i)));
+    let forced = regex::forced_hosts(classes, &io.quirks);
     for ingress in &snapshot.ingresses {
         let Some(class) = our_class(ingress, &ours, io) else {
             continue;
@@ -104,6 +113,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
             .annotations
             .get_or_insert_with(Default::default)
             .insert(SERVING_GATEWAY.to_owned(), format!("{gw_ns}/{gw_name}"));
+        regex::mark(&mut copy, class, &forced, &io.quirks);
         let mut found = unsupported(&copy);
         resolve_port_names(snapshot, &mut copy, &mut found);
         let copy = Arc::new(copy);

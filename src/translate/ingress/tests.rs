@@ -445,3 +445,6 @@ fn annotations_reach_the_compiled_rules() {
     // Nothing applied is reported.
     assert!(!status(&t, "a").to_string().contains("Unsupported"));
 }
+
+#[path = "quirk_tests.rs"]
+mod quirks;

@@ -3,7 +3,8 @@
 //! rule per path and per default backend) and each lowered rule keeps the one host it serves
 //! ([`HttpLike::rule_hosts`]), since an Ingress's hosts are per rule. Path types: `Exact` is
 //! an exact match, `Prefix` and `ImplementationSpecific` a path prefix (ingress-nginx without
-//! `use-regex`). Pure.
+//! `use-regex`); every path of a host `prepare` marked regex is a `RegularExpression`
+//! ([`crate::translate::ingress::regex`]). Pure.
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
@@ -11,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::kinds::ingress::serving_gateway;
 use crate::table::RequestPolicy;
-use crate::translate::ingress::annotations::Annotations;
+use crate::translate::ingress::annotations::{has_captures, Annotations};
 use crate::translate::routes::http_like::HttpLike;
 
 /// The host of Ingress rules without one: the catch-all virtual host.
@@ -36,6 +37,25 @@ impl HttpLike for Ingress {
     fn https_redirects(&self) -> Vec<bool> {
         https_redirects(self)
     }
+
+    fn capture_rewrites(&self) -> Vec<bool> {
+        capture_rewrites(self)
+    }
+}
+
+/// Per lowered rule, whether its `ReplaceFullPath` rewrite is `rewrite-target` on a regex
+/// path: the whole path becomes the target with the path's captures (`$1`..`$9`) in it, as
+/// nginx's `rewrite`. Gateway API has no such rewrite: `convert` must say so.
+pub fn capture_rewrites(ingress: &Ingress) -> Vec<bool> {
+    lowered_rules(ingress)
+        .iter()
+        .map(|(_, r)| {
+            r["matches"][0]["path"]["type"] == "RegularExpression"
+                && r["filters"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f["urlRewrite"]["path"].is_object()))
+        })
+        .collect()
 }
 
 /// Per lowered rule, whether plain HTTP requests are redirected to https
@@ -98,15 +118,34 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         if !hosts.contains(&host) {
             hosts.push(host.clone());
         }
+        let regex = notes.regex_for(&host);
         for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
             let value = path.path.as_deref().unwrap_or("/");
             let kind = match path.path_type.as_str() {
+                _ if regex.is_some() => "RegularExpression",
                 "Exact" => "Exact",
                 _ => "PathPrefix",
             };
-            let m = json!({"path": {"type": kind, "value": value}});
+            let m = match regex {
+                Some(mode) => json!({"path": {"type": kind, "value": mode.pattern(value)}}),
+                None => json!({"path": {"type": kind, "value": value}}),
+            };
             let mut rule = rule_of(Some(m), &path.backend);
-            annotate(&mut rule, &notes, Some(kind == "Exact"));
+            // A regex path's rewrite replaces the whole path (nginx's `rewrite`), unless the
+            // target is the path itself; captures mean nothing on a plain path.
+            let target = notes.rewrite_target.as_deref();
+            let keep = match target {
+                Some(t) if regex.is_some() => t != value,
+                Some(t) => !has_captures(t),
+                None => true,
+            };
+            if keep {
+                annotate(&mut rule, &notes, Some(kind != "PathPrefix"));
+            } else {
+                let mut plain = notes.clone();
+                plain.rewrite_target = None;
+                annotate(&mut rule, &plain, Some(kind != "PathPrefix"));
+            }
             out.push((host.clone(), rule));
         }
     }
