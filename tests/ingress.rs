@@ -14,3 +14,6 @@ mod annotations;
 
 #[path = "ingress/regex.rs"]
 mod regex;
+
+#[path = "ingress/canary.rs"]
+mod canary;

@@ -116,7 +116,7 @@ async fn ingress_nginx_annotations_are_applied() {
         "bad",
         "bad.test",
         "/",
-        &[("proxy-read-timeout", "soon"), ("canary", "true")],
+        &[("proxy-read-timeout", "soon"), ("mirror-target", "true")],
     ));
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
@@ -215,7 +215,7 @@ async fn ingress_nginx_annotations_are_applied() {
     );
     assert!(bad.contains("not a whole number of seconds"), "{bad}");
     assert!(
-        bad.contains("nginx.ingress.kubernetes.io/canary is not supported yet"),
+        bad.contains("nginx.ingress.kubernetes.io/mirror-target is not supported yet"),
         "{bad}"
     );
     let rewrite = status_text(&client, &server, "rewrite").await;

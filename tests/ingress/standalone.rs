@@ -119,7 +119,7 @@ kind: Ingress
 metadata:
   name: shop
   annotations:
-    nginx.ingress.kubernetes.io/canary: "true"
+    nginx.ingress.kubernetes.io/mirror-target: "true"
     nginx.ingress.kubernetes.io/ssl-redirect: "false"
 spec:
   defaultBackend: {service: {name: fallback, port: {number: 80}}}
@@ -238,7 +238,7 @@ async fn an_ingress_is_served_from_files_by_host_path_and_sni() {
     assert_eq!(ingress["apiVersion"], "networking.k8s.io/v1");
     let text = ingress["status"].to_string();
     assert!(
-        text.contains("nginx.ingress.kubernetes.io/canary is not supported yet"),
+        text.contains("nginx.ingress.kubernetes.io/mirror-target is not supported yet"),
         "{text}"
     );
 

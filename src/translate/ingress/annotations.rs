@@ -278,6 +278,12 @@ impl Annotations {
                 "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
                 | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
                 "use-regex" => boolean(value).map(|b| out.use_regex = b),
+                // Read by `canary` when the Ingress is folded into its main Ingress.
+                "canary" => boolean(value).map(|_| ()),
+                "canary-weight" | "canary-weight-total" | "canary-by-header"
+                | "canary-by-header-value" | "canary-by-header-pattern" | "canary-by-cookie" => {
+                    Ok(())
+                }
                 _ => {
                     out.problems
                         .push(format!("annotation {key} is not supported yet (ignored)"));

@@ -199,9 +199,9 @@ fn cors_takes_nginx_defaults_and_overrides() {
 
 #[test]
 fn unknown_annotations_stay_unsupported() {
-    let a = parse(&[("canary", "true"), ("affinity", "cookie")]);
+    let a = parse(&[("mirror-target", "true"), ("affinity", "cookie")]);
     assert_eq!(a.problems.len(), 2);
-    assert!(problem(&a, "canary").contains("is not supported yet (ignored)"));
+    assert!(problem(&a, "mirror-target").contains("is not supported yet (ignored)"));
 }
 
 #[test]

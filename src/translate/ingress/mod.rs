@@ -7,6 +7,7 @@
 //! `Unsupported` condition. Pure.
 
 pub mod annotations;
+pub mod canary;
 mod gateway;
 pub mod regex;
 
@@ -100,6 +101,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         .iter()
         .filter_map(|i| Some((our_class(i, &ours, io)?, &**i)));
     let forced = regex::forced_hosts(classes, &io.quirks);
+    let mut copies: Vec<canary::Copy<'_>> = Vec::new();
     for ingress in &snapshot.ingresses {
         let Some(class) = our_class(ingress, &ours, io) else {
             continue;
@@ -116,6 +118,10 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         regex::mark(&mut copy, class, &forced, &io.quirks);
         let mut found = unsupported(&copy);
         resolve_port_names(snapshot, &mut copy, &mut found);
+        copies.push((class, copy, found));
+    }
+    canary::fold(&mut copies);
+    for (class, copy, found) in copies {
         let copy = Arc::new(copy);
         let key = (
             namespace_of(&copy.metadata).to_owned(),

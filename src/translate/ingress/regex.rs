@@ -115,6 +115,10 @@ pub fn wants_regex(ingress: &Ingress, quirks: &Quirks) -> bool {
         return false;
     };
     let get = |n: &str| all.get(&format!("{NGINX_PREFIX}{n}")).map(|v| v.trim());
+    // A canary's paths are not locations of their own.
+    if get("canary") == Some("true") {
+        return false;
+    }
     get("use-regex") == Some("true")
         || (quirks.rewrite_enables_regex && get("rewrite-target").is_some_and(|t| !t.is_empty()))
 }

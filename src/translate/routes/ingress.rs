@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use crate::kinds::ingress::serving_gateway;
 use crate::table::RequestPolicy;
 use crate::translate::ingress::annotations::{has_captures, Annotations};
+use crate::translate::ingress::canary;
 use crate::translate::routes::http_like::HttpLike;
 
 /// The host of Ingress rules without one: the catch-all virtual host.
@@ -108,6 +109,7 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         return Vec::new();
     };
     let notes = Annotations::parse(ingress);
+    let canaries = canary::of(ingress);
     let mut out = Vec::new();
     let mut hosts: Vec<String> = Vec::new();
     for rule in spec.rules.iter().flatten() {
@@ -130,7 +132,7 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
                 Some(mode) => json!({"path": {"type": kind, "value": mode.pattern(value)}}),
                 None => json!({"path": {"type": kind, "value": value}}),
             };
-            let mut rule = rule_of(Some(m), &path.backend);
+            let mut rule = rule_of(Some(m.clone()), &path.backend);
             // A regex path's rewrite replaces the whole path (nginx's `rewrite`), unless the
             // target is the path itself; captures mean nothing on a plain path.
             let target = notes.rewrite_target.as_deref();
@@ -139,12 +141,39 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
                 Some(t) => !has_captures(t),
                 None => true,
             };
-            if keep {
-                annotate(&mut rule, &notes, Some(kind != "PathPrefix"));
+            let plain;
+            let here = if keep {
+                &notes
             } else {
-                let mut plain = notes.clone();
-                plain.rewrite_target = None;
-                annotate(&mut rule, &plain, Some(kind != "PathPrefix"));
+                plain = Annotations {
+                    rewrite_target: None,
+                    ..notes.clone()
+                };
+                &plain
+            };
+            let exact = Some(kind != "PathPrefix");
+            annotate(&mut rule, here, exact);
+            // A canary folded onto this path: its header and cookie rules first, then the
+            // path's own rule with the weights.
+            if let Some(c) = canaries.iter().find(|c| c.host == host && c.path == value) {
+                for (header, to_canary) in c.rules() {
+                    let mut m = m.clone();
+                    m["headers"] = json!([header]);
+                    let backend = if to_canary { &c.backend } else { &path.backend };
+                    let mut extra = rule_of(Some(m), backend);
+                    annotate(&mut extra, here, exact);
+                    out.push((host.clone(), extra));
+                }
+                if let Some((main, canary)) = c.weights() {
+                    let mut refs = rule["backendRefs"].clone();
+                    let theirs = rule_of(None, &c.backend)["backendRefs"].clone();
+                    if let (Some(a), Some(b)) = (refs.get_mut(0), theirs.get(0)) {
+                        a["weight"] = json!(main);
+                        let mut b = b.clone();
+                        b["weight"] = json!(canary);
+                        rule["backendRefs"] = json!([a, b]);
+                    }
+                }
             }
             out.push((host.clone(), rule));
         }
