@@ -128,6 +128,8 @@ pub enum IngressQuirk {
     HostWideRegex,
     /// rewrite-target makes the Ingress's paths regex and replaces the whole path.
     RewriteEnablesRegex,
+    /// A host's server-level annotations (server-alias) come from its oldest Ingress.
+    ServerAnnotationsFromOldest,
 }
 
 impl TranslateArgs {
@@ -143,6 +145,7 @@ impl TranslateArgs {
                     regex_case_insensitive: !off(IngressQuirk::RegexCaseInsensitive),
                     host_wide_regex: !off(IngressQuirk::HostWideRegex),
                     rewrite_enables_regex: !off(IngressQuirk::RewriteEnablesRegex),
+                    server_annotations_from_oldest: !off(IngressQuirk::ServerAnnotationsFromOldest),
                 }
             },
             ..Default::default()

@@ -17,3 +17,6 @@ mod regex;
 
 #[path = "ingress/canary.rs"]
 mod canary;
+
+#[path = "ingress/server.rs"]
+mod server;

@@ -13,6 +13,7 @@ use ipnet::IpNet;
 
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern, RequestPolicy};
+use crate::translate::ingress::alias;
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
 
 /// ingress-nginx's `proxy-connect-timeout` default.
@@ -278,6 +279,12 @@ impl Annotations {
                 "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
                 | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
                 "use-regex" => boolean(value).map(|b| out.use_regex = b),
+                // Applied by `alias` to the working copies of the host.
+                "from-to-www-redirect" => boolean(value).map(|_| ()),
+                "server-alias" => match list(value).into_iter().find(|a| !alias::valid(a)) {
+                    Some(bad) => Err(format!("not a list of host names: {bad:?} is not one")),
+                    None => Ok(()),
+                },
                 // Read by `canary` when the Ingress is folded into its main Ingress.
                 "canary" => boolean(value).map(|_| ()),
                 "canary-weight" | "canary-weight-total" | "canary-by-header"

@@ -6,6 +6,7 @@
 //! what each Ingress asks for that is not served ([`IngressProblems`]), which becomes its
 //! `Unsupported` condition. Pure.
 
+pub mod alias;
 pub mod annotations;
 pub mod canary;
 mod gateway;
@@ -100,7 +101,18 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         .ingresses
         .iter()
         .filter_map(|i| Some((our_class(i, &ours, io)?, &**i)));
-    let forced = regex::forced_hosts(classes, &io.quirks);
+    let aliases = alias::of(classes.clone());
+    let class_hosts: BTreeMap<&str, std::collections::BTreeSet<String>> =
+        classes.clone().fold(BTreeMap::new(), |mut m, (c, i)| {
+            let hosts = i.spec.iter().flat_map(|s| s.rules.iter().flatten());
+            let e: &mut std::collections::BTreeSet<String> = m.entry(c).or_default();
+            e.extend(hosts.filter_map(|r| r.host.clone()));
+            m
+        });
+    let mut forced = regex::forced_hosts(classes, &io.quirks);
+    if io.quirks.server_annotations_from_oldest {
+        alias::force_aliases(&mut forced, &aliases);
+    }
     let mut copies: Vec<canary::Copy<'_>> = Vec::new();
     for ingress in &snapshot.ingresses {
         let Some(class) = our_class(ingress, &ours, io) else {
@@ -115,8 +127,13 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
             .annotations
             .get_or_insert_with(Default::default)
             .insert(SERVING_GATEWAY.to_owned(), format!("{gw_ns}/{gw_name}"));
+        let from_oldest = io.quirks.server_annotations_from_oldest;
+        let mut found = alias::apply(&mut copy, class, &aliases, from_oldest);
         regex::mark(&mut copy, class, &forced, &io.quirks);
-        let mut found = unsupported(&copy);
+        if let Some(hosts) = class_hosts.get(class) {
+            alias::www_redirects(&mut copy, hosts);
+        }
+        found.extend(unsupported(&copy));
         resolve_port_names(snapshot, &mut copy, &mut found);
         copies.push((class, copy, found));
     }

@@ -28,6 +28,8 @@ pub struct Quirks {
     pub host_wide_regex: bool,
     /// `rewrite-target` makes the Ingress's paths regex and replaces the whole path.
     pub rewrite_enables_regex: bool,
+    /// Server-level annotations (`server-alias`) of a host come from its oldest Ingress.
+    pub server_annotations_from_oldest: bool,
 }
 
 impl Default for Quirks {
@@ -37,6 +39,7 @@ impl Default for Quirks {
             regex_case_insensitive: true,
             host_wide_regex: true,
             rewrite_enables_regex: true,
+            server_annotations_from_oldest: true,
         }
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::kinds::ingress::serving_gateway;
 use crate::table::RequestPolicy;
 use crate::translate::ingress::annotations::{has_captures, Annotations};
-use crate::translate::ingress::canary;
+use crate::translate::ingress::{alias, canary};
 use crate::translate::routes::http_like::HttpLike;
 
 /// The host of Ingress rules without one: the catch-all virtual host.
@@ -188,6 +188,14 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
             out.push((host.clone(), rule));
         }
     }
+    // from-to-www-redirect: the other name of each host answers 308 to the host.
+    for (from, to) in alias::www_pairs(ingress) {
+        let redirect = json!({"statusCode": 308, "hostname": to});
+        out.push((
+            from,
+            json!({"filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]}),
+        ));
+    }
     if let (Some(root), false) = (&notes.app_root, notes.redirects()) {
         for host in &hosts {
             let redirect = json!({"statusCode": 302,
@@ -348,6 +356,42 @@ mod tests {
             "false".into(),
         );
         assert_eq!(https_redirects(&i), [false, false]);
+    }
+
+    #[test]
+    fn a_folded_canary_lowers_to_header_rules_then_weights() {
+        use crate::translate::ingress::canary::{Canary, Split, CANARIES};
+        let svc = |name: &str| json!({"service": {"name": name, "port": {"number": 80}}});
+        let mut i = ingress(json!({"rules": [{"host": "a.test", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": svc("old")}]}}]}));
+        let canary = Canary {
+            from: "ns/c".into(),
+            host: "a.test".into(),
+            path: "/".into(),
+            backend: serde_json::from_value(svc("new")).expect("backend"),
+            split: Split {
+                header: Some("x-canary".into()),
+                weight: Some(30),
+                total: 100,
+                ..Split::default()
+            },
+        };
+        i.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(CANARIES.into(), json!([canary]).to_string());
+        let rules = lowered_rules(&i);
+        assert_eq!(rules.len(), 3);
+        assert_eq!(
+            rules[0].1["matches"][0]["headers"],
+            json!([{"name": "x-canary", "type": "Exact", "value": "always"}])
+        );
+        assert_eq!(rules[0].1["backendRefs"][0]["name"], "new");
+        assert_eq!(rules[1].1["backendRefs"][0]["name"], "old");
+        assert_eq!(
+            rules[2].1["backendRefs"],
+            json!([{"name": "old", "port": 80, "weight": 70}, {"name": "new", "port": 80, "weight": 30}])
+        );
     }
 
     #[test]
