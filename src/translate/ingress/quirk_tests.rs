@@ -187,3 +187,53 @@ fn rewrite_target_rewrites_the_whole_path_with_the_captures() {
         .to_string()
         .contains("captures need regex paths"));
 }
+
+/// Another Ingress turning `use-regex`, `canary` or `server-alias` on or off changes how an
+/// unchanged Ingress is served: the incremental translation sees it as a fresh one does.
+#[test]
+fn incremental_translations_follow_the_other_ingresses_of_the_host() {
+    let plain = with_annotations(
+        "plain",
+        "",
+        &format!(
+            "  rules:\n{}",
+            host("a.test", &[path("/static", "Prefix", 3)])
+        ),
+    );
+    let other = |notes: &str| {
+        with_annotations(
+            "other",
+            notes,
+            &format!(
+                "  rules:\n{}",
+                host("a.test", &[path("/static", "Prefix", 1)])
+            ),
+        )
+    };
+    let steps = [
+        vec![plain.clone(), other("")],
+        vec![plain.clone(), other("nginx.ingress.kubernetes.io/use-regex: 'true'")],
+        vec![plain.clone(), other("nginx.ingress.kubernetes.io/canary: 'true', nginx.ingress.kubernetes.io/canary-weight: '100'")],
+        vec![plain.clone(), other("nginx.ingress.kubernetes.io/server-alias: b.test")],
+        vec![plain],
+    ];
+    let opts = options(PortMap::default());
+    let mut memory = crate::translate::Incremental::default();
+    let mut tables = Vec::new();
+    for (i, ingresses) in steps.iter().enumerate() {
+        let s = with(&[OURS], ingresses, |_| {});
+        let cached = memory.translate(&s, &opts, &Default::default());
+        let fresh = translate(&s, &opts);
+        let table = serde_json::to_value(&cached.table).expect("table");
+        assert_eq!(
+            table,
+            serde_json::to_value(&fresh.table).expect("table"),
+            "step {i}"
+        );
+        tables.push(table);
+    }
+    // Each step changed what is served.
+    for i in 1..tables.len() {
+        assert_ne!(tables[i - 1], tables[i], "step {i}");
+    }
+}
