@@ -8,6 +8,12 @@
 #
 #   benches/instructions.sh [--proxies nginx,haproxy,edgeplane]
 #
+# What logging and tracing cost, counted the same way: `nginx-log` is nginx with a JSON
+# access log of the same fields to a file (64 KiB buffer), `edgeplane-log` edgeplane with its
+# JSON access log to a file, `edgeplane-trace` edgeplane exporting every request's span over
+# OTLP/HTTP to a local sink (nginx answering 200 on core 0), e.g.
+#   benches/instructions.sh --proxies nginx,nginx-log,edgeplane,edgeplane-log,edgeplane-trace
+#
 # Each proxy runs with one worker under callgrind, pinned to core 1; wrk (1 thread, 16
 # connections) and the backend run on core 0. After 3 s of warm-up the counters are zeroed,
 # wrk runs for INSTR_SECONDS (default 10), and the instructions executed by the whole proxy
@@ -18,7 +24,7 @@ proxies=nginx,haproxy,edgeplane
 while [ $# -gt 0 ]; do
     case "$1" in
     --proxies) proxies=${2:?}; shift ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -37,7 +43,7 @@ if [ ${#need[@]} -gt 0 ]; then
     $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 bin=${EDGEPLANE_BIN:-}
-if [ -z "$bin" ] && [[ ,$proxies, == *,edgeplane,* ]]; then
+if [ -z "$bin" ] && [[ ,$proxies, == *,edgeplane* ]]; then
     cargo build --release --locked --bin edgeplane
     bin=target/release/edgeplane
 fi
@@ -70,6 +76,20 @@ http { access_log off; keepalive_requests 10000000;
       proxy_set_header Connection ""; proxy_set_header Host \$http_host;
       proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto \$scheme;
       proxy_set_header X-Forwarded-Host \$http_host; } } }
+EOF
+# The same nginx with a JSON access log of the fields of edgeplane's line that nginx has.
+mkdir -p "$work/nginx-log"
+sed -e "s|access_log off;|log_format line escape=json '{\"time\":\"\$time_iso8601\",\"clientAddress\":\"\$remote_addr\",\"method\":\"\$request_method\",\"host\":\"\$host\",\"path\":\"\$request_uri\",\"protocol\":\"\$server_protocol\",\"status\":\$status,\"duration\":\$request_time,\"requestBytes\":\$request_length,\"responseBytes\":\$bytes_sent,\"upstream\":\"\$upstream_addr\",\"upstreamTime\":\$upstream_response_time,\"userAgent\":\"\$http_user_agent\",\"requestId\":\"\$request_id\"}'; access_log $work/nginx-log/access.log line buffer=64k flush=1s;|" \
+    -e "s|$work/nginx/|$work/nginx-log/|g" \
+    -e "s|listen 127.0.0.1:$((base + 1))|listen 127.0.0.1:$((base + 5))|" \
+    "$work/nginx/nginx.conf" >"$work/nginx-log/nginx.conf"
+# The OTLP sink of edgeplane-trace: nginx answering every POST with an empty 200.
+mkdir -p "$work/sink"
+cat >"$work/sink/nginx.conf" <<EOF
+worker_processes 1; daemon off; pid $work/sink/nginx.pid; error_log $work/sink/error.log;
+events { worker_connections 256; }
+http { access_log off; client_body_temp_path $work/sink;
+  server { listen 127.0.0.1:$((base + 6)); location / { client_max_body_size 64m; return 200; } } }
 EOF
 cat >"$work/haproxy.cfg" <<EOF
 global
@@ -166,12 +186,25 @@ IFS=, read -ra list <<<"$proxies"
 for proxy in "${list[@]}"; do
     case "$proxy" in
     nginx) count nginx $((base + 1)) nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" ;;
+    nginx-log) count nginx-log $((base + 5)) nginx -c "$work/nginx-log/nginx.conf" -p "$work/nginx-log" ;;
     haproxy) count haproxy $((base + 2)) haproxy -db -f "$work/haproxy.cfg" ;;
-    edgeplane)
-        TOKIO_WORKER_THREADS=1 RUST_LOG=warn count edgeplane $((base + 3)) "$bin" serve \
+    edgeplane | edgeplane-log | edgeplane-trace)
+        flags=()
+        case "$proxy" in
+        edgeplane-log) flags=(--access-log json --access-log-file "$work/edgeplane/access.log") ;;
+        edgeplane-trace)
+            if [ -z "${sink_pid:-}" ]; then
+                taskset -c 0 nginx -c "$work/sink/nginx.conf" -p "$work/sink" &
+                sink_pid=$!
+                pids+=("$sink_pid")
+            fi
+            flags=(--otlp-endpoint "http://127.0.0.1:$((base + 6))" --otlp-sample-ratio 1.0)
+            ;;
+        esac
+        TOKIO_WORKER_THREADS=1 RUST_LOG=warn count "$proxy" $((base + 3)) "$bin" serve \
             --config-dir "$work/edgeplane" --admin-addr "127.0.0.1:$((base + 4))" \
             --dashboard-addr 127.0.0.1:0 \
-            --upstream-max-idle 128
+            --upstream-max-idle 128 "${flags[@]}"
         ;;
     *) echo "unknown proxy: $proxy" >&2; exit 2 ;;
     esac

@@ -117,6 +117,24 @@ pub struct TranslateArgs {
     /// default.
     #[arg(long)]
     pub watch_ingress_without_class: bool,
+    /// Serve Ingresses without this ingress-nginx quirk (repeatable); each is on by default.
+    #[arg(long, value_name = "QUIRK", value_enum)]
+    pub no_ingress_quirk: Vec<IngressQuirk>,
+}
+
+/// The ingress-nginx quirks `--no-ingress-quirk` turns off (docs/ingress.md, "Quirks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IngressQuirk {
+    /// Regex paths match when the path starts with a match (not the whole path).
+    RegexPrefix,
+    /// Regex paths ignore case.
+    RegexCaseInsensitive,
+    /// use-regex or rewrite-target on one Ingress makes every path of its hosts regex.
+    HostWideRegex,
+    /// rewrite-target makes the Ingress's paths regex and replaces the whole path.
+    RewriteEnablesRegex,
+    /// A host's server-level annotations (server-alias) come from its oldest Ingress.
+    ServerAnnotationsFromOldest,
 }
 
 impl TranslateArgs {
@@ -125,6 +143,16 @@ impl TranslateArgs {
         crate::translate::ingress::IngressOptions {
             gateway: self.ingress_gateway.clone(),
             without_class: self.watch_ingress_without_class,
+            quirks: {
+                let off = |q| self.no_ingress_quirk.contains(&q);
+                crate::translate::ingress::regex::Quirks {
+                    regex_prefix: !off(IngressQuirk::RegexPrefix),
+                    regex_case_insensitive: !off(IngressQuirk::RegexCaseInsensitive),
+                    host_wide_regex: !off(IngressQuirk::HostWideRegex),
+                    rewrite_enables_regex: !off(IngressQuirk::RewriteEnablesRegex),
+                    server_annotations_from_oldest: !off(IngressQuirk::ServerAnnotationsFromOldest),
+                }
+            },
             ..Default::default()
         }
     }

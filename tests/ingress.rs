@@ -14,3 +14,12 @@ mod annotations;
 
 #[path = "ingress/convert.rs"]
 mod convert;
+
+#[path = "ingress/regex.rs"]
+mod regex;
+
+#[path = "ingress/canary.rs"]
+mod canary;
+
+#[path = "ingress/server.rs"]
+mod server;

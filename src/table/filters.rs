@@ -57,6 +57,9 @@ pub enum PathModifier {
     ReplaceFullPath(String),
     /// Replaces the part matched by the rule's `PathPrefix` (only valid with one).
     ReplacePrefixMatch(String),
+    /// Replaces the whole path with a template whose `$1`..`$9` are the captures of the rule's
+    /// `RegularExpression` path (an Ingress's `rewrite-target`, as nginx's `rewrite`).
+    ReplaceCaptures(String),
 }
 
 impl PathModifier {
@@ -82,6 +85,10 @@ impl PathModifier {
                     out
                 }
             }
+            Self::ReplaceCaptures(template) => match matched {
+                PathMatch::RegularExpression(r) => r.expand(path, template),
+                _ => super::matchers::expand_captures(template, |_| None),
+            },
         }
     }
 }

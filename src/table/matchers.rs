@@ -228,6 +228,38 @@ impl Regex {
     pub fn is_full_match(&self, s: &str) -> bool {
         self.full.is_match(s)
     }
+
+    /// `template` with each `$1`..`$9` replaced by that capture of the pattern's match of `s`
+    /// (empty when the group did not take part, or when the pattern does not match).
+    pub fn expand(&self, s: &str, template: &str) -> String {
+        let caps = self.full.captures(s);
+        expand_captures(template, |n| {
+            caps.as_ref().and_then(|c| c.get(n)).map(|m| m.as_str())
+        })
+    }
+}
+
+/// `template` with `$1`..`$9` replaced by `group(n)` (nginx's captures: one digit, so `$10` is
+/// `$1` then `0`); any other `$` stays as it is.
+pub fn expand_captures<'s>(template: &str, group: impl Fn(usize) -> Option<&'s str>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        match after.as_bytes().first() {
+            Some(d @ b'1'..=b'9') => {
+                out.push_str(group(usize::from(d - b'0')).unwrap_or(""));
+                rest = &after[1..];
+            }
+            _ => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 impl Serialize for Regex {
@@ -256,6 +288,16 @@ mod tests {
         assert!(!p.matches("/foobar"));
         assert!(!p.matches("/fo"));
         assert!(PathMatch::prefix("/").matches("/anything"));
+    }
+
+    #[test]
+    fn captures_expand_into_the_template_one_digit_at_a_time() {
+        let r = Regex::new("(?i)(?:/api(/|$)(.*)).*").unwrap();
+        assert_eq!(r.expand("/API/items/1", "/v2/$2"), "/v2/items/1");
+        assert_eq!(r.expand("/api", "/v2/$2"), "/v2/");
+        assert_eq!(r.expand("/api/x", "/$2$10$3$"), "/x/0$");
+        assert_eq!(r.expand("/other", "/$1"), "/");
+        assert_eq!(expand_captures("/a$b", |_| Some("z")), "/a$b");
     }
 
     #[test]

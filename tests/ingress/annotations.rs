@@ -1,5 +1,5 @@
 //! ingress-nginx annotations through `serve --config-dir`: redirects (HTTPS, permanent with a
-//! code, app-root), a plain rewrite-target seen by the backend, upstream-vhost and
+//! code, app-root), a rewrite-target seen by the backend, upstream-vhost and
 //! x-forwarded-prefix, a backend timeout, the body size limit, an allowlist and CORS
 //! preflights; an invalid value is reported while the Ingress keeps serving.
 
@@ -116,7 +116,7 @@ async fn ingress_nginx_annotations_are_applied() {
         "bad",
         "bad.test",
         "/",
-        &[("proxy-read-timeout", "soon"), ("canary", "true")],
+        &[("proxy-read-timeout", "soon"), ("mirror-target", "true")],
     ));
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
@@ -158,9 +158,10 @@ async fn ingress_nginx_annotations_are_applied() {
     let r = call(&client, get(http, "root.test", "/app")).await;
     assert_eq!(r.status, 200, "only / is redirected");
 
+    // rewrite-target replaces the whole path, as nginx's `rewrite` (tests/ingress/regex.rs).
     let r = call(&client, get(http, "rw.test", "/api/items?x=1")).await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.field("path").as_deref(), Some("/v2/items?x=1"));
+    assert_eq!(r.field("path").as_deref(), Some("/v2?x=1"));
     assert_eq!(r.field("host").as_deref(), Some("internal.example"));
     assert_eq!(r.echoed_header("x-forwarded-prefix"), ["/api"]);
 
@@ -214,7 +215,7 @@ async fn ingress_nginx_annotations_are_applied() {
     );
     assert!(bad.contains("not a whole number of seconds"), "{bad}");
     assert!(
-        bad.contains("nginx.ingress.kubernetes.io/canary is not supported yet"),
+        bad.contains("nginx.ingress.kubernetes.io/mirror-target is not supported yet"),
         "{bad}"
     );
     let rewrite = status_text(&client, &server, "rewrite").await;

@@ -43,10 +43,16 @@ impl Server {
 }
 
 pub(crate) async fn serve(dir: &Path, client: &TestClient) -> Server {
+    serve_with(dir, client, &[]).await
+}
+
+/// [`serve`] with more flags.
+pub(crate) async fn serve_with(dir: &Path, client: &TestClient, flags: &[&str]) -> Server {
     let ip = loopback_ip();
     let child = Command::new(env!("CARGO_BIN_EXE_edgeplane"))
         .args(["serve", "--config-dir"])
         .arg(dir)
+        .args(flags)
         .args(["--bind-address", &ip.to_string()])
         .args(["--admin-addr", &SocketAddr::new(ip, 9901).to_string()])
         .args(["--dashboard-addr", &SocketAddr::new(ip, 9902).to_string()])
@@ -113,7 +119,7 @@ kind: Ingress
 metadata:
   name: shop
   annotations:
-    nginx.ingress.kubernetes.io/canary: "true"
+    nginx.ingress.kubernetes.io/mirror-target: "true"
     nginx.ingress.kubernetes.io/ssl-redirect: "false"
 spec:
   defaultBackend: {service: {name: fallback, port: {number: 80}}}
@@ -232,7 +238,7 @@ async fn an_ingress_is_served_from_files_by_host_path_and_sni() {
     assert_eq!(ingress["apiVersion"], "networking.k8s.io/v1");
     let text = ingress["status"].to_string();
     assert!(
-        text.contains("nginx.ingress.kubernetes.io/canary is not supported yet"),
+        text.contains("nginx.ingress.kubernetes.io/mirror-target is not supported yet"),
         "{text}"
     );
 

@@ -59,7 +59,7 @@ async fn ingresses_are_served_and_get_their_load_balancer_status() {
     ));
     // A class of ours named through the field, with an annotation not supported yet.
     let mut blog = ingress("blog", Some("edge"), "blog.example.com", "svc-b");
-    blog["metadata"]["annotations"] = json!({"nginx.ingress.kubernetes.io/canary": "true"});
+    blog["metadata"]["annotations"] = json!({"nginx.ingress.kubernetes.io/mirror-target": "true"});
     api.insert(blog);
 
     let port = port_base();
@@ -116,7 +116,7 @@ async fn ingresses_are_served_and_get_their_load_balancer_status() {
     );
     let note = unsupported(&api)[0]["note"].to_string();
     assert!(
-        note.contains("nginx.ingress.kubernetes.io/canary"),
+        note.contains("nginx.ingress.kubernetes.io/mirror-target"),
         "{note}"
     );
 

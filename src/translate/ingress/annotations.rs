@@ -13,6 +13,8 @@ use ipnet::IpNet;
 
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern, RequestPolicy};
+use crate::translate::ingress::alias;
+use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
 
 /// ingress-nginx's `proxy-connect-timeout` default.
 const CONNECT_DEFAULT: u64 = 5;
@@ -51,7 +53,8 @@ pub struct Annotations {
     pub redirect: Option<RedirectTo>,
     /// `app-root`: `/` of each host answers 302 to this path.
     pub app_root: Option<String>,
-    /// `rewrite-target` without captures: the matched prefix is replaced by it.
+    /// `rewrite-target`: on a regex path the whole path becomes it, `$1`..`$9` replaced by
+    /// the path's captures; on a plain path the matched prefix is replaced by it.
     pub rewrite_target: Option<String>,
     /// `proxy-connect-timeout` + `proxy-read-timeout`, as the rule's `backendRequest` timeout.
     pub backend_timeout: Option<Duration>,
@@ -70,6 +73,34 @@ pub struct Annotations {
     pub force_ssl_redirect: bool,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
+    /// `use-regex`.
+    pub use_regex: bool,
+    /// The hosts whose paths are regex, and how they match (set by `prepare`, see
+    /// [`crate::translate::ingress::regex`]).
+    pub regex_hosts: Vec<String>,
+    pub regex_mode: RegexMode,
+}
+
+/// True when a `rewrite-target` uses a capture (`$1`..`$9`).
+pub fn has_captures(target: &str) -> bool {
+    target
+        .as_bytes()
+        .windows(2)
+        .any(|w| w[0] == b'$' && (b'1'..=b'9').contains(&w[1]))
+}
+
+/// A `rewrite-target`: an absolute path whose `$` only introduce captures `$1`..`$9` (nginx's
+/// variables are not served).
+fn rewrite_target(value: &str) -> Result<String, String> {
+    let p = absolute_path(value)?;
+    let b = p.as_bytes();
+    let variable = (0..b.len())
+        .any(|i| b[i] == b'$' && !b.get(i + 1).is_some_and(|d| (b'1'..=b'9').contains(d)));
+    if variable {
+        Err("using an nginx variable: only the captures $1..$9 are served".to_owned())
+    } else {
+        Ok(p)
+    }
 }
 
 fn seconds(value: &str) -> Result<u64, String> {
@@ -222,13 +253,7 @@ impl Annotations {
                 "ssl-redirect" => boolean(value).map(|b| out.ssl_redirect = Some(b)),
                 "force-ssl-redirect" => boolean(value).map(|b| out.force_ssl_redirect = b),
                 "app-root" => absolute_path(value).map(|p| out.app_root = Some(p)),
-                "rewrite-target" => {
-                    if value.contains('$') || get("use-regex").map(str::trim) == Some("true") {
-                        Err("captures and use-regex are not supported yet".to_owned())
-                    } else {
-                        absolute_path(value).map(|p| out.rewrite_target = Some(p))
-                    }
-                }
+                "rewrite-target" => rewrite_target(value).map(|p| out.rewrite_target = Some(p)),
                 "proxy-connect-timeout" => seconds(value).map(|s| timeouts.0 = Some(s)),
                 "proxy-read-timeout" => seconds(value).map(|s| timeouts.1 = Some(s)),
                 "proxy-send-timeout" => seconds(value).and_then(|_| {
@@ -253,6 +278,19 @@ impl Annotations {
                 // Read below, once `enable-cors` is known.
                 "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
                 | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
+                "use-regex" => boolean(value).map(|b| out.use_regex = b),
+                // Applied by `alias` to the working copies of the host.
+                "from-to-www-redirect" => boolean(value).map(|_| ()),
+                "server-alias" => match list(value).into_iter().find(|a| !alias::valid(a)) {
+                    Some(bad) => Err(format!("not a list of host names: {bad:?} is not one")),
+                    None => Ok(()),
+                },
+                // Read by `canary` when the Ingress is folded into its main Ingress.
+                "canary" => boolean(value).map(|_| ()),
+                "canary-weight" | "canary-weight-total" | "canary-by-header"
+                | "canary-by-header-value" | "canary-by-header-pattern" | "canary-by-cookie" => {
+                    Ok(())
+                }
                 _ => {
                     out.problems
                         .push(format!("annotation {key} is not supported yet (ignored)"));
@@ -276,7 +314,28 @@ impl Annotations {
         if let Some(cors) = out.cors.as_mut() {
             cors.read(&get, &mut out.problems);
         }
+        if let Some(hosts) = all.get(REGEX_HOSTS) {
+            out.regex_hosts = list(hosts);
+            out.regex_mode = RegexMode::decode(all.get(REGEX_MODE).map_or("", String::as_str));
+        }
+        let regex = out.use_regex || !out.regex_hosts.is_empty();
+        if !regex && out.rewrite_target.as_deref().is_some_and(has_captures) {
+            out.problems.push(format!(
+                "annotation {NGINX_PREFIX}rewrite-target: captures need regex paths \
+                 (use-regex: \"true\", or the rewrite-enables-regex quirk) (ignored)"
+            ));
+            out.rewrite_target = None;
+        }
         out
+    }
+
+    /// How the paths of `host` match when they are regex ([`RegexMode`]), `None` when they
+    /// are plain paths.
+    pub fn regex_for(&self, host: &str) -> Option<RegexMode> {
+        self.regex_hosts
+            .iter()
+            .any(|h| h == host)
+            .then_some(self.regex_mode)
     }
 
     /// Whether plain HTTP requests for `host` are redirected to https: `force-ssl-redirect`,

@@ -86,16 +86,19 @@ fn app_root_and_rewrite_target() {
     let bad = parse(&[("app-root", "app")]);
     assert_eq!(bad.app_root, None);
     assert!(problem(&bad, "app-root").contains("not an absolute path"));
-    for annotations in [
-        &[("rewrite-target", "/$1")][..],
-        &[("rewrite-target", "/x"), ("use-regex", "true")][..],
-    ] {
-        let a = parse(annotations);
-        assert_eq!(a.rewrite_target, None);
-        assert!(
-            problem(&a, "rewrite-target").contains("captures and use-regex are not supported yet")
-        );
+    // Captures without regex paths (no host marked by `prepare`) are reported, not applied.
+    let a = parse(&[("rewrite-target", "/$1")]);
+    assert_eq!(a.rewrite_target, None);
+    assert!(problem(&a, "rewrite-target").contains("captures need regex paths"));
+    let a = parse(&[("rewrite-target", "/x/$2"), ("use-regex", "true")]);
+    assert!(a.use_regex && a.problems.is_empty(), "{:?}", a.problems);
+    assert_eq!(a.rewrite_target.as_deref(), Some("/x/$2"));
+    for bad in ["/$host$1", "/a$", "x/$1"] {
+        let a = parse(&[("rewrite-target", bad), ("use-regex", "true")]);
+        assert_eq!(a.rewrite_target, None, "{bad}");
+        assert!(!problem(&a, "rewrite-target").is_empty(), "{bad}");
     }
+    assert!(!problem(&parse(&[("use-regex", "yes")]), "use-regex").is_empty());
 }
 
 #[test]
@@ -196,9 +199,9 @@ fn cors_takes_nginx_defaults_and_overrides() {
 
 #[test]
 fn unknown_annotations_stay_unsupported() {
-    let a = parse(&[("canary", "true"), ("affinity", "cookie")]);
+    let a = parse(&[("mirror-target", "true"), ("affinity", "cookie")]);
     assert_eq!(a.problems.len(), 2);
-    assert!(problem(&a, "canary").contains("is not supported yet (ignored)"));
+    assert!(problem(&a, "mirror-target").contains("is not supported yet (ignored)"));
 }
 
 #[test]
@@ -291,4 +294,20 @@ fn ssl_redirect_defaults_to_hosts_with_tls_and_force_covers_all() {
         "an invalid value keeps the default"
     );
     assert!(problem(&bad, "ssl-redirect").contains("not true or false"));
+}
+
+#[test]
+fn default_backend_passthrough_and_error_pages_stay_reported() {
+    let a = parse(&[
+        ("default-backend", "fallback"),
+        ("ssl-passthrough", "true"),
+        ("custom-http-errors", "404,503"),
+    ]);
+    for name in ["default-backend", "ssl-passthrough", "custom-http-errors"] {
+        assert!(
+            problem(&a, name).contains("is not supported yet"),
+            "{name}: {:?}",
+            a.problems
+        );
+    }
 }

@@ -6,9 +6,12 @@
 //! what each Ingress asks for that is not served ([`IngressProblems`]), which becomes its
 //! `Unsupported` condition. Pure.
 
+pub mod alias;
 pub mod annotations;
+pub mod canary;
 mod gateway;
 mod traffic_policy;
+pub mod regex;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,6 +38,8 @@ pub struct IngressOptions {
     /// `--watch-ingress-without-class`: Ingresses naming no class are ours even without a
     /// default IngressClass of ours.
     pub without_class: bool,
+    /// ingress-nginx's path quirks (`--no-ingress-quirk` turns one off).
+    pub quirks: regex::Quirks,
 }
 
 impl Default for IngressOptions {
@@ -43,6 +48,7 @@ impl Default for IngressOptions {
             controller: crate::kinds::ingress::INGRESS_CONTROLLER.to_owned(),
             gateway: None,
             without_class: false,
+            quirks: regex::Quirks::default(),
         }
     }
 }
@@ -92,6 +98,23 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
     let mut problems = IngressProblems::new();
     let mut by_class: BTreeMap<&str, Vec<Arc<Ingress>>> = BTreeMap::new();
     out.ingresses.clear();
+    let classes = snapshot
+        .ingresses
+        .iter()
+        .filter_map(|i| Some((our_class(i, &ours, io)?, &**i)));
+    let aliases = alias::of(classes.clone());
+    let class_hosts: BTreeMap<&str, std::collections::BTreeSet<String>> =
+        classes.clone().fold(BTreeMap::new(), |mut m, (c, i)| {
+            let hosts = i.spec.iter().flat_map(|s| s.rules.iter().flatten());
+            let e: &mut std::collections::BTreeSet<String> = m.entry(c).or_default();
+            e.extend(hosts.filter_map(|r| r.host.clone()));
+            m
+        });
+    let mut forced = regex::forced_hosts(classes, &io.quirks);
+    if io.quirks.server_annotations_from_oldest {
+        alias::force_aliases(&mut forced, &aliases);
+    }
+    let mut copies: Vec<canary::Copy<'_>> = Vec::new();
     for ingress in &snapshot.ingresses {
         let Some(class) = our_class(ingress, &ours, io) else {
             continue;
@@ -105,8 +128,18 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
             .annotations
             .get_or_insert_with(Default::default)
             .insert(SERVING_GATEWAY.to_owned(), format!("{gw_ns}/{gw_name}"));
-        let mut found = unsupported(&copy);
+        let from_oldest = io.quirks.server_annotations_from_oldest;
+        let mut found = alias::apply(&mut copy, class, &aliases, from_oldest);
+        regex::mark(&mut copy, class, &forced, &io.quirks);
+        if let Some(hosts) = class_hosts.get(class) {
+            alias::www_redirects(&mut copy, hosts);
+        }
+        found.extend(unsupported(&copy));
         resolve_port_names(snapshot, &mut copy, &mut found);
+        copies.push((class, copy, found));
+    }
+    canary::fold(&mut copies);
+    for (class, copy, found) in copies {
         let copy = Arc::new(copy);
         let key = (
             namespace_of(&copy.metadata).to_owned(),

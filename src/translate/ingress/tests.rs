@@ -284,7 +284,7 @@ fn tls_hosts_get_https_listeners_with_their_secrets() {
 #[test]
 fn annotations_and_resource_backends_are_reported_not_ignored() {
     let annotated = format!(
-        "metadata: {{name: a, namespace: ns, generation: 1, annotations: {{nginx.ingress.kubernetes.io/canary: \"true\"}}}}\nspec:\n  ingressClassName: edge\n{SIMPLE}"
+        "metadata: {{name: a, namespace: ns, generation: 1, annotations: {{nginx.ingress.kubernetes.io/mirror-target: \"true\"}}}}\nspec:\n  ingressClassName: edge\n{SIMPLE}"
     );
     let resource = ingress(
         "r",
@@ -301,7 +301,7 @@ fn annotations_and_resource_backends_are_reported_not_ignored() {
         "UnsupportedValue".into()
     )));
     let text = a.to_string();
-    assert!(text.contains("nginx.ingress.kubernetes.io/canary is not supported yet"));
+    assert!(text.contains("nginx.ingress.kubernetes.io/mirror-target is not supported yet"));
     // The request is still served by the rule (the annotation changes nothing).
     assert_eq!(
         routed(&t, 80, "a.test", "/").as_deref(),
@@ -445,3 +445,6 @@ fn annotations_reach_the_compiled_rules() {
     // Nothing applied is reported.
     assert!(!status(&t, "a").to_string().contains("Unsupported"));
 }
+
+#[path = "quirk_tests.rs"]
+mod quirks;

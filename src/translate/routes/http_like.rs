@@ -55,6 +55,12 @@ pub(in crate::translate) trait HttpLike:
     fn https_redirects(&self) -> Vec<bool> {
         Vec::new()
     }
+
+    /// Per rule, whether its `ReplaceFullPath` rewrite is a template of the captures of its
+    /// regex path (an Ingress's `rewrite-target`); empty when no rule's is.
+    fn capture_rewrites(&self) -> Vec<bool> {
+        Vec::new()
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -81,6 +87,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn rule_policy(&self) -> Option<RequestPolicy>;
     /// [`HttpLike::https_redirects`].
     fn https_redirects(&self) -> Vec<bool>;
+    /// [`HttpLike::capture_rewrites`].
+    fn capture_rewrites(&self) -> Vec<bool>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -124,6 +132,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn https_redirects(&self) -> Vec<bool> {
         HttpLike::https_redirects(self)
+    }
+
+    fn capture_rewrites(&self) -> Vec<bool> {
+        HttpLike::capture_rewrites(self)
     }
 }
 

@@ -3,7 +3,8 @@
 //! rule per path and per default backend) and each lowered rule keeps the one host it serves
 //! ([`HttpLike::rule_hosts`]), since an Ingress's hosts are per rule. Path types: `Exact` is
 //! an exact match, `Prefix` and `ImplementationSpecific` a path prefix (ingress-nginx without
-//! `use-regex`). Pure.
+//! `use-regex`); every path of a host `prepare` marked regex is a `RegularExpression`
+//! ([`crate::translate::ingress::regex`]). Pure.
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
@@ -11,7 +12,8 @@ use serde_json::{json, Value};
 
 use crate::kinds::ingress::serving_gateway;
 use crate::table::RequestPolicy;
-use crate::translate::ingress::annotations::Annotations;
+use crate::translate::ingress::annotations::{has_captures, Annotations};
+use crate::translate::ingress::{alias, canary};
 use crate::translate::routes::http_like::HttpLike;
 
 /// The host of Ingress rules without one: the catch-all virtual host.
@@ -36,6 +38,25 @@ impl HttpLike for Ingress {
     fn https_redirects(&self) -> Vec<bool> {
         https_redirects(self)
     }
+
+    fn capture_rewrites(&self) -> Vec<bool> {
+        capture_rewrites(self)
+    }
+}
+
+/// Per lowered rule, whether its `ReplaceFullPath` rewrite is `rewrite-target` on a regex
+/// path: the whole path becomes the target with the path's captures (`$1`..`$9`) in it, as
+/// nginx's `rewrite`. Gateway API has no such rewrite: `convert` must say so.
+pub fn capture_rewrites(ingress: &Ingress) -> Vec<bool> {
+    lowered_rules(ingress)
+        .iter()
+        .map(|(_, r)| {
+            r["matches"][0]["path"]["type"] == "RegularExpression"
+                && r["filters"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f["urlRewrite"]["path"].is_object()))
+        })
+        .collect()
 }
 
 /// Per lowered rule, whether plain HTTP requests are redirected to https
@@ -88,6 +109,7 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         return Vec::new();
     };
     let notes = Annotations::parse(ingress);
+    let canaries = canary::of(ingress);
     let mut out = Vec::new();
     let mut hosts: Vec<String> = Vec::new();
     for rule in spec.rules.iter().flatten() {
@@ -98,15 +120,61 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         if !hosts.contains(&host) {
             hosts.push(host.clone());
         }
+        let regex = notes.regex_for(&host);
         for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
             let value = path.path.as_deref().unwrap_or("/");
             let kind = match path.path_type.as_str() {
+                _ if regex.is_some() => "RegularExpression",
                 "Exact" => "Exact",
                 _ => "PathPrefix",
             };
-            let m = json!({"path": {"type": kind, "value": value}});
-            let mut rule = rule_of(Some(m), &path.backend);
-            annotate(&mut rule, &notes, Some(kind == "Exact"));
+            let m = match regex {
+                Some(mode) => json!({"path": {"type": kind, "value": mode.pattern(value)}}),
+                None => json!({"path": {"type": kind, "value": value}}),
+            };
+            let mut rule = rule_of(Some(m.clone()), &path.backend);
+            // A regex path's rewrite replaces the whole path (nginx's `rewrite`), unless the
+            // target is the path itself; captures mean nothing on a plain path.
+            let target = notes.rewrite_target.as_deref();
+            let keep = match target {
+                Some(t) if regex.is_some() => t != value,
+                Some(t) => !has_captures(t),
+                None => true,
+            };
+            let plain;
+            let here = if keep {
+                &notes
+            } else {
+                plain = Annotations {
+                    rewrite_target: None,
+                    ..notes.clone()
+                };
+                &plain
+            };
+            let exact = Some(kind != "PathPrefix");
+            annotate(&mut rule, here, exact);
+            // A canary folded onto this path: its header and cookie rules first, then the
+            // path's own rule with the weights.
+            if let Some(c) = canaries.iter().find(|c| c.host == host && c.path == value) {
+                for (header, to_canary) in c.rules() {
+                    let mut m = m.clone();
+                    m["headers"] = json!([header]);
+                    let backend = if to_canary { &c.backend } else { &path.backend };
+                    let mut extra = rule_of(Some(m), backend);
+                    annotate(&mut extra, here, exact);
+                    out.push((host.clone(), extra));
+                }
+                if let Some((main, canary)) = c.weights() {
+                    let mut refs = rule["backendRefs"].clone();
+                    let theirs = rule_of(None, &c.backend)["backendRefs"].clone();
+                    if let (Some(a), Some(b)) = (refs.get_mut(0), theirs.get(0)) {
+                        a["weight"] = json!(main);
+                        let mut b = b.clone();
+                        b["weight"] = json!(canary);
+                        rule["backendRefs"] = json!([a, b]);
+                    }
+                }
+            }
             out.push((host.clone(), rule));
         }
     }
@@ -119,6 +187,14 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
             annotate(&mut rule, &notes, None);
             out.push((host.clone(), rule));
         }
+    }
+    // from-to-www-redirect: the other name of each host answers 308 to the host.
+    for (from, to) in alias::www_pairs(ingress) {
+        let redirect = json!({"statusCode": 308, "hostname": to});
+        out.push((
+            from,
+            json!({"filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]}),
+        ));
     }
     if let (Some(root), false) = (&notes.app_root, notes.redirects()) {
         for host in &hosts {
@@ -280,6 +356,42 @@ mod tests {
             "false".into(),
         );
         assert_eq!(https_redirects(&i), [false, false]);
+    }
+
+    #[test]
+    fn a_folded_canary_lowers_to_header_rules_then_weights() {
+        use crate::translate::ingress::canary::{Canary, Split, CANARIES};
+        let svc = |name: &str| json!({"service": {"name": name, "port": {"number": 80}}});
+        let mut i = ingress(json!({"rules": [{"host": "a.test", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": svc("old")}]}}]}));
+        let canary = Canary {
+            from: "ns/c".into(),
+            host: "a.test".into(),
+            path: "/".into(),
+            backend: serde_json::from_value(svc("new")).expect("backend"),
+            split: Split {
+                header: Some("x-canary".into()),
+                weight: Some(30),
+                total: 100,
+                ..Split::default()
+            },
+        };
+        i.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(CANARIES.into(), json!([canary]).to_string());
+        let rules = lowered_rules(&i);
+        assert_eq!(rules.len(), 3);
+        assert_eq!(
+            rules[0].1["matches"][0]["headers"],
+            json!([{"name": "x-canary", "type": "Exact", "value": "always"}])
+        );
+        assert_eq!(rules[0].1["backendRefs"][0]["name"], "new");
+        assert_eq!(rules[1].1["backendRefs"][0]["name"], "old");
+        assert_eq!(
+            rules[2].1["backendRefs"],
+            json!([{"name": "old", "port": 80, "weight": 70}, {"name": "new", "port": 80, "weight": 30}])
+        );
     }
 
     #[test]

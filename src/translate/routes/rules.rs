@@ -15,8 +15,8 @@ use http::{HeaderName, Method};
 use crate::kinds::routes::RouteKindId;
 use crate::snapshot::namespace_of;
 use crate::table::{
-    AuthBackend, BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex,
-    RequestMatch, RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
+    AuthBackend, BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, PathModifier,
+    QueryMatch, Regex, RequestMatch, RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
 };
 use crate::translate::backends::resolve::{BackendError, BackendRef, Backends};
 use crate::translate::common::duration::compile_timeouts;
@@ -81,6 +81,7 @@ pub fn compile_route(
     };
     let policy = source.rule_policy().map(Arc::new);
     let https_redirects = source.https_redirects();
+    let capture_rewrites = source.capture_rewrites();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
         let spec_matches = match rule.matches.as_deref() {
@@ -107,6 +108,9 @@ pub fn compile_route(
             filters.policy.clone_from(&policy);
         }
         filters.https_redirect = https_redirects.get(index).copied().unwrap_or(false);
+        if capture_rewrites.get(index).copied().unwrap_or(false) {
+            captures_in_rewrite(&mut filters);
+        }
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);
         for (match_index, matcher) in matchers.into_iter().enumerate() {
@@ -125,6 +129,15 @@ pub fn compile_route(
     // Kept per route until it changes: no spare capacity.
     out.rules.shrink_to_fit();
     out
+}
+
+/// Makes the rule's `ReplaceFullPath` rewrite a template of its regex path's captures.
+fn captures_in_rewrite(filters: &mut RuleFilters) {
+    if let Some(rewrite) = filters.rewrite.as_deref_mut() {
+        if let Some(PathModifier::ReplaceFullPath(t)) = &rewrite.path {
+            rewrite.path = Some(PathModifier::ReplaceCaptures(t.clone()));
+        }
+    }
 }
 
 impl CompiledRoute {
