@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 
 use ipnet::IpNet;
 
+use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, TrafficPolicySpec};
 use crate::kinds::ingress::NGINX_PREFIX;
-use crate::table::{IpAccess, OriginPattern, RequestPolicy};
+use crate::table::{IpAccess, OriginPattern};
 
 /// ingress-nginx's `proxy-connect-timeout` default.
 const CONNECT_DEFAULT: u64 = 5;
@@ -338,14 +339,33 @@ impl Annotations {
         out
     }
 
-    /// The TrafficPolicy settings every rule of the Ingress carries, when one is set.
-    pub fn policy(&self) -> Option<RequestPolicy> {
-        let policy = RequestPolicy {
-            ip_access: self.ip_access.clone().map(std::sync::Arc::new),
-            max_request_body: self.max_body,
-            ..RequestPolicy::default()
-        };
-        Some(policy).filter(|p| !p.is_empty())
+    /// Everything the annotations ask of a TrafficPolicy, as the spec of one (`targetRefs`
+    /// left empty for the caller: serving targets the lowered route, `convert` the converted
+    /// HTTPRoute), so that both go through the one compilation a TrafficPolicy object does;
+    /// `None` when they ask nothing. Invalid access lists deny every address (fail closed).
+    pub fn traffic_policy(&self) -> Option<TrafficPolicySpec> {
+        let mut spec = TrafficPolicySpec::default();
+        if let Some(access) = &self.ip_access {
+            let text = |list: &[IpNet]| list.iter().map(ToString::to_string).collect();
+            if access.refuse_all.is_some() {
+                spec.ip_access = Some(IpAccessPolicy {
+                    allow: Vec::new(),
+                    deny: vec!["0.0.0.0/0".to_owned(), "::/0".to_owned()],
+                });
+            } else if !(access.allow.is_empty() && access.deny.is_empty()) {
+                spec.ip_access = Some(IpAccessPolicy {
+                    allow: text(&access.allow),
+                    deny: text(&access.deny),
+                });
+            }
+        }
+        if let Some(bytes) = self.max_body {
+            spec.body_limits = Some(BodyLimitsPolicy {
+                max_request_bytes: Some(bytes),
+                max_response_bytes: None,
+            });
+        }
+        Some(spec).filter(|s| *s != TrafficPolicySpec::default())
     }
 
     /// The rule's `timeouts`, when a timeout annotation is set.

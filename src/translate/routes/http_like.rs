@@ -45,9 +45,16 @@ pub(in crate::translate) trait HttpLike:
     }
 
     /// TrafficPolicy settings the route's own spec gives every rule (an Ingress's
-    /// annotations); `None` for the kinds that take them from TrafficPolicies only.
-    fn rule_policy(&self) -> Option<RequestPolicy> {
+    /// annotations), with the Secrets and Services they name read from `snapshot`; `None` for
+    /// the kinds that take them from TrafficPolicies only.
+    fn rule_policy(&self, _snapshot: &Snapshot) -> Option<RequestPolicy> {
         None
+    }
+
+    /// True when [`HttpLike::rule_policy`] reads objects of the snapshot (Secrets, Services):
+    /// the route's compiled rules are then not reused across translations.
+    fn reads_objects(&self) -> bool {
+        false
     }
 
     /// Per rule, whether plain HTTP requests are redirected to https (an Ingress's
@@ -78,7 +85,9 @@ pub(in crate::translate) trait HttpLikeRoute:
     /// [`HttpLike::rule_hosts`].
     fn rule_hosts(&self) -> Vec<String>;
     /// [`HttpLike::rule_policy`].
-    fn rule_policy(&self) -> Option<RequestPolicy>;
+    fn rule_policy(&self, snapshot: &Snapshot) -> Option<RequestPolicy>;
+    /// [`HttpLike::reads_objects`].
+    fn reads_objects(&self) -> bool;
     /// [`HttpLike::https_redirects`].
     fn https_redirects(&self) -> Vec<bool>;
 }
@@ -118,8 +127,12 @@ impl<K: HttpLike> HttpLikeRoute for K {
         HttpLike::rule_hosts(self)
     }
 
-    fn rule_policy(&self) -> Option<RequestPolicy> {
-        HttpLike::rule_policy(self)
+    fn rule_policy(&self, snapshot: &Snapshot) -> Option<RequestPolicy> {
+        HttpLike::rule_policy(self, snapshot)
+    }
+
+    fn reads_objects(&self) -> bool {
+        HttpLike::reads_objects(self)
     }
 
     fn https_redirects(&self) -> Vec<bool> {

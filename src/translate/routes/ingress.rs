@@ -9,9 +9,14 @@ use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use serde_json::{json, Value};
 
+use crate::kinds::crd::traffic_policy::PolicyTargetRef;
+use crate::kinds::crd::TrafficPolicy;
 use crate::kinds::ingress::serving_gateway;
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::status::GATEWAY_GROUP;
 use crate::table::RequestPolicy;
 use crate::translate::ingress::annotations::Annotations;
+use crate::translate::policy::{compile_policy, CompiledPolicy};
 use crate::translate::routes::http_like::HttpLike;
 
 /// The host of Ingress rules without one: the catch-all virtual host.
@@ -29,13 +34,46 @@ impl HttpLike for Ingress {
             .collect()
     }
 
-    fn rule_policy(&self) -> Option<RequestPolicy> {
-        Annotations::parse(self).policy()
+    fn rule_policy(&self, snapshot: &Snapshot) -> Option<RequestPolicy> {
+        let request = compiled_policy(snapshot, self)?.compiled.request;
+        Some(request).filter(|r| !r.is_empty())
+    }
+
+    fn reads_objects(&self) -> bool {
+        Annotations::parse(self)
+            .traffic_policy()
+            .is_some_and(|s| s.basic_auth.is_some() || s.external_auth.is_some())
     }
 
     fn https_redirects(&self) -> Vec<bool> {
         https_redirects(self)
     }
+}
+
+/// The TrafficPolicy the Ingress's annotations ask for ([`Annotations::traffic_policy`]),
+/// compiled as a TrafficPolicy of the Ingress's namespace and name targeting its lowered
+/// route would be, Secrets and Services read from `snapshot`; `None` when they ask nothing.
+/// Invalid, it carries its error and its access controls refuse every request.
+pub fn compiled_policy(snapshot: &Snapshot, ingress: &Ingress) -> Option<CompiledPolicy> {
+    let mut spec = Annotations::parse(ingress).traffic_policy()?;
+    let name = ingress.metadata.name.clone().unwrap_or_default();
+    spec.target_refs = vec![PolicyTargetRef {
+        group: GATEWAY_GROUP.to_owned(),
+        kind: "HTTPRoute".to_owned(),
+        name: name.clone(),
+        section_name: None,
+    }];
+    let mut policy = TrafficPolicy::new(&name, spec);
+    policy.metadata.namespace = Some(namespace_of(&ingress.metadata).to_owned());
+    Some(compile_policy(snapshot, &policy))
+}
+
+/// Why the TrafficPolicy the Ingress's annotations ask for is invalid, when it is.
+pub fn policy_problem(snapshot: &Snapshot, ingress: &Ingress) -> Option<String> {
+    let error = compiled_policy(snapshot, ingress)?.error?;
+    Some(format!(
+        "the annotations' TrafficPolicy settings are invalid ({error}): its access controls refuse every request"
+    ))
 }
 
 /// Per lowered rule, whether plain HTTP requests are redirected to https

@@ -79,7 +79,7 @@ pub fn compile_route(
         rule_hosts: source.rule_hosts(),
         ..Default::default()
     };
-    let policy = source.rule_policy().map(Arc::new);
+    let policy = source.rule_policy(backends.snapshot()).map(Arc::new);
     let https_redirects = source.https_redirects();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
