@@ -11,3 +11,6 @@ mod standalone;
 
 #[path = "ingress/annotations.rs"]
 mod annotations;
+
+#[path = "ingress/policy.rs"]
+mod policy;

@@ -15,6 +15,9 @@ use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, Traffi
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern};
 
+mod policy;
+pub use policy::PolicyAnnotations;
+
 /// ingress-nginx's `proxy-connect-timeout` default.
 const CONNECT_DEFAULT: u64 = 5;
 /// ingress-nginx's `proxy-read-timeout` default.
@@ -69,6 +72,9 @@ pub struct Annotations {
     pub ssl_redirect: Option<bool>,
     /// `force-ssl-redirect`: the HTTPS redirect also for hosts without TLS.
     pub force_ssl_redirect: bool,
+    /// The TrafficPolicy settings of the authentication, rate-limit, balancing and upstream
+    /// annotations ([`policy`]).
+    pub policy: PolicyAnnotations,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
 }
@@ -254,6 +260,8 @@ impl Annotations {
                 // Read below, once `enable-cors` is known.
                 "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
                 | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
+                // Read below by `policy`, several together.
+                name if policy::NAMES.contains(&name) => Ok(()),
                 _ => {
                     out.problems
                         .push(format!("annotation {key} is not supported yet (ignored)"));
@@ -277,6 +285,8 @@ impl Annotations {
         if let Some(cors) = out.cors.as_mut() {
             cors.read(&get, &mut out.problems);
         }
+        let namespace = crate::snapshot::namespace_of(&ingress.metadata);
+        out.policy = PolicyAnnotations::read(&get, namespace, &mut out.problems);
         out
     }
 
@@ -344,7 +354,7 @@ impl Annotations {
     /// HTTPRoute), so that both go through the one compilation a TrafficPolicy object does;
     /// `None` when they ask nothing. Invalid access lists deny every address (fail closed).
     pub fn traffic_policy(&self) -> Option<TrafficPolicySpec> {
-        let mut spec = TrafficPolicySpec::default();
+        let mut spec = self.policy.spec.clone();
         if let Some(access) = &self.ip_access {
             let text = |list: &[IpNet]| list.iter().map(ToString::to_string).collect();
             if access.refuse_all.is_some() {

@@ -248,5 +248,8 @@ pub fn report_problems(
 }
 
 #[cfg(test)]
+#[path = "policy_tests.rs"]
+mod policy_tests;
+#[cfg(test)]
 #[path = "tests.rs"]
 mod tests;

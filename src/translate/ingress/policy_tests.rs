@@ -1,0 +1,146 @@
+//! The TrafficPolicy settings of an Ingress's annotations through the pure translator: what
+//! the served rule carries, the Secrets and Services they read (also across incremental
+//! translations, where such an Ingress is compiled anew), and what an unusable setting
+//! reports and refuses.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{HeaderMap, Method};
+
+use crate::kinds::routes::RouteKindId;
+use crate::snapshot::Snapshot;
+use crate::status::ObjectKind;
+use crate::table::{RequestPolicy, RequestView};
+use crate::translate::testing::{options, snapshot};
+use crate::translate::{translate, PortMap, Translation};
+
+const CLASS: &str = "metadata: {name: edge}\nspec: {controller: edgeplane.dev/ingress-controller}";
+
+/// An Ingress `a` of class `edge` in `ns` with these annotations (YAML `key: value` pairs
+/// without the prefix), `/` to `svc:8080`.
+fn ingress(annotations: &[(&str, &str)]) -> String {
+    let notes: Vec<String> = annotations
+        .iter()
+        .map(|(k, v)| format!("nginx.ingress.kubernetes.io/{k}: {v:?}"))
+        .collect();
+    format!(
+        "metadata: {{name: a, namespace: ns, generation: 1, annotations: {{{}}}}}\nspec:\n  \
+         ingressClassName: edge\n  rules: [{{http: {{paths: [{{path: /, pathType: Prefix, \
+         backend: {{service: {{name: svc, port: {{number: 8080}}}}}}}}]}}}}]",
+        notes.join(", ")
+    )
+}
+
+fn parse<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
+    serde_yaml_ng::from_str(yaml).expect("fixture")
+}
+
+/// A snapshot with the class, Service `svc` (and `authz`), the Ingress and `objects` (Secrets
+/// or ConfigMaps, by their YAML).
+pub(super) fn with(ingress: &str, secrets: &[String]) -> Snapshot {
+    let mut s = snapshot(&[]);
+    s.ingress_classes = vec![Arc::new(parse(CLASS))];
+    s.ingresses = vec![Arc::new(parse(ingress))];
+    s.services = vec![
+        Arc::new(parse(
+            "metadata: {name: svc, namespace: ns}\nspec: {ports: [{port: 8080}]}",
+        )),
+        Arc::new(parse(
+            "metadata: {name: authz, namespace: ns}\nspec: {ports: [{port: 9000}]}",
+        )),
+    ];
+    s.secrets = secrets.iter().map(|y| Arc::new(parse(y))).collect();
+    s
+}
+
+/// An htpasswd Secret `users` in `ns` under key `auth`.
+pub(super) fn htpasswd_secret(lines: &str) -> String {
+    format!("metadata: {{name: users, namespace: ns}}\nstringData: {{auth: {lines:?}}}")
+}
+
+/// The request policy of the rule serving `/` on port 80 of 127.0.0.9.
+pub(super) fn policy_of(t: &Translation) -> Arc<RequestPolicy> {
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let headers = HeaderMap::new();
+    let view = RequestView {
+        host: "a.test",
+        path: "/",
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    let rule = listener.route(&view).expect("rule");
+    rule.filters.policy.clone().expect("a request policy")
+}
+
+/// The Ingress's status, as JSON text.
+pub(super) fn status_text(t: &Translation) -> String {
+    t.status
+        .get(ObjectKind::Route(RouteKindId::Ingress), Some("ns"), "a")
+        .map(|e| e.status.to_json().to_string())
+        .unwrap_or_default()
+}
+
+fn run(s: &Snapshot) -> Translation {
+    translate(s, &options(PortMap::default()))
+}
+
+const SHA_ALICE: &str = "alice:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=";
+const SHA_BOB: &str = "bob:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=";
+
+#[test]
+fn basic_auth_reads_the_htpasswd_secret_of_the_ingress_namespace() {
+    let annotations = [
+        ("auth-type", "basic"),
+        ("auth-secret", "users"),
+        ("auth-realm", "staff"),
+    ];
+    let t = run(&with(&ingress(&annotations), &[htpasswd_secret(SHA_ALICE)]));
+    let auth = policy_of(&t).basic_auth.clone().expect("basic auth");
+    assert_eq!(auth.realm, "staff");
+    assert_eq!(auth.users.keys().collect::<Vec<_>>(), ["alice"]);
+    assert!(
+        !status_text(&t).contains("Unsupported"),
+        "{}",
+        status_text(&t)
+    );
+}
+
+#[test]
+fn a_missing_secret_is_reported_and_nobody_gets_in() {
+    let annotations = [("auth-type", "basic"), ("auth-secret", "users")];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let auth = policy_of(&t).basic_auth.clone().expect("basic auth");
+    assert!(auth.users.is_empty(), "deny-all: {:?}", auth.users.keys());
+    let status = status_text(&t);
+    assert!(status.contains("Unsupported"), "{status}");
+    assert!(status.contains("Secret ns/users not found"), "{status}");
+    assert!(status.contains("refuse every request"), "{status}");
+}
+
+#[test]
+fn a_changed_secret_reaches_an_incrementally_translated_ingress() {
+    let annotations = [("auth-type", "basic"), ("auth-secret", "users")];
+    let text = ingress(&annotations);
+    let opts = options(PortMap::default());
+    let mut memory = crate::translate::Incremental::default();
+    for (i, lines) in [SHA_ALICE, SHA_BOB, SHA_ALICE].iter().enumerate() {
+        let s = with(&text, &[htpasswd_secret(lines)]);
+        let cached = memory.translate(&s, &opts, &Default::default());
+        let user = lines.split(':').next().unwrap_or_default();
+        let auth = policy_of(&cached).basic_auth.clone().expect("basic auth");
+        assert_eq!(auth.users.keys().collect::<Vec<_>>(), [user], "step {i}");
+    }
+}
+
+#[test]
+fn the_secret_of_an_ingress_basic_auth_is_wanted_from_the_cluster() {
+    use crate::snapshot::TranslatorRules;
+    let annotations = [("auth-type", "basic"), ("auth-secret", "users")];
+    let s = with(&ingress(&annotations), &[]);
+    assert!(s
+        .referenced_secrets()
+        .contains(&("ns".to_owned(), "users".to_owned())));
+}
