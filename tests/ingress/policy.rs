@@ -1,6 +1,8 @@
 //! The ingress-nginx annotations served as TrafficPolicy settings, through `serve
 //! --config-dir`: basic authentication against an htpasswd Secret (and refusing everyone when
-//! its Secret is missing, reported).
+//! its Secret is missing, reported); `auth-url` against an HTTP authorizer on loopback (allow
+//! with the listed answer headers copied, deny as the authorizer says, `auth-signin`, a URL
+//! naming no Service refused and reported).
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +10,7 @@ use http::Method;
 use serde_json::Value;
 
 use crate::standalone::{serve, service, Server};
+use crate::support::authz::http_authorizer;
 use crate::support::client::{full, get, h1_client, request, send, Reply, TestClient};
 use crate::support::echo::start_fleet;
 
@@ -135,4 +138,109 @@ async fn basic_auth_checks_the_htpasswd_secret_and_fails_closed_without_it() {
     assert!(!status_text(&client, &server, "staff")
         .await
         .contains("Unsupported"));
+}
+
+/// Service `name` with port 80 to `addr` (an authorizer).
+fn service_at(name: &str, addr: std::net::SocketAddr) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
+         spec: {{ports: [{{name: http, port: 80, targetPort: {port}}}]}}\n\
+         ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {{name: {name}-1, labels: {{kubernetes.io/service-name: {name}}}}}\n\
+         addressType: IPv4\nports: [{{name: http, port: {port}}}]\n\
+         endpoints: [{{addresses: [\"{ip}\"], conditions: {{ready: true}}}}]\n",
+        port = addr.port(),
+        ip = addr.ip(),
+    )
+}
+
+#[tokio::test]
+async fn auth_url_asks_the_authorizer_service_as_ingress_nginx_does() {
+    let fleet = start_fleet(&["app-pod"]).await;
+    let authz = http_authorizer().await;
+    let url = |path: &str| format!("http://authz.default.svc.cluster.local{path}");
+    let mut text = format!(
+        "{CLASS}{}{}",
+        service("app", &fleet[0]),
+        service_at("authz", authz.addr)
+    );
+    text.push_str(&ingress(
+        "guarded",
+        "guarded.test",
+        &[
+            ("auth-url", &url("/check?tenant=a")),
+            ("auth-response-headers", "x-user"),
+        ],
+    ));
+    text.push_str(&ingress(
+        "denied",
+        "denied.test",
+        &[("auth-url", &url("/deny"))],
+    ));
+    text.push_str(&ingress(
+        "signin",
+        "signin.test",
+        &[
+            ("auth-url", &url("/login")),
+            ("auth-signin", "https://login.example/start"),
+        ],
+    ));
+    text.push_str(&ingress(
+        "elsewhere",
+        "elsewhere.test",
+        &[("auth-url", "http://auth.example.com/check")],
+    ));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    until_status(&client, &server, "guarded.test", 200).await;
+
+    let req = request(Method::GET, server.http(), "guarded.test", "/page?q=1")
+        .header("cookie", "session=abc")
+        .body(full(&b""[..]))
+        .expect("request");
+    let r = call(&client, req).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.echoed_header("x-user"), ["alice"]);
+    assert!(
+        r.echoed_header("x-secret").is_empty(),
+        "only the listed headers"
+    );
+    let seen = authz.log.lock().unwrap().last().cloned().expect("a check");
+    assert_eq!(
+        seen.path, "/check?tenant=a",
+        "the URL's own path, not the client's"
+    );
+    assert_eq!(
+        seen.headers.get("cookie").map(String::as_str),
+        Some("session=abc")
+    );
+    assert_eq!(
+        seen.headers.get("x-original-url").map(String::as_str),
+        Some("http://guarded.test/page?q=1")
+    );
+    assert_eq!(
+        seen.headers.get("x-original-method").map(String::as_str),
+        Some("GET")
+    );
+
+    let r = call(&client, get(server.http(), "denied.test", "/")).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(r.header("x-reason").as_deref(), Some("not-you"));
+
+    let r = call(&client, get(server.http(), "signin.test", "/a?b=c")).await;
+    assert_eq!(r.status, 302);
+    assert_eq!(
+        r.header("location").as_deref(),
+        Some("https://login.example/start?rd=http%3A%2F%2Fsignin.test%2Fa%3Fb%3Dc")
+    );
+
+    // A URL naming no Service: refused as nginx refuses an authorizer it cannot ask.
+    let checks = authz.log.lock().unwrap().len();
+    let r = call(&client, get(server.http(), "elsewhere.test", "/")).await;
+    assert_eq!(r.status, 500);
+    assert_eq!(authz.log.lock().unwrap().len(), checks);
+    let status = status_text(&client, &server, "elsewhere").await;
+    assert!(status.contains("names no Service"), "{status}");
 }

@@ -144,3 +144,52 @@ fn the_secret_of_an_ingress_basic_auth_is_wanted_from_the_cluster() {
         .referenced_secrets()
         .contains(&("ns".to_owned(), "users".to_owned())));
 }
+
+#[test]
+fn auth_url_asks_its_service_as_ingress_nginx_does() {
+    use crate::table::{AuthBackend, AuthPath, HeaderSelection};
+    let annotations = [
+        (
+            "auth-url",
+            "http://authz.ns.svc.cluster.local:9000/check?x=1",
+        ),
+        ("auth-response-headers", "x-user"),
+    ];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let auth = policy_of(&t).external_auth.clone().expect("external auth");
+    assert!(
+        matches!(auth.backend, AuthBackend::Service(_)),
+        "{:?}",
+        auth.backend
+    );
+    assert_eq!(auth.path, AuthPath::Fixed("/check?x=1".into()));
+    assert_eq!(auth.request_headers, HeaderSelection::All);
+    assert!(auth.original_headers);
+    assert_eq!(auth.failure.status, 500);
+    assert!(auth
+        .response_headers
+        .contains(&http::HeaderName::from_static("x-user")));
+    assert!(!auth
+        .response_headers
+        .contains(&http::HeaderName::from_static("x-other")));
+    assert!(
+        !status_text(&t).contains("Unsupported"),
+        "{}",
+        status_text(&t)
+    );
+    // Without auth-response-headers nothing of the answer goes upstream, as in nginx.
+    let t = run(&with(&ingress(&annotations[..1]), &[]));
+    let auth = policy_of(&t).external_auth.clone().expect("external auth");
+    assert_eq!(auth.response_headers, HeaderSelection::Only(Vec::new()));
+    // A Service that is not there: reported, and the check refuses everything.
+    let gone = [("auth-url", "http://gone.ns.svc/check")];
+    let t = run(&with(&ingress(&gone), &[]));
+    let auth = policy_of(&t).external_auth.clone().expect("external auth");
+    assert!(matches!(auth.backend, AuthBackend::Invalid { .. }));
+    assert!(!auth.failure.allow);
+    assert!(
+        status_text(&t).contains("spec.externalAuth.backendRef"),
+        "{}",
+        status_text(&t)
+    );
+}

@@ -1,15 +1,35 @@
 //! The ingress-nginx annotations that ask for TrafficPolicy settings beyond the access lists
 //! and body size: basic authentication (`auth-type`, `auth-secret`, `auth-secret-type`,
-//! `auth-realm`). Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
+//! `auth-realm`) and external authorization (`auth-url`, `auth-signin`,
+//! `auth-response-headers`, `auth-method`). Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
 //! Ingress's policy compiles with the code a TrafficPolicy object goes through. A setting that
 //! cannot be honoured as asked is reported and, when it is an access control, written so that
-//! it fails closed (a Secret reference that never resolves refuses every request). Pure.
+//! it fails closed (a Secret or Service reference that never resolves refuses every
+//! request). Pure.
+
+use http::Uri;
 
 use crate::kinds::crd::traffic_policy::{BasicAuthPolicy, LocalObjectKeyRef, TrafficPolicySpec};
+use crate::kinds::crd::traffic_policy_auth::{
+    AuthBackendRef, ExternalAuthHttp, ExternalAuthPolicy, ExternalAuthProtocol, ExternalAuthStyle,
+};
 use crate::kinds::ingress::NGINX_PREFIX;
 
 /// The annotations this module reads (the others are read by `annotations`).
-pub const NAMES: &[&str] = &["auth-type", "auth-secret", "auth-secret-type", "auth-realm"];
+pub const NAMES: &[&str] = &[
+    "auth-type",
+    "auth-secret",
+    "auth-secret-type",
+    "auth-realm",
+    "auth-url",
+    "auth-signin",
+    "auth-response-headers",
+    "auth-method",
+];
+
+/// What ingress-nginx answers when its authorizer cannot be asked (nginx's `auth_request`
+/// error).
+const AUTH_ERROR_STATUS: u16 = 500;
 
 /// The Secret key of an ingress-nginx `auth-file` htpasswd Secret.
 const AUTH_FILE_KEY: &str = "auth";
@@ -38,6 +58,7 @@ impl PolicyAnnotations {
     pub fn read(get: Get<'_, '_>, namespace: &str, problems: &mut Vec<String>) -> Self {
         let mut out = Self::default();
         out.spec.basic_auth = basic_auth(get, namespace, problems);
+        out.spec.external_auth = external_auth(get, namespace, problems);
         out
     }
 }
@@ -137,6 +158,156 @@ fn basic_auth(
         },
         realm,
     })
+}
+
+/// `auth-url` and its settings, as an `IngressNginx`-style HTTP authorizer. The URL must name a
+/// Service (`http://<service>.<namespace>.svc[.<cluster domain>][:port][/path]`); any other
+/// URL is reported and refuses every request, as does a bad setting.
+fn external_auth(
+    get: Get<'_, '_>,
+    namespace: &str,
+    problems: &mut Vec<String>,
+) -> Option<ExternalAuthPolicy> {
+    let Some(url) = get("auth-url") else {
+        for name in ["auth-signin", "auth-response-headers", "auth-method"] {
+            if let Some(v) = get(name) {
+                report(problems, name, v, "ignored without auth-url");
+            }
+        }
+        return None;
+    };
+    let mut http = ExternalAuthHttp {
+        style: Some(ExternalAuthStyle::IngressNginx),
+        ..ExternalAuthHttp::default()
+    };
+    let mut fail = |name: &str, value: &str, why: &str| {
+        report(
+            problems,
+            name,
+            value,
+            &format!("{why}: every request is refused"),
+        );
+    };
+    let mut backend = match service_url(url, namespace) {
+        Ok((backend, path)) => {
+            http.path = Some(path);
+            backend
+        }
+        Err(why) => {
+            fail("auth-url", url, &why);
+            closed_backend()
+        }
+    };
+    if let Some(m) = get("auth-method") {
+        let m = m.trim().to_ascii_uppercase();
+        if !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase()) {
+            http.method = Some(m);
+        } else {
+            fail("auth-method", &m, "not a method");
+            backend = closed_backend();
+        }
+    }
+    if let Some(v) = get("auth-response-headers") {
+        let names: Vec<String> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if names
+            .iter()
+            .all(|h| http::HeaderName::try_from(h.as_str()).is_ok())
+        {
+            http.allowed_response_headers = names;
+        } else {
+            fail("auth-response-headers", v, "not a list of header names");
+            backend = closed_backend();
+        }
+    }
+    if let Some(v) = get("auth-signin").map(str::trim) {
+        let absolute = v
+            .parse::<Uri>()
+            .is_ok_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
+        if v.contains('$') {
+            report(
+                problems,
+                "auth-signin",
+                v,
+                "not supported with nginx variables (a 401 is answered as it is)",
+            );
+        } else if absolute {
+            http.signin_url = Some(v.to_owned());
+        } else {
+            report(
+                problems,
+                "auth-signin",
+                v,
+                "not an absolute http or https URL (a 401 is answered as it is)",
+            );
+        }
+    }
+    Some(ExternalAuthPolicy {
+        protocol: ExternalAuthProtocol::Http,
+        backend_ref: backend,
+        http: Some(http),
+        status_on_error: Some(AUTH_ERROR_STATUS),
+        ..ExternalAuthPolicy::default()
+    })
+}
+
+/// A Service reference that never resolves (no Service name holds a '/'), so the policy is
+/// invalid and its check refuses every request.
+fn closed_backend() -> AuthBackendRef {
+    AuthBackendRef {
+        name: "unservable/auth-url".to_owned(),
+        ..AuthBackendRef::default()
+    }
+}
+
+/// The Service port and the path and query an `auth-url` names.
+fn service_url(url: &str, namespace: &str) -> Result<(AuthBackendRef, String), String> {
+    const FORM: &str = "http://<service>.<namespace>.svc[.cluster.local][:port][/path]";
+    if url.contains('$') {
+        return Err("not supported with nginx variables".to_owned());
+    }
+    let uri: Uri = url
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a URL of the form {FORM}"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(format!(
+                "not supported: an authorizer is asked over plain HTTP ({FORM})"
+            ))
+        }
+        _ => return Err(format!("not a URL of the form {FORM}")),
+    }
+    let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+    let labels: Vec<&str> = host.split('.').collect();
+    let (name, ns) = match labels.as_slice() {
+        [name, ns, "svc", ..] if !name.is_empty() && !ns.is_empty() => (*name, *ns),
+        _ => {
+            return Err(format!(
+                "not supported: it names no Service (only {FORM} URLs are served)"
+            ))
+        }
+    };
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let path = if path.is_empty() {
+        "/".to_owned()
+    } else {
+        path
+    };
+    Ok((
+        AuthBackendRef {
+            name: name.to_owned(),
+            namespace: (ns != namespace).then(|| ns.to_owned()),
+            port: Some(i32::from(uri.port_u16().unwrap_or(80))),
+            ..AuthBackendRef::default()
+        },
+        path,
+    ))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::super::Annotations;
 use crate::kinds::crd::traffic_policy::TrafficPolicySpec;
+use crate::kinds::crd::traffic_policy_auth::ExternalAuthStyle;
 use crate::kinds::ingress::NGINX_PREFIX;
 
 fn parse(annotations: &[(&str, &str)]) -> Annotations {
@@ -102,5 +103,90 @@ fn auth_settings_without_auth_type_are_reported_and_ask_nothing() {
     let a = parse(&[("auth-secret", "users"), ("auth-realm", "r")]);
     assert!(reported(&a, "auth-secret").contains("ignored without auth-type"));
     assert!(reported(&a, "auth-realm").contains("ignored without auth-type"));
+    assert_eq!(a.traffic_policy(), None);
+}
+
+#[test]
+fn auth_url_names_a_service_port_and_keeps_its_path_and_query() {
+    let a = parse(&[
+        (
+            "auth-url",
+            "http://oauth2.auth.svc.cluster.local:4180/oauth2/auth?allowed_groups=ops",
+        ),
+        ("auth-signin", "https://login.example/oauth2/start"),
+        (
+            "auth-response-headers",
+            "X-Auth-Request-User, X-Auth-Request-Email",
+        ),
+        ("auth-method", "get"),
+    ]);
+    assert!(a.problems.is_empty(), "{:?}", a.problems);
+    let e = a
+        .traffic_policy()
+        .and_then(|p| p.external_auth)
+        .expect("externalAuth");
+    assert_eq!(e.backend_ref.name, "oauth2");
+    assert_eq!(e.backend_ref.namespace.as_deref(), Some("auth"));
+    assert_eq!(e.backend_ref.port, Some(4180));
+    assert_eq!(e.status_on_error, Some(500));
+    let http = e.http.expect("http");
+    assert_eq!(http.style, Some(ExternalAuthStyle::IngressNginx));
+    assert_eq!(
+        http.path.as_deref(),
+        Some("/oauth2/auth?allowed_groups=ops")
+    );
+    assert_eq!(
+        http.signin_url.as_deref(),
+        Some("https://login.example/oauth2/start")
+    );
+    assert_eq!(
+        http.allowed_response_headers,
+        ["X-Auth-Request-User", "X-Auth-Request-Email"]
+    );
+    assert_eq!(http.method.as_deref(), Some("GET"));
+    // The Ingress's own namespace, port 80 and path `/` by default.
+    let own = spec(&[("auth-url", "http://authz.apps.svc")])
+        .external_auth
+        .expect("externalAuth");
+    assert_eq!(own.backend_ref.namespace, None);
+    assert_eq!(own.backend_ref.port, Some(80));
+    assert_eq!(own.http.and_then(|h| h.path).as_deref(), Some("/"));
+}
+
+#[test]
+fn an_auth_url_that_names_no_service_is_reported_and_refuses_everything() {
+    for (url, why) in [
+        ("https://authz.apps.svc/check", "plain HTTP"),
+        ("http://auth.example.com/check", "names no Service"),
+        ("http://authz.apps.svc/check?u=$host", "nginx variables"),
+        ("authz", "not a URL"),
+    ] {
+        let a = parse(&[("auth-url", url)]);
+        let problem = reported(&a, "auth-url");
+        assert!(problem.contains(why), "{url}: {problem}");
+        assert!(problem.contains("every request is refused"), "{problem}");
+        let e = a
+            .traffic_policy()
+            .and_then(|p| p.external_auth)
+            .expect("kept");
+        assert!(
+            e.backend_ref.name.contains('/'),
+            "{url}: {:?}",
+            e.backend_ref
+        );
+    }
+    let a = parse(&[
+        ("auth-url", "http://authz.apps.svc/check"),
+        ("auth-signin", "https://$host/oauth2/start"),
+    ]);
+    assert!(reported(&a, "auth-signin").contains("nginx variables"));
+    let e = a
+        .traffic_policy()
+        .and_then(|p| p.external_auth)
+        .expect("kept");
+    assert_eq!(e.backend_ref.name, "authz", "the check itself stays");
+    assert_eq!(e.http.and_then(|h| h.signin_url), None);
+    let a = parse(&[("auth-signin", "https://login.example/")]);
+    assert!(reported(&a, "auth-signin").contains("ignored without auth-url"));
     assert_eq!(a.traffic_policy(), None);
 }
