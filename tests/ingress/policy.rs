@@ -2,7 +2,8 @@
 //! --config-dir`: basic authentication against an htpasswd Secret (and refusing everyone when
 //! its Secret is missing, reported); `auth-url` against an HTTP authorizer on loopback (allow
 //! with the listed answer headers copied, deny as the authorizer says, `auth-signin`, a URL
-//! naming no Service refused and reported).
+//! naming no Service refused and reported); `limit-rpm` per client (429 past the bucket);
+//! cookie affinity over two endpoints.
 
 use std::time::{Duration, Instant};
 
@@ -243,4 +244,82 @@ async fn auth_url_asks_the_authorizer_service_as_ingress_nginx_does() {
     assert_eq!(authz.log.lock().unwrap().len(), checks);
     let status = status_text(&client, &server, "elsewhere").await;
     assert!(status.contains("names no Service"), "{status}");
+}
+
+/// Service `name` with port 80 to every echo of `fleet` (one endpoint each).
+fn service_of_all(name: &str, fleet: &[crate::support::echo::Echo]) -> String {
+    let mut text = format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
+         spec: {{ports: [{{name: http, port: 80}}]}}\n"
+    );
+    for (i, e) in fleet.iter().enumerate() {
+        text.push_str(&format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: {name}-{i}, labels: {{kubernetes.io/service-name: {name}}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {port}}}]\n\
+             endpoints: [{{addresses: [\"{ip}\"], conditions: {{ready: true}}}}]\n",
+            port = e.addr.port(),
+            ip = e.addr.ip(),
+        ));
+    }
+    text
+}
+
+#[tokio::test]
+async fn rate_limit_and_cookie_affinity() {
+    let fleet = start_fleet(&["pod-a", "pod-b"]).await;
+    let mut text = format!("{CLASS}{}", service_of_all("app", &fleet));
+    text.push_str(&ingress(
+        "limited",
+        "limited.test",
+        &[("limit-rpm", "1"), ("limit-burst-multiplier", "1")],
+    ));
+    text.push_str(&ingress(
+        "sticky",
+        "sticky.test",
+        &[("affinity", "cookie"), ("session-cookie-name", "route")],
+    ));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    until_status(&client, &server, "sticky.test", 200).await;
+
+    // 1 a minute with a burst of 1 x 1: a bucket of 2 (nginx: burst 1, nodelay).
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(
+            call(&client, get(server.http(), "limited.test", "/"))
+                .await
+                .status,
+        );
+    }
+    assert_eq!(seen, [200, 200, 429]);
+
+    // Fresh clients land on either endpoint; each cookie keeps its client there.
+    let mut cookies: Vec<(String, String)> = Vec::new();
+    for _ in 0..40 {
+        let r = call(&client, get(server.http(), "sticky.test", "/")).await;
+        let pod = r.pod().expect("an echo answered");
+        let set = r.header("set-cookie").expect("an affinity cookie");
+        assert!(set.starts_with("route="), "{set}");
+        let cookie = set.split(';').next().unwrap_or_default().to_owned();
+        if !cookies.iter().any(|(p, _)| *p == pod) {
+            cookies.push((pod, cookie));
+        }
+        if cookies.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(cookies.len(), 2, "both endpoints serve fresh clients");
+    for (pod, cookie) in &cookies {
+        for _ in 0..5 {
+            let req = request(Method::GET, server.http(), "sticky.test", "/")
+                .header("cookie", cookie.as_str())
+                .body(full(&b""[..]))
+                .expect("request");
+            let r = call(&client, req).await;
+            assert_eq!(r.pod().as_deref(), Some(pod.as_str()), "{cookie}");
+        }
+    }
 }

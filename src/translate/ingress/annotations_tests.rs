@@ -196,7 +196,7 @@ fn cors_takes_nginx_defaults_and_overrides() {
 
 #[test]
 fn unknown_annotations_stay_unsupported() {
-    let a = parse(&[("canary", "true"), ("affinity", "cookie")]);
+    let a = parse(&[("canary", "true"), ("enable-opentelemetry", "true")]);
     assert_eq!(a.problems.len(), 2);
     assert!(problem(&a, "canary").contains("is not supported yet (ignored)"));
 }

@@ -193,3 +193,33 @@ fn auth_url_asks_its_service_as_ingress_nginx_does() {
         status_text(&t)
     );
 }
+
+#[test]
+fn rate_limit_and_affinity_reach_the_rule() {
+    let annotations = [
+        ("limit-rps", "2"),
+        ("affinity", "cookie"),
+        ("session-cookie-name", "sticky"),
+    ];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let policy = policy_of(&t);
+    let rl = policy.rate_limit.clone().expect("rate limit");
+    assert_eq!((rl.requests, rl.capacity), (2, 11));
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let headers = HeaderMap::new();
+    let view = RequestView {
+        host: "a.test",
+        path: "/",
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    let rule = listener.route(&view).expect("rule");
+    let session = rule
+        .filters
+        .session
+        .as_deref()
+        .expect("session persistence");
+    assert_eq!(session.name, "sticky");
+}

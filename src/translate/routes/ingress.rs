@@ -182,6 +182,9 @@ fn annotate(rule: &mut Value, notes: &Annotations, exact: Option<bool>) {
     if let Some(t) = notes.timeouts() {
         rule["timeouts"] = t;
     }
+    if let Some(session) = &notes.policy.session {
+        rule["sessionPersistence"] = session.clone();
+    }
 }
 
 /// One lowered rule: `matches` (absent: every request) and the backend. A resource backend

@@ -1,15 +1,20 @@
 //! The ingress-nginx annotations that ask for TrafficPolicy settings beyond the access lists
 //! and body size: basic authentication (`auth-type`, `auth-secret`, `auth-secret-type`,
 //! `auth-realm`) and external authorization (`auth-url`, `auth-signin`,
-//! `auth-response-headers`, `auth-method`). Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
+//! `auth-response-headers`, `auth-method`), rate limits (`limit-rps`, `limit-rpm`,
+//! `limit-burst-multiplier`) and cookie affinity (`affinity`, `session-cookie-*`), which goes
+//! into the lowered rules as Gateway API `sessionPersistence`. Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
 //! Ingress's policy compiles with the code a TrafficPolicy object goes through. A setting that
 //! cannot be honoured as asked is reported and, when it is an access control, written so that
 //! it fails closed (a Secret or Service reference that never resolves refuses every
 //! request). Pure.
 
 use http::Uri;
+use serde_json::{json, Value};
 
-use crate::kinds::crd::traffic_policy::{BasicAuthPolicy, LocalObjectKeyRef, TrafficPolicySpec};
+use crate::kinds::crd::traffic_policy::{
+    BasicAuthPolicy, LocalObjectKeyRef, RateLimitPolicy, RateLimitUnit, TrafficPolicySpec,
+};
 use crate::kinds::crd::traffic_policy_auth::{
     AuthBackendRef, ExternalAuthHttp, ExternalAuthPolicy, ExternalAuthProtocol, ExternalAuthStyle,
 };
@@ -25,7 +30,24 @@ pub const NAMES: &[&str] = &[
     "auth-signin",
     "auth-response-headers",
     "auth-method",
+    "limit-rps",
+    "limit-rpm",
+    "limit-burst-multiplier",
+    "limit-connections",
+    "affinity",
+    "affinity-mode",
+    "session-cookie-name",
+    "session-cookie-path",
+    "session-cookie-max-age",
+    "session-cookie-expires",
+    "session-cookie-samesite",
+    "session-cookie-secure",
 ];
+
+/// ingress-nginx's `limit-burst-multiplier` default.
+const BURST_MULTIPLIER: u32 = 5;
+/// ingress-nginx's `session-cookie-name` default.
+const COOKIE_NAME: &str = "INGRESSCOOKIE";
 
 /// What ingress-nginx answers when its authorizer cannot be asked (nginx's `auth_request`
 /// error).
@@ -38,6 +60,8 @@ const AUTH_FILE_KEY: &str = "auth";
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PolicyAnnotations {
     pub spec: TrafficPolicySpec,
+    /// `affinity: cookie` as the lowered rules' `sessionPersistence`.
+    pub session: Option<Value>,
 }
 
 // The spec holds no floating-point number: equality is reflexive.
@@ -59,6 +83,8 @@ impl PolicyAnnotations {
         let mut out = Self::default();
         out.spec.basic_auth = basic_auth(get, namespace, problems);
         out.spec.external_auth = external_auth(get, namespace, problems);
+        out.spec.rate_limit = rate_limit(get, problems);
+        out.session = affinity(get, problems);
         out
     }
 }
@@ -308,6 +334,144 @@ fn service_url(url: &str, namespace: &str) -> Result<(AuthBackendRef, String), S
         },
         path,
     ))
+}
+
+/// A positive whole number.
+fn count(value: &str) -> Result<u32, String> {
+    match value.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("not a positive whole number".to_owned()),
+    }
+}
+
+/// `limit-rps` (else `limit-rpm`) per client address, as ingress-nginx's `limit_req` with
+/// `burst` = rate × `limit-burst-multiplier` and `nodelay`: a bucket of burst + 1 requests
+/// refilled at the rate. `limit-connections` has no equivalent and is reported.
+fn rate_limit(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<RateLimitPolicy> {
+    if let Some(v) = get("limit-connections") {
+        report(
+            problems,
+            "limit-connections",
+            v,
+            "not supported: there is no limit of connections per client (not applied)",
+        );
+    }
+    let multiplier = match get("limit-burst-multiplier") {
+        None => BURST_MULTIPLIER,
+        Some(v) => count(v).unwrap_or_else(|why| {
+            report(
+                problems,
+                "limit-burst-multiplier",
+                v,
+                &format!("{why} (5 is used)"),
+            );
+            BURST_MULTIPLIER
+        }),
+    };
+    let mut chosen = None;
+    for (name, unit) in [
+        ("limit-rps", RateLimitUnit::Second),
+        ("limit-rpm", RateLimitUnit::Minute),
+    ] {
+        let Some(v) = get(name) else { continue };
+        match count(v) {
+            Err(why) => report(problems, name, v, &format!("{why} (not applied)")),
+            Ok(_) if chosen.is_some() => report(
+                problems,
+                name,
+                v,
+                "not applied: limit-rps is, and a route has one rate limit",
+            ),
+            Ok(rate) => {
+                let bucket = rate.saturating_mul(multiplier).saturating_add(1);
+                chosen = Some(RateLimitPolicy {
+                    requests: rate,
+                    unit,
+                    burst: Some(bucket.saturating_sub(rate)),
+                    key: None,
+                });
+            }
+        }
+    }
+    chosen
+}
+
+/// `affinity: cookie` and its `session-cookie-*` settings as a rule's `sessionPersistence`:
+/// the cookie's name, and with `session-cookie-max-age` (else `-expires`) a permanent cookie
+/// of that lifetime. What Gateway API cannot say of the cookie is reported.
+fn affinity(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<Value> {
+    let cookie_settings = [
+        "affinity-mode",
+        "session-cookie-name",
+        "session-cookie-path",
+        "session-cookie-max-age",
+        "session-cookie-expires",
+        "session-cookie-samesite",
+        "session-cookie-secure",
+    ];
+    match get("affinity").map(str::trim) {
+        Some("cookie") => {}
+        Some(other) => {
+            report(problems, "affinity", other, "not cookie (not applied)");
+            return None;
+        }
+        None => {
+            for name in cookie_settings {
+                if let Some(v) = get(name) {
+                    report(problems, name, v, "ignored without affinity: cookie");
+                }
+            }
+            return None;
+        }
+    }
+    let name = get("session-cookie-name").map_or(COOKIE_NAME, str::trim);
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !valid {
+        report(
+            problems,
+            "session-cookie-name",
+            name,
+            "not a cookie name (not applied)",
+        );
+        return None;
+    }
+    let mut session = json!({"type": "Cookie", "sessionName": name});
+    let lifetime = ["session-cookie-max-age", "session-cookie-expires"]
+        .into_iter()
+        .find_map(|n| get(n).map(|v| (n, v)));
+    if let Some((n, v)) = lifetime {
+        match count(v) {
+            Ok(seconds) => {
+                session["absoluteTimeout"] = json!(format!("{seconds}s"));
+                session["cookieConfig"] = json!({"lifetimeType": "Permanent"});
+            }
+            Err(why) => report(problems, n, v, &format!("{why} (a session cookie is used)")),
+        }
+    }
+    if let Some(v) = get("affinity-mode").filter(|m| m.trim() != "balanced") {
+        report(
+            problems,
+            "affinity-mode",
+            v,
+            "not supported: sessions move when endpoints change, as with balanced",
+        );
+    }
+    for (n, why) in [
+        (
+            "session-cookie-path",
+            "not supported: the cookie's path is / (not applied)",
+        ),
+        ("session-cookie-samesite", "not supported (not applied)"),
+        ("session-cookie-secure", "not supported (not applied)"),
+    ] {
+        if let Some(v) = get(n) {
+            report(problems, n, v, why);
+        }
+    }
+    Some(session)
 }
 
 #[cfg(test)]

@@ -190,3 +190,60 @@ fn an_auth_url_that_names_no_service_is_reported_and_refuses_everything() {
     assert!(reported(&a, "auth-signin").contains("ignored without auth-url"));
     assert_eq!(a.traffic_policy(), None);
 }
+
+#[test]
+fn rate_limits_are_per_client_with_nginx_burst() {
+    use crate::kinds::crd::traffic_policy::RateLimitUnit;
+    let rl = spec(&[("limit-rps", "10")]).rate_limit.expect("rateLimit");
+    assert_eq!((rl.requests, rl.unit), (10, RateLimitUnit::Second));
+    // nginx: burst = 10 x 5, nodelay: 51 at once. Ours: a bucket of requests + burst.
+    assert_eq!(rl.requests + rl.burst.expect("burst"), 51);
+    assert_eq!(rl.key, None, "one bucket per client address");
+    let rl = spec(&[("limit-rpm", "60"), ("limit-burst-multiplier", "2")])
+        .rate_limit
+        .expect("rateLimit");
+    assert_eq!((rl.requests, rl.unit), (60, RateLimitUnit::Minute));
+    assert_eq!(rl.requests + rl.burst.expect("burst"), 121);
+    let both = parse(&[("limit-rps", "1"), ("limit-rpm", "100")]);
+    assert!(reported(&both, "limit-rpm").contains("not applied"));
+    assert_eq!(
+        both.traffic_policy()
+            .and_then(|p| p.rate_limit)
+            .map(|r| r.requests),
+        Some(1)
+    );
+    let bad = parse(&[("limit-rps", "0"), ("limit-connections", "3")]);
+    assert!(reported(&bad, "limit-rps").contains("not a positive whole number"));
+    assert!(reported(&bad, "limit-connections").contains("not supported"));
+    assert_eq!(bad.traffic_policy(), None);
+}
+
+#[test]
+fn cookie_affinity_is_session_persistence_of_the_rules() {
+    let a = parse(&[
+        ("affinity", "cookie"),
+        ("session-cookie-name", "route"),
+        ("session-cookie-max-age", "3600"),
+        ("affinity-mode", "balanced"),
+    ]);
+    assert!(a.problems.is_empty(), "{:?}", a.problems);
+    assert_eq!(
+        a.policy.session,
+        Some(
+            json!({"type": "Cookie", "sessionName": "route", "absoluteTimeout": "3600s",
+                    "cookieConfig": {"lifetimeType": "Permanent"}})
+        )
+    );
+    let plain = parse(&[
+        ("affinity", "cookie"),
+        ("session-cookie-samesite", "Strict"),
+    ]);
+    assert_eq!(
+        plain.policy.session,
+        Some(json!({"type": "Cookie", "sessionName": "INGRESSCOOKIE"}))
+    );
+    assert!(reported(&plain, "session-cookie-samesite").contains("not supported"));
+    let none = parse(&[("session-cookie-name", "x")]);
+    assert!(reported(&none, "session-cookie-name").contains("without affinity"));
+    assert_eq!(none.policy.session, None);
+}
