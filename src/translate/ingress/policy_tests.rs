@@ -223,3 +223,26 @@ fn rate_limit_and_affinity_reach_the_rule() {
         .expect("session persistence");
     assert_eq!(session.name, "sticky");
 }
+
+#[test]
+fn next_upstream_tries_retry_the_rule() {
+    let annotations = [
+        ("proxy-next-upstream", "error http_503"),
+        ("proxy-next-upstream-tries", "2"),
+    ];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let headers = HeaderMap::new();
+    let view = RequestView {
+        host: "a.test",
+        path: "/",
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    let rule = listener.route(&view).expect("rule");
+    let retry = rule.filters.retry.as_deref().expect("retry");
+    assert_eq!(retry.attempts, 1);
+    assert!(retry.codes.contains(&503), "{retry:?}");
+}

@@ -185,6 +185,9 @@ fn annotate(rule: &mut Value, notes: &Annotations, exact: Option<bool>) {
     if let Some(session) = &notes.policy.session {
         rule["sessionPersistence"] = session.clone();
     }
+    if let Some(retry) = &notes.policy.retry {
+        rule["retry"] = retry.clone();
+    }
 }
 
 /// One lowered rule: `matches` (absent: every request) and the backend. A resource backend

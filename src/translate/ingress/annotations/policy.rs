@@ -20,6 +20,8 @@ use crate::kinds::crd::traffic_policy_auth::{
 };
 use crate::kinds::ingress::NGINX_PREFIX;
 
+mod upstream;
+
 /// The annotations this module reads (the others are read by `annotations`).
 pub const NAMES: &[&str] = &[
     "auth-type",
@@ -42,6 +44,10 @@ pub const NAMES: &[&str] = &[
     "session-cookie-expires",
     "session-cookie-samesite",
     "session-cookie-secure",
+    "proxy-next-upstream",
+    "proxy-next-upstream-tries",
+    "proxy-next-upstream-timeout",
+    "client-body-buffer-size",
 ];
 
 /// ingress-nginx's `limit-burst-multiplier` default.
@@ -62,6 +68,8 @@ pub struct PolicyAnnotations {
     pub spec: TrafficPolicySpec,
     /// `affinity: cookie` as the lowered rules' `sessionPersistence`.
     pub session: Option<Value>,
+    /// `proxy-next-upstream(-tries)` as the lowered rules' `retry`.
+    pub retry: Option<Value>,
 }
 
 // The spec holds no floating-point number: equality is reflexive.
@@ -85,6 +93,7 @@ impl PolicyAnnotations {
         out.spec.external_auth = external_auth(get, namespace, problems);
         out.spec.rate_limit = rate_limit(get, problems);
         out.session = affinity(get, problems);
+        out.retry = upstream::read(get, problems);
         out
     }
 }

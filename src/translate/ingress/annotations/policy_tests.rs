@@ -247,3 +247,30 @@ fn cookie_affinity_is_session_persistence_of_the_rules() {
     assert!(reported(&none, "session-cookie-name").contains("without affinity"));
     assert_eq!(none.policy.session, None);
 }
+
+#[test]
+fn next_upstream_is_the_rules_retry_and_buffer_size_has_no_effect() {
+    let a = parse(&[
+        ("proxy-next-upstream", "error timeout http_502 http_503"),
+        ("proxy-next-upstream-tries", "4"),
+    ]);
+    assert!(a.problems.is_empty(), "{:?}", a.problems);
+    assert_eq!(
+        a.policy.retry,
+        Some(json!({"attempts": 3, "codes": [502, 503]}))
+    );
+    // nginx's defaults: error and timeout, 3 tries.
+    let tries = parse(&[("proxy-next-upstream-tries", "3")]);
+    assert_eq!(tries.policy.retry, Some(json!({"attempts": 2})));
+    assert_eq!(parse(&[("proxy-next-upstream", "off")]).policy.retry, None);
+    let bad = parse(&[("proxy-next-upstream", "error http_418")]);
+    assert!(reported(&bad, "proxy-next-upstream").contains("not applied"));
+    assert_eq!(bad.policy.retry, None);
+    let buffer = parse(&[
+        ("client-body-buffer-size", "1m"),
+        ("proxy-next-upstream-timeout", "5"),
+    ]);
+    assert!(reported(&buffer, "client-body-buffer-size").contains("accepted, no effect"));
+    assert!(reported(&buffer, "proxy-next-upstream-timeout").contains("not applied"));
+    assert_eq!(buffer.traffic_policy(), None);
+}
