@@ -41,7 +41,7 @@ use crate::translate::cache::order::RouteOrder;
 use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use crate::translate::cache::relink::{endpoints_only, relink};
 use crate::translate::cache::statuses::StatusPool;
-use crate::translate::policy::RouteMemo;
+use crate::translate::policy::{route_policy, RouteMemo};
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::http_like::{self, route_key, same_object, Source};
 use crate::translate::routes::kinds_conflict::Losers;
@@ -336,7 +336,13 @@ impl RouteCompiler<'_> {
     fn compile_new(&mut self, route: &Source) -> RouteEntry {
         let lowered = route.clone().lowered();
         self.backends.record();
-        let compiled = Arc::new(compile_route(&lowered, &**route, &mut self.backends));
+        let policy = route_policy(self.backends.snapshot(), &**route).map(Arc::new);
+        let compiled = Arc::new(compile_route(
+            &lowered,
+            &**route,
+            policy,
+            &mut self.backends,
+        ));
         let resolutions = self.backends.recorded();
         self.reuse.compiled += 1;
         RouteEntry {

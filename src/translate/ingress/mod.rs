@@ -106,9 +106,6 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
             .insert(SERVING_GATEWAY.to_owned(), format!("{gw_ns}/{gw_name}"));
         let mut found = unsupported(&copy);
         resolve_port_names(snapshot, &mut copy, &mut found);
-        found.extend(crate::translate::routes::ingress::policy_problem(
-            snapshot, &copy,
-        ));
         let copy = Arc::new(copy);
         let key = (
             namespace_of(&copy.metadata).to_owned(),

@@ -12,11 +12,9 @@ use serde_json::{json, Value};
 use crate::kinds::crd::traffic_policy::PolicyTargetRef;
 use crate::kinds::crd::TrafficPolicy;
 use crate::kinds::ingress::serving_gateway;
-use crate::snapshot::{namespace_of, Snapshot};
+use crate::snapshot::namespace_of;
 use crate::status::GATEWAY_GROUP;
-use crate::table::RequestPolicy;
 use crate::translate::ingress::annotations::Annotations;
-use crate::translate::policy::{compile_policy, CompiledPolicy};
 use crate::translate::routes::http_like::HttpLike;
 
 /// The host of Ingress rules without one: the catch-all virtual host.
@@ -34,9 +32,8 @@ impl HttpLike for Ingress {
             .collect()
     }
 
-    fn rule_policy(&self, snapshot: &Snapshot) -> Option<RequestPolicy> {
-        let request = compiled_policy(snapshot, self)?.compiled.request;
-        Some(request).filter(|r| !r.is_empty())
+    fn traffic_policy(&self) -> Option<TrafficPolicy> {
+        traffic_policy(self)
     }
 
     fn reads_objects(&self) -> bool {
@@ -50,11 +47,10 @@ impl HttpLike for Ingress {
     }
 }
 
-/// The TrafficPolicy the Ingress's annotations ask for ([`Annotations::traffic_policy`]),
-/// compiled as a TrafficPolicy of the Ingress's namespace and name targeting its lowered
-/// route would be, Secrets and Services read from `snapshot`; `None` when they ask nothing.
-/// Invalid, it carries its error and its access controls refuse every request.
-pub fn compiled_policy(snapshot: &Snapshot, ingress: &Ingress) -> Option<CompiledPolicy> {
+/// The TrafficPolicy the Ingress's annotations ask for ([`Annotations::traffic_policy`]), as
+/// an object of the Ingress's namespace and name targeting its lowered route, for the policy
+/// stage to compile like any TrafficPolicy; `None` when they ask nothing.
+pub fn traffic_policy(ingress: &Ingress) -> Option<TrafficPolicy> {
     let mut spec = Annotations::parse(ingress).traffic_policy()?;
     let name = ingress.metadata.name.clone().unwrap_or_default();
     spec.target_refs = vec![PolicyTargetRef {
@@ -65,15 +61,7 @@ pub fn compiled_policy(snapshot: &Snapshot, ingress: &Ingress) -> Option<Compile
     }];
     let mut policy = TrafficPolicy::new(&name, spec);
     policy.metadata.namespace = Some(namespace_of(&ingress.metadata).to_owned());
-    Some(compile_policy(snapshot, &policy))
-}
-
-/// Why the TrafficPolicy the Ingress's annotations ask for is invalid, when it is.
-pub fn policy_problem(snapshot: &Snapshot, ingress: &Ingress) -> Option<String> {
-    let error = compiled_policy(snapshot, ingress)?.error?;
-    Some(format!(
-        "the annotations' TrafficPolicy settings are invalid ({error}): its access controls refuse every request"
-    ))
+    Some(policy)
 }
 
 /// Per lowered rule, whether plain HTTP requests are redirected to https

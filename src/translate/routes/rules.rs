@@ -16,7 +16,7 @@ use crate::kinds::routes::RouteKindId;
 use crate::snapshot::namespace_of;
 use crate::table::{
     AuthBackend, BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, QueryMatch, Regex,
-    RequestMatch, RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
+    RequestMatch, RequestPolicy, RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
 };
 use crate::translate::backends::resolve::{BackendError, BackendRef, Backends};
 use crate::translate::common::duration::compile_timeouts;
@@ -56,10 +56,12 @@ pub struct CompiledRoute {
 }
 
 /// Compiles every rule of `source`, an HTTP-like route whose lowered form is `route` (an
-/// HTTPRoute is its own): matches are the source's own where its kind has them.
+/// HTTPRoute is its own): matches are the source's own where its kind has them, and `policy`
+/// (its own TrafficPolicy's request settings, compiled) is on every rule.
 pub fn compile_route(
     route: &HttpRoute,
     source: &dyn HttpLikeRoute,
+    policy: Option<Arc<RequestPolicy>>,
     backends: &mut Backends<'_>,
 ) -> CompiledRoute {
     let namespace = namespace_of(&route.metadata);
@@ -79,7 +81,6 @@ pub fn compile_route(
         rule_hosts: source.rule_hosts(),
         ..Default::default()
     };
-    let policy = source.rule_policy(backends.snapshot()).map(Arc::new);
     let https_redirects = source.https_redirects();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
