@@ -23,3 +23,6 @@ mod canary;
 
 #[path = "ingress/server.rs"]
 mod server;
+
+#[path = "ingress/policy.rs"]
+mod policy;

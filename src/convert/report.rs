@@ -70,6 +70,10 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
         ),
         "permanent-redirect" | "permanent-redirect-code" | "temporal-redirect"
         | "temporal-redirect-code" | "app-root" => (Converted, "HTTPRoute RequestRedirect filter"),
+        "rewrite-target" if value.contains('$') => (
+            ConvertedWithDifference,
+            "not written: regex captures have no Gateway API rewrite, the converted rule forwards the path unchanged",
+        ),
         "rewrite-target" | "upstream-vhost" => (Converted, "HTTPRoute URLRewrite filter"),
         "x-forwarded-prefix" => (Converted, "HTTPRoute RequestHeaderModifier filter"),
         n if n == "enable-cors" || n.starts_with("cors-") => {

@@ -58,7 +58,14 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
         .rules
         .iter()
         .flatten()
-        .map(|r| without_unused_backends(serde_json::to_value(r).unwrap_or_default()))
+        .enumerate()
+        .map(|(i, r)| {
+            let rule = without_unused_backends(serde_json::to_value(r).unwrap_or_default());
+            match low.capture_rewrites.get(i) {
+                Some(true) => without_path_rewrite(rule),
+                _ => rule,
+            }
+        })
         .collect();
     let mut groups: Vec<HostRules> = Vec::new();
     for (i, host) in low.rule_hosts.iter().enumerate() {
@@ -153,6 +160,29 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
         }
     }
     out
+}
+
+/// `rule` without its path rewrite when it uses captures: a `rewrite-target` with them has no Gateway
+/// API form (the lowered rule carries the template only for the Ingress's own serving), so the
+/// converted rule forwards the path unchanged and the report says so.
+fn without_path_rewrite(mut rule: Value) -> Value {
+    if let Some(filters) = rule.get_mut("filters").and_then(Value::as_array_mut) {
+        for f in filters.iter_mut() {
+            let rewrite = f.get_mut("urlRewrite").and_then(Value::as_object_mut);
+            // A template without captures is a plain full-path replacement.
+            if let Some(rewrite) = rewrite.filter(|r| {
+                r.get("path")
+                    .and_then(|p| p["replaceFullPath"].as_str())
+                    .is_some_and(|p| p.contains('$'))
+            }) {
+                rewrite.remove("path");
+            }
+        }
+        filters.retain(|f| {
+            f["type"] != "URLRewrite" || f["urlRewrite"].as_object().is_some_and(|r| !r.is_empty())
+        });
+    }
+    rule
 }
 
 /// One HTTPRoute; the host `*` is written as no hostnames (any host).

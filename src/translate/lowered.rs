@@ -7,7 +7,7 @@ use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::api::networking::v1::Ingress;
 
 use crate::translate::routes::http_like::HttpLike;
-use crate::translate::routes::ingress::{https_redirects, lower};
+use crate::translate::routes::ingress::{capture_rewrites, https_redirects, lower};
 
 /// One prepared Ingress as the stages see it.
 #[derive(Debug, Clone)]
@@ -18,6 +18,9 @@ pub struct Lowered {
     pub rule_hosts: Vec<String>,
     /// Per rule of `route`: plain HTTP requests answer 308 to https.
     pub https_redirects: Vec<bool>,
+    /// Per rule of `route`: its path rewrite is a `rewrite-target` template with regex
+    /// captures, served for the Ingress alone (Gateway API has no such rewrite).
+    pub capture_rewrites: Vec<bool>,
 }
 
 /// Lowers a prepared Ingress (one of [`super::ingress::Prepared::snapshot`]'s) as serving does.
@@ -26,5 +29,6 @@ pub fn lowered(ingress: &Ingress) -> Lowered {
         route: lower(ingress),
         rule_hosts: HttpLike::rule_hosts(ingress),
         https_redirects: https_redirects(ingress),
+        capture_rewrites: capture_rewrites(ingress),
     }
 }

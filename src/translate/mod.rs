@@ -124,7 +124,9 @@ fn translate_cached(
         &mut report,
     );
     if let Some(p) = &prepared {
-        ingress::report_problems(&p.problems, options, &mut report);
+        let mut problems = p.problems.clone();
+        policy::ingress_policy_problems(snapshot, &mut problems);
+        ingress::report_problems(&problems, options, &mut report);
     }
     let l4 = routes::l4route::attach_l4_routes(
         snapshot,

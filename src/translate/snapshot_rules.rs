@@ -11,6 +11,7 @@ use crate::snapshot::{namespace_of, Snapshot, TranslatorRules};
 use crate::translate::gateways::frontend::referenced_ca_objects;
 use crate::translate::gateways::parameters::gateway_service_config;
 use crate::translate::gateways::tls::{referenced_listener_set_secrets, referenced_secrets};
+use crate::translate::ingress::annotations::Annotations;
 use crate::translate::policy::referenced_policy_objects;
 
 impl TranslatorRules for Snapshot {
@@ -28,6 +29,11 @@ impl TranslatorRules for Snapshot {
             let ns = namespace_of(&ingress.metadata);
             let tls = ingress.spec.iter().flat_map(|s| s.tls.iter().flatten());
             wanted.extend(tls.filter_map(|t| Some((ns.to_owned(), t.secret_name.clone()?))));
+            // The htpasswd Secret of its basic authentication.
+            let policy = Annotations::parse(ingress).traffic_policy();
+            if let Some(b) = policy.and_then(|p| p.basic_auth) {
+                wanted.insert((ns.to_owned(), b.secret_ref.name));
+            }
         }
         wanted
     }

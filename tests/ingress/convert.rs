@@ -197,9 +197,9 @@ async fn an_ingress_and_its_conversion_answer_the_same() {
         ),
         (
             1,
-            "200 pod=shop-api path=/v2/items host=shop.example.com prefix=[\"/api\"]",
+            "200 pod=shop-api path=/v2 host=shop.example.com prefix=[\"/api\"]",
         ),
-        (6, "200 pod=shop-api path=/v2/items?q=1"),
+        (6, "200 pod=shop-api path=/v2?q=1"),
         (7, "403"),
         (10, "200 pod=blog-blog path=/post/1 host=blog.internal"),
         (

@@ -99,6 +99,26 @@ pub struct ExternalAuthHttp {
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "signinURL")]
     #[schemars(length(min = 1, max = 2048))]
     pub signin_url: Option<String>,
+    /// How the sub-request is made (see [`ExternalAuthStyle`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub style: Option<ExternalAuthStyle>,
+}
+
+/// How the HTTP sub-request is made. `GatewayAPI` (default): `path` is a prefix put before
+/// the client's path, the headers in `allowedHeaders` are sent, and those of
+/// `allowedResponseHeaders` copied upstream (all when it is empty). `IngressNginx`, as
+/// ingress-nginx's `auth-url`: `path` is the whole path and query (the client's path is not
+/// added), every client header is sent, `X-Original-URL`, `X-Original-Method` and
+/// `X-Auth-Request-Redirect` carry the original request, and only the headers in
+/// `allowedResponseHeaders` are copied upstream (none when it is empty).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ExternalAuthStyle {
+    /// Gateway API's `ExternalAuth` filter's.
+    #[default]
+    #[serde(rename = "GatewayAPI")]
+    GatewayApi,
+    /// ingress-nginx's `auth-url`.
+    IngressNginx,
 }
 
 /// gRPC authorizer settings.

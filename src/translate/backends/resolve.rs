@@ -235,6 +235,11 @@ pub struct Backends<'a> {
 }
 
 impl<'a> Backends<'a> {
+    /// The snapshot references are resolved in.
+    pub fn snapshot(&self) -> &'a Snapshot {
+        self.snapshot
+    }
+
     /// Looks up the snapshot's Services and EndpointSlices, reusing the Service ports of
     /// `previous` whose Service and EndpointSlices are unchanged (an empty cache resolves
     /// everything). With `keep`, every entry of `previous` is handed on to the next

@@ -8,7 +8,9 @@
 //! - each HTTP-like route's compiled rules (matchers, filters, backend sets; a GRPCRoute's
 //!   lowered form with them), by the route's kind,
 //!   namespace and name, valid while the route is the same object (or an equal one) and each
-//!   backendRef it resolved (rules and mirrors) still resolves to the same outcome; when the
+//!   backendRef it resolved (rules and mirrors) still resolves to the same outcome (an
+//!   Ingress whose annotations read Secrets or an authorizer's Service is compiled anew
+//!   each time, `HttpLike::reads_objects`); when the
 //!   only difference is the endpoints of some Service ports, the rules are relinked to the
 //!   new ones (`relink`) rather than compiled; a route whose references name none of the
 //!   Services that changed since the last translation is not resolved again (`moved`);
@@ -39,7 +41,7 @@ use crate::translate::cache::order::RouteOrder;
 use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use crate::translate::cache::relink::{endpoints_only, relink};
 use crate::translate::cache::statuses::StatusPool;
-use crate::translate::policy::RouteMemo;
+use crate::translate::policy::{route_policy, RouteMemo};
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::http_like::{self, route_key, same_object, Source};
 use crate::translate::routes::kinds_conflict::Losers;
@@ -334,7 +336,13 @@ impl RouteCompiler<'_> {
     fn compile_new(&mut self, route: &Source) -> RouteEntry {
         let lowered = route.clone().lowered();
         self.backends.record();
-        let compiled = Arc::new(compile_route(&lowered, &**route, &mut self.backends));
+        let policy = route_policy(self.backends.snapshot(), &**route).map(Arc::new);
+        let compiled = Arc::new(compile_route(
+            &lowered,
+            &**route,
+            policy,
+            &mut self.backends,
+        ));
         let resolutions = self.backends.recorded();
         self.reuse.compiled += 1;
         RouteEntry {
@@ -350,7 +358,9 @@ impl RouteCompiler<'_> {
     /// route and the outcomes of its backendRefs, resolved in the same order, so replaying
     /// them tells.
     fn check(&mut self, entry: &RouteEntry, route: &Source) -> Check {
-        if !(same_object(&entry.source, route) || entry.source.equals(&**route)) {
+        if !(same_object(&entry.source, route) || entry.source.equals(&**route))
+            || route.reads_objects()
+        {
             return Check::Stale;
         }
         let ns = namespace_of(route.meta());

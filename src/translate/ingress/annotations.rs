@@ -11,10 +11,14 @@ use serde_json::{json, Value};
 
 use ipnet::IpNet;
 
+use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, TrafficPolicySpec};
 use crate::kinds::ingress::NGINX_PREFIX;
-use crate::table::{IpAccess, OriginPattern, RequestPolicy};
+use crate::table::{IpAccess, OriginPattern};
 use crate::translate::ingress::alias;
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
+
+mod policy;
+pub use policy::PolicyAnnotations;
 
 /// ingress-nginx's `proxy-connect-timeout` default.
 const CONNECT_DEFAULT: u64 = 5;
@@ -71,6 +75,9 @@ pub struct Annotations {
     pub ssl_redirect: Option<bool>,
     /// `force-ssl-redirect`: the HTTPS redirect also for hosts without TLS.
     pub force_ssl_redirect: bool,
+    /// The TrafficPolicy settings of the authentication, rate-limit, balancing and upstream
+    /// annotations ([`policy`]).
+    pub policy: PolicyAnnotations,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
     /// `use-regex`.
@@ -291,6 +298,8 @@ impl Annotations {
                 | "canary-by-header-value" | "canary-by-header-pattern" | "canary-by-cookie" => {
                     Ok(())
                 }
+                // Read below by `policy`, several together.
+                name if policy::NAMES.contains(&name) => Ok(()),
                 _ => {
                     out.problems
                         .push(format!("annotation {key} is not supported yet (ignored)"));
@@ -326,6 +335,8 @@ impl Annotations {
             ));
             out.rewrite_target = None;
         }
+        let namespace = crate::snapshot::namespace_of(&ingress.metadata);
+        out.policy = PolicyAnnotations::read(&get, namespace, &mut out.problems);
         out
     }
 
@@ -397,14 +408,33 @@ impl Annotations {
         out
     }
 
-    /// The TrafficPolicy settings every rule of the Ingress carries, when one is set.
-    pub fn policy(&self) -> Option<RequestPolicy> {
-        let policy = RequestPolicy {
-            ip_access: self.ip_access.clone().map(std::sync::Arc::new),
-            max_request_body: self.max_body,
-            ..RequestPolicy::default()
-        };
-        Some(policy).filter(|p| !p.is_empty())
+    /// Everything the annotations ask of a TrafficPolicy, as the spec of one (`targetRefs`
+    /// left empty for the caller: serving targets the lowered route, `convert` the converted
+    /// HTTPRoute), so that both go through the one compilation a TrafficPolicy object does;
+    /// `None` when they ask nothing. Invalid access lists deny every address (fail closed).
+    pub fn traffic_policy(&self) -> Option<TrafficPolicySpec> {
+        let mut spec = self.policy.spec.clone();
+        if let Some(access) = &self.ip_access {
+            let text = |list: &[IpNet]| list.iter().map(ToString::to_string).collect();
+            if access.refuse_all.is_some() {
+                spec.ip_access = Some(IpAccessPolicy {
+                    allow: Vec::new(),
+                    deny: vec!["0.0.0.0/0".to_owned(), "::/0".to_owned()],
+                });
+            } else if !(access.allow.is_empty() && access.deny.is_empty()) {
+                spec.ip_access = Some(IpAccessPolicy {
+                    allow: text(&access.allow),
+                    deny: text(&access.deny),
+                });
+            }
+        }
+        if let Some(bytes) = self.max_body {
+            spec.body_limits = Some(BodyLimitsPolicy {
+                max_request_bytes: Some(bytes),
+                max_response_bytes: None,
+            });
+        }
+        Some(spec).filter(|s| *s != TrafficPolicySpec::default())
     }
 
     /// The rule's `timeouts`, when a timeout annotation is set.

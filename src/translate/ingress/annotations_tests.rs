@@ -199,7 +199,7 @@ fn cors_takes_nginx_defaults_and_overrides() {
 
 #[test]
 fn unknown_annotations_stay_unsupported() {
-    let a = parse(&[("mirror-target", "true"), ("affinity", "cookie")]);
+    let a = parse(&[("mirror-target", "true"), ("enable-opentelemetry", "true")]);
     assert_eq!(a.problems.len(), 2);
     assert!(problem(&a, "mirror-target").contains("is not supported yet (ignored)"));
 }
@@ -245,12 +245,21 @@ fn source_ranges_become_ip_access_and_fail_closed_when_invalid() {
     assert!(shown.contains(&"192.168.1.1/32".to_owned()), "{shown:?}");
     assert_eq!(access.deny[0].to_string(), "10.1.0.0/16");
     assert_eq!(access.refuse_all, None);
-    let policy = a.policy().expect("policy");
-    assert_eq!(policy.ip_access.as_deref(), Some(&access));
+    let policy = a.traffic_policy().expect("policy");
+    let access_spec = policy.ip_access.expect("ipAccess");
+    assert_eq!(access_spec.allow.len(), 3);
+    assert!(access_spec.allow.contains(&"192.168.1.1/32".to_owned()));
+    assert_eq!(access_spec.deny, ["10.1.0.0/16"]);
     let bad = parse(&[("allowlist-source-range", "10.0.0.0/33")]);
     assert!(problem(&bad, "allowlist-source-range").contains("not a list of CIDRs"));
-    let refused = bad.ip_access.expect("refusing access");
+    let refused = bad.ip_access.clone().expect("refusing access");
     assert!(refused.refuse_all.is_some());
+    let spec = bad
+        .traffic_policy()
+        .and_then(|p| p.ip_access)
+        .expect("ipAccess");
+    assert_eq!(spec.deny, ["0.0.0.0/0", "::/0"], "every address denied");
+    assert!(spec.allow.is_empty());
 }
 
 #[test]
@@ -265,7 +274,8 @@ fn body_size_in_nginx_units() {
         let a = parse(&[("proxy-body-size", value)]);
         assert!(a.problems.is_empty(), "{value}: {:?}", a.problems);
         assert_eq!(a.max_body, want, "{value}");
-        assert_eq!(a.policy().and_then(|p| p.max_request_body), want);
+        let limits = a.traffic_policy().and_then(|p| p.body_limits);
+        assert_eq!(limits.and_then(|b| b.max_request_bytes), want);
     }
     for value in ["8mb", "m", "-1", "1t"] {
         let a = parse(&[("proxy-body-size", value)]);
@@ -275,7 +285,7 @@ fn body_size_in_nginx_units() {
             "{value}"
         );
     }
-    assert_eq!(parse(&[]).policy(), None);
+    assert_eq!(parse(&[]).traffic_policy(), None);
 }
 
 #[test]

@@ -10,7 +10,6 @@ pub mod alias;
 pub mod annotations;
 pub mod canary;
 mod gateway;
-mod traffic_policy;
 pub mod regex;
 
 use std::collections::BTreeMap;
@@ -278,6 +277,9 @@ pub fn report_problems(
     }
 }
 
+#[cfg(test)]
+#[path = "policy_tests.rs"]
+mod policy_tests;
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;

@@ -5,10 +5,15 @@
 //! authorizer does not resolve is invalid, and like every access control of an invalid policy
 //! its check fails closed (`deny`). Pure.
 
-use crate::kinds::crd::traffic_policy_auth::{ExternalAuthPolicy, ExternalAuthProtocol};
+use crate::kinds::crd::traffic_policy_auth::{
+    ExternalAuthPolicy, ExternalAuthProtocol, ExternalAuthStyle,
+};
 use crate::kinds::crd::GROUP;
+use crate::request::validate_config_path;
 use crate::snapshot::Snapshot;
-use crate::table::{AuthBackend, ExternalAuth, FailureMode, DEFAULT_STATUS_ON_ERROR};
+use crate::table::{
+    AuthBackend, AuthPath, ExternalAuth, FailureMode, HeaderSelection, DEFAULT_STATUS_ON_ERROR,
+};
 use crate::translate::backends::resolve::{BackendCache, BackendRef, Backends};
 use crate::translate::common::duration::parse_duration;
 use crate::translate::common::refgrant::RefSide;
@@ -108,5 +113,33 @@ fn settings(ns: &str, name: &str, spec: &ExternalAuthPolicy) -> Result<ExternalA
             .map(i64::from),
         source: format!("{ns}/{name}"),
     };
-    compile_auth(params).map_err(|e| format!("spec.externalAuth: {e}"))
+    let mut auth = compile_auth(AuthParams {
+        path: params.path.filter(|_| !nginx_style(spec)),
+        ..params
+    })
+    .map_err(|e| format!("spec.externalAuth: {e}"))?;
+    if nginx_style(spec) {
+        let path = http.and_then(|h| h.path.as_deref()).unwrap_or("/");
+        let valid = path.starts_with('/')
+            && path.parse::<http::uri::PathAndQuery>().is_ok()
+            && validate_config_path(path.split('?').next().unwrap_or_default()).is_ok();
+        if !valid {
+            return Err(format!(
+                "spec.externalAuth.http.path: {path:?} is not a valid absolute path and query"
+            ));
+        }
+        auth.path = AuthPath::Fixed(path.to_owned());
+        auth.request_headers = HeaderSelection::All;
+        auth.original_headers = true;
+        if http.is_some_and(|h| h.allowed_response_headers.is_empty()) {
+            auth.response_headers = HeaderSelection::Only(Vec::new());
+        }
+    }
+    Ok(auth)
+}
+
+/// True for an HTTP authorizer asked as ingress-nginx's `auth-url` asks.
+fn nginx_style(spec: &ExternalAuthPolicy) -> bool {
+    spec.protocol == ExternalAuthProtocol::Http
+        && spec.http.as_ref().and_then(|h| h.style) == Some(ExternalAuthStyle::IngressNginx)
 }

@@ -11,6 +11,7 @@ mod apply;
 mod auth;
 mod compile;
 mod ext_auth;
+mod ingress;
 #[cfg(test)]
 mod schema_tests;
 mod status;
@@ -39,6 +40,7 @@ pub use apply::{apply_policies, Applied, RouteMemo};
 pub use auth::referenced_policy_objects;
 pub use auth::{parse_htpasswd, parse_jwks};
 pub use compile::{compile_policy, Compiled, CompiledPolicy, Target, TargetKind};
+pub use ingress::{ingress_policy_problems, route_policy};
 pub use status::{policy_statuses, StatusInputs};
 
 /// A setting of a TrafficPolicy: the unit of precedence. A policy that loses every setting it

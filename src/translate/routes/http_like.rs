@@ -12,10 +12,11 @@ use std::sync::Arc;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::kinds::crd::TrafficPolicy;
 use crate::kinds::routes::{RouteKind, RouteKindId};
 use crate::kinds::KindSet;
 use crate::snapshot::Snapshot;
-use crate::table::{RequestMatch, RequestPolicy};
+use crate::table::RequestMatch;
 use crate::translate::routes::parents::{names_our_gateway, GatewayIndex};
 use crate::translate::routes::rules::MatchError;
 
@@ -44,10 +45,17 @@ pub(in crate::translate) trait HttpLike:
         Vec::new()
     }
 
-    /// TrafficPolicy settings the route's own spec gives every rule (an Ingress's
-    /// annotations); `None` for the kinds that take them from TrafficPolicies only.
-    fn rule_policy(&self) -> Option<RequestPolicy> {
+    /// The TrafficPolicy the route's own spec asks for on every rule (an Ingress's
+    /// annotations), targeting its lowered form; `None` for the kinds that take their
+    /// settings from TrafficPolicies only. The policy stage compiles it.
+    fn traffic_policy(&self) -> Option<TrafficPolicy> {
         None
+    }
+
+    /// True when [`HttpLike::traffic_policy`] reads objects of the snapshot (Secrets,
+    /// Services): the route's compiled rules are then not reused across translations.
+    fn reads_objects(&self) -> bool {
+        false
     }
 
     /// Per rule, whether plain HTTP requests are redirected to https (an Ingress's
@@ -83,8 +91,10 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn equals(&self, other: &dyn HttpLikeRoute) -> bool;
     /// [`HttpLike::rule_hosts`].
     fn rule_hosts(&self) -> Vec<String>;
-    /// [`HttpLike::rule_policy`].
-    fn rule_policy(&self) -> Option<RequestPolicy>;
+    /// [`HttpLike::traffic_policy`].
+    fn traffic_policy(&self) -> Option<TrafficPolicy>;
+    /// [`HttpLike::reads_objects`].
+    fn reads_objects(&self) -> bool;
     /// [`HttpLike::https_redirects`].
     fn https_redirects(&self) -> Vec<bool>;
     /// [`HttpLike::capture_rewrites`].
@@ -126,8 +136,12 @@ impl<K: HttpLike> HttpLikeRoute for K {
         HttpLike::rule_hosts(self)
     }
 
-    fn rule_policy(&self) -> Option<RequestPolicy> {
-        HttpLike::rule_policy(self)
+    fn traffic_policy(&self) -> Option<TrafficPolicy> {
+        HttpLike::traffic_policy(self)
+    }
+
+    fn reads_objects(&self) -> bool {
+        HttpLike::reads_objects(self)
     }
 
     fn https_redirects(&self) -> Vec<bool> {

@@ -10,8 +10,11 @@ use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use serde_json::{json, Value};
 
+use crate::kinds::crd::traffic_policy::PolicyTargetRef;
+use crate::kinds::crd::TrafficPolicy;
 use crate::kinds::ingress::serving_gateway;
-use crate::table::RequestPolicy;
+use crate::snapshot::namespace_of;
+use crate::status::GATEWAY_GROUP;
 use crate::translate::ingress::annotations::{has_captures, Annotations};
 use crate::translate::ingress::{alias, canary};
 use crate::translate::routes::http_like::HttpLike;
@@ -31,8 +34,14 @@ impl HttpLike for Ingress {
             .collect()
     }
 
-    fn rule_policy(&self) -> Option<RequestPolicy> {
-        Annotations::parse(self).policy()
+    fn traffic_policy(&self) -> Option<TrafficPolicy> {
+        traffic_policy(self)
+    }
+
+    fn reads_objects(&self) -> bool {
+        Annotations::parse(self)
+            .traffic_policy()
+            .is_some_and(|s| s.basic_auth.is_some() || s.external_auth.is_some())
     }
 
     fn https_redirects(&self) -> Vec<bool> {
@@ -57,6 +66,23 @@ pub fn capture_rewrites(ingress: &Ingress) -> Vec<bool> {
                     .is_some_and(|f| f.iter().any(|f| f["urlRewrite"]["path"].is_object()))
         })
         .collect()
+}
+
+/// The TrafficPolicy the Ingress's annotations ask for ([`Annotations::traffic_policy`]), as
+/// an object of the Ingress's namespace and name targeting its lowered route, for the policy
+/// stage to compile like any TrafficPolicy; `None` when they ask nothing.
+pub fn traffic_policy(ingress: &Ingress) -> Option<TrafficPolicy> {
+    let mut spec = Annotations::parse(ingress).traffic_policy()?;
+    let name = ingress.metadata.name.clone().unwrap_or_default();
+    spec.target_refs = vec![PolicyTargetRef {
+        group: GATEWAY_GROUP.to_owned(),
+        kind: "HTTPRoute".to_owned(),
+        name: name.clone(),
+        section_name: None,
+    }];
+    let mut policy = TrafficPolicy::new(&name, spec);
+    policy.metadata.namespace = Some(namespace_of(&ingress.metadata).to_owned());
+    Some(policy)
 }
 
 /// Per lowered rule, whether plain HTTP requests are redirected to https
@@ -219,6 +245,12 @@ fn annotate(rule: &mut Value, notes: &Annotations, exact: Option<bool>) {
     }
     if let Some(t) = notes.timeouts() {
         rule["timeouts"] = t;
+    }
+    if let Some(session) = &notes.policy.session {
+        rule["sessionPersistence"] = session.clone();
+    }
+    if let Some(retry) = &notes.policy.retry {
+        rule["retry"] = retry.clone();
     }
 }
 

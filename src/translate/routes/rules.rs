@@ -16,7 +16,8 @@ use crate::kinds::routes::RouteKindId;
 use crate::snapshot::namespace_of;
 use crate::table::{
     AuthBackend, BackendSet, BackendTarget, HeaderMatch, Mirror, PathMatch, PathModifier,
-    QueryMatch, Regex, RequestMatch, RouteRef, RouteRule, RuleFilters, ValueMatch, WeightedBackend,
+    QueryMatch, Regex, RequestMatch, RequestPolicy, RouteRef, RouteRule, RuleFilters, ValueMatch,
+    WeightedBackend,
 };
 use crate::translate::backends::resolve::{BackendError, BackendRef, Backends};
 use crate::translate::common::duration::compile_timeouts;
@@ -56,10 +57,12 @@ pub struct CompiledRoute {
 }
 
 /// Compiles every rule of `source`, an HTTP-like route whose lowered form is `route` (an
-/// HTTPRoute is its own): matches are the source's own where its kind has them.
+/// HTTPRoute is its own): matches are the source's own where its kind has them, and `policy`
+/// (its own TrafficPolicy's request settings, compiled) is on every rule.
 pub fn compile_route(
     route: &HttpRoute,
     source: &dyn HttpLikeRoute,
+    policy: Option<Arc<RequestPolicy>>,
     backends: &mut Backends<'_>,
 ) -> CompiledRoute {
     let namespace = namespace_of(&route.metadata);
@@ -79,7 +82,6 @@ pub fn compile_route(
         rule_hosts: source.rule_hosts(),
         ..Default::default()
     };
-    let policy = source.rule_policy().map(Arc::new);
     let https_redirects = source.https_redirects();
     let capture_rewrites = source.capture_rewrites();
     for (index, rule) in spec_rules.iter().enumerate() {
