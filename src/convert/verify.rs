@@ -23,9 +23,7 @@ use serde_json::{json, Value};
 use super::translate_options;
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::Snapshot;
-use crate::table::{
-    BackendTarget, Redirect, RedirectTarget, RouteRule, RouteTable, Scheme, VirtualHost,
-};
+use crate::table::{BackendTarget, RedirectTarget, RouteRule, RouteTable, Scheme, VirtualHost};
 use crate::translate::ingress::prepare;
 use crate::translate::translate;
 
@@ -332,17 +330,7 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
         return Decision::bare("no route", Some(404));
     };
     let scheme = if https { Scheme::Https } else { Scheme::Http };
-    let to_https = Redirect {
-        scheme: Some(Scheme::Https),
-        hostname: None,
-        port: None,
-        path: None,
-        status: 308,
-    };
-    let redirect = match rule.filters.redirect.as_deref() {
-        _ if rule.filters.https_redirect && !https => Some(&to_https),
-        r => r,
-    };
+    let redirect = rule.filters.redirect_for(https);
     if let Some(r) = redirect {
         let target = RedirectTarget {
             scheme,

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::backend_tls::{BackendIdentity, BackendTlsEntry};
 use super::cors::Cors;
-use super::filters::{HeaderModifier, Mirror, Redirect, Timeouts, UrlRewrite};
+use super::filters::{HeaderModifier, Mirror, Redirect, Scheme, Timeouts, UrlRewrite};
 use super::host::HostIndex;
 use super::l4::L4Routes;
 use super::matchers::{RequestMatch, RequestView};
@@ -493,6 +493,23 @@ impl RuleFilters {
     /// The shared empty filters.
     pub fn none() -> Arc<Self> {
         Self::default().shared()
+    }
+
+    /// The redirect a request answers with, if any: over plain HTTP the https redirect (308 to
+    /// the same URL on https) when set, else the rule's `RequestRedirect`. The proxy answers by
+    /// it and `convert --verify` replays it.
+    pub fn redirect_for(&self, https: bool) -> Option<&Redirect> {
+        static TO_HTTPS: Redirect = Redirect {
+            scheme: Some(Scheme::Https),
+            hostname: None,
+            port: None,
+            path: None,
+            status: 308,
+        };
+        if self.https_redirect && !https {
+            return Some(&TO_HTTPS);
+        }
+        self.redirect.as_deref()
     }
 }
 

@@ -34,8 +34,8 @@ use crate::proxy::shared::Shared;
 use crate::proxy::trace::{self, RequestTrace};
 use crate::proxy::upstream::trail::Trail;
 use crate::table::{
-    is_grpc, Cors, ListenerTable, Redirect, RedirectTarget, RequestView, RouteRule, RouteTable,
-    Scheme, VirtualHost,
+    is_grpc, Cors, ListenerTable, RedirectTarget, RequestView, RouteRule, RouteTable, Scheme,
+    VirtualHost,
 };
 
 /// Serves requests of one accepted connection.
@@ -368,17 +368,8 @@ impl Handler {
         host: &str,
         listener_port: u16,
     ) -> Result<Option<Response<ProxyBody>>, ProxyError> {
-        let to_https = Redirect {
-            scheme: Some(Scheme::Https),
-            hostname: None,
-            port: None,
-            path: None,
-            status: 308,
-        };
-        let redirect = match rule.filters.redirect.as_deref() {
-            _ if rule.filters.https_redirect && self.scheme() == Scheme::Http => &to_https,
-            Some(r) => r,
-            None => return Ok(None),
+        let Some(redirect) = rule.filters.redirect_for(self.scheme() == Scheme::Https) else {
+            return Ok(None);
         };
         let target = RedirectTarget {
             scheme: self.scheme(),
