@@ -28,8 +28,8 @@ pub(crate) fn ensure(headers: &mut HeaderMap) -> HeaderValue {
 
 /// 128 random bits as 32 lowercase hex digits.
 fn new_id() -> HeaderValue {
-    let text = format!("{:032x}", fastrand::u128(..));
-    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
+    let text = crate::proxy::trace::hex_u128(fastrand::u128(..));
+    HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 /// Adds `id` to a response that carries no `X-Request-Id` of its own.

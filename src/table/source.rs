@@ -51,7 +51,9 @@ impl SocketSource {
 
     /// Writes the `gateway` of metrics and access-log lines: `namespace/name`.
     pub fn write_gateway(&self, out: &mut impl fmt::Write) -> fmt::Result {
-        write!(out, "{}/{}", self.namespace, self.gateway)
+        out.write_str(&self.namespace)?;
+        out.write_char('/')?;
+        out.write_str(&self.gateway)
     }
 
     /// Writes the `listener` of metrics and access-log lines: the listener's name, or

@@ -2,46 +2,25 @@
 //! written straight into a batch's reused buffer (no allocation per field or line).
 
 use std::fmt::Write as _;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use http::HeaderValue;
 
 use super::{Entry, Field};
+use crate::proxy::trace::hex_u128;
 use crate::table::{AccessLogFormat, RouteRule};
 
-/// A field's value before it is written in the line's format.
-enum Value<'a> {
-    Str(&'a str),
-    Num(u64),
-    /// A duration, written as seconds with six decimals.
-    Seconds(Duration),
-    Null,
-}
-
-/// A header's text, or nothing.
-fn header(v: &Option<HeaderValue>) -> Value<'_> {
-    match v.as_ref().and_then(|v| v.to_str().ok()) {
-        Some(s) => Value::Str(s),
-        None => Value::Null,
-    }
-}
-
-fn seconds(d: Option<Duration>) -> Value<'static> {
-    d.map_or(Value::Null, Value::Seconds)
-}
-
-/// A batch's reused scratch buffer and its clock.
+/// A batch's reused clock.
 #[derive(Default)]
 pub(crate) struct LineWriter {
-    scratch: String,
     clock: Clock,
 }
 
 impl LineWriter {
     /// Appends `entry`'s line, without its newline, to `out`.
     pub(crate) fn write(&mut self, entry: &Entry, out: &mut String) {
-        entry.write_line(out, &mut self.scratch, &mut self.clock);
+        entry.write_line(out, &mut self.clock);
     }
 }
 
@@ -74,129 +53,106 @@ impl Clock {
     }
 }
 
+/// Room for a line's fixed-size fields, reserved at once with the lengths of the variable ones
+/// so that a line is copied into its batch without growing it on the way.
+const FIXED_LINE: usize = 512;
+
 impl Entry {
-    /// The value of `field`: borrowed from the entry, or (for values that need formatting)
-    /// written into `scratch` and returned as [`Value::Null`] with `scratch` non-empty.
-    fn value(&self, field: Field, scratch: &mut String, clock: &mut Clock) -> Value<'_> {
-        scratch.clear();
+    /// Appends the line, without its newline, to `out`: each field's key (quotes, separators
+    /// and name, laid out once per configuration in [`super::LogSpec`]), then its value,
+    /// written in place.
+    fn write_line(&self, out: &mut String, clock: &mut Clock) {
+        let json = self.spec.format == AccessLogFormat::Json;
+        let text_len = |v: &Option<HeaderValue>| v.as_ref().map_or(0, HeaderValue::len);
+        out.reserve(
+            FIXED_LINE
+                + self.path.as_ref().map_or(0, String::len)
+                + text_len(&self.host)
+                + text_len(&self.user_agent)
+                + text_len(&self.request_id),
+        );
+        for slot in self.spec.fields.iter() {
+            out.push_str(&slot.key);
+            self.write_value(slot.field, json, out, clock);
+        }
+        if json {
+            out.push('}');
+        }
+    }
+
+    /// Writes `field`'s value: a number, `null` (`-` in text), or a string (quoted and escaped
+    /// in JSON; quoted in text when it has a space, quote, `=` or backslash, or is empty).
+    /// Values the proxy formats itself (times, addresses, names, ids) never need escaping, so
+    /// they are written straight into `out` between quotes.
+    fn write_value(&self, field: Field, json: bool, out: &mut String, clock: &mut Clock) {
+        let mut quoted = |write: &mut dyn FnMut(&mut String)| {
+            if json {
+                out.push('"');
+                write(out);
+                out.push('"');
+            } else {
+                write(out);
+            }
+        };
         match field {
-            Field::Time => clock.write(self.time, scratch),
-            Field::ClientAddress => match self.client {
-                IpAddr::V4(v4) => {
-                    for (i, octet) in v4.octets().into_iter().enumerate() {
-                        if i > 0 {
-                            scratch.push('.');
-                        }
-                        scratch.push_str(itoa::Buffer::new().format(octet));
-                    }
-                }
-                v6 => {
-                    let _ = write!(scratch, "{v6}");
-                }
-            },
-            Field::Method => {
-                return self
-                    .method
-                    .as_ref()
-                    .map_or(Value::Null, |m| Value::Str(m.as_str()))
-            }
-            Field::Host => return header(&self.host),
-            Field::Path => return self.path.as_deref().map_or(Value::Null, Value::Str),
-            Field::Protocol => return Value::Str(self.protocol),
-            Field::Status => {
-                return self
-                    .status
-                    .map_or(Value::Null, |s| Value::Num(u64::from(s)))
-            }
-            Field::Duration => {
-                return seconds(Some(self.duration.unwrap_or_else(|| self.start.elapsed())))
-            }
-            Field::RequestBytes => return Value::Num(self.request_bytes),
-            Field::ResponseBytes => return Value::Num(self.response_bytes),
-            Field::Gateway | Field::Listener => {
-                if let Some(source) = self.source() {
+            Field::Time => quoted(&mut |out| clock.write(self.time, out)),
+            Field::ClientAddress => quoted(&mut |out| push_ip(out, self.client)),
+            Field::Method => push_str(out, json, self.method.as_ref().map(|m| m.as_str())),
+            Field::Host => push_str(out, json, header(&self.host)),
+            Field::Path => push_str(out, json, self.path.as_deref()),
+            Field::Protocol => push_str(out, json, Some(self.protocol)),
+            Field::Status => push_num(out, json, self.status.map(u64::from)),
+            Field::Duration => push_seconds(
+                out,
+                json,
+                Some(self.duration.unwrap_or_else(|| self.start.elapsed())),
+            ),
+            Field::RequestBytes => push_num(out, json, Some(self.request_bytes)),
+            Field::ResponseBytes => push_num(out, json, Some(self.response_bytes)),
+            Field::Gateway | Field::Listener => match self.source() {
+                Some(source) => quoted(&mut |out| {
                     let _ = match field {
-                        Field::Gateway => source.write_gateway(scratch),
-                        _ => source.write_listener(scratch),
+                        Field::Gateway => source.write_gateway(out),
+                        _ => source.write_listener(out),
                     };
-                }
-            }
-            Field::Route => {
-                let route = self.rule.as_ref().map(|r| &r.route).or(self.route.as_ref());
-                if let Some(r) = route {
-                    scratch.push_str(r.kind());
-                    scratch.push('/');
-                    scratch.push_str(r.label());
-                }
-            }
+                }),
+                None => push_null(out, json),
+            },
+            Field::Route => match self.rule.as_ref().map(|r| &r.route).or(self.route.as_ref()) {
+                Some(r) => quoted(&mut |out| {
+                    out.push_str(r.kind());
+                    out.push('/');
+                    out.push_str(r.label());
+                }),
+                None => push_null(out, json),
+            },
             Field::Rule => match self.rule.as_deref() {
                 Some(RouteRule {
                     rule_name: Some(name),
                     ..
-                }) => return Value::Str(name),
+                }) => push_str(out, json, Some(name)),
                 // An index is a string too: the field has one type.
-                Some(r) => scratch.push_str(itoa::Buffer::new().format(r.rule_index)),
-                None => {}
+                Some(r) => {
+                    quoted(&mut |out| out.push_str(itoa::Buffer::new().format(r.rule_index)))
+                }
+                None => push_null(out, json),
             },
-            Field::Upstream => {
-                if let Some(a) = self.upstream {
-                    let _ = write!(scratch, "{a}");
-                }
-            }
-            Field::UpstreamTime => return seconds(self.upstream_time),
-            Field::Retries => return Value::Num(u64::from(self.retries)),
-            Field::Decision => return self.decision.map_or(Value::Null, Value::Str),
-            Field::UserAgent => return header(&self.user_agent),
-            Field::RequestId => return header(&self.request_id),
-            Field::TraceId => {
-                if let Some(id) = self.trace_id {
-                    let _ = write!(scratch, "{id:032x}");
-                }
-            }
-        }
-        Value::Null
-    }
-
-    /// Appends the line, without its newline, to `out`; `scratch` is a buffer to reuse.
-    fn write_line(&self, out: &mut String, scratch: &mut String, clock: &mut Clock) {
-        let json = self.spec.format == AccessLogFormat::Json;
-        if json {
-            out.push('{');
-        }
-        for (i, field) in self.spec.fields.iter().enumerate() {
-            let value = match self.value(*field, scratch, clock) {
-                Value::Null if !scratch.is_empty() => Value::Str(scratch.as_str()),
-                v => v,
-            };
-            if i > 0 {
-                out.push(if json { ',' } else { ' ' });
-            }
-            if json {
-                out.push('"');
-                out.push_str(field.name());
-                out.push_str("\":");
-            } else {
-                out.push_str(field.name());
-                out.push('=');
-            }
-            match value {
-                Value::Num(n) => out.push_str(itoa::Buffer::new().format(n)),
-                Value::Seconds(d) => {
-                    out.push_str(itoa::Buffer::new().format(d.as_secs()));
-                    out.push('.');
-                    push_padded(out, d.subsec_micros(), 6);
-                }
-                Value::Null if json => out.push_str("null"),
-                Value::Null => out.push('-'),
-                Value::Str(s) if json => push_json_string(out, s),
-                Value::Str(s) if s.is_empty() || s.bytes().any(|b| b" \"=\\".contains(&b)) => {
-                    let _ = write!(out, "{s:?}");
-                }
-                Value::Str(s) => out.push_str(s),
-            }
-        }
-        if json {
-            out.push('}');
+            Field::Upstream => match self.upstream {
+                Some(a) => quoted(&mut |out| push_socket_addr(out, a)),
+                None => push_null(out, json),
+            },
+            Field::UpstreamTime => push_seconds(out, json, self.upstream_time),
+            Field::Retries => push_num(out, json, Some(u64::from(self.retries))),
+            Field::Decision => push_str(out, json, self.decision),
+            Field::UserAgent => push_str(out, json, header(&self.user_agent)),
+            Field::RequestId => push_str(out, json, header(&self.request_id)),
+            Field::TraceId => match self.trace_id {
+                // Hex digits are ASCII.
+                Some(id) => quoted(&mut |out| {
+                    out.push_str(std::str::from_utf8(&hex_u128(id)).unwrap_or_default());
+                }),
+                None => push_null(out, json),
+            },
         }
     }
 
@@ -206,6 +162,78 @@ impl Entry {
         let mut out = String::new();
         LineWriter::default().write(self, &mut out);
         out
+    }
+}
+
+/// A header's text, or nothing.
+fn header(v: &Option<HeaderValue>) -> Option<&str> {
+    v.as_ref().and_then(|v| v.to_str().ok())
+}
+
+fn push_null(out: &mut String, json: bool) {
+    out.push_str(if json { "null" } else { "-" });
+}
+
+fn push_num(out: &mut String, json: bool, n: Option<u64>) {
+    match n {
+        Some(n) => out.push_str(itoa::Buffer::new().format(n)),
+        None => push_null(out, json),
+    }
+}
+
+/// A duration as seconds with six decimals.
+fn push_seconds(out: &mut String, json: bool, d: Option<Duration>) {
+    match d {
+        Some(d) => {
+            out.push_str(itoa::Buffer::new().format(d.as_secs()));
+            out.push('.');
+            push_padded(out, d.subsec_micros(), 6);
+        }
+        None => push_null(out, json),
+    }
+}
+
+/// A string from the request or the configuration: escaped as JSON, or in text quoted (Rust's
+/// debug form) when it would not read back as one value.
+fn push_str(out: &mut String, json: bool, s: Option<&str>) {
+    match s {
+        Some(s) if json => push_json_string(out, s),
+        Some(s) if s.is_empty() || s.bytes().any(|b| b" \"=\\".contains(&b)) => {
+            let _ = write!(out, "{s:?}");
+        }
+        Some(s) => out.push_str(s),
+        None => push_null(out, json),
+    }
+}
+
+/// An IPv4 address octet by octet (IPv6 through its `Display`, which compresses zeros).
+fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                out.push_str(itoa::Buffer::new().format(octet));
+            }
+        }
+        v6 => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// `ip:port` as `SocketAddr`'s `Display` writes it (IPv6 through it).
+fn push_socket_addr(out: &mut String, addr: SocketAddr) {
+    match addr {
+        SocketAddr::V4(v4) => {
+            push_ip(out, IpAddr::V4(*v4.ip()));
+            out.push(':');
+            out.push_str(itoa::Buffer::new().format(v4.port()));
+        }
+        v6 => {
+            let _ = write!(out, "{v6}");
+        }
     }
 }
 

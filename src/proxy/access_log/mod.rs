@@ -110,7 +110,15 @@ impl Field {
 #[derive(Debug, Clone)]
 pub struct LogSpec {
     format: AccessLogFormat,
-    fields: Arc<[Field]>,
+    fields: Arc<[Slot]>,
+}
+
+/// A field of a line and the text that goes before its value (`{"name":` or `,"name":` in
+/// JSON, `name=` or ` name=` in text), laid out once per configuration instead of per line.
+#[derive(Debug)]
+struct Slot {
+    field: Field,
+    key: Box<str>,
 }
 
 impl Default for LogSpec {
@@ -122,22 +130,33 @@ impl Default for LogSpec {
 impl LogSpec {
     /// Every field in `format`.
     pub fn new(format: AccessLogFormat) -> Self {
-        Self {
-            format,
-            fields: Arc::from(ALL.as_slice()),
-        }
+        Self::with_fields(format, &ALL)
     }
 
     /// A ProxyConfig's log; unknown field names are skipped (the CRD's enum admits none).
     pub(crate) fn from_table(log: &AccessLog) -> Self {
         let fields: Vec<Field> = log.fields.iter().filter_map(|n| Field::parse(n)).collect();
+        Self::with_fields(log.format, if fields.is_empty() { &ALL } else { &fields })
+    }
+
+    fn with_fields(format: AccessLogFormat, fields: &[Field]) -> Self {
+        let json = format == AccessLogFormat::Json;
+        let slots = fields.iter().enumerate().map(|(i, &field)| {
+            let name = field.name();
+            let key = match (json, i) {
+                (true, 0) => format!("{{\"{name}\":"),
+                (true, _) => format!(",\"{name}\":"),
+                (false, 0) => format!("{name}="),
+                (false, _) => format!(" {name}="),
+            };
+            Slot {
+                field,
+                key: key.into(),
+            }
+        });
         Self {
-            format: log.format,
-            fields: if fields.is_empty() {
-                Arc::from(ALL.as_slice())
-            } else {
-                Arc::from(fields)
-            },
+            format,
+            fields: slots.collect(),
         }
     }
 

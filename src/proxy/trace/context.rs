@@ -78,18 +78,34 @@ pub(crate) fn span_for(headers: &HeaderMap) -> SpanIds {
 /// The `traceparent` the upstream request carries: the trace, the proxy's span, `sampled`.
 /// Written digit by digit into a fixed buffer: every request carries one.
 pub(crate) fn header(ids: &SpanIds, sampled: bool) -> HeaderValue {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = *b"00-00000000000000000000000000000000-0000000000000000-00";
-    for (i, digit) in text[3..35].iter_mut().enumerate() {
-        *digit = HEX[(ids.trace_id >> (124 - 4 * i)) as usize & 0xf];
-    }
-    for (i, digit) in text[36..52].iter_mut().enumerate() {
-        *digit = HEX[(ids.span_id >> (60 - 4 * i)) as usize & 0xf];
-    }
+    text[3..35].copy_from_slice(&hex_u128(ids.trace_id));
+    text[36..52].copy_from_slice(&hex_u64(ids.span_id));
     if sampled {
         text[54] = b'1';
     }
     HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `id` as 32 lowercase hex digits, as trace ids and request ids are written: a table lookup per
+/// digit, not the formatting machinery (every request writes at least one).
+pub(crate) fn hex_u128(id: u128) -> [u8; 32] {
+    let mut out = [0; 32];
+    for (i, digit) in out.iter_mut().enumerate() {
+        *digit = HEX[(id >> (124 - 4 * i)) as usize & 0xf];
+    }
+    out
+}
+
+/// `id` as 16 lowercase hex digits (span ids).
+fn hex_u64(id: u64) -> [u8; 16] {
+    let mut out = [0; 16];
+    for (i, digit) in out.iter_mut().enumerate() {
+        *digit = HEX[(id >> (60 - 4 * i)) as usize & 0xf];
+    }
+    out
 }
 
 fn nonzero_u64() -> u64 {
@@ -110,6 +126,22 @@ mod tests {
             h.append(TRACEPARENT, HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    #[test]
+    fn hex_digits_match_the_formatting_machinery() {
+        for id in [
+            0u128,
+            1,
+            0xf0,
+            u128::MAX,
+            0x4bf92f3577b34da6a3ce929d0e0e4736,
+        ] {
+            assert_eq!(hex_u128(id).as_slice(), format!("{id:032x}").as_bytes());
+        }
+        for id in [0u64, 1, u64::MAX, 0x00f067aa0ba902b7] {
+            assert_eq!(hex_u64(id).as_slice(), format!("{id:016x}").as_bytes());
+        }
     }
 
     #[test]
