@@ -13,8 +13,12 @@ mod upstream;
 
 #[path = "cli/auth.rs"]
 mod auth;
+#[path = "cli/configuration_doc.rs"]
+mod configuration_doc;
 #[path = "cli/convert.rs"]
 mod convert;
+#[path = "cli/docs.rs"]
+mod docs;
 #[path = "cli/interface.rs"]
 mod interface;
 #[path = "cli/namespace.rs"]

@@ -53,22 +53,25 @@ fn help_flags(command: &[&str]) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// The flags named in the README's flag tables (rows that start with a flag in backticks):
-/// those under a heading naming `` `convert ingress` flags `` when `convert` is true, the
-/// others (the `serve` tables) when it is false.
-fn readme_flags(convert: bool) -> std::collections::BTreeSet<String> {
-    let readme = include_str!("../../README.md");
-    let mut in_convert = false;
-    let mut out = std::collections::BTreeSet::new();
-    for l in readme.lines() {
-        if l.starts_with('#') {
-            in_convert = l.contains("`convert ingress` flags");
+/// The flags named in docs/configuration.md's flag tables (rows that start with a flag in
+/// backticks), per command section (`` ### `edgeplane serve` ``), in the order of the page.
+fn documented_flags() -> Vec<(Vec<String>, std::collections::BTreeSet<String>)> {
+    let doc = include_str!("../../docs/configuration.md");
+    let mut out: Vec<(Vec<String>, std::collections::BTreeSet<String>)> = Vec::new();
+    for l in doc.lines() {
+        if let Some(title) = l.strip_prefix("### `edgeplane") {
+            let words = title.trim_end_matches('`').split_whitespace();
+            out.push((words.map(str::to_owned).collect(), Default::default()));
+            continue;
         }
-        if !l.starts_with("| `--") || in_convert != convert {
+        let Some((_, flags)) = out.last_mut() else {
+            continue;
+        };
+        if !l.starts_with("| `--") {
             continue;
         }
         let cell = l.split('|').nth(1).unwrap_or_default();
-        out.extend(
+        flags.extend(
             cell.split('`')
                 .filter(|s| s.starts_with("--"))
                 .map(|s| s.split([' ', '=']).next().unwrap_or(s).to_owned()),
@@ -77,44 +80,68 @@ fn readme_flags(convert: bool) -> std::collections::BTreeSet<String> {
     out
 }
 
-/// The README's flag tables and `serve --help` name the same flags: a flag removed from the
-/// code is gone from the README, a flag added is documented there.
-#[test]
-fn readme_flag_tables_match_serve_help() {
-    let help = help_flags(&["serve"]);
-    assert!(help.contains("--config-dir") && help.contains("--drain-timeout"));
-    let readme = readme_flags(false);
-    let undocumented: Vec<_> = help
-        .difference(&readme)
-        .filter(|f| !["--help", "--version", "--log-format"].contains(&f.as_str()))
-        .collect();
-    let unknown: Vec<_> = readme.difference(&help).collect();
-    assert!(
-        unknown.is_empty(),
-        "README flag tables name flags `serve` does not have: {unknown:?}"
-    );
-    assert!(
-        undocumented.is_empty(),
-        "`serve` flags missing from the README flag tables: {undocumented:?}"
-    );
+/// The subcommands `edgeplane --help` (or `edgeplane <group> --help`) lists, without `help`.
+fn help_commands(command: &[&str]) -> Vec<String> {
+    let out = Command::new(BIN)
+        .args(command)
+        .arg("--help")
+        .output()
+        .expect("run --help");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect()
 }
 
-/// The README's `convert ingress` flag table and `convert ingress --help` name the same flags.
+/// docs/configuration.md documents every command the binary has, each with exactly the flags
+/// its `--help` lists: a flag removed from the code is gone from the page, a flag added is
+/// documented there. The global `--log-format` is documented once, under `edgeplane`.
 #[test]
-fn readme_flag_table_matches_convert_ingress_help() {
-    let help = help_flags(&["convert", "ingress"]);
-    assert!(help.contains("--verify") && help.contains("--filename"));
-    let readme = readme_flags(true);
-    let undocumented: Vec<_> = help
-        .difference(&readme)
-        .filter(|f| !["--help", "--log-format"].contains(&f.as_str()))
-        .collect();
-    let unknown: Vec<_> = readme.difference(&help).collect();
-    assert!(
-        unknown.is_empty() && undocumented.is_empty(),
-        "README `convert ingress` flags unknown to the command: {unknown:?}; flags missing \
-         from the README: {undocumented:?}"
+fn configuration_doc_flag_tables_match_every_help() {
+    let documented = documented_flags();
+    let mut commands: Vec<Vec<String>> = vec![vec![]];
+    for top in help_commands(&[]) {
+        let nested = help_commands(&[top.as_str()]);
+        if nested.is_empty() {
+            commands.push(vec![top]);
+        } else {
+            commands.extend(nested.into_iter().map(|n| vec![top.clone(), n]));
+        }
+    }
+    assert!(commands.contains(&vec!["serve".to_owned()]), "{commands:?}");
+    assert!(commands.contains(&vec!["convert".to_owned(), "ingress".to_owned()]));
+    let sections: Vec<_> = documented.iter().map(|(c, _)| c.clone()).collect();
+    assert_eq!(
+        sections, commands,
+        "docs/configuration.md's command sections differ from the binary's commands"
     );
+    for (command, doc) in &documented {
+        let args: Vec<&str> = command.iter().map(String::as_str).collect();
+        let help = help_flags(&args);
+        let skip: &[&str] = if args.is_empty() {
+            &["--help", "--version"]
+        } else {
+            &["--help", "--version", "--log-format"]
+        };
+        let undocumented: Vec<_> = help
+            .difference(doc)
+            .filter(|f| !skip.contains(&f.as_str()))
+            .collect();
+        let unknown: Vec<_> = doc.difference(&help).collect();
+        assert!(
+            unknown.is_empty() && undocumented.is_empty(),
+            "docs/configuration.md, `edgeplane {}`: flags the command does not have: \
+             {unknown:?}; flags missing from the page: {undocumented:?}",
+            args.join(" ")
+        );
+    }
+    let serve = &documented[sections.iter().position(|c| c == &["serve"]).unwrap_or(0)].1;
+    assert!(serve.contains("--config-dir") && serve.contains("--drain-timeout"));
 }
 
 /// `edgeplane crds | head -1`: a reader that stops early ends the command quietly with 0,
