@@ -67,6 +67,7 @@ mod settings;
 mod shared;
 mod sockets;
 mod tap;
+mod text;
 mod trace;
 mod trusted;
 mod upstream;

@@ -28,7 +28,7 @@ pub(crate) fn ensure(headers: &mut HeaderMap) -> HeaderValue {
 
 /// 128 random bits as 32 lowercase hex digits.
 fn new_id() -> HeaderValue {
-    let text = crate::proxy::trace::hex_u128(fastrand::u128(..));
+    let text = crate::proxy::text::hex_u128(fastrand::u128(..));
     HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 

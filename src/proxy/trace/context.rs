@@ -6,6 +6,8 @@
 use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue};
 
+use crate::proxy::text::{hex_u128, hex_u64};
+
 /// `traceparent`.
 pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
@@ -87,27 +89,6 @@ pub(crate) fn header(ids: &SpanIds, sampled: bool) -> HeaderValue {
     HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// `id` as 32 lowercase hex digits, as trace ids and request ids are written: a table lookup per
-/// digit, not the formatting machinery (every request writes at least one).
-pub(crate) fn hex_u128(id: u128) -> [u8; 32] {
-    let mut out = [0; 32];
-    for (i, digit) in out.iter_mut().enumerate() {
-        *digit = HEX[(id >> (124 - 4 * i)) as usize & 0xf];
-    }
-    out
-}
-
-/// `id` as 16 lowercase hex digits (span ids).
-fn hex_u64(id: u64) -> [u8; 16] {
-    let mut out = [0; 16];
-    for (i, digit) in out.iter_mut().enumerate() {
-        *digit = HEX[(id >> (60 - 4 * i)) as usize & 0xf];
-    }
-    out
-}
-
 fn nonzero_u64() -> u64 {
     fastrand::u64(1..)
 }
@@ -126,22 +107,6 @@ mod tests {
             h.append(TRACEPARENT, HeaderValue::from_str(v).unwrap());
         }
         h
-    }
-
-    #[test]
-    fn hex_digits_match_the_formatting_machinery() {
-        for id in [
-            0u128,
-            1,
-            0xf0,
-            u128::MAX,
-            0x4bf92f3577b34da6a3ce929d0e0e4736,
-        ] {
-            assert_eq!(hex_u128(id).as_slice(), format!("{id:032x}").as_bytes());
-        }
-        for id in [0u64, 1, u64::MAX, 0x00f067aa0ba902b7] {
-            assert_eq!(hex_u64(id).as_slice(), format!("{id:016x}").as_bytes());
-        }
     }
 
     #[test]

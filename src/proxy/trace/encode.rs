@@ -3,7 +3,6 @@
 //! no string copies per attribute. The messages written are the few the proxy's spans use:
 //! resource, scope, span, attribute (string or integer value) and status.
 
-use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use bytes::BufMut;
@@ -11,6 +10,7 @@ use http::Version;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 
 use super::export::Span;
+use crate::proxy::text::{push_ip, push_socket_addr};
 
 /// Field numbers of the OTLP messages written here (opentelemetry-proto v1).
 mod field {
@@ -113,7 +113,7 @@ impl Batch {
         if let Some(code) = span.status.filter(|c| *c >= 500) {
             // Server spans are errors for 5xx only (the OpenTelemetry HTTP conventions).
             self.text.clear();
-            let _ = write!(self.text, "{code}");
+            self.text.push_str(itoa::Buffer::new().format(code));
             let message = self.text.as_bytes();
             let len = 1 + field_len(message.len()) + 1 + encoded_len_varint(STATUS_ERROR);
             encode_key(field::SPAN_STATUS, WireType::LengthDelimited, buf);
@@ -163,9 +163,11 @@ impl Batch {
 /// The OpenTelemetry HTTP server attributes of the span, and the proxy's own.
 fn span_attributes(buf: &mut Vec<u8>, text: &mut String, span: &Span) {
     let attr = field::SPAN_ATTRIBUTES;
-    let mut formatted = |buf: &mut Vec<u8>, key: &str, value: &dyn std::fmt::Display| {
+    // Values the proxy writes as text itself go through `text`, without the formatting
+    // machinery.
+    let mut written = |buf: &mut Vec<u8>, key: &str, write: &dyn Fn(&mut String)| {
         text.clear();
-        let _ = write!(text, "{value}");
+        write(text);
         string_attribute(buf, attr, key, text);
     };
     string_attribute(buf, attr, "http.request.method", span.method.as_str());
@@ -182,7 +184,7 @@ fn span_attributes(buf: &mut Vec<u8>, text: &mut String, span: &Span) {
         _ => "1.1",
     };
     string_attribute(buf, attr, "network.protocol.version", version);
-    formatted(buf, "client.address", &span.client);
+    written(buf, "client.address", &|t| push_ip(t, span.client));
     if let Some(ua) = span.user_agent.as_ref().and_then(|v| v.to_str().ok()) {
         string_attribute(buf, attr, "user_agent.original", ua);
     }
@@ -194,18 +196,22 @@ fn span_attributes(buf: &mut Vec<u8>, text: &mut String, span: &Span) {
     }
     if let Some(rule) = &span.rule {
         let route = &rule.route;
-        formatted(
-            buf,
-            "edgeplane.route",
-            &format_args!("{}/{}", route.kind(), route.label()),
-        );
+        written(buf, "edgeplane.route", &|t| {
+            t.push_str(route.kind());
+            t.push('/');
+            t.push_str(route.label());
+        });
         match &rule.rule_name {
             Some(name) => string_attribute(buf, attr, "edgeplane.rule", name),
-            None => formatted(buf, "edgeplane.rule", &rule.rule_index),
+            None => written(buf, "edgeplane.rule", &|t| {
+                t.push_str(itoa::Buffer::new().format(rule.rule_index));
+            }),
         }
     }
     if let Some(addr) = span.upstream {
-        formatted(buf, "edgeplane.upstream.address", &addr);
+        written(buf, "edgeplane.upstream.address", &|t| {
+            push_socket_addr(t, addr)
+        });
     }
 }
 

@@ -13,7 +13,6 @@ use std::time::SystemTime;
 
 use http::{header, HeaderValue, Request};
 
-pub(crate) use context::hex_u128;
 pub(crate) use export::{Span, SpanSink};
 pub use export::{TraceExport, TraceExportError};
 
