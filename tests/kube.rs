@@ -21,6 +21,8 @@ mod listenerset;
 mod metrics;
 #[path = "kube/policy.rs"]
 mod policy;
+#[path = "kube/quickstart.rs"]
+mod quickstart;
 #[path = "kube/reliability.rs"]
 mod reliability;
 #[path = "kube/webhook_limits.rs"]
