@@ -3,7 +3,9 @@
 //! files and directories that exist, the ClusterRole covers every declared kind, and the
 //! conversion webhook's Service, port, Secret and CRD permissions match the controller's.
 //! The LICENSE file holds the license Cargo.toml names. The monitoring overlay's checks are in
-//! `deploy/monitoring.rs` (with `deploy/operator.rs` and `deploy/promql.rs`).
+//! `deploy/monitoring.rs` (with `deploy/operator.rs` and `deploy/promql.rs`), the production
+//! settings (image, spread, budget, HPA, ports) in `deploy/production.rs`, and the strict
+//! schema validation of every rendered overlay in `deploy/schema.rs`.
 
 #[path = "deploy/monitoring.rs"]
 mod monitoring;
