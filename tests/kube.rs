@@ -5,6 +5,8 @@ mod support;
 
 #[path = "kube/binary.rs"]
 mod binary;
+#[path = "kube/cluster.rs"]
+mod cluster;
 #[path = "kube/crds.rs"]
 mod crds;
 #[path = "kube/failover.rs"]
