@@ -157,7 +157,7 @@ pub struct Pod {
     pub grace: Duration,
 }
 
-pub fn start_pod(api: &ApiServer, deployment: &Value, kubeconfig: &Path) -> Pod {
+pub fn start_pod(deployment: &Value, kubeconfig: &Path) -> Pod {
     let spec = &deployment["spec"]["template"]["spec"];
     let container = &spec["containers"][0];
     let ip = support::net::loopback_ip();
@@ -203,7 +203,6 @@ pub fn start_pod(api: &ApiServer, deployment: &Value, kubeconfig: &Path) -> Pod 
         .spawn()
         .expect("start edgeplane");
     let grace = spec["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
-    let _ = api;
     Pod {
         child,
         ip,

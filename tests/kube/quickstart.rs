@@ -113,7 +113,7 @@ async fn the_documented_cluster_quickstart_installs_serves_and_uninstalls() {
             }
             "kubectl -n edgeplane-system rollout status deployment/edgeplane --timeout=120s" => {
                 // The kubelet starts the pod; the rollout is done once it is ready.
-                let p = start_pod(&api, &deployment, &kubeconfig);
+                let p = start_pod(&deployment, &kubeconfig);
                 let probe = deployment["spec"]["template"]["spec"]["containers"][0]
                     ["readinessProbe"]["httpGet"]["path"]
                     .as_str()
@@ -262,10 +262,11 @@ async fn the_documented_cluster_quickstart_installs_serves_and_uninstalls() {
                         assert_eq!(exit.code(), Some(0));
                     }
                     delete(&api, o);
-                    if o["kind"] == "Namespace" {
-                        // The namespace controller deletes what is in it.
-                        remove_namespace_contents(&api, meta(o, "name"));
-                    }
+                }
+                // The namespace controller empties the deleted namespace once its pods are
+                // gone (a terminating namespace takes no new objects meanwhile).
+                for ns in install.iter().filter(|o| o["kind"] == "Namespace") {
+                    remove_namespace_contents(&api, meta(ns, "name"));
                 }
                 let gone = api
                     .wait_until(T, |a| install.iter().all(|o| !stored(a, o)))

@@ -175,9 +175,13 @@ impl Keeper {
             }
         }
         for class in &classes {
-            let used = gateways
-                .iter()
-                .any(|g| g.spec.gateway_class_name == class.name_any());
+            // A Gateway being deleted no longer holds its class: its clean-up does not need
+            // the class, and its final disappearance may change nothing published, so no
+            // later pass would come to drop the finalizer.
+            let used = gateways.iter().any(|g| {
+                g.spec.gateway_class_name == class.name_any()
+                    && g.metadata.deletion_timestamp.is_none()
+            });
             match self.class_finalizer(class, used).await {
                 Ok(n) => writes += n,
                 Err(e) => errors.push(e),
