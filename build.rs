@@ -1,10 +1,15 @@
-//! Records the git commit being built as `EDGEPLANE_COMMIT` (for `edgeplane_build_info`);
-//! `unknown` when the sources are not a git checkout or git is missing.
+//! Records the git commit being built as `EDGEPLANE_COMMIT` (for `edgeplane_build_info` and
+//! `--version`): the environment's `EDGEPLANE_COMMIT` when it is set (an image build, where
+//! `.git` is not copied in), else git's; `unknown` when neither gives one.
 
 use std::process::Command;
 
 fn main() {
-    let commit = git(&["rev-parse", "--short", "HEAD"])
+    println!("cargo:rerun-if-env-changed=EDGEPLANE_COMMIT");
+    let commit = std::env::var("EDGEPLANE_COMMIT")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| git(&["rev-parse", "--short", "HEAD"]))
         .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit()))
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=EDGEPLANE_COMMIT={commit}");

@@ -15,7 +15,7 @@
 #   GRPC_PORT_BASE       first of five loopback ports used (default 28100)
 #   GRPC_CPU_GEN         core of h2load and the backend (default 0)
 #   GRPC_CPU_PROXY       core of edgeplane (default 1)
-#   EDGEPLANE_BIN        use this edgeplane binary instead of running `cargo build --release`
+#   EDGEPLANE_BIN        use this edgeplane binary instead of running `cargo build --profile profiling`
 set -euo pipefail
 
 duration=${GRPC_DURATION:-10}
@@ -48,8 +48,8 @@ command -v haproxy >/dev/null 2>&1 || die "haproxy not found (Debian/Ubuntu: apt
 if [ -n "${EDGEPLANE_BIN:-}" ]; then
     bin=$EDGEPLANE_BIN
 else
-    (cd "$repo" && cargo build --release --locked)
-    bin="${CARGO_TARGET_DIR:-$repo/target}/release/edgeplane"
+    (cd "$repo" && cargo build --profile profiling --locked --bin edgeplane)
+    bin="${CARGO_TARGET_DIR:-$repo/target}/profiling/edgeplane"
 fi
 [ -x "$bin" ] || die "edgeplane binary not found: $bin"
 

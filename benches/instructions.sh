@@ -44,8 +44,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 bin=${EDGEPLANE_BIN:-}
 if [ -z "$bin" ] && [[ ,$proxies, == *,edgeplane* ]]; then
-    cargo build --release --locked --bin edgeplane
-    bin=target/release/edgeplane
+    cargo build --profile profiling --locked --bin edgeplane
+    bin=target/profiling/edgeplane
 fi
 
 work=$(mktemp -d)

@@ -33,7 +33,7 @@ Environment:
   LOAD_RESULTS_MD      also write the results as Markdown to this file
   LOAD_KEEP=1          keep the working directory (configs, raw tool output)
   LOAD_NO_INSTALL=1    do not install missing tools with apt-get
-  EDGEPLANE_BIN        use this edgeplane binary instead of running `cargo build --release`
+  EDGEPLANE_BIN        use this edgeplane binary instead of running `cargo build --profile profiling`
   EDGEPLANE_FLAGS      extra flags for `edgeplane serve` (e.g. "--access-log json"), split on spaces
 EOF
 }
@@ -125,10 +125,10 @@ if wants edgeplane "${proxy_list[@]}"; then
         edgeplane_bin=$EDGEPLANE_BIN
         edgeplane_source="prebuilt binary from EDGEPLANE_BIN"
     else
-        log "building edgeplane (cargo build --release)"
-        (cd "$repo" && cargo build --release --locked)
-        edgeplane_bin="${CARGO_TARGET_DIR:-$repo/target}/release/edgeplane"
-        edgeplane_source="release build of $(git -C "$repo" describe --always --dirty 2>/dev/null || echo "an unknown commit")"
+        log "building edgeplane (cargo build --profile profiling)"
+        (cd "$repo" && cargo build --profile profiling --locked --bin edgeplane)
+        edgeplane_bin="${CARGO_TARGET_DIR:-$repo/target}/profiling/edgeplane"
+        edgeplane_source="profiling build (release code, line tables) of $(git -C "$repo" describe --always --dirty 2>/dev/null || echo "an unknown commit")"
     fi
     [ -x "$edgeplane_bin" ] || die "edgeplane binary not found: $edgeplane_bin"
 fi

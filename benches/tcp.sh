@@ -13,7 +13,7 @@
 #   TCP_CPU_GEN        core of iperf3 client and server (default 0)
 #   TCP_CPU_PROXY      core of the proxy (default 1)
 #   TCP_NO_INSTALL=1   do not install missing tools with apt-get
-#   EDGEPLANE_BIN      use this edgeplane binary instead of running `cargo build --release`
+#   EDGEPLANE_BIN      use this edgeplane binary instead of running `cargo build --profile profiling`
 set -euo pipefail
 
 duration=${TCP_DURATION:-10}
@@ -57,8 +57,8 @@ need jq jq
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${EDGEPLANE_BIN:-}
 if [ -z "$bin" ]; then
-    (cd "$root" && cargo build --release --bin edgeplane >/dev/null)
-    bin="$root/target/release/edgeplane"
+    (cd "$root" && cargo build --profile profiling --bin edgeplane >/dev/null)
+    bin="$root/target/profiling/edgeplane"
 fi
 
 work=$(mktemp -d)

@@ -47,9 +47,18 @@ use crate::provider::manifest::ManifestError;
 use crate::reconcile::ReconcileOptions;
 use crate::translate::{PortMap, DEFAULT_CONTROLLER_NAME};
 
+/// What `--version` prints after the name: the crate version and the commit it was built from
+/// (`unknown` outside a git checkout), so a running image can be traced to its source.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("EDGEPLANE_COMMIT"),
+    ")"
+);
+
 /// A Kubernetes Gateway API controller and the edge proxy it programs, in one process.
 #[derive(Debug, Parser)]
-#[command(name = "edgeplane", version, about)]
+#[command(name = "edgeplane", version = VERSION, about)]
 pub struct Cli {
     /// Log line format (levels come from RUST_LOG, default info,rustls=error). Text lines
     /// are coloured only when stderr is a terminal.

@@ -3,14 +3,20 @@
 //! files and directories that exist, the ClusterRole covers every declared kind, and the
 //! conversion webhook's Service, port, Secret and CRD permissions match the controller's.
 //! The LICENSE file holds the license Cargo.toml names. The monitoring overlay's checks are in
-//! `deploy/monitoring.rs` (with `deploy/operator.rs` and `deploy/promql.rs`).
+//! `deploy/monitoring.rs` (with `deploy/operator.rs` and `deploy/promql.rs`), the production
+//! settings (image, spread, budget, HPA, ports) in `deploy/production.rs`, and the strict
+//! schema validation of every rendered overlay in `deploy/schema.rs`.
 
 #[path = "deploy/monitoring.rs"]
 mod monitoring;
 #[path = "deploy/operator.rs"]
 mod operator;
+#[path = "deploy/production.rs"]
+mod production;
 #[path = "deploy/promql.rs"]
 mod promql;
+#[path = "deploy/schema.rs"]
+mod schema;
 
 use std::path::{Path, PathBuf};
 
@@ -93,7 +99,7 @@ fn every_manifest_round_trips_through_its_typed_struct() {
             let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
             let where_ = format!("{}#{i} ({kind})", f.display());
             match kind.as_str() {
-                "Kustomization" => continue,
+                "Kustomization" | "Component" => continue,
                 "Namespace" => round_trip::<core::Namespace>(doc, &where_),
                 "ServiceAccount" => round_trip::<core::ServiceAccount>(doc, &where_),
                 "Service" => round_trip::<core::Service>(doc, &where_),
@@ -110,6 +116,12 @@ fn every_manifest_round_trips_through_its_typed_struct() {
                 "GatewayClass" => round_trip::<gatewayclasses::GatewayClass>(doc, &where_),
                 "Gateway" => round_trip::<gateways::Gateway>(doc, &where_),
                 "HTTPRoute" => round_trip::<httproutes::HttpRoute>(doc, &where_),
+                "PodDisruptionBudget" => {
+                    round_trip::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(doc, &where_)
+                }
+                "HorizontalPodAutoscaler" => round_trip::<
+                    k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
+                >(doc, &where_),
                 "NetworkPolicy" => round_trip::<
                     k8s_openapi::api::networking::v1::NetworkPolicy,
                 >(doc, &where_),
@@ -159,9 +171,15 @@ fn kustomizations_list_existing_files() {
     for k in kustomizations {
         let dir = k.parent().expect("has a parent");
         let doc = &documents(k)[0];
-        let resources = doc["resources"].as_array().expect("resources list");
-        assert!(!resources.is_empty(), "{}: no resources", k.display());
-        for r in resources {
+        let component = doc["kind"] == "Component";
+        let resources = doc["resources"].as_array().cloned().unwrap_or_default();
+        assert!(
+            component || !resources.is_empty(),
+            "{}: no resources",
+            k.display()
+        );
+        let components = doc["components"].as_array().into_iter().flatten();
+        for r in resources.iter().chain(components) {
             let p = dir.join(r.as_str().expect("string entry"));
             let ok = p.is_file() || p.join("kustomization.yaml").is_file();
             assert!(
@@ -455,7 +473,7 @@ fn the_webhook_service_reaches_the_webhook_port_of_every_workload() {
     assert!(base["resources"]
         .as_array()
         .is_some_and(|r| r.iter().any(|x| x == "webhook-service.yaml")));
-    for file in ["deployment.yaml", "daemonset/daemonset.yaml"] {
+    for file in ["deployment/deployment.yaml", "daemonset/daemonset.yaml"] {
         let workload = &documents(&deploy_dir().join(file))[0];
         let pod = &workload["spec"]["template"];
         assert_eq!(
@@ -493,7 +511,7 @@ fn flag<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
 #[test]
 fn admin_and_webhook_bind_the_pod_ip_not_a_wildcard() {
     let mut host_network = false;
-    for file in ["deployment.yaml", "daemonset/daemonset.yaml"] {
+    for file in ["deployment/deployment.yaml", "daemonset/daemonset.yaml"] {
         let workload = &documents(&deploy_dir().join(file))[0];
         let pod = &workload["spec"]["template"]["spec"];
         host_network |= pod["hostNetwork"] == true;

@@ -5,6 +5,8 @@ mod support;
 
 #[path = "kube/binary.rs"]
 mod binary;
+#[path = "kube/cluster.rs"]
+mod cluster;
 #[path = "kube/crds.rs"]
 mod crds;
 #[path = "kube/failover.rs"]
@@ -21,6 +23,8 @@ mod listenerset;
 mod metrics;
 #[path = "kube/policy.rs"]
 mod policy;
+#[path = "kube/quickstart.rs"]
+mod quickstart;
 #[path = "kube/reliability.rs"]
 mod reliability;
 #[path = "kube/webhook_limits.rs"]

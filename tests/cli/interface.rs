@@ -169,3 +169,31 @@ fn printing_commands_stop_quietly_when_the_reader_goes() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
 }
+
+/// `--version` names the version and the commit the binary was built from: the checkout's
+/// HEAD here (the test runs in the repository), so a running image can be traced to its source.
+#[test]
+fn version_prints_the_version_and_the_commit() {
+    let out = Command::new(BIN)
+        .arg("--version")
+        .output()
+        .expect("run edgeplane --version");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let commit = match head {
+        Some(head) => head,
+        // Not a git checkout (a source tarball): the build says so.
+        None => "unknown".to_owned(),
+    };
+    assert_eq!(
+        text.trim(),
+        format!("edgeplane {} (commit {commit})", env!("CARGO_PKG_VERSION")),
+    );
+}

@@ -381,8 +381,25 @@ fn alpha_proxy_spec() -> impl Strategy<Value = pa::ProxyConfigSpec> {
 
 fn beta_proxy_spec() -> impl Strategy<Value = pb::ProxyConfigSpec> {
     (
-        of((of(service_type()), annotations())
-            .prop_map(|(type_, annotations)| pb::GatewayServiceConfig { type_, annotations })),
+        of((
+            of(service_type()),
+            annotations(),
+            of(prop_oneof![
+                Just(pb::ExternalTrafficPolicy::Cluster),
+                Just(pb::ExternalTrafficPolicy::Local)
+            ]),
+            of("[a-z]{1,5}\\.io/[a-z]{1,5}"),
+            vec(cidr(), 0..3),
+        )
+            .prop_map(|(type_, annotations, policy, class, ranges)| {
+                pb::GatewayServiceConfig {
+                    type_,
+                    annotations,
+                    external_traffic_policy: policy,
+                    load_balancer_class: class,
+                    load_balancer_source_ranges: ranges,
+                }
+            })),
         of((of(log_format()), vec(log_field(), 0..3))
             .prop_map(|(format, fields)| pb::AccessLogConfig { format, fields })),
         of(

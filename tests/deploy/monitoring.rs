@@ -147,7 +147,7 @@ fn the_service_monitor_scrapes_the_admin_port_of_every_workload() {
     let port = &svc["spec"]["ports"][0];
     assert_eq!(svc["spec"]["ports"].as_array().map(Vec::len), Some(1));
     let target = port["targetPort"].as_str().expect("a named target port");
-    for file in ["deployment.yaml", "daemonset/daemonset.yaml"] {
+    for file in ["deployment/deployment.yaml", "daemonset/daemonset.yaml"] {
         let workload = &documents(&deploy_dir().join(file))[0];
         let pod = &workload["spec"]["template"];
         for (k, v) in svc["spec"]["selector"].as_object().expect("selector") {

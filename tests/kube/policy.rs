@@ -247,6 +247,98 @@ async fn gateway_service_type_and_annotations_come_from_the_proxy_config() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_service_traffic_fields_come_from_the_proxy_config() {
+    let api = ApiServer::start().await;
+    let echoes = start_fleet(&["pod-a"]).await;
+    seed(&api, &[], &[("svc-a", echoes[0].addr)]);
+    let config = |service: Value| {
+        json!({"apiVersion": "edgeplane.dev/v1beta1", "kind": "ProxyConfig",
+            "metadata": {"namespace": "web", "name": "edge"}, "spec": {"service": service}})
+    };
+    api.insert(config(
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+        "loadBalancerClass": "example.com/internal",
+        "loadBalancerSourceRanges": ["192.0.2.0/24", "2001:db8::/32"]}),
+    ));
+    let mut gw = gateway("web", "gw", "ep", 80);
+    gw["spec"]["infrastructure"] = json!({
+        "parametersRef": {"group": "edgeplane.dev", "kind": "ProxyConfig", "name": "edge"}});
+    api.insert(gw);
+    api.insert(gateway("web", "plain", "ep", 80));
+    let replica = Replica::start(&api, "one", port_base()).await;
+    wait_gateway_port(&api, "web", "gw", 80).await;
+    wait_gateway_port(&api, "web", "plain", 80).await;
+    let service =
+        |a: &ApiServer, gw: &str| crate::harness::gateway_service(a, "web", gw).unwrap_or_default();
+    let svc = service(&api, "gw");
+    assert_eq!(svc["spec"]["externalTrafficPolicy"], "Local", "{svc}");
+    assert_eq!(svc["spec"]["loadBalancerClass"], "example.com/internal");
+    assert_eq!(
+        svc["spec"]["loadBalancerSourceRanges"],
+        json!(["192.0.2.0/24", "2001:db8::/32"])
+    );
+    let plain = service(&api, "plain");
+    assert_eq!(plain["spec"]["externalTrafficPolicy"], "Cluster", "{plain}");
+    assert!(plain["spec"].get("loadBalancerClass").is_none(), "{plain}");
+    assert!(plain["spec"].get("loadBalancerSourceRanges").is_none());
+    let first_uid = svc["metadata"]["uid"].clone();
+    let port = svc["spec"]["ports"][0]["targetPort"].clone();
+
+    // Changed policy and ranges are patched onto the same Service.
+    api.insert(config(
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Cluster",
+        "loadBalancerClass": "example.com/internal",
+        "loadBalancerSourceRanges": ["198.51.100.0/24"]}),
+    ));
+    let patched = api
+        .wait_until(T, |a| {
+            let s = service(a, "gw");
+            s["spec"]["externalTrafficPolicy"] == "Cluster"
+                && s["spec"]["loadBalancerSourceRanges"] == json!(["198.51.100.0/24"])
+        })
+        .await;
+    assert!(patched, "{}", service(&api, "gw"));
+    assert_eq!(service(&api, "gw")["metadata"]["uid"], first_uid);
+
+    // A new class cannot be patched in (Kubernetes keeps it immutable): the Service is made
+    // again, with the same target port.
+    api.insert(config(json!({"type": "LoadBalancer",
+        "loadBalancerClass": "example.com/external"})));
+    let recreated = api
+        .wait_until(T, |a| {
+            let s = service(a, "gw");
+            s["spec"]["loadBalancerClass"] == "example.com/external"
+                && s["metadata"]["uid"] != first_uid
+        })
+        .await;
+    let svc = service(&api, "gw");
+    assert!(recreated, "{svc}");
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], port);
+    assert!(
+        svc["spec"].get("loadBalancerSourceRanges").is_none(),
+        "{svc}"
+    );
+    assert_eq!(svc["spec"]["externalTrafficPolicy"], "Cluster");
+
+    // ClusterIP takes none of the three: they leave the Service.
+    api.insert(config(
+        json!({"type": "ClusterIP", "externalTrafficPolicy": "Local",
+        "loadBalancerClass": "example.com/external", "loadBalancerSourceRanges": ["192.0.2.0/24"]}),
+    ));
+    let cleared = api
+        .wait_until(T, |a| {
+            let s = service(a, "gw");
+            s["spec"]["type"] == "ClusterIP"
+                && s["spec"].get("externalTrafficPolicy").is_none()
+                && s["spec"].get("loadBalancerClass").is_none()
+                && s["spec"].get("loadBalancerSourceRanges").is_none()
+        })
+        .await;
+    assert!(cleared, "{}", service(&api, "gw"));
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_crds_gateway_api_is_still_served() {
     let api = ApiServer::start().await;
     for resource in [

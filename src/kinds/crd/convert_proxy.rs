@@ -16,6 +16,7 @@ pub fn up(spec: Value) -> Result<Value, String> {
             beta::GatewayServiceConfig {
                 type_: a.service_type,
                 annotations: a.service_annotations,
+                ..beta::GatewayServiceConfig::default()
             }
         }),
         access_log: (a.access_log_format.is_some() || !a.access_log_fields.is_empty()).then_some({

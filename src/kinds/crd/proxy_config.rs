@@ -65,8 +65,11 @@ pub struct ProxyConfigSpec {
     pub drain_duration: Option<String>,
 }
 
-/// Type and annotations of the Service made for each Gateway.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// Type, annotations and traffic settings of the Service made for each Gateway. Fields a
+/// Service type does not take are left off the Service of that type (Kubernetes refuses
+/// them): `externalTrafficPolicy` applies to `LoadBalancer` and `NodePort`,
+/// `loadBalancerClass` and `loadBalancerSourceRanges` to `LoadBalancer` only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayServiceConfig {
     /// `LoadBalancer` (default), `NodePort` or `ClusterIP`.
@@ -75,6 +78,29 @@ pub struct GatewayServiceConfig {
     /// Annotations put on the Service (cloud load-balancer settings).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// `Cluster` (default: any node forwards, the client address is lost) or `Local` (only
+    /// nodes running a replica receive traffic, and the client address is kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_traffic_policy: Option<ExternalTrafficPolicy>,
+    /// The load-balancer implementation that serves the Service (`spec.loadBalancerClass`).
+    /// Kubernetes does not let a Service change it: a changed class makes the controller
+    /// delete and recreate the Service (a new load balancer, and new external addresses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub load_balancer_class: Option<String>,
+    /// Client CIDRs the cloud load balancer admits (`spec.loadBalancerSourceRanges`); every
+    /// client when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(max = 64)))]
+    #[x_kube(validation = Rule::new(CIDRS.0).message(CIDRS.1))]
+    pub load_balancer_source_ranges: Vec<String>,
+}
+
+/// Which nodes forward a Gateway Service's external traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ExternalTrafficPolicy {
+    Cluster,
+    Local,
 }
 
 /// The Service types a Gateway can be exposed with.

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::service_meta::service_metadata;
-use crate::kinds::crd::proxy_config::{GatewayServiceConfig, ServiceType};
+use crate::kinds::crd::proxy_config::{ExternalTrafficPolicy, GatewayServiceConfig, ServiceType};
 use crate::snapshot::namespace_of;
 use crate::snapshot::{GatewayBinding, GatewayBindings};
 
@@ -321,8 +321,9 @@ pub fn desired_service_for(
         .iter()
         .map(ToString::to_string)
         .collect();
-    let load_balancer_ip =
-        (service_type == "LoadBalancer" && requested.len() == 1).then(|| requested[0].clone());
+    let load_balancer = service_type == "LoadBalancer";
+    let load_balancer_ip = (load_balancer && requested.len() == 1).then(|| requested[0].clone());
+    let traffic = traffic_fields(config, &service_type);
     Service {
         metadata: ObjectMeta {
             name: Some(service_name(&name)),
@@ -337,6 +338,9 @@ pub fn desired_service_for(
             selector: None,
             external_ips: Some(requested).filter(|r| !r.is_empty()),
             load_balancer_ip,
+            external_traffic_policy: traffic.external_traffic_policy,
+            load_balancer_class: traffic.load_balancer_class,
+            load_balancer_source_ranges: traffic.load_balancer_source_ranges,
             ports: Some(
                 ports
                     .iter()
@@ -359,6 +363,33 @@ pub fn desired_service_for(
             ..ServiceSpec::default()
         }),
         status: None,
+    }
+}
+
+/// `externalTrafficPolicy`, `loadBalancerClass` and `loadBalancerSourceRanges` of a Gateway
+/// Service of type `service_type`: the ProxyConfig's, on the types Kubernetes allows them on.
+/// An external type always states its traffic policy (`Cluster` unless `Local` is asked for),
+/// as the API server would default it, so a policy dropped from the ProxyConfig is reverted
+/// and a defaulted one still matches.
+fn traffic_fields(config: Option<&GatewayServiceConfig>, service_type: &str) -> ServiceSpec {
+    let load_balancer = service_type == "LoadBalancer";
+    let external = load_balancer || service_type == "NodePort";
+    let policy = config.and_then(|c| c.external_traffic_policy);
+    ServiceSpec {
+        external_traffic_policy: external.then(|| {
+            match policy {
+                Some(ExternalTrafficPolicy::Local) => "Local",
+                Some(ExternalTrafficPolicy::Cluster) | None => "Cluster",
+            }
+            .to_owned()
+        }),
+        load_balancer_class: config
+            .and_then(|c| c.load_balancer_class.clone())
+            .filter(|_| load_balancer),
+        load_balancer_source_ranges: config
+            .map(|c| c.load_balancer_source_ranges.clone())
+            .filter(|r| load_balancer && !r.is_empty()),
+        ..ServiceSpec::default()
     }
 }
 
@@ -448,7 +479,7 @@ pub fn exposed_ports(gateway: &Gateway, sets: &[Arc<ListenerSet>]) -> BTreeMap<u
 }
 
 /// True when `current` already has what `desired` asks for (ports, type, no selector, requested
-/// addresses, owner, labels and annotations, and no propagated key the Gateway dropped).
+/// addresses, traffic policy, load-balancer class and source ranges, owner, labels and annotations, and no propagated key the Gateway dropped).
 pub fn service_matches(current: &Service, desired: &Service) -> bool {
     let (Some(c), Some(d)) = (&current.spec, &desired.spec) else {
         return false;
@@ -466,6 +497,9 @@ pub fn service_matches(current: &Service, desired: &Service) -> bool {
         && c.selector == d.selector
         && c.external_ips == d.external_ips
         && c.load_balancer_ip == d.load_balancer_ip
+        && c.external_traffic_policy == d.external_traffic_policy
+        && c.load_balancer_class == d.load_balancer_class
+        && c.load_balancer_source_ranges == d.load_balancer_source_ranges
         && current.metadata.owner_references == desired.metadata.owner_references
         && super::service_meta::contains_all(&current.metadata.labels, &desired.metadata.labels)
         && super::service_meta::contains_all(

@@ -175,9 +175,13 @@ impl Keeper {
             }
         }
         for class in &classes {
-            let used = gateways
-                .iter()
-                .any(|g| g.spec.gateway_class_name == class.name_any());
+            // A Gateway being deleted no longer holds its class: its clean-up does not need
+            // the class, and its final disappearance may change nothing published, so no
+            // later pass would come to drop the finalizer.
+            let used = gateways.iter().any(|g| {
+                g.spec.gateway_class_name == class.name_any()
+                    && g.metadata.deletion_timestamp.is_none()
+            });
             match self.class_finalizer(class, used).await {
                 Ok(n) => writes += n,
                 Err(e) => errors.push(e),
@@ -257,6 +261,22 @@ impl Keeper {
                 self.patched.remove(&svc_key);
                 return Ok(writes);
             }
+            Some(c) if class_changed(c, &desired) => {
+                // Kubernetes refuses a new loadBalancerClass on a LoadBalancer Service: it is
+                // made again (created on a later pass while the old one is still going).
+                tracing::info!(gateway = %label, service = %svc_key, "load-balancer class changed: recreating the Gateway Service");
+                match api.delete(&svc_name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(Self::api_err(format!("delete Service {svc_key}"))(e)),
+                }
+                self.patched.remove(&svc_key);
+                match api.create(&PostParams::default(), &desired).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(Self::api_err(format!("create Service {svc_key}"))(e)),
+                }
+            }
             Some(c) => {
                 let mut metadata = metadata_patch(c, &desired);
                 metadata["resourceVersion"] = json!(c.resource_version());
@@ -269,6 +289,9 @@ impl Keeper {
                         "ports": spec.and_then(|s| s.ports.clone()),
                         "externalIPs": spec.and_then(|s| s.external_ips.clone()),
                         "loadBalancerIP": spec.and_then(|s| s.load_balancer_ip.clone()),
+                        "externalTrafficPolicy": spec.and_then(|s| s.external_traffic_policy.clone()),
+                        "loadBalancerClass": spec.and_then(|s| s.load_balancer_class.clone()),
+                        "loadBalancerSourceRanges": spec.and_then(|s| s.load_balancer_source_ranges.clone()),
                     }
                 });
                 let basis = c.resource_version();
@@ -538,6 +561,18 @@ struct Context<'a> {
 }
 
 /// `namespace/name`.
+/// True when `current`, a `LoadBalancer` Service staying one, must get another
+/// `loadBalancerClass`: a field Kubernetes does not let a Service change.
+fn class_changed(current: &Service, desired: &Service) -> bool {
+    let (Some(c), Some(d)) = (&current.spec, &desired.spec) else {
+        return false;
+    };
+    let load_balancer = |t: &Option<String>| t.as_deref() == Some("LoadBalancer");
+    load_balancer(&c.type_)
+        && load_balancer(&d.type_)
+        && c.load_balancer_class != d.load_balancer_class
+}
+
 fn key(ns: &str, name: &str) -> String {
     format!("{ns}/{name}")
 }
