@@ -152,6 +152,27 @@ fn docs_relative_links_reach_a_file_and_heading() {
 }
 
 /// The link parser and the anchors follow GitHub's rules on the cases the pages use.
+/// The cluster quickstart between its markers in `text`.
+fn cluster_quickstart(text: &str) -> Option<&str> {
+    let start = text.find("<!-- cluster-quickstart:start -->")?;
+    let end = text.find("<!-- cluster-quickstart:end -->")?;
+    text.get(start..end)
+}
+
+/// README's cluster quickstart is docs/install.md's, which tests/kube/quickstart.rs runs.
+#[test]
+fn readme_cluster_quickstart_is_the_install_guide_s() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let install = std::fs::read_to_string(root().join("docs/install.md")).expect("docs/install.md");
+    let theirs = cluster_quickstart(&install).expect("docs/install.md has the quickstart markers");
+    assert!(theirs.contains("kubectl apply -k deploy/"), "{theirs}");
+    assert_eq!(
+        cluster_quickstart(&readme),
+        Some(theirs),
+        "README.md's cluster quickstart differs from docs/install.md's"
+    );
+}
+
 #[test]
 fn docs_link_parser_finds_links_and_anchors() {
     let mut in_code = false;
