@@ -30,8 +30,12 @@ impl TranslatorRules for Snapshot {
             let tls = ingress.spec.iter().flat_map(|s| s.tls.iter().flatten());
             wanted.extend(tls.filter_map(|t| Some((ns.to_owned(), t.secret_name.clone()?))));
             // The htpasswd Secret of its basic authentication.
-            let policy = Annotations::parse(ingress).traffic_policy();
-            if let Some(b) = policy.and_then(|p| p.basic_auth) {
+            let notes = Annotations::parse(ingress);
+            // The CA Secret of its backend TLS (`proxy-ssl-secret`).
+            if let Some(s) = notes.upstream.secret.clone() {
+                wanted.insert((ns.to_owned(), s));
+            }
+            if let Some(b) = notes.traffic_policy().and_then(|p| p.basic_auth) {
                 wanted.insert((ns.to_owned(), b.secret_ref.name));
             }
         }

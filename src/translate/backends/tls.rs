@@ -226,6 +226,20 @@ fn resolve(p: &BackendTlsPolicy, frontends: &mut Frontends<'_>) -> Resolved {
             reason,
         })
     };
+    if crate::translate::ingress::upstream::unverified(p) {
+        return match BackendTls::unverified(name.clone(), v.hostname.clone()) {
+            Ok(tls) => Resolved {
+                entry: Arc::new(BackendTlsEntry::Ready(tls)),
+                error: None,
+                refused: None,
+            },
+            Err(e) => Resolved {
+                entry: unusable(e.to_string()),
+                error: None,
+                refused: Some((Reason::Invalid, e.to_string())),
+            },
+        };
+    }
     if v.well_known_ca_certificates.is_some() {
         let message =
             "wellKnownCACertificates is not supported; name CA bundles in caCertificateRefs";

@@ -14,8 +14,8 @@ use ipnet::IpNet;
 use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, TrafficPolicySpec};
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern};
-use crate::translate::ingress::alias;
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
+use crate::translate::ingress::{alias, upstream};
 
 mod policy;
 pub use policy::PolicyAnnotations;
@@ -78,6 +78,9 @@ pub struct Annotations {
     /// The TrafficPolicy settings of the authentication, rate-limit, balancing and upstream
     /// annotations ([`policy`]).
     pub policy: PolicyAnnotations,
+    /// `backend-protocol` and backend TLS (`proxy-ssl-*`), applied to the Service ports the
+    /// Ingress reaches ([`upstream::apply`]).
+    pub upstream: upstream::Upstream,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
     /// `use-regex`.
@@ -175,7 +178,7 @@ fn absolute_path(value: &str) -> Result<String, String> {
     }
 }
 
-fn hostname(value: &str) -> Result<String, String> {
+pub(super) fn hostname(value: &str) -> Result<String, String> {
     let v = value.trim().to_ascii_lowercase();
     let valid = !v.is_empty()
         && v.len() <= 253
@@ -300,6 +303,8 @@ impl Annotations {
                 }
                 // Read below by `policy`, several together.
                 name if policy::NAMES.contains(&name) => Ok(()),
+                // Read below by `upstream`, several together.
+                name if upstream::NAMES.contains(&name) => Ok(()),
                 _ => {
                     out.problems
                         .push(format!("annotation {key} is not supported yet (ignored)"));
@@ -337,6 +342,7 @@ impl Annotations {
         }
         let namespace = crate::snapshot::namespace_of(&ingress.metadata);
         out.policy = PolicyAnnotations::read(&get, namespace, &mut out.problems);
+        out.upstream = upstream::Upstream::read(&get, namespace, &mut out.problems);
         out
     }
 

@@ -11,6 +11,7 @@ pub mod annotations;
 pub mod canary;
 mod gateway;
 pub mod regex;
+pub mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -138,7 +139,8 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         copies.push((class, copy, found));
     }
     canary::fold(&mut copies);
-    for (class, copy, found) in copies {
+    for (class, copy, mut found) in copies {
+        upstream::apply(&mut out, &copy, &mut found);
         let copy = Arc::new(copy);
         let key = (
             namespace_of(&copy.metadata).to_owned(),
