@@ -26,3 +26,6 @@ mod server;
 
 #[path = "ingress/policy.rs"]
 mod policy;
+
+#[path = "ingress/upstream.rs"]
+mod upstream;
