@@ -107,6 +107,7 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
             let mut written = routes::write(ingress, &gateways);
             let policies = &prepared.snapshot.backend_tls_policies;
             routes::add_backend_tls(&mut written, ingress, policies);
+            routes::add_balance(&mut written, ingress);
             report.add_converted(ingress, &written.names, &prepared.problems);
             objects.extend(written.objects);
         }

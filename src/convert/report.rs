@@ -119,6 +119,10 @@ fn upstream_outcome(name: &str, up: &Upstream) -> Option<(Outcome, &'static str)
                 )
             }
         }
+        "upstream-hash-by" => (
+            Converted,
+            "TrafficPolicy loadBalancer ConsistentHash targeting the Ingress's Services",
+        ),
         _ => return None,
     })
 }

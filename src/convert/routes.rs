@@ -192,6 +192,31 @@ pub fn add_backend_tls(out: &mut Written, ingress: &Ingress, policies: &[Arc<Bac
     }));
 }
 
+/// Adds to `out` the TrafficPolicy of `upstream-hash-by`: consistent hashing of the Services the
+/// Ingress reaches (a Service-wide setting, as serving applies it).
+pub fn add_balance(out: &mut Written, ingress: &Ingress) {
+    let Some(hash) = Annotations::parse(ingress).upstream.hash else {
+        return;
+    };
+    let ns = namespace_of(&ingress.metadata);
+    let name = ingress.metadata.name.clone().unwrap_or_default();
+    let targets: Vec<Value> = upstream::services(ingress)
+        .into_iter()
+        .map(|s| json!({"group": "", "kind": "Service", "name": s}))
+        .collect();
+    if targets.is_empty() {
+        return;
+    }
+    let policy = joined(&name, "balance");
+    out.names.push(format!("TrafficPolicy {ns}/{policy}"));
+    out.objects.push(json!({
+        "apiVersion": "edgeplane.dev/v1beta1", "kind": "TrafficPolicy",
+        "metadata": {"name": policy, "namespace": ns,
+                     "annotations": {CONVERTED_FROM: format!("Ingress/{ns}/{name}")}},
+        "spec": {"targetRefs": targets, "loadBalancer": upstream::load_balancer(&hash)},
+    }));
+}
+
 /// `rule` without its path rewrite when it uses captures: a `rewrite-target` with them has no Gateway
 /// API form (the lowered rule carries the template only for the Ingress's own serving), so the
 /// converted rule forwards the path unchanged and the report says so.

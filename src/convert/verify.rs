@@ -303,10 +303,15 @@ fn variants(path: &str) -> Vec<String> {
     out
 }
 
-/// How the proxy speaks to `service` for `rule`, when not plain HTTP/1.1: ` h2c`, and ` tls`
-/// with the name sent and what the certificate is checked against (the policy's name aside).
+/// How the proxy picks an endpoint of `service` and speaks to it for `rule`, when not the
+/// defaults: ` balance` (not least-request), ` h2c`, and ` tls` with the name sent and what
+/// the certificate is checked against (the policy's name aside).
 fn upstream(table: &RouteTable, rule: &RouteRule, service: &ServiceBackend) -> String {
     let mut out = String::new();
+    if !service.balance.is_default() {
+        let balance = serde_json::to_value(&service.balance).unwrap_or_default();
+        out.push_str(&format!(" balance {balance}"));
+    }
     if rule.upstream_protocol(service) == UpstreamProtocol::H2c {
         out.push_str(" h2c");
     }

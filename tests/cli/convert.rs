@@ -138,6 +138,10 @@ fn the_written_directory_passes_check_and_holds_the_report() {
         summary.contains("ok BackendTLSPolicy shop/payments-backend-tls"),
         "{summary}"
     );
+    assert!(
+        summary.contains("ok TrafficPolicy shop/payments-balance"),
+        "{summary}"
+    );
 }
 
 #[test]

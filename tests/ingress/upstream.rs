@@ -137,3 +137,53 @@ async fn backend_protocols_and_backend_tls_reach_the_backends_as_asked() {
     assert_eq!(json["proto"], "HTTP/2.0");
     assert!(json["tls"].is_null(), "{json}");
 }
+
+/// Service `name` port 80 to each echo server, one EndpointSlice each.
+fn spread_service(name: &str, echoes: &[crate::support::echo::Echo]) -> String {
+    let mut out = format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
+         spec: {{ports: [{{name: http, port: 80}}]}}\n"
+    );
+    for (i, e) in echoes.iter().enumerate() {
+        out.push_str(&format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: {name}-{i}, labels: {{kubernetes.io/service-name: {name}}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {port}}}]\n\
+             endpoints: [{{addresses: [\"{ip}\"], conditions: {{ready: true}}}}]\n",
+            port = e.addr.port(),
+            ip = e.addr.ip(),
+        ));
+    }
+    out
+}
+
+#[tokio::test]
+async fn upstream_hash_by_keeps_each_header_value_on_one_endpoint() {
+    let fleet = crate::support::echo::start_fleet(&["pod-a", "pod-b", "pod-c"]).await;
+    let mut text = CLASS.to_owned();
+    text.push_str(&spread_service("users", &fleet));
+    text.push_str(
+        &ingress("users", &[("upstream-hash-by", "$http_x_user_id")])
+            .replace("number: 443", "number: 80"),
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    let mut pods = std::collections::BTreeSet::new();
+    for user in 0..12 {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..4 {
+            let mut req = get(server.http(), "users.test", "/p");
+            req.headers_mut()
+                .insert("x-user-id", user.to_string().parse().expect("value"));
+            let r = send(&client, req).await.expect("request through edgeplane");
+            assert_eq!(r.status, 200);
+            seen.insert(r.pod().expect("an echo answered"));
+        }
+        assert_eq!(seen.len(), 1, "user {user} moved: {seen:?}");
+        pods.extend(seen);
+    }
+    // Twelve users on one of three pods each: not all on one (a hash, not a fixed choice).
+    assert!(pods.len() > 1, "{pods:?}");
+}

@@ -47,6 +47,7 @@ fn hash_on(value: &str) -> Option<HashOn> {
             .ok()
             .map(|h| HashOn::Header(h.as_str().to_owned())),
         "cookie" => Some(HashOn::Cookie(name.to_owned())),
+        "query" => Some(HashOn::Query(name.to_owned())),
         _ => None,
     }
 }

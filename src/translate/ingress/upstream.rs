@@ -1,9 +1,11 @@
-//! The ingress-nginx annotations about how the backends of an Ingress are spoken to:
-//! `backend-protocol` (HTTP, HTTPS, GRPC, GRPCS, H2C) and backend TLS (`proxy-ssl-secret`,
-//! `proxy-ssl-verify`, `proxy-ssl-name`, `proxy-ssl-server-name`). They describe the Service
-//! ports the Ingress reaches, so [`apply`] writes them where the table keeps what a Service
-//! port speaks: HTTP/2 (GRPC, GRPCS, H2C) as the port's `appProtocol: kubernetes.io/h2c` in
-//! the working snapshot, TLS (HTTPS, GRPCS) as a BackendTLSPolicy made for the Ingress
+//! The ingress-nginx annotations about how the backends of an Ingress are spoken to and
+//! chosen: `backend-protocol` (HTTP, HTTPS, GRPC, GRPCS, H2C), backend TLS (`proxy-ssl-secret`,
+//! `proxy-ssl-verify`, `proxy-ssl-name`, `proxy-ssl-server-name`) and `upstream-hash-by`. They
+//! describe the Service ports the Ingress reaches, so [`apply`] writes them where the table
+//! keeps them for a Service port: HTTP/2 (GRPC, GRPCS, H2C) as the port's `appProtocol:
+//! kubernetes.io/h2c` in the working snapshot, the hash as the Service's `edgeplane.io/
+//! load-balancer: consistent-hash` and `edgeplane.io/hash-on`, TLS (HTTPS, GRPCS) as a
+//! BackendTLSPolicy made for the Ingress
 //! ([`is_made`]: no object, no status) that resolves like any other. As in ingress-nginx, the
 //! backend's certificate is checked only with `proxy-ssl-verify: "on"`, against the `ca.crt`
 //! of `proxy-ssl-secret`; otherwise any certificate is accepted ([`unverified`]). Pure.
@@ -11,14 +13,17 @@
 use std::sync::Arc;
 
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::{namespace_of, Snapshot};
+use crate::translate::backends::endpoints::{HASH_ON_ANNOTATION, LOAD_BALANCER_ANNOTATION};
 
 /// The annotations this module reads.
 pub const NAMES: &[&str] = &[
+    "upstream-hash-by",
     "backend-protocol",
     "proxy-ssl-secret",
     "proxy-ssl-verify",
@@ -32,6 +37,9 @@ pub const MADE_PREFIX: &str = "ingress:";
 
 /// Annotation of a made policy that accepts any certificate (honoured on made policies only).
 const UNVERIFIED: &str = "edgeplane.dev/ingress-backend-unverified";
+
+/// The `edgeplane.io/load-balancer` value of consistent hashing.
+const HASH: &str = "consistent-hash";
 
 /// The `appProtocol` the table speaks HTTP/2 without TLS negotiation to (and over TLS with it).
 const H2C: &str = "kubernetes.io/h2c";
@@ -80,6 +88,36 @@ pub struct Upstream {
     pub secret: Option<String>,
     /// `proxy-ssl-name`: the name sent as SNI and checked in the certificate.
     pub name: Option<String>,
+    /// `upstream-hash-by` as an `edgeplane.io/hash-on` value (`source-ip`, `header:NAME`,
+    /// `cookie:NAME`, `query:NAME`).
+    pub hash: Option<String>,
+}
+
+/// The `edgeplane.io/hash-on` form of an nginx variable, when it is one alone that the
+/// consistent hash can read.
+fn hash_on(value: &str) -> Option<String> {
+    let v = value.trim();
+    if matches!(v, "$remote_addr" | "$binary_remote_addr") {
+        return Some("source-ip".to_owned());
+    }
+    let valid = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    if let Some(n) = v.strip_prefix("$http_").filter(|n| valid(n)) {
+        // nginx's `$http_x_user` is the header `X-User`.
+        return Some(format!(
+            "header:{}",
+            n.replace('_', "-").to_ascii_lowercase()
+        ));
+    }
+    if let Some(n) = v.strip_prefix("$cookie_").filter(|n| valid(n)) {
+        return Some(format!("cookie:{n}"));
+    }
+    v.strip_prefix("$arg_")
+        .filter(|n| valid(n))
+        .map(|n| format!("query:{n}"))
 }
 
 fn report(problems: &mut Vec<String>, name: &str, value: &str, why: &str) {
@@ -117,7 +155,20 @@ impl Upstream {
             }
         }
         let tls = out.protocol.is_some_and(Protocol::tls);
-        for name in &NAMES[1..] {
+        if let Some(v) = get("upstream-hash-by") {
+            match hash_on(v) {
+                Some(on) => out.hash = Some(on),
+                None => report(
+                    problems,
+                    "upstream-hash-by",
+                    v,
+                    "not served: only one of $remote_addr, $http_<name>, $cookie_<name>, \
+                     $arg_<name> is ($request_uri and combinations have no hash key here) \
+                     (not applied)",
+                ),
+            }
+        }
+        for name in &NAMES[2..] {
             let Some(v) = get(name) else { continue };
             if !tls {
                 report(
@@ -233,9 +284,10 @@ fn backends(ingress: &Ingress) -> Vec<(String, i32)> {
 /// TLS backends a made BackendTLSPolicy. What cannot be applied goes to `problems`.
 pub fn apply(out: &mut Snapshot, ingress: &Ingress, problems: &mut Vec<String>) {
     let wanted = Upstream::of(ingress, &mut Vec::new());
-    let Some(protocol) = wanted.protocol else {
+    if wanted.protocol.is_none() && wanted.hash.is_none() {
         return;
-    };
+    }
+    let protocol = wanted.protocol.unwrap_or(Protocol::Http);
     let ns = namespace_of(&ingress.metadata).to_owned();
     let mut targets: Vec<Value> = Vec::new();
     for (service, port) in backends(ingress) {
@@ -244,6 +296,9 @@ pub fn apply(out: &mut Snapshot, ingress: &Ingress, problems: &mut Vec<String>) 
         }) else {
             continue;
         };
+        if let Some(hash) = &wanted.hash {
+            set_hash(svc, hash, problems);
+        }
         let Some(index) = svc
             .spec
             .iter()
@@ -308,6 +363,51 @@ pub fn apply(out: &mut Snapshot, ingress: &Ingress, problems: &mut Vec<String>) 
     if let Some(policy) = made_policy(&ns, &name, &wanted, targets) {
         out.backend_tls_policies.push(Arc::new(policy));
     }
+}
+
+/// Makes `svc` balance by the consistent hash of `hash` (an `edgeplane.io/hash-on` value),
+/// unless it already balances otherwise (kept, reported).
+fn set_hash(svc: &mut Arc<Service>, hash: &str, problems: &mut Vec<String>) {
+    let notes = svc.metadata.annotations.as_ref();
+    let get = |k: &str| notes.and_then(|a| a.get(k)).map(|v| v.trim().to_owned());
+    let algorithm = get(LOAD_BALANCER_ANNOTATION);
+    let on = get(HASH_ON_ANNOTATION);
+    if algorithm.as_deref() == Some(HASH) && on.as_deref() == Some(hash) {
+        return;
+    }
+    if algorithm.is_some() {
+        problems.push(format!(
+            "annotation {NGINX_PREFIX}upstream-hash-by: Service {}/{} balances by its own \
+             {LOAD_BALANCER_ANNOTATION} annotation, which is kept",
+            namespace_of(&svc.metadata),
+            svc.metadata.name.as_deref().unwrap_or("")
+        ));
+        return;
+    }
+    let notes = Arc::make_mut(svc)
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    notes.insert(LOAD_BALANCER_ANNOTATION.to_owned(), HASH.to_owned());
+    notes.insert(HASH_ON_ANNOTATION.to_owned(), hash.to_owned());
+}
+
+/// The TrafficPolicy `loadBalancer` of an `edgeplane.io/hash-on` value, for `convert`.
+pub fn load_balancer(hash: &str) -> Value {
+    let key = match hash.split_once(':') {
+        Some(("header", n)) => json!({"header": n}),
+        Some(("cookie", n)) => json!({"cookie": n}),
+        Some(("query", n)) => json!({"queryParameter": n}),
+        _ => json!({"sourceIp": true}),
+    };
+    json!({"algorithm": "ConsistentHash", "hash": key})
+}
+
+/// The Services (names, in the Ingress's namespace) of `ingress`'s backends.
+pub fn services(ingress: &Ingress) -> Vec<String> {
+    let mut out: Vec<String> = backends(ingress).into_iter().map(|(s, _)| s).collect();
+    out.dedup();
+    out
 }
 
 /// The BackendTLSPolicy of an Ingress `ns/name` with these annotations, for `targets`.

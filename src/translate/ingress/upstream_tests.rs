@@ -207,3 +207,41 @@ fn the_ca_secret_is_wanted_from_the_cluster() {
         .referenced_secrets()
         .contains(&("ns".to_owned(), "ca".to_owned())));
 }
+
+#[test]
+fn upstream_hash_by_balances_the_service_by_the_variable() {
+    use crate::table::{Balance, HashOn};
+    for (variable, on) in [
+        ("$remote_addr", HashOn::SourceIp),
+        ("$http_x_user_id", HashOn::Header("x-user-id".into())),
+        ("$cookie_cart", HashOn::Cookie("cart".into())),
+        ("$arg_user", HashOn::Query("user".into())),
+    ] {
+        let t = run(&[("upstream-hash-by", variable)], &[]);
+        let (svc, _) = backend(&t);
+        assert_eq!(svc.balance, Balance::ConsistentHash { on }, "{variable}");
+        assert!(!status_text(&t).contains("Unsupported"), "{variable}");
+    }
+    for variable in ["$request_uri", "$host$request_uri", "$http_"] {
+        let t = run(&[("upstream-hash-by", variable)], &[]);
+        assert_eq!(backend(&t).0.balance, Balance::LeastRequest, "{variable}");
+        assert!(status_text(&t).contains("upstream-hash-by"), "{variable}");
+    }
+}
+
+#[test]
+fn a_service_balancing_by_its_own_annotation_keeps_it() {
+    use crate::table::Balance;
+    let mut s = with(&ingress(&[("upstream-hash-by", "$remote_addr")]), &[]);
+    s.services[0] = Arc::new(
+        serde_yaml_ng::from_str(
+            "metadata: {name: svc, namespace: ns, \
+             annotations: {edgeplane.io/load-balancer: round-robin}}\n\
+             spec: {ports: [{port: 8080}]}",
+        )
+        .expect("Service"),
+    );
+    let t = translate(&s, &options(PortMap::default()));
+    assert_eq!(backend(&t).0.balance, Balance::RoundRobin);
+    assert!(status_text(&t).contains("which is kept"));
+}
