@@ -29,3 +29,6 @@ mod policy;
 
 #[path = "ingress/upstream.rs"]
 mod upstream;
+
+#[path = "ingress/headers.rs"]
+mod headers;

@@ -78,6 +78,14 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
         ),
         "rewrite-target" | "upstream-vhost" => (Converted, "HTTPRoute URLRewrite filter"),
         "x-forwarded-prefix" => (Converted, "HTTPRoute RequestHeaderModifier filter"),
+        "custom-headers" => (
+            Converted,
+            "HTTPRoute ResponseHeaderModifier filter with the ConfigMap's entries (a later change of the ConfigMap is not followed)",
+        ),
+        "configuration-snippet" | "server-snippet" => (
+            Converted,
+            "HTTPRoute RequestHeaderModifier and ResponseHeaderModifier filters",
+        ),
         n if n == "enable-cors" || n.starts_with("cors-") => {
             (Converted, "HTTPRoute CORS filter")
         }

@@ -15,7 +15,7 @@ use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, Traffi
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern};
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
-use crate::translate::ingress::{alias, upstream};
+use crate::translate::ingress::{alias, headers, upstream};
 
 mod policy;
 pub use policy::PolicyAnnotations;
@@ -81,6 +81,8 @@ pub struct Annotations {
     /// `backend-protocol` and backend TLS (`proxy-ssl-*`), applied to the Service ports the
     /// Ingress reaches ([`upstream::apply`]).
     pub upstream: upstream::Upstream,
+    /// `custom-headers` and the header directives of the snippets, as header modifiers.
+    pub headers: headers::HeaderEdits,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
     /// `use-regex`.
@@ -303,6 +305,8 @@ impl Annotations {
                 }
                 // Read below by `policy`, several together.
                 name if policy::NAMES.contains(&name) => Ok(()),
+                // Read below by `headers`, with the ConfigMap `prepare` read.
+                name if headers::NAMES.contains(&name) => Ok(()),
                 // Read below by `upstream`, several together.
                 name if upstream::NAMES.contains(&name) => Ok(()),
                 _ => {
@@ -343,6 +347,8 @@ impl Annotations {
         let namespace = crate::snapshot::namespace_of(&ingress.metadata);
         out.policy = PolicyAnnotations::read(&get, namespace, &mut out.problems);
         out.upstream = upstream::Upstream::read(&get, namespace, &mut out.problems);
+        let custom = all.get(headers::CUSTOM_HEADERS).map(String::as_str);
+        out.headers = headers::HeaderEdits::read(&get, custom, &mut out.problems);
         out
     }
 
@@ -402,10 +408,12 @@ impl Annotations {
         if !rewrite.is_empty() {
             out.push(json!({"type": "URLRewrite", "urlRewrite": rewrite}));
         }
+        // One modifier per direction: a snippet's edit of X-Forwarded-Prefix wins.
+        let mut edits = self.headers.clone();
         if let Some(p) = &self.forwarded_prefix {
-            out.push(json!({"type": "RequestHeaderModifier",
-                "requestHeaderModifier": {"set": [{"name": "X-Forwarded-Prefix", "value": p}]}}));
+            edits.set_request_default("X-Forwarded-Prefix", p);
         }
+        out.extend(edits.filters());
         if let Some(c) = &self.cors {
             out.push(json!({"type": "CORS", "cors": {
                 "allowOrigins": c.origins, "allowMethods": c.methods, "allowHeaders": c.headers,

@@ -10,6 +10,7 @@ pub mod alias;
 pub mod annotations;
 pub mod canary;
 mod gateway;
+pub mod headers;
 pub mod regex;
 pub mod upstream;
 
@@ -134,6 +135,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         if let Some(hosts) = class_hosts.get(class) {
             alias::www_redirects(&mut copy, hosts);
         }
+        headers::resolve(snapshot, &mut copy, &mut found);
         found.extend(unsupported(&copy));
         resolve_port_names(snapshot, &mut copy, &mut found);
         copies.push((class, copy, found));
