@@ -302,9 +302,7 @@ pub(super) fn backend_tls(
     );
     // The policies `prepare` made for Ingresses' backends are no objects: no status.
     let statuses = resolved.statuses.into_iter();
-    for (policy, status) in
-        statuses.filter(|(p, _)| !crate::translate::ingress::upstream::is_made(p))
-    {
+    for (policy, status) in statuses.filter(|(p, _)| !crate::translate::backends::tls::is_made(p)) {
         report.entries.push(ObjectStatus::new(
             ObjectKind::BackendTlsPolicy,
             Some(namespace_of(&policy.metadata)),

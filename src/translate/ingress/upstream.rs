@@ -20,6 +20,8 @@ use serde_json::{json, Value};
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::translate::backends::endpoints::{HASH_ON_ANNOTATION, LOAD_BALANCER_ANNOTATION};
+use crate::translate::backends::tls::UNVERIFIED;
+pub use crate::translate::backends::tls::{is_made, unverified, MADE_PREFIX};
 
 /// The annotations this module reads.
 pub const NAMES: &[&str] = &[
@@ -30,13 +32,6 @@ pub const NAMES: &[&str] = &[
     "proxy-ssl-name",
     "proxy-ssl-server-name",
 ];
-
-/// Name prefix of the BackendTLSPolicies [`apply`] makes: the colon makes it no valid object
-/// name, so no policy of a cluster or a config directory has it.
-pub const MADE_PREFIX: &str = "ingress:";
-
-/// Annotation of a made policy that accepts any certificate (honoured on made policies only).
-const UNVERIFIED: &str = "edgeplane.dev/ingress-backend-unverified";
 
 /// The `edgeplane.io/load-balancer` value of consistent hashing.
 const HASH: &str = "consistent-hash";
@@ -232,26 +227,6 @@ impl Upstream {
         };
         Self::read(&get, namespace_of(&ingress.metadata), problems)
     }
-}
-
-/// True for a BackendTLSPolicy [`apply`] made for an Ingress.
-pub fn is_made(policy: &BackendTlsPolicy) -> bool {
-    policy
-        .metadata
-        .name
-        .as_deref()
-        .is_some_and(|n| n.starts_with(MADE_PREFIX))
-}
-
-/// True for a made policy that accepts any certificate (no `proxy-ssl-verify: "on"`).
-pub fn unverified(policy: &BackendTlsPolicy) -> bool {
-    is_made(policy)
-        && policy
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(UNVERIFIED))
-            .is_some_and(|v| v == "true")
 }
 
 /// The `(Service, port)` of each Service backend of `ingress` (ports given by number).
