@@ -32,3 +32,6 @@ mod upstream;
 
 #[path = "ingress/headers.rs"]
 mod headers;
+
+#[path = "ingress/access_log.rs"]
+mod access_log;

@@ -78,6 +78,11 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
         ),
         "rewrite-target" | "upstream-vhost" => (Converted, "HTTPRoute URLRewrite filter"),
         "x-forwarded-prefix" => (Converted, "HTTPRoute RequestHeaderModifier filter"),
+        "enable-access-log" if value.trim() == "false" => (
+            Outcome::NotConverted,
+            "not written: Gateway API has no per-route access log switch (the converted routes' requests are logged)",
+        ),
+        "enable-access-log" => (Converted, "nothing to write: requests are logged"),
         "custom-headers" => (
             Converted,
             "HTTPRoute ResponseHeaderModifier filter with the ConfigMap's entries (a later change of the ConfigMap is not followed)",

@@ -87,6 +87,8 @@ pub struct Annotations {
     pub problems: Vec<String>,
     /// `use-regex`.
     pub use_regex: bool,
+    /// `enable-access-log: "false"`: the Ingress's requests write no access log line.
+    pub access_log_off: bool,
     /// The hosts whose paths are regex, and how they match (set by `prepare`, see
     /// [`crate::translate::ingress::regex`]).
     pub regex_hosts: Vec<String>,
@@ -291,6 +293,7 @@ impl Annotations {
                 "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
                 | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
                 "use-regex" => boolean(value).map(|b| out.use_regex = b),
+                "enable-access-log" => boolean(value).map(|b| out.access_log_off = !b),
                 // Applied by `alias` to the working copies of the host.
                 "from-to-www-redirect" => boolean(value).map(|_| ()),
                 "server-alias" => match list(value).into_iter().find(|a| !alias::valid(a)) {

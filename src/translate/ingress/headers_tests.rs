@@ -1,5 +1,5 @@
 //! Header snippets parsed strictly, and `custom-headers` and the snippets through the pure
-//! translator as the served rule's header modifiers.
+//! translator as the served rule's header modifiers; `enable-access-log` as its flag.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -145,4 +145,21 @@ fn the_custom_headers_config_map_is_wanted_from_the_cluster() {
     assert!(s
         .referenced_config_maps()
         .contains(&("ns".to_owned(), "hdrs".to_owned())));
+}
+
+#[test]
+fn enable_access_log_false_marks_the_rule() {
+    assert!(
+        rule(&run(&[("enable-access-log", "false")], None))
+            .filters
+            .access_log_off
+    );
+    assert!(
+        !rule(&run(&[("enable-access-log", "true")], None))
+            .filters
+            .access_log_off
+    );
+    let t = run(&[("enable-access-log", "no")], None);
+    assert!(!rule(&t).filters.access_log_off);
+    assert!(status_text(&t).contains("enable-access-log"));
 }
