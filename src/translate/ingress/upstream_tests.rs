@@ -245,3 +245,27 @@ fn a_service_balancing_by_its_own_annotation_keeps_it() {
     assert_eq!(backend(&t).0.balance, Balance::RoundRobin);
     assert!(status_text(&t).contains("which is kept"));
 }
+
+#[test]
+fn incremental_translations_keep_and_drop_what_the_annotations_apply() {
+    use crate::table::Balance;
+    let opts = options(PortMap::default());
+    let mut memory = crate::translate::Incremental::default();
+    let notes = [
+        ("backend-protocol", "GRPC"),
+        ("upstream-hash-by", "$remote_addr"),
+    ];
+    let steps: [&[(&str, &str)]; 4] = [&notes, &notes, &[], &notes];
+    for (i, step) in steps.iter().enumerate() {
+        let t = memory.translate(&with(&ingress(step), &[]), &opts, &Default::default());
+        let (svc, protocol) = backend(&t);
+        let on = !step.is_empty();
+        let want = if on {
+            UpstreamProtocol::H2c
+        } else {
+            UpstreamProtocol::Http1
+        };
+        assert_eq!(protocol, want, "step {i}");
+        assert_eq!(svc.balance != Balance::LeastRequest, on, "step {i}");
+    }
+}
