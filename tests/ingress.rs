@@ -36,3 +36,6 @@ mod headers;
 
 #[path = "ingress/access_log.rs"]
 mod access_log;
+
+#[path = "ingress/fallback.rs"]
+mod fallback;

@@ -83,6 +83,10 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             "not written: Gateway API has no per-route access log switch (the converted routes' requests are logged)",
         ),
         "enable-access-log" => (Converted, "nothing to write: requests are logged"),
+        "default-backend" => (
+            ConvertedWithDifference,
+            "written as chosen at conversion: a backend whose Service had no endpoints routes to the default backend's Service (Gateway API has no fallback, so later endpoint changes are not followed)",
+        ),
         "custom-headers" => (
             Converted,
             "HTTPRoute ResponseHeaderModifier filter with the ConfigMap's entries (a later change of the ConfigMap is not followed)",

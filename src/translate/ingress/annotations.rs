@@ -15,7 +15,7 @@ use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, Traffi
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern};
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
-use crate::translate::ingress::{alias, headers, upstream};
+use crate::translate::ingress::{alias, fallback, headers, upstream};
 
 mod policy;
 pub use policy::PolicyAnnotations;
@@ -308,6 +308,8 @@ impl Annotations {
                 }
                 // Read below by `policy`, several together.
                 name if policy::NAMES.contains(&name) => Ok(()),
+                // Applied by `fallback` when the Ingress is prepared.
+                fallback::NAME => Ok(()),
                 // Read below by `headers`, with the ConfigMap `prepare` read.
                 name if headers::NAMES.contains(&name) => Ok(()),
                 // Read below by `upstream`, several together.

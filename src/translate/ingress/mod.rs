@@ -9,6 +9,7 @@
 pub mod alias;
 pub mod annotations;
 pub mod canary;
+pub mod fallback;
 mod gateway;
 pub mod headers;
 pub mod regex;
@@ -138,6 +139,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         headers::resolve(snapshot, &mut copy, &mut found);
         found.extend(unsupported(&copy));
         resolve_port_names(snapshot, &mut copy, &mut found);
+        fallback::apply(snapshot, &mut copy, &mut found);
         copies.push((class, copy, found));
     }
     canary::fold(&mut copies);
