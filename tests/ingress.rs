@@ -2,7 +2,8 @@
 //! Ingresses, IngressClasses, Services and a TLS Secret in files, served by the implicit
 //! Gateway of the class on mapped ports of a loopback address of the test's own; plain and
 //! TLS (by SNI) requests reach the backends the Ingress names, with the ingress-nginx
-//! annotations applied.
+//! annotations applied (header edits, backend protocols and TLS, hashing, the access log
+//! switch included).
 
 mod support;
 
@@ -26,3 +27,15 @@ mod server;
 
 #[path = "ingress/policy.rs"]
 mod policy;
+
+#[path = "ingress/upstream.rs"]
+mod upstream;
+
+#[path = "ingress/headers.rs"]
+mod headers;
+
+#[path = "ingress/access_log.rs"]
+mod access_log;
+
+#[path = "ingress/fallback.rs"]
+mod fallback;

@@ -3,7 +3,7 @@
 //! [`prepare`] and [`lowered`] exactly as serving does, so what is written is what edgeplane
 //! serves for them: a Gateway per IngressClass (`gateway`), an HTTPRoute per Ingress and host
 //! (`routes`), ReferenceGrants for certificates in other namespaces, a TrafficPolicy per
-//! Ingress for what Gateway API cannot say, and a report per Ingress and annotation
+//! Ingress for what Gateway API cannot say, a BackendTLSPolicy for verified backend TLS, and a report per Ingress and annotation
 //! (`report`). [`verify`] replays requests through both translations. Pure: the command line
 //! reads and writes the files.
 
@@ -104,7 +104,10 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
         let gateways = gateway::write(&prepared.snapshot, options);
         objects.extend(gateways.objects.iter().cloned());
         for ingress in &prepared.snapshot.ingresses {
-            let written = routes::write(ingress, &gateways);
+            let mut written = routes::write(ingress, &gateways);
+            let policies = &prepared.snapshot.backend_tls_policies;
+            routes::add_backend_tls(&mut written, ingress, policies);
+            routes::add_balance(&mut written, ingress);
             report.add_converted(ingress, &written.names, &prepared.problems);
             objects.extend(written.objects);
         }

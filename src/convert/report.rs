@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use crate::kinds::ingress::{class_of, NGINX_PREFIX};
 use crate::snapshot::{namespace_of, Snapshot};
+use crate::translate::ingress::annotations::Annotations;
+use crate::translate::ingress::upstream::{Protocol, Upstream};
 use crate::translate::ingress::IngressProblems;
 
 /// What became of one annotation.
@@ -76,11 +78,70 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
         ),
         "rewrite-target" | "upstream-vhost" => (Converted, "HTTPRoute URLRewrite filter"),
         "x-forwarded-prefix" => (Converted, "HTTPRoute RequestHeaderModifier filter"),
+        "enable-access-log" if value.trim() == "false" => (
+            Outcome::NotConverted,
+            "not written: Gateway API has no per-route access log switch (the converted routes' requests are logged)",
+        ),
+        "enable-access-log" => (Converted, "nothing to write: requests are logged"),
+        "default-backend" => (
+            ConvertedWithDifference,
+            "written as chosen at conversion: a backend whose Service had no endpoints routes to the default backend's Service (Gateway API has no fallback, so later endpoint changes are not followed)",
+        ),
+        "custom-headers" => (
+            Converted,
+            "HTTPRoute ResponseHeaderModifier filter with the ConfigMap's entries (a later change of the ConfigMap is not followed)",
+        ),
+        "configuration-snippet" | "server-snippet" => (
+            Converted,
+            "HTTPRoute RequestHeaderModifier and ResponseHeaderModifier filters",
+        ),
         n if n == "enable-cors" || n.starts_with("cors-") => {
             (Converted, "HTTPRoute CORS filter")
         }
         _ => (Converted, "HTTPRoute rules or TrafficPolicy"),
     }
+}
+
+/// What becomes of `backend-protocol` and `proxy-ssl-*` (`None` for other annotations):
+/// verified TLS is a BackendTLSPolicy; TLS without verification has no Gateway API form, nor
+/// has HTTP/2 to a backend other than a Service port's `appProtocol`, which convert does not
+/// rewrite (the Service is not its to write).
+fn upstream_outcome(name: &str, up: &Upstream) -> Option<(Outcome, &'static str)> {
+    use Outcome::{Converted, ConvertedWithDifference, NotConverted};
+    let protocol = up.protocol.unwrap_or(Protocol::Http);
+    Some(match name {
+        "backend-protocol" => match (protocol, up.verify) {
+            (Protocol::Http, _) => (Converted, "nothing to write: HTTP/1.1 is spoken to backends"),
+            (Protocol::Grpc | Protocol::H2c, _) => (
+                NotConverted,
+                "not written: HTTP/2 to the backend: set appProtocol: kubernetes.io/h2c on the Service port (convert writes no Service)",
+            ),
+            (Protocol::Https, true) => (Converted, "BackendTLSPolicy"),
+            (Protocol::Grpcs, true) => (
+                ConvertedWithDifference,
+                "BackendTLSPolicy; HTTP/2 is not written: set appProtocol: kubernetes.io/h2c on the Service port (convert writes no Service)",
+            ),
+            (Protocol::Https | Protocol::Grpcs, false) => (
+                NotConverted,
+                "not written: TLS without proxy-ssl-verify accepts any certificate, and a BackendTLSPolicy always verifies one (give proxy-ssl-secret a ca.crt and proxy-ssl-verify: \"on\")",
+            ),
+        },
+        "proxy-ssl-secret" | "proxy-ssl-verify" | "proxy-ssl-name" | "proxy-ssl-server-name" => {
+            if up.verify {
+                (Converted, "BackendTLSPolicy validation (hostname, caCertificateRefs)")
+            } else {
+                (
+                    NotConverted,
+                    "not written: no BackendTLSPolicy without proxy-ssl-verify: \"on\"",
+                )
+            }
+        }
+        "upstream-hash-by" => (
+            Converted,
+            "TrafficPolicy loadBalancer ConsistentHash targeting the Ingress's Services",
+        ),
+        _ => return None,
+    })
 }
 
 /// The problem that names annotation `key`, if one does.
@@ -109,6 +170,7 @@ impl Report {
         let found: &[String] = problems.get(&key).map_or(&[], Vec::as_slice);
         let mut annotations = Vec::new();
         let mut claimed = Vec::new();
+        let upstream = Annotations::parse(ingress).upstream;
         for (key, value) in ingress.metadata.annotations.iter().flatten() {
             let Some(name) = key.strip_prefix(NGINX_PREFIX) else {
                 continue;
@@ -125,10 +187,13 @@ impl Report {
                     }
                     (Outcome::NotConverted, why)
                 }
-                None => {
-                    let (o, d) = served(name, value);
-                    (o, d.to_owned())
-                }
+                None => match upstream_outcome(name, &upstream) {
+                    Some((o, d)) => (o, d.to_owned()),
+                    None => {
+                        let (o, d) = served(name, value);
+                        (o, d.to_owned())
+                    }
+                },
             };
             annotations.push(AnnotationReport {
                 annotation: key.clone(),

@@ -4,10 +4,13 @@
 //! IngressClass's Gateway that serve the host. A host whose plain HTTP requests are redirected to https (`ssl-redirect`,
 //! `force-ssl-redirect`) gets two: one on listener `http` answering 308 to https, and one on
 //! the HTTPS listeners serving the host. What the annotations ask of a TrafficPolicy
-//! ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of the Ingress.
-//! Pure.
+//! ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of the Ingress,
+//! and verified backend TLS (`proxy-ssl-*`) a BackendTLSPolicy. Pure.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
@@ -17,6 +20,7 @@ use super::names::{host_part, joined};
 use crate::kinds::ingress::serving_gateway;
 use crate::snapshot::namespace_of;
 use crate::translate::ingress::annotations::Annotations;
+use crate::translate::ingress::upstream;
 use crate::translate::lowered::lowered;
 
 /// Annotation of every written route and policy: the Ingress it was converted from.
@@ -160,6 +164,57 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
         }
     }
     out
+}
+
+/// Adds to `out` the BackendTLSPolicy of the prepared Ingress `ingress` (`backend-protocol`
+/// HTTPS or GRPCS with `proxy-ssl-*`) from the one serving makes for it (among `policies`),
+/// when Gateway API can say it: with `proxy-ssl-verify: "on"` (a BackendTLSPolicy always
+/// verifies the backend's certificate; the report says what is not written).
+pub fn add_backend_tls(out: &mut Written, ingress: &Ingress, policies: &[Arc<BackendTlsPolicy>]) {
+    let ns = namespace_of(&ingress.metadata);
+    let name = ingress.metadata.name.clone().unwrap_or_default();
+    let made = format!("{}{name}", upstream::MADE_PREFIX);
+    let ours = policies.iter().find(|p| {
+        upstream::is_made(p)
+            && namespace_of(&p.metadata) == ns
+            && p.metadata.name.as_deref() == Some(&made)
+    });
+    let Some(spec) = ours.and_then(|p| upstream::convertible(p)) else {
+        return;
+    };
+    let policy = joined(&name, "backend-tls");
+    out.names.push(format!("BackendTLSPolicy {ns}/{policy}"));
+    out.objects.push(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
+        "metadata": {"name": policy, "namespace": ns,
+                     "annotations": {CONVERTED_FROM: format!("Ingress/{ns}/{name}")}},
+        "spec": spec,
+    }));
+}
+
+/// Adds to `out` the TrafficPolicy of `upstream-hash-by`: consistent hashing of the Services the
+/// Ingress reaches (a Service-wide setting, as serving applies it).
+pub fn add_balance(out: &mut Written, ingress: &Ingress) {
+    let Some(hash) = Annotations::parse(ingress).upstream.hash else {
+        return;
+    };
+    let ns = namespace_of(&ingress.metadata);
+    let name = ingress.metadata.name.clone().unwrap_or_default();
+    let targets: Vec<Value> = upstream::services(ingress)
+        .into_iter()
+        .map(|s| json!({"group": "", "kind": "Service", "name": s}))
+        .collect();
+    if targets.is_empty() {
+        return;
+    }
+    let policy = joined(&name, "balance");
+    out.names.push(format!("TrafficPolicy {ns}/{policy}"));
+    out.objects.push(json!({
+        "apiVersion": "edgeplane.dev/v1beta1", "kind": "TrafficPolicy",
+        "metadata": {"name": policy, "namespace": ns,
+                     "annotations": {CONVERTED_FROM: format!("Ingress/{ns}/{name}")}},
+        "spec": {"targetRefs": targets, "loadBalancer": upstream::load_balancer(&hash)},
+    }));
 }
 
 /// `rule` without its path rewrite when it uses captures: a `rewrite-target` with them has no Gateway

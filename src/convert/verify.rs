@@ -23,7 +23,10 @@ use serde_json::{json, Value};
 use super::translate_options;
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::Snapshot;
-use crate::table::{BackendTarget, RedirectTarget, RouteRule, RouteTable, Scheme, VirtualHost};
+use crate::table::{
+    BackendTarget, BackendTlsEntry, RedirectTarget, RouteRule, RouteTable, Scheme, ServiceBackend,
+    UpstreamProtocol, VirtualHost,
+};
 use crate::translate::ingress::prepare;
 use crate::translate::translate;
 
@@ -300,6 +303,33 @@ fn variants(path: &str) -> Vec<String> {
     out
 }
 
+/// How the proxy picks an endpoint of `service` and speaks to it for `rule`, when not the
+/// defaults: ` balance` (not least-request), ` h2c`, and ` tls` with the name sent and what
+/// the certificate is checked against (the policy's name aside).
+fn upstream(table: &RouteTable, rule: &RouteRule, service: &ServiceBackend) -> String {
+    let mut out = String::new();
+    if !service.balance.is_default() {
+        let balance = serde_json::to_value(&service.balance).unwrap_or_default();
+        out.push_str(&format!(" balance {balance}"));
+    }
+    if rule.upstream_protocol(service) == UpstreamProtocol::H2c {
+        out.push_str(" h2c");
+    }
+    match table.backend_tls(&service.service).map(|e| &**e) {
+        Some(BackendTlsEntry::Ready(t)) if t.verifies() => out.push_str(&format!(
+            " tls {} verified by {}",
+            t.hostname,
+            t.ca_certificates.join(", ")
+        )),
+        Some(BackendTlsEntry::Ready(t)) => out.push_str(&format!(" tls {} unverified", t.hostname)),
+        Some(BackendTlsEntry::Unusable { reason, .. }) => {
+            out.push_str(&format!(" tls unusable: {reason}"));
+        }
+        None => {}
+    }
+    out
+}
+
 /// What `table` does with `req`: the listener of its scheme's port, the rule the data plane
 /// picks, and the filters and policy of that rule applied as the proxy applies them.
 pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
@@ -353,6 +383,9 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
             BackendTarget::Invalid { reason } => format!("invalid: {reason}"),
         };
         let mut text = format!("{target} weight {}", b.weight);
+        if let BackendTarget::Service(s) = &b.target {
+            text.push_str(&upstream(table, rule, s));
+        }
         if !b.filters.is_empty() {
             text.push_str(&format!(
                 " filters {}",

@@ -110,9 +110,32 @@ impl BackendTls {
                 roots: Arc::new(roots),
                 names,
                 provider: Arc::new(rustls::crypto::ring::default_provider()),
+                verify: true,
             }),
             key: hasher.finish(),
         })
+    }
+
+    /// TLS that accepts whatever certificate the backend presents (the handshake's signatures
+    /// are still checked): ingress-nginx's `backend-protocol: HTTPS` without
+    /// `proxy-ssl-verify`, which no BackendTLSPolicy object can ask for.
+    pub fn unverified(policy: String, hostname: String) -> Result<Self, BackendTlsError> {
+        let mut tls = Self::new(policy, hostname, Vec::new(), Vec::new(), &[])?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (tls.key, "unverified").hash(&mut hasher);
+        tls.key = hasher.finish();
+        tls.verifier = Arc::new(Verifier {
+            roots: Arc::new(RootCertStore::empty()),
+            names: Vec::new(),
+            provider: tls.verifier.provider.clone(),
+            verify: false,
+        });
+        Ok(tls)
+    }
+
+    /// False when any certificate is accepted ([`BackendTls::unverified`]).
+    pub fn verifies(&self) -> bool {
+        self.verifier.verify
     }
 
     /// The name sent as SNI.
@@ -195,6 +218,8 @@ struct Verifier {
     roots: Arc<RootCertStore>,
     names: Vec<Name>,
     provider: Arc<CryptoProvider>,
+    /// False: every certificate is accepted (its handshake signature still checked).
+    verify: bool,
 }
 
 impl ServerCertVerifier for Verifier {
@@ -206,6 +231,9 @@ impl ServerCertVerifier for Verifier {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if !self.verify {
+            return Ok(ServerCertVerified::assertion());
+        }
         let parsed = ParsedCertificate::try_from(end_entity)?;
         verify_server_cert_signed_by_trust_anchor(
             &parsed,

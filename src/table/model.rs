@@ -445,6 +445,10 @@ pub struct RuleFilters {
     /// the rule serves as usual (an Ingress's `ssl-redirect`, set on rule filters only).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub https_redirect: bool,
+    /// The rule's requests write no access log line (an Ingress's `enable-access-log:
+    /// "false"`, set on rule filters only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub access_log_off: bool,
 }
 
 impl RuleFilters {
@@ -464,6 +468,7 @@ impl RuleFilters {
             policy,
             external_auth,
             https_redirect,
+            access_log_off,
         } = self;
         request_headers.is_none()
             && response_headers.is_none()
@@ -477,6 +482,7 @@ impl RuleFilters {
             && policy.is_none()
             && external_auth.is_none()
             && !https_redirect
+            && !access_log_off
     }
 
     /// `self` behind an `Arc`: empty filters are one allocation shared by every rule and

@@ -12,6 +12,7 @@ use crate::translate::gateways::frontend::referenced_ca_objects;
 use crate::translate::gateways::parameters::gateway_service_config;
 use crate::translate::gateways::tls::{referenced_listener_set_secrets, referenced_secrets};
 use crate::translate::ingress::annotations::Annotations;
+use crate::translate::ingress::headers;
 use crate::translate::policy::referenced_policy_objects;
 
 impl TranslatorRules for Snapshot {
@@ -30,8 +31,12 @@ impl TranslatorRules for Snapshot {
             let tls = ingress.spec.iter().flat_map(|s| s.tls.iter().flatten());
             wanted.extend(tls.filter_map(|t| Some((ns.to_owned(), t.secret_name.clone()?))));
             // The htpasswd Secret of its basic authentication.
-            let policy = Annotations::parse(ingress).traffic_policy();
-            if let Some(b) = policy.and_then(|p| p.basic_auth) {
+            let notes = Annotations::parse(ingress);
+            // The CA Secret of its backend TLS (`proxy-ssl-secret`).
+            if let Some(s) = notes.upstream.secret.clone() {
+                wanted.insert((ns.to_owned(), s));
+            }
+            if let Some(b) = notes.traffic_policy().and_then(|p| p.basic_auth) {
                 wanted.insert((ns.to_owned(), b.secret_ref.name));
             }
         }
@@ -41,6 +46,12 @@ impl TranslatorRules for Snapshot {
     fn referenced_config_maps(&self) -> Wanted {
         let mut wanted: Wanted = ca_objects(self, "ConfigMap").collect();
         wanted.extend(policy_objects(self, "ConfigMap"));
+        // The ConfigMaps of Ingresses' `custom-headers`.
+        let custom = self
+            .ingresses
+            .iter()
+            .filter_map(|i| headers::config_map_of(i)?.ok());
+        wanted.extend(custom);
         for p in &self.backend_tls_policies {
             let ns = namespace_of(&p.metadata);
             let refs = p.spec.validation.ca_certificate_refs.iter().flatten();

@@ -300,7 +300,9 @@ pub(super) fn backend_tls(
         },
         &options.controller_name,
     );
-    for (policy, status) in resolved.statuses {
+    // The policies `prepare` made for Ingresses' backends are no objects: no status.
+    let statuses = resolved.statuses.into_iter();
+    for (policy, status) in statuses.filter(|(p, _)| !crate::translate::backends::tls::is_made(p)) {
         report.entries.push(ObjectStatus::new(
             ObjectKind::BackendTlsPolicy,
             Some(namespace_of(&policy.metadata)),

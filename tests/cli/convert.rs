@@ -70,7 +70,7 @@ fn the_written_directory_passes_check_and_holds_the_report() {
     );
     std::fs::remove_file(out_dir.join("old-route.yaml")).expect("remove");
     assert!(
-        text(&out.stderr).contains("summary: 12 of 13 Ingresses converted"),
+        text(&out.stderr).contains("summary: 14 of 15 Ingresses converted"),
         "{}",
         text(&out.stderr)
     );
@@ -82,6 +82,11 @@ fn the_written_directory_passes_check_and_holds_the_report() {
         .join("httproute-shop-web-https-redirect.yaml")
         .is_file());
     assert!(out_dir.join("trafficpolicy-shop-admin.yaml").is_file());
+    let tls =
+        std::fs::read_to_string(out_dir.join("backendtlspolicy-shop-payments-backend-tls.yaml"))
+            .expect("the payments backend's BackendTLSPolicy");
+    assert!(tls.contains("hostname: shop.example.com"), "{tls}");
+    assert!(tls.contains("name: payments-ca"), "{tls}");
     let report = std::fs::read_to_string(out_dir.join("report.txt")).expect("report.txt");
     assert!(
         report.contains("Ingress api/dashboard: not converted"),
@@ -129,6 +134,14 @@ fn the_written_directory_passes_check_and_holds_the_report() {
     );
     assert!(summary.contains("ok HTTPRoute shop/web"), "{summary}");
     assert!(summary.contains("ok TrafficPolicy shop/admin"), "{summary}");
+    assert!(
+        summary.contains("ok BackendTLSPolicy shop/payments-backend-tls"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("ok TrafficPolicy shop/payments-balance"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -167,6 +180,41 @@ fn a_capture_rewrite_is_reported_and_its_difference_shown() {
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
     assert!(
         stdout.contains("difference: GET http://captures.example.com/shop/"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn backend_protocols_without_a_gateway_api_form_are_reported_and_their_difference_shown() {
+    let file = fixtures().join("upstream.yaml").display().to_string();
+    let out = convert(&["-f", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (objects, report) = (text(&out.stdout), text(&out.stderr));
+    assert!(!objects.contains("BackendTLSPolicy"), "{objects}");
+    assert!(
+        report.contains("backend-protocol: not converted: not written: HTTP/2 to the backend"),
+        "{report}"
+    );
+    assert!(
+        report.contains("a BackendTLSPolicy always verifies one"),
+        "{report}"
+    );
+    let out = convert(&["-f", &file, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let grpc = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("difference: GET http://grpc.example.com/"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(grpc.contains("shop/grpc:50051 weight 1 h2c"), "{stdout}");
+    let tls = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("difference: GET http://dashboard.example.com/"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        tls.contains("tls dashboard.shop.svc unverified"),
         "{stdout}"
     );
 }

@@ -251,6 +251,8 @@ impl Handler {
                 .listener(&self.listener)
                 .map(|l| (l.clone(), outcome.rule.as_ref().map(|(group, _)| *group)));
         }
+        // An Ingress's `enable-access-log: "false"`: its requests write no line.
+        let log = log.filter(|_| !matched.is_some_and(|r| r.filters.access_log_off));
         let log = log.map(|entry| (Box::new(entry), flags, self.shared.access.clone()));
         outcome
             .response

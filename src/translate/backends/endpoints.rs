@@ -13,8 +13,8 @@ use crate::table::{Balance, HashOn};
 /// Annotation choosing a Service's balancer: `least-request` (default), `round-robin` or
 /// `consistent-hash`.
 pub const LOAD_BALANCER_ANNOTATION: &str = "edgeplane.io/load-balancer";
-/// Annotation naming what `consistent-hash` hashes: `header:<name>`, `cookie:<name>` or
-/// `source-ip`.
+/// Annotation naming what `consistent-hash` hashes: `header:<name>`, `cookie:<name>`,
+/// `query:<name>` or `source-ip`.
 pub const HASH_ON_ANNOTATION: &str = "edgeplane.io/hash-on";
 
 /// The balancer the Service's annotations choose. An unknown or incomplete choice (an unknown
@@ -47,6 +47,7 @@ fn hash_on(value: &str) -> Option<HashOn> {
             .ok()
             .map(|h| HashOn::Header(h.as_str().to_owned())),
         "cookie" => Some(HashOn::Cookie(name.to_owned())),
+        "query" => Some(HashOn::Query(name.to_owned())),
         _ => None,
     }
 }
@@ -184,6 +185,12 @@ mod tests {
             }
         );
         assert_eq!(
+            balance_of(&svc(&[(lb, "consistent-hash"), (on, "query:user")])),
+            Balance::ConsistentHash {
+                on: HashOn::Query("user".into())
+            }
+        );
+        assert_eq!(
             balance_of(&svc(&[(lb, "consistent-hash"), (on, "source-ip")])),
             Balance::ConsistentHash {
                 on: HashOn::SourceIp
@@ -194,7 +201,7 @@ mod tests {
             vec![(lb, "fastest")],
             vec![(lb, "consistent-hash")],
             vec![(lb, "consistent-hash"), (on, "header:")],
-            vec![(lb, "consistent-hash"), (on, "query:x")],
+            vec![(lb, "consistent-hash"), (on, "query:")],
             vec![(lb, "consistent-hash"), (on, "header:bad name")],
         ] {
             assert_eq!(balance_of(&svc(&bad)), Balance::LeastRequest, "{bad:?}");

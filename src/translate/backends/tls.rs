@@ -21,6 +21,35 @@ use crate::translate::conditions::*;
 use crate::translate::gateways::frontend::{CaRef, CaRefError, Frontends};
 use crate::translate::gateways::gateway::GatewayModel;
 
+/// Name prefix of the BackendTLSPolicies made for Ingresses (`backend-protocol: HTTPS`, see
+/// `translate::ingress::upstream`): the colon makes it no valid object name, so no policy of a
+/// cluster or a config directory has it.
+pub const MADE_PREFIX: &str = "ingress:";
+
+/// Annotation of a made policy that accepts any certificate (honoured on made policies only).
+pub const UNVERIFIED: &str = "edgeplane.dev/ingress-backend-unverified";
+
+/// True for a BackendTLSPolicy made for an Ingress: no object, so no status.
+pub fn is_made(policy: &BackendTlsPolicy) -> bool {
+    policy
+        .metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| n.starts_with(MADE_PREFIX))
+}
+
+/// True for a made policy that accepts any certificate (an Ingress without
+/// `proxy-ssl-verify: "on"`, as ingress-nginx).
+pub fn unverified(policy: &BackendTlsPolicy) -> bool {
+    is_made(policy)
+        && policy
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(UNVERIFIED))
+            .is_some_and(|v| v == "true")
+}
+
 /// What one policy resolves to, before conflicts.
 struct Resolved {
     entry: Arc<BackendTlsEntry>,
@@ -226,6 +255,20 @@ fn resolve(p: &BackendTlsPolicy, frontends: &mut Frontends<'_>) -> Resolved {
             reason,
         })
     };
+    if unverified(p) {
+        return match BackendTls::unverified(name.clone(), v.hostname.clone()) {
+            Ok(tls) => Resolved {
+                entry: Arc::new(BackendTlsEntry::Ready(tls)),
+                error: None,
+                refused: None,
+            },
+            Err(e) => Resolved {
+                entry: unusable(e.to_string()),
+                error: None,
+                refused: Some((Reason::Invalid, e.to_string())),
+            },
+        };
+    }
     if v.well_known_ca_certificates.is_some() {
         let message =
             "wellKnownCACertificates is not supported; name CA bundles in caCertificateRefs";

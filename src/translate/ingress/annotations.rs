@@ -14,8 +14,8 @@ use ipnet::IpNet;
 use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, TrafficPolicySpec};
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern};
-use crate::translate::ingress::alias;
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
+use crate::translate::ingress::{alias, fallback, headers, upstream};
 
 mod policy;
 pub use policy::PolicyAnnotations;
@@ -78,10 +78,17 @@ pub struct Annotations {
     /// The TrafficPolicy settings of the authentication, rate-limit, balancing and upstream
     /// annotations ([`policy`]).
     pub policy: PolicyAnnotations,
+    /// `backend-protocol` and backend TLS (`proxy-ssl-*`), applied to the Service ports the
+    /// Ingress reaches ([`upstream::apply`]).
+    pub upstream: upstream::Upstream,
+    /// `custom-headers` and the header directives of the snippets, as header modifiers.
+    pub headers: headers::HeaderEdits,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
     /// `use-regex`.
     pub use_regex: bool,
+    /// `enable-access-log: "false"`: the Ingress's requests write no access log line.
+    pub access_log_off: bool,
     /// The hosts whose paths are regex, and how they match (set by `prepare`, see
     /// [`crate::translate::ingress::regex`]).
     pub regex_hosts: Vec<String>,
@@ -175,7 +182,7 @@ fn absolute_path(value: &str) -> Result<String, String> {
     }
 }
 
-fn hostname(value: &str) -> Result<String, String> {
+pub(super) fn hostname(value: &str) -> Result<String, String> {
     let v = value.trim().to_ascii_lowercase();
     let valid = !v.is_empty()
         && v.len() <= 253
@@ -286,6 +293,7 @@ impl Annotations {
                 "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
                 | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
                 "use-regex" => boolean(value).map(|b| out.use_regex = b),
+                "enable-access-log" => boolean(value).map(|b| out.access_log_off = !b),
                 // Applied by `alias` to the working copies of the host.
                 "from-to-www-redirect" => boolean(value).map(|_| ()),
                 "server-alias" => match list(value).into_iter().find(|a| !alias::valid(a)) {
@@ -300,6 +308,12 @@ impl Annotations {
                 }
                 // Read below by `policy`, several together.
                 name if policy::NAMES.contains(&name) => Ok(()),
+                // Applied by `fallback` when the Ingress is prepared.
+                fallback::NAME => Ok(()),
+                // Read below by `headers`, with the ConfigMap `prepare` read.
+                name if headers::NAMES.contains(&name) => Ok(()),
+                // Read below by `upstream`, several together.
+                name if upstream::NAMES.contains(&name) => Ok(()),
                 _ => {
                     out.problems
                         .push(format!("annotation {key} is not supported yet (ignored)"));
@@ -337,6 +351,9 @@ impl Annotations {
         }
         let namespace = crate::snapshot::namespace_of(&ingress.metadata);
         out.policy = PolicyAnnotations::read(&get, namespace, &mut out.problems);
+        out.upstream = upstream::Upstream::read(&get, namespace, &mut out.problems);
+        let custom = all.get(headers::CUSTOM_HEADERS).map(String::as_str);
+        out.headers = headers::HeaderEdits::read(&get, custom, &mut out.problems);
         out
     }
 
@@ -396,10 +413,12 @@ impl Annotations {
         if !rewrite.is_empty() {
             out.push(json!({"type": "URLRewrite", "urlRewrite": rewrite}));
         }
+        // One modifier per direction: a snippet's edit of X-Forwarded-Prefix wins.
+        let mut edits = self.headers.clone();
         if let Some(p) = &self.forwarded_prefix {
-            out.push(json!({"type": "RequestHeaderModifier",
-                "requestHeaderModifier": {"set": [{"name": "X-Forwarded-Prefix", "value": p}]}}));
+            edits.set_request_default("X-Forwarded-Prefix", p);
         }
+        out.extend(edits.filters());
         if let Some(c) = &self.cors {
             out.push(json!({"type": "CORS", "cors": {
                 "allowOrigins": c.origins, "allowMethods": c.methods, "allowHeaders": c.headers,

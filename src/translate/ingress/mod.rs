@@ -9,8 +9,11 @@
 pub mod alias;
 pub mod annotations;
 pub mod canary;
+pub mod fallback;
 mod gateway;
+pub mod headers;
 pub mod regex;
+pub mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -133,12 +136,15 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         if let Some(hosts) = class_hosts.get(class) {
             alias::www_redirects(&mut copy, hosts);
         }
+        headers::resolve(snapshot, &mut copy, &mut found);
         found.extend(unsupported(&copy));
         resolve_port_names(snapshot, &mut copy, &mut found);
+        fallback::apply(snapshot, &mut copy, &mut found);
         copies.push((class, copy, found));
     }
     canary::fold(&mut copies);
-    for (class, copy, found) in copies {
+    for (class, copy, mut found) in copies {
+        upstream::apply(&mut out, &copy, &mut found);
         let copy = Arc::new(copy);
         let key = (
             namespace_of(&copy.metadata).to_owned(),

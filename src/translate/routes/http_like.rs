@@ -64,6 +64,12 @@ pub(in crate::translate) trait HttpLike:
         Vec::new()
     }
 
+    /// True when the route's requests write no access log line (an Ingress's
+    /// `enable-access-log: "false"`).
+    fn access_log_off(&self) -> bool {
+        false
+    }
+
     /// Per rule, whether its `ReplaceFullPath` rewrite is a template of the captures of its
     /// regex path (an Ingress's `rewrite-target`); empty when no rule's is.
     fn capture_rewrites(&self) -> Vec<bool> {
@@ -99,6 +105,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn https_redirects(&self) -> Vec<bool>;
     /// [`HttpLike::capture_rewrites`].
     fn capture_rewrites(&self) -> Vec<bool>;
+    /// [`HttpLike::access_log_off`].
+    fn access_log_off(&self) -> bool;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -150,6 +158,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn capture_rewrites(&self) -> Vec<bool> {
         HttpLike::capture_rewrites(self)
+    }
+
+    fn access_log_off(&self) -> bool {
+        HttpLike::access_log_off(self)
     }
 }
 

@@ -51,6 +51,10 @@ impl HttpLike for Ingress {
     fn capture_rewrites(&self) -> Vec<bool> {
         capture_rewrites(self)
     }
+
+    fn access_log_off(&self) -> bool {
+        Annotations::parse(self).access_log_off
+    }
 }
 
 /// Per lowered rule, whether its `ReplaceFullPath` rewrite is `rewrite-target` on a regex

@@ -84,6 +84,7 @@ pub fn compile_route(
     };
     let https_redirects = source.https_redirects();
     let capture_rewrites = source.capture_rewrites();
+    let access_log_off = source.access_log_off();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
         let spec_matches = match rule.matches.as_deref() {
@@ -110,6 +111,7 @@ pub fn compile_route(
             filters.policy.clone_from(&policy);
         }
         filters.https_redirect = https_redirects.get(index).copied().unwrap_or(false);
+        filters.access_log_off = access_log_off;
         if capture_rewrites.get(index).copied().unwrap_or(false) {
             captures_in_rewrite(&mut filters);
         }
