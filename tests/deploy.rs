@@ -5,8 +5,12 @@
 //! The LICENSE file holds the license Cargo.toml names. The monitoring overlay's checks are in
 //! `deploy/monitoring.rs` (with `deploy/operator.rs` and `deploy/promql.rs`), the production
 //! settings (image, spread, budget, HPA, ports) in `deploy/production.rs`, and the strict
-//! schema validation of every rendered overlay in `deploy/schema.rs`.
+//! schema validation of every rendered overlay in `deploy/schema.rs`, rendered by the test
+//! renderer of kustomizations (`support/kustomize.rs`) that `deploy/render.rs` checks against
+//! `kubectl kustomize`.
 
+#[path = "support/kustomize.rs"]
+mod kustomize;
 #[path = "deploy/monitoring.rs"]
 mod monitoring;
 #[path = "deploy/operator.rs"]
@@ -15,6 +19,8 @@ mod operator;
 mod production;
 #[path = "deploy/promql.rs"]
 mod promql;
+#[path = "deploy/render.rs"]
+mod render;
 #[path = "deploy/schema.rs"]
 mod schema;
 

@@ -1,17 +1,17 @@
-//! Every kustomization under `deploy/` rendered (`kubectl kustomize`, else `kustomize build`)
+//! Every kustomization under `deploy/` rendered (by the test renderer,
+//! `tests/support/kustomize.rs`, which `deploy/render.rs` compares with `kubectl kustomize`)
 //! and every object it renders validated offline and strictly (no unknown field) by
 //! `scripts/validate-manifests.py`: built-in kinds against the Kubernetes schemas of the
 //! version k8s-openapi is built for (PyPI's kubernetes-validate), Gateway API kinds against
 //! CRDs generated here from the gateway-api crate's types, edgeplane.dev kinds against
 //! `crds/edgeplane.yaml`. The Prometheus Operator kinds have no schema here: they are checked
-//! field by field in `operator.rs`. Both tools are required under `CI=true` (`.ci/run`
-//! installs them).
+//! field by field in `operator.rs`. The validator is required under `CI=true` (`.ci/run`
+//! installs it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kube::CustomResourceExt;
-use serde_json::Value;
 
 use super::deploy_dir;
 
@@ -24,27 +24,6 @@ fn required(what: &str, why: String) {
         "{what} is needed in CI (.ci/run installs it): {why}"
     );
     eprintln!("{what} missing, schema validation not run: {why}");
-}
-
-/// The command that renders a kustomization directory, when one runs.
-fn renderer() -> Option<Vec<&'static str>> {
-    let runs = |cmd: &[&str]| {
-        Command::new(cmd[0])
-            .args(&cmd[1..])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if runs(&["kubectl", "kustomize", "--help"]) {
-        return Some(vec!["kubectl", "kustomize"]);
-    }
-    if runs(&["kustomize", "version"]) {
-        return Some(vec!["kustomize", "build"]);
-    }
-    required(
-        "kubectl (kustomize)",
-        "neither kubectl nor kustomize runs".into(),
-    );
-    None
 }
 
 fn validator() -> Option<()> {
@@ -132,7 +111,7 @@ fn crd_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn every_rendered_overlay_passes_strict_schema_validation() {
-    let (Some(render), Some(())) = (renderer(), validator()) else {
+    let Some(()) = validator() else {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
@@ -141,21 +120,12 @@ fn every_rendered_overlay_passes_strict_schema_validation() {
     let roots = kustomizations();
     assert!(roots.len() >= 6, "kustomizations: {roots:?}");
     for root in &roots {
-        let out = Command::new(render[0])
-            .args(&render[1..])
-            .arg(root)
-            .output()
-            .expect("run the renderer");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{} does not render: {}",
-            root.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
-            .collect();
+        let docs = super::kustomize::render(root);
+        let text = docs
+            .iter()
+            .map(|d| serde_json::to_string(d).expect("object as JSON"))
+            .collect::<Vec<_>>()
+            .join("\n---\n");
         for d in &docs {
             let containers = d["spec"]["template"]["spec"]["containers"].as_array();
             for c in containers.into_iter().flatten() {

@@ -1,11 +1,10 @@
 //! The cluster's part around the API emulator for `quickstart.rs`: rendering a
-//! kustomization (`kubectl kustomize`), `kubectl apply` and `delete` of what it renders, the
+//! kustomization (the test renderer, `support/kustomize.rs`), `kubectl apply` and `delete` of what it renders, the
 //! pod the kubelet would run for the rendered Deployment, where the load balancer sends a
 //! Gateway Service's traffic (its EndpointSlice), and the namespace controller's cleanup.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -20,33 +19,10 @@ pub fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Renders a kustomization directory with `kubectl kustomize` (else `kustomize build`); `None`
-/// when neither runs, which `CI=true` does not accept.
-pub fn render(dir: &str) -> Option<Vec<Value>> {
-    let path = root().join(dir);
-    let attempts: [(&str, &[&str]); 2] = [("kubectl", &["kustomize"]), ("kustomize", &["build"])];
-    for (tool, args) in attempts {
-        let Ok(out) = Command::new(tool).args(args).arg(&path).output() else {
-            continue;
-        };
-        assert!(
-            out.status.success(),
-            "{tool} {args:?} {dir}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let docs = serde_yaml_ng::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
-            .filter(|v: &Value| !v.is_null())
-            .collect();
-        return Some(docs);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "kubectl (kustomize) is needed in CI (.ci/run installs it)"
-    );
-    eprintln!("neither kubectl nor kustomize runs: the quickstart was not run");
-    None
+/// Renders a kustomization directory (relative to the repository's root) as
+/// `kubectl kustomize` does, with the test renderer: no kubectl needed.
+pub fn render(dir: &str) -> Vec<Value> {
+    support::kustomize::render(&root().join(dir))
 }
 
 /// Kinds the install applies that the emulator does not serve by default.

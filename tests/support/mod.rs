@@ -11,6 +11,7 @@ pub mod echo;
 pub mod faulty;
 pub mod grpc;
 pub mod jwt;
+pub mod kustomize;
 pub mod mirror;
 pub mod net;
 pub mod proxy;
