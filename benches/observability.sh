@@ -3,7 +3,9 @@
 # 1x1 layout of benches/load.sh) with nothing on, with the JSON access log written to a file,
 # and with every request's span exported over OTLP/HTTP to a local sink (nginx answering 200),
 # each configuration run RUNS times (default 3) in alternation. Prints one line per run and
-# the median requests per second of each configuration with its ratio to "off". The request
+# the median requests per second and proxy CPU time per request (user + system) of each
+# configuration with its ratio to "off"; on a machine whose speed varies between runs the CPU
+# time per request is the steadier of the two. The request
 # metrics are always on; their own per-request cost is benches/metrics.rs.
 #
 #   benches/observability.sh            (EDGEPLANE_BIN, LOAD_DURATION, RUNS as in load.sh)
@@ -39,20 +41,33 @@ declare -A flags=(
     [access-log]="--access-log json --access-log-file $work/access.log"
     [tracing]="--otlp-endpoint http://127.0.0.1:$sink_port --otlp-sample-ratio 1.0"
 )
-declare -A results
+declare -A results cpus
 for run in $(seq 1 "$runs"); do
     for config in off access-log tracing; do
-        out=$(EDGEPLANE_FLAGS="${flags[$config]}" LOAD_NO_INSTALL=1 \
+        # The cell's requests per second, and the proxy's CPU time per request (user + system,
+        # microseconds: load.sh's `cpu/user` column).
+        read -r out cpu < <(EDGEPLANE_FLAGS="${flags[$config]}" LOAD_NO_INSTALL=1 \
             benches/load.sh --proxies edgeplane --protocols http1 --layouts 1x1 2>/dev/null |
-            awk '/ edgeplane / { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/ && $i > 1000) { print $i; exit } }')
-        echo "run $run $config: ${out:-?} rps"
+            awk '/ edgeplane / { r = ""; c = ""
+                for (i = 1; i <= NF; i++) {
+                    if (r == "" && $i ~ /^[0-9]+$/ && $i > 1000) r = $i
+                    if (c == "" && $i ~ /^[0-9]+\.[0-9]\/[0-9]+\.[0-9]$/) { split($i, p, "/"); c = p[1] }
+                }
+                if (r != "") { print r, (c == "" ? 0 : c); found = 1; exit } }
+                END { if (!found) print 0, 0 }' || true)
+        echo "run $run $config: ${out:-?} rps, ${cpu:-?} us of CPU per request"
         results[$config]="${results[$config]:-} ${out:-0}"
+        cpus[$config]="${cpus[$config]:-} ${cpu:-0}"
         rm -f "$work/access.log"
     done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 off=$(echo "${results[off]}" | median)
+off_cpu=$(echo "${cpus[off]}" | median)
 for config in off access-log tracing; do
     m=$(echo "${results[$config]}" | median)
-    awk -v c="$config" -v m="$m" -v o="$off" 'BEGIN { printf "%-11s median %7d rps  %.3fx off\n", c, m, (o > 0 ? m / o : 0) }'
+    c=$(echo "${cpus[$config]}" | median)
+    awk -v n="$config" -v m="$m" -v o="$off" -v c="$c" -v oc="$off_cpu" 'BEGIN {
+        printf "%-11s median %7d rps  %.3fx off   CPU %6.1f us/request  %.3fx off\n",
+            n, m, (o > 0 ? m / o : 0), c, (oc > 0 ? c / oc : 0) }'
 done
