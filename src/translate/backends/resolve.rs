@@ -263,6 +263,14 @@ impl<'a> Backends<'a> {
         }
     }
 
+    /// Indexes the snapshot's Services and EndpointSlices at once, for a caller that will
+    /// resolve most of them (a full translation): scanning first would cost as much as the
+    /// index for each of the first few lookups.
+    pub fn indexed(mut self) -> Self {
+        self.lookup = Lookup::index(self.snapshot);
+        self
+    }
+
     /// Resolves Service ports with the balancer and limits TrafficPolicies give them.
     pub fn with_overlays(mut self, overlays: &'a ServiceOverlays) -> Self {
         self.overlays = Some(overlays).filter(|o| !o.is_empty());

@@ -173,9 +173,14 @@ impl Incremental {
         self.resolvable = Some(now);
         let backends = std::mem::take(&mut self.backends);
         let routes = http_like::count(snapshot);
+        let mut backends =
+            Backends::with_cache(snapshot, backends, moved.is_some()).with_overlays(overlays);
+        // No route compiled before: every route is compiled now and resolves its references.
+        if self.routes.is_empty() && routes > 0 {
+            backends = backends.indexed();
+        }
         RouteCompiler {
-            backends: Backends::with_cache(snapshot, backends, moved.is_some())
-                .with_overlays(overlays),
+            backends,
             moved,
             previous: std::mem::take(&mut self.routes),
             shift: 0,
