@@ -86,19 +86,7 @@ pub fn apply(snapshot: &Snapshot, ingress: &mut Ingress, problems: &mut Vec<Stri
         ));
         return;
     };
-    let Some(spec) = ingress.spec.as_mut() else {
-        return;
-    };
-    let paths = spec
-        .rules
-        .iter_mut()
-        .flatten()
-        .flat_map(|r| r.http.iter_mut().flat_map(|h| h.paths.iter_mut()))
-        .map(|p| &mut p.backend);
-    for backend in spec.default_backend.iter_mut().chain(paths) {
-        let Some(service) = backend.service.as_mut() else {
-            continue;
-        };
+    for service in super::service_backends_mut(ingress) {
         let number = service.port.as_ref().and_then(|p| p.number);
         let down = number.is_none_or(|n| !has_endpoints(snapshot, &ns, &service.name, n));
         if down {

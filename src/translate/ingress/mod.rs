@@ -18,7 +18,9 @@ pub mod upstream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
+use k8s_openapi::api::networking::v1::{
+    Ingress, IngressBackend, IngressClass, IngressServiceBackend,
+};
 
 use crate::kinds::ingress::{class_of, is_default_class, SERVING_GATEWAY};
 use crate::kinds::routes::RouteKindId;
@@ -194,23 +196,30 @@ fn unsupported(ingress: &Ingress) -> Vec<String> {
     out
 }
 
+/// Every Service backend of `ingress`, its default backend first, then its rules' paths in
+/// order: what preparing an Ingress rewrites in its working copy.
+fn service_backends_mut(ingress: &mut Ingress) -> impl Iterator<Item = &mut IngressServiceBackend> {
+    let spec = ingress.spec.as_mut();
+    let (default, rules) = match spec {
+        Some(spec) => (spec.default_backend.as_mut(), spec.rules.as_mut()),
+        None => (None, None),
+    };
+    let paths = rules
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r.http.iter_mut().flat_map(|h| h.paths.iter_mut()))
+        .map(|p| &mut p.backend);
+    default
+        .into_iter()
+        .chain(paths)
+        .filter_map(|backend| backend.service.as_mut())
+}
+
 /// Replaces each Service port given by name with its number, read from the Service; a name
 /// the Service does not have (or a missing Service) is left, and reported.
 fn resolve_port_names(snapshot: &Snapshot, ingress: &mut Ingress, found: &mut Vec<String>) {
     let ns = namespace_of(&ingress.metadata).to_owned();
-    let Some(spec) = ingress.spec.as_mut() else {
-        return;
-    };
-    let paths = spec
-        .rules
-        .iter_mut()
-        .flatten()
-        .flat_map(|r| r.http.iter_mut().flat_map(|h| h.paths.iter_mut()))
-        .map(|p| &mut p.backend);
-    for backend in spec.default_backend.iter_mut().chain(paths) {
-        let Some(service) = backend.service.as_mut() else {
-            continue;
-        };
+    for service in service_backends_mut(ingress) {
         let Some(port) = service.port.as_mut().filter(|p| p.number.is_none()) else {
             continue;
         };
