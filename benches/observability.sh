@@ -61,6 +61,12 @@ for run in $(seq 1 "$runs"); do
         rm -f "$work/access.log"
     done
 done
+# A run whose figures could not be read measured nothing: say so and fail, not a ratio of 0.
+for config in off access-log tracing; do
+    case " ${results[$config]} ${cpus[$config]} " in
+    *" 0 "*) echo "error: a $config run gave no figures (benches/load.sh failed?)" >&2; failed=1 ;;
+    esac
+done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 off=$(echo "${results[off]}" | median)
 off_cpu=$(echo "${cpus[off]}" | median)
@@ -71,3 +77,4 @@ for config in off access-log tracing; do
         printf "%-11s median %7d rps  %.3fx off   CPU %6.1f us/request  %.3fx off\n",
             n, m, (o > 0 ? m / o : 0), c, (oc > 0 ? c / oc : 0) }'
 done
+[ -z "${failed:-}" ] || exit 1
