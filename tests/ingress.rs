@@ -3,7 +3,7 @@
 //! Gateway of the class on mapped ports of a loopback address of the test's own; plain and
 //! TLS (by SNI) requests reach the backends the Ingress names, with the ingress-nginx
 //! annotations applied (header edits, backend protocols and TLS, hashing, the access log
-//! switch included).
+//! switch, TLS passthrough by SNI included).
 
 mod support;
 
@@ -39,3 +39,6 @@ mod access_log;
 
 #[path = "ingress/fallback.rs"]
 mod fallback;
+
+#[path = "ingress/passthrough.rs"]
+mod passthrough;

@@ -1,7 +1,8 @@
 //! The written Gateways: one per IngressClass, from the implicit Gateway serving its
 //! Ingresses (`translate::ingress`), so listeners and certificates are the ones served:
-//! listener `http` on port 80 and an HTTPS listener per TLS host with the Ingress's Secret,
-//! in the chosen namespace and GatewayClass. Past 64 listeners (the most a Gateway takes) the
+//! listener `http` on port 80, an HTTPS listener per TLS host with the Ingress's Secret and a
+//! TLS Passthrough listener per `ssl-passthrough` host, in the chosen namespace and
+//! GatewayClass. Past 64 listeners (the most a Gateway takes) the
 //! rest go into ListenerSets of the Gateway; a Secret in another namespace comes with a
 //! ReferenceGrant naming only it. Pure.
 
@@ -25,6 +26,8 @@ pub struct Listener {
     pub name: String,
     pub hostname: Option<String>,
     pub https: bool,
+    /// A TLS listener in Passthrough mode (an `ssl-passthrough` host): TLSRoutes only.
+    pub passthrough: bool,
 }
 
 /// The written Gateways of every IngressClass, with their listeners.
@@ -114,11 +117,17 @@ pub fn write(prepared: &Snapshot, options: &ConvertOptions) -> Gateways {
     out
 }
 
-/// Names an HTTPS listener after its host and makes its certificateRefs relative to `ns`,
-/// noting each Secret of another namespace in `grants`.
+/// Names an HTTPS listener (a TLS Passthrough one) after its host, `https-<host>`
+/// (`tls-<host>`), and makes its certificateRefs relative to `ns`, noting each Secret of
+/// another namespace in `grants`.
 fn rewrite_listener(l: &mut Value, ns: &str, grants: &mut BTreeSet<(String, String)>) {
+    let prefix = if l["protocol"] == "TLS" {
+        "tls"
+    } else {
+        "https"
+    };
     if let Some(host) = l["hostname"].as_str() {
-        l["name"] = json!(joined("https", &host_part(host)));
+        l["name"] = json!(joined(prefix, &host_part(host)));
     }
     let Some(refs) = l
         .pointer_mut("/tls/certificateRefs")
@@ -146,5 +155,6 @@ fn listener(parent: &Parent, l: &Value) -> Listener {
         name: l["name"].as_str().unwrap_or_default().to_owned(),
         hostname: l["hostname"].as_str().map(str::to_owned),
         https: l["protocol"] == "HTTPS",
+        passthrough: l["protocol"] == "TLS",
     }
 }

@@ -2,13 +2,14 @@
 //! turned into the Gateway API objects that route the same. The Ingresses go through
 //! [`prepare`] and [`lowered`] exactly as serving does, so what is written is what edgeplane
 //! serves for them: a Gateway per IngressClass (`gateway`), an HTTPRoute per Ingress and host
-//! (`routes`), ReferenceGrants for certificates in other namespaces, a TrafficPolicy per
+//! (`routes`), a TLSRoute per `ssl-passthrough` host (`passthrough`), ReferenceGrants for certificates in other namespaces, a TrafficPolicy per
 //! Ingress for what Gateway API cannot say, a BackendTLSPolicy for verified backend TLS, and a report per Ingress and annotation
 //! (`report`). [`verify`] replays requests through both translations. Pure: the command line
 //! reads and writes the files.
 
 mod gateway;
 mod names;
+mod passthrough;
 pub mod report;
 mod routes;
 pub mod verify;
@@ -108,6 +109,7 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
             let policies = &prepared.snapshot.backend_tls_policies;
             routes::add_backend_tls(&mut written, ingress, policies);
             routes::add_balance(&mut written, ingress);
+            passthrough::add_routes(&mut written, ingress, &gateways);
             report.add_converted(ingress, &written.names, &prepared.problems);
             objects.extend(written.objects);
         }

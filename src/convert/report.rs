@@ -95,6 +95,11 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             Converted,
             "HTTPRoute RequestHeaderModifier and ResponseHeaderModifier filters",
         ),
+        "ssl-passthrough" if value.trim() == "true" => (
+            Converted,
+            "a TLS listener (Passthrough) per host on port 443 and a TLSRoute to the Service of the host's path /",
+        ),
+        "ssl-passthrough" => (Converted, "nothing to write: TLS is terminated"),
         n if n == "enable-cors" || n.starts_with("cors-") => {
             (Converted, "HTTPRoute CORS filter")
         }

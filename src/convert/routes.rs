@@ -106,6 +106,7 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
             .collect();
         let serving: Vec<&Listener> = listeners
             .iter()
+            .filter(|l| !l.passthrough)
             .filter(|l| serves(l.hostname.as_deref(), &group.host, &low.rule_hosts))
             .filter(|l| l.https || !group.https_redirect)
             .collect();

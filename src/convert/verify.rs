@@ -2,7 +2,8 @@
 //! tables by the pure translator, and a request corpus generated from the Ingresses (each
 //! host x path x method, plus a trailing slash, upper case, a path one segment deeper, a
 //! path running past a segment boundary, regex characters dropped, canary headers and
-//! cookies) replayed through both with the table's own rule selection
+//! cookies; for HTTPS, the SNI's choice between passing the connection through and
+//! terminating it) replayed through both with the table's own rule selection
 //! ([`VirtualHost::route`], what the proxy calls) and filters. Each request's decision
 //! (backends with weights, rewritten path and host, redirect status and `Location`, status,
 //! the remaining filters, the effective TrafficPolicy settings; a redirect is answered before
@@ -25,9 +26,9 @@ use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::Snapshot;
 use crate::table::{
     BackendTarget, BackendTlsEntry, RedirectTarget, RouteRule, RouteTable, Scheme, ServiceBackend,
-    UpstreamProtocol, VirtualHost,
+    UpstreamProtocol, VirtualHost, WeightedBackend,
 };
-use crate::translate::ingress::prepare;
+use crate::translate::ingress::{passthrough, prepare};
 use crate::translate::translate;
 
 /// The host sent for Ingress rules without one.
@@ -63,7 +64,9 @@ impl std::fmt::Display for Request {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Decision {
-    /// `no listener`, `no route`, `redirect`, `backend` or `no backend`.
+    /// `no listener`, `no route`, `redirect`, `backend`, `no backend`, or for a TLS
+    /// connection whose SNI names a TLS listener, `passthrough` (with its backends) or
+    /// `terminated stream`.
     pub outcome: &'static str,
     /// The status the proxy answers itself with (none when a backend answers).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -149,6 +152,7 @@ pub fn converted_snapshot(input: &Snapshot, converted: &Snapshot, class: &str) -
         .extend(converted.http_routes.iter().cloned());
     out.grpc_routes
         .extend(converted.grpc_routes.iter().cloned());
+    out.tls_routes.extend(converted.tls_routes.iter().cloned());
     out.reference_grants
         .extend(converted.reference_grants.iter().cloned());
     out.traffic_policies
@@ -193,10 +197,17 @@ pub fn verify(input: &Snapshot, converted: &Snapshot) -> Verification {
 
 /// The requests generated from `ingresses` (prepared copies), sorted, each once.
 pub fn corpus(ingresses: &[Arc<Ingress>]) -> Vec<Request> {
+    // TLS hosts, and the hosts passed through (`ssl-passthrough`): HTTPS requests too.
     let tls: BTreeSet<String> = ingresses
         .iter()
         .flat_map(|i| i.spec.iter().flat_map(|s| s.tls.iter().flatten()))
         .flat_map(|t| t.hosts.iter().flatten().cloned())
+        .chain(
+            ingresses
+                .iter()
+                .flat_map(|i| passthrough::targets(i).0)
+                .map(|t| t.host),
+        )
         .collect();
     let mut out = BTreeSet::new();
     for ingress in ingresses {
@@ -338,6 +349,22 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
     let Some(listener) = table.listener(&SocketAddr::new(bind, port)) else {
         return Decision::bare("no listener", None);
     };
+    if let Some(routes) = listener.sni_routes().filter(|_| https) {
+        // The ClientHello's SNI (the host) picks a listener before anything is terminated.
+        match routes.listener(Some(&req.host)).filter(|l| !l.https) {
+            Some(l) if !l.terminate => {
+                let Some(route) = l.route(Some(&req.host)) else {
+                    return Decision::bare("no route", None);
+                };
+                let mut d = Decision::bare("passthrough", None);
+                d.backends = route.backends.backends.iter().map(backend_text).collect();
+                return d;
+            }
+            Some(_) => return Decision::bare("terminated stream", None),
+            None if listener.l4.is_some() => return Decision::bare("no route", None),
+            None => {}
+        }
+    }
     let mut headers = HeaderMap::new();
     for (n, v) in &req.headers {
         if let (Ok(n), Ok(v)) = (HeaderName::try_from(n), HeaderValue::try_from(v)) {
@@ -378,11 +405,7 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
     d.policy = policy(rule, vhost);
     d.filters = other_filters(rule);
     for b in &rule.backends.backends {
-        let target = match &b.target {
-            BackendTarget::Service(s) => s.service.to_string(),
-            BackendTarget::Invalid { reason } => format!("invalid: {reason}"),
-        };
-        let mut text = format!("{target} weight {}", b.weight);
+        let mut text = backend_text(b);
         if let BackendTarget::Service(s) = &b.target {
             text.push_str(&upstream(table, rule, s));
         }
@@ -417,6 +440,15 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
     d.path = Some(path);
     d.host = host;
     d
+}
+
+/// `namespace/name:port weight N`, or `invalid: why weight N`.
+fn backend_text(b: &WeightedBackend) -> String {
+    let target = match &b.target {
+        BackendTarget::Service(s) => s.service.to_string(),
+        BackendTarget::Invalid { reason } => format!("invalid: {reason}"),
+    };
+    format!("{target} weight {}", b.weight)
 }
 
 /// The rule's filters other than redirect and rewrite (compared by their effect above) and

@@ -254,6 +254,14 @@ impl Builder<'_> {
             }
             _ => {}
         }
+        for l in socket.passthrough.iter().flat_map(|p| &p.listeners) {
+            for (_, r) in &l.hosts {
+                let s = self.l4(l.source.as_ref(), r);
+                index
+                    .l4
+                    .insert((addr(l), Arc::as_ptr(&r.route) as usize), s);
+            }
+        }
     }
 
     /// Removes from the registry every series of the handles the new table left behind.

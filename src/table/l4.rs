@@ -1,7 +1,10 @@
 //! The L4 part of the table: what a TLS, TCP or UDP socket forwards to. TCP and UDP sockets
 //! forward every connection (or UDP session) to the weighted backends of one route; TLS sockets
 //! choose a Gateway listener, then a route, by the SNI of the ClientHello, and either pass the
-//! encrypted bytes through or terminate TLS first. Pure.
+//! encrypted bytes through or terminate TLS first. An HTTPS socket that also has TLS
+//! Passthrough listeners carries the same SNI index ([`super::ListenerTable::passthrough`]):
+//! its HTTPS listeners are entries that pass nothing through, so one lookup says whether a
+//! ClientHello is terminated as HTTPS or passed through. Pure.
 
 use std::sync::Arc;
 
@@ -10,6 +13,7 @@ use serde::Serialize;
 use super::hostname::{HostnameMap, Pattern};
 use super::model::{BackendSet, RouteRef};
 use super::policy::IpAccess;
+use super::source::SocketSource;
 
 /// What one L4 socket forwards to.
 #[derive(Debug, Serialize)]
@@ -55,6 +59,14 @@ pub struct SniListener {
     /// The TrafficPolicy `ipAccess` lists of this Gateway listener, checked against the peer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ip_access: Option<Arc<IpAccess>>,
+    /// An HTTPS listener of a socket that also passes TLS through: the connections whose SNI
+    /// it owns are HTTPS, terminated with the socket's certificates (it has no routes here).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub https: bool,
+    /// The Gateway listener, where the socket's `sources` do not list the socket's listeners
+    /// in this order (passthrough listeners of an HTTPS socket): the metrics' labels.
+    #[serde(skip)]
+    pub source: Option<SocketSource>,
     #[serde(skip)]
     index: HostnameMap<usize>,
 }
@@ -67,7 +79,17 @@ impl SniListener {
             terminate,
             hosts: Vec::new(),
             ip_access: None,
+            https: false,
+            source: None,
             index: HostnameMap::default(),
+        }
+    }
+
+    /// The entry of an HTTPS listener on a socket that also passes TLS through.
+    pub fn https(hostname: Option<String>) -> Self {
+        Self {
+            https: true,
+            ..Self::new(hostname, true)
         }
     }
 
@@ -111,6 +133,13 @@ impl SniRoutes {
         let i = self.owners.find(sni.unwrap_or(""))?;
         self.listeners.get(*i)
     }
+
+    /// The passthrough listener a ClientHello with `sni` (lower-cased) is for, `None` when an
+    /// HTTPS listener owns the name (or nothing does): on an HTTPS socket with passthrough
+    /// listeners, whether the connection is passed through or terminated as HTTPS.
+    pub fn passes_through(&self, sni: Option<&str>) -> Option<&SniListener> {
+        self.listener(sni).filter(|l| !l.https && !l.terminate)
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +174,15 @@ mod tests {
         assert_eq!(pick(Some("other.org")), Some((false, "default".into())));
         assert_eq!(pick(None), Some((false, "default".into())));
         let only = SniRoutes::new(vec![SniListener::new(Some("x.io".into()), false)]);
+        let mixed = SniRoutes::new(vec![
+            SniListener::https(Some("*.example.com".into())),
+            SniListener::new(Some("pass.example.com".into()), false),
+            SniListener::https(None),
+        ]);
+        assert!(mixed.passes_through(Some("pass.example.com")).is_some());
+        assert!(mixed.passes_through(Some("web.example.com")).is_none());
+        assert!(mixed.passes_through(Some("other.org")).is_none());
+        assert!(mixed.passes_through(None).is_none());
         assert!(only.listener(Some("y.io")).is_none());
         assert!(only
             .listener(Some("x.io"))

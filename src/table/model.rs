@@ -11,7 +11,7 @@ use super::backend_tls::{BackendIdentity, BackendTlsEntry};
 use super::cors::Cors;
 use super::filters::{HeaderModifier, Mirror, Redirect, Scheme, Timeouts, UrlRewrite};
 use super::host::HostIndex;
-use super::l4::L4Routes;
+use super::l4::{L4Routes, SniRoutes};
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
 use super::policy::{IpAccess, ListenerSettings, RequestPolicy, ServiceLimits};
@@ -143,6 +143,12 @@ pub struct ListenerTable {
     /// as HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub l4: Option<L4Routes>,
+    /// HTTPS sockets that also have TLS Passthrough listeners (Gateway listeners of protocol
+    /// TLS on the same port, other hostnames): every Gateway listener of the socket by
+    /// hostname. A ClientHello is read first only on such a socket; its SNI either names a
+    /// passthrough listener ([`SniRoutes::passes_through`]) or is terminated as HTTPS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<SniRoutes>,
     /// The ProxyConfig of the first Gateway bound here; `None` keeps the command line's values.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<Arc<ListenerSettings>>,
@@ -175,6 +181,7 @@ impl ListenerTable {
             tls: None,
             backend_identity: None,
             l4: None,
+            passthrough: None,
             settings: None,
             ip_access: Vec::new(),
         }
@@ -196,6 +203,22 @@ impl ListenerTable {
     pub fn with_tls(mut self, tls: TlsListeners) -> Self {
         self.tls = Some(tls);
         self
+    }
+
+    /// The SNI routes of the socket: a TLS socket's, or an HTTPS socket's passthrough ones.
+    pub fn sni_routes(&self) -> Option<&SniRoutes> {
+        match &self.l4 {
+            Some(L4Routes::Tls(routes)) => Some(routes),
+            _ => self.passthrough.as_ref(),
+        }
+    }
+
+    /// True when a ClientHello with `sni` on this HTTPS socket is passed through to a TLS
+    /// Passthrough listener's route rather than terminated.
+    pub fn passes_through(&self, sni: Option<&str>) -> bool {
+        self.passthrough
+            .as_ref()
+            .is_some_and(|p| p.passes_through(sni).is_some())
     }
 
     /// Makes the socket forward streams or datagrams instead of serving HTTP.

@@ -70,7 +70,7 @@ fn the_written_directory_passes_check_and_holds_the_report() {
     );
     std::fs::remove_file(out_dir.join("old-route.yaml")).expect("remove");
     assert!(
-        text(&out.stderr).contains("summary: 14 of 15 Ingresses converted"),
+        text(&out.stderr).contains("summary: 15 of 16 Ingresses converted"),
         "{}",
         text(&out.stderr)
     );
@@ -142,6 +142,7 @@ fn the_written_directory_passes_check_and_holds_the_report() {
         summary.contains("ok TrafficPolicy shop/payments-balance"),
         "{summary}"
     );
+    assert!(summary.contains("ok TLSRoute shop/vault"), "{summary}");
 }
 
 #[test]
@@ -262,6 +263,76 @@ fn verify_catches_a_difference_planted_in_the_conversion() {
             l.to_ascii_lowercase().contains("shop.example.com/api"),
             "{l}"
         );
+    }
+}
+
+#[test]
+fn a_passthrough_ingress_converts_to_a_tls_route_and_verify_catches_a_planted_backend() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &input(), "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let gateway = std::fs::read_to_string(out_dir.join("gateway-edgeplane-system-nginx.yaml"))
+        .expect("the Gateway");
+    let listener = gateway
+        .split("  - ")
+        .find(|l| l.contains("name: tls-vault-example-com"))
+        .unwrap_or_default();
+    for want in [
+        "hostname: vault.example.com",
+        "port: 443",
+        "protocol: TLS",
+        "mode: Passthrough",
+    ] {
+        assert!(listener.contains(want), "{want}: {gateway}");
+    }
+    let path = out_dir.join("tlsroute-shop-vault.yaml");
+    let route = std::fs::read_to_string(&path).expect("the TLSRoute");
+    for want in [
+        "apiVersion: gateway.networking.k8s.io/v1",
+        "sectionName: tls-vault-example-com",
+        "- vault.example.com",
+        "name: vault",
+        "port: 8443",
+    ] {
+        assert!(route.contains(want), "{want}: {route}");
+    }
+    let report = std::fs::read_to_string(out_dir.join("report.txt")).expect("report");
+    assert!(
+        report.contains("nginx.ingress.kubernetes.io/ssl-passthrough: converted: a TLS listener"),
+        "{report}"
+    );
+
+    // A TLSRoute sending the host's connections to another port (which the Service lacks) is
+    // caught.
+    std::fs::write(&path, route.replace("port: 8443", "port: 9443")).expect("plant");
+    let out = convert(&[
+        "-f",
+        &input(),
+        "--verify",
+        "--converted",
+        &out_dir.display().to_string(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let mut lines = stdout.lines();
+    let first = lines.next().unwrap_or_default();
+    assert!(
+        first.starts_with("difference: GET https://vault.example.com/"),
+        "{stdout}"
+    );
+    let ingress = lines.next().unwrap_or_default();
+    let converted = lines.next().unwrap_or_default();
+    assert!(
+        ingress.contains("\"outcome\":\"passthrough\"") && ingress.contains("shop/vault:8443"),
+        "{stdout}"
+    );
+    assert!(
+        converted.contains("9443") && !converted.contains("shop/vault:8443"),
+        "{stdout}"
+    );
+    for l in stdout.lines().filter(|l| l.starts_with("difference:")) {
+        assert!(l.contains("https://vault.example.com/"), "{l}");
     }
 }
 

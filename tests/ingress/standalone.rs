@@ -28,7 +28,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    fn admin(&self) -> SocketAddr {
+    pub(crate) fn admin(&self) -> SocketAddr {
         SocketAddr::new(self.ip, 9901)
     }
     pub(crate) fn dashboard(&self) -> SocketAddr {

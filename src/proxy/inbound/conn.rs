@@ -18,9 +18,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
+use tokio_rustls::server::TlsStream;
 
 use crate::proxy::handshake::detect::{detect, Prefixed};
 use crate::proxy::handshake::tls::handshake;
+use crate::proxy::l4::tcp::read_hello;
 use crate::proxy::routing::service::Handler;
 use crate::proxy::settings::{for_listener, ConnSettings};
 use crate::proxy::shared::Shared;
@@ -129,19 +131,20 @@ pub(crate) async fn handle(conn: Accepted) {
         mut drain,
         open: _open,
     } = conn;
-    let (is_l4, is_tls, settings) = {
+    let (is_l4, is_tls, passthrough, settings) = {
         let table = shared.table.load();
         let found = table.listener(&listener);
         let settings = found.and_then(|l| l.settings.as_deref());
         (
             found.is_some_and(|l| l.l4.is_some()),
             found.is_some_and(|l| l.tls.is_some()),
+            found.is_some_and(|l| l.passthrough.is_some()),
             for_listener(&shared.conn_defaults, settings),
         )
     };
     if is_l4 {
         let log = settings.access_log.clone();
-        crate::proxy::l4::tcp::serve(stream, peer, listener, shared, log).await;
+        crate::proxy::l4::tcp::serve(stream, peer, listener, shared, log, None).await;
         return;
     }
     // A listener with a ProxyConfig gets a builder with its own limits.
@@ -159,18 +162,64 @@ pub(crate) async fn handle(conn: Accepted) {
         }
         return;
     }
-    let handshake = handshake(&shared.table, listener, stream);
-    let (stream, info) = match bounded(handshake, deadline, &mut drain, &shared).await {
-        Some(Ok(done)) => done,
+    if !passthrough {
+        if let Some(tls) = tls_handshake(stream, &mut handler, deadline, &mut drain).await {
+            if let Some(io) = before_http(tls, deadline, &mut drain, &shared).await {
+                serve_http(&builder, io, handler, drain).await;
+            }
+        }
+        return;
+    }
+    // The socket also has TLS Passthrough listeners: the ClientHello's SNI says whether the
+    // connection is passed through or terminated here.
+    let mut stream = stream;
+    let read = bounded(read_hello(&mut stream), deadline, &mut drain, &shared).await;
+    let hello = match read {
+        Some(Ok(hello)) => hello,
         Some(Err(error)) => {
-            tracing::debug!(%peer, %error, "TLS handshake failed");
+            tracing::debug!(%peer, %error, "no ClientHello");
             return;
         }
         None => return,
     };
-    handler.tls = Some(info);
-    if let Some(io) = before_http(stream, deadline, &mut drain, &shared).await {
-        serve_http(&builder, io, handler, drain).await;
+    let passes = shared
+        .table
+        .load()
+        .listener(&listener)
+        .is_some_and(|l| l.passes_through(hello.sni.as_deref()));
+    if passes {
+        let log = handler.settings.access_log.clone();
+        crate::proxy::l4::tcp::serve(stream, peer, listener, shared, log, Some(hello)).await;
+        return;
+    }
+    let io = Prefixed::new(hello.bytes, stream);
+    if let Some(tls) = tls_handshake(io, &mut handler, deadline, &mut drain).await {
+        if let Some(io) = before_http(tls, deadline, &mut drain, &shared).await {
+            serve_http(&builder, io, handler, drain).await;
+        }
+    }
+}
+
+/// Completes the TLS handshake of a connection of an HTTPS socket by `deadline`, noting the
+/// SNI in `handler`; `None` when it failed or ran out of time.
+async fn tls_handshake<I: AsyncRead + AsyncWrite + Unpin>(
+    io: I,
+    handler: &mut Handler,
+    deadline: Instant,
+    drain: &mut watch::Receiver<bool>,
+) -> Option<TlsStream<I>> {
+    let shared = handler.shared.clone();
+    let handshake = handshake(&shared.table, handler.listener, io);
+    match bounded(handshake, deadline, drain, &shared).await {
+        Some(Ok((stream, info))) => {
+            handler.tls = Some(info);
+            Some(stream)
+        }
+        Some(Err(error)) => {
+            tracing::debug!(peer = %handler.peer, %error, "TLS handshake failed");
+            None
+        }
+        None => None,
     }
 }
 

@@ -3,7 +3,9 @@
 //! is read without being answered, its SNI picks the Gateway listener and route; Passthrough
 //! replays the ClientHello to the backend and copies the encrypted bytes, Terminate completes
 //! the handshake with the listener's certificate and copies the plaintext. The backend is
-//! chosen once: a new table never moves an open stream. Drain does not cut a stream; the
+//! chosen once: a new table never moves an open stream. An HTTPS socket with passthrough
+//! listeners reads the ClientHello itself and hands the connections it passes through here
+//! with the bytes read ([`ClientHello`]). Drain does not cut a stream; the
 //! listener manager ends what is still open at the drain timeout. A stream silent both ways
 //! for the listener's TCP idle timeout is closed (`idle`). A stream's access log line is
 //! written when it ends.
@@ -39,16 +41,25 @@ struct Reached {
     prefix: u64,
 }
 
+/// A ClientHello read before the stream was handed here (an HTTPS socket's accept path), and
+/// its SNI, lower-cased.
+pub(crate) struct ClientHello {
+    pub bytes: Vec<u8>,
+    pub sni: Option<String>,
+}
+
 /// Bytes read at most while waiting for a complete ClientHello (records add 5 bytes each).
 const MAX_PEEK: usize = MAX_HELLO + 1024;
 
-/// Serves one accepted connection of an L4 socket until either side closes.
+/// Serves one accepted connection of an L4 socket until either side closes; with `hello`,
+/// a connection of an HTTPS socket whose ClientHello named a passthrough listener.
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     listener: SocketAddr,
     shared: Arc<Shared>,
     log: LogSpec,
+    hello: Option<ClientHello>,
 ) {
     let start = std::time::Instant::now();
     let _ = stream.set_nodelay(true);
@@ -57,6 +68,7 @@ pub(crate) async fn serve(
         let socket = table.listener(&listener);
         let protocol = match socket.and_then(|l| l.l4.as_ref()) {
             Some(L4Routes::Tls(_)) => "tls",
+            _ if hello.is_some() => "tls",
             _ => "tcp",
         };
         let refused = socket.is_some_and(|l| refused_at_accept(l, peer.ip()));
@@ -73,7 +85,7 @@ pub(crate) async fn serve(
         drop(stream);
         Err(L4Error::IpDenied(peer.ip()))
     } else if protocol == "tls" {
-        serve_tls(stream, peer, listener, &shared, idle, &mut reached).await
+        serve_tls(stream, peer, listener, &shared, idle, &mut reached, hello).await
     } else {
         serve_tcp(stream, listener, &shared, idle, &mut reached).await
     };
@@ -171,20 +183,25 @@ async fn serve_tls(
     shared: &Shared,
     idle: Duration,
     reached: &mut Reached,
+    read: Option<ClientHello>,
 ) -> Result<Relayed, L4Error> {
     let deadline = Instant::now() + shared.options.handshake_timeout;
-    let (hello, sni) = tokio::time::timeout_at(deadline, read_hello(&mut client))
-        .await
-        .map_err(|_| L4Error::HandshakeTimeout)??;
+    let ClientHello { bytes: hello, sni } = match read {
+        Some(read) => read,
+        None => tokio::time::timeout_at(deadline, read_hello(&mut client))
+            .await
+            .map_err(|_| L4Error::HandshakeTimeout)??,
+    };
     reached.sni.clone_from(&sni);
     let (route, terminate, series) = {
         let table = shared.table.load();
-        let Some(L4Routes::Tls(routes)) = table.listener(&listener).and_then(|l| l.l4.as_ref())
-        else {
+        let Some(routes) = table.listener(&listener).and_then(|l| l.sni_routes()) else {
             return Err(L4Error::NoRoute);
         };
+        // An HTTPS listener's name is served by the HTTPS accept path, never here.
         let l = routes
             .listener(sni.as_deref())
+            .filter(|l| !l.https)
             .ok_or_else(|| L4Error::UnknownSni(sni.clone()))?;
         if refuses(l.ip_access.as_deref(), peer.ip()) {
             return Err(L4Error::IpDenied(peer.ip()));
@@ -220,13 +237,13 @@ async fn serve_tls(
 }
 
 /// Reads until the ClientHello is complete; returns the bytes read and the SNI.
-async fn read_hello<I: AsyncRead + AsyncWrite + Unpin>(
+pub(crate) async fn read_hello<I: AsyncRead + AsyncWrite + Unpin>(
     io: &mut I,
-) -> Result<(Vec<u8>, Option<String>), L4Error> {
+) -> Result<ClientHello, L4Error> {
     let mut buf = Vec::with_capacity(1024);
     loop {
         match sni::parse(&buf) {
-            Hello::Complete(name) => return Ok((buf, name)),
+            Hello::Complete(sni) => return Ok(ClientHello { bytes: buf, sni }),
             Hello::Invalid(why) => return Err(L4Error::NotTls(why)),
             Hello::Partial if buf.len() >= MAX_PEEK => {
                 return Err(L4Error::NotTls("ClientHello too long"))

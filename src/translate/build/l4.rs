@@ -5,7 +5,10 @@
 //! socket the oldest route of each hostname. Of the TrafficPolicy settings of a Gateway or
 //! listener target only `ipAccess` applies to these sockets: TCP and UDP sockets carry the
 //! lists of every listener bound there, TLS sockets each listener's own. A socket takes the
-//! ProxyConfig settings of the first Gateway bound there with some (as HTTP sockets do). Pure.
+//! ProxyConfig settings of the first Gateway bound there with some (as HTTP sockets do). TLS
+//! Passthrough listeners on the socket of HTTPS listeners (`conflicts` lets them share it
+//! with other hostnames) become that socket's `passthrough` routes, beside an entry per HTTPS
+//! listener, so the SNI decides between terminating and passing through. Pure.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,6 +21,7 @@ use crate::table::{
     SniListener, SniRoutes, SocketSource, TlsListener, TlsListeners, VirtualHost,
 };
 use crate::translate::gateways::gateway::GatewayModel;
+use crate::translate::gateways::listener::ListenerModel;
 use crate::translate::gateways::protocol::ListenerProtocol;
 use crate::translate::gateways::tls::ListenerTls;
 use crate::translate::routes::l4route::L4Attached;
@@ -36,6 +40,8 @@ struct Socket {
     /// The `ipAccess` lists of the listeners bound here (TCP and UDP).
     ip_access: Vec<Arc<IpAccess>>,
     settings: Option<Arc<ListenerSettings>>,
+    /// TLS Passthrough listeners on an HTTPS socket of the table: added to it, not a socket.
+    onto_https: bool,
 }
 
 /// Adds a socket for every valid TLS, TCP and UDP listener of the accepted Gateways, with the
@@ -52,6 +58,10 @@ pub fn add_l4_sockets(
     let mut sockets = sockets_of(table, gateways, policies, settings);
     attach_routes(&mut sockets, gateways, routes);
     for ((udp, addr), s) in sockets {
+        if s.onto_https {
+            add_passthrough(table, gateways, addr, s);
+            continue;
+        }
         let mut listener =
             ListenerTable::new(addr, s.sources, Vec::<VirtualHost>::new()).with_port(s.port);
         listener.ip_access = s.ip_access;
@@ -96,7 +106,10 @@ fn sockets_of(
             };
             for ip in &g.binds {
                 let key = (l.protocol.is_udp(), SocketAddr::new(*ip, port));
-                if table.listeners.contains_key(&key.1) && !key.0 {
+                let held = table.listeners.get(&key.1).filter(|_| !key.0);
+                let onto_https = held.is_some_and(|h| h.tls.is_some())
+                    && matches!(l.tls, ListenerTls::Passthrough);
+                if held.is_some() && !onto_https {
                     // An HTTP socket took the address first (`conflicts` marks the rest).
                     continue;
                 }
@@ -110,6 +123,7 @@ fn sockets_of(
                     certificates: Vec::new(),
                     ip_access: Vec::new(),
                     settings: None,
+                    onto_https,
                 });
                 if s.protocol != l.protocol || s.members.contains(&(gi, li)) {
                     continue;
@@ -132,6 +146,9 @@ fn sockets_of(
                 let mut sni =
                     SniListener::new(l.hostname.map(str::to_owned), certificate.is_some());
                 sni.ip_access = access.clone();
+                if s.onto_https {
+                    sni.source = Some(source.clone());
+                }
                 s.sni.push(sni);
                 if s.protocol != ListenerProtocol::Tls {
                     s.ip_access.extend(access);
@@ -145,6 +162,36 @@ fn sockets_of(
         }
     }
     sockets
+}
+
+/// Adds the TLS Passthrough listeners of `s` (with their routes) to the HTTPS socket at
+/// `addr`: its `passthrough` routes hold them and an entry per HTTPS listener bound there.
+fn add_passthrough(
+    table: &mut RouteTable,
+    gateways: &[GatewayModel<'_>],
+    addr: SocketAddr,
+    s: Socket,
+) {
+    let Some(https) = table.listeners.get_mut(&addr).and_then(Arc::get_mut) else {
+        return;
+    };
+    let mut listeners = Vec::new();
+    for g in gateways.iter().filter(|g| g.accepted()) {
+        let bound = |l: &&ListenerModel<'_>| {
+            l.valid()
+                && l.protocol == ListenerProtocol::Https
+                && g.socket_port(l.port) == Some(addr.port())
+                && g.binds.contains(&addr.ip())
+        };
+        for l in g.listeners.iter().filter(bound) {
+            listeners.push(SniListener::https(l.hostname.map(str::to_owned)));
+        }
+    }
+    listeners.extend(s.sni);
+    https.sources.extend(s.sources);
+    https.sources.sort();
+    https.sources.dedup();
+    https.passthrough = Some(SniRoutes::new(listeners));
 }
 
 /// Puts each route on the sockets of the listeners it is attached to: by hostname on a TLS

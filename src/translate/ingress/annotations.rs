@@ -15,7 +15,7 @@ use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, Traffi
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern};
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
-use crate::translate::ingress::{alias, fallback, headers, upstream};
+use crate::translate::ingress::{alias, fallback, headers, passthrough, upstream};
 
 mod policy;
 pub use policy::PolicyAnnotations;
@@ -310,6 +310,8 @@ impl Annotations {
                 name if policy::NAMES.contains(&name) => Ok(()),
                 // Applied by `fallback` when the Ingress is prepared.
                 fallback::NAME => Ok(()),
+                // Served as TLSRoutes of the passed-through hosts (`passthrough`).
+                passthrough::NAME => boolean(value).map(|_| ()),
                 // Read below by `headers`, with the ConfigMap `prepare` read.
                 name if headers::NAMES.contains(&name) => Ok(()),
                 // Read below by `upstream`, several together.

@@ -307,22 +307,20 @@ fn ssl_redirect_defaults_to_hosts_with_tls_and_force_covers_all() {
 }
 
 #[test]
-fn passthrough_and_error_pages_stay_reported() {
+fn passthrough_is_read_and_error_pages_stay_reported() {
     let a = parse(&[
         ("default-backend", "fallback"),
         ("ssl-passthrough", "true"),
         ("custom-http-errors", "404,503"),
     ]);
+    for name in ["default-backend", "ssl-passthrough"] {
+        assert!(problem(&a, name).is_empty(), "{name}: {:?}", a.problems);
+    }
     assert!(
-        problem(&a, "default-backend").is_empty(),
+        problem(&a, "custom-http-errors").contains("is not supported yet"),
         "{:?}",
         a.problems
     );
-    for name in ["ssl-passthrough", "custom-http-errors"] {
-        assert!(
-            problem(&a, name).contains("is not supported yet"),
-            "{name}: {:?}",
-            a.problems
-        );
-    }
+    let bad = parse(&[("ssl-passthrough", "yes")]);
+    assert!(problem(&bad, "ssl-passthrough").contains("not true or false"));
 }

@@ -3,11 +3,12 @@
 //! the namespace [`IMPLICIT_NAMESPACE`] (not a valid Kubernetes name, so it never collides with
 //! a Gateway of the cluster or of the files), of the GatewayClass [`IMPLICIT_CLASS`] (ours):
 //! listener `http` on port 80 and, per host of the Ingresses' `tls[]`, an HTTPS listener on
-//! port 443 for that host with its Secret, so the certificate is chosen by SNI. The Secrets
+//! port 443 for that host with its Secret, so the certificate is chosen by SNI; per host of
+//! an `ssl-passthrough` Ingress, a TLS Passthrough listener on port 443 instead. The Secrets
 //! are in the Ingresses' namespaces: each comes with a ReferenceGrant from this namespace,
 //! naming only that Secret. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
@@ -16,7 +17,7 @@ use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
-use super::IngressProblems;
+use super::{passthrough, IngressProblems};
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::translate::TranslateOptions;
 
@@ -66,11 +67,21 @@ pub fn add_implicit(
                 i.metadata.name.clone(),
             )
         });
-        let tls = tls_hosts(&sorted, out, problems);
+        let passed = passthrough_hosts(&sorted);
+        let mut tls = tls_hosts(&sorted, out, problems);
+        tls.retain(|host, _| !passed.contains(host));
         let mut listeners = vec![json!({
             "name": "http", "port": 80, "protocol": "HTTP",
             "allowedRoutes": {"namespaces": {"from": "All"}},
         })];
+        for (i, host) in passed.iter().enumerate() {
+            listeners.push(json!({
+                "name": format!("passthrough-{i}"), "port": 443, "protocol": "TLS",
+                "hostname": host,
+                "tls": {"mode": "Passthrough"},
+                "allowedRoutes": {"namespaces": {"from": "All"}},
+            }));
+        }
         for (i, (host, (ns, secret))) in tls.iter().enumerate() {
             listeners.push(json!({
                 "name": format!("https-{i}"), "port": 443, "protocol": "HTTPS",
@@ -90,6 +101,17 @@ pub fn add_implicit(
             out.gateways.push(Arc::new(gateway));
         }
     }
+}
+
+/// The hosts of a class's Ingresses passed through (`ssl-passthrough`): nginx turns it on for
+/// a host when any Ingress of the host sets it. Their HTTPS listeners are left out: the TLS
+/// Passthrough listener of the host takes its connections.
+fn passthrough_hosts(ingresses: &[&Arc<Ingress>]) -> BTreeSet<String> {
+    ingresses
+        .iter()
+        .flat_map(|i| passthrough::targets(i).0)
+        .map(|t| t.host)
+        .collect()
 }
 
 /// The TLS hosts of a class's Ingresses (oldest first) with the Secret serving each: the

@@ -4,7 +4,8 @@
 //! ([`crate::kinds::ingress::SERVING_GATEWAY`]) with its Service port names resolved; the
 //! implicit Gateway of each IngressClass (`gateway`) unless `--ingress-gateway` names one; and
 //! what each Ingress asks for that is not served ([`IngressProblems`]), which becomes its
-//! `Unsupported` condition. Pure.
+//! `Unsupported` condition; `ssl-passthrough` hosts get TLS Passthrough listeners on the
+//! implicit Gateway and TLSRoutes in the L4 pass ([`passthrough`]). Pure.
 
 pub mod alias;
 pub mod annotations;
@@ -12,6 +13,7 @@ pub mod canary;
 pub mod fallback;
 mod gateway;
 pub mod headers;
+pub mod passthrough;
 pub mod regex;
 pub mod upstream;
 
@@ -142,6 +144,8 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         found.extend(unsupported(&copy));
         resolve_port_names(snapshot, &mut copy, &mut found);
         fallback::apply(snapshot, &mut copy, &mut found);
+        found.extend(passthrough::targets(&copy).1);
+        found.extend(passthrough::http_only(&copy));
         copies.push((class, copy, found));
     }
     canary::fold(&mut copies);
@@ -292,6 +296,9 @@ pub fn report_problems(
     }
 }
 
+#[cfg(test)]
+#[path = "passthrough_tests.rs"]
+mod passthrough_tests;
 #[cfg(test)]
 #[path = "policy_tests.rs"]
 mod policy_tests;

@@ -2,7 +2,8 @@
 //! or datagrams): each route's rule compiler (backend resolution into one weighted set per
 //! route), attached by the one attachment of every route kind, with each route's `parents[]`
 //! status. One pass generic over [`RouteKind`] serves every L4 kind `route_kinds!` declares.
-//! L4 routes are compiled in full on every translation. Pure.
+//! The TLSRoutes of `ssl-passthrough` Ingresses go through the same compiler and attachment
+//! as their Ingress. L4 routes are compiled in full on every translation. Pure.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ use crate::translate::backends::resolve::{BackendRef, Backends};
 use crate::translate::common::refgrant::RefSide;
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::protocol::ListenerProtocol;
+use crate::translate::ingress::passthrough;
 use crate::translate::routes::attach::{attach, Attachment, RuleOutcome};
 use crate::translate::routes::parents::{names_our_gateway, GatewayIndex};
 use crate::translate::TranslateOptions;
@@ -65,6 +67,7 @@ pub fn attach_l4_routes<'s>(
     for &kind in RouteKindId::ALL.iter().filter(|&&k| is_l4(k)) {
         kind.visit(&mut pass);
     }
+    pass.ingress_passthrough();
     let (mut out, counted) = (pass.out, pass.counted);
     for (kind, ns, name, gi, li) in counted {
         gateways[gi].listeners[li]
@@ -93,6 +96,51 @@ struct L4Pass<'p, 's> {
     out: Vec<L4Attached>,
     /// `(kind, namespace, name, gateway, listener)` of each listener counting a route.
     counted: Vec<(RouteKindId, &'s str, &'s str, usize, usize)>,
+}
+
+impl L4Pass<'_, '_> {
+    /// The TLSRoutes of the `ssl-passthrough` Ingresses ([`passthrough::routes`]), attached
+    /// as the TLSRoutes they are and served and counted as their Ingress (metrics' `route` is
+    /// `Ingress/<namespace>/<name>`); they have no status of their own.
+    fn ingress_passthrough(&mut self) {
+        let no_labels = BTreeMap::new();
+        let snapshot = self.snapshot;
+        for ingress in &snapshot.ingresses {
+            let meta = &ingress.metadata;
+            let ns = namespace_of(meta);
+            let name = meta.name.as_deref().unwrap_or("");
+            for (_, route) in passthrough::routes(ingress) {
+                let (mut compiled, unresolved) = compile(&route, &mut self.backends);
+                compiled.route = Arc::new(RouteRef::new(RouteKindId::Ingress.as_str(), ns, name));
+                let outcome = RuleOutcome {
+                    kind: RouteKindId::TlsRoute,
+                    invalid: &[],
+                    all_invalid: false,
+                    unresolved,
+                    needs_accepted_gateway: false,
+                };
+                let labels = self.labels.get(ns).unwrap_or(&no_labels);
+                let attached = attach(
+                    &route,
+                    &outcome,
+                    self.gateways,
+                    self.by_name,
+                    labels,
+                    self.options,
+                );
+                for &(gi, li) in &attached.counted {
+                    self.counted.push((RouteKindId::Ingress, ns, name, gi, li));
+                }
+                if !attached.attachments.is_empty() {
+                    self.out.push(L4Attached {
+                        created: crate::translate::common::precedence::created(meta),
+                        route: compiled,
+                        attachments: attached.attachments,
+                    });
+                }
+            }
+        }
+    }
 }
 
 impl RouteVisitor for &mut L4Pass<'_, '_> {
