@@ -95,6 +95,17 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             Converted,
             "HTTPRoute RequestHeaderModifier and ResponseHeaderModifier filters",
         ),
+        "affinity" => (
+            ConvertedWithDifference,
+            "HTTPRoute rule sessionPersistence; the converted cookie's Path is / (served: the rule's path or session-cookie-path) and it has no SameSite or Secure (Gateway API has no cookie attributes)",
+        ),
+        "session-cookie-secure" if value.trim() == "false" => {
+            (Converted, "nothing to write: the cookie is not Secure")
+        }
+        "session-cookie-path" | "session-cookie-samesite" | "session-cookie-secure" => (
+            Outcome::NotConverted,
+            "not written: Gateway API sessionPersistence has no cookie attributes",
+        ),
         n if n == "enable-cors" || n.starts_with("cors-") => {
             (Converted, "HTTPRoute CORS filter")
         }

@@ -16,7 +16,7 @@ use crate::kinds::crd::TrafficPolicy;
 use crate::kinds::routes::{RouteKind, RouteKindId};
 use crate::kinds::KindSet;
 use crate::snapshot::Snapshot;
-use crate::table::RequestMatch;
+use crate::table::{CookieAttributes, RequestMatch};
 use crate::translate::routes::parents::{names_our_gateway, GatewayIndex};
 use crate::translate::routes::rules::MatchError;
 
@@ -75,6 +75,12 @@ pub(in crate::translate) trait HttpLike:
     fn capture_rewrites(&self) -> Vec<bool> {
         Vec::new()
     }
+
+    /// Per rule, the attributes of its session cookie (an Ingress's `session-cookie-path`,
+    /// `-samesite`, `-secure`); empty when every rule's are the defaults.
+    fn session_cookies(&self) -> Vec<CookieAttributes> {
+        Vec::new()
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -107,6 +113,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn capture_rewrites(&self) -> Vec<bool>;
     /// [`HttpLike::access_log_off`].
     fn access_log_off(&self) -> bool;
+    /// [`HttpLike::session_cookies`].
+    fn session_cookies(&self) -> Vec<CookieAttributes>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -158,6 +166,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn capture_rewrites(&self) -> Vec<bool> {
         HttpLike::capture_rewrites(self)
+    }
+
+    fn session_cookies(&self) -> Vec<CookieAttributes> {
+        HttpLike::session_cookies(self)
     }
 
     fn access_log_off(&self) -> bool {
