@@ -39,3 +39,6 @@ mod access_log;
 
 #[path = "ingress/fallback.rs"]
 mod fallback;
+
+#[path = "ingress/upstream_timeouts.rs"]
+mod upstream_timeouts;

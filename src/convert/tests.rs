@@ -278,3 +278,29 @@ fn affinity_cookie_attributes_are_reported_and_verify_shows_the_path() {
         assert!(converted.is_some_and(|f| !f.contains("/exact")), "{d:?}");
     }
 }
+
+#[test]
+fn send_timeout_is_reported_not_converted_and_verify_lists_it() {
+    let input = INPUT.replace(
+        "    nginx.ingress.kubernetes.io/proxy-read-timeout: \"10\"\n",
+        "    nginx.ingress.kubernetes.io/proxy-read-timeout: \"10\"\n    \
+         nginx.ingress.kubernetes.io/proxy-send-timeout: \"5\"\n",
+    );
+    let c = convert(&admit(&input), &ConvertOptions::default());
+    let report = c.report.text();
+    assert!(
+        report.contains("proxy-send-timeout: not converted: not written"),
+        "{report}"
+    );
+    let written = admit(&yaml(&c.objects));
+    let compared = converted_snapshot(&c.input, &written, DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    assert!(!v.differences.is_empty());
+    for d in &v.differences {
+        let served = d.ingress.filters.as_ref().map(ToString::to_string);
+        assert!(
+            served.is_some_and(|f| f.contains("\"backendSendIdle\":\"5000ms\"")),
+            "{d:?}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{HeaderMap, Method};
 
@@ -222,6 +223,29 @@ fn rate_limit_and_affinity_reach_the_rule() {
         .as_deref()
         .expect("session persistence");
     assert_eq!(session.name, "sticky");
+}
+
+#[test]
+fn send_timeout_is_the_rules_send_idle_limit_beside_its_read_timeout() {
+    let annotations = [("proxy-send-timeout", "7"), ("proxy-read-timeout", "10")];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let headers = HeaderMap::new();
+    let view = RequestView {
+        host: "a.test",
+        path: "/",
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    let rule = listener.route(&view).expect("rule");
+    assert_eq!(rule.filters.send_idle(), Some(Duration::from_secs(7)));
+    assert_eq!(
+        rule.filters.timeouts.backend_request,
+        Some(Duration::from_secs(15))
+    );
+    assert!(!status_text(&t).contains("proxy-send-timeout"));
 }
 
 #[test]

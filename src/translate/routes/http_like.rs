@@ -8,6 +8,7 @@
 use std::any::Any;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -81,6 +82,13 @@ pub(in crate::translate) trait HttpLike:
     fn session_cookies(&self) -> Vec<CookieAttributes> {
         Vec::new()
     }
+
+    /// The longest a backend may leave a request of the route unread
+    /// ([`crate::table::RuleFilters::backend_send_idle`]: an Ingress's `proxy-send-timeout`);
+    /// Gateway API has no such timeout.
+    fn backend_send_idle(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -115,6 +123,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn access_log_off(&self) -> bool;
     /// [`HttpLike::session_cookies`].
     fn session_cookies(&self) -> Vec<CookieAttributes>;
+    /// [`HttpLike::backend_send_idle`].
+    fn backend_send_idle(&self) -> Option<Duration>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -170,6 +180,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn session_cookies(&self) -> Vec<CookieAttributes> {
         HttpLike::session_cookies(self)
+    }
+
+    fn backend_send_idle(&self) -> Option<Duration> {
+        HttpLike::backend_send_idle(self)
     }
 
     fn access_log_off(&self) -> bool {

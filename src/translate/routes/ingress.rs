@@ -60,6 +60,10 @@ impl HttpLike for Ingress {
     fn session_cookies(&self) -> Vec<CookieAttributes> {
         session_cookies(self)
     }
+
+    fn backend_send_idle(&self) -> Option<std::time::Duration> {
+        Annotations::parse(self).send_timeout
+    }
 }
 
 /// Per lowered rule, the attributes of its affinity cookie: the annotations', with the path
