@@ -102,6 +102,13 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             Outcome::NotConverted,
             "not written: Gateway API has no timeout between two writes to a backend",
         ),
+        "proxy-next-upstream-timeout" if value.trim() == "0" => {
+            (Converted, "nothing to write: no limit")
+        }
+        "proxy-next-upstream-timeout" => (
+            Outcome::NotConverted,
+            "not written: Gateway API retry has no time budget",
+        ),
         "affinity" => (
             ConvertedWithDifference,
             "HTTPRoute rule sessionPersistence; the converted cookie's Path is / (served: the rule's path or session-cookie-path) and it has no SameSite or Secure (Gateway API has no cookie attributes)",

@@ -280,16 +280,22 @@ fn affinity_cookie_attributes_are_reported_and_verify_shows_the_path() {
 }
 
 #[test]
-fn send_timeout_is_reported_not_converted_and_verify_lists_it() {
+fn send_timeout_and_retry_budget_are_reported_not_converted_and_verify_lists_them() {
     let input = INPUT.replace(
         "    nginx.ingress.kubernetes.io/proxy-read-timeout: \"10\"\n",
         "    nginx.ingress.kubernetes.io/proxy-read-timeout: \"10\"\n    \
-         nginx.ingress.kubernetes.io/proxy-send-timeout: \"5\"\n",
+         nginx.ingress.kubernetes.io/proxy-send-timeout: \"5\"\n    \
+         nginx.ingress.kubernetes.io/proxy-next-upstream-tries: \"2\"\n    \
+         nginx.ingress.kubernetes.io/proxy-next-upstream-timeout: \"3\"\n",
     );
     let c = convert(&admit(&input), &ConvertOptions::default());
     let report = c.report.text();
     assert!(
         report.contains("proxy-send-timeout: not converted: not written"),
+        "{report}"
+    );
+    assert!(
+        report.contains("proxy-next-upstream-timeout: not converted: not written"),
         "{report}"
     );
     let written = admit(&yaml(&c.objects));
@@ -299,7 +305,9 @@ fn send_timeout_is_reported_not_converted_and_verify_lists_it() {
     for d in &v.differences {
         let served = d.ingress.filters.as_ref().map(ToString::to_string);
         assert!(
-            served.is_some_and(|f| f.contains("\"backendSendIdle\":\"5000ms\"")),
+            served.is_some_and(
+                |f| f.contains("\"backendSendIdle\":\"5000ms\"") && f.contains("\"within\"")
+            ),
             "{d:?}"
         );
     }

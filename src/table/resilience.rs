@@ -18,6 +18,10 @@ pub struct RetryPolicy {
     /// Minimum wait before a retry (`retry.backoff`); doubles with each retry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Duration>,
+    /// The retries' time budget (an Ingress's `proxy-next-upstream-timeout`): no retry starts
+    /// later than this after the first attempt began. Gateway API's `retry` has no such field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within: Option<Duration>,
 }
 
 impl RetryPolicy {

@@ -1,6 +1,7 @@
 //! The upstream timeouts of ingress-nginx that Gateway API has no field for, through `serve
 //! --config-dir`: `proxy-send-timeout` fails a request whose backend stops reading its body
-//! (504), and leaves a backend that reads alone.
+//! (504), and leaves a backend that reads alone; `proxy-next-upstream-timeout` starts no retry
+//! past its budget.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use crate::support::client::{
     channel_body, full, get, h1_client, request, send, Reply, TestClient,
 };
 use crate::support::echo::start_fleet;
+use crate::support::faulty::{start_faulty, Mode};
 use crate::support::net::bind_loopback;
 
 const CLASS: &str = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\n\
@@ -126,4 +128,35 @@ async fn send_timeout_fails_a_request_its_backend_stops_reading() {
     assert_eq!(r.status, 504);
     feeder.abort();
     deaf_task.abort();
+}
+
+#[tokio::test]
+async fn next_upstream_timeout_starts_no_retry_past_its_budget() {
+    // Each try is answered 503 after 400 ms: 10 tries take 4 s, a budget of 1 s allows 3.
+    let slow = start_faulty("slow", Mode::Late(Duration::from_millis(400), 503)).await;
+    let mut text = format!("{CLASS}{}", service_at("slow", slow.addr));
+    let retry = [
+        ("proxy-next-upstream", "error http_503"),
+        ("proxy-next-upstream-tries", "10"),
+        ("proxy-next-upstream-timeout", "1"),
+    ];
+    text.push_str(&ingress("bounded", "bounded.test", "slow", &retry));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    let http = server.http();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while call(&client, get(http, "bounded.test", "/")).await.status != 503 {
+        assert!(Instant::now() < deadline, "the Ingress was never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = slow.requests();
+    let r = call(&client, get(http, "bounded.test", "/")).await;
+    assert_eq!(r.status, 503, "the last answer");
+    let tries = slow.requests() - before;
+    assert!(
+        (2..=4).contains(&tries),
+        "{tries} tries within a budget of 1 s"
+    );
 }

@@ -147,6 +147,8 @@ impl Upstream<'_> {
         );
         let mut tried: Vec<SocketAddr> = Vec::new();
         let mut retries = 0;
+        // The retries' time budget counts from the first attempt.
+        let within = policy.and_then(|p| p.within).map(|d| Instant::now() + d);
         let mut _permit = None;
         loop {
             let pick = PickRequest {
@@ -187,6 +189,7 @@ impl Upstream<'_> {
                 budget: permit.is_some(),
                 fresh_endpoint: service.endpoints.iter().any(|e| !tried.contains(e)),
                 left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                within_left: within.map(|d| d.saturating_duration_since(Instant::now())),
                 jitter: fastrand::f64(),
             };
             let decision = decide::decide(ended, &attempts);

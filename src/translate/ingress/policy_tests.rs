@@ -253,6 +253,7 @@ fn next_upstream_tries_retry_the_rule() {
     let annotations = [
         ("proxy-next-upstream", "error http_503"),
         ("proxy-next-upstream-tries", "2"),
+        ("proxy-next-upstream-timeout", "4"),
     ];
     let t = run(&with(&ingress(&annotations), &[]));
     let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
@@ -269,4 +270,5 @@ fn next_upstream_tries_retry_the_rule() {
     let retry = rule.filters.retry.as_deref().expect("retry");
     assert_eq!(retry.attempts, 1);
     assert!(retry.codes.contains(&503), "{retry:?}");
+    assert_eq!(retry.within, Some(Duration::from_secs(4)));
 }

@@ -89,6 +89,12 @@ pub(in crate::translate) trait HttpLike:
     fn backend_send_idle(&self) -> Option<Duration> {
         None
     }
+
+    /// The time budget of the route's retries ([`crate::table::RetryPolicy::within`]: an
+    /// Ingress's `proxy-next-upstream-timeout`); Gateway API's `retry` has none.
+    fn retry_within(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -125,6 +131,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn session_cookies(&self) -> Vec<CookieAttributes>;
     /// [`HttpLike::backend_send_idle`].
     fn backend_send_idle(&self) -> Option<Duration>;
+    /// [`HttpLike::retry_within`].
+    fn retry_within(&self) -> Option<Duration>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -184,6 +192,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn backend_send_idle(&self) -> Option<Duration> {
         HttpLike::backend_send_idle(self)
+    }
+
+    fn retry_within(&self) -> Option<Duration> {
+        HttpLike::retry_within(self)
     }
 
     fn access_log_off(&self) -> bool {

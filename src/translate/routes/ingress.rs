@@ -64,6 +64,10 @@ impl HttpLike for Ingress {
     fn backend_send_idle(&self) -> Option<std::time::Duration> {
         Annotations::parse(self).send_timeout
     }
+
+    fn retry_within(&self) -> Option<std::time::Duration> {
+        Annotations::parse(self).policy.retry_within
+    }
 }
 
 /// Per lowered rule, the attributes of its affinity cookie: the annotations', with the path

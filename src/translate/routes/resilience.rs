@@ -69,6 +69,7 @@ pub fn compile_retry(
         codes,
         attempts,
         backoff,
+        within: None,
     }))
 }
 

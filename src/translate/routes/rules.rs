@@ -87,6 +87,7 @@ pub fn compile_route(
     let access_log_off = source.access_log_off();
     let session_cookies = source.session_cookies();
     let send_idle = source.backend_send_idle();
+    let retry_within = source.retry_within();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
         let spec_matches = match rule.matches.as_deref() {
@@ -119,6 +120,9 @@ pub fn compile_route(
         }
         if send_idle.is_some() {
             filters.set_send_idle(send_idle);
+        }
+        if let (Some(retry), Some(_)) = (filters.retry.as_deref_mut(), retry_within) {
+            retry.within = retry_within;
         }
         if let (Some(session), Some(cookie)) =
             (filters.session.as_deref_mut(), session_cookies.get(index))

@@ -75,6 +75,8 @@ pub struct PolicyAnnotations {
     pub cookie: CookieAttributes,
     /// `proxy-next-upstream(-tries)` as the lowered rules' `retry`.
     pub retry: Option<Value>,
+    /// `proxy-next-upstream-timeout`: that retry's time budget.
+    pub retry_within: Option<std::time::Duration>,
 }
 
 // The spec holds no floating-point number: equality is reflexive.
@@ -101,7 +103,7 @@ impl PolicyAnnotations {
         if out.session.is_some() {
             out.cookie = cookie_attributes(get, problems);
         }
-        out.retry = upstream::read(get, problems);
+        (out.retry, out.retry_within) = upstream::read(get, problems);
         out
     }
 }

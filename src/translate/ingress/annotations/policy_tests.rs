@@ -313,6 +313,21 @@ fn next_upstream_is_the_rules_retry_and_buffer_size_has_no_effect() {
         ("proxy-next-upstream-timeout", "5"),
     ]);
     assert!(reported(&buffer, "client-body-buffer-size").contains("accepted, no effect"));
-    assert!(reported(&buffer, "proxy-next-upstream-timeout").contains("not applied"));
+    assert!(reported(&buffer, "proxy-next-upstream-timeout").contains("nothing is retried"));
+    let budget = parse(&[
+        ("proxy-next-upstream-tries", "3"),
+        ("proxy-next-upstream-timeout", "5"),
+    ]);
+    assert!(budget.problems.is_empty(), "{:?}", budget.problems);
+    assert_eq!(
+        budget.policy.retry_within,
+        Some(std::time::Duration::from_secs(5))
+    );
+    let unlimited = parse(&[
+        ("proxy-next-upstream-tries", "3"),
+        ("proxy-next-upstream-timeout", "0"),
+    ]);
+    assert!(unlimited.problems.is_empty(), "{:?}", unlimited.problems);
+    assert_eq!(unlimited.policy.retry_within, None);
     assert_eq!(buffer.traffic_policy(), None);
 }
