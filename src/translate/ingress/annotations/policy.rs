@@ -3,7 +3,8 @@
 //! `auth-realm`) and external authorization (`auth-url`, `auth-signin`,
 //! `auth-response-headers`, `auth-method`), rate limits (`limit-rps`, `limit-rpm`,
 //! `limit-burst-multiplier`) and cookie affinity (`affinity`, `session-cookie-*`), which goes
-//! into the lowered rules as Gateway API `sessionPersistence`. Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
+//! into the lowered rules as Gateway API `sessionPersistence`, the cookie's path, SameSite and
+//! Secure beside it ([`PolicyAnnotations::cookie`]). Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
 //! Ingress's policy compiles with the code a TrafficPolicy object goes through. A setting that
 //! cannot be honoured as asked is reported and, when it is an access control, written so that
 //! it fails closed (a Secret or Service reference that never resolves refuses every
