@@ -42,3 +42,6 @@ mod fallback;
 
 #[path = "ingress/passthrough.rs"]
 mod passthrough;
+
+#[path = "ingress/upstream_timeouts.rs"]
+mod upstream_timeouts;

@@ -100,6 +100,31 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             "a TLS listener (Passthrough) per host on port 443 and a TLSRoute to the Service of the host's path /",
         ),
         "ssl-passthrough" => (Converted, "nothing to write: TLS is terminated"),
+        "proxy-send-timeout" if value.trim() == "0" => {
+            (Converted, "nothing to write: no limit")
+        }
+        "proxy-send-timeout" => (
+            Outcome::NotConverted,
+            "not written: Gateway API has no timeout between two writes to a backend",
+        ),
+        "proxy-next-upstream-timeout" if value.trim() == "0" => {
+            (Converted, "nothing to write: no limit")
+        }
+        "proxy-next-upstream-timeout" => (
+            Outcome::NotConverted,
+            "not written: Gateway API retry has no time budget",
+        ),
+        "affinity" => (
+            ConvertedWithDifference,
+            "HTTPRoute rule sessionPersistence; the converted cookie's Path is / (served: the rule's path or session-cookie-path) and it has no SameSite or Secure (Gateway API has no cookie attributes)",
+        ),
+        "session-cookie-secure" if value.trim() == "false" => {
+            (Converted, "nothing to write: the cookie is not Secure")
+        }
+        "session-cookie-path" | "session-cookie-samesite" | "session-cookie-secure" => (
+            Outcome::NotConverted,
+            "not written: Gateway API sessionPersistence has no cookie attributes",
+        ),
         n if n == "enable-cors" || n.starts_with("cors-") => {
             (Converted, "HTTPRoute CORS filter")
         }

@@ -248,3 +248,67 @@ fn the_corpus_has_the_edge_cases_and_the_canary_header_and_cookie() {
         assert!(seen.iter().any(|s| s == want), "{want} not in {seen:#?}");
     }
 }
+
+#[test]
+fn affinity_cookie_attributes_are_reported_and_verify_shows_the_path() {
+    let input = INPUT.replace(
+        "    nginx.ingress.kubernetes.io/proxy-body-size: 2m\n",
+        "    nginx.ingress.kubernetes.io/proxy-body-size: 2m\n    \
+         nginx.ingress.kubernetes.io/affinity: cookie\n",
+    );
+    let c = convert(&admit(&input), &ConvertOptions::default());
+    let report = c.report.text();
+    assert!(
+        report.contains("affinity: converted with a difference"),
+        "{report}"
+    );
+    let written = admit(&yaml(&c.objects));
+    let compared = converted_snapshot(&c.input, &written, DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    // Only the Exact /exact rule's cookie has a path of its own (the / prefix's is /).
+    assert!(!v.differences.is_empty());
+    for d in &v.differences {
+        assert_eq!(d.request.host, "plain.example.com", "{d:?}");
+        let served = d.ingress.filters.as_ref().map(ToString::to_string);
+        let converted = d.converted.filters.as_ref().map(ToString::to_string);
+        assert!(
+            served.is_some_and(|f| f.contains("\"path\":\"/exact\"")),
+            "{d:?}"
+        );
+        assert!(converted.is_some_and(|f| !f.contains("/exact")), "{d:?}");
+    }
+}
+
+#[test]
+fn send_timeout_and_retry_budget_are_reported_not_converted_and_verify_lists_them() {
+    let input = INPUT.replace(
+        "    nginx.ingress.kubernetes.io/proxy-read-timeout: \"10\"\n",
+        "    nginx.ingress.kubernetes.io/proxy-read-timeout: \"10\"\n    \
+         nginx.ingress.kubernetes.io/proxy-send-timeout: \"5\"\n    \
+         nginx.ingress.kubernetes.io/proxy-next-upstream-tries: \"2\"\n    \
+         nginx.ingress.kubernetes.io/proxy-next-upstream-timeout: \"3\"\n",
+    );
+    let c = convert(&admit(&input), &ConvertOptions::default());
+    let report = c.report.text();
+    assert!(
+        report.contains("proxy-send-timeout: not converted: not written"),
+        "{report}"
+    );
+    assert!(
+        report.contains("proxy-next-upstream-timeout: not converted: not written"),
+        "{report}"
+    );
+    let written = admit(&yaml(&c.objects));
+    let compared = converted_snapshot(&c.input, &written, DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    assert!(!v.differences.is_empty());
+    for d in &v.differences {
+        let served = d.ingress.filters.as_ref().map(ToString::to_string);
+        assert!(
+            served.is_some_and(
+                |f| f.contains("\"backendSendIdle\":\"5000ms\"") && f.contains("\"within\"")
+            ),
+            "{d:?}"
+        );
+    }
+}

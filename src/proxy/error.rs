@@ -215,6 +215,8 @@ pub enum TimeoutKind {
     BackendRequest,
     /// The proxy's upstream response timeout (`--upstream-timeout`), per attempt.
     UpstreamResponse,
+    /// The rule's `backendSendIdle`: the backend read nothing of the request for that long.
+    BackendSendIdle,
 }
 
 impl TimeoutKind {
@@ -224,6 +226,7 @@ impl TimeoutKind {
             Self::Request => "request",
             Self::BackendRequest => "backendRequest",
             Self::UpstreamResponse => "upstream response",
+            Self::BackendSendIdle => "backend send idle",
         }
     }
 }
@@ -395,6 +398,9 @@ pub enum H1Error {
     /// The client's request body failed while it was being sent (its error is the source).
     #[error("request body: {0}")]
     RequestBody(#[source] BoxError),
+    /// The backend read nothing of the request for this long while some was left to write.
+    #[error("the backend read nothing of the request for {0:?}")]
+    SendIdle(std::time::Duration),
 }
 
 /// A listener the proxy could not bind.

@@ -49,6 +49,8 @@ pub use policy::{
     AccessLog, AccessLogFormat, BasicAuth, IpAccess, JwtAuth, JwtIssuer, ListenerSettings,
     PasswordHash, RateLimit, RateLimitKey, RequestPolicy, ServiceLimits,
 };
-pub use resilience::{Balance, HashOn, RetryPolicy, SessionKind, SessionPersistence};
+pub use resilience::{
+    Balance, CookieAttributes, HashOn, RetryPolicy, SameSite, SessionKind, SessionPersistence,
+};
 pub use source::SocketSource;
 pub use tls::{Certificate, CertificateError, ServedCertificates, TlsListener, TlsListeners};

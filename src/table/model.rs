@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -472,6 +474,21 @@ pub struct RuleFilters {
     /// "false"`, set on rule filters only).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub access_log_off: bool,
+    /// The longest a backend may leave the request unread while some of it is left to write,
+    /// in milliseconds (an Ingress's `proxy-send-timeout`; 504 when it passes; set on rule
+    /// filters only). Counted per write, not over the whole request, and not while the
+    /// client's body is awaited; HTTP/1.1 backends only. Not boxed: it fits in the padding
+    /// after the flags.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_millis")]
+    pub backend_send_idle: Option<NonZeroU32>,
+}
+
+/// Milliseconds as `"<n>ms"`, how `/debug/config` shows every duration.
+fn ser_millis<S: serde::Serializer>(ms: &Option<NonZeroU32>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.collect_str(&format_args!("{ms}ms")),
+        None => s.serialize_none(),
+    }
 }
 
 impl RuleFilters {
@@ -492,6 +509,7 @@ impl RuleFilters {
             external_auth,
             https_redirect,
             access_log_off,
+            backend_send_idle,
         } = self;
         request_headers.is_none()
             && response_headers.is_none()
@@ -506,6 +524,7 @@ impl RuleFilters {
             && external_auth.is_none()
             && !https_redirect
             && !access_log_off
+            && backend_send_idle.is_none()
     }
 
     /// `self` behind an `Arc`: empty filters are one allocation shared by every rule and
@@ -517,6 +536,19 @@ impl RuleFilters {
         } else {
             Arc::new(self)
         }
+    }
+
+    /// [`RuleFilters::backend_send_idle`] as a duration.
+    pub fn send_idle(&self) -> Option<Duration> {
+        self.backend_send_idle
+            .map(|ms| Duration::from_millis(u64::from(ms.get())))
+    }
+
+    /// A send idle limit of `limit` (rounded down to milliseconds, at most about 49 days;
+    /// none under a millisecond).
+    pub fn set_send_idle(&mut self, limit: Option<Duration>) {
+        self.backend_send_idle =
+            limit.and_then(|d| NonZeroU32::new(u32::try_from(d.as_millis()).unwrap_or(u32::MAX)));
     }
 
     /// The shared empty filters.

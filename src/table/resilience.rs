@@ -18,6 +18,10 @@ pub struct RetryPolicy {
     /// Minimum wait before a retry (`retry.backoff`); doubles with each retry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Duration>,
+    /// The retries' time budget (an Ingress's `proxy-next-upstream-timeout`): no retry starts
+    /// later than this after the first attempt began. Gateway API's `retry` has no such field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within: Option<Duration>,
 }
 
 impl RetryPolicy {
@@ -43,6 +47,51 @@ pub struct SessionPersistence {
     /// The session ends after this long without a request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout: Option<Duration>,
+    /// The cookie's attributes besides its lifetime (an Ingress's `session-cookie-path`,
+    /// `-samesite`, `-secure`; Gateway API's `sessionPersistence` has no such fields).
+    #[serde(skip_serializing_if = "CookieAttributes::is_default")]
+    pub cookie: CookieAttributes,
+}
+
+/// Attributes of a session cookie: `Path` (`/` unless set), `SameSite`, `Secure`. Every
+/// session cookie is `HttpOnly`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CookieAttributes {
+    /// `Path`; `/` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_site: Option<SameSite>,
+    /// `Secure`: browsers send the cookie over HTTPS only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub secure: bool,
+}
+
+impl CookieAttributes {
+    /// True for the attributes a Gateway API session cookie has (`Path=/`, nothing else).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A cookie's `SameSite` attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SameSite {
+    None,
+    Lax,
+    Strict,
+}
+
+impl SameSite {
+    /// The attribute's value as a `Set-Cookie` header spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "None",
+            Self::Lax => "Lax",
+            Self::Strict => "Strict",
+        }
+    }
 }
 
 /// Where the session token travels.

@@ -323,3 +323,55 @@ async fn rate_limit_and_cookie_affinity() {
         }
     }
 }
+
+/// An Ingress of class `edge` for `host` with Prefix `path` to Service `app`.
+fn ingress_at(name: &str, host: &str, path: &str, annotations: &[(&str, &str)]) -> String {
+    ingress(name, host, annotations).replace("{path: /,", &format!("{{path: {path},"))
+}
+
+#[tokio::test]
+async fn affinity_cookie_attributes() {
+    let fleet = start_fleet(&["pod-a", "pod-b"]).await;
+    let mut text = format!("{CLASS}{}", service_of_all("app", &fleet));
+    let affinity = [("affinity", "cookie"), ("session-cookie-name", "route")];
+    text.push_str(&ingress_at("located", "located.test", "/shop", &affinity));
+    let attributes = [
+        ("affinity", "cookie"),
+        ("session-cookie-path", "/"),
+        ("session-cookie-samesite", "None"),
+        ("session-cookie-secure", "true"),
+    ];
+    text.push_str(&ingress_at("set", "set.test", "/shop", &attributes));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let cookie = |host: &'static str| {
+        let (client, server) = (&client, &server);
+        async move {
+            let r = call(client, get(server.http(), host, "/shop/cart")).await;
+            (r.status, r.header("set-cookie").unwrap_or_default())
+        }
+    };
+    while cookie("set.test").await.0 != 200 {
+        assert!(Instant::now() < deadline, "set.test never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // nginx's default: the location's path, not Secure, no SameSite.
+    let (_, located) = cookie("located.test").await;
+    let attrs: Vec<&str> = located.split("; ").skip(1).collect();
+    assert!(located.starts_with("route="), "{located}");
+    assert_eq!(attrs, ["Path=/shop", "HttpOnly"], "{located}");
+    let (_, set) = cookie("set.test").await;
+    let attrs: Vec<&str> = set.split("; ").skip(1).collect();
+    assert!(set.starts_with("INGRESSCOOKIE="), "{set}");
+    assert_eq!(
+        attrs,
+        ["Path=/", "HttpOnly", "SameSite=None", "Secure"],
+        "{set}"
+    );
+    // The Ingress reports nothing: every annotation is served.
+    let status = status_text(&client, &server, "set").await;
+    assert!(!status.contains("Unsupported\""), "{status}");
+}

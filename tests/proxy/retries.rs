@@ -21,6 +21,7 @@ fn policy(codes: &[u16], attempts: u32) -> RetryPolicy {
         codes: codes.to_vec(),
         attempts,
         backoff: Some(Duration::from_millis(10)),
+        within: None,
     }
 }
 

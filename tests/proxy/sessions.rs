@@ -20,6 +20,7 @@ fn persistence(kind: SessionKind) -> SessionPersistence {
         permanent: false,
         absolute_timeout: None,
         idle_timeout: None,
+        cookie: Default::default(),
     }
 }
 

@@ -111,6 +111,7 @@ impl Handler {
                 protocol,
                 tls: tls.as_ref(),
                 timeouts: rule.filters.timeouts,
+                send_idle: rule.filters.send_idle(),
                 retry: rule.filters.retry.as_deref(),
                 pinned: bound.map(|(_, addr)| addr),
                 upgrade: upgrade.is_some(),

@@ -9,6 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use http::header::{self, HeaderMap, HeaderValue};
 
+#[cfg(test)]
+use crate::table::CookieAttributes;
 use crate::table::{BackendTarget, RouteRule, SessionKind, SessionPersistence};
 
 /// A session token as read from a request or written on a response.
@@ -111,10 +113,23 @@ impl<'r> Session<'r> {
         let value = match self.spec.kind {
             SessionKind::Header => token.encode(),
             SessionKind::Cookie => {
-                let mut c = format!("{}={}; Path=/; HttpOnly", self.spec.name, token.encode());
+                let attributes = &self.spec.cookie;
+                let path = attributes.path.as_deref().unwrap_or("/");
+                let mut c = format!(
+                    "{}={}; Path={path}; HttpOnly",
+                    self.spec.name,
+                    token.encode()
+                );
                 if let (true, Some(max_age)) = (self.spec.permanent, self.spec.absolute_timeout) {
                     let left = max_age.as_secs().saturating_sub(self.now - token.started);
                     c.push_str(&format!("; Max-Age={left}"));
+                }
+                if let Some(same_site) = attributes.same_site {
+                    c.push_str("; SameSite=");
+                    c.push_str(same_site.as_str());
+                }
+                if attributes.secure {
+                    c.push_str("; Secure");
                 }
                 c
             }
@@ -176,6 +191,7 @@ mod tests {
             permanent: absolute.is_some(),
             absolute_timeout: absolute.map(Duration::from_secs),
             idle_timeout: idle.map(Duration::from_secs),
+            cookie: CookieAttributes::default(),
         }
     }
 
@@ -229,6 +245,31 @@ mod tests {
         let mut moved = HeaderMap::new();
         known.stamp(&mut moved, "10.0.0.2:80".parse().expect("address"));
         assert!(moved.contains_key(header::SET_COOKIE));
+    }
+
+    #[test]
+    fn a_cookie_carries_its_path_same_site_and_secure_attributes() {
+        let served: SocketAddr = "10.0.0.1:80".parse().expect("address");
+        let mut s = spec(SessionKind::Cookie, None, Some(60));
+        s.cookie = CookieAttributes {
+            path: Some("/api".into()),
+            same_site: Some(crate::table::SameSite::Strict),
+            secure: true,
+        };
+        let mut headers = HeaderMap::new();
+        Session::read(&s, &HeaderMap::new()).stamp(&mut headers, served);
+        let set = headers[header::SET_COOKIE].to_str().expect("ascii");
+        let attributes: Vec<&str> = set.split("; ").skip(1).collect();
+        assert_eq!(
+            attributes,
+            [
+                "Path=/api",
+                "HttpOnly",
+                "Max-Age=60",
+                "SameSite=Strict",
+                "Secure"
+            ]
+        );
     }
 
     #[test]

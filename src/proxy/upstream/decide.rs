@@ -1,6 +1,7 @@
 //! The retry decision, a pure function ([`decide`]) of how an attempt ended, the rule's
 //! `retry`, the retries made, the Service's retry budget and the time left before the request
-//! timeout: retry after a wait, or stop and say why. `forward` does the I/O around it.
+//! timeout and the retries' time budget: retry after a wait, or stop and say why. `forward`
+//! does the I/O around it.
 
 use std::time::Duration;
 
@@ -85,6 +86,9 @@ pub struct Attempts<'a> {
     pub fresh_endpoint: bool,
     /// Time left before the rule's `timeouts.request` passes (`None`: no such timeout).
     pub left: Option<Duration>,
+    /// Time left of the `retry`'s time budget ([`RetryPolicy::within`], counted from the
+    /// first attempt; `None`: no budget).
+    pub within_left: Option<Duration>,
     /// In `[0, 1)`: how much of the backoff's jitter applies.
     pub jitter: f64,
 }
@@ -109,6 +113,9 @@ pub enum Stop {
     BudgetExhausted,
     /// The backoff would end after the rule's `timeouts.request`: the client gets a 504.
     Deadline,
+    /// The backoff would end after the retries' time budget: the client gets what the
+    /// attempt ended with.
+    OutOfTime,
 }
 
 /// Retries allowed after the first attempt: the rule's `retry.attempts`, or
@@ -158,6 +165,9 @@ pub fn decide(ended: Ended, attempts: &Attempts<'_>) -> Decision {
     if attempts.left.is_some_and(|left| after >= left) {
         return Decision::Stop(Stop::Deadline);
     }
+    if attempts.within_left.is_some_and(|left| after >= left) {
+        return Decision::Stop(Stop::OutOfTime);
+    }
     Decision::Retry { reason, after }
 }
 
@@ -171,6 +181,7 @@ mod tests {
             codes: codes.to_vec(),
             attempts,
             backoff: Some(Duration::from_millis(100)),
+            within: None,
         }
     }
 
@@ -182,8 +193,27 @@ mod tests {
             budget: true,
             fresh_endpoint: true,
             left: None,
+            within_left: None,
             jitter: 0.0,
         }
+    }
+
+    #[test]
+    fn no_retry_starts_past_the_retries_time_budget() {
+        let p = policy(&[503], 5);
+        let mut a = attempts(Some(&p));
+        a.within_left = Some(Duration::from_millis(150));
+        assert!(matches!(
+            decide(Ended::Answered(503), &a),
+            Decision::Retry { .. }
+        ));
+        a.within_left = Some(Duration::from_millis(50));
+        assert_eq!(
+            decide(Ended::Answered(503), &a),
+            Decision::Stop(Stop::OutOfTime)
+        );
+        a.within_left = Some(Duration::ZERO);
+        assert_eq!(decide(BROKEN, &a), Decision::Stop(Stop::OutOfTime));
     }
 
     const BROKEN: Ended = Ended::Failed {

@@ -19,6 +19,7 @@ use crate::proxy::upstream::balance::{hash_key, Outcome, PickRequest, Picked};
 use crate::proxy::upstream::client::SendError;
 use crate::proxy::upstream::client::Upstreams;
 use crate::proxy::upstream::decide::{self, Attempts, Decision, Ended, Failure, Stop};
+use crate::proxy::upstream::h1::SendIdle;
 use crate::proxy::upstream::pool::ResponseBody;
 use crate::proxy::upstream::retry::{self, idempotent};
 use crate::proxy::upstream::tls::UpstreamTls;
@@ -57,6 +58,8 @@ pub(crate) struct Exchange<'a> {
     pub protocol: UpstreamProtocol,
     pub tls: Option<&'a UpstreamTls>,
     pub timeouts: Timeouts,
+    /// The rule's send idle limit ([`crate::table::RuleFilters::backend_send_idle`]).
+    pub send_idle: Option<Duration>,
     /// The rule's `retry`, if any.
     pub retry: Option<&'a RetryPolicy>,
     /// The endpoint the request's session is bound to.
@@ -144,6 +147,8 @@ impl Upstream<'_> {
         );
         let mut tried: Vec<SocketAddr> = Vec::new();
         let mut retries = 0;
+        // The retries' time budget counts from the first attempt.
+        let within = policy.and_then(|p| p.within).map(|d| Instant::now() + d);
         let mut _permit = None;
         loop {
             let pick = PickRequest {
@@ -184,6 +189,7 @@ impl Upstream<'_> {
                 budget: permit.is_some(),
                 fresh_endpoint: service.endpoints.iter().any(|e| !tried.contains(e)),
                 left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                within_left: within.map(|d| d.saturating_duration_since(Instant::now())),
                 jitter: fastrand::f64(),
             };
             let decision = decide::decide(ended, &attempts);
@@ -228,9 +234,12 @@ impl Upstream<'_> {
         &self,
         exchange: &Exchange<'_>,
         picked: Picked,
-        req: Request<UpstreamBody>,
+        mut req: Request<UpstreamBody>,
         replayable: bool,
     ) -> Attempted {
+        if let Some(idle) = exchange.send_idle {
+            req.extensions_mut().insert(SendIdle(idle));
+        }
         let send = self
             .clients
             .send(exchange.protocol, picked.addr, exchange.tls, req);

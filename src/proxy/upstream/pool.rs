@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::proxy::body::BoxError;
 use crate::proxy::body::UpstreamBody;
-use crate::proxy::error::ProxyError;
+use crate::proxy::error::{H1Error, ProxyError, TimeoutKind};
 use crate::proxy::upstream::balance::Endpoints;
 use crate::proxy::upstream::client::SendError;
 use crate::proxy::upstream::h1::{Connection, Exchange};
@@ -97,9 +97,15 @@ impl Http1Pool {
         let mut exchange = Exchange::start(conn, req);
         let head = poll_fn(|cx| exchange.poll_head(cx))
             .await
-            .map_err(|source| ProxyError::UpstreamH1 {
-                addr: endpoint,
-                source,
+            .map_err(|source| match source {
+                H1Error::SendIdle(after) => ProxyError::Timeout {
+                    kind: TimeoutKind::BackendSendIdle,
+                    after,
+                },
+                source => ProxyError::UpstreamH1 {
+                    addr: endpoint,
+                    source,
+                },
             })?;
         let mut resp = Response::new(ResponseBody {
             kind: Kind::Pooled(Box::new(Pooled {

@@ -139,6 +139,7 @@ mod tests {
             codes: vec![500],
             attempts: 5,
             backoff: Some(Duration::from_millis(100)),
+            within: None,
         };
         for (retry, low) in [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1000), (9, 1000)] {
             let low = Duration::from_millis(low);

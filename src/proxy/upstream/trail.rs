@@ -91,6 +91,7 @@ impl Stop {
             Self::AttemptsExhausted => "retry attempts used up",
             Self::BudgetExhausted => "the Service's retry budget is used up",
             Self::Deadline => "the backoff would pass the request timeout",
+            Self::OutOfTime => "the backoff would pass the retries' time budget",
         }
     }
 }

@@ -62,6 +62,9 @@ pub struct Annotations {
     pub rewrite_target: Option<String>,
     /// `proxy-connect-timeout` + `proxy-read-timeout`, as the rule's `backendRequest` timeout.
     pub backend_timeout: Option<Duration>,
+    /// `proxy-send-timeout`: the longest the backend may leave the request unread (`0`: no
+    /// limit), the rules' `backend_send_idle`.
+    pub send_timeout: Option<Duration>,
     /// `upstream-vhost`: the Host sent upstream.
     pub upstream_vhost: Option<String>,
     /// `x-forwarded-prefix`: the `X-Forwarded-Prefix` header sent upstream.
@@ -270,18 +273,24 @@ impl Annotations {
                 "rewrite-target" => rewrite_target(value).map(|p| out.rewrite_target = Some(p)),
                 "proxy-connect-timeout" => seconds(value).map(|s| timeouts.0 = Some(s)),
                 "proxy-read-timeout" => seconds(value).map(|s| timeouts.1 = Some(s)),
-                "proxy-send-timeout" => seconds(value).and_then(|_| {
-                    Err("not enforced: timeouts end at the response head and bound no upstream write".to_owned())
+                "proxy-send-timeout" => seconds(value).map(|s| {
+                    out.send_timeout = Some(Duration::from_secs(s)).filter(|d| !d.is_zero());
                 }),
                 "upstream-vhost" => hostname(value).map(|h| out.upstream_vhost = Some(h)),
                 "x-forwarded-prefix" => HeaderValue::from_str(value.trim())
                     .map_err(|_| "not a valid header value".to_owned())
                     .map(|_| out.forwarded_prefix = Some(value.trim().to_owned())),
                 "whitelist-source-range" | "allowlist-source-range" => cidrs(value).map(|c| {
-                    out.ip_access.get_or_insert_with(IpAccess::default).allow.extend(c);
+                    out.ip_access
+                        .get_or_insert_with(IpAccess::default)
+                        .allow
+                        .extend(c);
                 }),
                 "denylist-source-range" => cidrs(value).map(|c| {
-                    out.ip_access.get_or_insert_with(IpAccess::default).deny.extend(c);
+                    out.ip_access
+                        .get_or_insert_with(IpAccess::default)
+                        .deny
+                        .extend(c);
                 }),
                 "proxy-body-size" => size(value).map(|n| out.max_body = Some(n).filter(|n| *n > 0)),
                 "enable-cors" => boolean(value).map(|on| {
@@ -290,8 +299,12 @@ impl Annotations {
                     }
                 }),
                 // Read below, once `enable-cors` is known.
-                "cors-allow-origin" | "cors-allow-methods" | "cors-allow-headers"
-                | "cors-allow-credentials" | "cors-expose-headers" | "cors-max-age" => Ok(()),
+                "cors-allow-origin"
+                | "cors-allow-methods"
+                | "cors-allow-headers"
+                | "cors-allow-credentials"
+                | "cors-expose-headers"
+                | "cors-max-age" => Ok(()),
                 "use-regex" => boolean(value).map(|b| out.use_regex = b),
                 "enable-access-log" => boolean(value).map(|b| out.access_log_off = !b),
                 // Applied by `alias` to the working copies of the host.
@@ -302,10 +315,12 @@ impl Annotations {
                 },
                 // Read by `canary` when the Ingress is folded into its main Ingress.
                 "canary" => boolean(value).map(|_| ()),
-                "canary-weight" | "canary-weight-total" | "canary-by-header"
-                | "canary-by-header-value" | "canary-by-header-pattern" | "canary-by-cookie" => {
-                    Ok(())
-                }
+                "canary-weight"
+                | "canary-weight-total"
+                | "canary-by-header"
+                | "canary-by-header-value"
+                | "canary-by-header-pattern"
+                | "canary-by-cookie" => Ok(()),
                 // Read below by `policy`, several together.
                 name if policy::NAMES.contains(&name) => Ok(()),
                 // Applied by `fallback` when the Ingress is prepared.

@@ -112,7 +112,10 @@ fn timeouts_sum_connect_and_read_with_nginx_defaults() {
     assert_eq!(a.backend_timeout, None);
     assert!(problem(&a, "proxy-connect-timeout").contains("not a whole number of seconds"));
     let a = parse(&[("proxy-send-timeout", "30")]);
-    assert!(problem(&a, "proxy-send-timeout").contains("not enforced"));
+    assert!(a.problems.is_empty(), "{:?}", a.problems);
+    assert_eq!(a.send_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(a.timeouts(), None, "not a Gateway API timeout");
+    assert_eq!(parse(&[("proxy-send-timeout", "0")]).send_timeout, None);
     let a = parse(&[("proxy-send-timeout", "x")]);
     assert!(problem(&a, "proxy-send-timeout").contains("not a whole number"));
     assert_eq!(parse(&[]).timeouts(), None);

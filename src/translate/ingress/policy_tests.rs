@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{HeaderMap, Method};
 
@@ -225,10 +226,34 @@ fn rate_limit_and_affinity_reach_the_rule() {
 }
 
 #[test]
+fn send_timeout_is_the_rules_send_idle_limit_beside_its_read_timeout() {
+    let annotations = [("proxy-send-timeout", "7"), ("proxy-read-timeout", "10")];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let headers = HeaderMap::new();
+    let view = RequestView {
+        host: "a.test",
+        path: "/",
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    let rule = listener.route(&view).expect("rule");
+    assert_eq!(rule.filters.send_idle(), Some(Duration::from_secs(7)));
+    assert_eq!(
+        rule.filters.timeouts.backend_request,
+        Some(Duration::from_secs(15))
+    );
+    assert!(!status_text(&t).contains("proxy-send-timeout"));
+}
+
+#[test]
 fn next_upstream_tries_retry_the_rule() {
     let annotations = [
         ("proxy-next-upstream", "error http_503"),
         ("proxy-next-upstream-tries", "2"),
+        ("proxy-next-upstream-timeout", "4"),
     ];
     let t = run(&with(&ingress(&annotations), &[]));
     let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
@@ -245,4 +270,5 @@ fn next_upstream_tries_retry_the_rule() {
     let retry = rule.filters.retry.as_deref().expect("retry");
     assert_eq!(retry.attempts, 1);
     assert!(retry.codes.contains(&503), "{retry:?}");
+    assert_eq!(retry.within, Some(Duration::from_secs(4)));
 }

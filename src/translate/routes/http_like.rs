@@ -8,6 +8,7 @@
 use std::any::Any;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -16,7 +17,7 @@ use crate::kinds::crd::TrafficPolicy;
 use crate::kinds::routes::{RouteKind, RouteKindId};
 use crate::kinds::KindSet;
 use crate::snapshot::Snapshot;
-use crate::table::RequestMatch;
+use crate::table::{CookieAttributes, RequestMatch};
 use crate::translate::routes::parents::{names_our_gateway, GatewayIndex};
 use crate::translate::routes::rules::MatchError;
 
@@ -75,6 +76,25 @@ pub(in crate::translate) trait HttpLike:
     fn capture_rewrites(&self) -> Vec<bool> {
         Vec::new()
     }
+
+    /// Per rule, the attributes of its session cookie (an Ingress's `session-cookie-path`,
+    /// `-samesite`, `-secure`); empty when every rule's are the defaults.
+    fn session_cookies(&self) -> Vec<CookieAttributes> {
+        Vec::new()
+    }
+
+    /// The longest a backend may leave a request of the route unread
+    /// ([`crate::table::RuleFilters::backend_send_idle`]: an Ingress's `proxy-send-timeout`);
+    /// Gateway API has no such timeout.
+    fn backend_send_idle(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The time budget of the route's retries ([`crate::table::RetryPolicy::within`]: an
+    /// Ingress's `proxy-next-upstream-timeout`); Gateway API's `retry` has none.
+    fn retry_within(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -107,6 +127,12 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn capture_rewrites(&self) -> Vec<bool>;
     /// [`HttpLike::access_log_off`].
     fn access_log_off(&self) -> bool;
+    /// [`HttpLike::session_cookies`].
+    fn session_cookies(&self) -> Vec<CookieAttributes>;
+    /// [`HttpLike::backend_send_idle`].
+    fn backend_send_idle(&self) -> Option<Duration>;
+    /// [`HttpLike::retry_within`].
+    fn retry_within(&self) -> Option<Duration>;
 }
 
 impl<K: HttpLike> HttpLikeRoute for K {
@@ -158,6 +184,18 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn capture_rewrites(&self) -> Vec<bool> {
         HttpLike::capture_rewrites(self)
+    }
+
+    fn session_cookies(&self) -> Vec<CookieAttributes> {
+        HttpLike::session_cookies(self)
+    }
+
+    fn backend_send_idle(&self) -> Option<Duration> {
+        HttpLike::backend_send_idle(self)
+    }
+
+    fn retry_within(&self) -> Option<Duration> {
+        HttpLike::retry_within(self)
     }
 
     fn access_log_off(&self) -> bool {

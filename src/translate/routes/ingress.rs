@@ -15,6 +15,7 @@ use crate::kinds::crd::TrafficPolicy;
 use crate::kinds::ingress::serving_gateway;
 use crate::snapshot::namespace_of;
 use crate::status::GATEWAY_GROUP;
+use crate::table::CookieAttributes;
 use crate::translate::ingress::annotations::{has_captures, Annotations};
 use crate::translate::ingress::{alias, canary};
 use crate::translate::routes::http_like::HttpLike;
@@ -55,6 +56,49 @@ impl HttpLike for Ingress {
     fn access_log_off(&self) -> bool {
         Annotations::parse(self).access_log_off
     }
+
+    fn session_cookies(&self) -> Vec<CookieAttributes> {
+        session_cookies(self)
+    }
+
+    fn backend_send_idle(&self) -> Option<std::time::Duration> {
+        Annotations::parse(self).send_timeout
+    }
+
+    fn retry_within(&self) -> Option<std::time::Duration> {
+        Annotations::parse(self).policy.retry_within
+    }
+}
+
+/// Per lowered rule, the attributes of its affinity cookie: the annotations', with the path
+/// nginx gives it when `session-cookie-path` is not set: the location's path, which is the
+/// rule's `Exact` or prefix path (`/` for a regex path and for the default backend, where
+/// ingress-nginx would write the regex itself). Empty when no rule has a cookie.
+pub fn session_cookies(ingress: &Ingress) -> Vec<CookieAttributes> {
+    let notes = Annotations::parse(ingress);
+    if notes.policy.session.is_none() {
+        return Vec::new();
+    }
+    let own = &notes.policy.cookie;
+    lowered_rules(ingress)
+        .iter()
+        .map(|(_, r)| {
+            let path = &r["matches"][0]["path"];
+            let location = match path["type"].as_str() {
+                Some("Exact" | "PathPrefix") => path["value"].as_str(),
+                _ => None,
+            };
+            CookieAttributes {
+                path: own
+                    .path
+                    .as_deref()
+                    .or(location)
+                    .filter(|p| *p != "/")
+                    .map(str::to_owned),
+                ..own.clone()
+            }
+        })
+        .collect()
 }
 
 /// Per lowered rule, whether its `ReplaceFullPath` rewrite is `rewrite-target` on a regex
@@ -365,6 +409,38 @@ mod tests {
             rules[2]["filters"][0]["requestRedirect"],
             json!({"statusCode": 302, "path": {"type": "ReplaceFullPath", "replaceFullPath": "/app"}})
         );
+    }
+
+    #[test]
+    fn the_affinity_cookie_takes_each_rules_path_unless_one_is_set() {
+        let svc = json!({"service": {"name": "s", "port": {"number": 80}}});
+        let spec = json!({
+            "defaultBackend": svc,
+            "rules": [{"host": "a.test", "http": {"paths": [
+                {"path": "/api", "pathType": "Prefix", "backend": svc},
+                {"path": "/x", "pathType": "Exact", "backend": svc},
+                {"path": "/", "pathType": "Prefix", "backend": svc}]}}],
+        });
+        let with = |notes: Value| -> Ingress {
+            let mut i = ingress(spec.clone());
+            let all = i.metadata.annotations.get_or_insert_with(Default::default);
+            for (k, v) in notes.as_object().into_iter().flatten() {
+                all.insert(
+                    format!("nginx.ingress.kubernetes.io/{k}"),
+                    v.as_str().unwrap_or_default().to_owned(),
+                );
+            }
+            i
+        };
+        assert!(session_cookies(&with(json!({}))).is_empty());
+        let plain = session_cookies(&with(json!({"affinity": "cookie",
+            "session-cookie-secure": "true"})));
+        let paths: Vec<Option<&str>> = plain.iter().map(|c| c.path.as_deref()).collect();
+        assert_eq!(paths, [Some("/api"), Some("/x"), None, None]);
+        assert!(plain.iter().all(|c| c.secure));
+        let set = session_cookies(&with(json!({"affinity": "cookie",
+            "session-cookie-path": "/app"})));
+        assert!(set.iter().all(|c| c.path.as_deref() == Some("/app")));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use gateway_api::apis::experimental::httproutes::{
     HttpRouteRulesSessionPersistenceType as SpecKind,
 };
 
-use crate::table::{RetryPolicy, SessionKind, SessionPersistence};
+use crate::table::{CookieAttributes, RetryPolicy, SessionKind, SessionPersistence};
 use crate::translate::common::duration::{parse_duration, DurationError};
 
 /// Retries after the first attempt when `retry.attempts` is not set.
@@ -69,6 +69,7 @@ pub fn compile_retry(
         codes,
         attempts,
         backoff,
+        within: None,
     }))
 }
 
@@ -117,6 +118,7 @@ pub fn compile_session(
         permanent,
         absolute_timeout,
         idle_timeout,
+        cookie: CookieAttributes::default(),
     }))
 }
 

@@ -85,6 +85,9 @@ pub fn compile_route(
     let https_redirects = source.https_redirects();
     let capture_rewrites = source.capture_rewrites();
     let access_log_off = source.access_log_off();
+    let session_cookies = source.session_cookies();
+    let send_idle = source.backend_send_idle();
+    let retry_within = source.retry_within();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
         let spec_matches = match rule.matches.as_deref() {
@@ -114,6 +117,17 @@ pub fn compile_route(
         filters.access_log_off = access_log_off;
         if capture_rewrites.get(index).copied().unwrap_or(false) {
             captures_in_rewrite(&mut filters);
+        }
+        if send_idle.is_some() {
+            filters.set_send_idle(send_idle);
+        }
+        if let (Some(retry), Some(_)) = (filters.retry.as_deref_mut(), retry_within) {
+            retry.within = retry_within;
+        }
+        if let (Some(session), Some(cookie)) =
+            (filters.session.as_deref_mut(), session_cookies.get(index))
+        {
+            session.cookie.clone_from(cookie);
         }
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);

@@ -98,9 +98,10 @@ impl Exchange {
         let mut head = std::mem::take(&mut conn.write);
         let chunked = encode::head(&req, &mut head);
         let (parts, body) = req.into_parts();
+        let idle = parts.extensions.get::<encode::SendIdle>().map(|s| s.0);
         Self {
             conn,
-            writer: Some(Writer::new(head, body, chunked)),
+            writer: Some(Writer::new(head, body, chunked, idle)),
             method: parts.method,
             framing: Framing::Done,
             keep_alive: false,
@@ -112,7 +113,7 @@ impl Exchange {
 
     /// Writes what it can of the request. A write failure ends writing (and the connection's
     /// reuse) but not the exchange: the backend may have answered before it stopped reading.
-    /// Only a failure of the client's body is returned.
+    /// Only a failure of the client's body and the send idle limit are returned.
     fn poll_write(&mut self, cx: &mut Context<'_>) -> Result<(), H1Error> {
         let Some(writer) = &mut self.writer else {
             return Ok(());
@@ -129,7 +130,8 @@ impl Exchange {
                 self.writer = None;
                 self.keep_alive = false;
                 match e {
-                    H1Error::RequestBody(_) => Err(e),
+                    // A backend that stopped reading will not answer either.
+                    H1Error::RequestBody(_) | H1Error::SendIdle(_) => Err(e),
                     e => {
                         self.write_error = Some(e);
                         Ok(())

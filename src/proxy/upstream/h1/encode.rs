@@ -1,11 +1,14 @@
 //! Writing an HTTP/1.1 request: the head straight from the request's parts into one buffer, then
 //! the body framed by its length or in chunks. Small pieces are gathered behind the head, so a
-//! request without a body, or with a body that is already there, goes out in one write.
+//! request without a body, or with a body that is already there, goes out in one write. With a
+//! [`SendIdle`] limit, a backend that reads nothing for that long while some of the request
+//! is left to write fails the exchange.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::{header, Method, Request};
@@ -72,6 +75,11 @@ pub(crate) fn head(req: &Request<UpstreamBody>, out: &mut BytesMut) -> bool {
     chunked
 }
 
+/// A request extension: the longest the backend may leave the request unread while some of
+/// it is left to write (the rule's `backendSendIdle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SendIdle(pub Duration);
+
 /// Writes a request: the buffered head, then the body as it arrives.
 pub(crate) struct Writer {
     /// Bytes to write after those of `queue`.
@@ -83,11 +91,21 @@ pub(crate) struct Writer {
     chunked: bool,
     /// Bytes were written since the last flush.
     unflushed: bool,
+    /// [`SendIdle`]'s limit, and the deadline of the write waiting now (boxed: most
+    /// requests have no limit, and the timer is made only once a write waits).
+    idle: Option<Duration>,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Writer {
     /// A writer of `head` (with `gathered` as its buffer) and then `body`, chunked or not.
-    pub(crate) fn new(head: BytesMut, body: UpstreamBody, chunked: bool) -> Self {
+    /// `idle` bounds each wait of a write on the backend ([`SendIdle`]).
+    pub(crate) fn new(
+        head: BytesMut,
+        body: UpstreamBody,
+        chunked: bool,
+        idle: Option<Duration>,
+    ) -> Self {
         let body = (!body.is_end_stream()).then_some(body);
         Self {
             gathered: head,
@@ -95,6 +113,23 @@ impl Writer {
             body,
             chunked,
             unflushed: false,
+            idle,
+            stalled: None,
+        }
+    }
+
+    /// A write waits on the backend: pending until the idle limit (if any) passes since the
+    /// wait began, then the error.
+    fn waiting(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), H1Error>> {
+        let Some(idle) = self.idle else {
+            return Poll::Pending;
+        };
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+        match std::future::Future::poll(timer.as_mut(), cx) {
+            Poll::Ready(()) => Poll::Ready(Err(H1Error::SendIdle(idle))),
+            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -180,22 +215,30 @@ impl Writer {
                     break;
                 };
                 match written {
-                    Poll::Ready(Ok(())) => self.unflushed = true,
+                    Poll::Ready(Ok(())) => {
+                        self.unflushed = true;
+                        self.stalled = None;
+                    }
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Pending => return self.waiting(cx),
                 }
             }
             if self.unflushed {
                 match Pin::new(&mut *io).poll_flush(cx) {
-                    Poll::Ready(Ok(())) => self.unflushed = false,
+                    Poll::Ready(Ok(())) => {
+                        self.unflushed = false;
+                        self.stalled = None;
+                    }
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(H1Error::Io(e))),
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Pending => return self.waiting(cx),
                 }
             }
             if self.body.is_none() {
                 return Poll::Ready(Ok(()));
             }
             if !more {
+                // Waiting for the client's body, not for the backend.
+                self.stalled = None;
                 return Poll::Pending;
             }
         }
@@ -235,7 +278,7 @@ mod tests {
     fn encoded(req: Request<UpstreamBody>) -> String {
         let mut out = BytesMut::new();
         let chunked = head(&req, &mut out);
-        let mut writer = Writer::new(out, req.into_body(), chunked);
+        let mut writer = Writer::new(out, req.into_body(), chunked, None);
         let mut wire = Vec::new();
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
@@ -291,6 +334,42 @@ mod tests {
                  2\r\nab\r\n{:x}\r\n{big}\r\n1\r\nc\r\n0\r\n\r\n",
                 big.len()
             )
+        );
+    }
+
+    /// A sink that never takes a byte: the backend stopped reading.
+    struct Stuck;
+
+    impl AsyncWrite for Stuck {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Pending
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Pending
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_reads_nothing_fails_the_write_after_the_idle_limit() {
+        let req = Request::post("/")
+            .header("host", "site")
+            .body(boxed(Full::new(Bytes::from_static(b"hello"))))
+            .expect("request");
+        let mut out = BytesMut::new();
+        let chunked = head(&req, &mut out);
+        let idle = Duration::from_millis(20);
+        let mut writer = Writer::new(out, req.into_body(), chunked, Some(idle));
+        let result = std::future::poll_fn(|cx| writer.poll_write(&mut Stuck, cx)).await;
+        assert!(
+            matches!(result, Err(H1Error::SendIdle(d)) if d == idle),
+            "{result:?}"
         );
     }
 }

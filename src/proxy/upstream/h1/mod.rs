@@ -14,3 +14,4 @@ mod decode;
 mod encode;
 
 pub use conn::*;
+pub(crate) use encode::SendIdle;

@@ -3,7 +3,8 @@
 //! `auth-realm`) and external authorization (`auth-url`, `auth-signin`,
 //! `auth-response-headers`, `auth-method`), rate limits (`limit-rps`, `limit-rpm`,
 //! `limit-burst-multiplier`) and cookie affinity (`affinity`, `session-cookie-*`), which goes
-//! into the lowered rules as Gateway API `sessionPersistence`. Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
+//! into the lowered rules as Gateway API `sessionPersistence`, the cookie's path, SameSite and
+//! Secure beside it ([`PolicyAnnotations::cookie`]). Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
 //! Ingress's policy compiles with the code a TrafficPolicy object goes through. A setting that
 //! cannot be honoured as asked is reported and, when it is an access control, written so that
 //! it fails closed (a Secret or Service reference that never resolves refuses every
@@ -19,6 +20,7 @@ use crate::kinds::crd::traffic_policy_auth::{
     AuthBackendRef, ExternalAuthHttp, ExternalAuthPolicy, ExternalAuthProtocol, ExternalAuthStyle,
 };
 use crate::kinds::ingress::NGINX_PREFIX;
+use crate::table::{CookieAttributes, SameSite};
 
 mod upstream;
 
@@ -44,6 +46,7 @@ pub const NAMES: &[&str] = &[
     "session-cookie-expires",
     "session-cookie-samesite",
     "session-cookie-secure",
+    "session-cookie-conditional-samesite-none",
     "proxy-next-upstream",
     "proxy-next-upstream-tries",
     "proxy-next-upstream-timeout",
@@ -68,8 +71,13 @@ pub struct PolicyAnnotations {
     pub spec: TrafficPolicySpec,
     /// `affinity: cookie` as the lowered rules' `sessionPersistence`.
     pub session: Option<Value>,
+    /// `session-cookie-path`, `-samesite`, `-secure`: the session cookie's attributes (`path`
+    /// unset: each rule's own path, as nginx's location path).
+    pub cookie: CookieAttributes,
     /// `proxy-next-upstream(-tries)` as the lowered rules' `retry`.
     pub retry: Option<Value>,
+    /// `proxy-next-upstream-timeout`: that retry's time budget.
+    pub retry_within: Option<std::time::Duration>,
 }
 
 // The spec holds no floating-point number: equality is reflexive.
@@ -93,7 +101,10 @@ impl PolicyAnnotations {
         out.spec.external_auth = external_auth(get, namespace, problems);
         out.spec.rate_limit = rate_limit(get, problems);
         out.session = affinity(get, problems);
-        out.retry = upstream::read(get, problems);
+        if out.session.is_some() {
+            out.cookie = cookie_attributes(get, problems);
+        }
+        (out.retry, out.retry_within) = upstream::read(get, problems);
         out
     }
 }
@@ -407,7 +418,7 @@ fn rate_limit(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<RateLimitP
 
 /// `affinity: cookie` and its `session-cookie-*` settings as a rule's `sessionPersistence`:
 /// the cookie's name, and with `session-cookie-max-age` (else `-expires`) a permanent cookie
-/// of that lifetime. What Gateway API cannot say of the cookie is reported.
+/// of that lifetime. The cookie's other attributes are [`cookie_attributes`].
 fn affinity(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<Value> {
     let cookie_settings = [
         "affinity-mode",
@@ -417,6 +428,7 @@ fn affinity(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<Value> {
         "session-cookie-expires",
         "session-cookie-samesite",
         "session-cookie-secure",
+        "session-cookie-conditional-samesite-none",
     ];
     match get("affinity").map(str::trim) {
         Some("cookie") => {}
@@ -468,19 +480,68 @@ fn affinity(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<Value> {
             "not supported: sessions move when endpoints change, as with balanced",
         );
     }
-    for (n, why) in [
-        (
-            "session-cookie-path",
-            "not supported: the cookie's path is / (not applied)",
-        ),
-        ("session-cookie-samesite", "not supported (not applied)"),
-        ("session-cookie-secure", "not supported (not applied)"),
-    ] {
-        if let Some(v) = get(n) {
-            report(problems, n, v, why);
+    Some(session)
+}
+
+/// `session-cookie-path` (an absolute path), `session-cookie-samesite` (`None`, `Lax`,
+/// `Strict`, any case) and `session-cookie-secure` (`true`/`false`): the attributes of the
+/// affinity cookie. A bad value is reported and the attribute left as nginx's default.
+fn cookie_attributes(get: Get<'_, '_>, problems: &mut Vec<String>) -> CookieAttributes {
+    let mut out = CookieAttributes::default();
+    if let Some(v) = get("session-cookie-path") {
+        let p = v.trim();
+        let valid =
+            p.starts_with('/') && p.bytes().all(|b| (0x21..=0x7E).contains(&b) && b != b';');
+        if valid {
+            out.path = Some(p.to_owned());
+        } else {
+            report(
+                problems,
+                "session-cookie-path",
+                v,
+                "not an absolute path without ';' (the rule's path is used)",
+            );
         }
     }
-    Some(session)
+    if let Some(v) = get("session-cookie-samesite") {
+        out.same_site = match v.trim().to_ascii_lowercase().as_str() {
+            "none" => Some(SameSite::None),
+            "lax" => Some(SameSite::Lax),
+            "strict" => Some(SameSite::Strict),
+            _ => {
+                report(
+                    problems,
+                    "session-cookie-samesite",
+                    v,
+                    "not None, Lax or Strict (no SameSite is sent)",
+                );
+                None
+            }
+        };
+    }
+    if let Some(v) = get("session-cookie-secure") {
+        match v.trim() {
+            "true" => out.secure = true,
+            "false" => {}
+            _ => report(
+                problems,
+                "session-cookie-secure",
+                v,
+                "not true or false (Secure is not sent)",
+            ),
+        }
+    }
+    if let Some(v) = get("session-cookie-conditional-samesite-none") {
+        if v.trim() == "true" && out.same_site == Some(SameSite::None) {
+            report(
+                problems,
+                "session-cookie-conditional-samesite-none",
+                v,
+                "not supported: SameSite=None is sent to every client, whatever its User-Agent (not applied)",
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]

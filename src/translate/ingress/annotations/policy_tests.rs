@@ -8,6 +8,7 @@ use super::super::Annotations;
 use crate::kinds::crd::traffic_policy::TrafficPolicySpec;
 use crate::kinds::crd::traffic_policy_auth::ExternalAuthStyle;
 use crate::kinds::ingress::NGINX_PREFIX;
+use crate::table::{CookieAttributes, SameSite};
 
 fn parse(annotations: &[(&str, &str)]) -> Annotations {
     let map: serde_json::Map<String, Value> = annotations
@@ -242,10 +243,51 @@ fn cookie_affinity_is_session_persistence_of_the_rules() {
         plain.policy.session,
         Some(json!({"type": "Cookie", "sessionName": "INGRESSCOOKIE"}))
     );
-    assert!(reported(&plain, "session-cookie-samesite").contains("not supported"));
+    assert!(plain.problems.is_empty(), "{:?}", plain.problems);
+    assert_eq!(plain.policy.cookie.same_site, Some(SameSite::Strict));
     let none = parse(&[("session-cookie-name", "x")]);
     assert!(reported(&none, "session-cookie-name").contains("without affinity"));
     assert_eq!(none.policy.session, None);
+}
+
+#[test]
+fn session_cookie_attributes_are_read_with_affinity_only() {
+    let a = parse(&[
+        ("affinity", "cookie"),
+        ("session-cookie-path", "/app"),
+        ("session-cookie-samesite", "none"),
+        ("session-cookie-secure", "true"),
+    ]);
+    assert!(a.problems.is_empty(), "{:?}", a.problems);
+    assert_eq!(
+        a.policy.cookie,
+        CookieAttributes {
+            path: Some("/app".into()),
+            same_site: Some(SameSite::None),
+            secure: true,
+        }
+    );
+    let bad = parse(&[
+        ("affinity", "cookie"),
+        ("session-cookie-path", "app;x"),
+        ("session-cookie-samesite", "Sometimes"),
+        ("session-cookie-secure", "yes"),
+    ]);
+    assert!(reported(&bad, "session-cookie-path").contains("the rule's path is used"));
+    assert!(reported(&bad, "session-cookie-samesite").contains("not None, Lax or Strict"));
+    assert!(reported(&bad, "session-cookie-secure").contains("not true or false"));
+    assert_eq!(bad.policy.cookie, CookieAttributes::default());
+    let conditional = parse(&[
+        ("affinity", "cookie"),
+        ("session-cookie-samesite", "None"),
+        ("session-cookie-conditional-samesite-none", "true"),
+    ]);
+    assert!(
+        reported(&conditional, "session-cookie-conditional-samesite-none").contains("not applied")
+    );
+    let without = parse(&[("session-cookie-secure", "true")]);
+    assert!(reported(&without, "session-cookie-secure").contains("without affinity"));
+    assert_eq!(without.policy.cookie, CookieAttributes::default());
 }
 
 #[test]
@@ -271,6 +313,21 @@ fn next_upstream_is_the_rules_retry_and_buffer_size_has_no_effect() {
         ("proxy-next-upstream-timeout", "5"),
     ]);
     assert!(reported(&buffer, "client-body-buffer-size").contains("accepted, no effect"));
-    assert!(reported(&buffer, "proxy-next-upstream-timeout").contains("not applied"));
+    assert!(reported(&buffer, "proxy-next-upstream-timeout").contains("nothing is retried"));
+    let budget = parse(&[
+        ("proxy-next-upstream-tries", "3"),
+        ("proxy-next-upstream-timeout", "5"),
+    ]);
+    assert!(budget.problems.is_empty(), "{:?}", budget.problems);
+    assert_eq!(
+        budget.policy.retry_within,
+        Some(std::time::Duration::from_secs(5))
+    );
+    let unlimited = parse(&[
+        ("proxy-next-upstream-tries", "3"),
+        ("proxy-next-upstream-timeout", "0"),
+    ]);
+    assert!(unlimited.problems.is_empty(), "{:?}", unlimited.problems);
+    assert_eq!(unlimited.policy.retry_within, None);
     assert_eq!(buffer.traffic_policy(), None);
 }

@@ -1,8 +1,10 @@
 //! The ingress-nginx annotations (listed in `policy::NAMES`) about talking to the upstream that Gateway API can say or
 //! that have no effect here: `proxy-next-upstream` and `proxy-next-upstream-tries` as the
-//! lowered rules' `retry`, `proxy-next-upstream-timeout` reported (not applied), and
+//! lowered rules' `retry`, `proxy-next-upstream-timeout` as that retry's time budget, and
 //! `client-body-buffer-size`, accepted with no effect (bodies stream to the backend, nothing
 //! is buffered to a size). Pure.
+
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -11,22 +13,45 @@ use super::{count, report, Get};
 /// ingress-nginx's `proxy-next-upstream-tries` default (the first try included).
 const TRIES: u32 = 3;
 
-/// Reads the annotations of [`NAMES`]: the lowered rules' `retry`, when they ask for one.
-pub fn read(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<Value> {
+/// Reads the annotations of [`NAMES`]: the lowered rules' `retry`, when they ask for one,
+/// and its time budget (`proxy-next-upstream-timeout`; `0`: none).
+pub fn read(get: Get<'_, '_>, problems: &mut Vec<String>) -> (Option<Value>, Option<Duration>) {
+    let retry = retry(get, problems);
+    let Some(v) = get("proxy-next-upstream-timeout") else {
+        return (retry, None);
+    };
+    let within = match v.trim().parse::<u64>() {
+        Ok(s) => Some(Duration::from_secs(s)).filter(|d| !d.is_zero()),
+        Err(_) => {
+            report(
+                problems,
+                "proxy-next-upstream-timeout",
+                v,
+                "not a whole number of seconds (not applied)",
+            );
+            None
+        }
+    };
+    if within.is_some() && retry.is_none() {
+        report(
+            problems,
+            "proxy-next-upstream-timeout",
+            v,
+            "not applied: nothing is retried without proxy-next-upstream or proxy-next-upstream-tries",
+        );
+        return (None, None);
+    }
+    (retry, within)
+}
+
+/// The lowered rules' `retry` of `proxy-next-upstream` and `proxy-next-upstream-tries`.
+fn retry(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<Value> {
     if let Some(v) = get("client-body-buffer-size") {
         report(
             problems,
             "client-body-buffer-size",
             v,
             "accepted, no effect: request bodies stream to the backend",
-        );
-    }
-    if let Some(v) = get("proxy-next-upstream-timeout") {
-        report(
-            problems,
-            "proxy-next-upstream-timeout",
-            v,
-            "not applied: retries are bounded by their count and the request timeout",
         );
     }
     let when = get("proxy-next-upstream");
