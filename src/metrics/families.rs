@@ -4,6 +4,8 @@
 //! in [`super::series`].
 
 use prometheus::core::Collector;
+
+use super::route_backends::RouteBackends;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 /// Labels of one HTTP rule's backendRef on one Gateway listener.
@@ -55,7 +57,7 @@ pub struct RequestFamilies {
     pub duration: HistogramVec,
     /// 1 for every backendRef (or self-answering rule) the live table serves, by
     /// [`ROUTE_LABELS`]: the route's series that exist before any request.
-    pub routes: IntGaugeVec,
+    pub routes: RouteBackends,
 }
 
 impl RequestFamilies {
@@ -72,11 +74,7 @@ impl RequestFamilies {
                 &REQUEST_LABELS,
                 &DURATION_BUCKETS,
             ),
-            routes: gauges(
-                "route_backends",
-                "1 for each backendRef of each route rule the live table serves (backend empty for a rule that answers itself)",
-                &ROUTE_LABELS,
-            ),
+            routes: RouteBackends::new(),
         }
     }
 }

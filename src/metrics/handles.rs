@@ -5,7 +5,7 @@
 //! go through `with_label_values` every time (and are remembered, to be removed with the
 //! route).
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use http::{Method, StatusCode};
@@ -49,6 +49,11 @@ fn code_slot(code: u16) -> Option<usize> {
     CODES.iter().position(|c| *c == code)
 }
 
+/// The [`super::families::ROUTE_LABELS`] values of a cell. Most are repeated across cells
+/// (every rule of a route, every route of a listener, every route to a Service), so each is
+/// shared rather than copied.
+pub type Labels = [Arc<str>; 5];
+
 /// The count and duration of one method and code.
 type Pair = (IntCounter, Histogram);
 /// The slots of one method, allocated at its first request.
@@ -58,8 +63,9 @@ type CodeSlots = Box<[OnceLock<Pair>; CODES.len()]>;
 /// answers without a backend, or of a socket's unmatched requests).
 #[derive(Debug)]
 pub struct RequestCells {
-    /// `gateway`, `listener`, `route`, `rule`, `backend`.
-    labels: [String; 5],
+    /// `gateway`, `listener`, `route`, `rule`, `backend`: shared with the other cells of the
+    /// same Gateway listener, route and backend.
+    labels: Labels,
     methods: [OnceLock<CodeSlots>; METHODS.len()],
     /// `(method, code)` recorded through the slow path.
     rare: Mutex<Vec<(usize, u16)>>,
@@ -68,7 +74,7 @@ pub struct RequestCells {
 }
 
 impl RequestCells {
-    pub(super) fn new(labels: [String; 5], backend: Option<std::sync::Arc<BackendSeries>>) -> Self {
+    pub(super) fn new(labels: Labels, backend: Option<std::sync::Arc<BackendSeries>>) -> Self {
         Self {
             labels,
             methods: Default::default(),
@@ -77,7 +83,7 @@ impl RequestCells {
         }
     }
 
-    pub(super) fn labels(&self) -> &[String; 5] {
+    pub(super) fn labels(&self) -> &Labels {
         &self.labels
     }
 
@@ -137,24 +143,13 @@ impl RequestCells {
             let _ = families.requests.remove_label_values(&values);
             let _ = families.duration.remove_label_values(&values);
         }
-        let _ = families.routes.remove_label_values(&self.label_refs());
-    }
-
-    fn label_refs(&self) -> [&str; 5] {
-        let l = &self.labels;
-        [&l[0], &l[1], &l[2], &l[3], &l[4]]
-    }
-
-    /// Sets the cell's `route_backends` series (present before any request).
-    pub(super) fn announce(&self, families: &RequestFamilies) {
-        families.routes.with_label_values(&self.label_refs()).set(1);
     }
 }
 
 /// The series of one backend (`namespace/service:port`).
 #[derive(Debug)]
 pub struct BackendSeries {
-    label: String,
+    label: Arc<str>,
     pub connect: Histogram,
     pub first_byte: Histogram,
     pub request_bytes: IntCounter,
@@ -163,9 +158,9 @@ pub struct BackendSeries {
 }
 
 impl BackendSeries {
-    pub(super) fn new(label: String, m: &super::Metrics) -> Self {
+    pub(super) fn new(label: Arc<str>, m: &super::Metrics) -> Self {
         let f = &m.backend;
-        let v = [label.as_str()];
+        let v = [&*label];
         m.outlier_ejections.with_label_values(&v);
         Self {
             connect: f.connect.with_label_values(&v),
@@ -182,9 +177,14 @@ impl BackendSeries {
         &self.label
     }
 
+    /// The `backend` label, shared.
+    pub(super) fn shared_label(&self) -> &Arc<str> {
+        &self.label
+    }
+
     pub(super) fn remove(&self, m: &super::Metrics) {
         let f = &m.backend;
-        let v = [self.label.as_str()];
+        let v = [&*self.label];
         let _ = f.connect.remove_label_values(&v);
         let _ = f.first_byte.remove_label_values(&v);
         let _ = f.request_bytes.remove_label_values(&v);

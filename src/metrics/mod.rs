@@ -7,6 +7,7 @@ mod control;
 mod families;
 mod handles;
 mod propagation;
+mod route_backends;
 mod series;
 
 use std::sync::{Arc, Mutex};

@@ -21,7 +21,7 @@ use crate::table::{
     BackendTarget, L4Route, L4Routes, ListenerTable, RouteRef, RouteRule, RouteTable, SocketSource,
 };
 
-use super::handles::{BackendSeries, L4Series, RequestCells};
+use super::handles::{BackendSeries, L4Series, Labels, RequestCells};
 use super::Metrics;
 
 type Fast = foldhash::fast::FixedState;
@@ -93,8 +93,8 @@ impl SeriesIndex {
 /// The handles of the live label sets, kept across tables.
 #[derive(Debug, Default)]
 pub(super) struct Live {
-    cells: HashMap<[String; 5], Arc<RequestCells>>,
-    backends: HashMap<String, Arc<BackendSeries>>,
+    cells: HashMap<Labels, Arc<RequestCells>>,
+    backends: HashMap<Arc<str>, Arc<BackendSeries>>,
     l4: HashMap<[String; 3], Arc<L4Series>>,
 }
 
@@ -108,6 +108,11 @@ fn source_labels(source: Option<&SocketSource>) -> (String, String) {
     (gateway, listener)
 }
 
+/// The empty label value.
+fn empty() -> Arc<str> {
+    Arc::from("")
+}
+
 /// `Kind/namespace/name`.
 pub fn route_label(route: &RouteRef) -> String {
     format!("{}/{}", route.kind(), route.label())
@@ -118,6 +123,10 @@ struct Builder<'a> {
     metrics: &'a Metrics,
     old: Live,
     new: Live,
+    /// The cells of the new table whose `route_backends` series exist before any request.
+    announced: Vec<Arc<RequestCells>>,
+    /// The empty label value, shared.
+    empty: Arc<str>,
 }
 
 impl Builder<'_> {
@@ -129,64 +138,63 @@ impl Builder<'_> {
             .old
             .backends
             .remove(label)
-            .unwrap_or_else(|| Arc::new(BackendSeries::new(label.to_owned(), self.metrics)));
-        self.new.backends.insert(label.to_owned(), b.clone());
+            .unwrap_or_else(|| Arc::new(BackendSeries::new(Arc::from(label), self.metrics)));
+        self.new
+            .backends
+            .insert(b.shared_label().clone(), b.clone());
         b
     }
 
-    /// The cell of `labels`; `announced` sets its `route_backends` series, else it is removed.
-    fn cell(&mut self, labels: [String; 5], announced: bool) -> Arc<RequestCells> {
-        if let Some(c) = self.new.cells.get(&labels) {
-            if announced {
-                c.announce(&self.metrics.http);
+    /// The cell of `labels` (its backend label still to be filled in from `backend`);
+    /// `announced` gives it a `route_backends` series.
+    fn cell(&mut self, mut labels: Labels, backend: &str, announced: bool) -> Arc<RequestCells> {
+        let series = (!backend.is_empty()).then(|| self.backend(backend));
+        labels[4] = match &series {
+            Some(s) => s.shared_label().clone(),
+            None => self.empty.clone(),
+        };
+        let c = match self.new.cells.get(&labels) {
+            Some(c) => c.clone(),
+            None => {
+                let c = self
+                    .old
+                    .cells
+                    .remove(&labels)
+                    .unwrap_or_else(|| Arc::new(RequestCells::new(labels.clone(), series)));
+                self.new.cells.insert(labels, c.clone());
+                c
             }
-            return c.clone();
-        }
-        let backend = (!labels[4].is_empty()).then(|| self.backend(&labels[4]));
-        let c = self
-            .old
-            .cells
-            .remove(&labels)
-            .unwrap_or_else(|| Arc::new(RequestCells::new(labels.clone(), backend)));
+        };
         if announced {
-            c.announce(&self.metrics.http);
-        } else {
-            let l = c.labels();
-            let _ = self
-                .metrics
-                .http
-                .routes
-                .remove_label_values(&[&l[0], &l[1], &l[2], &l[3], &l[4]]);
+            self.announced.push(c.clone());
         }
-        self.new.cells.insert(labels, c.clone());
         c
     }
 
-    fn rule(&mut self, gateway: &str, listener: &str, rule: &RouteRule) -> RuleSeries {
-        let route = route_label(&rule.route);
-        let name = match &rule.rule_name {
-            Some(n) => n.clone(),
-            None => rule.rule_index.to_string(),
+    fn rule(&mut self, gateway: &Arc<str>, listener: &Arc<str>, rule: &RouteRule) -> RuleSeries {
+        let route: Arc<str> = Arc::from(route_label(&rule.route));
+        let name: Arc<str> = match &rule.rule_name {
+            Some(n) => Arc::from(n.as_str()),
+            None => Arc::from(rule.rule_index.to_string()),
         };
-        let labels = |backend: String| {
-            [
-                gateway.to_owned(),
-                listener.to_owned(),
-                route.clone(),
-                name.clone(),
-                backend,
-            ]
-        };
+        let labels = [
+            gateway.clone(),
+            listener.clone(),
+            route,
+            name,
+            self.empty.clone(),
+        ];
         let backends = &rule.backends.backends;
         let mut cells = Vec::with_capacity(backends.len() + 1);
+        let mut label = String::new();
         for b in backends {
-            let label = match &b.target {
-                BackendTarget::Service(s) => s.service.to_string(),
-                BackendTarget::Invalid { .. } => String::new(),
-            };
-            cells.push(self.cell(labels(label), true));
+            label.clear();
+            if let BackendTarget::Service(s) = &b.target {
+                let _ = std::fmt::Write::write_fmt(&mut label, format_args!("{}", s.service));
+            }
+            cells.push(self.cell(labels.clone(), &label, true));
         }
-        cells.push(self.cell(labels(String::new()), backends.is_empty()));
+        cells.push(self.cell(labels, "", backends.is_empty()));
         RuleSeries {
             cells: cells.into_boxed_slice(),
         }
@@ -213,21 +221,22 @@ impl Builder<'_> {
             [one] => Some(one),
             _ => None,
         };
-        let (gateway, listener) = source_labels(only);
-        let unmatched = self.cell(
-            [
-                gateway,
-                listener,
-                String::new(),
-                String::new(),
-                String::new(),
-            ],
-            false,
-        );
-        index.unmatched.insert(addr(socket), unmatched);
-        for vhost in socket.hosts.iter() {
-            let source = socket.groups.get(vhost.listener as usize).or(only);
+        let shared = |source: Option<&SocketSource>| {
             let (gateway, listener) = source_labels(source);
+            (Arc::<str>::from(gateway), Arc::<str>::from(listener))
+        };
+        let (gateway, listener) = shared(only);
+        let e = &self.empty;
+        let labels = [gateway, listener, e.clone(), e.clone(), e.clone()];
+        let unmatched = self.cell(labels, "", false);
+        index.unmatched.insert(addr(socket), unmatched);
+        // The labels of each Gateway listener group, made once per socket.
+        let mut groups: HashMap<u32, (Arc<str>, Arc<str>), Fast> = HashMap::default();
+        for vhost in socket.hosts.iter() {
+            let (gateway, listener) = groups
+                .entry(vhost.listener)
+                .or_insert_with(|| shared(socket.groups.get(vhost.listener as usize).or(only)))
+                .clone();
             for rule in &vhost.rules {
                 let key = (addr(socket), vhost.listener, addr(rule.as_ref()));
                 if let Entry::Vacant(slot) = index.rules.entry(key) {
@@ -290,11 +299,17 @@ impl SeriesIndex {
             metrics,
             old: std::mem::take(&mut *guard),
             new: Live::default(),
+            announced: Vec::new(),
+            empty: empty(),
         };
         let mut index = SeriesIndex::default();
         for socket in table.listeners.values().chain(table.udp.values()) {
             b.socket(&mut index, socket);
         }
+        metrics
+            .http
+            .routes
+            .announce(std::mem::take(&mut b.announced));
         *guard = b.retire();
         index
     }
