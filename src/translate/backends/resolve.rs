@@ -141,6 +141,7 @@ fn same_object<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
 #[derive(Debug)]
 enum Lookup<'a> {
     Scan(usize),
+    /// Shared by the threads that compile the routes of a full translation.
     Index(Arc<Index<'a>>),
 }
 
@@ -282,6 +283,39 @@ impl<'a> Backends<'a> {
         self.next.reserve(index.services.len());
         self.lookup = Lookup::Index(Arc::new(index));
         self
+    }
+
+    /// Resolution for another thread compiling part of the same translation's routes: the
+    /// same snapshot, index and overlays, caches of its own (see [`Backends::absorb`]).
+    pub fn worker(&mut self) -> Self {
+        if matches!(self.lookup, Lookup::Scan(_)) {
+            self.lookup = Lookup::Index(Arc::new(Index::of(self.snapshot)));
+        }
+        let lookup = match &self.lookup {
+            Lookup::Index(index) => Lookup::Index(index.clone()),
+            Lookup::Scan(n) => Lookup::Scan(*n),
+        };
+        Self {
+            snapshot: self.snapshot,
+            lookup,
+            grants: self.grants,
+            resolved: HashMap::default(),
+            previous: BackendCache::default(),
+            next: BackendCache::default(),
+            recording: None,
+            overlays: self.overlays,
+        }
+    }
+
+    /// Takes over what a [`Backends::worker`] resolved; a Service port both resolved keeps
+    /// this one's resolution.
+    pub fn absorb(&mut self, worker: Self) {
+        for (key, backend) in worker.resolved {
+            self.resolved.entry(key).or_insert(backend);
+        }
+        for (key, cached) in worker.next {
+            self.next.entry(key).or_insert(cached);
+        }
     }
 
     /// Resolves Service ports with the balancer and limits TrafficPolicies give them.
