@@ -551,7 +551,8 @@ fn incremental_equals_full_translation_after_every_change() {
             certs: certs.clone(),
         };
         let mut snapshot = initial(&mut g);
-        let mut cache = Incremental::default();
+        // The first translation compiles its routes on one to three threads.
+        let mut cache = Incremental::with_threads(1 + (seed % 3) as usize);
         let mut published = Published::default();
         for at in 0..50 {
             step(&mut g, &mut snapshot);
@@ -566,6 +567,40 @@ fn incremental_equals_full_translation_after_every_change() {
         "only {compiled_reused} routes reused"
     );
     assert!(reattached > 500, "only {reattached} attachments reused");
+}
+
+/// A full translation on several threads (each compiling a part of the routes, resolving
+/// their backends on caches of its own) equals one on a single thread, for every number of
+/// threads, after random changes.
+#[test]
+fn full_translation_on_several_threads_equals_one() {
+    let served = ServedCertificates::default();
+    for seed in 0..20u64 {
+        let mut g = Gen {
+            rng: fastrand::Rng::with_seed(seed),
+            certs: vec![("garbage".into(), "garbage".into())],
+        };
+        let mut snapshot = initial(&mut g);
+        for at in 0..5 {
+            step(&mut g, &mut snapshot);
+            let options = options_at(at);
+            let json = |threads: usize| {
+                let t = Incremental::with_threads(threads).translate(&snapshot, &options, &served);
+                (
+                    serde_json::to_value(&t.table).expect("table serializes"),
+                    serde_json::to_value(&t.status).expect("status serializes"),
+                    mirror_endpoints(&t.table),
+                )
+            };
+            let one = json(1);
+            for threads in [2, 3, 5] {
+                assert!(
+                    json(threads) == one,
+                    "seed {seed} step {at}: {threads} threads differ from one"
+                );
+            }
+        }
+    }
 }
 
 /// An EndpointSlice change recompiles no route: the routes using its Service are relinked to

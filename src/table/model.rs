@@ -299,7 +299,12 @@ pub struct RouteRef {
 impl RouteRef {
     /// The route `namespace/name` of `kind`.
     pub fn new(kind: &'static str, namespace: &str, name: &str) -> Self {
-        let label = format!("{namespace}/{name}").into_boxed_str();
+        // Sized at once: `format!` grows the string piece by piece, a reallocation each.
+        let mut label = String::with_capacity(namespace.len() + 1 + name.len());
+        label.push_str(namespace);
+        label.push('/');
+        label.push_str(name);
+        let label = label.into_boxed_str();
         Self {
             kind,
             label,

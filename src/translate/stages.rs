@@ -184,6 +184,14 @@ pub(super) fn http_routes<'s>(
             tokens: &tokens,
             options,
         };
+        if compiler.parallel() {
+            let ours: Vec<_> = http_like::sources(snapshot)
+                .enumerate()
+                .filter(|(_, (_, route))| route.names_our_gateway(by_name))
+                .map(|(position, (_, route))| (position, route))
+                .collect();
+            compiler.compile_ahead(&ours);
+        }
         for (position, (meta, route)) in http_like::sources(snapshot).enumerate() {
             if !route.names_our_gateway(by_name) {
                 continue;

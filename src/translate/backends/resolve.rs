@@ -141,11 +141,19 @@ fn same_object<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
 #[derive(Debug)]
 enum Lookup<'a> {
     Scan(usize),
-    Index {
-        services: HashMap<(&'a str, &'a str), &'a Arc<Service>>,
-        slices: HashMap<(&'a str, &'a str), Vec<&'a Arc<EndpointSlice>>>,
-    },
+    /// Shared by the threads that compile the routes of a full translation.
+    Index(Arc<Index<'a>>),
 }
+
+/// The snapshot's Services and the EndpointSlices of each, by namespace and name.
+#[derive(Debug)]
+struct Index<'a> {
+    services: HashMap<(&'a str, &'a str), &'a Arc<Service>>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a Arc<EndpointSlice>>>,
+}
+
+/// The EndpointSlices of a Service: borrowed from the index, or collected by a scan.
+type Slices<'a> = std::borrow::Cow<'a, [&'a Arc<EndpointSlice>]>;
 
 /// Lookups by scanning before the snapshot is indexed.
 const SCANS_BEFORE_INDEX: usize = 8;
@@ -161,12 +169,12 @@ fn service_of(e: &EndpointSlice) -> Option<&str> {
 
 impl<'a> Lookup<'a> {
     /// The Service `namespace/name` and its EndpointSlices (in snapshot order).
-    fn find(
-        &mut self,
+    fn find<'l>(
+        &'l mut self,
         snapshot: &'a Snapshot,
-        namespace: &str,
-        name: &str,
-    ) -> Option<(&'a Arc<Service>, Vec<&'a Arc<EndpointSlice>>)> {
+        namespace: &'l str,
+        name: &'l str,
+    ) -> Option<(&'a Arc<Service>, Slices<'l>)> {
         if let Self::Scan(n) = self {
             if *n < SCANS_BEFORE_INDEX {
                 *n += 1;
@@ -181,19 +189,21 @@ impl<'a> Lookup<'a> {
                         service_of(e) == Some(name) && ns_of(&e.metadata.namespace) == namespace
                     })
                     .collect();
-                return Some((service, slices));
+                return Some((service, Slices::Owned(slices)));
             }
-            *self = Self::index(snapshot);
+            *self = Self::Index(Arc::new(Index::of(snapshot)));
         }
-        let Self::Index { services, slices } = self else {
+        let Self::Index(index) = self else {
             return None;
         };
-        let service = *services.get(&(namespace, name))?;
-        let slices = slices.get(&(namespace, name)).cloned().unwrap_or_default();
-        Some((service, slices))
+        let service = *index.services.get(&(namespace, name))?;
+        let slices = index.slices.get(&(namespace, name));
+        Some((service, Slices::Borrowed(slices.map_or(&[], Vec::as_slice))))
     }
+}
 
-    fn index(snapshot: &'a Snapshot) -> Self {
+impl<'a> Index<'a> {
+    fn of(snapshot: &'a Snapshot) -> Self {
         let mut services =
             HashMap::with_capacity_and_hasher(snapshot.services.len(), Default::default());
         for s in &snapshot.services {
@@ -211,7 +221,7 @@ impl<'a> Lookup<'a> {
                     .push(e);
             }
         }
-        Self::Index { services, slices }
+        Self { services, slices }
     }
 }
 
@@ -267,8 +277,45 @@ impl<'a> Backends<'a> {
     /// resolve most of them (a full translation): scanning first would cost as much as the
     /// index for each of the first few lookups.
     pub fn indexed(mut self) -> Self {
-        self.lookup = Lookup::index(self.snapshot);
+        let index = Index::of(self.snapshot);
+        // About one resolved port per Service.
+        self.resolved.reserve(index.services.len());
+        self.next.reserve(index.services.len());
+        self.lookup = Lookup::Index(Arc::new(index));
         self
+    }
+
+    /// Resolution for another thread compiling part of the same translation's routes: the
+    /// same snapshot, index and overlays, caches of its own (see [`Backends::absorb`]).
+    pub fn worker(&mut self) -> Self {
+        if matches!(self.lookup, Lookup::Scan(_)) {
+            self.lookup = Lookup::Index(Arc::new(Index::of(self.snapshot)));
+        }
+        let lookup = match &self.lookup {
+            Lookup::Index(index) => Lookup::Index(index.clone()),
+            Lookup::Scan(n) => Lookup::Scan(*n),
+        };
+        Self {
+            snapshot: self.snapshot,
+            lookup,
+            grants: self.grants,
+            resolved: HashMap::default(),
+            previous: BackendCache::default(),
+            next: BackendCache::default(),
+            recording: None,
+            overlays: self.overlays,
+        }
+    }
+
+    /// Takes over what a [`Backends::worker`] resolved; a Service port both resolved keeps
+    /// this one's resolution.
+    pub fn absorb(&mut self, worker: Self) {
+        for (key, backend) in worker.resolved {
+            self.resolved.entry(key).or_insert(backend);
+        }
+        for (key, cached) in worker.next {
+            self.next.entry(key).or_insert(cached);
+        }
     }
 
     /// Resolves Service ports with the balancer and limits TrafficPolicies give them.
@@ -279,7 +326,8 @@ impl<'a> Backends<'a> {
 
     /// Starts recording every resolution (with its reference) until [`Backends::recorded`].
     pub fn record(&mut self) {
-        self.recording = Some(Vec::new());
+        // Most routes resolve one reference: nothing to shrink then.
+        self.recording = Some(Vec::with_capacity(1));
     }
 
     /// The resolutions since [`Backends::record`]; stops recording. Sized to fit: the
@@ -369,7 +417,10 @@ impl<'a> Backends<'a> {
                 && c.backend.balance == balance
                 && c.backend.limits == limits
                 && c.slices.len() == slices.len()
-                && c.slices.iter().zip(&slices).all(|(a, b)| same_object(a, b))
+                && c.slices
+                    .iter()
+                    .zip(slices.iter())
+                    .all(|(a, b)| same_object(a, b))
         }) {
             let backend = c.backend.clone();
             self.next.insert(cache_key, c);
@@ -378,7 +429,7 @@ impl<'a> Backends<'a> {
             return Ok(backend);
         }
         let (key, _) = cache_key;
-        let protocol = upstream_protocol(service_port.app_protocol.as_deref(), key.clone())?;
+        let protocol = upstream_protocol(service_port.app_protocol.as_deref(), &key)?;
         let external = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
         if external && slices.is_empty() {
             return Err(BackendError::ExternalName {
@@ -386,7 +437,7 @@ impl<'a> Backends<'a> {
                 name: r.name.to_owned(),
             });
         }
-        let slices: Vec<Arc<EndpointSlice>> = slices.into_iter().map(Arc::clone).collect();
+        let slices: Vec<Arc<EndpointSlice>> = slices.iter().map(|s| Arc::clone(s)).collect();
         let (endpoints, terminating) = serving_endpoints(&slices, service_port);
         let backend = Arc::new(ServiceBackend {
             service: key.clone(),
@@ -445,7 +496,7 @@ impl<'a> Backends<'a> {
 /// How the proxy speaks to a Service port, from its `appProtocol`.
 fn upstream_protocol(
     app_protocol: Option<&str>,
-    service: ServiceKey,
+    service: &ServiceKey,
 ) -> Result<UpstreamProtocol, BackendError> {
     match app_protocol {
         // `https`: HTTP/1.1 over the TLS a BackendTLSPolicy of the port configures.
@@ -454,7 +505,7 @@ fn upstream_protocol(
         }
         Some("kubernetes.io/h2c") => Ok(UpstreamProtocol::H2c),
         Some(other) => Err(BackendError::UnsupportedProtocol {
-            service,
+            service: service.clone(),
             app_protocol: other.to_owned(),
         }),
     }

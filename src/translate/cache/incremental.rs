@@ -38,6 +38,7 @@ use crate::translate::backends::ServiceOverlays;
 use crate::translate::build::hosts::HostCache;
 use crate::translate::cache::moved::{touches, Moved, Resolvable};
 use crate::translate::cache::order::RouteOrder;
+use crate::translate::cache::parallel::{compile_parts, threads_for};
 use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces};
 use crate::translate::cache::relink::{endpoints_only, relink};
 use crate::translate::cache::statuses::StatusPool;
@@ -66,6 +67,22 @@ pub struct Reuse {
 fn name_hash(key: (RouteKindId, &str, &str)) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(0).hash_one(key)
+}
+
+/// `route` compiled anew, with the outcomes of the references it resolved.
+pub(super) fn compile_entry(route: &Source, backends: &mut Backends<'_>) -> RouteEntry {
+    let lowered = route.clone().lowered();
+    backends.record();
+    let policy = route_policy(backends.snapshot(), &**route).map(Arc::new);
+    let compiled = Arc::new(compile_route(&lowered, &**route, policy, backends));
+    let resolutions = backends.recorded();
+    RouteEntry {
+        route: lowered,
+        source: route.clone(),
+        resolutions,
+        compiled,
+        attached: None,
+    }
 }
 
 /// How a cached route compares with the current inputs.
@@ -99,11 +116,14 @@ pub struct Incremental {
     /// The distinct route statuses the routes hold.
     statuses: StatusPool,
     last: Reuse,
+    /// How many threads a full translation compiles routes on (`None`: as many as it has
+    /// cores for, see `parallel::threads_for`).
+    threads: Option<usize>,
 }
 
 /// A route's compiled rules and the backendRef outcomes they were compiled with.
 #[derive(Debug)]
-struct RouteEntry {
+pub(super) struct RouteEntry {
     /// The route's lowered form (made again only when the route changes; an HTTPRoute is its
     /// own).
     route: Arc<HttpRoute>,
@@ -115,6 +135,17 @@ struct RouteEntry {
 }
 
 impl Incremental {
+    /// An empty memory whose full translations compile routes on `threads` threads (1: on
+    /// the calling thread only), however many routes there are; the output is the same for
+    /// every count. [`Incremental::default`] chooses by the cores available and the number of
+    /// routes.
+    pub fn with_threads(threads: usize) -> Self {
+        Self {
+            threads: Some(threads),
+            ..Self::default()
+        }
+    }
+
     /// Translates `snapshot` like [`crate::translate::translate_with`], reusing what earlier
     /// translations through this value computed from unchanged inputs, and remembering this
     /// one's results for the next call.
@@ -176,9 +207,15 @@ impl Incremental {
         let mut backends =
             Backends::with_cache(snapshot, backends, moved.is_some()).with_overlays(overlays);
         // No route compiled before: every route is compiled now and resolves its references.
-        if self.routes.is_empty() && routes > 0 {
+        let full = self.routes.is_empty() && routes > 0;
+        if full {
             backends = backends.indexed();
         }
+        let threads = if full {
+            threads_for(routes, self.threads)
+        } else {
+            1
+        };
         RouteCompiler {
             backends,
             moved,
@@ -189,6 +226,8 @@ impl Incremental {
             next: (0..routes).map(|_| None).collect(),
             statuses: std::mem::take(&mut self.statuses),
             reuse: Reuse::default(),
+            threads,
+            ready: Vec::new(),
         }
     }
 
@@ -225,9 +264,34 @@ pub(in crate::translate) struct RouteCompiler<'a> {
     next: Vec<Option<RouteEntry>>,
     statuses: StatusPool,
     reuse: Reuse,
+    /// How many threads compile this translation's routes ahead of the route loop (1: none,
+    /// each is compiled when the loop reaches it).
+    threads: usize,
+    /// Routes compiled ahead of the loop, by position.
+    ready: Vec<Option<RouteEntry>>,
 }
 
 impl RouteCompiler<'_> {
+    /// Whether this translation compiles its routes ahead of the route loop, on several
+    /// threads ([`RouteCompiler::compile_ahead`]).
+    pub fn parallel(&self) -> bool {
+        self.threads > 1
+    }
+
+    /// Compiles `routes` (each with its position among [`http_like::sources`]) on this
+    /// translation's threads, for [`RouteCompiler::compile`] to take.
+    pub fn compile_ahead(&mut self, routes: &[(usize, Source)]) {
+        if !self.parallel() {
+            return;
+        }
+        self.ready = (0..self.next.len()).map(|_| None).collect();
+        for (at, entry) in compile_parts(routes, self.threads, &mut self.backends) {
+            if let Some(slot) = self.ready.get_mut(at) {
+                *slot = Some(entry);
+            }
+        }
+    }
+
     /// The compiled rules of `route` and its attachment: the previous ones when the route and
     /// every outcome of its backendRefs are unchanged (and, for the attachment, what
     /// [`attach`] checks), else computed now.
@@ -309,9 +373,24 @@ impl RouteCompiler<'_> {
         self.previous.get_mut(at)?.take()
     }
 
-    /// The entry of `route` in `next`, taken from `previous` (reused or relinked) or new.
+    /// The entry of `route` in `next`: compiled ahead, taken from `previous` (reused or
+    /// relinked), or new.
     fn entry(&mut self, position: usize, route: &Source) -> &mut RouteEntry {
-        let entry = match self.previous(position, route) {
+        let ahead = self.ready.get_mut(position).and_then(Option::take);
+        let ahead = ahead.filter(|e| same_object(&e.source, route));
+        let entry = if let Some(entry) = ahead {
+            self.reuse.compiled += 1;
+            entry
+        } else {
+            self.entry_of(position, route)
+        };
+        let slot = &mut self.next[position];
+        slot.insert(entry)
+    }
+
+    /// The entry of `route` from `previous` (reused or relinked) or compiled now.
+    fn entry_of(&mut self, position: usize, route: &Source) -> RouteEntry {
+        match self.previous(position, route) {
             Some(mut entry) => match self.check(&entry, route) {
                 Check::Same => {
                     self.reuse.reused += 1;
@@ -333,30 +412,12 @@ impl RouteCompiler<'_> {
                 Check::Stale => self.compile_new(route),
             },
             None => self.compile_new(route),
-        };
-        let slot = &mut self.next[position];
-        slot.insert(entry)
+        }
     }
 
     fn compile_new(&mut self, route: &Source) -> RouteEntry {
-        let lowered = route.clone().lowered();
-        self.backends.record();
-        let policy = route_policy(self.backends.snapshot(), &**route).map(Arc::new);
-        let compiled = Arc::new(compile_route(
-            &lowered,
-            &**route,
-            policy,
-            &mut self.backends,
-        ));
-        let resolutions = self.backends.recorded();
         self.reuse.compiled += 1;
-        RouteEntry {
-            route: lowered,
-            source: route.clone(),
-            resolutions,
-            compiled,
-            attached: None,
-        }
+        compile_entry(route, &mut self.backends)
     }
 
     /// Whether compiling `route` now would give `entry`'s result: compilation reads only the

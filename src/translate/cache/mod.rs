@@ -4,6 +4,7 @@
 pub(super) mod incremental;
 pub(super) mod moved;
 pub(super) mod order;
+pub(super) mod parallel;
 pub(super) mod reattach;
 pub(super) mod relink;
 pub(super) mod statuses;

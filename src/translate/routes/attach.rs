@@ -94,14 +94,16 @@ pub fn attach<K: RouteKind>(
 ) -> Attached {
     let meta = route.meta();
     let route_ns = namespace_of(meta);
-    let mut counted = Vec::new();
+    // Most parentRefs name one listener each: sized for that, nothing to shrink below.
+    let refs = route.parent_refs().count();
+    let mut counted = Vec::with_capacity(refs);
     let hostnames = route.hostnames();
     let stamp = Stamp {
         generation: meta.generation,
         now: options.now,
     };
-    let mut parents = Vec::new();
-    let mut attachments = Vec::new();
+    let mut parents = Vec::with_capacity(refs);
+    let mut attachments = Vec::with_capacity(refs);
     for parent in route.parent_refs() {
         let gw_ns = parent.namespace.unwrap_or(route_ns);
         let Some(target) = by_name.parent(parent.group, parent.kind, gw_ns, parent.name) else {

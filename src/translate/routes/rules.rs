@@ -76,8 +76,15 @@ pub fn compile_route(
     // The CRD defaults absent rules to one rule matching every request (with no backend: 500).
     let default_rules = [HttpRouteRules::default()];
     let spec_rules = route.spec.rules.as_deref().unwrap_or(&default_rules);
+    // One compiled rule per match (a rule without matches has one): sized at once, as the
+    // route keeps them until it changes.
+    let matches: usize = spec_rules
+        .iter()
+        .map(|r| r.matches.as_ref().map_or(1, |m| m.len().max(1)))
+        .sum();
     let mut out = CompiledRoute {
         kind,
+        rules: Vec::with_capacity(matches),
         total: spec_rules.len(),
         rule_hosts: source.rule_hosts(),
         ..Default::default()
@@ -144,7 +151,7 @@ pub fn compile_route(
             }));
         }
     }
-    // Kept per route until it changes: no spare capacity.
+    // Kept per route until it changes: no spare capacity (dropped rules leave some).
     out.rules.shrink_to_fit();
     out
 }
@@ -210,7 +217,7 @@ fn compile_actions(
         });
     let filters = match compiled {
         Ok((c, timeouts, retry, session)) => {
-            let mut filters = resolve_mirrors(c, &source_of(route), namespace, backends, out);
+            let mut filters = resolve_mirrors(c, route, backends, out);
             filters.timeouts = timeouts;
             filters.retry = retry.map(Box::new);
             filters.session = session.map(Box::new);
@@ -228,7 +235,7 @@ fn compile_actions(
             return (RuleFilters::default(), BackendSet::new(vec![invalid]));
         }
     };
-    let mut set = Vec::new();
+    let mut set = Vec::with_capacity(rule.backend_refs.as_ref().map_or(0, Vec::len));
     for b in rule.backend_refs.iter().flatten() {
         let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
         let r = BackendRef {
@@ -241,7 +248,7 @@ fn compile_actions(
         };
         let backend_filters =
             match compile_backend_filters(b.filters.as_deref().unwrap_or_default()) {
-                Ok(f) => resolve_mirrors(f, &source_of(route), namespace, backends, out),
+                Ok(f) => resolve_mirrors(f, route, backends, out),
                 Err(e) => {
                     out.invalid.push(format!(
                         "Rule {index} backendRef {} answers 500: {e}",
@@ -281,11 +288,11 @@ fn compile_actions(
 /// requests are refused, 403) and is reported the same way.
 fn resolve_mirrors(
     compiled: CompiledFilters,
-    source: &str,
-    namespace: &str,
+    route: &RouteRef,
     backends: &mut Backends<'_>,
     out: &mut CompiledRoute,
 ) -> RuleFilters {
+    let namespace = route.namespace();
     let mut filters = compiled.filters;
     for m in compiled.mirrors {
         let r = BackendRef {
@@ -306,6 +313,11 @@ fn resolve_mirrors(
             }
         }
     }
+    if compiled.auths.is_empty() {
+        filters.external_auth = None;
+        return filters;
+    }
+    let source = source_of(route);
     let mut auths = Vec::with_capacity(compiled.auths.len());
     for a in compiled.auths {
         let r = BackendRef {
@@ -317,7 +329,7 @@ fn resolve_mirrors(
             port: a.backend_ref.port,
         };
         let mut auth = a.auth;
-        auth.source = source.to_owned();
+        auth.source.clone_from(&source);
         // An authorizer that does not resolve stays, failing its requests closed.
         auth.backend = match backends.resolve(namespace, &r) {
             Ok(backend) => AuthBackend::Service(backend),
@@ -329,13 +341,13 @@ fn resolve_mirrors(
         };
         auths.push(Arc::new(auth));
     }
-    filters.external_auth = (!auths.is_empty()).then(|| Box::new(auths));
+    filters.external_auth = Some(Box::new(auths));
     filters
 }
 
 /// `Kind/namespace/name` of a route, as an authorizer's log lines name where it comes from.
 fn source_of(route: &RouteRef) -> String {
-    format!("{}/{}", route.kind(), route.label())
+    [route.kind(), "/", route.label()].concat()
 }
 
 fn regex(value: &str) -> Result<Regex, MatchError> {
