@@ -1,7 +1,8 @@
 //! The written HTTPRoutes and TrafficPolicies of one prepared Ingress. Its lowered rules
 //! ([`lowered`]) are grouped by the host each serves, one HTTPRoute per host (named after
 //! the Ingress, plus the host when it has several), attached to the listeners of its
-//! IngressClass's Gateway that serve the host. A host whose plain HTTP requests are redirected to https (`ssl-redirect`,
+//! IngressClass's Gateway that serve the host (past 32 listeners, the most `parentRefs` a
+//! route takes, the same rules again as `<route>-2`, `<route>-3`, ...). A host whose plain HTTP requests are redirected to https (`ssl-redirect`,
 //! `force-ssl-redirect`) gets two: one on listener `http` answering 308 to https, and one on
 //! the HTTPS listeners serving the host. What the annotations ask of a TrafficPolicy
 //! ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of the Ingress,
@@ -17,6 +18,7 @@ use serde_json::{json, Value};
 
 use super::gateway::{Gateways, Listener};
 use super::names::{host_part, joined};
+use crate::admission::MAX_PARENT_REFS;
 use crate::kinds::ingress::serving_gateway;
 use crate::snapshot::namespace_of;
 use crate::translate::ingress::annotations::Annotations;
@@ -127,8 +129,18 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
             .iter()
             .map(|l| l.parent.reference(&ns, Some(&l.name)))
             .collect();
-        if !parents.is_empty() {
-            routes.push(route(&base, &ns, &from, parents, &group.host, chosen));
+        // A route takes at most MAX_PARENT_REFS parents: past that, the same rules are
+        // written again as `<name>-2`, `<name>-3`, ... for the next listeners.
+        for (n, chunk) in parents.chunks(MAX_PARENT_REFS).enumerate() {
+            let mut part = base.clone();
+            if n > 0 {
+                part = joined(&base, &(n + 1).to_string());
+                while !used.insert(part.clone()) {
+                    part = joined(&part, "more");
+                }
+            }
+            let rules = chosen.clone();
+            routes.push(route(&part, &ns, &from, chunk.to_vec(), &group.host, rules));
         }
     }
     let targets: Vec<Value> = routes

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::verify::{converted_snapshot, verify};
 use super::*;
@@ -247,4 +247,55 @@ fn the_corpus_has_the_edge_cases_and_the_canary_header_and_cookie() {
     ] {
         assert!(seen.iter().any(|s| s == want), "{want} not in {seen:#?}");
     }
+}
+
+#[test]
+fn a_route_on_more_than_32_listeners_is_written_as_several() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/convert/many-listeners.yaml"
+    ))
+    .expect("fixture");
+    let c = convert(&admit(&text), &ConvertOptions::default());
+    let routes = by_kind(&c.objects, "HTTPRoute");
+    let names: Vec<&str> = routes
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["wildcard", "wildcard-2"]);
+    let mut sections = Vec::new();
+    for r in &routes {
+        let parents = r["spec"]["parentRefs"].as_array().expect("parentRefs");
+        assert!(parents.len() <= 32, "{}", parents.len());
+        sections.extend(parents.iter().map(|p| p["sectionName"].clone()));
+        assert_eq!(r["spec"]["rules"], routes[0]["spec"]["rules"]);
+        assert_eq!(r["spec"]["hostnames"], json!(["*.many.example.com"]));
+    }
+    // Listener http and the 40 HTTPS listeners, each once.
+    assert_eq!(sections.len(), 41);
+    sections.sort_by_key(ToString::to_string);
+    sections.dedup();
+    assert_eq!(sections.len(), 41);
+    let policy = by_kind(&c.objects, "TrafficPolicy")[0];
+    assert_eq!(policy["spec"]["targetRefs"][1]["name"], json!("wildcard-2"));
+    // The corpus reaches the TLS hosts the wildcard covers, over https too.
+    let written = admit(&yaml(&c.objects));
+    let compared = converted_snapshot(&c.input, &written, DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    assert!(v.differences.is_empty(), "{:#?}", &v.differences[..1]);
+    assert!(v.problems.is_empty(), "{:#?}", v.problems);
+    let ingresses = crate::translate::ingress::prepare(&c.input, &translate_options())
+        .expect("prepared")
+        .snapshot
+        .ingresses;
+    let corpus: Vec<String> = verify::corpus(&ingresses)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        corpus
+            .iter()
+            .any(|r| r == "GET https://t40.many.example.com/api"),
+        "{corpus:#?}"
+    );
 }

@@ -1,6 +1,6 @@
 //! `convert ingress --verify`: the Ingresses and their conversion translated into two route
 //! tables by the pure translator, and a request corpus generated from the Ingresses (each
-//! host x path x method, plus a trailing slash, upper case, a path one segment deeper, a
+//! host, and the TLS hosts a wildcard covers, x path x method, plus a trailing slash, upper case, a path one segment deeper, a
 //! path running past a segment boundary, regex characters dropped, canary headers and
 //! cookies) replayed through both with the table's own rule selection
 //! ([`VirtualHost::route`], what the proxy calls) and filters. Each request's decision
@@ -227,18 +227,29 @@ pub fn corpus(ingresses: &[Arc<Ingress>]) -> Vec<Request> {
         if spec.default_backend.is_some() && pairs.is_empty() {
             pairs.push(("*".to_owned(), "/".to_owned()));
         }
-        for (host, path) in pairs {
-            let host = sample_host(&host);
-            let https = tls.iter().any(|t| super::names::covers(Some(t), &host));
-            let schemes: &[&'static str] = if https { &["http", "https"] } else { &["http"] };
-            for scheme in schemes {
-                for variant in variants(&path) {
-                    for method in ["GET", "POST"] {
-                        out.insert(request(scheme, method, &host, &variant, Vec::new()));
+        for (rule_host, path) in pairs {
+            // A wildcard's TLS hosts are served through their own listeners.
+            let mut hosts = vec![sample_host(&rule_host)];
+            if rule_host.starts_with("*.") {
+                hosts.extend(
+                    tls.iter()
+                        .filter(|t| !t.starts_with('*'))
+                        .filter(|t| super::names::covers(Some(&rule_host), t))
+                        .cloned(),
+                );
+            }
+            for host in hosts {
+                let https = tls.iter().any(|t| super::names::covers(Some(t), &host));
+                let schemes: &[&'static str] = if https { &["http", "https"] } else { &["http"] };
+                for scheme in schemes {
+                    for variant in variants(&path) {
+                        for method in ["GET", "POST"] {
+                            out.insert(request(scheme, method, &host, &variant, Vec::new()));
+                        }
                     }
-                }
-                for header in &extra {
-                    out.insert(request(scheme, "GET", &host, &path, vec![header.clone()]));
+                    for header in &extra {
+                        out.insert(request(scheme, "GET", &host, &path, vec![header.clone()]));
+                    }
                 }
             }
         }

@@ -162,6 +162,26 @@ fn verify_finds_no_difference_on_the_corpus() {
 }
 
 #[test]
+fn a_route_on_more_than_32_listeners_is_split_and_verifies() {
+    let file = fixtures().join("many-listeners.yaml").display().to_string();
+    let out = convert(&["-f", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    golden("many-listeners.yaml", &text(&out.stdout));
+    assert!(
+        text(&out.stderr)
+            .contains("written as HTTPRoute many/wildcard, HTTPRoute many/wildcard-2,"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Admitted (at most 32 parentRefs each) and routing as the Ingress.
+    let out = convert(&["-f", &file, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(!stdout.contains("problem"), "{stdout}");
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+}
+
+#[test]
 fn a_capture_rewrite_is_reported_and_its_difference_shown() {
     let file = format!(
         "{}/tests/fixtures/convert/captures.yaml",
