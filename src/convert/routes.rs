@@ -1,12 +1,13 @@
 //! The written HTTPRoutes and TrafficPolicies of one prepared Ingress. Its lowered rules
 //! ([`lowered`]) are grouped by the host each serves, one HTTPRoute per host (named after
-//! the Ingress, plus the host when it has several), attached to the listeners of its
-//! IngressClass's Gateway that serve the host (past 32 listeners, the most `parentRefs` a
-//! route takes, the same rules again as `<route>-2`, `<route>-3`, ...). A host whose plain HTTP requests are redirected to https (`ssl-redirect`,
-//! `force-ssl-redirect`) gets two: one on listener `http` answering 308 to https, and one on
-//! the HTTPS listeners serving the host. What the annotations ask of a TrafficPolicy
-//! ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of the Ingress,
-//! and verified backend TLS (`proxy-ssl-*`) a BackendTLSPolicy. Pure.
+//! the Ingress, plus the host when it has several; a GRPCRoute when [`super::grpc`] says so),
+//! attached to the listeners of its IngressClass's Gateway that serve the host (past 32
+//! listeners, the most `parentRefs` a route takes, the same rules again as `<route>-2`,
+//! `<route>-3`, ...). A host whose plain HTTP requests are redirected to https
+//! (`ssl-redirect`, `force-ssl-redirect`) gets two: one on listener `http` answering 308 to
+//! https, and one on the HTTPS listeners serving the host. What the annotations ask of a
+//! TrafficPolicy ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of
+//! the Ingress, and verified backend TLS (`proxy-ssl-*`) a BackendTLSPolicy. Pure.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -47,8 +48,9 @@ struct HostRules {
     rules: Vec<usize>,
 }
 
-/// The HTTPRoutes and TrafficPolicies of the prepared Ingress `ingress`.
-pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
+/// The HTTPRoutes (GRPCRoutes when `grpc`: see [`super::grpc`]) and TrafficPolicies of the
+/// prepared Ingress `ingress`.
+pub fn write(ingress: &Ingress, gateways: &Gateways, grpc: bool) -> Written {
     let mut out = Written::default();
     let ns = namespace_of(&ingress.metadata).to_owned();
     let name = ingress.metadata.name.clone().unwrap_or_default();
@@ -122,7 +124,7 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
                 &from,
                 parents,
                 &group.host,
-                redirects,
+                &redirects,
             ));
         }
         let parents: Vec<Value> = serving
@@ -139,12 +141,20 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
                     part = joined(&part, "more");
                 }
             }
-            let rules = chosen.clone();
-            routes.push(route(&part, &ns, &from, chunk.to_vec(), &group.host, rules));
+            let mut written = route(&part, &ns, &from, chunk.to_vec(), &group.host, &chosen);
+            if grpc {
+                if let Ok(rules) = super::grpc::rules(&chosen) {
+                    written["kind"] = json!("GRPCRoute");
+                    written["spec"]["rules"] = json!(rules);
+                }
+            }
+            routes.push(written);
         }
     }
+    // Only HTTPRoutes: an Ingress with a TrafficPolicy is never written as GRPCRoutes.
     let targets: Vec<Value> = routes
         .iter()
+        .filter(|r| r["kind"] == "HTTPRoute")
         .map(|r| {
             json!({"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
                         "name": r["metadata"]["name"]})
@@ -152,7 +162,8 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
         .collect();
     for r in routes {
         out.names.push(format!(
-            "HTTPRoute {ns}/{}",
+            "{} {ns}/{}",
+            r["kind"].as_str().unwrap_or("HTTPRoute"),
             r["metadata"]["name"].as_str().unwrap_or("")
         ));
         out.objects.push(r);
@@ -259,7 +270,7 @@ fn route(
     from: &str,
     parents: Vec<Value>,
     host: &str,
-    rules: Vec<Value>,
+    rules: &[Value],
 ) -> Value {
     let mut spec = json!({"parentRefs": parents});
     if host != "*" {

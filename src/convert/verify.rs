@@ -1,13 +1,14 @@
 //! `convert ingress --verify`: the Ingresses and their conversion translated into two route
 //! tables by the pure translator, and a request corpus generated from the Ingresses (each
-//! host, and the TLS hosts a wildcard covers, x path x method, plus a trailing slash, upper case, a path one segment deeper, a
-//! path running past a segment boundary, regex characters dropped, canary headers and
-//! cookies) replayed through both with the table's own rule selection
-//! ([`VirtualHost::route`], what the proxy calls) and filters. Each request's decision
-//! (backends with weights, rewritten path and host, redirect status and `Location`, status,
-//! the remaining filters, the effective TrafficPolicy settings; a redirect is answered before
-//! filters and policies, so it is its status and `Location` alone) is compared; which
-//! listener, Gateway or route object decided is not. Pure.
+//! host, and the TLS hosts a wildcard covers, x path x method, plus a trailing slash, upper
+//! case, a path one segment deeper, a path running past a segment boundary, regex characters
+//! dropped, canary headers and cookies; gRPC calls for the Ingresses of gRPC backends)
+//! replayed through both with the table's own rule selection ([`VirtualHost::route`], what
+//! the proxy calls) and filters. Each request's decision (backends with weights, rewritten
+//! path and host, redirect status and `Location`, status, the remaining filters, the
+//! effective TrafficPolicy settings; a redirect is answered before filters and policies, so
+//! it is its status and `Location` alone) is compared; which listener, Gateway or route
+//! object decided is not. Pure.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
@@ -210,6 +211,8 @@ pub fn corpus(ingresses: &[Arc<Ingress>]) -> Vec<Request> {
         if let Some(c) = note("canary-by-cookie") {
             extra.push(("cookie".to_owned(), format!("{c}=always")));
         }
+        // A gRPC backend answers gRPC calls: those are replayed for it.
+        let grpc = super::grpc::asks_grpc(ingress);
         let Some(spec) = ingress.spec.as_ref() else {
             continue;
         };
@@ -242,6 +245,16 @@ pub fn corpus(ingresses: &[Arc<Ingress>]) -> Vec<Request> {
                 let https = tls.iter().any(|t| super::names::covers(Some(t), &host));
                 let schemes: &[&'static str] = if https { &["http", "https"] } else { &["http"] };
                 for scheme in schemes {
+                    if grpc {
+                        for call in grpc_calls(&path) {
+                            out.insert(request(scheme, "POST", &host, &call, vec![grpc_type()]));
+                            for header in &extra {
+                                let headers = vec![grpc_type(), header.clone()];
+                                out.insert(request(scheme, "POST", &host, &call, headers));
+                            }
+                        }
+                        continue;
+                    }
                     for variant in variants(&path) {
                         for method in ["GET", "POST"] {
                             out.insert(request(scheme, method, &host, &variant, Vec::new()));
@@ -282,6 +295,29 @@ fn sample_host(host: &str) -> String {
             None => h.to_owned(),
         },
     }
+}
+
+/// The `content-type` header of a gRPC call.
+fn grpc_type() -> (String, String) {
+    ("content-type".to_owned(), "application/grpc".to_owned())
+}
+
+/// The gRPC calls replayed for one path of a gRPC Ingress: the call it names
+/// (`/pkg.Service/Method`), a method of the service it names (`/pkg.Service/Call`), a call
+/// of another service, and its literal form for a path that is neither.
+fn grpc_calls(path: &str) -> Vec<String> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let mut out = vec!["/sample.Other/Call".to_owned()];
+    match parts.as_slice() {
+        [] => {}
+        [service] => out.push(format!("/{service}/Call")),
+        [service, method] => {
+            out.push(format!("/{service}/{method}"));
+            out.push(format!("/{service}/Call"));
+        }
+        _ => out.push(path.to_owned()),
+    }
+    out
 }
 
 /// The edge cases of one Ingress path.
