@@ -16,6 +16,7 @@ mod check;
 mod checked;
 mod cluster;
 mod convert;
+mod convert_cluster;
 mod flags;
 mod policy;
 mod proxy_args;
@@ -327,7 +328,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&crate::kinds::crd::generate::crds_yaml()?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Convert(args) => Ok(convert::run(&args)),
+        Command::Convert(args) => Ok(convert::run(&args).await),
     }
 }
 

@@ -7,6 +7,8 @@ mod support;
 mod binary;
 #[path = "kube/cluster.rs"]
 mod cluster;
+#[path = "kube/convert.rs"]
+mod convert;
 #[path = "kube/crds.rs"]
 mod crds;
 #[path = "kube/failover.rs"]

@@ -360,6 +360,29 @@ mod tests {
     }
 
     #[test]
+    fn a_route_takes_at_most_32_parent_refs() {
+        let mut crds = Crds::new();
+        register(&mut crds).unwrap();
+        for kind in ["HTTPRoute", "GRPCRoute"] {
+            let parents = |n: usize| -> Vec<Value> {
+                (0..n)
+                    .map(|i| json!({"name": "gw", "sectionName": format!("l{i}")}))
+                    .collect()
+            };
+            let mut ok = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
+                "metadata": {"name": "x"}, "spec": {"parentRefs": parents(32)}});
+            assert!(crds.admit(&mut ok, None).is_ok(), "{kind}");
+            let mut over = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
+                "metadata": {"name": "x"}, "spec": {"parentRefs": parents(33)}});
+            let r = crds.admit(&mut over, None).unwrap_err();
+            assert!(
+                r.errors.iter().any(|e| e.field == "spec.parentRefs"),
+                "{kind}: {r}"
+            );
+        }
+    }
+
+    #[test]
     fn a_route_without_rules_gets_the_default_rule() {
         let spec = admit("HTTPRoute", json!({"parentRefs": [{"name": "gw"}]}));
         assert_eq!(

@@ -1,6 +1,6 @@
 //! The rules of the Gateway API that a schema derived from Rust types cannot carry, stated by
 //! this project in its own words: value bounds (ports, weights, percentages, redirect status
-//! codes) and cross-field rules as CEL (`x-kubernetes-validations`), the ones users run into:
+//! codes, the number of parentRefs) and cross-field rules as CEL (`x-kubernetes-validations`), the ones users run into:
 //! path matches, redirects and rewrites, filter types and repetition, Service backends without
 //! a port, listener protocols and TLS. Each is added to the built-in schema of the kinds it
 //! concerns, at a field path of that schema, and is never stricter than the Gateway API
@@ -45,6 +45,9 @@ const HTTP_ONCE: &[&str] = &[
 /// gRPC filter types a filter list may hold once.
 const GRPC_ONCE: &[&str] = &["RequestHeaderModifier", "ResponseHeaderModifier"];
 
+/// The most `parentRefs` a route takes (the Gateway API CRDs' `maxItems`).
+pub(crate) const MAX_PARENT_REFS: usize = 32;
+
 /// A rule with a fixed message.
 fn rule(rule: &str, message: &str) -> Value {
     json!({"rule": rule, "message": message})
@@ -84,8 +87,13 @@ fn backend_ref(path: &str, out: &mut Vec<Addition>) {
     out.push((format!("{path}.port"), bounds(1, 65535)));
 }
 
-/// What every route kind shares: parent and backend ports, backend weights, Service ports.
+/// What every route kind shares: at most 32 parentRefs, parent and backend ports, backend
+/// weights, Service ports.
 fn route(out: &mut Vec<Addition>) {
+    out.push((
+        "spec.parentRefs".to_owned(),
+        json!({"maxItems": MAX_PARENT_REFS}),
+    ));
     out.push(("spec.parentRefs[].port".to_owned(), bounds(1, 65535)));
     backend_ref("spec.rules[].backendRefs[]", out);
     out.push((

@@ -9,6 +9,7 @@ mod default;
 mod errors;
 mod formats;
 mod gateway_rules;
+pub(crate) use gateway_rules::MAX_PARENT_REFS;
 mod gateway_schema;
 mod schema;
 mod validate;

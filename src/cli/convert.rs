@@ -1,4 +1,5 @@
-//! `edgeplane convert ingress`: reads manifests, converts their Ingresses
+//! `edgeplane convert ingress`: reads manifests (or the cluster's objects:
+//! `convert_cluster`), converts their Ingresses
 //! ([`crate::convert`]), writes the objects (stdout, or one file per object under `-o DIR`)
 //! and the report, and with `--verify` replays the request corpus through both translations.
 
@@ -48,8 +49,19 @@ pub struct ConvertArgs {
 pub struct ConvertIngressArgs {
     /// A manifest file, or a directory of YAML/JSON manifests read recursively; repeatable.
     /// Ingresses, IngressClasses, Services and Secrets are read from them.
-    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "PATH",
+        required_unless_present = "from_cluster",
+        conflicts_with = "from_cluster"
+    )]
     pub paths: Vec<PathBuf>,
+    /// Read the Ingresses, IngressClasses, Services, EndpointSlices, Secrets and ConfigMaps of
+    /// every namespace from the cluster of the kubeconfig (KUBECONFIG, ~/.kube/config, or
+    /// in-cluster) instead of files; exit 2 when it cannot be read.
+    #[arg(long)]
+    pub from_cluster: bool,
     /// Write one file per object (`<kind>-<namespace>-<name>.yaml`) and the report
     /// (`report.txt`, and `report.jsonl`: the same as one line of JSON) into this directory
     /// instead of the objects to stdout and the report to stderr.
@@ -73,12 +85,25 @@ pub struct ConvertIngressArgs {
 }
 
 /// Runs `convert`.
-pub fn run(args: &ConvertArgs) -> ExitCode {
+pub async fn run(args: &ConvertArgs) -> ExitCode {
     let ConvertWhat::Ingress(args) = &args.what;
-    ExitCode::from(ingress(args))
+    let cluster = if args.from_cluster {
+        match super::convert_cluster::manifests().await {
+            Ok(text) => Some(text),
+            Err(e) => {
+                eprintln!("error: cannot read the cluster: {e:#}");
+                return ExitCode::from(EXIT_INVALID);
+            }
+        }
+    } else {
+        None
+    };
+    ExitCode::from(ingress(args, cluster))
 }
 
-fn ingress(args: &ConvertIngressArgs) -> u8 {
+/// Converts the Ingresses of `args.paths`, or of `cluster` (a manifest stream read from the
+/// cluster) when given.
+fn ingress(args: &ConvertIngressArgs, cluster: Option<String>) -> u8 {
     let crds = match load_crds(&[]) {
         Ok((crds, _)) => Arc::new(crds),
         Err(e) => {
@@ -86,25 +111,29 @@ fn ingress(args: &ConvertIngressArgs) -> u8 {
             return EXIT_INVALID;
         }
     };
-    let loaded = match load_paths(&args.paths, crds.clone()) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: {e}");
+    let loaded = match cluster {
+        Some(text) => admit_as(&text, crds.clone(), "<cluster>"),
+        None => match load_paths(&args.paths, crds.clone()) {
+            Ok(l) if l.errors.is_empty() => Ok(l.snapshot),
+            Ok(l) => Err(l.errors.iter().map(ToString::to_string).collect()),
+            Err(e) => Err(vec![e.to_string()]),
+        },
+    };
+    let snapshot = match loaded {
+        Ok(s) => s,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            eprintln!("error: nothing written: fix the input first");
             return EXIT_INVALID;
         }
     };
-    if !loaded.errors.is_empty() {
-        for e in &loaded.errors {
-            eprintln!("error: {e}");
-        }
-        eprintln!("error: nothing written: fix the input first");
-        return EXIT_INVALID;
-    }
     let options = ConvertOptions {
         gateway_class: args.gateway_class.clone(),
         gateway_namespace: args.gateway_namespace.clone(),
     };
-    let conversion = convert(&loaded.snapshot, &options);
+    let conversion = convert(&snapshot, &options);
     let yaml = match stream(&conversion.objects) {
         Ok(y) => y,
         Err(e) => {
@@ -154,7 +183,7 @@ fn ingress(args: &ConvertIngressArgs) -> u8 {
         return EXIT_OK;
     }
     let theirs = if args.converted.is_empty() {
-        admit(&yaml, crds)
+        admit_as(&yaml, crds, "<converted>")
     } else {
         match load_paths(&args.converted, crds) {
             Ok(l) if l.errors.is_empty() => Ok(l.snapshot),
@@ -200,14 +229,15 @@ fn stream(objects: &[Value]) -> Result<String, String> {
     Ok(out)
 }
 
-/// The converted objects as a snapshot, admitted as if read from a file.
-fn admit(yaml: &str, crds: Arc<crate::admission::Crds>) -> Result<Snapshot, Vec<String>> {
+/// A manifest stream as a snapshot, admitted as if read from the file `source`.
+fn admit_as(
+    yaml: &str,
+    crds: Arc<crate::admission::Crds>,
+    source: &str,
+) -> Result<Snapshot, Vec<String>> {
     let mut admission: Admission = Admission::new(crds);
     let applied = admission.apply(
-        vec![(
-            PathBuf::from("<converted>"),
-            Taken::Read(Ok(yaml.to_owned())),
-        )],
+        vec![(PathBuf::from(source), Taken::Read(Ok(yaml.to_owned())))],
         Reading::Final,
     );
     if applied.errors.is_empty() {

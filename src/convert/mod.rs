@@ -2,12 +2,15 @@
 //! turned into the Gateway API objects that route the same. The Ingresses go through
 //! [`prepare`] and [`lowered`] exactly as serving does, so what is written is what edgeplane
 //! serves for them: a Gateway per IngressClass (`gateway`), an HTTPRoute per Ingress and host
-//! (`routes`), a TLSRoute per `ssl-passthrough` host (`passthrough`), ReferenceGrants for certificates in other namespaces, a TrafficPolicy per
-//! Ingress for what Gateway API cannot say, a BackendTLSPolicy for verified backend TLS, and a report per Ingress and annotation
-//! (`report`). [`verify`] replays requests through both translations. Pure: the command line
-//! reads and writes the files.
+//! (`routes`; GRPCRoutes for gRPC backends when they can say the same: `grpc`), a TLSRoute
+//! per `ssl-passthrough` host (`passthrough`), ReferenceGrants for certificates in other
+//! namespaces, a TrafficPolicy per Ingress for what Gateway API cannot say, a BackendTLSPolicy
+//! for verified backend TLS, and a report per Ingress and annotation (`report`). [`verify`]
+//! replays requests through both translations. Pure: the command line reads and writes the
+//! files.
 
 mod gateway;
+mod grpc;
 mod names;
 mod passthrough;
 pub mod report;
@@ -104,13 +107,19 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
     if let Some(prepared) = &prepared {
         let gateways = gateway::write(&prepared.snapshot, options);
         objects.extend(gateways.objects.iter().cloned());
+        let grpc = grpc::settle(&prepared.snapshot.ingresses);
         for ingress in &prepared.snapshot.ingresses {
-            let mut written = routes::write(ingress, &gateways);
+            let key = (
+                crate::snapshot::namespace_of(&ingress.metadata).to_owned(),
+                ingress.metadata.name.clone().unwrap_or_default(),
+            );
+            let choice = grpc.get(&key);
+            let mut written = routes::write(ingress, &gateways, matches!(choice, Some(Ok(()))));
             let policies = &prepared.snapshot.backend_tls_policies;
             routes::add_backend_tls(&mut written, ingress, policies);
             routes::add_balance(&mut written, ingress);
             passthrough::add_routes(&mut written, ingress, &gateways);
-            report.add_converted(ingress, &written.names, &prepared.problems);
+            report.add_converted(ingress, &written.names, &prepared.problems, choice);
             objects.extend(written.objects);
         }
     }

@@ -12,6 +12,8 @@ use crate::translate::ingress::annotations::Annotations;
 use crate::translate::ingress::upstream::{Protocol, Upstream};
 use crate::translate::ingress::IngressProblems;
 
+use super::grpc::Choice;
+
 /// What became of one annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -174,6 +176,36 @@ fn upstream_outcome(name: &str, up: &Upstream) -> Option<(Outcome, &'static str)
     })
 }
 
+/// What becomes of `backend-protocol: GRPC`/`GRPCS` given the Ingress's [`Choice`]: its
+/// routes as GRPCRoutes (HTTP/2 to the backends; only gRPC calls routed), or kept as
+/// HTTPRoutes, and why.
+fn grpc_outcome(up: &Upstream, grpc: Option<&Choice>) -> (Outcome, String) {
+    let tls = match (up.protocol, up.verify) {
+        (Some(Protocol::Grpcs), true) => " and BackendTLSPolicy",
+        (Some(Protocol::Grpcs), false) => {
+            return (
+                Outcome::NotConverted,
+                "written as GRPCRoutes, but TLS without proxy-ssl-verify accepts any certificate, and a BackendTLSPolicy always verifies one (give proxy-ssl-secret a ca.crt and proxy-ssl-verify: \"on\")".to_owned(),
+            )
+        }
+        _ => "",
+    };
+    match grpc {
+        Some(Err(why)) => (
+            Outcome::NotConverted,
+            format!(
+                "not written: HTTP/2 to the backend: kept as HTTPRoutes ({why}): set appProtocol: kubernetes.io/h2c on the Service port (convert writes no Service)"
+            ),
+        ),
+        _ => (
+            Outcome::ConvertedWithDifference,
+            format!(
+                "GRPCRoute{tls} (HTTP/2 to the backend): only gRPC calls (content-type application/grpc) are routed, other requests answer 404 where ingress-nginx passes them to the backend"
+            ),
+        ),
+    }
+}
+
 /// The problem that names annotation `key`, if one does.
 fn problem_of<'p>(key: &str, problems: &'p [String]) -> Option<&'p String> {
     problems
@@ -195,6 +227,7 @@ impl Report {
         ingress: &Ingress,
         written: &[String],
         problems: &IngressProblems,
+        grpc: Option<&Choice>,
     ) {
         let key = key_of(ingress);
         let found: &[String] = problems.get(&key).map_or(&[], Vec::as_slice);
@@ -218,7 +251,15 @@ impl Report {
                     (Outcome::NotConverted, why)
                 }
                 None => match upstream_outcome(name, &upstream) {
+                    Some(_) if name == "backend-protocol" && grpc.is_some() => {
+                        grpc_outcome(&upstream, grpc)
+                    }
                     Some((o, d)) => (o, d.to_owned()),
+                    // Filters of an Ingress written as GRPCRoutes are theirs.
+                    None if matches!(grpc, Some(Ok(()))) => {
+                        let (o, d) = served(name, value);
+                        (o, d.replace("HTTPRoute ", "GRPCRoute "))
+                    }
                     None => {
                         let (o, d) = served(name, value);
                         (o, d.to_owned())

@@ -1,11 +1,13 @@
 //! The written HTTPRoutes and TrafficPolicies of one prepared Ingress. Its lowered rules
 //! ([`lowered`]) are grouped by the host each serves, one HTTPRoute per host (named after
-//! the Ingress, plus the host when it has several), attached to the listeners of its
-//! IngressClass's Gateway that serve the host. A host whose plain HTTP requests are redirected to https (`ssl-redirect`,
-//! `force-ssl-redirect`) gets two: one on listener `http` answering 308 to https, and one on
-//! the HTTPS listeners serving the host. What the annotations ask of a TrafficPolicy
-//! ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of the Ingress,
-//! and verified backend TLS (`proxy-ssl-*`) a BackendTLSPolicy. Pure.
+//! the Ingress, plus the host when it has several; a GRPCRoute when [`super::grpc`] says so),
+//! attached to the listeners of its IngressClass's Gateway that serve the host (past 32
+//! listeners, the most `parentRefs` a route takes, the same rules again as `<route>-2`,
+//! `<route>-3`, ...). A host whose plain HTTP requests are redirected to https
+//! (`ssl-redirect`, `force-ssl-redirect`) gets two: one on listener `http` answering 308 to
+//! https, and one on the HTTPS listeners serving the host. What the annotations ask of a
+//! TrafficPolicy ([`Annotations::traffic_policy`]) becomes one targeting every HTTPRoute of
+//! the Ingress, and verified backend TLS (`proxy-ssl-*`) a BackendTLSPolicy. Pure.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use serde_json::{json, Value};
 
 use super::gateway::{Gateways, Listener};
 use super::names::{host_part, joined};
+use crate::admission::MAX_PARENT_REFS;
 use crate::kinds::ingress::serving_gateway;
 use crate::snapshot::namespace_of;
 use crate::translate::ingress::annotations::Annotations;
@@ -45,8 +48,9 @@ struct HostRules {
     rules: Vec<usize>,
 }
 
-/// The HTTPRoutes and TrafficPolicies of the prepared Ingress `ingress`.
-pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
+/// The HTTPRoutes (GRPCRoutes when `grpc`: see [`super::grpc`]) and TrafficPolicies of the
+/// prepared Ingress `ingress`.
+pub fn write(ingress: &Ingress, gateways: &Gateways, grpc: bool) -> Written {
     let mut out = Written::default();
     let ns = namespace_of(&ingress.metadata).to_owned();
     let name = ingress.metadata.name.clone().unwrap_or_default();
@@ -121,19 +125,37 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
                 &from,
                 parents,
                 &group.host,
-                redirects,
+                &redirects,
             ));
         }
         let parents: Vec<Value> = serving
             .iter()
             .map(|l| l.parent.reference(&ns, Some(&l.name)))
             .collect();
-        if !parents.is_empty() {
-            routes.push(route(&base, &ns, &from, parents, &group.host, chosen));
+        // A route takes at most MAX_PARENT_REFS parents: past that, the same rules are
+        // written again as `<name>-2`, `<name>-3`, ... for the next listeners.
+        for (n, chunk) in parents.chunks(MAX_PARENT_REFS).enumerate() {
+            let mut part = base.clone();
+            if n > 0 {
+                part = joined(&base, &(n + 1).to_string());
+                while !used.insert(part.clone()) {
+                    part = joined(&part, "more");
+                }
+            }
+            let mut written = route(&part, &ns, &from, chunk.to_vec(), &group.host, &chosen);
+            if grpc {
+                if let Ok(rules) = super::grpc::rules(&chosen) {
+                    written["kind"] = json!("GRPCRoute");
+                    written["spec"]["rules"] = json!(rules);
+                }
+            }
+            routes.push(written);
         }
     }
+    // Only HTTPRoutes: an Ingress with a TrafficPolicy is never written as GRPCRoutes.
     let targets: Vec<Value> = routes
         .iter()
+        .filter(|r| r["kind"] == "HTTPRoute")
         .map(|r| {
             json!({"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
                         "name": r["metadata"]["name"]})
@@ -141,7 +163,8 @@ pub fn write(ingress: &Ingress, gateways: &Gateways) -> Written {
         .collect();
     for r in routes {
         out.names.push(format!(
-            "HTTPRoute {ns}/{}",
+            "{} {ns}/{}",
+            r["kind"].as_str().unwrap_or("HTTPRoute"),
             r["metadata"]["name"].as_str().unwrap_or("")
         ));
         out.objects.push(r);
@@ -248,7 +271,7 @@ fn route(
     from: &str,
     parents: Vec<Value>,
     host: &str,
-    rules: Vec<Value>,
+    rules: &[Value],
 ) -> Value {
     let mut spec = json!({"parentRefs": parents});
     if host != "*" {

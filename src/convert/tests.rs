@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::verify::{converted_snapshot, verify};
 use super::*;
@@ -310,5 +310,178 @@ fn send_timeout_and_retry_budget_are_reported_not_converted_and_verify_lists_the
             ),
             "{d:?}"
         );
+    }
+}
+
+#[test]
+fn a_route_on_more_than_32_listeners_is_written_as_several() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/convert/many-listeners.yaml"
+    ))
+    .expect("fixture");
+    let c = convert(&admit(&text), &ConvertOptions::default());
+    let routes = by_kind(&c.objects, "HTTPRoute");
+    let names: Vec<&str> = routes
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["wildcard", "wildcard-2"]);
+    let mut sections = Vec::new();
+    for r in &routes {
+        let parents = r["spec"]["parentRefs"].as_array().expect("parentRefs");
+        assert!(parents.len() <= 32, "{}", parents.len());
+        sections.extend(parents.iter().map(|p| p["sectionName"].clone()));
+        assert_eq!(r["spec"]["rules"], routes[0]["spec"]["rules"]);
+        assert_eq!(r["spec"]["hostnames"], json!(["*.many.example.com"]));
+    }
+    // Listener http and the 40 HTTPS listeners, each once.
+    assert_eq!(sections.len(), 41);
+    sections.sort_by_key(ToString::to_string);
+    sections.dedup();
+    assert_eq!(sections.len(), 41);
+    let policy = by_kind(&c.objects, "TrafficPolicy")[0];
+    assert_eq!(policy["spec"]["targetRefs"][1]["name"], json!("wildcard-2"));
+    // The corpus reaches the TLS hosts the wildcard covers, over https too.
+    let written = admit(&yaml(&c.objects));
+    let compared = converted_snapshot(&c.input, &written, DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    assert!(v.differences.is_empty(), "{:#?}", &v.differences[..1]);
+    assert!(v.problems.is_empty(), "{:#?}", v.problems);
+    let ingresses = crate::translate::ingress::prepare(&c.input, &translate_options())
+        .expect("prepared")
+        .snapshot
+        .ingresses;
+    let corpus: Vec<String> = verify::corpus(&ingresses)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        corpus
+            .iter()
+            .any(|r| r == "GET https://t40.many.example.com/api"),
+        "{corpus:#?}"
+    );
+}
+
+fn grpc_fixture() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/convert/grpc.yaml"
+    ))
+    .expect("fixture")
+}
+
+#[test]
+fn grpc_ingresses_are_written_as_grpcroutes_that_verify() {
+    let c = convert(&admit(&grpc_fixture()), &ConvertOptions::default());
+    assert!(by_kind(&c.objects, "HTTPRoute").is_empty());
+    let routes = by_kind(&c.objects, "GRPCRoute");
+    assert_eq!(routes.len(), 2);
+    assert_eq!(
+        routes[0]["spec"]["rules"][0]["matches"][0]["method"],
+        json!({"type": "Exact", "service": "helloworld.Greeter", "method": "SayHello"})
+    );
+    assert_eq!(routes[0]["spec"]["rules"][2].get("matches"), None);
+    let report = c.report.text();
+    assert!(
+        report.contains("backend-protocol: converted with a difference: GRPCRoute (HTTP/2"),
+        "{report}"
+    );
+    assert!(
+        report.contains("x-forwarded-prefix: converted: GRPCRoute RequestHeaderModifier"),
+        "{report}"
+    );
+    let text = yaml(&c.objects);
+    let compared = converted_snapshot(&c.input, &admit(&text), DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    assert!(v.differences.is_empty(), "{:#?}", v.differences);
+    assert!(v.problems.is_empty(), "{:#?}", v.problems);
+    let corpus = verify::corpus(
+        &crate::translate::ingress::prepare(&c.input, &translate_options())
+            .expect("prepared")
+            .snapshot
+            .ingresses,
+    );
+    let call = corpus
+        .iter()
+        .find(|r| r.to_string() == "POST http://grpc.example.com/helloworld.Greeter/SayHello [content-type: application/grpc]")
+        .expect("the call in the corpus");
+    // The Ingress and the GRPCRoute both speak HTTP/2 to the backend of that call.
+    let table = crate::translate::translate(&compared, &translate_options()).table;
+    let d = verify::decide(&table, translate_options().bind_address, call);
+    assert_eq!(d.backends, ["rpc/greeter-v2:50051 weight 1 h2c"]);
+    // A method changed in the conversion is a difference.
+    let planted = text.replace("method: SayHello", "method: SayGoodbye");
+    let compared = converted_snapshot(&c.input, &admit(&planted), DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    assert_eq!(v.differences.len(), 1, "{:#?}", v.differences);
+    assert_eq!(v.differences[0].request, *call);
+}
+
+#[test]
+fn grpc_ingresses_without_a_grpcroute_form_keep_their_httproutes_and_say_why() {
+    let classes = grpc_fixture()
+        .split("---\napiVersion: networking.k8s.io/v1\nkind: Ingress")
+        .next()
+        .expect("classes and services")
+        .to_owned();
+    let ingress = |name: &str, host: &str, notes: &str, path: &str| {
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: rpc\n  annotations:\n{notes}\
+             spec:\n  ingressClassName: nginx\n  rules:\n  - host: {host}\n    http: {{paths: [{{path: '{path}', pathType: ImplementationSpecific, backend: {{service: {{name: greeter, port: {{number: 50051}}}}}}}}]}}\n"
+        )
+    };
+    let grpc = "    nginx.ingress.kubernetes.io/backend-protocol: GRPC\n";
+    let input = [
+        classes,
+        ingress(
+            "regex",
+            "a.test",
+            &format!("{grpc}    nginx.ingress.kubernetes.io/use-regex: 'true'\n"),
+            "/helloworld.Greeter/.*",
+        ),
+        ingress(
+            "limited",
+            "b.test",
+            &format!("{grpc}    nginx.ingress.kubernetes.io/whitelist-source-range: 10.0.0.0/8\n"),
+            "/",
+        ),
+        ingress("shared", "c.test", grpc, "/helloworld.Greeter"),
+        ingress("web", "c.test", "    x: y\n", "/web"),
+        ingress("alone", "d.test", grpc, "/helloworld.Greeter"),
+    ]
+    .concat();
+    let c = convert(&admit(&input), &ConvertOptions::default());
+    let kinds: Vec<(String, String)> = c
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "HTTPRoute" || o["kind"] == "GRPCRoute")
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+                o["kind"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for (name, kind) in [
+        ("regex", "HTTPRoute"),
+        ("limited", "HTTPRoute"),
+        ("shared", "HTTPRoute"),
+        ("web", "HTTPRoute"),
+        ("alone", "GRPCRoute"),
+    ] {
+        assert!(
+            kinds.contains(&(name.to_owned(), kind.to_owned())),
+            "{name}: {kinds:?}"
+        );
+    }
+    let report = c.report.text();
+    for why in [
+        "(RegularExpression) is not a gRPC service or method): set appProtocol",
+        "kept as HTTPRoutes (its TrafficPolicy",
+        "kept as HTTPRoutes (host c.test is also served by Ingress rpc/web, written as HTTPRoutes",
+    ] {
+        assert!(report.contains(why), "{why}\n{report}");
     }
 }

@@ -1,14 +1,15 @@
 //! `convert ingress --verify`: the Ingresses and their conversion translated into two route
 //! tables by the pure translator, and a request corpus generated from the Ingresses (each
-//! host x path x method, plus a trailing slash, upper case, a path one segment deeper, a
-//! path running past a segment boundary, regex characters dropped, canary headers and
-//! cookies; for HTTPS, the SNI's choice between passing the connection through and
-//! terminating it) replayed through both with the table's own rule selection
-//! ([`VirtualHost::route`], what the proxy calls) and filters. Each request's decision
-//! (backends with weights, rewritten path and host, redirect status and `Location`, status,
-//! the remaining filters, the effective TrafficPolicy settings; a redirect is answered before
-//! filters and policies, so it is its status and `Location` alone) is compared; which
-//! listener, Gateway or route object decided is not. Pure.
+//! host, and the TLS hosts a wildcard covers, x path x method, plus a trailing slash, upper
+//! case, a path one segment deeper, a path running past a segment boundary, regex characters
+//! dropped, canary headers and cookies; gRPC calls for the Ingresses of gRPC backends; for
+//! HTTPS, the SNI's choice between passing the connection through and terminating it)
+//! replayed through both with the table's own rule selection ([`VirtualHost::route`], what
+//! the proxy calls) and filters. Each request's decision (backends with weights, rewritten
+//! path and host, redirect status and `Location`, status, the remaining filters, the
+//! effective TrafficPolicy settings; a redirect is answered before filters and policies, so
+//! it is its status and `Location` alone) is compared; which listener, Gateway or route
+//! object decided is not. Pure.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
@@ -221,6 +222,8 @@ pub fn corpus(ingresses: &[Arc<Ingress>]) -> Vec<Request> {
         if let Some(c) = note("canary-by-cookie") {
             extra.push(("cookie".to_owned(), format!("{c}=always")));
         }
+        // A gRPC backend answers gRPC calls: those are replayed for it.
+        let grpc = super::grpc::asks_grpc(ingress);
         let Some(spec) = ingress.spec.as_ref() else {
             continue;
         };
@@ -238,18 +241,39 @@ pub fn corpus(ingresses: &[Arc<Ingress>]) -> Vec<Request> {
         if spec.default_backend.is_some() && pairs.is_empty() {
             pairs.push(("*".to_owned(), "/".to_owned()));
         }
-        for (host, path) in pairs {
-            let host = sample_host(&host);
-            let https = tls.iter().any(|t| super::names::covers(Some(t), &host));
-            let schemes: &[&'static str] = if https { &["http", "https"] } else { &["http"] };
-            for scheme in schemes {
-                for variant in variants(&path) {
-                    for method in ["GET", "POST"] {
-                        out.insert(request(scheme, method, &host, &variant, Vec::new()));
+        for (rule_host, path) in pairs {
+            // A wildcard's TLS hosts are served through their own listeners.
+            let mut hosts = vec![sample_host(&rule_host)];
+            if rule_host.starts_with("*.") {
+                hosts.extend(
+                    tls.iter()
+                        .filter(|t| !t.starts_with('*'))
+                        .filter(|t| super::names::covers(Some(&rule_host), t))
+                        .cloned(),
+                );
+            }
+            for host in hosts {
+                let https = tls.iter().any(|t| super::names::covers(Some(t), &host));
+                let schemes: &[&'static str] = if https { &["http", "https"] } else { &["http"] };
+                for scheme in schemes {
+                    if grpc {
+                        for call in grpc_calls(&path) {
+                            out.insert(request(scheme, "POST", &host, &call, vec![grpc_type()]));
+                            for header in &extra {
+                                let headers = vec![grpc_type(), header.clone()];
+                                out.insert(request(scheme, "POST", &host, &call, headers));
+                            }
+                        }
+                        continue;
                     }
-                }
-                for header in &extra {
-                    out.insert(request(scheme, "GET", &host, &path, vec![header.clone()]));
+                    for variant in variants(&path) {
+                        for method in ["GET", "POST"] {
+                            out.insert(request(scheme, method, &host, &variant, Vec::new()));
+                        }
+                    }
+                    for header in &extra {
+                        out.insert(request(scheme, "GET", &host, &path, vec![header.clone()]));
+                    }
                 }
             }
         }
@@ -282,6 +306,29 @@ fn sample_host(host: &str) -> String {
             None => h.to_owned(),
         },
     }
+}
+
+/// The `content-type` header of a gRPC call.
+fn grpc_type() -> (String, String) {
+    ("content-type".to_owned(), "application/grpc".to_owned())
+}
+
+/// The gRPC calls replayed for one path of a gRPC Ingress: the call it names
+/// (`/pkg.Service/Method`), a method of the service it names (`/pkg.Service/Call`), a call
+/// of another service, and its literal form for a path that is neither.
+fn grpc_calls(path: &str) -> Vec<String> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let mut out = vec!["/sample.Other/Call".to_owned()];
+    match parts.as_slice() {
+        [] => {}
+        [service] => out.push(format!("/{service}/Call")),
+        [service, method] => {
+            out.push(format!("/{service}/{method}"));
+            out.push(format!("/{service}/Call"));
+        }
+        _ => out.push(path.to_owned()),
+    }
+    out
 }
 
 /// The edge cases of one Ingress path.

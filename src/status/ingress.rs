@@ -2,7 +2,8 @@
 //! serving it (the one parent of its report entry), as IPs and hostnames (a wildcard bind
 //! address left out). The report entry's
 //! `parents[]` conditions are shown by `status` and `/debug/status` but not written: an
-//! Ingress has no such field. Pure.
+//! Ingress has no such field. An Ingress that stops being ours loses the value edgeplane
+//! wrote ([`written_by_us`]). Pure.
 
 use std::collections::HashMap;
 
@@ -95,6 +96,20 @@ pub fn patch(current: Option<&Value>, desired: Vec<Value>) -> Option<StatusPatch
     })
 }
 
+/// Whether `current`, the `status.loadBalancer.ingress` of an Ingress that is no longer
+/// ours, is what edgeplane wrote there: the value last written for it (`written`, while this
+/// replica leads), or the addresses of one of our Gateways (a new leader remembers nothing).
+/// Only then is it cleared: another controller's value is left alone.
+pub fn written_by_us(
+    current: &[Value],
+    written: Option<&Vec<Value>>,
+    ours: &GatewayAddresses,
+) -> bool {
+    !current.is_empty()
+        && (written.is_some_and(|w| w.as_slice() == current)
+            || ours.values().any(|a| a.as_slice() == current))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +121,24 @@ mod tests {
             e.status = typed;
         }
         e
+    }
+
+    #[test]
+    fn only_the_value_edgeplane_wrote_is_cleared() {
+        let ours: GatewayAddresses = [(
+            ("edgeplane:ingress".to_owned(), "web".to_owned()),
+            vec![json!({"ip": "10.0.0.1"})],
+        )]
+        .into();
+        let gateway = [json!({"ip": "10.0.0.1"})];
+        let before = vec![json!({"ip": "10.0.0.9"})];
+        assert!(written_by_us(&gateway, None, &ours));
+        assert!(written_by_us(&before, Some(&before), &ours));
+        assert!(!written_by_us(&before, None, &ours), "another controller's");
+        assert!(
+            !written_by_us(&[], Some(&before), &ours),
+            "nothing to clear"
+        );
     }
 
     #[test]

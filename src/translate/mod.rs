@@ -126,7 +126,7 @@ fn translate_cached(
     if let Some(p) = &prepared {
         let mut problems = p.problems.clone();
         policy::ingress_policy_problems(snapshot, &mut problems);
-        ingress::report_problems(&problems, options, &mut report);
+        ingress::report_problems(&problems, &p.snapshot.ingresses, options, &mut report);
     }
     let l4 = routes::l4route::attach_l4_routes(
         snapshot,

@@ -163,6 +163,71 @@ fn verify_finds_no_difference_on_the_corpus() {
 }
 
 #[test]
+fn a_route_on_more_than_32_listeners_is_split_and_verifies() {
+    let file = fixtures().join("many-listeners.yaml").display().to_string();
+    let out = convert(&["-f", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    golden("many-listeners.yaml", &text(&out.stdout));
+    assert!(
+        text(&out.stderr)
+            .contains("written as HTTPRoute many/wildcard, HTTPRoute many/wildcard-2,"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Admitted (at most 32 parentRefs each) and routing as the Ingress.
+    let out = convert(&["-f", &file, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(!stdout.contains("problem"), "{stdout}");
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+}
+
+#[test]
+fn grpc_ingresses_convert_to_grpcroutes_that_pass_check_and_verify() {
+    let file = fixtures().join("grpc.yaml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &file.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    golden("grpc.yaml", &text(&out.stdout));
+    let out = convert(&[
+        "-f",
+        &file.display().to_string(),
+        "-o",
+        &out_dir.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The Services (the Ingresses too: check reads them, nothing else does) and the class.
+    write(
+        dir.path(),
+        "class.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: edgeplane}\nspec: {controllerName: edgeplane.dev/gateway-controller}\n",
+    );
+    let check = std::process::Command::new(BIN)
+        .args(["check", "-o", "summary", "-f"])
+        .arg(&out_dir)
+        .arg("-f")
+        .arg(&file)
+        .arg("-f")
+        .arg(dir.path().join("class.yaml"))
+        .output()
+        .expect("run check");
+    let summary = text(&check.stdout);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{summary}{}",
+        text(&check.stderr)
+    );
+    assert!(summary.contains("ok GRPCRoute rpc/greeter"), "{summary}");
+    assert!(summary.contains("ok GRPCRoute rpc/health"), "{summary}");
+    let out = convert(&["-f", &file.display().to_string(), "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+}
+
+#[test]
 fn a_capture_rewrite_is_reported_and_its_difference_shown() {
     let file = format!(
         "{}/tests/fixtures/convert/captures.yaml",

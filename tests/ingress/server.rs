@@ -1,6 +1,7 @@
 //! Server-level ingress-nginx annotations through `serve --config-dir`: `server-alias` from the
 //! oldest Ingress of a host serves every Ingress's paths of the host (a later Ingress's alias
-//! is reported), and `from-to-www-redirect` answers the other name with 308.
+//! is reported) and, for a TLS host, gets its certificate and its `ssl-redirect`; and
+//! `from-to-www-redirect` answers the other name with 308.
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use serde_json::Value;
 use crate::standalone::{serve, service, Server};
 use crate::support::client::{get, h1_client, send, Reply, TestClient};
 use crate::support::echo::start_fleet;
+use crate::support::tls::{get_tls, self_signed};
 
 const CLASS: &str = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\n\
     metadata: {name: edge}\nspec: {controller: edgeplane.dev/ingress-controller}\n";
@@ -128,5 +130,56 @@ async fn server_alias_from_the_oldest_ingress_and_www_redirects() {
             .pod()
             .as_deref(),
         Some("one")
+    );
+}
+
+#[tokio::test]
+async fn an_alias_of_a_tls_host_gets_its_certificate_and_redirect() {
+    let fleet = start_fleet(&["one"]).await;
+    let cert = self_signed(&["secure.test", "alias.secure.test"]);
+    let indent = |pem: &str| -> String { pem.lines().map(|l| format!("    {l}\n")).collect() };
+    let mut text = format!("{CLASS}{}", service("one", &fleet[0]));
+    text.push_str(&format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: secure-tls, namespace: default}}\n\
+         type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        indent(&cert.cert_pem),
+        indent(&cert.key_pem)
+    ));
+    let tls = "  tls: [{hosts: [secure.test], secretName: secure-tls}]\n";
+    let secure = ingress(
+        "secure",
+        "2024-01-01T00:00:00Z",
+        "secure.test",
+        "/",
+        "one",
+        &[("server-alias", "alias.secure.test")],
+    );
+    text.push_str(&secure.replace("  rules:\n", &format!("{tls}  rules:\n")));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while call(&client, &server, "secure.test", "/").await.status != 308 {
+        assert!(Instant::now() < deadline, "the Ingress was never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Over TLS by SNI, the alias is answered with the host's certificate (verified here).
+    let r = get_tls(
+        server.https(),
+        "alias.secure.test",
+        &[&cert],
+        "alias.secure.test",
+        "/x",
+    )
+    .await
+    .expect("TLS to the alias");
+    assert_eq!((r.status.as_u16(), r.pod().as_deref()), (200, Some("one")));
+    // Plain HTTP for the alias is redirected like the host's.
+    let r = call(&client, &server, "alias.secure.test", "/x?q=1").await;
+    assert_eq!(r.status, 308);
+    assert_eq!(
+        r.header("location").as_deref(),
+        Some("https://alias.secure.test/x?q=1")
     );
 }

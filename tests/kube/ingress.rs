@@ -1,6 +1,7 @@
 //! Ingresses in a cluster: watched, served by the implicit Gateway of their IngressClass (its
 //! ports through the port map), ours only by class (the default class taking Ingresses that
 //! name none), `status.loadBalancer` written by the leader once, not again in a steady state,
+//! cleared once when an Ingress stops being ours (another controller's value left alone),
 //! and an unsupported annotation recorded as one Warning Event.
 
 use edgeplane::translate::PortMap;
@@ -50,13 +51,10 @@ async fn ingresses_are_served_and_get_their_load_balancer_status() {
     api.insert(ingress_class(true));
     // Named no class: ours through the default class.
     api.insert(ingress("shop", None, "shop.example.com", "svc-a"));
-    // Another controller's class.
-    api.insert(ingress(
-        "theirs",
-        Some("nginx"),
-        "theirs.example.com",
-        "svc-b",
-    ));
+    // Another controller's class, with that controller's address.
+    let mut theirs = ingress("theirs", Some("nginx"), "theirs.example.com", "svc-b");
+    theirs["status"] = json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}});
+    api.insert(theirs);
     // A class of ours named through the field, with an annotation not supported yet.
     let mut blog = ingress("blog", Some("edge"), "blog.example.com", "svc-b");
     blog["metadata"]["annotations"] = json!({"nginx.ingress.kubernetes.io/mirror-target": "true"});
@@ -99,7 +97,7 @@ async fn ingresses_are_served_and_get_their_load_balancer_status() {
     assert!(written, "blog: {}", load_balancer(&api, "blog"));
     assert_eq!(
         load_balancer(&api, "theirs"),
-        Value::Null,
+        json!([{"ip": "192.0.2.7"}]),
         "not ours: not written"
     );
 
@@ -144,5 +142,24 @@ async fn ingresses_are_served_and_get_their_load_balancer_status() {
         .wait_for(port, "blog.example.com", "/", 200, Some("pod-b"), T)
         .await
         .unwrap();
+    // The address written while it was ours is cleared, once; the other controller's stays.
+    let cleared = api
+        .wait_until(T, |a| {
+            a.object("ingresses", "web", "shop")
+                .is_some_and(|i| i["status"]["loadBalancer"]["ingress"] == json!([]))
+        })
+        .await;
+    assert!(cleared, "shop: {}", load_balancer(&api, "shop"));
+    let writes = api.write_count("ingresses", None, "status");
+    assert_eq!(writes, 3, "one more write: shop's clearing");
+    // Churn again (its objects removed first, so that inserting them changes something).
+    for i in 0..5 {
+        api.remove("services", "unrelated", &format!("churn-{i}"))
+            .expect("churn service");
+    }
+    churn(&api, &[&replica]).await;
+    assert_eq!(api.write_count("ingresses", None, "status"), writes);
+    assert_eq!(load_balancer(&api, "theirs"), json!([{"ip": "192.0.2.7"}]));
+    assert_eq!(load_balancer(&api, "blog"), want);
     replica.stop().await;
 }

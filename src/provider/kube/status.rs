@@ -213,6 +213,9 @@ pub struct StatusWriter {
     /// once; and the Events of the pass being planned.
     ingress_events: HashMap<ObjectKey, String>,
     pending_events: Vec<(ObjectReference, String)>,
+    /// The `status.loadBalancer.ingress` last asked for per Ingress of ours: what is cleared
+    /// when it stops being ours.
+    ingress_written: HashMap<ObjectKey, Vec<Value>>,
 }
 
 impl StatusWriter {
@@ -234,6 +237,7 @@ impl StatusWriter {
             memory: Memory::default(),
             ingress_events: HashMap::new(),
             pending_events: Vec::new(),
+            ingress_written: HashMap::new(),
         }
     }
 
@@ -249,6 +253,7 @@ impl StatusWriter {
         let (writes, live) = self.plan(&report);
         self.memory.retain(&live);
         self.ingress_events.retain(|k, _| live.contains(k));
+        self.ingress_written.retain(|k, _| live.contains(k));
         let count = writes.len();
         let results: Vec<_> = futures_util::stream::iter(writes.into_iter().map(|w| self.apply(w)))
             .buffer_unordered(CONCURRENT_WRITES)
@@ -361,6 +366,11 @@ impl StatusWriter {
             };
             out.extend(write);
         }
+        // Ingresses no longer ours lose the address written while they were.
+        for w in self.release_ingresses(&live, &addresses) {
+            live.insert(w.key.clone());
+            out.push(w);
+        }
         // Routes that no longer name one of our Gateways lose our stale entries.
         for &kind in RouteKindId::ALL {
             let released = kind.visit(ReleaseStale {
@@ -426,6 +436,9 @@ impl StatusWriter {
         let current = o.status.as_ref().and_then(|s| s.load_balancer.as_ref());
         let current = current.and_then(|l| serde_json::to_value(&l.ingress).ok());
         let version = o.resource_version();
+        if !desired.is_empty() {
+            self.ingress_written.insert(key.clone(), desired.clone());
+        }
         let Some(patch) = ingress::patch(current.as_ref(), desired) else {
             self.memory.matched(key, version, None);
             return None;
@@ -443,6 +456,55 @@ impl StatusWriter {
             version,
             patch,
         })
+    }
+
+    /// The writes that clear `status.loadBalancer.ingress` of the Ingresses not in the report
+    /// (not ours, or no more) where it holds what edgeplane wrote ([`ingress::written_by_us`]).
+    fn release_ingresses(
+        &mut self,
+        reported: &HashSet<ObjectKey>,
+        ours: &ingress::GatewayAddresses,
+    ) -> Vec<Write> {
+        let Some(store) = self.stores.find::<Ingress>() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for o in store.state() {
+            let key = ObjectKey {
+                kind: ObjectKind::Route(RouteKindId::Ingress),
+                namespace: o.namespace(),
+                name: o.name_any(),
+            };
+            if reported.contains(&key) {
+                continue;
+            }
+            let current = o.status.as_ref().and_then(|s| s.load_balancer.as_ref());
+            let current = current
+                .and_then(|l| serde_json::to_value(&l.ingress).ok())
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default();
+            if !ingress::written_by_us(&current, self.ingress_written.get(&key), ours) {
+                continue;
+            }
+            let version = o.resource_version();
+            let Some(patch) = ingress::patch(Some(&Value::from(current)), Vec::new()) else {
+                continue;
+            };
+            if self
+                .memory
+                .already_written(&key, &version, None, patch.status())
+            {
+                continue;
+            }
+            out.push(Write {
+                reference: o.object_ref(&()),
+                key,
+                revision: None,
+                version,
+                patch,
+            });
+        }
+        out
     }
 
     /// The writes that take our entries off routes of kind `K` that carry `parents[]` entries

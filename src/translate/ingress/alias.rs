@@ -117,6 +117,7 @@ pub fn apply(
         return problems;
     };
     let mut out = Vec::with_capacity(rules.len());
+    let mut added: Vec<(String, String)> = Vec::new();
     for rule in rules.drain(..) {
         let host = rule.host.clone().filter(|h| !h.is_empty());
         let extra: Vec<String> = match host.as_ref() {
@@ -140,14 +141,35 @@ pub fn apply(
         };
         out.push(rule.clone());
         for alias in extra {
+            if let Some(h) = &host {
+                added.push((h.clone(), alias.clone()));
+            }
             let mut copy = rule.clone();
             copy.host = Some(alias);
             out.push(copy);
         }
     }
     *rules = out;
+    add_to_tls(ingress, &added);
     problems.dedup();
     problems
+}
+
+/// Adds each alias to the `tls[]` entries listing its host, as ingress-nginx serves a
+/// server's certificate for its aliases: the alias gets the host's HTTPS listener and
+/// Secret, and `ssl-redirect`, which follow `tls[].hosts`.
+fn add_to_tls(ingress: &mut Ingress, added: &[(String, String)]) {
+    let entries = ingress.spec.as_mut().and_then(|s| s.tls.as_mut());
+    for entry in entries.into_iter().flatten() {
+        let Some(hosts) = entry.hosts.as_mut() else {
+            continue;
+        };
+        for (host, alias) in added {
+            if hosts.contains(host) && !hosts.contains(alias) {
+                hosts.push(alias.clone());
+            }
+        }
+    }
 }
 
 /// Working-copy annotation: the `from>to` host pairs of `from-to-www-redirect`.

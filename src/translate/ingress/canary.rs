@@ -202,9 +202,23 @@ pub fn fold(copies: &mut [Copy<'_>]) {
                 Some(_) => problems.push(format!(
                     "canary path {host}{path}: another canary already serves it (ignored; one canary per path, as ingress-nginx)"
                 )),
-                None => problems.push(format!(
-                    "canary path {host}{path}: no Ingress of the class in namespace {ns} serves it (ignored)"
-                )),
+                // ingress-nginx would fold it into a main Ingress of another namespace.
+                None => match (0..copies.len()).find(|&j| {
+                    let (c, m, _) = &copies[j];
+                    c == class
+                        && !is_canary(m)
+                        && paths(m).iter().any(|(h, p, _)| *h == host && *p == path)
+                }) {
+                    Some(j) => problems.push(format!(
+                        "canary path {host}{path}: served by Ingress {}/{} of another namespace, \
+                         into which ingress-nginx folds it; not folded across namespaces here (ignored)",
+                        namespace_of(&copies[j].1.metadata),
+                        copies[j].1.metadata.name.as_deref().unwrap_or_default()
+                    )),
+                    None => problems.push(format!(
+                        "canary path {host}{path}: no Ingress of the class in namespace {ns} serves it (ignored)"
+                    )),
+                },
             }
         }
         let copy = &mut copies[i];

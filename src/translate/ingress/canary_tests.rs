@@ -70,6 +70,12 @@ fn a_canary_folds_into_the_oldest_main_ingress_of_its_host_and_path() {
     assert_eq!(copies[0].2.len(), 2, "{:?}", copies[0].2);
     assert!(copies[0].2[0].contains("rewrite-target is not applied"));
     assert!(copies[0].2[1].contains("a.test/none"), "{:?}", copies[0].2);
+    // ingress-nginx would fold it into the Ingress of the other namespace: said.
+    assert!(
+        copies[0].2[1].contains("served by Ingress other/other of another namespace"),
+        "{:?}",
+        copies[0].2
+    );
 }
 
 #[test]

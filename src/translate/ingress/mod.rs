@@ -20,15 +20,18 @@ pub mod upstream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use gateway_api::apis::experimental::httproutes::{
+    HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
+};
 use k8s_openapi::api::networking::v1::{
     Ingress, IngressBackend, IngressClass, IngressServiceBackend,
 };
 
 use crate::kinds::ingress::{class_of, is_default_class, SERVING_GATEWAY};
-use crate::kinds::routes::RouteKindId;
+use crate::kinds::routes::{RouteKindId, RouteStatus};
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::conditions::{ConditionType, Reason, Stamp};
-use crate::status::{ObjectKind, StatusBody, StatusReport};
+use crate::status::{ObjectKind, ObjectStatus, StatusBody, StatusReport};
 use crate::translate::TranslateOptions;
 
 pub use gateway::{is_implicit, IMPLICIT_CLASS, IMPLICIT_NAMESPACE, NO_CLASS};
@@ -120,6 +123,10 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
     if io.quirks.server_annotations_from_oldest {
         alias::force_aliases(&mut forced, &aliases);
     }
+    let unserved = io
+        .gateway
+        .as_ref()
+        .and_then(|(ns, name)| gateway_not_ours(snapshot, ns, name, &options.controller_name));
     let mut copies: Vec<canary::Copy<'_>> = Vec::new();
     for ingress in &snapshot.ingresses {
         let Some(class) = our_class(ingress, &ours, io) else {
@@ -142,6 +149,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         }
         headers::resolve(snapshot, &mut copy, &mut found);
         found.extend(unsupported(&copy));
+        found.extend(unserved.clone());
         resolve_port_names(snapshot, &mut copy, &mut found);
         fallback::apply(snapshot, &mut copy, &mut found);
         found.extend(passthrough::targets(&copy).1);
@@ -168,6 +176,31 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
     Some(Prepared {
         snapshot: out,
         problems,
+    })
+}
+
+/// Why the `--ingress-gateway` Gateway `ns/name` cannot serve Ingresses (it does not exist,
+/// or its GatewayClass is not of `controller`), `None` when it can.
+fn gateway_not_ours(snapshot: &Snapshot, ns: &str, name: &str, controller: &str) -> Option<String> {
+    let gateway = snapshot
+        .gateways
+        .iter()
+        .find(|g| namespace_of(&g.metadata) == ns && g.metadata.name.as_deref() == Some(name));
+    let Some(gateway) = gateway else {
+        return Some(format!(
+            "--ingress-gateway {ns}/{name}: no such Gateway, so the Ingress is not served"
+        ));
+    };
+    let class = gateway.spec.gateway_class_name.as_str();
+    let ours = snapshot
+        .gateway_classes
+        .iter()
+        .any(|c| c.metadata.name.as_deref() == Some(class) && c.spec.controller_name == controller);
+    (!ours).then(|| {
+        format!(
+            "--ingress-gateway {ns}/{name}: its GatewayClass {class:?} is not one of ours \
+             (controllerName {controller}), so the Ingress is not served"
+        )
     })
 }
 
@@ -256,14 +289,73 @@ fn resolve_port_names(snapshot: &Snapshot, ingress: &mut Ingress, found: &mut Ve
 }
 
 /// Adds each Ingress's problems to its status as an `Unsupported=True` condition on each of
-/// its parents, so `status`, `/debug/status` and the problem log name them.
+/// its parents, so `status`, `/debug/status`, the problem log and the Events name them. An
+/// Ingress of ours with problems and no entry (its `--ingress-gateway` Gateway is missing or
+/// not ours, so nothing attached it) gets one, its parent that Gateway, not `Accepted`.
 pub fn report_problems(
     problems: &IngressProblems,
+    ingresses: &[Arc<Ingress>],
     options: &TranslateOptions,
     report: &mut StatusReport,
 ) {
     if problems.is_empty() {
         return;
+    }
+    let reported: std::collections::BTreeSet<(String, String)> = report
+        .entries
+        .iter()
+        .filter(|e| e.kind == ObjectKind::Route(RouteKindId::Ingress))
+        .map(|e| (e.namespace.clone().unwrap_or_default(), e.name.clone()))
+        .collect();
+    let missing: Vec<&Arc<Ingress>> = ingresses
+        .iter()
+        .filter(|i| {
+            let key = (
+                namespace_of(&i.metadata).to_owned(),
+                i.metadata.name.clone().unwrap_or_default(),
+            );
+            problems.contains_key(&key) && !reported.contains(&key)
+        })
+        .collect();
+    for i in missing {
+        let Some((gw_ns, gw_name)) = i
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SERVING_GATEWAY))
+            .and_then(|g| g.split_once('/'))
+        else {
+            continue;
+        };
+        let stamp = Stamp {
+            generation: i.metadata.generation,
+            now: options.now,
+        };
+        let parent = HttpRouteStatusParents {
+            conditions: vec![stamp.fail(
+                ConditionType::Accepted,
+                Reason::NoMatchingParent,
+                format!("Gateway {gw_ns}/{gw_name} is not a Gateway of ours"),
+            )],
+            controller_name: options.controller_name.clone(),
+            parent_ref: HttpRouteStatusParentsParentRef {
+                group: Some("gateway.networking.k8s.io".to_owned()),
+                kind: Some("Gateway".to_owned()),
+                name: gw_name.to_owned(),
+                namespace: Some(gw_ns.to_owned()),
+                port: None,
+                section_name: None,
+            },
+        };
+        report.entries.push(ObjectStatus::new(
+            ObjectKind::Route(RouteKindId::Ingress),
+            Some(namespace_of(&i.metadata)),
+            i.metadata.name.as_deref().unwrap_or(""),
+            i.metadata.generation,
+            StatusBody::Route(Arc::new(RouteStatus {
+                parents: vec![parent],
+            })),
+        ));
     }
     for entry in &mut report.entries {
         if entry.kind != ObjectKind::Route(RouteKindId::Ingress) {

@@ -359,6 +359,69 @@ spec:
 }
 
 #[test]
+fn an_ingress_gateway_that_is_missing_or_not_ours_is_reported_on_each_ingress() {
+    let shop = ingress("shop", &format!("  ingressClassName: edge\n{SIMPLE}"));
+    let options = IngressOptions {
+        gateway: Some(("infra".into(), "shared".into())),
+        ..Default::default()
+    };
+    let missing = run(
+        &with(&[OURS], std::slice::from_ref(&shop), |_| {}),
+        options.clone(),
+    );
+    let entry = status(&missing, "shop");
+    assert_eq!(
+        conditions(&entry),
+        [
+            ("Accepted".into(), "False".into(), "NoMatchingParent".into()),
+            (
+                "Unsupported".into(),
+                "True".into(),
+                "UnsupportedValue".into()
+            )
+        ]
+    );
+    assert_eq!(entry["parents"][0]["parentRef"]["name"], "shared");
+    assert!(
+        entry
+            .to_string()
+            .contains("--ingress-gateway infra/shared: no such Gateway"),
+        "{entry}"
+    );
+    assert!(missing
+        .status
+        .problems()
+        .iter()
+        .any(|p| p.object.starts_with("Ingress ns/shop")));
+    // A Gateway of another controller's class.
+    let theirs = "metadata: {name: shared, namespace: infra}
+spec:
+  gatewayClassName: other
+  listeners: [{name: web, port: 8000, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]";
+    let s = with(&[OURS], std::slice::from_ref(&shop), |s| {
+        s.gateways = vec![Arc::new(parse(theirs))];
+    });
+    let entry = status(&run(&s, options.clone()), "shop");
+    assert!(
+        entry
+            .to_string()
+            .contains("its GatewayClass \\\"other\\\" is not one of ours"),
+        "{entry}"
+    );
+    // Ours: served, nothing reported.
+    let s = with(&[OURS], &[shop], |s| {
+        s.gateways = vec![Arc::new(parse(&theirs.replace("other", "c")))];
+    });
+    let t = run(&s, options);
+    let entry = status(&t, "shop");
+    assert!(!entry.to_string().contains("ingress-gateway"), "{entry}");
+    assert_eq!(
+        routed(&t, 8000, "x.test", "/").as_deref(),
+        Some("shop#0 ns/svc:8080")
+    );
+}
+
+#[test]
 fn no_ingress_no_copy() {
     let s = with(&[OURS], &[], |_| {});
     assert!(super::prepare(&s, &options(PortMap::default())).is_none());
