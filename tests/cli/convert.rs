@@ -369,3 +369,54 @@ fn bad_input_and_nothing_to_convert_have_their_own_exit_codes() {
     let out = convert(&["-f", &dir.path().join("missing").display().to_string()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_request_uri_hash_converts_to_a_path_and_query_key_that_verify_compares() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("pages.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\n\
+         spec: {controller: k8s.io/ingress-nginx}\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: pages\n  \
+         namespace: shop\n  annotations:\n    \
+         nginx.ingress.kubernetes.io/upstream-hash-by: $request_uri\nspec:\n  \
+         ingressClassName: nginx\n  rules:\n  - host: pages.example.com\n    http:\n      \
+         paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: pages, port: \
+         {number: 80}}}}\n---\napiVersion: v1\nkind: Service\n\
+         metadata: {name: pages, namespace: shop}\nspec: {ports: [{name: http, port: 80}]}\n",
+    )
+    .expect("write input");
+    let input = file.display().to_string();
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &input, "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let path = out_dir.join("trafficpolicy-shop-pages-balance.yaml");
+    let policy = std::fs::read_to_string(&path).expect("the TrafficPolicy");
+    assert!(policy.contains("pathAndQuery: true"), "{policy}");
+    assert!(policy.contains("algorithm: ConsistentHash"), "{policy}");
+
+    let verify = |converted: Option<&Path>| {
+        let mut args = vec!["-f".to_owned(), input.clone(), "--verify".to_owned()];
+        if let Some(c) = converted {
+            args.extend(["--converted".to_owned(), c.display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        convert(&args)
+    };
+    let out = verify(None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+
+    // Hashing the path alone is a different balance, and verify says so.
+    std::fs::write(&path, policy.replace("pathAndQuery: true", "path: true")).expect("plant");
+    let out = verify(Some(&out_dir));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("difference: GET http://pages.example.com/"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pathAndQuery"), "{stdout}");
+}
