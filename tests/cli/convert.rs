@@ -420,3 +420,40 @@ fn a_request_uri_hash_converts_to_a_path_and_query_key_that_verify_compares() {
     );
     assert!(stdout.contains("pathAndQuery"), "{stdout}");
 }
+
+#[test]
+fn add_header_without_always_is_converted_with_a_difference_that_verify_shows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("added.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\n\
+         spec: {controller: k8s.io/ingress-nginx}\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: added\n  \
+         namespace: shop\n  annotations:\n    \
+         nginx.ingress.kubernetes.io/configuration-snippet: \"add_header X-Ok yes;\"\nspec:\n  \
+         ingressClassName: nginx\n  rules:\n  - host: added.example.com\n    http:\n      \
+         paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: added, port: \
+         {number: 80}}}}\n---\napiVersion: v1\nkind: Service\n\
+         metadata: {name: added, namespace: shop}\nspec: {ports: [{name: http, port: 80}]}\n",
+    )
+    .expect("write input");
+    let input = file.display().to_string();
+    let out = convert(&["-f", &input]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (objects, report) = (text(&out.stdout), text(&out.stderr));
+    assert!(objects.contains("name: X-Ok"), "{objects}");
+    assert!(
+        report.contains("converted with a difference")
+            && report.contains("add_header without always to every response"),
+        "{report}"
+    );
+    let out = convert(&["-f", &input, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("difference: GET http://added.example.com/"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("addOnSuccess"), "{stdout}");
+}

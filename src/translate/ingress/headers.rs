@@ -28,7 +28,11 @@ pub const CUSTOM_HEADERS: &str = "edgeplane.dev/ingress-custom-headers";
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Edit {
     Set(String),
-    Add(String),
+    /// nginx's `add_header`: without `always`, on 2xx and 3xx responses only.
+    Add {
+        value: String,
+        always: bool,
+    },
     Remove,
 }
 
@@ -68,6 +72,17 @@ impl HeaderEdits {
             .or_insert_with(|| (name.to_owned(), Edit::Set(value.to_owned())));
     }
 
+    /// The names of the response headers added (`add_header`) without `always`, which nginx
+    /// adds to 2xx and 3xx responses only: the `ResponseHeaderModifier` adds them to every
+    /// response, the serving table to those only.
+    pub fn added_on_success(&self) -> Vec<String> {
+        self.response
+            .values()
+            .filter(|(_, e)| matches!(e, Edit::Add { always: false, .. }))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// The `RequestHeaderModifier` and `ResponseHeaderModifier` filters, when there are edits.
     pub fn filters(&self) -> Vec<Value> {
         let mut out = Vec::new();
@@ -90,7 +105,7 @@ impl HeaderEdits {
             for (name, edit) in map.values() {
                 match edit {
                     Edit::Set(v) => set.push(json!({"name": name, "value": v})),
-                    Edit::Add(v) => add.push(json!({"name": name, "value": v})),
+                    Edit::Add { value, .. } => add.push(json!({"name": name, "value": value})),
                     Edit::Remove => remove.push(json!(name)),
                 }
             }
@@ -279,7 +294,12 @@ fn directive_edits(out: &mut HeaderEdits, directive: &str, args: &[String]) -> R
                     return Err(format!("{:?} is not always", args[2]));
                 }
                 header(name, value).map_err(|why| format!("{name:?}: {why}"))?;
-                out.edit(Side::Response, name, Edit::Add(value.clone()));
+                let always = args.len() == 3;
+                let edit = Edit::Add {
+                    value: value.clone(),
+                    always,
+                };
+                out.edit(Side::Response, name, edit);
                 Ok(())
             }
             _ => Err("needs a name and a value".to_owned()),

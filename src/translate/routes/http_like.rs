@@ -75,6 +75,12 @@ pub(in crate::translate) trait HttpLike:
     fn capture_rewrites(&self) -> Vec<bool> {
         Vec::new()
     }
+
+    /// The response headers the rules' `ResponseHeaderModifier` adds to 2xx and 3xx responses
+    /// only (an Ingress's `add_header` without `always`); empty for the other kinds.
+    fn added_on_success(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -105,6 +111,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn https_redirects(&self) -> Vec<bool>;
     /// [`HttpLike::capture_rewrites`].
     fn capture_rewrites(&self) -> Vec<bool>;
+    /// [`HttpLike::added_on_success`].
+    fn added_on_success(&self) -> Vec<String>;
     /// [`HttpLike::access_log_off`].
     fn access_log_off(&self) -> bool;
 }
@@ -158,6 +166,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn capture_rewrites(&self) -> Vec<bool> {
         HttpLike::capture_rewrites(self)
+    }
+
+    fn added_on_success(&self) -> Vec<String> {
+        HttpLike::added_on_success(self)
     }
 
     fn access_log_off(&self) -> bool {

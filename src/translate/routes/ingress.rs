@@ -52,6 +52,10 @@ impl HttpLike for Ingress {
         capture_rewrites(self)
     }
 
+    fn added_on_success(&self) -> Vec<String> {
+        Annotations::parse(self).headers.added_on_success()
+    }
+
     fn access_log_off(&self) -> bool {
         Annotations::parse(self).access_log_off
     }

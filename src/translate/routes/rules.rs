@@ -84,6 +84,7 @@ pub fn compile_route(
     };
     let https_redirects = source.https_redirects();
     let capture_rewrites = source.capture_rewrites();
+    let added_on_success = source.added_on_success();
     let access_log_off = source.access_log_off();
     for (index, rule) in spec_rules.iter().enumerate() {
         let default_match = [HttpRouteRulesMatches::default()];
@@ -114,6 +115,11 @@ pub fn compile_route(
         filters.access_log_off = access_log_off;
         if capture_rewrites.get(index).copied().unwrap_or(false) {
             captures_in_rewrite(&mut filters);
+        }
+        if let Some(m) = filters.response_headers.as_deref_mut() {
+            if !added_on_success.is_empty() {
+                m.add_on_success_only(&added_on_success);
+            }
         }
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);
