@@ -457,3 +457,39 @@ fn add_header_without_always_is_converted_with_a_difference_that_verify_shows() 
     );
     assert!(stdout.contains("addOnSuccess"), "{stdout}");
 }
+
+#[test]
+fn a_server_snippet_is_written_on_every_route_of_its_host_and_verify_agrees() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("shared.yaml");
+    let ingress = |name: &str, second: u32, snippet: &str| {
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  \
+             namespace: shop\n  creationTimestamp: \"2026-01-01T00:00:{second:02}Z\"\n{snippet}\
+             spec:\n  ingressClassName: nginx\n  rules:\n  - host: shared.example.com\n    \
+             http:\n      paths:\n      - {{path: /{name}, pathType: Prefix, backend: \
+             {{service: {{name: app, port: {{number: 80}}}}}}}}\n"
+        )
+    };
+    let snippet = "  annotations:\n    nginx.ingress.kubernetes.io/server-snippet: \
+                   'more_set_headers \"X-Server: old\";'\n";
+    let manifests = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: nginx}}\n\
+         spec: {{controller: k8s.io/ingress-nginx}}\n{}{}---\napiVersion: v1\nkind: Service\n\
+         metadata: {{name: app, namespace: shop}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n",
+        ingress("old", 1, snippet),
+        ingress("plain", 2, ""),
+    );
+    std::fs::write(&file, manifests).expect("write input");
+    let input = file.display().to_string();
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &input, "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plain = std::fs::read_to_string(out_dir.join("httproute-shop-plain.yaml"))
+        .expect("the HTTPRoute of the Ingress without the snippet");
+    assert!(plain.contains("name: X-Server"), "{plain}");
+    let out = convert(&["-f", &input, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+}

@@ -60,7 +60,8 @@ impl HeaderEdits {
         map.insert(name.to_ascii_lowercase(), (name.to_owned(), edit));
     }
 
-    fn extend(&mut self, other: HeaderEdits) {
+    /// `other`'s edits over these (for a name edited in both, `other`'s).
+    pub fn extend(&mut self, other: HeaderEdits) {
         self.request.extend(other.request);
         self.response.extend(other.response);
     }
@@ -121,10 +122,12 @@ impl HeaderEdits {
     }
 
     /// Reads `custom-headers` (from [`CUSTOM_HEADERS`]) and the snippets; what cannot be
-    /// applied goes to `problems`.
+    /// applied goes to `problems`. With `server_level`, `server-snippet` is only checked: it
+    /// applies per host ([`super::server_snippet`]).
     pub fn read<'a>(
         get: &dyn Fn(&str) -> Option<&'a str>,
         custom: Option<&'a str>,
+        server_level: bool,
         problems: &mut Vec<String>,
     ) -> Self {
         let mut out = Self::default();
@@ -149,6 +152,7 @@ impl HeaderEdits {
         for name in ["server-snippet", "configuration-snippet"] {
             let Some(text) = get(name) else { continue };
             match snippet(text) {
+                Ok(_) if server_level && name == "server-snippet" => {}
                 Ok(edits) => out.extend(edits),
                 Err(why) => problems.push(format!(
                     "annotation {NGINX_PREFIX}{name}: {why} (the snippet is not applied)"

@@ -154,6 +154,9 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         if !hosts.contains(&host) {
             hosts.push(host.clone());
         }
+        // The host's server-level snippet, when it has one.
+        let for_host = notes.for_host(&host);
+        let notes = for_host.as_ref().unwrap_or(&notes);
         let regex = notes.regex_for(&host);
         for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
             let value = path.path.as_deref().unwrap_or("/");
@@ -177,7 +180,7 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
             };
             let plain;
             let here = if keep {
-                &notes
+                notes
             } else {
                 plain = Annotations {
                     rewrite_target: None,
@@ -218,7 +221,8 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         }
         for host in &hosts {
             let mut rule = rule_of(None, backend);
-            annotate(&mut rule, &notes, None);
+            let for_host = notes.for_host(host);
+            annotate(&mut rule, for_host.as_ref().unwrap_or(&notes), None);
             out.push((host.clone(), rule));
         }
     }
