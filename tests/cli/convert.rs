@@ -493,3 +493,35 @@ fn a_server_snippet_is_written_on_every_route_of_its_host_and_verify_agrees() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains(", 0 decided differently"), "{stdout}");
 }
+
+#[test]
+fn app_root_is_written_only_where_the_ingress_serves_the_root() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("root.yaml");
+    let ingress = |name: &str, path: &str, notes: &str| {
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  \
+             namespace: shop\n{notes}spec:\n  ingressClassName: nginx\n  rules:\n  \
+             - host: site.example.com\n    http:\n      paths:\n      - {{path: {path}, \
+             pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}\n"
+        )
+    };
+    let notes = "  annotations:\n    nginx.ingress.kubernetes.io/app-root: /app\n";
+    let manifests = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: nginx}}\n\
+         spec: {{controller: k8s.io/ingress-nginx}}\n{}{}---\napiVersion: v1\nkind: Service\n\
+         metadata: {{name: app, namespace: shop}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n",
+        ingress("subapp", "/app", notes),
+        ingress("site", "/", ""),
+    );
+    std::fs::write(&file, manifests).expect("write input");
+    let input = file.display().to_string();
+    let out = convert(&["-f", &input]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let objects = text(&out.stdout);
+    assert!(!objects.contains("RequestRedirect"), "{objects}");
+    let out = convert(&["-f", &input, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+}
