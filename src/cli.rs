@@ -143,7 +143,7 @@ pub enum IngressQuirk {
     HostWideRegex,
     /// rewrite-target makes the Ingress's paths regex and replaces the whole path.
     RewriteEnablesRegex,
-    /// A host's server-level annotations (server-alias) come from its oldest Ingress.
+    /// A host's server-level annotations (server-alias, server-snippet) come from its oldest Ingress.
     ServerAnnotationsFromOldest,
 }
 

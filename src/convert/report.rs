@@ -93,6 +93,15 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             Converted,
             "HTTPRoute ResponseHeaderModifier filter with the ConfigMap's entries (a later change of the ConfigMap is not followed)",
         ),
+        "configuration-snippet" | "server-snippet"
+            if crate::translate::ingress::headers::snippet(value)
+                .is_ok_and(|e| !e.added_on_success().is_empty()) =>
+        {
+            (
+                ConvertedWithDifference,
+                "HTTPRoute RequestHeaderModifier and ResponseHeaderModifier filters; the ResponseHeaderModifier adds the headers of add_header without always to every response (nginx: 2xx and 3xx only)",
+            )
+        }
         "configuration-snippet" | "server-snippet" => (
             Converted,
             "HTTPRoute RequestHeaderModifier and ResponseHeaderModifier filters",

@@ -19,6 +19,10 @@ pub struct HeaderModifier {
     pub set: Vec<(HeaderName, HeaderValue)>,
     #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_pairs")]
     pub add: Vec<(HeaderName, HeaderValue)>,
+    /// Added (after `add`) to responses of status 2xx and 3xx only: an Ingress's nginx
+    /// `add_header` without `always`. Empty for every Gateway API filter.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_pairs")]
+    pub add_on_success: Vec<(HeaderName, HeaderValue)>,
     #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_names")]
     pub remove: Vec<HeaderName>,
 }
@@ -47,6 +51,35 @@ impl HeaderModifier {
         for name in &self.remove {
             headers.remove(name);
         }
+    }
+
+    /// [`HeaderModifier::apply`] on a response of `status`, with `add_on_success` appended
+    /// when the status is 2xx or 3xx (before `remove`, which names other headers).
+    pub fn apply_to_response(&self, status: http::StatusCode, headers: &mut HeaderMap) {
+        if self.add_on_success.is_empty() {
+            self.apply(headers);
+            return;
+        }
+        for (name, value) in &self.set {
+            headers.insert(name.clone(), value.clone());
+        }
+        let success = status.is_success() || status.is_redirection();
+        let on_success = self.add_on_success.iter().filter(|_| success);
+        for (name, value) in self.add.iter().chain(on_success) {
+            headers.append(name.clone(), value.clone());
+        }
+        for name in &self.remove {
+            headers.remove(name);
+        }
+    }
+
+    /// Moves the `add` entries named in `names` to `add_on_success`.
+    pub fn add_on_success_only(&mut self, names: &[String]) {
+        let (moved, kept) = std::mem::take(&mut self.add)
+            .into_iter()
+            .partition(|(n, _)| names.iter().any(|w| n.as_str().eq_ignore_ascii_case(w)));
+        self.add = kept;
+        self.add_on_success.extend::<Vec<_>>(moved);
     }
 }
 
@@ -479,10 +512,40 @@ mod tests {
             )],
             add: vec![(HeaderName::from_static("b"), HeaderValue::from_static("1"))],
             remove: vec![HeaderName::from_static("gone")],
+            add_on_success: vec![],
         };
         m.apply(&mut h);
         assert_eq!(h["a"], "new");
         assert_eq!(h["b"], "1");
         assert!(!h.contains_key("gone"));
+    }
+
+    #[test]
+    fn headers_added_on_success_only_skip_4xx_and_5xx() {
+        use http::StatusCode;
+        let pair = |n: &'static str, v: &'static str| {
+            (HeaderName::from_static(n), HeaderValue::from_static(v))
+        };
+        let mut m = HeaderModifier {
+            add: vec![pair("x-ok", "1"), pair("x-all", "2")],
+            ..Default::default()
+        };
+        m.add_on_success_only(&["X-Ok".to_owned()]);
+        assert_eq!(m.add, [pair("x-all", "2")]);
+        assert_eq!(m.add_on_success, [pair("x-ok", "1")]);
+        for (status, ok) in [
+            (StatusCode::OK, true),
+            (StatusCode::NO_CONTENT, true),
+            (StatusCode::FOUND, true),
+            (StatusCode::NOT_MODIFIED, true),
+            (StatusCode::NOT_FOUND, false),
+            (StatusCode::INTERNAL_SERVER_ERROR, false),
+            (StatusCode::SWITCHING_PROTOCOLS, false),
+        ] {
+            let mut h = HeaderMap::new();
+            m.apply_to_response(status, &mut h);
+            assert_eq!(h.contains_key("x-ok"), ok, "{status}");
+            assert_eq!(h["x-all"], "2", "{status}");
+        }
     }
 }

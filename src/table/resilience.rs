@@ -135,4 +135,8 @@ pub enum HashOn {
     Query(String),
     /// The client's IP address.
     SourceIp,
+    /// The request path as forwarded (not percent-decoded), without the query: nginx's `$uri`.
+    Path,
+    /// The request path and query as forwarded (not percent-decoded): nginx's `$request_uri`.
+    PathAndQuery,
 }

@@ -434,3 +434,159 @@ fn bad_input_and_nothing_to_convert_have_their_own_exit_codes() {
     let out = convert(&["-f", &dir.path().join("missing").display().to_string()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_request_uri_hash_converts_to_a_path_and_query_key_that_verify_compares() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("pages.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\n\
+         spec: {controller: k8s.io/ingress-nginx}\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: pages\n  \
+         namespace: shop\n  annotations:\n    \
+         nginx.ingress.kubernetes.io/upstream-hash-by: $request_uri\nspec:\n  \
+         ingressClassName: nginx\n  rules:\n  - host: pages.example.com\n    http:\n      \
+         paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: pages, port: \
+         {number: 80}}}}\n---\napiVersion: v1\nkind: Service\n\
+         metadata: {name: pages, namespace: shop}\nspec: {ports: [{name: http, port: 80}]}\n",
+    )
+    .expect("write input");
+    let input = file.display().to_string();
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &input, "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let path = out_dir.join("trafficpolicy-shop-pages-balance.yaml");
+    let policy = std::fs::read_to_string(&path).expect("the TrafficPolicy");
+    assert!(policy.contains("pathAndQuery: true"), "{policy}");
+    assert!(policy.contains("algorithm: ConsistentHash"), "{policy}");
+
+    let verify = |converted: Option<&Path>| {
+        let mut args = vec!["-f".to_owned(), input.clone(), "--verify".to_owned()];
+        if let Some(c) = converted {
+            args.extend(["--converted".to_owned(), c.display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        convert(&args)
+    };
+    let out = verify(None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+
+    // Hashing the path alone is a different balance, and verify says so.
+    std::fs::write(&path, policy.replace("pathAndQuery: true", "path: true")).expect("plant");
+    let out = verify(Some(&out_dir));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("difference: GET http://pages.example.com/"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pathAndQuery"), "{stdout}");
+}
+
+#[test]
+fn add_header_without_always_is_converted_with_a_difference_that_verify_shows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("added.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\n\
+         spec: {controller: k8s.io/ingress-nginx}\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: added\n  \
+         namespace: shop\n  annotations:\n    \
+         nginx.ingress.kubernetes.io/configuration-snippet: \"add_header X-Ok yes;\"\nspec:\n  \
+         ingressClassName: nginx\n  rules:\n  - host: added.example.com\n    http:\n      \
+         paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: added, port: \
+         {number: 80}}}}\n---\napiVersion: v1\nkind: Service\n\
+         metadata: {name: added, namespace: shop}\nspec: {ports: [{name: http, port: 80}]}\n",
+    )
+    .expect("write input");
+    let input = file.display().to_string();
+    let out = convert(&["-f", &input]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (objects, report) = (text(&out.stdout), text(&out.stderr));
+    assert!(objects.contains("name: X-Ok"), "{objects}");
+    assert!(
+        report.contains("converted with a difference")
+            && report.contains("add_header without always to every response"),
+        "{report}"
+    );
+    let out = convert(&["-f", &input, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("difference: GET http://added.example.com/"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("addOnSuccess"), "{stdout}");
+}
+
+#[test]
+fn a_server_snippet_is_written_on_every_route_of_its_host_and_verify_agrees() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("shared.yaml");
+    let ingress = |name: &str, second: u32, snippet: &str| {
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  \
+             namespace: shop\n  creationTimestamp: \"2026-01-01T00:00:{second:02}Z\"\n{snippet}\
+             spec:\n  ingressClassName: nginx\n  rules:\n  - host: shared.example.com\n    \
+             http:\n      paths:\n      - {{path: /{name}, pathType: Prefix, backend: \
+             {{service: {{name: app, port: {{number: 80}}}}}}}}\n"
+        )
+    };
+    let snippet = "  annotations:\n    nginx.ingress.kubernetes.io/server-snippet: \
+                   'more_set_headers \"X-Server: old\";'\n";
+    let manifests = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: nginx}}\n\
+         spec: {{controller: k8s.io/ingress-nginx}}\n{}{}---\napiVersion: v1\nkind: Service\n\
+         metadata: {{name: app, namespace: shop}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n",
+        ingress("old", 1, snippet),
+        ingress("plain", 2, ""),
+    );
+    std::fs::write(&file, manifests).expect("write input");
+    let input = file.display().to_string();
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &input, "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plain = std::fs::read_to_string(out_dir.join("httproute-shop-plain.yaml"))
+        .expect("the HTTPRoute of the Ingress without the snippet");
+    assert!(plain.contains("name: X-Server"), "{plain}");
+    let out = convert(&["-f", &input, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+}
+
+#[test]
+fn app_root_is_written_only_where_the_ingress_serves_the_root() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("root.yaml");
+    let ingress = |name: &str, path: &str, notes: &str| {
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  \
+             namespace: shop\n{notes}spec:\n  ingressClassName: nginx\n  rules:\n  \
+             - host: site.example.com\n    http:\n      paths:\n      - {{path: {path}, \
+             pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}\n"
+        )
+    };
+    let notes = "  annotations:\n    nginx.ingress.kubernetes.io/app-root: /app\n";
+    let manifests = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: nginx}}\n\
+         spec: {{controller: k8s.io/ingress-nginx}}\n{}{}---\napiVersion: v1\nkind: Service\n\
+         metadata: {{name: app, namespace: shop}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n",
+        ingress("subapp", "/app", notes),
+        ingress("site", "/", ""),
+    );
+    std::fs::write(&file, manifests).expect("write input");
+    let input = file.display().to_string();
+    let out = convert(&["-f", &input]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let objects = text(&out.stdout);
+    assert!(!objects.contains("RequestRedirect"), "{objects}");
+    let out = convert(&["-f", &input, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(", 0 decided differently"), "{stdout}");
+}

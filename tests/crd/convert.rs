@@ -188,16 +188,24 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
         });
     let lb = (
         algorithm(),
-        of(
-            (of(name()), of(name()), of(name()), of(any::<bool>())).prop_map(
-                |(header, cookie, query_parameter, source_ip)| tb::HashKey {
+        of((
+            of(name()),
+            of(name()),
+            of(name()),
+            of(any::<bool>()),
+            of(any::<bool>()),
+            of(any::<bool>()),
+        )
+            .prop_map(
+                |(header, cookie, query_parameter, source_ip, path, path_and_query)| tb::HashKey {
                     header,
                     cookie,
                     query_parameter,
                     source_ip,
+                    path,
+                    path_and_query,
                 },
-            ),
-        ),
+            )),
     )
         .prop_map(|(algorithm, hash)| tb::LoadBalancerPolicy { algorithm, hash });
     let breaker = (of(any::<u32>()), of(any::<u32>()), of(any::<u32>())).prop_map(|(a, b, c)| {

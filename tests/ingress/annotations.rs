@@ -75,6 +75,14 @@ async fn ingress_nginx_annotations_are_applied() {
         ],
     ));
     text.push_str(&ingress("root", "root.test", "/", &[("app-root", "/app")]));
+    // app-root on an Ingress without `/` on a host whose `/` is another Ingress's.
+    text.push_str(&ingress(
+        "subapp",
+        "site.test",
+        "/app",
+        &[("app-root", "/app")],
+    ));
+    text.push_str(&ingress("site", "site.test", "/", &[]));
     text.push_str(&ingress(
         "rewrite",
         "rw.test",
@@ -157,6 +165,8 @@ async fn ingress_nginx_annotations_are_applied() {
     );
     let r = call(&client, get(http, "root.test", "/app")).await;
     assert_eq!(r.status, 200, "only / is redirected");
+    let r = call(&client, get(http, "site.test", "/")).await;
+    assert_eq!(r.status, 200, "the other Ingress's / is not redirected");
 
     // rewrite-target replaces the whole path, as nginx's `rewrite` (tests/ingress/regex.rs).
     let r = call(&client, get(http, "rw.test", "/api/items?x=1")).await;

@@ -187,3 +187,44 @@ async fn upstream_hash_by_keeps_each_header_value_on_one_endpoint() {
     // Twelve users on one of three pods each: not all on one (a hash, not a fixed choice).
     assert!(pods.len() > 1, "{pods:?}");
 }
+
+#[tokio::test]
+async fn upstream_hash_by_request_uri_keeps_each_uri_on_one_endpoint() {
+    let fleet = crate::support::echo::start_fleet(&["pod-a", "pod-b", "pod-c"]).await;
+    let mut text = CLASS.to_owned();
+    text.push_str(&spread_service("pages", &fleet));
+    text.push_str(
+        &ingress("pages", &[("upstream-hash-by", "$request_uri")])
+            .replace("number: 443", "number: 80"),
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    let mut pods = std::collections::BTreeSet::new();
+    for page in 0..12 {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..4 {
+            let uri = format!("/page/{page}?v=1");
+            let r = send(&client, get(server.http(), "pages.test", &uri))
+                .await
+                .expect("request through edgeplane");
+            assert_eq!(r.status, 200);
+            seen.insert(r.pod().expect("an echo answered"));
+        }
+        assert_eq!(seen.len(), 1, "page {page} moved: {seen:?}");
+        pods.extend(seen);
+    }
+    // Twelve URIs on one of three pods each: not all on one (a hash, not a fixed choice).
+    assert!(pods.len() > 1, "{pods:?}");
+    // The query is part of `$request_uri`: one path with twelve queries spreads too.
+    let mut by_query = std::collections::BTreeSet::new();
+    for q in 0..12 {
+        let uri = format!("/page/0?v={q}");
+        let r = send(&client, get(server.http(), "pages.test", &uri))
+            .await
+            .expect("request through edgeplane");
+        by_query.insert(r.pod().expect("an echo answered"));
+    }
+    assert!(by_query.len() > 1, "{by_query:?}");
+}

@@ -76,6 +76,7 @@ pub fn header_mod(set: &[(&str, &str)], add: &[(&str, &str)], remove: &[&str]) -
             .iter()
             .map(|n| HeaderName::from_bytes(n.as_bytes()).expect("valid header name"))
             .collect(),
+        add_on_success: Vec::new(),
     }
 }
 

@@ -55,6 +55,8 @@ pub fn up(spec: Value) -> Result<Value, String> {
                 cookie: a.hash_cookie,
                 query_parameter: None,
                 source_ip: a.hash_source_ip,
+                path: None,
+                path_and_query: None,
             }),
         }),
         circuit_breaker: any(&[

@@ -44,8 +44,8 @@ pub const HASH_ONLY_WITH_CONSISTENT_HASH: CelRule = (
 
 /// A hash key has exactly one source.
 pub const ONE_HASH_KEY: CelRule = (
-    "(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.queryParameter) ? 1 : 0) + (has(self.sourceIp) && self.sourceIp ? 1 : 0) == 1",
-    "hash must set exactly one of header, cookie, queryParameter and sourceIp: true",
+    "(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.queryParameter) ? 1 : 0) + (has(self.sourceIp) && self.sourceIp ? 1 : 0) + (has(self.path) && self.path ? 1 : 0) + (has(self.pathAndQuery) && self.pathAndQuery ? 1 : 0) == 1",
+    "hash must set exactly one of header, cookie, queryParameter, sourceIp: true, path: true and pathAndQuery: true",
 );
 
 /// A rate-limit key of type `Header` names the header, other types do not.

@@ -200,6 +200,12 @@ pub struct HashKey {
     /// Hash the client address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_ip: Option<bool>,
+    /// Hash the request path as sent, without the query (nginx's `$uri`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<bool>,
+    /// Hash the request path and query as sent (nginx's `$request_uri`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_and_query: Option<bool>,
 }
 
 /// Circuit-breaker limits of a Service (each at least 1).

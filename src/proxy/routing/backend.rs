@@ -384,10 +384,10 @@ fn response_filters(
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     if let Some(m) = &rule.filters.response_headers {
-        m.apply(&mut parts.headers);
+        m.apply_to_response(parts.status, &mut parts.headers);
     }
     if let Some(m) = &backend.filters.response_headers {
-        m.apply(&mut parts.headers);
+        m.apply_to_response(parts.status, &mut parts.headers);
     }
     Response::from_parts(parts, body.map_err(Into::into).boxed_unsync())
 }

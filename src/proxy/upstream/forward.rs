@@ -139,12 +139,7 @@ impl Upstream<'_> {
         let replayable = replay.as_ref().filter(|_| idempotent(req.method()));
         let deadline = exchange.timeouts.request.map(|d| exchange.start + d);
         // Computed once: every attempt of a hashed request looks up the same key.
-        let hash = hash_key(
-            &service.balance,
-            req.headers(),
-            req.uri().query(),
-            exchange.client,
-        );
+        let hash = hash_key(&service.balance, req.headers(), req.uri(), exchange.client);
         let mut tried: Vec<SocketAddr> = Vec::new();
         let mut retries = 0;
         // The retries' time budget counts from the first attempt.

@@ -14,7 +14,7 @@ use crate::table::{Balance, HashOn};
 /// `consistent-hash`.
 pub const LOAD_BALANCER_ANNOTATION: &str = "edgeplane.io/load-balancer";
 /// Annotation naming what `consistent-hash` hashes: `header:<name>`, `cookie:<name>`,
-/// `query:<name>` or `source-ip`.
+/// `query:<name>`, `source-ip`, `path` or `path-and-query`.
 pub const HASH_ON_ANNOTATION: &str = "edgeplane.io/hash-on";
 
 /// The balancer the Service's annotations choose. An unknown or incomplete choice (an unknown
@@ -34,8 +34,11 @@ pub fn balance_of(service: &Service) -> Balance {
 
 /// Parses an `edgeplane.io/hash-on` value.
 fn hash_on(value: &str) -> Option<HashOn> {
-    if value == "source-ip" {
-        return Some(HashOn::SourceIp);
+    match value {
+        "source-ip" => return Some(HashOn::SourceIp),
+        "path" => return Some(HashOn::Path),
+        "path-and-query" => return Some(HashOn::PathAndQuery),
+        _ => {}
     }
     let (kind, name) = value.split_once(':')?;
     let name = name.trim();
@@ -196,6 +199,16 @@ mod tests {
                 on: HashOn::SourceIp
             }
         );
+        for (value, want) in [
+            ("path", HashOn::Path),
+            ("path-and-query", HashOn::PathAndQuery),
+        ] {
+            assert_eq!(
+                balance_of(&svc(&[(lb, "consistent-hash"), (on, value)])),
+                Balance::ConsistentHash { on: want },
+                "{value}"
+            );
+        }
         // Invalid choices fall back to the default.
         for bad in [
             vec![(lb, "fastest")],
@@ -203,6 +216,7 @@ mod tests {
             vec![(lb, "consistent-hash"), (on, "header:")],
             vec![(lb, "consistent-hash"), (on, "query:")],
             vec![(lb, "consistent-hash"), (on, "header:bad name")],
+            vec![(lb, "consistent-hash"), (on, "path:x")],
         ] {
             assert_eq!(balance_of(&svc(&bad)), Balance::LeastRequest, "{bad:?}");
         }

@@ -15,6 +15,7 @@ use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, Traffi
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::{IpAccess, OriginPattern};
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
+use crate::translate::ingress::server_snippet::{self, SERVER_SNIPPETS};
 use crate::translate::ingress::{alias, fallback, headers, passthrough, upstream};
 
 mod policy;
@@ -86,6 +87,9 @@ pub struct Annotations {
     pub upstream: upstream::Upstream,
     /// `custom-headers` and the header directives of the snippets, as header modifiers.
     pub headers: headers::HeaderEdits,
+    /// Per host, the header edits of its server-level `server-snippet`
+    /// ([`server_snippet::read`]); `None` when `server-snippet` is in `headers`.
+    pub server_headers: Option<std::collections::BTreeMap<String, headers::HeaderEdits>>,
     /// What was not understood, not supported or not valid, one sentence each.
     pub problems: Vec<String>,
     /// `use-regex`.
@@ -370,8 +374,22 @@ impl Annotations {
         out.policy = PolicyAnnotations::read(&get, namespace, &mut out.problems);
         out.upstream = upstream::Upstream::read(&get, namespace, &mut out.problems);
         let custom = all.get(headers::CUSTOM_HEADERS).map(String::as_str);
-        out.headers = headers::HeaderEdits::read(&get, custom, &mut out.problems);
+        out.server_headers = server_snippet::read(all.get(SERVER_SNIPPETS).map(String::as_str));
+        let server_level = out.server_headers.is_some();
+        out.headers = headers::HeaderEdits::read(&get, custom, server_level, &mut out.problems);
         out
+    }
+
+    /// These annotations on the paths of `host`, when its server-level snippet changes them:
+    /// the snippet's header edits, then the Ingress's own (which win for a name in both).
+    pub fn for_host(&self, host: &str) -> Option<Annotations> {
+        let hosts = self.server_headers.as_ref()?;
+        let mut headers = hosts.get(host).cloned().unwrap_or_default();
+        headers.extend(self.headers.clone());
+        Some(Annotations {
+            headers,
+            ..self.clone()
+        })
     }
 
     /// How the paths of `host` match when they are regex ([`RegexMode`]), `None` when they

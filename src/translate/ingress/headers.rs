@@ -28,7 +28,11 @@ pub const CUSTOM_HEADERS: &str = "edgeplane.dev/ingress-custom-headers";
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Edit {
     Set(String),
-    Add(String),
+    /// nginx's `add_header`: without `always`, on 2xx and 3xx responses only.
+    Add {
+        value: String,
+        always: bool,
+    },
     Remove,
 }
 
@@ -56,7 +60,8 @@ impl HeaderEdits {
         map.insert(name.to_ascii_lowercase(), (name.to_owned(), edit));
     }
 
-    fn extend(&mut self, other: HeaderEdits) {
+    /// `other`'s edits over these (for a name edited in both, `other`'s).
+    pub fn extend(&mut self, other: HeaderEdits) {
         self.request.extend(other.request);
         self.response.extend(other.response);
     }
@@ -66,6 +71,17 @@ impl HeaderEdits {
         self.request
             .entry(name.to_ascii_lowercase())
             .or_insert_with(|| (name.to_owned(), Edit::Set(value.to_owned())));
+    }
+
+    /// The names of the response headers added (`add_header`) without `always`, which nginx
+    /// adds to 2xx and 3xx responses only: the `ResponseHeaderModifier` adds them to every
+    /// response, the serving table to those only.
+    pub fn added_on_success(&self) -> Vec<String> {
+        self.response
+            .values()
+            .filter(|(_, e)| matches!(e, Edit::Add { always: false, .. }))
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// The `RequestHeaderModifier` and `ResponseHeaderModifier` filters, when there are edits.
@@ -90,7 +106,7 @@ impl HeaderEdits {
             for (name, edit) in map.values() {
                 match edit {
                     Edit::Set(v) => set.push(json!({"name": name, "value": v})),
-                    Edit::Add(v) => add.push(json!({"name": name, "value": v})),
+                    Edit::Add { value, .. } => add.push(json!({"name": name, "value": value})),
                     Edit::Remove => remove.push(json!(name)),
                 }
             }
@@ -106,10 +122,12 @@ impl HeaderEdits {
     }
 
     /// Reads `custom-headers` (from [`CUSTOM_HEADERS`]) and the snippets; what cannot be
-    /// applied goes to `problems`.
+    /// applied goes to `problems`. With `server_level`, `server-snippet` is only checked: it
+    /// applies per host ([`super::server_snippet`]).
     pub fn read<'a>(
         get: &dyn Fn(&str) -> Option<&'a str>,
         custom: Option<&'a str>,
+        server_level: bool,
         problems: &mut Vec<String>,
     ) -> Self {
         let mut out = Self::default();
@@ -134,6 +152,7 @@ impl HeaderEdits {
         for name in ["server-snippet", "configuration-snippet"] {
             let Some(text) = get(name) else { continue };
             match snippet(text) {
+                Ok(_) if server_level && name == "server-snippet" => {}
                 Ok(edits) => out.extend(edits),
                 Err(why) => problems.push(format!(
                     "annotation {NGINX_PREFIX}{name}: {why} (the snippet is not applied)"
@@ -279,7 +298,12 @@ fn directive_edits(out: &mut HeaderEdits, directive: &str, args: &[String]) -> R
                     return Err(format!("{:?} is not always", args[2]));
                 }
                 header(name, value).map_err(|why| format!("{name:?}: {why}"))?;
-                out.edit(Side::Response, name, Edit::Add(value.clone()));
+                let always = args.len() == 3;
+                let edit = Edit::Add {
+                    value: value.clone(),
+                    always,
+                };
+                out.edit(Side::Response, name, edit);
                 Ok(())
             }
             _ => Err("needs a name and a value".to_owned()),

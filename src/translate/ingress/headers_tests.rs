@@ -122,6 +122,25 @@ fn custom_headers_and_snippets_are_the_rule_s_header_modifiers() {
 }
 
 #[test]
+fn add_header_without_always_adds_on_success_only() {
+    let snippet =
+        "add_header X-Ok yes; add_header X-All yes always; more_set_headers \"X-Set: 1\";";
+    let t = run(&[("configuration-snippet", snippet)], None);
+    let r = rule(&t);
+    let response = serde_json::to_value(r.filters.response_headers.as_deref()).expect("JSON");
+    assert_eq!(response["add"], json!([["x-all", "yes"]]), "{response}");
+    assert_eq!(
+        response["addOnSuccess"],
+        json!([["x-ok", "yes"]]),
+        "{response}"
+    );
+    assert_eq!(response["set"], json!([["x-set", "1"]]), "{response}");
+    // The Gateway API form adds both (convert reports the difference).
+    let edits = super::snippet(snippet).expect("served");
+    assert_eq!(edits.added_on_success(), ["X-Ok"]);
+}
+
+#[test]
 fn a_missing_config_map_or_refused_snippet_is_reported_and_the_rule_serves() {
     let notes = [
         ("custom-headers", "hdrs"),

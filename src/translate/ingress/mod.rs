@@ -15,6 +15,7 @@ mod gateway;
 pub mod headers;
 pub mod passthrough;
 pub mod regex;
+pub mod server_snippet;
 pub mod upstream;
 
 use std::collections::BTreeMap;
@@ -112,6 +113,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         .iter()
         .filter_map(|i| Some((our_class(i, &ours, io)?, &**i)));
     let aliases = alias::of(classes.clone());
+    let server_snippets = server_snippet::of(classes.clone());
     let class_hosts: BTreeMap<&str, std::collections::BTreeSet<String>> =
         classes.clone().fold(BTreeMap::new(), |mut m, (c, i)| {
             let hosts = i.spec.iter().flat_map(|s| s.rules.iter().flatten());
@@ -143,6 +145,12 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
             .insert(SERVING_GATEWAY.to_owned(), format!("{gw_ns}/{gw_name}"));
         let from_oldest = io.quirks.server_annotations_from_oldest;
         let mut found = alias::apply(&mut copy, class, &aliases, from_oldest);
+        found.extend(server_snippet::apply(
+            &mut copy,
+            class,
+            &server_snippets,
+            from_oldest,
+        ));
         regex::mark(&mut copy, class, &forced, &io.quirks);
         if let Some(hosts) = class_hosts.get(class) {
             alias::www_redirects(&mut copy, hosts);

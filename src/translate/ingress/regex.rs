@@ -28,7 +28,8 @@ pub struct Quirks {
     pub host_wide_regex: bool,
     /// `rewrite-target` makes the Ingress's paths regex and replaces the whole path.
     pub rewrite_enables_regex: bool,
-    /// Server-level annotations (`server-alias`) of a host come from its oldest Ingress.
+    /// Server-level annotations (`server-alias`, `server-snippet`) of a host come from its
+    /// oldest Ingress.
     pub server_annotations_from_oldest: bool,
 }
 

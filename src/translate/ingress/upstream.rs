@@ -84,7 +84,7 @@ pub struct Upstream {
     /// `proxy-ssl-name`: the name sent as SNI and checked in the certificate.
     pub name: Option<String>,
     /// `upstream-hash-by` as an `edgeplane.io/hash-on` value (`source-ip`, `header:NAME`,
-    /// `cookie:NAME`, `query:NAME`).
+    /// `cookie:NAME`, `query:NAME`, `path`, `path-and-query`).
     pub hash: Option<String>,
 }
 
@@ -92,8 +92,11 @@ pub struct Upstream {
 /// consistent hash can read.
 fn hash_on(value: &str) -> Option<String> {
     let v = value.trim();
-    if matches!(v, "$remote_addr" | "$binary_remote_addr") {
-        return Some("source-ip".to_owned());
+    match v {
+        "$remote_addr" | "$binary_remote_addr" => return Some("source-ip".to_owned()),
+        "$uri" | "$document_uri" => return Some("path".to_owned()),
+        "$request_uri" => return Some("path-and-query".to_owned()),
+        _ => {}
     }
     let valid = |n: &str| {
         !n.is_empty()
@@ -373,6 +376,8 @@ pub fn load_balancer(hash: &str) -> Value {
         Some(("header", n)) => json!({"header": n}),
         Some(("cookie", n)) => json!({"cookie": n}),
         Some(("query", n)) => json!({"queryParameter": n}),
+        _ if hash == "path" => json!({"path": true}),
+        _ if hash == "path-and-query" => json!({"pathAndQuery": true}),
         _ => json!({"sourceIp": true}),
     };
     json!({"algorithm": "ConsistentHash", "hash": key})

@@ -216,13 +216,15 @@ fn upstream_hash_by_balances_the_service_by_the_variable() {
         ("$http_x_user_id", HashOn::Header("x-user-id".into())),
         ("$cookie_cart", HashOn::Cookie("cart".into())),
         ("$arg_user", HashOn::Query("user".into())),
+        ("$request_uri", HashOn::PathAndQuery),
+        ("$uri", HashOn::Path),
     ] {
         let t = run(&[("upstream-hash-by", variable)], &[]);
         let (svc, _) = backend(&t);
         assert_eq!(svc.balance, Balance::ConsistentHash { on }, "{variable}");
         assert!(!status_text(&t).contains("Unsupported"), "{variable}");
     }
-    for variable in ["$request_uri", "$host$request_uri", "$http_"] {
+    for variable in ["$host$request_uri", "$http_"] {
         let t = run(&[("upstream-hash-by", variable)], &[]);
         assert_eq!(backend(&t).0.balance, Balance::LeastRequest, "{variable}");
         assert!(status_text(&t).contains("upstream-hash-by"), "{variable}");
@@ -267,5 +269,22 @@ fn incremental_translations_keep_and_drop_what_the_annotations_apply() {
         };
         assert_eq!(protocol, want, "step {i}");
         assert_eq!(svc.balance != Balance::LeastRequest, on, "step {i}");
+    }
+}
+
+#[test]
+fn each_hash_on_value_converts_to_its_traffic_policy_key() {
+    use super::load_balancer;
+    for (hash, key) in [
+        ("source-ip", serde_json::json!({"sourceIp": true})),
+        ("header:x-user", serde_json::json!({"header": "x-user"})),
+        ("cookie:cart", serde_json::json!({"cookie": "cart"})),
+        ("query:user", serde_json::json!({"queryParameter": "user"})),
+        ("path", serde_json::json!({"path": true})),
+        ("path-and-query", serde_json::json!({"pathAndQuery": true})),
+    ] {
+        let lb = load_balancer(hash);
+        assert_eq!(lb["algorithm"], "ConsistentHash", "{hash}");
+        assert_eq!(lb["hash"], key, "{hash}");
     }
 }

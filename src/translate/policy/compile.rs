@@ -364,17 +364,20 @@ fn balance(lb: &crate::kinds::crd::traffic_policy::LoadBalancerPolicy) -> Result
         LoadBalancerAlgorithm::ConsistentHash => {
             let h = hash.ok_or("spec.loadBalancer.hash: required with algorithm ConsistentHash")?;
             let source_ip = h.source_ip == Some(true);
+            let (path, path_and_query) = (h.path == Some(true), h.path_and_query == Some(true));
             let count = [
                 h.header.is_some(),
                 h.cookie.is_some(),
                 h.query_parameter.is_some(),
                 source_ip,
+                path,
+                path_and_query,
             ]
             .iter()
             .filter(|s| **s)
             .count();
             if count != 1 {
-                return Err("spec.loadBalancer.hash: set exactly one of header, cookie, queryParameter and sourceIp: true".into());
+                return Err("spec.loadBalancer.hash: set exactly one of header, cookie, queryParameter, sourceIp: true, path: true and pathAndQuery: true".into());
             }
             let on = if let Some(header) = &h.header {
                 let name = http::HeaderName::from_bytes(header.as_bytes()).map_err(|_| {
@@ -391,6 +394,10 @@ fn balance(lb: &crate::kinds::crd::traffic_policy::LoadBalancerPolicy) -> Result
                     return Err("spec.loadBalancer.hash.queryParameter: must not be empty".into());
                 }
                 HashOn::Query(name.clone())
+            } else if path {
+                HashOn::Path
+            } else if path_and_query {
+                HashOn::PathAndQuery
             } else {
                 HashOn::SourceIp
             };

@@ -551,6 +551,22 @@ fn a_query_parameter_hash_key_reaches_the_service() {
     assert_eq!(accepted(&t, "hash")[0].1, "Accepted");
 }
 
+#[test]
+fn path_hash_keys_reach_the_service() {
+    let svc = "  targetRefs: [{group: \"\", kind: Service, name: svc}]\n";
+    for (key, source) in [("path", "path"), ("pathAndQuery", "pathAndQuery")] {
+        let s = world(vec![policy(
+            "hash",
+            1,
+            &format!("{svc}  loadBalancer: {{algorithm: ConsistentHash, hash: {{{key}: true}}}}\n"),
+        )]);
+        let t = run(&s);
+        let backend = &rule(&t.table, "/a")["backends"]["backends"][0]["target"];
+        assert_eq!(backend["balance"]["on"]["source"], source, "{backend:#}");
+        assert_eq!(accepted(&t, "hash")[0].1, "Accepted");
+    }
+}
+
 const GATEWAY_TARGET: &str =
     "  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n";
 

@@ -344,6 +344,7 @@ fn header_modifier<'s>(
             .map(|(n, v)| header_pair(n, v))
             .collect::<Result<_, _>>()?,
         remove: remove.map(|n| header_name(n)).collect::<Result<_, _>>()?,
+        add_on_success: Vec::new(),
     })
 }
 

@@ -95,6 +95,12 @@ pub(in crate::translate) trait HttpLike:
     fn retry_within(&self) -> Option<Duration> {
         None
     }
+
+    /// The response headers the rules' `ResponseHeaderModifier` adds to 2xx and 3xx responses
+    /// only (an Ingress's `add_header` without `always`); empty for the other kinds.
+    fn added_on_success(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// An HTTP-like route of any kind: [`HttpLike`] behind a pointer.
@@ -125,6 +131,8 @@ pub(in crate::translate) trait HttpLikeRoute:
     fn https_redirects(&self) -> Vec<bool>;
     /// [`HttpLike::capture_rewrites`].
     fn capture_rewrites(&self) -> Vec<bool>;
+    /// [`HttpLike::added_on_success`].
+    fn added_on_success(&self) -> Vec<String>;
     /// [`HttpLike::access_log_off`].
     fn access_log_off(&self) -> bool;
     /// [`HttpLike::session_cookies`].
@@ -196,6 +204,10 @@ impl<K: HttpLike> HttpLikeRoute for K {
 
     fn retry_within(&self) -> Option<Duration> {
         HttpLike::retry_within(self)
+    }
+
+    fn added_on_success(&self) -> Vec<String> {
+        HttpLike::added_on_success(self)
     }
 
     fn access_log_off(&self) -> bool {

@@ -53,6 +53,10 @@ impl HttpLike for Ingress {
         capture_rewrites(self)
     }
 
+    fn added_on_success(&self) -> Vec<String> {
+        Annotations::parse(self).headers.added_on_success()
+    }
+
     fn access_log_off(&self) -> bool {
         Annotations::parse(self).access_log_off
     }
@@ -177,7 +181,8 @@ pub fn lower(ingress: &Ingress) -> HttpRoute {
 /// The lowered rules in order, each with the host that serves it: every path of every rule,
 /// then the default backend on each of the Ingress's hosts (on every host when it has none),
 /// which, as a `/` prefix, yields to every other path. The ingress-nginx annotations add their
-/// filters and timeouts to each rule, and `app-root` an exact `/` redirect on each host.
+/// filters and timeouts to each rule, and `app-root` an exact `/` redirect on each host where
+/// the Ingress serves `/` (a `/` path, or its default backend).
 pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
     let Some(spec) = ingress.spec.as_ref() else {
         return Vec::new();
@@ -186,6 +191,9 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
     let canaries = canary::of(ingress);
     let mut out = Vec::new();
     let mut hosts: Vec<String> = Vec::new();
+    // The hosts where a path of this Ingress is `/`: nginx's `/` location is then the
+    // Ingress's own, which `app-root` needs.
+    let mut root_hosts: Vec<String> = Vec::new();
     for rule in spec.rules.iter().flatten() {
         let host = match rule.host.as_deref() {
             Some(h) if !h.is_empty() => h.to_owned(),
@@ -194,9 +202,15 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         if !hosts.contains(&host) {
             hosts.push(host.clone());
         }
+        // The host's server-level snippet, when it has one.
+        let for_host = notes.for_host(&host);
+        let notes = for_host.as_ref().unwrap_or(&notes);
         let regex = notes.regex_for(&host);
         for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
             let value = path.path.as_deref().unwrap_or("/");
+            if value == "/" && !root_hosts.contains(&host) {
+                root_hosts.push(host.clone());
+            }
             let kind = match path.path_type.as_str() {
                 _ if regex.is_some() => "RegularExpression",
                 "Exact" => "Exact",
@@ -217,7 +231,7 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
             };
             let plain;
             let here = if keep {
-                &notes
+                notes
             } else {
                 plain = Annotations {
                     rewrite_target: None,
@@ -256,9 +270,12 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         if hosts.is_empty() {
             hosts.push(ANY_HOST.to_owned());
         }
+        // The default backend serves `/` on each host the Ingress has no `/` path on.
+        root_hosts.clone_from(&hosts);
         for host in &hosts {
             let mut rule = rule_of(None, backend);
-            annotate(&mut rule, &notes, None);
+            let for_host = notes.for_host(host);
+            annotate(&mut rule, for_host.as_ref().unwrap_or(&notes), None);
             out.push((host.clone(), rule));
         }
     }
@@ -271,7 +288,7 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         ));
     }
     if let (Some(root), false) = (&notes.app_root, notes.redirects()) {
-        for host in &hosts {
+        for host in &root_hosts {
             let redirect = json!({"statusCode": 302,
                 "path": {"type": "ReplaceFullPath", "replaceFullPath": root}});
             out.push((
@@ -441,6 +458,30 @@ mod tests {
         let set = session_cookies(&with(json!({"affinity": "cookie",
             "session-cookie-path": "/app"})));
         assert!(set.iter().all(|c| c.path.as_deref() == Some("/app")));
+    }
+
+    #[test]
+    fn app_root_redirects_only_hosts_where_the_ingress_serves_the_root() {
+        let svc = json!({"service": {"name": "s", "port": {"number": 80}}});
+        let mut i = ingress(json!({
+            "rules": [
+                {"host": "a.test", "http": {"paths": [
+                    {"path": "/", "pathType": "Prefix", "backend": svc}]}},
+                {"host": "b.test", "http": {"paths": [
+                    {"path": "/app", "pathType": "Prefix", "backend": svc}]}},
+            ],
+        }));
+        i.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("nginx.ingress.kubernetes.io/app-root".into(), "/app".into());
+        let redirects: Vec<String> = lowered_rules(&i)
+            .into_iter()
+            .filter(|(_, r)| r["filters"][0]["requestRedirect"].is_object())
+            .map(|(h, _)| h)
+            .collect();
+        // b.test's `/` is another Ingress's path or the default backend: not redirected.
+        assert_eq!(redirects, ["a.test"]);
     }
 
     #[test]

@@ -91,6 +91,7 @@ pub fn compile_route(
     };
     let https_redirects = source.https_redirects();
     let capture_rewrites = source.capture_rewrites();
+    let added_on_success = source.added_on_success();
     let access_log_off = source.access_log_off();
     let session_cookies = source.session_cookies();
     let send_idle = source.backend_send_idle();
@@ -135,6 +136,11 @@ pub fn compile_route(
             (filters.session.as_deref_mut(), session_cookies.get(index))
         {
             session.cookie.clone_from(cookie);
+        }
+        if let Some(m) = filters.response_headers.as_deref_mut() {
+            if !added_on_success.is_empty() {
+                m.add_on_success_only(&added_on_success);
+            }
         }
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);

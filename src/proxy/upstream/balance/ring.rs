@@ -1,5 +1,6 @@
-//! Consistent hashing: the request's key (the hash of a header value, a cookie value or the
-//! client's IP, as the Service's policy says; none when the request lacks it, which then goes
+//! Consistent hashing: the request's key (the hash of a header value, a cookie value, a query
+//! parameter, the path (with or without the query) or the client's IP, as the Service's policy
+//! says; none when the request lacks it, which then goes
 //! by least request) and the ring: many virtual nodes per endpoint on a 64-bit circle, so a key
 //! keeps its endpoint while the endpoint stays, and adding or removing one endpoint of N moves
 //! about 1/N of the keys. A ring is built once per endpoint set (cached per Service by the
@@ -7,7 +8,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use http::{header, HeaderMap};
+use http::{header, HeaderMap, Uri};
 
 use crate::table::{Balance, HashOn};
 
@@ -68,7 +69,7 @@ impl Ring {
 pub(crate) fn hash_key(
     balance: &Balance,
     headers: &HeaderMap,
-    query: Option<&str>,
+    uri: &Uri,
     peer: IpAddr,
 ) -> Option<u64> {
     let Balance::ConsistentHash { on } = balance else {
@@ -77,8 +78,14 @@ pub(crate) fn hash_key(
     match on {
         HashOn::Header(name) => headers.get(name.as_str()).map(|v| hash_bytes(v.as_bytes())),
         HashOn::Cookie(name) => cookie(headers, name).map(hash_bytes),
-        HashOn::Query(name) => query_parameter(query?, name).map(hash_bytes),
+        HashOn::Query(name) => query_parameter(uri.query()?, name).map(hash_bytes),
         HashOn::SourceIp => Some(hash_ip(peer)),
+        HashOn::Path => Some(hash_bytes(uri.path().as_bytes())),
+        HashOn::PathAndQuery => Some(hash_bytes(
+            uri.path_and_query()
+                .map_or(uri.path(), |p| p.as_str())
+                .as_bytes(),
+        )),
     }
 }
 
@@ -201,29 +208,30 @@ mod tests {
     #[test]
     fn keys_come_from_the_configured_source() {
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let root = Uri::from_static("/");
         let mut h = HeaderMap::new();
         h.insert("x-user", HeaderValue::from_static("alice"));
         h.append(header::COOKIE, HeaderValue::from_static("a=1; sid=abc"));
         h.append(header::COOKIE, HeaderValue::from_static("other=2"));
-        let by_header = hash_key(&hashing(HashOn::Header("x-user".into())), &h, None, ip);
+        let by_header = hash_key(&hashing(HashOn::Header("x-user".into())), &h, &root, ip);
         assert_eq!(by_header, Some(hash_bytes(b"alice")));
-        let by_cookie = hash_key(&hashing(HashOn::Cookie("sid".into())), &h, None, ip);
+        let by_cookie = hash_key(&hashing(HashOn::Cookie("sid".into())), &h, &root, ip);
         assert_eq!(by_cookie, Some(hash_bytes(b"abc")));
-        let other = hash_key(&hashing(HashOn::Cookie("other".into())), &h, None, ip);
+        let other = hash_key(&hashing(HashOn::Cookie("other".into())), &h, &root, ip);
         assert_eq!(other, Some(hash_bytes(b"2")));
-        let by_ip = hash_key(&hashing(HashOn::SourceIp), &h, None, ip);
+        let by_ip = hash_key(&hashing(HashOn::SourceIp), &h, &root, ip);
         assert_eq!(by_ip, Some(hash_ip(ip)));
         // Missing key, or a Service that does not hash: no key.
         assert_eq!(
-            hash_key(&hashing(HashOn::Header("x-none".into())), &h, None, ip),
+            hash_key(&hashing(HashOn::Header("x-none".into())), &h, &root, ip),
             None
         );
         assert_eq!(
-            hash_key(&hashing(HashOn::Cookie("s".into())), &h, None, ip),
+            hash_key(&hashing(HashOn::Cookie("s".into())), &h, &root, ip),
             None
         );
-        assert_eq!(hash_key(&Balance::LeastRequest, &h, None, ip), None);
-        assert_eq!(hash_key(&Balance::RoundRobin, &h, None, ip), None);
+        assert_eq!(hash_key(&Balance::LeastRequest, &h, &root, ip), None);
+        assert_eq!(hash_key(&Balance::RoundRobin, &h, &root, ip), None);
     }
 
     #[test]
@@ -231,13 +239,37 @@ mod tests {
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
         let h = HeaderMap::new();
         let on = hashing(HashOn::Query("user".into()));
-        let key = |q| hash_key(&on, &h, q, ip);
+        let key = |u: &'static str| hash_key(&on, &h, &Uri::from_static(u), ip);
         assert_eq!(
-            key(Some("a=1&user=bob%20x&user=z")),
+            key("/p?a=1&user=bob%20x&user=z"),
             Some(hash_bytes(b"bob%20x"))
         );
-        assert_eq!(key(Some("user")), Some(hash_bytes(b"")));
-        assert_eq!(key(Some("username=bob")), None);
-        assert_eq!(key(None), None);
+        assert_eq!(key("/p?user"), Some(hash_bytes(b"")));
+        assert_eq!(key("/p?username=bob"), None);
+        assert_eq!(key("/p"), None);
+    }
+
+    #[test]
+    fn path_keys_are_the_path_as_sent_with_or_without_the_query() {
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let h = HeaderMap::new();
+        let key =
+            |on: HashOn, u: &'static str| hash_key(&hashing(on), &h, &Uri::from_static(u), ip);
+        assert_eq!(key(HashOn::Path, "/a%20b?x=1"), Some(hash_bytes(b"/a%20b")));
+        assert_eq!(key(HashOn::Path, "/a%20b"), key(HashOn::Path, "/a%20b?y=2"));
+        assert_eq!(
+            key(HashOn::PathAndQuery, "/a%20b?x=1"),
+            Some(hash_bytes(b"/a%20b?x=1"))
+        );
+        assert_ne!(
+            key(HashOn::PathAndQuery, "/a?x=1"),
+            key(HashOn::PathAndQuery, "/a?x=2")
+        );
+        // An absolute-form URI (HTTP/2) hashes as its origin form.
+        assert_eq!(
+            key(HashOn::PathAndQuery, "https://h.test/a?x=1"),
+            key(HashOn::PathAndQuery, "/a?x=1")
+        );
+        assert_eq!(key(HashOn::Path, "https://h.test"), Some(hash_bytes(b"/")));
     }
 }
