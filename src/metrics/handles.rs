@@ -58,6 +58,8 @@ pub type Labels = [Arc<str>; 5];
 type Pair = (IntCounter, Histogram);
 /// The slots of one method, allocated at its first request.
 type CodeSlots = Box<[OnceLock<Pair>; CODES.len()]>;
+/// The code slots of each method.
+type MethodSlots = [OnceLock<CodeSlots>; METHODS.len()];
 
 /// The request series of one backendRef of one rule on one Gateway listener (or of the rule's
 /// answers without a backend, or of a socket's unmatched requests).
@@ -66,7 +68,8 @@ pub struct RequestCells {
     /// `gateway`, `listener`, `route`, `rule`, `backend`: shared with the other cells of the
     /// same Gateway listener, route and backend.
     labels: Labels,
-    methods: [OnceLock<CodeSlots>; METHODS.len()],
+    /// Allocated at the cell's first request: most cells of a large table never see one.
+    methods: OnceLock<Box<MethodSlots>>,
     /// `(method, code)` recorded through the slow path.
     rare: Mutex<Vec<(usize, u16)>>,
     /// The backend's own series, when the cell is a backendRef's.
@@ -113,7 +116,7 @@ impl RequestCells {
             }
             return;
         };
-        let slots = self.methods[m].get_or_init(Box::default);
+        let slots = self.methods.get_or_init(Box::default)[m].get_or_init(Box::default);
         let (count, duration) = slots[slot].get_or_init(|| {
             let values = self.values(m, code.as_str());
             (
@@ -129,7 +132,13 @@ impl RequestCells {
     pub(super) fn remove(&self, families: &RequestFamilies) {
         let mut made: Vec<(usize, u16)> =
             self.rare.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for (m, slots) in self.methods.iter().enumerate() {
+        for (m, slots) in self
+            .methods
+            .get()
+            .into_iter()
+            .flat_map(|s| s.iter())
+            .enumerate()
+        {
             let Some(slots) = slots.get() else { continue };
             for (i, slot) in slots.iter().enumerate() {
                 if slot.get().is_some() {
