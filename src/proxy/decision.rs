@@ -45,6 +45,7 @@ impl ProxyError {
             Self::IpDenied(_) => "ip_denied",
             Self::PolicyInvalid(_) => "policy_invalid",
             Self::RateLimited { .. } => "rate_limited",
+            Self::ConcurrencyLimited(_) => "concurrency_limited",
             Self::Unauthorized { .. } => "unauthorized",
             Self::DuplicateAuthorization => "duplicate_authorization",
             Self::AuthBusy { .. } => "auth_busy",
