@@ -71,6 +71,11 @@ mod tests {
             retry_after: Duration::from_secs(1),
         };
         assert_eq!(limited.decision(), "rate_limited");
+        let busy = ProxyError::ConcurrencyLimited(2);
+        assert_eq!(busy.decision(), "concurrency_limited");
+        // A 503 the client caused, not the backend.
+        assert_eq!(busy.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.fault(), crate::proxy::error::Fault::Client);
         assert_eq!(ProxyError::NoRoute.decision(), "no_route");
     }
 }

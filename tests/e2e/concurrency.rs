@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 
 use super::policies::wait_reason;
-use super::{ip, route, serve, service, test_net, write, BASE};
+use super::{admin_get, ip, route, serve, service, test_net, write, BASE};
 
 const POLICY: &str = r#"
 ---
@@ -125,6 +125,11 @@ async fn concurrency_limit_holds_one_request_per_client_address() {
     let (status, body) = answer(start(server.proxy, a, "/held").await).await;
     assert_eq!(status, "503", "{body}");
     assert!(body.contains("in progress"), "{body}");
+    let (_, metrics) = admin_get(server.admin, "/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("edgeplane_policy_denied_total{reason=\"concurrency_limit\"} 1"),
+        "{metrics}"
+    );
     let count = seen.load(Ordering::Acquire);
 
     // Another client address has its own place.
