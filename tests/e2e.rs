@@ -7,6 +7,8 @@ mod access_log;
 mod admission;
 #[path = "e2e/binds.rs"]
 mod binds;
+#[path = "e2e/concurrency.rs"]
+mod concurrency;
 #[path = "e2e/l4_idle.rs"]
 mod l4_idle;
 #[path = "e2e/limits.rs"]

@@ -45,3 +45,6 @@ mod passthrough;
 
 #[path = "ingress/upstream_timeouts.rs"]
 mod upstream_timeouts;
+
+#[path = "ingress/concurrency.rs"]
+mod concurrency;

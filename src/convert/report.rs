@@ -65,6 +65,7 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             (Converted, "TrafficPolicy ipAccess")
         }
         "proxy-body-size" => (Converted, "TrafficPolicy bodyLimits.maxRequestBytes"),
+        "limit-connections" => (Converted, "TrafficPolicy concurrencyLimit.perClient"),
         "ssl-redirect" | "force-ssl-redirect" if value.trim() == "false" => {
             (Converted, "no redirect: plain HTTP is routed like HTTPS")
         }

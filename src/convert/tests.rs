@@ -485,3 +485,25 @@ fn grpc_ingresses_without_a_grpcroute_form_keep_their_httproutes_and_say_why() {
         assert!(report.contains(why), "{why}\n{report}");
     }
 }
+
+#[test]
+fn limit_connections_is_written_into_the_traffic_policy_and_reported_converted() {
+    let input = INPUT.replace(
+        "    nginx.ingress.kubernetes.io/proxy-body-size: 2m\n",
+        "    nginx.ingress.kubernetes.io/proxy-body-size: 2m\n    \
+         nginx.ingress.kubernetes.io/limit-connections: \"4\"\n",
+    );
+    let c = convert(&admit(&input), &ConvertOptions::default());
+    let policies = by_kind(&c.objects, "TrafficPolicy");
+    assert_eq!(policies.len(), 1);
+    assert_eq!(policies[0]["spec"]["concurrencyLimit"]["perClient"], 4);
+    assert_eq!(
+        policies[0]["spec"]["bodyLimits"]["maxRequestBytes"],
+        2 << 20
+    );
+    let report = c.report.text();
+    assert!(
+        report.contains("limit-connections: converted: TrafficPolicy concurrencyLimit.perClient"),
+        "{report}"
+    );
+}

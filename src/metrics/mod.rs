@@ -99,7 +99,7 @@ pub struct Metrics {
     /// (`budget_exhausted`).
     pub upstream_retries: IntCounterVec,
     /// Requests a TrafficPolicy refused before any backend saw them, by reason (`ip`,
-    /// `rate_limit`, `duplicate_authorization`, `basic_auth`, `jwt`, `body`).
+    /// `rate_limit`, `concurrency_limit`, `duplicate_authorization`, `basic_auth`, `jwt`, `body`).
     pub policy_denied: IntCounterVec,
     /// Password hash verifications of basic auth, by hash kind (`bcrypt`, `sha1`): an unknown
     /// user is checked against a dummy hash, so it counts exactly like a wrong password.

@@ -45,6 +45,7 @@ impl ProxyError {
             Self::IpDenied(_) => "ip_denied",
             Self::PolicyInvalid(_) => "policy_invalid",
             Self::RateLimited { .. } => "rate_limited",
+            Self::ConcurrencyLimited(_) => "concurrency_limited",
             Self::Unauthorized { .. } => "unauthorized",
             Self::DuplicateAuthorization => "duplicate_authorization",
             Self::AuthBusy { .. } => "auth_busy",
@@ -70,6 +71,11 @@ mod tests {
             retry_after: Duration::from_secs(1),
         };
         assert_eq!(limited.decision(), "rate_limited");
+        let busy = ProxyError::ConcurrencyLimited(2);
+        assert_eq!(busy.decision(), "concurrency_limited");
+        // A 503 the client caused, not the backend.
+        assert_eq!(busy.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.fault(), crate::proxy::error::Fault::Client);
         assert_eq!(ProxyError::NoRoute.decision(), "no_route");
     }
 }

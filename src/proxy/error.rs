@@ -168,6 +168,10 @@ pub enum ProxyError {
     /// The request's rate-limit bucket is empty; a token is back after `retry_after`.
     #[error("rate limit exceeded")]
     RateLimited { retry_after: std::time::Duration },
+    /// The client address already has the TrafficPolicy's `concurrencyLimit` of requests in
+    /// progress.
+    #[error("too many requests of this client in progress (limit {0})")]
+    ConcurrencyLimited(u32),
     /// Missing or wrong credentials: basic auth or JWT. `challenge` is the
     /// `WWW-Authenticate` value that tells the client what to send.
     #[error("unauthorized: {reason}")]
@@ -279,6 +283,7 @@ impl ProxyError {
             Self::TargetTooLong(_) => StatusCode::URI_TOO_LONG,
             Self::IpDenied(_) | Self::PolicyInvalid(_) => StatusCode::FORBIDDEN,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::ConcurrencyLimited(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::RequestBodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -289,10 +294,14 @@ impl ProxyError {
 
     /// Who is to blame, for the metrics: derived from the status class so the two never
     /// disagree, except the proxy's own saturated password checks: a 503 no backend caused,
-    /// blamed on the route whose policy needs them.
+    /// blamed on the route whose policy needs them, and a client over its concurrency limit: a
+    /// 503 the client caused.
     pub fn fault(&self) -> Fault {
         if matches!(self, Self::AuthBusy { .. }) {
             return Fault::Route;
+        }
+        if matches!(self, Self::ConcurrencyLimited(_)) {
+            return Fault::Client;
         }
         // The authorizer is an upstream, whatever status its failure is answered with.
         if matches!(self, Self::ExternalAuth { .. }) {
@@ -312,14 +321,15 @@ impl ProxyError {
         }
     }
 
-    /// A response with the status code and a one-line text body naming the reason class.
+    /// A response with the status code and a one-line text body naming the reason class; a
+    /// client over its concurrency limit is told so (its 503 is not the backend's).
     pub fn to_response(&self) -> Response<ProxyBody> {
         let status = self.status();
-        let text = format!(
-            "{} {}\n",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or("error")
-        );
+        let reason = status.canonical_reason().unwrap_or("error");
+        let text = match self {
+            Self::ConcurrencyLimited(_) => format!("{} {reason}: {self}\n", status.as_u16()),
+            _ => format!("{} {reason}\n", status.as_u16()),
+        };
         let mut resp = Response::new(
             Full::new(Bytes::from(text))
                 .map_err(|never| match never {})

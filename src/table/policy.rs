@@ -19,6 +19,9 @@ pub struct RequestPolicy {
     pub ip_access: Option<Arc<IpAccess>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<Arc<RateLimit>>,
+    /// `concurrencyLimit`: requests of one client address in progress at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_limit: Option<Arc<ConcurrencyLimit>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub basic_auth: Option<Arc<BasicAuth>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -44,6 +47,10 @@ impl RequestPolicy {
                 .rate_limit
                 .clone()
                 .or_else(|| fallback.rate_limit.clone()),
+            concurrency_limit: self
+                .concurrency_limit
+                .clone()
+                .or_else(|| fallback.concurrency_limit.clone()),
             basic_auth: self
                 .basic_auth
                 .clone()
@@ -103,6 +110,17 @@ pub struct RateLimit {
     /// Bucket size: `requests + burst`.
     pub capacity: u32,
     pub key: RateLimitKey,
+}
+
+/// A bound on the requests of one client address in progress at once. The proxy counts them
+/// under `id` and the client address, across tables, so a table change does not reset them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConcurrencyLimit {
+    /// `namespace/name` of the policy.
+    pub id: String,
+    /// Requests of one client address allowed at once (at least 1).
+    pub per_client: u32,
 }
 
 /// What one bucket counts.

@@ -296,7 +296,10 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
         of(jwt),
         of(ip),
         of(body),
-        of(auth),
+        (
+            of(auth),
+            of((1u32..1000).prop_map(|per_client| tb::ConcurrencyLimitPolicy { per_client })),
+        ),
     )
         .prop_map(|t| tb::TrafficPolicySpec {
             target_refs: t.0,
@@ -310,7 +313,8 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
             jwt: t.8,
             ip_access: t.9,
             body_limits: t.10,
-            external_auth: t.11,
+            external_auth: t.11 .0,
+            concurrency_limit: t.11 .1,
         })
 }
 

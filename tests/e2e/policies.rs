@@ -73,7 +73,7 @@ fn condition(entry: &Value, type_: &str) -> Option<Value> {
 }
 
 /// Polls until `kind` `name` has condition `type_` with `reason`.
-async fn wait_reason(
+pub(super) async fn wait_reason(
     admin: SocketAddr,
     kind: &str,
     name: &str,

@@ -1,5 +1,6 @@
 //! A backend that fails on command: a small keep-alive HTTP/1.1 server over raw TCP that
-//! answers `200` with its name, or a chosen status, or hangs, or resets the connection, and
+//! answers `200` with its name, or a chosen status, or hangs, or waits until the test lets it
+//! answer, or resets the connection, and
 //! counts the requests it received, so tests can tell what the proxy sent and how often.
 
 use std::net::SocketAddr;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::net::bind_loopback;
@@ -29,6 +31,8 @@ pub enum Mode {
     ResetReused,
     /// Answers with this status after this delay.
     Late(Duration, u16),
+    /// Reads the request and answers `200` once [`Faulty::release`] lets it.
+    Gated,
 }
 
 /// A running faulty backend.
@@ -37,6 +41,7 @@ pub struct Faulty {
     pub name: String,
     requests: Arc<AtomicUsize>,
     mode: Arc<Mutex<Mode>>,
+    gate: Arc<Semaphore>,
     task: JoinHandle<()>,
 }
 
@@ -49,6 +54,11 @@ impl Faulty {
     /// Changes what the backend does from the next request on.
     pub fn set(&self, mode: Mode) {
         *self.mode.lock().expect("mode lock") = mode;
+    }
+
+    /// Lets `n` requests waiting in [`Mode::Gated`] (or the next to arrive) answer.
+    pub fn release(&self, n: usize) {
+        self.gate.add_permits(n);
     }
 }
 
@@ -64,11 +74,13 @@ pub async fn start_faulty(name: &str, mode: Mode) -> Faulty {
     let addr = listener.local_addr().expect("address");
     let requests = Arc::new(AtomicUsize::new(0));
     let mode = Arc::new(Mutex::new(mode));
+    let gate = Arc::new(Semaphore::new(0));
     let (count, current, body) = (requests.clone(), mode.clone(), name.to_owned());
+    let opens = gate.clone();
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let (count, current, body) = (count.clone(), current.clone(), body.clone());
-            tokio::spawn(serve(stream, count, current, body));
+            tokio::spawn(serve(stream, count, current, opens.clone(), body));
         }
     });
     Faulty {
@@ -76,6 +88,7 @@ pub async fn start_faulty(name: &str, mode: Mode) -> Faulty {
         name: name.into(),
         requests,
         mode,
+        gate,
         task,
     }
 }
@@ -84,6 +97,7 @@ async fn serve(
     mut stream: TcpStream,
     count: Arc<AtomicUsize>,
     mode: Arc<Mutex<Mode>>,
+    gate: Arc<Semaphore>,
     name: String,
 ) {
     let mut buf = Vec::new();
@@ -102,6 +116,13 @@ async fn serve(
                 tokio::time::sleep(d).await;
                 s
             }
+            Mode::Gated => match gate.acquire().await {
+                Ok(permit) => {
+                    permit.forget();
+                    200
+                }
+                Err(_) => return,
+            },
             Mode::Hang => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 return;

@@ -126,6 +126,8 @@ pub fn up(spec: Value) -> Result<Value, String> {
         // v1alpha1 has no external authorization: a round trip restores it from the
         // conversion annotation.
         external_auth: None,
+        // Nor a concurrency limit: restored the same way.
+        concurrency_limit: None,
     };
     serde_json::to_value(b).map_err(|e| e.to_string())
 }

@@ -75,6 +75,10 @@ pub struct TrafficPolicySpec {
     /// Local (per replica) rate limiting; over the limit requests get 429 with `Retry-After`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitPolicy>,
+    /// Requests of one client address being processed at once; over the limit requests get
+    /// 503. A request counts until its response body is sent or it is cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_limit: Option<ConcurrencyLimitPolicy>,
     /// HTTP basic authentication against an htpasswd file in a Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basic_auth: Option<BasicAuthPolicy>,
@@ -258,6 +262,15 @@ pub struct RateLimitPolicy {
     /// What one bucket counts; one bucket per client address by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<RateLimitKey>,
+}
+
+/// At most `perClient` requests of one client address (after trusted proxies) at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConcurrencyLimitPolicy {
+    /// Requests of one client address in progress at once (at least 1).
+    #[schemars(range(min = 1))]
+    pub per_client: u32,
 }
 
 /// Rate limit time units.

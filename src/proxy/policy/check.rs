@@ -8,6 +8,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 use super::body::content_length;
+use super::concurrency::{Concurrency, Slot};
 use super::hashing::HashLimits;
 use super::ip::client_ip;
 use super::{basic, hashing, ip, jwt, ratelimit};
@@ -25,6 +26,7 @@ use ratelimit::{KeyValue, RateLimits};
 #[derive(Debug)]
 pub(crate) struct PolicyState {
     rates: RateLimits,
+    in_progress: Arc<Concurrency>,
     verified: basic::Verified,
     hashing: hashing::HashPool,
 }
@@ -83,20 +85,22 @@ impl PolicyState {
     pub(crate) fn new(hashing: HashLimits, metrics: Arc<Metrics>) -> Self {
         Self {
             rates: RateLimits::default(),
+            in_progress: Arc::default(),
             verified: basic::Verified::default(),
             hashing: hashing::HashPool::new(hashing, metrics),
         }
     }
 
     /// Runs every check of `policy` in order; the first refusal is the answer, counted in
-    /// `edgeplane_policy_denied_total{reason}`. JWT claims may be added to `headers`.
+    /// `edgeplane_policy_denied_total{reason}`. JWT claims may be added to `headers`. Under a
+    /// concurrency limit, the request's place, to hold until its response is done.
     pub(crate) async fn check(
         &self,
         policy: &RequestPolicy,
         subject: &Subject<'_>,
         headers: &mut HeaderMap,
         metrics: &Metrics,
-    ) -> Result<(), ProxyError> {
+    ) -> Result<Option<Slot>, ProxyError> {
         let denied = |reason: &str, err: ProxyError| {
             metrics.policy_denied.with_label_values(&[reason]).inc();
             Err(err)
@@ -125,6 +129,17 @@ impl PolicyState {
                 return denied("rate_limit", ProxyError::RateLimited { retry_after });
             }
         }
+        // Taken before authentication, as nginx's `limit_conn`; a later refusal drops it.
+        let slot = match &policy.concurrency_limit {
+            Some(limit) => match self.in_progress.acquire(limit, subject.client) {
+                Some(slot) => Some(slot),
+                None => {
+                    let err = ProxyError::ConcurrencyLimited(limit.per_client);
+                    return denied("concurrency_limit", err);
+                }
+            },
+            None => None,
+        };
         // Two credentials: one could be verified and the other believed by the backend.
         if (policy.basic_auth.is_some() || policy.jwt.is_some())
             && headers
@@ -165,7 +180,7 @@ impl PolicyState {
                 return denied("jwt", err);
             }
         }
-        Ok(())
+        Ok(slot)
     }
 }
 
@@ -196,7 +211,7 @@ pub(crate) struct Caller<'a> {
 
 impl PolicyState {
     /// Phase 5b: the TrafficPolicy of the rule over its host's: access checks, then the body
-    /// limit (the policy's or the listener's, the lower one). Returns the response body limit.
+    /// limit (the policy's or the listener's, the lower one).
     pub(crate) async fn check_request(
         &self,
         caller: Caller<'_>,
@@ -204,16 +219,17 @@ impl PolicyState {
         rule: &RouteRule,
         vhost: &VirtualHost,
         metrics: &Metrics,
-    ) -> Result<Option<u64>, ProxyError> {
+    ) -> Result<Admitted, ProxyError> {
         let effective = effective(rule.filters.policy.as_ref(), vhost.policy.as_ref());
         let mut body_limit = caller.max_request_body;
         let mut response_limit = None;
+        let mut slot = None;
         if let Some(p) = effective.as_deref() {
             let subject = Subject {
                 client: client_ip(caller.peer, caller.trusted, req.headers()),
                 route: &rule.route,
             };
-            self.check(p, &subject, req.headers_mut(), metrics).await?;
+            slot = self.check(p, &subject, req.headers_mut(), metrics).await?;
             body_limit = match (body_limit, p.max_request_body) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -224,8 +240,20 @@ impl PolicyState {
             check_declared_body(req.headers(), max, metrics)?;
             req.body_mut().limit_size(max);
         }
-        Ok(response_limit)
+        Ok(Admitted {
+            response_limit,
+            slot,
+        })
     }
+}
+
+/// What a request that passed the policy phase carries on.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    /// The policy's response body limit.
+    pub response_limit: Option<u64>,
+    /// Its place under the policy's concurrency limit, held until the response is done.
+    pub slot: Option<Slot>,
 }
 
 /// 502 when the upstream response declares a body over the policy's limit `max`: nothing has

@@ -63,9 +63,11 @@ impl Handler {
                 max_request_body: self.settings.max_request_body,
             };
             let policies = &self.shared.policies;
-            let response_limit = policies
+            let admitted = policies
                 .check_request(caller, &mut req, &rule, vhost, &self.shared.metrics)
                 .await?;
+            let response_limit = admitted.response_limit;
+            held.concurrency = admitted.slot;
             if let Some(denied) = self
                 .external_auth(&mut req, &rule, vhost, table, listener)
                 .await?

@@ -95,6 +95,9 @@ pub(crate) struct Held {
     /// The backend's series and the request body's flags: the body bytes each way are added
     /// to its byte counters when the response body is done.
     pub counted: Option<(Arc<BackendSeries>, Arc<BodyFlags>)>,
+    /// The request's place under its TrafficPolicy's concurrency limit: the request counts as
+    /// in progress for its client until the body is through or the request is cancelled.
+    pub concurrency: Option<crate::proxy::policy::Slot>,
 }
 
 /// A response body that holds its connection's in-flight mark until hyper drops it (sent, or

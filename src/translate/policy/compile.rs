@@ -21,8 +21,8 @@ use crate::kinds::routes::RouteKindId;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::GATEWAY_GROUP;
 use crate::table::{
-    Balance, HashOn, IpAccess, RateLimit, RateLimitKey, RequestPolicy, RetryPolicy, ServiceLimits,
-    Timeouts,
+    Balance, ConcurrencyLimit, HashOn, IpAccess, RateLimit, RateLimitKey, RequestPolicy,
+    RetryPolicy, ServiceLimits, Timeouts,
 };
 use crate::translate::common::duration::{compile_timeouts, parse_duration};
 use crate::translate::gateways::proxy_config::parse_cidr;
@@ -191,6 +191,7 @@ fn scope(spec: &TrafficPolicySpec, targets: &[Target]) -> Result<(), String> {
         ("timeouts", spec.timeouts.is_some()),
         ("retry", retry_request),
         ("rateLimit", spec.rate_limit.is_some()),
+        ("concurrencyLimit", spec.concurrency_limit.is_some()),
         ("basicAuth", spec.basic_auth.is_some()),
         ("jwt", spec.jwt.is_some()),
         ("ipAccess", spec.ip_access.is_some()),
@@ -235,6 +236,14 @@ fn settings(
     if let Some(rl) = &spec.rate_limit {
         out.request.rate_limit = Some(Arc::new(rate_limit(ns, name, rl)?));
         out.sets.push(Setting::RateLimit);
+    }
+    if let Some(cl) = &spec.concurrency_limit {
+        let per_client = at_least("concurrencyLimit.perClient", Some(cl.per_client), 1)?;
+        out.request.concurrency_limit = Some(Arc::new(ConcurrencyLimit {
+            id: format!("{ns}/{name}"),
+            per_client: per_client.unwrap_or(1),
+        }));
+        out.sets.push(Setting::ConcurrencyLimit);
     }
     if let Some(b) = &spec.basic_auth {
         let compiled = auth::basic_auth(snapshot, ns, b)

@@ -50,6 +50,7 @@ pub enum Setting {
     Timeouts,
     Retry,
     RateLimit,
+    ConcurrencyLimit,
     BasicAuth,
     Jwt,
     IpAccess,
@@ -68,6 +69,7 @@ impl Setting {
             Self::Timeouts => "timeouts",
             Self::Retry => "retry",
             Self::RateLimit => "rateLimit",
+            Self::ConcurrencyLimit => "concurrencyLimit",
             Self::BasicAuth => "basicAuth",
             Self::Jwt => "jwt",
             Self::IpAccess => "ipAccess",
@@ -92,6 +94,7 @@ pub const SERVICE_SETTINGS: &[Setting] = &[
 /// The per-request settings a virtual host or a rule carries in its `RequestPolicy`.
 pub const REQUEST_SETTINGS: &[Setting] = &[
     Setting::RateLimit,
+    Setting::ConcurrencyLimit,
     Setting::BasicAuth,
     Setting::Jwt,
     Setting::IpAccess,
@@ -105,6 +108,9 @@ fn copy(setting: Setting, from: &Compiled, into: &mut Compiled) {
         Setting::Timeouts => into.timeouts = from.timeouts,
         Setting::Retry => into.retry = from.retry.clone(),
         Setting::RateLimit => into.request.rate_limit = from.request.rate_limit.clone(),
+        Setting::ConcurrencyLimit => {
+            into.request.concurrency_limit = from.request.concurrency_limit.clone();
+        }
         Setting::BasicAuth => into.request.basic_auth = from.request.basic_auth.clone(),
         Setting::Jwt => into.request.jwt = from.request.jwt.clone(),
         Setting::IpAccess => into.request.ip_access = from.request.ip_access.clone(),

@@ -2,7 +2,7 @@
 //! and body size: basic authentication (`auth-type`, `auth-secret`, `auth-secret-type`,
 //! `auth-realm`) and external authorization (`auth-url`, `auth-signin`,
 //! `auth-response-headers`, `auth-method`), rate limits (`limit-rps`, `limit-rpm`,
-//! `limit-burst-multiplier`) and cookie affinity (`affinity`, `session-cookie-*`), which goes
+//! `limit-burst-multiplier`), the per-client concurrency limit (`limit-connections`) and cookie affinity (`affinity`, `session-cookie-*`), which goes
 //! into the lowered rules as Gateway API `sessionPersistence`, the cookie's path, SameSite and
 //! Secure beside it ([`PolicyAnnotations::cookie`]). Each is read into the field of a [`TrafficPolicySpec`] it maps onto, so the
 //! Ingress's policy compiles with the code a TrafficPolicy object goes through. A setting that
@@ -14,7 +14,8 @@ use http::Uri;
 use serde_json::{json, Value};
 
 use crate::kinds::crd::traffic_policy::{
-    BasicAuthPolicy, LocalObjectKeyRef, RateLimitPolicy, RateLimitUnit, TrafficPolicySpec,
+    BasicAuthPolicy, ConcurrencyLimitPolicy, LocalObjectKeyRef, RateLimitPolicy, RateLimitUnit,
+    TrafficPolicySpec,
 };
 use crate::kinds::crd::traffic_policy_auth::{
     AuthBackendRef, ExternalAuthHttp, ExternalAuthPolicy, ExternalAuthProtocol, ExternalAuthStyle,
@@ -100,6 +101,7 @@ impl PolicyAnnotations {
         out.spec.basic_auth = basic_auth(get, namespace, problems);
         out.spec.external_auth = external_auth(get, namespace, problems);
         out.spec.rate_limit = rate_limit(get, problems);
+        out.spec.concurrency_limit = concurrency_limit(get, problems);
         out.session = affinity(get, problems);
         if out.session.is_some() {
             out.cookie = cookie_attributes(get, problems);
@@ -366,16 +368,8 @@ fn count(value: &str) -> Result<u32, String> {
 
 /// `limit-rps` (else `limit-rpm`) per client address, as ingress-nginx's `limit_req` with
 /// `burst` = rate × `limit-burst-multiplier` and `nodelay`: a bucket of burst + 1 requests
-/// refilled at the rate. `limit-connections` has no equivalent and is reported.
+/// refilled at the rate.
 fn rate_limit(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<RateLimitPolicy> {
-    if let Some(v) = get("limit-connections") {
-        report(
-            problems,
-            "limit-connections",
-            v,
-            "not supported: there is no limit of connections per client (not applied)",
-        );
-    }
     let multiplier = match get("limit-burst-multiplier") {
         None => BURST_MULTIPLIER,
         Some(v) => count(v).unwrap_or_else(|why| {
@@ -414,6 +408,27 @@ fn rate_limit(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<RateLimitP
         }
     }
     chosen
+}
+
+/// `limit-connections` as ingress-nginx's `limit_conn` keyed by the client address: at most N
+/// requests of one client address in progress at once, the rest answered 503.
+fn concurrency_limit(
+    get: Get<'_, '_>,
+    problems: &mut Vec<String>,
+) -> Option<ConcurrencyLimitPolicy> {
+    let v = get("limit-connections")?;
+    match count(v) {
+        Ok(per_client) => Some(ConcurrencyLimitPolicy { per_client }),
+        Err(why) => {
+            report(
+                problems,
+                "limit-connections",
+                v,
+                &format!("{why} (not applied)"),
+            );
+            None
+        }
+    }
 }
 
 /// `affinity: cookie` and its `session-cookie-*` settings as a rule's `sessionPersistence`:

@@ -213,10 +213,21 @@ fn rate_limits_are_per_client_with_nginx_burst() {
             .map(|r| r.requests),
         Some(1)
     );
-    let bad = parse(&[("limit-rps", "0"), ("limit-connections", "3")]);
+    let bad = parse(&[("limit-rps", "0"), ("limit-connections", "none")]);
     assert!(reported(&bad, "limit-rps").contains("not a positive whole number"));
-    assert!(reported(&bad, "limit-connections").contains("not supported"));
+    assert!(reported(&bad, "limit-connections").contains("not a positive whole number"));
     assert_eq!(bad.traffic_policy(), None);
+}
+
+#[test]
+fn limit_connections_is_a_per_client_concurrency_limit() {
+    let cl = spec(&[("limit-connections", "3")])
+        .concurrency_limit
+        .expect("concurrencyLimit");
+    assert_eq!(cl.per_client, 3);
+    let zero = parse(&[("limit-connections", "0")]);
+    assert!(reported(&zero, "limit-connections").contains("not applied"));
+    assert_eq!(zero.traffic_policy(), None);
 }
 
 #[test]
