@@ -37,6 +37,9 @@ use crate::translate::TranslateOptions;
 
 pub use gateway::{is_implicit, IMPLICIT_CLASS, IMPLICIT_NAMESPACE, NO_CLASS};
 
+/// The host of Ingress rules without one: the catch-all virtual host.
+pub const ANY_HOST: &str = "*";
+
 /// Which Ingresses are ours and which Gateway serves them (the `serve` flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngressOptions {

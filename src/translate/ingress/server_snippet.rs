@@ -15,7 +15,7 @@ use crate::snapshot::namespace_of;
 use crate::translate::common::precedence;
 use crate::translate::ingress::canary::is_canary;
 use crate::translate::ingress::headers::{snippet, HeaderEdits};
-use crate::translate::routes::ingress::ANY_HOST;
+use crate::translate::ingress::ANY_HOST;
 
 /// Annotation [`apply`] sets on its working copy of an Ingress: per host of the Ingress, the
 /// text of the host's server-level `server-snippet`, as a JSON object. Its presence means the

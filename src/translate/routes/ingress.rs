@@ -20,8 +20,7 @@ use crate::translate::ingress::annotations::{has_captures, Annotations};
 use crate::translate::ingress::{alias, canary};
 use crate::translate::routes::http_like::HttpLike;
 
-/// The host of Ingress rules without one: the catch-all virtual host.
-pub const ANY_HOST: &str = "*";
+pub use crate::translate::ingress::ANY_HOST;
 
 impl HttpLike for Ingress {
     fn lower(&self) -> HttpRoute {
