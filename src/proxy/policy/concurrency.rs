@@ -63,11 +63,7 @@ impl Concurrency {
     }
 
     fn shard(&self, hash: u64) -> MutexGuard<'_, HashMap<u64, u32>> {
-        // The low bits went into the map; the high bits pick the shard.
-        let i = (hash >> 58) as usize % self.shards.len();
-        self.shards[i]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::shard_of(&self.shards, hash)
     }
 
     /// Entries kept (tests check that they are removed).

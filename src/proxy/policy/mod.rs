@@ -17,6 +17,16 @@ mod ip;
 mod jwt;
 mod ratelimit;
 
+/// The shard of `shards` for a keyed `hash`, locked. The low bits of the hash went into the
+/// shard's map; the high bits pick the shard. A poisoned lock is taken over: a count or bucket
+/// is still right after a panic elsewhere.
+fn shard_of<T>(shards: &[std::sync::Mutex<T>], hash: u64) -> std::sync::MutexGuard<'_, T> {
+    let i = (hash >> 58) as usize % shards.len();
+    shards[i]
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub(crate) use body::limit_response;
 pub use check::*;
 pub(crate) use concurrency::Slot;

@@ -107,11 +107,7 @@ impl RateLimits {
     }
 
     fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
-        // The low bits went into the map; the high bits pick the shard.
-        let i = (hash >> 58) as usize % self.shards.len();
-        self.shards[i]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::shard_of(&self.shards, hash)
     }
 
     /// Buckets kept (tests check that they are swept).
