@@ -53,7 +53,7 @@ pub struct ExternalAuth {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub original_headers: bool,
     /// The whole exchange with the authorizer (connect, request, answer) must end within it.
-    #[serde(serialize_with = "ser_duration")]
+    #[serde(serialize_with = "super::filters::ser_duration")]
     pub timeout: Duration,
     pub failure: FailureMode,
     /// Request body bytes forwarded to the authorizer (0: none). A longer body is cut to this
@@ -105,10 +105,6 @@ fn ser_method<S: Serializer>(m: &Option<Method>, s: S) -> Result<S::Ok, S::Error
         Some(m) => s.serialize_str(m.as_str()),
         None => s.serialize_none(),
     }
-}
-
-fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&format_args!("{}ms", d.as_millis()))
 }
 
 /// The path of the HTTP sub-request.

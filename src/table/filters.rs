@@ -326,9 +326,14 @@ pub struct Timeouts {
 /// An optional duration as `"<n>ms"`, how `/debug/config` shows every duration.
 pub(crate) fn ser_ms<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {
-        Some(d) => s.collect_str(&format_args!("{}ms", d.as_millis())),
+        Some(d) => ser_duration(d, s),
         None => s.serialize_none(),
     }
+}
+
+/// A duration as `"<n>ms"` (see [`ser_ms`]).
+pub(crate) fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{}ms", d.as_millis()))
 }
 
 impl Timeouts {

@@ -106,6 +106,7 @@ pub struct RateLimit {
     pub id: String,
     /// Tokens added per `per`.
     pub requests: u32,
+    #[serde(serialize_with = "super::filters::ser_duration")]
     pub per: Duration,
     /// Bucket size: `requests + burst`.
     pub capacity: u32,

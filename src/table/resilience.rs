@@ -16,11 +16,17 @@ pub struct RetryPolicy {
     /// Retries after the first attempt (`retry.attempts`): at most `1 + attempts` tries.
     pub attempts: u32,
     /// Minimum wait before a retry (`retry.backoff`); doubles with each retry.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::filters::ser_ms"
+    )]
     pub backoff: Option<Duration>,
     /// The retries' time budget (an Ingress's `proxy-next-upstream-timeout`): no retry starts
     /// later than this after the first attempt began. Gateway API's `retry` has no such field.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::filters::ser_ms"
+    )]
     pub within: Option<Duration>,
 }
 
@@ -42,10 +48,16 @@ pub struct SessionPersistence {
     /// `cookieConfig.lifetimeType`: a `Permanent` cookie carries `Max-Age`.
     pub permanent: bool,
     /// The session ends this long after it started, however busy it is.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::filters::ser_ms"
+    )]
     pub absolute_timeout: Option<Duration>,
     /// The session ends after this long without a request.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::filters::ser_ms"
+    )]
     pub idle_timeout: Option<Duration>,
     /// The cookie's attributes besides its lifetime (an Ingress's `session-cookie-path`,
     /// `-samesite`, `-secure`; Gateway API's `sessionPersistence` has no such fields).
