@@ -53,6 +53,26 @@ pub struct SeriesIndex {
     l4: HashMap<(usize, usize), Arc<L4Series>, Fast>,
 }
 
+/// The one Gateway listener serving HTTP on `socket`, which labels its unmatched requests;
+/// `None` when several do. The TLS Passthrough listeners of an HTTPS socket serve no HTTP
+/// request, so they do not count.
+fn http_source(socket: &ListenerTable) -> Option<&SocketSource> {
+    let mut sources: Vec<&SocketSource> = match &socket.passthrough {
+        Some(sni) => sni
+            .listeners
+            .iter()
+            .filter(|l| l.https)
+            .filter_map(|l| l.source.as_ref())
+            .collect(),
+        None => socket.sources.iter().collect(),
+    };
+    sources.dedup();
+    match sources.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    }
+}
+
 fn addr<T>(p: &T) -> usize {
     std::ptr::from_ref(p) as usize
 }
@@ -217,10 +237,7 @@ impl Builder<'_> {
     }
 
     fn socket(&mut self, index: &mut SeriesIndex, socket: &ListenerTable) {
-        let only = match socket.sources.as_slice() {
-            [one] => Some(one),
-            _ => None,
-        };
+        let only = http_source(socket);
         let shared = |source: Option<&SocketSource>| {
             let (gateway, listener) = source_labels(source);
             (Arc::<str>::from(gateway), Arc::<str>::from(listener))

@@ -64,7 +64,8 @@ pub struct SniListener {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub https: bool,
     /// The Gateway listener, where the socket's `sources` do not list the socket's listeners
-    /// in this order (passthrough listeners of an HTTPS socket): the metrics' labels.
+    /// in this order (every listener of an HTTPS socket that passes TLS through): the
+    /// metrics' labels.
     #[serde(skip)]
     pub source: Option<SocketSource>,
     #[serde(skip)]

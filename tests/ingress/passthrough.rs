@@ -3,8 +3,9 @@
 //! (its own certificate, not the Gateway's) and gets the backend's answer, while another SNI on
 //! the same port is terminated with the Ingress's `tls[]` certificate and routed as HTTPS;
 //! plain HTTP for the passthrough host still follows the Ingress's rules; the status reports
-//! the annotations that do not apply to passed-through connections, and the stream is counted
-//! under `route="Ingress/default/pass"`.
+//! the annotations that do not apply to passed-through connections, the stream is counted
+//! under `route="Ingress/default/pass"`, and an unmatched HTTPS request under the HTTPS
+//! listener.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -228,4 +229,39 @@ async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
             && l.contains("listener=\"passthrough-0\"")
     });
     assert!(counted, "{metrics}");
+
+    // An HTTPS request no route matches is counted under the socket's one HTTPS listener:
+    // the passthrough listeners beside it serve no HTTP request.
+    let r = get_tls(
+        server.https(),
+        "shop.example.com",
+        &[&gateway_cert],
+        "elsewhere.example.com",
+        "/",
+    )
+    .await
+    .expect("HTTPS for an unknown host");
+    assert_eq!(
+        r.status.as_u16(),
+        421,
+        "a host the certificate was not chosen for"
+    );
+    let metrics = send(
+        &client,
+        get(server.admin(), &server.admin().to_string(), "/metrics"),
+    )
+    .await
+    .expect("metrics");
+    let metrics = String::from_utf8_lossy(&metrics.body);
+    let unmatched = metrics.lines().find(|l| {
+        l.starts_with("edgeplane_requests_total")
+            && l.contains("route=\"\"")
+            && l.contains("code=\"421\"")
+    });
+    let unmatched = unmatched.unwrap_or_else(|| panic!("no unmatched series: {metrics}"));
+    assert!(
+        unmatched.contains("gateway=\"edgeplane:ingress/edge\"")
+            && !unmatched.contains("listener=\"\""),
+        "{unmatched}"
+    );
 }

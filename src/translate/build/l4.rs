@@ -184,7 +184,9 @@ fn add_passthrough(
                 && g.binds.contains(&addr.ip())
         };
         for l in g.listeners.iter().filter(bound) {
-            listeners.push(SniListener::https(l.hostname.map(str::to_owned)));
+            let mut entry = SniListener::https(l.hostname.map(str::to_owned));
+            entry.source = Some(l.source(g.namespace, g.name));
+            listeners.push(entry);
         }
     }
     listeners.extend(s.sni);
