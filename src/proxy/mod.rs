@@ -71,6 +71,7 @@ mod text;
 mod trace;
 mod trusted;
 mod upstream;
+mod wake_horizon;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -170,6 +171,7 @@ impl Proxy {
             backends,
             tunnels: Arc::default(),
         });
+        wake_horizon::start(Arc::downgrade(&shared));
         Arc::new(Self {
             sockets: Sockets::new(Binder(shared.clone())),
             shared,
