@@ -4,16 +4,20 @@
 //! TLS Passthrough listener per `ssl-passthrough` host, in the chosen namespace and
 //! GatewayClass. Past 64 listeners (the most a Gateway takes) the
 //! rest go into ListenerSets of the Gateway; a Secret in another namespace comes with a
-//! ReferenceGrant naming only it. Pure.
+//! ReferenceGrant naming only it. The client certificate the Ingresses' `proxy-ssl-secret`
+//! presents to their verified TLS backends becomes the Gateway's
+//! `spec.tls.backend.clientCertificateRef` when they agree on one Secret (Gateway API has one
+//! per Gateway). Pure.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
 use super::names::{host_part, joined, Parent};
 use super::ConvertOptions;
-use crate::snapshot::Snapshot;
-use crate::translate::ingress::is_implicit;
+use crate::kinds::ingress::serving_gateway;
+use crate::snapshot::{namespace_of, Snapshot};
+use crate::translate::ingress::{is_implicit, upstream, IMPLICIT_NAMESPACE};
 
 /// The most listeners a Gateway (or a ListenerSet) takes.
 pub const MAX_LISTENERS: usize = 64;
@@ -36,6 +40,18 @@ pub struct Gateways {
     pub objects: Vec<Value>,
     /// By IngressClass (the implicit Gateway's name): its Gateway and its listeners.
     pub classes: Vec<(String, Parent, Vec<Listener>)>,
+    /// By Ingress (`namespace`, `name`) presenting a client certificate to verified TLS
+    /// backends: what became of it.
+    pub client_certificates: BTreeMap<(String, String), ClientCertificate>,
+}
+
+/// What became of an Ingress's `proxy-ssl-secret` client certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientCertificate {
+    /// The Gateway's `clientCertificateRef`: Secret `namespace/name`.
+    Written(String),
+    /// Not written, and why.
+    NotWritten(String),
 }
 
 impl Gateways {
@@ -74,6 +90,30 @@ pub fn write(prepared: &Snapshot, options: &ConvertOptions) -> Gateways {
         let first: Vec<Value> = chunks.next().map(<[Value]>::to_vec).unwrap_or_default();
         written.extend(first.iter().map(|l| listener(&gateway, l)));
         let mut spec = json!({"gatewayClassName": options.gateway_class, "listeners": first});
+        let wanted = presented(prepared, &class);
+        let secrets: BTreeSet<&(String, String)> = wanted.iter().map(|(_, s)| s).collect();
+        let outcome = match secrets.iter().next() {
+            Some((secret_ns, secret)) if secrets.len() == 1 => {
+                let mut r = json!({"group": "", "kind": "Secret", "name": secret});
+                if secret_ns != ns {
+                    r["namespace"] = json!(secret_ns);
+                    grants.insert((secret_ns.clone(), secret.clone()));
+                }
+                spec["tls"] = json!({"backend": {"clientCertificateRef": r}});
+                ClientCertificate::Written(format!("{secret_ns}/{secret}"))
+            }
+            _ => {
+                let names: Vec<String> = secrets.iter().map(|(n, s)| format!("{n}/{s}")).collect();
+                ClientCertificate::NotWritten(format!(
+                    "the Ingresses of Gateway {ns}/{class} present different Secrets ({}), and a \
+                     Gateway has one client certificate for its backends",
+                    names.join(", ")
+                ))
+            }
+        };
+        for (ingress, _) in wanted {
+            out.client_certificates.insert(ingress, outcome.clone());
+        }
         for (i, chunk) in chunks.enumerate() {
             let set = Parent {
                 kind: "ListenerSet",
@@ -115,6 +155,34 @@ pub fn write(prepared: &Snapshot, options: &ConvertOptions) -> Gateways {
         }));
     }
     out
+}
+
+/// The Ingresses served by the implicit Gateway `class` whose verified TLS backends (the
+/// BackendTLSPolicies written for them) get a client certificate, with its Secret
+/// (`namespace`, `name`).
+fn presented(prepared: &Snapshot, class: &str) -> Vec<((String, String), (String, String))> {
+    let served = |i: &&std::sync::Arc<k8s_openapi::api::networking::v1::Ingress>| {
+        serving_gateway(i) == Some((IMPLICIT_NAMESPACE, class))
+    };
+    prepared
+        .ingresses
+        .iter()
+        .filter(served)
+        .filter_map(|i| {
+            let ns = namespace_of(&i.metadata);
+            let name = i.metadata.name.as_deref()?;
+            let made = format!("{}{name}", upstream::MADE_PREFIX);
+            let policy = prepared.backend_tls_policies.iter().find(|p| {
+                namespace_of(&p.metadata) == ns && p.metadata.name.as_deref() == Some(&made)
+            })?;
+            upstream::convertible(policy)?;
+            let secret = upstream::presented_secret(policy)?;
+            Some((
+                (ns.to_owned(), name.to_owned()),
+                (ns.to_owned(), secret.to_owned()),
+            ))
+        })
+        .collect()
 }
 
 /// Names an HTTPS listener (a TLS Passthrough one) after its host, `https-<host>`

@@ -119,7 +119,8 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
             routes::add_backend_tls(&mut written, ingress, policies);
             routes::add_balance(&mut written, ingress);
             passthrough::add_routes(&mut written, ingress, &gateways);
-            report.add_converted(ingress, &written.names, &prepared.problems, choice);
+            let client = gateways.client_certificates.get(&key);
+            report.add_converted(ingress, &written.names, &prepared.problems, choice, client);
             objects.extend(written.objects);
         }
     }

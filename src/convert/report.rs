@@ -12,6 +12,7 @@ use crate::translate::ingress::annotations::Annotations;
 use crate::translate::ingress::upstream::{Protocol, Upstream};
 use crate::translate::ingress::IngressProblems;
 
+use super::gateway::ClientCertificate;
 use super::grpc::Choice;
 
 /// What became of one annotation.
@@ -216,6 +217,22 @@ fn grpc_outcome(up: &Upstream, grpc: Option<&Choice>) -> (Outcome, String) {
     }
 }
 
+/// `proxy-ssl-secret` with a client certificate: the Gateway's `clientCertificateRef` is
+/// presented to every TLS backend of the Gateway, where serving presents it to the Ingress's
+/// own backends only.
+fn client_outcome(c: &ClientCertificate, detail: String) -> (Outcome, String) {
+    let detail = match c {
+        ClientCertificate::Written(secret) => format!(
+            "{detail}; the client certificate as the Gateway's spec.tls.backend.clientCertificateRef \
+             (Secret {secret}), presented to every TLS backend of the Gateway, not only this Ingress's"
+        ),
+        ClientCertificate::NotWritten(why) => {
+            format!("{detail}; the client certificate is not written: {why}")
+        }
+    };
+    (Outcome::ConvertedWithDifference, detail)
+}
+
 /// The problem that names annotation `key`, if one does.
 fn problem_of<'p>(key: &str, problems: &'p [String]) -> Option<&'p String> {
     problems
@@ -238,6 +255,7 @@ impl Report {
         written: &[String],
         problems: &IngressProblems,
         grpc: Option<&Choice>,
+        client: Option<&ClientCertificate>,
     ) {
         let key = key_of(ingress);
         let found: &[String] = problems.get(&key).map_or(&[], Vec::as_slice);
@@ -275,6 +293,12 @@ impl Report {
                         (o, d.to_owned())
                     }
                 },
+            };
+            let (outcome, detail) = match client {
+                Some(c) if name == "proxy-ssl-secret" && outcome == Outcome::Converted => {
+                    client_outcome(c, detail)
+                }
+                _ => (outcome, detail),
             };
             annotations.push(AnnotationReport {
                 annotation: key.clone(),

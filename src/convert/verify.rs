@@ -26,8 +26,8 @@ use super::translate_options;
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::Snapshot;
 use crate::table::{
-    BackendTarget, BackendTlsEntry, RedirectTarget, RouteRule, RouteTable, Scheme, ServiceBackend,
-    UpstreamProtocol, VirtualHost, WeightedBackend,
+    BackendTarget, BackendTlsEntry, ListenerTable, RedirectTarget, RouteRule, RouteTable, Scheme,
+    ServiceBackend, UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 use crate::translate::ingress::{passthrough, prepare};
 use crate::translate::translate;
@@ -362,9 +362,15 @@ fn variants(path: &str) -> Vec<String> {
 }
 
 /// How the proxy picks an endpoint of `service` and speaks to it for `rule`, when not the
-/// defaults: ` balance` (not least-request), ` h2c`, and ` tls` with the name sent and what
-/// the certificate is checked against (the policy's name aside).
-fn upstream(table: &RouteTable, rule: &RouteRule, service: &ServiceBackend) -> String {
+/// defaults: ` balance` (not least-request), ` h2c`, and ` tls` with the name sent, what
+/// the certificate is checked against (the policy's name aside) and the client certificate
+/// presented (the Service port's own, else the listener's Gateway's).
+fn upstream(
+    table: &RouteTable,
+    listener: &ListenerTable,
+    rule: &RouteRule,
+    service: &ServiceBackend,
+) -> String {
     let mut out = String::new();
     if !service.balance.is_default() {
         let balance = serde_json::to_value(&service.balance).unwrap_or_default();
@@ -384,6 +390,11 @@ fn upstream(table: &RouteTable, rule: &RouteRule, service: &ServiceBackend) -> S
             out.push_str(&format!(" tls unusable: {reason}"));
         }
         None => {}
+    }
+    if let Some(BackendTlsEntry::Ready(t)) = table.backend_tls(&service.service).map(|e| &**e) {
+        if let Some(id) = t.identity(listener.backend_identity.as_ref()) {
+            out.push_str(&format!(" presenting {}", id.secret));
+        }
     }
     out
 }
@@ -454,7 +465,7 @@ pub fn decide(table: &RouteTable, bind: IpAddr, req: &Request) -> Decision {
     for b in &rule.backends.backends {
         let mut text = backend_text(b);
         if let BackendTarget::Service(s) = &b.target {
-            text.push_str(&upstream(table, rule, s));
+            text.push_str(&upstream(table, listener, rule, s));
         }
         if !b.filters.is_empty() {
             text.push_str(&format!(

@@ -1,7 +1,8 @@
 //! TLS to backends: what a BackendTLSPolicy makes of a Service port (the name sent as SNI, the
 //! trust anchors, the names the backend's certificate must carry) and what a Gateway's
-//! `spec.tls.backend.clientCertificateRef` adds (the certificate the proxy presents). Built
-//! once per table; the proxy makes a rustls client configuration from them per connection.
+//! `spec.tls.backend.clientCertificateRef` or an Ingress's `proxy-ssl-secret` adds (the
+//! certificate the proxy presents). Built once per table; the proxy makes a rustls client
+//! configuration from them per connection.
 //! Pure: parsing and verification logic, no I/O.
 
 use std::hash::{Hash, Hasher};
@@ -57,6 +58,12 @@ pub struct BackendTls {
     pub subject_alt_names: Vec<SubjectAltName>,
     /// `Kind namespace/name` of each CA bundle trusted.
     pub ca_certificates: Vec<String>,
+    /// `namespace/name` of the Secret whose certificate is presented to this Service port
+    /// (an Ingress's `proxy-ssl-secret`), in place of the Gateway's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<String>,
+    #[serde(skip)]
+    identity: Option<Arc<BackendIdentity>>,
     #[serde(skip)]
     server_name: ServerName<'static>,
     #[serde(skip)]
@@ -105,6 +112,8 @@ impl BackendTls {
             hostname,
             subject_alt_names,
             ca_certificates: sources,
+            client_certificate: None,
+            identity: None,
             server_name,
             verifier: Arc::new(Verifier {
                 roots: Arc::new(roots),
@@ -131,6 +140,23 @@ impl BackendTls {
             verify: false,
         });
         Ok(tls)
+    }
+
+    /// This validation presenting `identity` to the Service port, whatever the Gateway's
+    /// client certificate is (an Ingress's `proxy-ssl-secret`).
+    pub fn presenting(mut self, identity: Arc<BackendIdentity>) -> Self {
+        self.client_certificate = Some(identity.secret.clone());
+        self.identity = Some(identity);
+        self
+    }
+
+    /// The client certificate presented to the Service port: its own when it has one, else
+    /// `gateway`'s (the listener's Gateway `spec.tls.backend.clientCertificateRef`).
+    pub fn identity<'a>(
+        &'a self,
+        gateway: Option<&'a Arc<BackendIdentity>>,
+    ) -> Option<&'a Arc<BackendIdentity>> {
+        self.identity.as_ref().or(gateway)
     }
 
     /// False when any certificate is accepted ([`BackendTls::unverified`]).
@@ -164,7 +190,8 @@ impl BackendTls {
     }
 }
 
-/// The client certificate a Gateway presents to TLS backends.
+/// A client certificate presented to TLS backends: a Gateway's, or an Ingress's
+/// `proxy-ssl-secret`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendIdentity {

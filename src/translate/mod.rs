@@ -123,19 +123,20 @@ fn translate_cached(
         &mut compiler,
         &mut report,
     );
-    if let Some(p) = &prepared {
-        let mut problems = p.problems.clone();
-        policy::ingress_policy_problems(snapshot, &mut problems);
-        ingress::report_problems(&problems, &p.snapshot.ingresses, options, &mut report);
-    }
+    let mut ingress_problems = prepared.as_ref().map(|p| p.problems.clone());
     let l4 = routes::l4route::attach_l4_routes(
         snapshot,
         &mut front.gateways,
         &by_name,
         &front.labels,
         options,
+        ingress_problems.as_mut(),
         &mut report,
     );
+    if let (Some(p), Some(mut problems)) = (&prepared, ingress_problems) {
+        policy::ingress_policy_problems(snapshot, &mut problems);
+        ingress::report_problems(&problems, &p.snapshot.ingresses, options, &mut report);
+    }
     stages::gateway_statuses(&front, options, &mut report);
     cache.finish(compiler);
     // Which Gateways reach which Service ports matters only for policies' ancestors: without

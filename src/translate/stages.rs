@@ -13,7 +13,7 @@ use crate::status::{conditions, ObjectKind, ObjectStatus, StatusBody, StatusRepo
 use crate::table::{
     BackendTarget, BackendTlsEntry, ListenerSettings, ServedCertificates, ServiceKey,
 };
-use crate::translate::backends::tls::resolve_policies;
+use crate::translate::backends::tls::{resolve_policies, Secrets};
 use crate::translate::cache::incremental::{Incremental, RouteCompiler};
 use crate::translate::common::precedence;
 use crate::translate::gateways::frontend::Frontends;
@@ -76,6 +76,9 @@ pub(super) struct Front<'s> {
     pub settings: Vec<Option<Arc<ListenerSettings>>>,
     /// CA bundles read so far (client certificates), shared with BackendTLSPolicies.
     pub frontends: Frontends<'s>,
+    /// Secrets parsed so far (listeners' and backends' certificates), shared with the
+    /// client certificates of the BackendTLSPolicies made for Ingresses.
+    pub certificates: Certificates<'s>,
 }
 
 /// Our Gateways (those of a class in `classes`) and their ListenerSets, validated, with socket
@@ -139,6 +142,7 @@ pub(super) fn gateways<'s>(
         labels,
         settings,
         frontends,
+        certificates,
     }
 }
 
@@ -301,7 +305,10 @@ pub(super) fn backend_tls(
         &snapshot.services,
         used,
         &front.gateways,
-        &mut front.frontends,
+        Secrets {
+            frontends: &mut front.frontends,
+            certificates: &mut front.certificates,
+        },
         |generation| conditions::Stamp {
             generation,
             now: options.now,

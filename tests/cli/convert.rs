@@ -590,3 +590,38 @@ fn app_root_is_written_only_where_the_ingress_serves_the_root() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains(", 0 decided differently"), "{stdout}");
 }
+
+#[test]
+fn client_certificates_that_differ_are_not_written_and_verify_shows_it() {
+    let file = fixtures()
+        .join("client-certificates.yaml")
+        .display()
+        .to_string();
+    let out = convert(&["-f", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (objects, report) = (text(&out.stdout), text(&out.stderr));
+    assert!(objects.contains("kind: BackendTLSPolicy"), "{objects}");
+    assert!(!objects.contains("clientCertificateRef"), "{objects}");
+    assert!(
+        report.contains(
+            "proxy-ssl-secret: converted with a difference: BackendTLSPolicy validation \
+             (hostname, caCertificateRefs); the client certificate is not written: the \
+             Ingresses of Gateway edgeplane-system/nginx present different Secrets \
+             (shop/client-a, shop/client-b)"
+        ),
+        "{report}"
+    );
+    // Served, each backend gets its Ingress's certificate; converted, none.
+    let out = convert(&["-f", &file, "--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("difference: GET http://pay-a.example.com/"))
+        .skip(1);
+    let (served, converted) = (lines.next(), lines.next());
+    let (served, converted) = (served.unwrap_or_default(), converted.unwrap_or_default());
+    assert!(served.contains("presenting shop/client-a"), "{stdout}");
+    assert!(converted.starts_with("  converted:"), "{stdout}");
+    assert!(!converted.contains("presenting"), "{stdout}");
+}

@@ -3,9 +3,11 @@
 //! (its own certificate, not the Gateway's) and gets the backend's answer, while another SNI on
 //! the same port is terminated with the Ingress's `tls[]` certificate and routed as HTTPS;
 //! plain HTTP for the passthrough host still follows the Ingress's rules; the status reports
-//! the annotations that do not apply to passed-through connections, the stream is counted
-//! under `route="Ingress/default/pass"`, and an unmatched HTTPS request under the HTTPS
-//! listener.
+//! the annotations that do not apply to passed-through connections (not the missing `tls[]`
+//! Secret of the passthrough host), the stream is counted under
+//! `route="Ingress/default/pass"`, and an unmatched HTTPS request under the HTTPS listener.
+//! Through an `--ingress-gateway` without a TLS Passthrough listener for the host, its TLS is
+//! terminated and the Ingress reports it.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -15,7 +17,7 @@ use edgeplane::devtools::echo_tls::{serve_echo_tls, server_config};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-use crate::standalone::{secret, serve, service};
+use crate::standalone::{secret, serve, serve_with, service};
 use crate::support::client::{get, h1_client, send};
 use crate::support::echo::start_fleet;
 use crate::support::tls::{client_config, connect, get_tls, peer_leaf, self_signed, TestCert};
@@ -33,9 +35,11 @@ metadata:
   name: pass
   annotations:
     nginx.ingress.kubernetes.io/ssl-passthrough: "true"
+    nginx.ingress.kubernetes.io/ssl-redirect: "false"
     nginx.ingress.kubernetes.io/proxy-body-size: 1m
 spec:
   ingressClassName: edge
+  tls: [{hosts: [pass.example.com], secretName: never-made}]
   rules:
   - host: pass.example.com
     http:
@@ -214,6 +218,8 @@ async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
         text.contains("proxy-body-size is not applied to TLS connections passed through"),
         "{text}"
     );
+    // Its tls[] Secret would never be used: a missing one is not reported.
+    assert!(!text.contains("never-made"), "{text}");
 
     // The passed-through streams are counted under the Ingress.
     let metrics = send(
@@ -263,5 +269,107 @@ async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
         unmatched.contains("gateway=\"edgeplane:ingress/edge\"")
             && !unmatched.contains("listener=\"\""),
         "{unmatched}"
+    );
+}
+
+#[tokio::test]
+async fn an_ingress_gateway_without_a_passthrough_listener_terminates_and_reports_it() {
+    let gateway_cert = self_signed(&["pass.example.com"]);
+    let fleet = start_fleet(&["pass-pod"]).await;
+    let gateway = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: ours}
+spec: {controllerName: edgeplane.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared}
+spec:
+  gatewayClassName: ours
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - name: https
+    port: 443
+    protocol: HTTPS
+    hostname: pass.example.com
+    tls: {certificateRefs: [{name: gateway-tls}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: edge}
+spec: {controller: edgeplane.dev/ingress-controller}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: pass
+  annotations:
+    nginx.ingress.kubernetes.io/ssl-passthrough: "true"
+spec:
+  ingressClassName: edge
+  rules:
+  - host: pass.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: pass, port: {number: 80}}}}
+"#;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = format!(
+        "{gateway}{}{}",
+        service("pass", &fleet[0]),
+        secret("gateway-tls", &gateway_cert)
+    );
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
+    let client = h1_client();
+    let flags = ["--ingress-gateway", "default/shared"];
+    let server = serve_with(dir.path(), &client, &flags).await;
+
+    // Not passed through: the Gateway's HTTPS listener terminates it and routes the Ingress.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reply = loop {
+        let r = get_tls(
+            server.https(),
+            "pass.example.com",
+            &[&gateway_cert],
+            "pass.example.com",
+            "/x",
+        )
+        .await;
+        match r {
+            Ok(r) => break r,
+            Err(e) => assert!(Instant::now() < deadline, "never served: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (reply.status.as_u16(), pod(&reply.body)),
+        (200, "pass-pod".to_owned())
+    );
+
+    let status = send(
+        &client,
+        get(
+            server.dashboard(),
+            &server.dashboard().to_string(),
+            "/debug/status",
+        ),
+    )
+    .await
+    .expect("debug status");
+    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
+    let entries = all.as_array().cloned().unwrap_or_default();
+    let ingress = entries
+        .iter()
+        .find(|e| e["kind"] == "Ingress" && e["name"] == "pass")
+        .expect("the Ingress");
+    let text = ingress["status"].to_string();
+    assert!(
+        text.contains(
+            "host pass.example.com is not passed through: Gateway default/shared has no TLS \
+             listener in Passthrough mode for it"
+        ),
+        "{text}"
     );
 }

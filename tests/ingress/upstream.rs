@@ -2,7 +2,8 @@
 //! certificate no one trusts is reached (ingress-nginx does not verify by default), a GRPCS
 //! backend is reached over HTTP/2 on TLS with its certificate checked against the CA of
 //! `proxy-ssl-secret` for `proxy-ssl-name` (sent as SNI), a backend whose certificate does not
-//! verify is answered 502, and an H2C backend is spoken to in HTTP/2 without TLS.
+//! verify is answered 502, and an H2C backend is spoken to in HTTP/2 without TLS. A backend
+//! requiring a client certificate gets the `tls.crt` of `proxy-ssl-secret`, verified or not.
 
 use std::net::SocketAddr;
 
@@ -227,4 +228,110 @@ async fn upstream_hash_by_request_uri_keeps_each_uri_on_one_endpoint() {
         by_query.insert(r.pod().expect("an echo answered"));
     }
     assert!(by_query.len() > 1, "{by_query:?}");
+}
+
+/// A TLS echo backend for `abc.example.com` that requires a client certificate of `clients`.
+async fn mtls_backend(ca: &TestCa, clients: &TestCa) -> SocketAddr {
+    let (cert, key) = ca.issue_pem(&["abc.example.com"], &[]);
+    let config = server_config(
+        cert.as_bytes(),
+        key.as_bytes(),
+        Some(clients.cert_pem.as_bytes()),
+    )
+    .expect("TLS config");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let identity = EchoIdentity {
+        pod: "mtls-backend".into(),
+        namespace: "default".into(),
+    };
+    tokio::spawn(serve_echo_tls(listener, identity, None, config));
+    addr
+}
+
+/// Secret `name` with a client certificate (`tls.crt`, `tls.key`) and, when given, `ca.crt`.
+fn client_secret(name: &str, cert: &str, key: &str, ca: Option<&TestCa>) -> String {
+    let indent = |pem: &str| {
+        pem.lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    };
+    let mut text = format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}}}\n\
+         stringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        indent(cert),
+        indent(key)
+    );
+    if let Some(ca) = ca {
+        text.push_str(&format!("  ca.crt: |\n{}", indent(&ca.cert_pem)));
+    }
+    text
+}
+
+#[tokio::test]
+async fn the_proxy_ssl_secret_client_certificate_is_presented_to_the_backend() {
+    let ca = TestCa::new("backend CA");
+    let clients = TestCa::new("client CA");
+    let backend = mtls_backend(&ca, &clients).await;
+    let (cert, key) = clients.issue_pem(&["edge.client.test"], &[]);
+    let mut text = CLASS.to_owned();
+    // Not verified, only tls.crt/tls.key: presented all the same.
+    text.push_str(&service("presents", backend));
+    text.push_str(&client_secret("client-only", &cert, &key, None));
+    let presents = [
+        ("backend-protocol", "HTTPS"),
+        ("proxy-ssl-secret", "client-only"),
+        ("proxy-ssl-verify", "off"),
+    ];
+    text.push_str(&ingress("presents", &presents));
+    // Verified against ca.crt, and presenting the certificate.
+    text.push_str(&service("verified", backend));
+    text.push_str(&client_secret("client-and-ca", &cert, &key, Some(&ca)));
+    let verified = [
+        ("backend-protocol", "GRPCS"),
+        ("proxy-ssl-secret", "default/client-and-ca"),
+        ("proxy-ssl-verify", "on"),
+        ("proxy-ssl-name", "abc.example.com"),
+    ];
+    text.push_str(&ingress("verified", &verified));
+    // No Secret: no certificate, and the backend refuses the handshake.
+    text.push_str(&service("anonymous", backend));
+    text.push_str(&ingress("anonymous", &[("backend-protocol", "HTTPS")]));
+    // A Secret whose key is not the certificate's: never reached without it.
+    let (_, other_key) = clients.issue_pem(&["someone.else.test"], &[]);
+    text.push_str(&service("mismatched", backend));
+    text.push_str(&client_secret("wrong-key", &cert, &other_key, None));
+    let mismatched = [
+        ("backend-protocol", "HTTPS"),
+        ("proxy-ssl-secret", "wrong-key"),
+    ];
+    text.push_str(&ingress("mismatched", &mismatched));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+
+    let bare = |pem: &str| -> String { pem.split_whitespace().collect() };
+    let leaf = |r: &Reply| -> String {
+        let json = r.json();
+        bare(
+            json["tls"]["peerCertificates"][0]
+                .as_str()
+                .unwrap_or_default(),
+        )
+    };
+    let r = call(&client, server.http(), "presents.test").await;
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    assert_eq!(leaf(&r), bare(&cert));
+
+    let r = call(&client, server.http(), "verified.test").await;
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["proto"], "HTTP/2.0");
+    assert_eq!(leaf(&r), bare(&cert));
+
+    let r = call(&client, server.http(), "anonymous.test").await;
+    assert_eq!(r.status, 502);
+
+    let r = call(&client, server.http(), "mismatched.test").await;
+    assert_eq!(r.status, 502);
 }

@@ -402,16 +402,21 @@ fn http_version(protocol: UpstreamProtocol) -> Version {
     }
 }
 
-/// TLS to `service` when a BackendTLSPolicy applies to its port, with the client certificate
-/// of the listener's Gateway.
+/// TLS to `service` when a BackendTLSPolicy applies to its port, with the port's own client
+/// certificate (an Ingress's `proxy-ssl-secret`), else the listener's Gateway's.
 fn upstream_tls(
     table: &RouteTable,
     listener: &ListenerTable,
     service: &ServiceBackend,
 ) -> Option<UpstreamTls> {
     let policy = table.backend_tls(&service.service)?;
+    let gateway = listener.backend_identity.as_ref();
+    let identity = match &**policy {
+        crate::table::BackendTlsEntry::Ready(tls) => tls.identity(gateway),
+        crate::table::BackendTlsEntry::Unusable { .. } => gateway,
+    };
     Some(UpstreamTls {
         policy: policy.clone(),
-        identity: listener.backend_identity.clone(),
+        identity: identity.cloned(),
     })
 }

@@ -11,15 +11,19 @@ use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicy, BackendTlsPolicyStatus, BackendTlsPolicyStatusAncestors,
     BackendTlsPolicyStatusAncestorsAncestorRef, BackendTlsPolicyValidationSubjectAltNamesType,
 };
+use gateway_api::apis::standard::gateways::GatewayTlsBackendClientCertificateRef;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::snapshot::namespace_of;
 use crate::status::GATEWAY_GROUP;
-use crate::table::{BackendTls, BackendTlsEntry, CaBundle, ServiceKey, SubjectAltName};
+use crate::table::{
+    BackendIdentity, BackendTls, BackendTlsEntry, CaBundle, ServiceKey, SubjectAltName,
+};
 use crate::translate::conditions::*;
 use crate::translate::gateways::frontend::{CaRef, CaRefError, Frontends};
 use crate::translate::gateways::gateway::GatewayModel;
+use crate::translate::gateways::tls::Certificates;
 
 /// Name prefix of the BackendTLSPolicies made for Ingresses (`backend-protocol: HTTPS`, see
 /// `translate::ingress::upstream`): the colon makes it no valid object name, so no policy of a
@@ -28,6 +32,11 @@ pub const MADE_PREFIX: &str = "ingress:";
 
 /// Annotation of a made policy that accepts any certificate (honoured on made policies only).
 pub const UNVERIFIED: &str = "edgeplane.dev/ingress-backend-unverified";
+
+/// Annotation of a made policy naming the Secret (in the policy's namespace) whose
+/// `tls.crt`/`tls.key` are presented to the backend: an Ingress's `proxy-ssl-secret` (honoured
+/// on made policies only).
+pub const CLIENT_CERTIFICATE: &str = "edgeplane.dev/ingress-backend-client-certificate";
 
 /// True for a BackendTLSPolicy made for an Ingress: no object, so no status.
 pub fn is_made(policy: &BackendTlsPolicy) -> bool {
@@ -50,6 +59,15 @@ pub fn unverified(policy: &BackendTlsPolicy) -> bool {
             .is_some_and(|v| v == "true")
 }
 
+/// The Secret a made policy presents the certificate of ([`CLIENT_CERTIFICATE`]).
+pub fn client_certificate(policy: &BackendTlsPolicy) -> Option<&str> {
+    if !is_made(policy) {
+        return None;
+    }
+    let notes = policy.metadata.annotations.as_ref()?;
+    notes.get(CLIENT_CERTIFICATE).map(String::as_str)
+}
+
 /// What one policy resolves to, before conflicts.
 struct Resolved {
     entry: Arc<BackendTlsEntry>,
@@ -67,6 +85,13 @@ struct Claim<'a> {
     section: Option<&'a str>,
 }
 
+/// What the policies read from Secrets and ConfigMaps, parsed once per translation: CA
+/// bundles, and the client certificates of the policies made for Ingresses.
+pub struct Secrets<'r, 's> {
+    pub frontends: &'r mut Frontends<'s>,
+    pub certificates: &'r mut Certificates<'s>,
+}
+
 /// The outcome of every policy: TLS by Service port, and each policy's status (only policies
 /// with an ancestor among our Gateways get one).
 pub struct PolicyOutput<'a> {
@@ -81,7 +106,7 @@ pub fn resolve_policies<'a>(
     services: &'a [Arc<Service>],
     used: &BTreeMap<ServiceKey, BTreeSet<usize>>,
     gateways: &[GatewayModel<'_>],
-    frontends: &mut Frontends<'_>,
+    secrets: Secrets<'_, '_>,
     stamp: impl Fn(Option<i64>) -> Stamp,
     controller: &str,
 ) -> PolicyOutput<'a> {
@@ -91,7 +116,10 @@ pub fn resolve_policies<'a>(
             statuses: Vec::new(),
         };
     }
-    let resolved: Vec<Resolved> = policies.iter().map(|p| resolve(p, frontends)).collect();
+    let resolved: Vec<Resolved> = policies
+        .iter()
+        .map(|p| presenting(p, resolve(p, secrets.frontends), secrets.certificates))
+        .collect();
     let claims = claims(policies);
     let mut by_port = BTreeMap::new();
     let mut lost = BTreeSet::new();
@@ -241,6 +269,53 @@ fn ancestor(
         },
         conditions: conditions.iter().map(|c| (*c).clone()).collect(),
         controller_name: controller.to_owned(),
+    }
+}
+
+/// A made policy's validation with the client certificate of its [`CLIENT_CERTIFICATE`]
+/// Secret, parsed once per translation: a Secret that cannot give one makes the policy
+/// unusable (its backends answer 502, as ingress-nginx denies the location), never a
+/// connection without the certificate asked for.
+fn presenting(p: &BackendTlsPolicy, r: Resolved, certificates: &mut Certificates<'_>) -> Resolved {
+    let Some(secret) = client_certificate(p) else {
+        return r;
+    };
+    let (error, refused) = (r.error, r.refused);
+    let tls = match Arc::try_unwrap(r.entry) {
+        Ok(BackendTlsEntry::Ready(tls)) => tls,
+        Ok(other) => {
+            let entry = Arc::new(other);
+            return Resolved {
+                entry,
+                error,
+                refused,
+            };
+        }
+        Err(entry) => {
+            return Resolved {
+                entry,
+                error,
+                refused,
+            }
+        }
+    };
+    let reference = GatewayTlsBackendClientCertificateRef {
+        group: None,
+        kind: None,
+        name: secret.to_owned(),
+        namespace: None,
+    };
+    let entry = match certificates.client_certificate(namespace_of(&p.metadata), &reference) {
+        Ok(c) => BackendTlsEntry::Ready(tls.presenting(Arc::new(BackendIdentity::new(&c)))),
+        Err(e) => BackendTlsEntry::Unusable {
+            policy: tls.policy,
+            reason: format!("no client certificate: {e}"),
+        },
+    };
+    Resolved {
+        entry: Arc::new(entry),
+        error,
+        refused,
     }
 }
 

@@ -68,8 +68,7 @@ pub fn add_implicit(
             )
         });
         let passed = passthrough_hosts(&sorted);
-        let mut tls = tls_hosts(&sorted, out, problems);
-        tls.retain(|host, _| !passed.contains(host));
+        let tls = tls_hosts(&sorted, &passed, out, problems);
         let mut listeners = vec![json!({
             "name": "http", "port": 80, "protocol": "HTTP",
             "allowedRoutes": {"namespaces": {"from": "All"}},
@@ -116,9 +115,12 @@ fn passthrough_hosts(ingresses: &[&Arc<Ingress>]) -> BTreeSet<String> {
 
 /// The TLS hosts of a class's Ingresses (oldest first) with the Secret serving each: the
 /// first Ingress naming a host gives its Secret. Entries without hosts or Secret, a Secret
-/// that is missing, and a host another Ingress already gave are reported.
+/// that is missing, and a host another Ingress already gave are reported. Hosts `passed`
+/// through are never terminated: they are left out, and a Secret only they name is not
+/// looked for.
 fn tls_hosts(
     ingresses: &[&Arc<Ingress>],
+    passed: &BTreeSet<String>,
     snapshot: &Snapshot,
     problems: &mut IngressProblems,
 ) -> BTreeMap<String, (String, String)> {
@@ -136,8 +138,13 @@ fn tls_hosts(
                 found.push("a tls entry without secretName is not served".to_owned());
                 continue;
             };
-            let entry_hosts = entry.hosts.as_deref().unwrap_or_default();
-            if entry_hosts.is_empty() {
+            let all_hosts = entry.hosts.as_deref().unwrap_or_default();
+            let entry_hosts: Vec<&String> =
+                all_hosts.iter().filter(|h| !passed.contains(*h)).collect();
+            if !all_hosts.is_empty() && entry_hosts.is_empty() {
+                continue;
+            }
+            if all_hosts.is_empty() {
                 found.push(format!(
                     "tls entry with Secret {secret} lists no hosts: not served (no default certificate)"
                 ));
@@ -149,13 +156,13 @@ fn tls_hosts(
                 found.push(format!("TLS Secret {ns}/{secret} not found"));
             }
             for host in entry_hosts {
-                match hosts.get(host) {
+                match hosts.get(host.as_str()) {
                     Some((n, s)) if (n, s.as_str()) != (&ns, secret) => found.push(format!(
                         "TLS host {host} is served with Secret {n}/{s} of an older Ingress"
                     )),
                     Some(_) => {}
                     None => {
-                        hosts.insert(host.clone(), (ns.clone(), secret.to_owned()));
+                        hosts.insert((*host).clone(), (ns.clone(), secret.to_owned()));
                     }
                 }
             }

@@ -128,3 +128,69 @@ fn the_https_socket_passes_the_passthrough_host_and_terminates_the_others() {
     let text = entry.status.to_json().to_string();
     assert!(!text.contains("ssl-passthrough"), "{text}");
 }
+
+/// The `Unsupported` text of Ingress `ns/name`.
+fn problems_of(t: &crate::translate::Translation, name: &str) -> String {
+    t.status
+        .get(ObjectKind::Route(RouteKindId::Ingress), Some("ns"), name)
+        .map(|e| e.status.to_json().to_string())
+        .expect("the Ingress's status")
+}
+
+#[test]
+fn a_missing_secret_is_reported_for_terminated_hosts_only() {
+    let mut s = with_passthrough();
+    s.secrets.clear();
+    let t = translate(&s, &options(PortMap::default()));
+    // `pass.test` is passed through: its Secret would never be used.
+    let pass = problems_of(&t, "pass");
+    assert!(!pass.contains("not found"), "{pass}");
+    // `web.test` is terminated with it.
+    let web = problems_of(&t, "web");
+    assert!(web.contains("TLS Secret ns/web-cert not found"), "{web}");
+}
+
+#[test]
+fn a_passthrough_host_the_ingress_gateway_does_not_pass_through_is_reported() {
+    use crate::translate::ingress::IngressOptions;
+    let listeners = [
+        "{name: web, port: 443, protocol: HTTPS, hostname: web.test, tls: {certificateRefs: [{name: web-cert, namespace: ns}]}, allowedRoutes: {namespaces: {from: All}}}",
+        "{name: pass, port: 443, protocol: TLS, hostname: pass.test, tls: {mode: Passthrough}, allowedRoutes: {namespaces: {from: All}}}",
+    ];
+    let gateway = |listeners: &[&str]| -> String {
+        format!(
+            "metadata: {{name: shared, namespace: ns}}\nspec:\n  gatewayClassName: c\n  listeners: [{}]",
+            listeners.join(", ")
+        )
+    };
+    let mut opts = options(PortMap::default());
+    opts.ingress = IngressOptions {
+        gateway: Some(("ns".into(), "shared".into())),
+        ..Default::default()
+    };
+    let mut s = with_passthrough();
+    s.gateway_classes = snapshot(&[]).gateway_classes;
+    // Only an HTTPS listener: nothing passes pass.test through.
+    s.gateways = vec![Arc::new(parse(&gateway(&listeners[..1])))];
+    let t = translate(&s, &opts);
+    let pass = problems_of(&t, "pass");
+    assert!(
+        pass.contains("host pass.test is not passed through: Gateway ns/shared has no TLS listener in Passthrough mode"),
+        "{pass}"
+    );
+    assert!(!problems_of(&t, "web").contains("passed through"));
+    assert!(t
+        .status
+        .problems()
+        .iter()
+        .any(|p| p.object.starts_with("Ingress ns/pass")));
+
+    // With a TLS Passthrough listener for the host: passed through, nothing reported.
+    s.gateways = vec![Arc::new(parse(&gateway(&listeners)))];
+    let t = translate(&s, &opts);
+    let pass = problems_of(&t, "pass");
+    assert!(!pass.contains("is not passed through"), "{pass}");
+    let addr: SocketAddr = ([127, 0, 0, 9], 443).into();
+    let socket = t.table.listeners.get(&addr).expect("the HTTPS socket");
+    assert!(socket.passes_through(Some("pass.test")));
+}

@@ -8,7 +8,9 @@
 //! BackendTLSPolicy made for the Ingress
 //! ([`is_made`]: no object, no status) that resolves like any other. As in ingress-nginx, the
 //! backend's certificate is checked only with `proxy-ssl-verify: "on"`, against the `ca.crt`
-//! of `proxy-ssl-secret`; otherwise any certificate is accepted ([`unverified`]). Pure.
+//! of `proxy-ssl-secret`; otherwise any certificate is accepted ([`unverified`]). The Secret's
+//! `tls.crt`/`tls.key`, when it has them, are presented to the backend either way
+//! ([`presented_secret`]). Pure.
 
 use std::sync::Arc;
 
@@ -19,9 +21,12 @@ use serde_json::{json, Value};
 
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::{namespace_of, Snapshot};
+use crate::table::Certificate;
 use crate::translate::backends::endpoints::{HASH_ON_ANNOTATION, LOAD_BALANCER_ANNOTATION};
-use crate::translate::backends::tls::UNVERIFIED;
-pub use crate::translate::backends::tls::{is_made, unverified, MADE_PREFIX};
+pub use crate::translate::backends::tls::{
+    client_certificate as presented_secret, is_made, unverified, MADE_PREFIX,
+};
+use crate::translate::backends::tls::{CLIENT_CERTIFICATE, UNVERIFIED};
 
 /// The annotations this module reads.
 pub const NAMES: &[&str] = &[
@@ -79,7 +84,7 @@ pub struct Upstream {
     /// `proxy-ssl-verify: "on"`.
     pub verify: bool,
     /// The Secret of `proxy-ssl-secret` (in the Ingress's namespace), whose `ca.crt` is
-    /// trusted; `None` when it names none usable.
+    /// trusted and whose `tls.crt`/`tls.key` are presented; `None` when it names none usable.
     pub secret: Option<String>,
     /// `proxy-ssl-name`: the name sent as SNI and checked in the certificate.
     pub name: Option<String>,
@@ -324,23 +329,55 @@ pub fn apply(out: &mut Snapshot, ingress: &Ingress, problems: &mut Vec<String>) 
     if targets.is_empty() {
         return;
     }
-    let client_cert = wanted.secret.as_deref().is_some_and(|secret| {
-        out.secrets.iter().any(|s| {
-            namespace_of(&s.metadata) == ns
-                && s.metadata.name.as_deref() == Some(secret)
-                && s.data.as_ref().is_some_and(|d| d.contains_key("tls.crt"))
-        })
-    });
-    if client_cert {
-        problems.push(format!(
-            "annotation {NGINX_PREFIX}proxy-ssl-secret: its client certificate (tls.crt, tls.key) \
-             is not presented to the backend (only its ca.crt is used)"
-        ));
-    }
+    let client_cert = wanted
+        .secret
+        .as_deref()
+        .and_then(|secret| client_certificate(out, &ns, secret, problems));
     let name = ingress.metadata.name.clone().unwrap_or_default();
-    if let Some(policy) = made_policy(&ns, &name, &wanted, targets) {
+    if let Some(policy) = made_policy(&ns, &name, &wanted, client_cert, targets) {
         out.backend_tls_policies.push(Arc::new(policy));
     }
+}
+
+/// The Secret `ns/secret` when its client certificate (`tls.crt`, `tls.key`) is to be
+/// presented to the backends: it holds either key. One that cannot be used (a key missing, PEM
+/// that does not parse, a key of another certificate) is reported here, and the made policy
+/// then answers 502 (the translator parses the Secret once for the table).
+fn client_certificate(
+    out: &Snapshot,
+    ns: &str,
+    secret: &str,
+    problems: &mut Vec<String>,
+) -> Option<String> {
+    let data = out
+        .secrets
+        .iter()
+        .find(|s| namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(secret))?
+        .data
+        .as_ref()?;
+    let field = |k: &str| {
+        data.get(k)
+            .map(|b| b.0.as_slice())
+            .filter(|b| !b.is_empty())
+    };
+    let (crt, key) = (field("tls.crt"), field("tls.key"));
+    if crt.is_none() && key.is_none() {
+        return None;
+    }
+    let why = match (crt, key) {
+        (Some(crt), Some(key)) => Certificate::from_pem(String::new(), crt, key)
+            .err()
+            .map(|e| e.to_string()),
+        (None, _) => Some("it has tls.key but no tls.crt".to_owned()),
+        (_, None) => Some("it has tls.crt but no tls.key".to_owned()),
+    };
+    if let Some(why) = why {
+        problems.push(format!(
+            "annotation {NGINX_PREFIX}proxy-ssl-secret: Secret {ns}/{secret} has no usable client \
+             certificate ({why}): the backend is answered 502"
+        ));
+    }
+    Some(secret.to_owned())
 }
 
 /// Makes `svc` balance by the consistent hash of `hash` (an `edgeplane.io/hash-on` value),
@@ -395,10 +432,14 @@ fn made_policy(
     ns: &str,
     name: &str,
     wanted: &Upstream,
+    client_cert: Option<String>,
     targets: Vec<Value>,
 ) -> Option<BackendTlsPolicy> {
     let mut validation = json!({"hostname": hostname(ns, wanted, &targets)});
     let mut metadata = json!({"name": format!("{MADE_PREFIX}{name}"), "namespace": ns});
+    if let Some(secret) = client_cert {
+        metadata["annotations"] = json!({CLIENT_CERTIFICATE: secret});
+    }
     if wanted.verify {
         // A Secret no name can be: the policy is unusable and its backends answer 502.
         let secret = wanted
@@ -407,7 +448,7 @@ fn made_policy(
             .unwrap_or("unservable/proxy-ssl-secret");
         validation["caCertificateRefs"] = json!([{"group": "", "kind": "Secret", "name": secret}]);
     } else {
-        metadata["annotations"] = json!({UNVERIFIED: "true"});
+        metadata["annotations"][UNVERIFIED] = json!("true");
     }
     serde_json::from_value(json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",

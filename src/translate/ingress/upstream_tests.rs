@@ -59,19 +59,26 @@ fn tls_of(t: &Translation) -> Option<&BackendTlsEntry> {
 }
 
 fn ca_secret(with_client_cert: bool) -> String {
+    secret(with_client_cert, with_client_cert)
+}
+
+/// Secret `ns/ca` holding `ca.crt`, and a client certificate's `tls.crt` and `tls.key` as asked.
+fn secret(crt: bool, key: bool) -> String {
     use k8s_openapi::api::core::v1::Secret;
     use k8s_openapi::ByteString;
-    let pem = rcgen::generate_simple_self_signed(vec!["ca".to_owned()])
-        .expect("CA")
-        .cert
-        .pem();
+    let pair = rcgen::generate_simple_self_signed(vec!["client".to_owned()]).expect("cert");
+    let pem = pair.cert.pem();
     let mut secret = Secret::default();
     secret.metadata.name = Some("ca".into());
     secret.metadata.namespace = Some("ns".into());
     let mut data = std::collections::BTreeMap::new();
     data.insert("ca.crt".to_owned(), ByteString(pem.clone().into_bytes()));
-    if with_client_cert {
+    if crt {
         data.insert("tls.crt".to_owned(), ByteString(pem.into_bytes()));
+    }
+    if key {
+        let key = pair.signing_key.serialize_pem();
+        data.insert("tls.key".to_owned(), ByteString(key.into_bytes()));
     }
     secret.data = Some(data);
     serde_yaml_ng::to_string(&secret).expect("YAML")
@@ -177,10 +184,61 @@ fn what_is_not_applied_is_reported() {
     let t = run(&notes, &[ca_secret(true)]);
     let status = status_text(&t);
     assert!(status.contains("always sent as SNI"), "{status}");
-    assert!(
-        status.contains("is not presented to the backend"),
-        "{status}"
-    );
+}
+
+#[test]
+fn the_secret_client_certificate_is_presented_verified_or_not() {
+    for verify in ["on", "off"] {
+        let notes = [
+            ("backend-protocol", "HTTPS"),
+            ("proxy-ssl-secret", "ca"),
+            ("proxy-ssl-verify", verify),
+        ];
+        let t = run(&notes, &[secret(true, true)]);
+        match tls_of(&t) {
+            Some(BackendTlsEntry::Ready(tls)) => {
+                assert_eq!(tls.verifies(), verify == "on");
+                assert_eq!(tls.client_certificate.as_deref(), Some("ns/ca"));
+                assert!(tls.identity(None).is_some());
+            }
+            other => panic!("no TLS: {other:?}"),
+        }
+        let status = status_text(&t);
+        assert!(!status.contains("Unsupported"), "{status}");
+    }
+    // A Secret with only ca.crt presents nothing: the Gateway's certificate, if any, is.
+    let notes = [("backend-protocol", "HTTPS"), ("proxy-ssl-secret", "ca")];
+    let t = run(&notes, &[secret(false, false)]);
+    match tls_of(&t) {
+        Some(BackendTlsEntry::Ready(tls)) => {
+            assert_eq!(tls.client_certificate, None);
+            assert!(tls.identity(None).is_none());
+        }
+        other => panic!("no TLS: {other:?}"),
+    }
+}
+
+#[test]
+fn a_client_certificate_that_cannot_be_used_fails_closed_and_is_reported() {
+    for (crt, key, why) in [
+        (true, false, "it has tls.crt but no tls.key"),
+        (false, true, "it has tls.key but no tls.crt"),
+    ] {
+        let notes = [("backend-protocol", "HTTPS"), ("proxy-ssl-secret", "ns/ca")];
+        let t = run(&notes, &[secret(crt, key)]);
+        match tls_of(&t) {
+            Some(BackendTlsEntry::Unusable { reason, .. }) => {
+                assert!(reason.contains("no client certificate"), "{reason}");
+            }
+            other => panic!("usable: {other:?}"),
+        }
+        let status = status_text(&t);
+        assert!(
+            status.contains("has no usable client certificate") && status.contains(why),
+            "{status}"
+        );
+        assert!(status.contains("answered 502"), "{status}");
+    }
 }
 
 #[test]

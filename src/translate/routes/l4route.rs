@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use foldhash::HashMap;
 use std::sync::Arc;
 
+use crate::kinds::ingress::{serving_gateway, NGINX_PREFIX};
 use crate::kinds::routes::{RouteKind, RouteKindId, RouteVisitor};
 use crate::kinds::KindSet;
 use crate::snapshot::{namespace_of, Snapshot};
@@ -20,7 +21,7 @@ use crate::translate::backends::resolve::{BackendRef, Backends};
 use crate::translate::common::refgrant::RefSide;
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::protocol::ListenerProtocol;
-use crate::translate::ingress::passthrough;
+use crate::translate::ingress::{passthrough, IngressProblems};
 use crate::translate::routes::attach::{attach, Attachment, RuleOutcome};
 use crate::translate::routes::parents::{names_our_gateway, GatewayIndex};
 use crate::translate::TranslateOptions;
@@ -44,15 +45,18 @@ fn is_l4(kind: RouteKindId) -> bool {
 
 /// Every L4 route of the snapshot naming one of our Gateways: statuses go into `report`,
 /// counted listeners into the Gateways' `attached`, and the attached routes are returned in
-/// precedence order (oldest first, then `namespace/name`).
+/// precedence order (oldest first, then `namespace/name`). An `ssl-passthrough` host that no
+/// listener of its serving Gateway (ours) passes through goes to `ingress_problems`.
 pub fn attach_l4_routes<'s>(
     snapshot: &'s Snapshot,
     gateways: &mut [GatewayModel<'s>],
     by_name: &GatewayIndex<'_>,
     labels: &HashMap<&str, BTreeMap<String, String>>,
     options: &TranslateOptions,
+    ingress_problems: Option<&mut IngressProblems>,
     report: &mut StatusReport,
 ) -> Vec<L4Attached> {
+    let mut spare = IngressProblems::new();
     let mut pass = L4Pass {
         snapshot,
         gateways,
@@ -63,6 +67,7 @@ pub fn attach_l4_routes<'s>(
         backends: Backends::with_cache(snapshot, Default::default(), false),
         out: Vec::new(),
         counted: Vec::new(),
+        ingress_problems: ingress_problems.unwrap_or(&mut spare),
     };
     for &kind in RouteKindId::ALL.iter().filter(|&&k| is_l4(k)) {
         kind.visit(&mut pass);
@@ -96,6 +101,8 @@ struct L4Pass<'p, 's> {
     out: Vec<L4Attached>,
     /// `(kind, namespace, name, gateway, listener)` of each listener counting a route.
     counted: Vec<(RouteKindId, &'s str, &'s str, usize, usize)>,
+    /// Each Ingress's problems: its hosts that are not passed through are added.
+    ingress_problems: &'p mut IngressProblems,
 }
 
 impl L4Pass<'_, '_> {
@@ -109,7 +116,12 @@ impl L4Pass<'_, '_> {
             let meta = &ingress.metadata;
             let ns = namespace_of(meta);
             let name = meta.name.as_deref().unwrap_or("");
-            for (_, route) in passthrough::routes(ingress) {
+            let serving = serving_gateway(ingress).filter(|&(gw_ns, gw)| {
+                self.gateways
+                    .iter()
+                    .any(|g| g.namespace == gw_ns && g.name == gw)
+            });
+            for (target, route) in passthrough::routes(ingress) {
                 let (mut compiled, unresolved) = compile(&route, &mut self.backends);
                 compiled.route = Arc::new(RouteRef::new(RouteKindId::Ingress.as_str(), ns, name));
                 let outcome = RuleOutcome {
@@ -130,6 +142,17 @@ impl L4Pass<'_, '_> {
                 );
                 for &(gi, li) in &attached.counted {
                     self.counted.push((RouteKindId::Ingress, ns, name, gi, li));
+                }
+                if let (true, Some((gw_ns, gw))) = (attached.attachments.is_empty(), serving) {
+                    // Nothing else would say so: its TLS is handled by the other listeners.
+                    let key = (ns.to_owned(), name.to_owned());
+                    self.ingress_problems.entry(key).or_default().push(format!(
+                        "annotation {NGINX_PREFIX}{}: host {} is not passed through: Gateway \
+                         {gw_ns}/{gw} has no TLS listener in Passthrough mode for it that admits \
+                         TLSRoutes from namespace {ns} (its TLS is handled by the other listeners)",
+                        passthrough::NAME,
+                        target.host,
+                    ));
                 }
                 if !attached.attachments.is_empty() {
                     self.out.push(L4Attached {
