@@ -70,7 +70,7 @@ fn the_written_directory_passes_check_and_holds_the_report() {
     );
     std::fs::remove_file(out_dir.join("old-route.yaml")).expect("remove");
     assert!(
-        text(&out.stderr).contains("summary: 15 of 16 Ingresses converted"),
+        text(&out.stderr).contains("summary: 16 of 17 Ingresses converted"),
         "{}",
         text(&out.stderr)
     );

@@ -188,6 +188,7 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
     };
     let notes = Annotations::parse(ingress);
     let canaries = canary::of(ingress);
+    let own_ns = namespace_of(&ingress.metadata);
     let mut out = Vec::new();
     let mut hosts: Vec<String> = Vec::new();
     // The hosts where a path of this Ingress is `/`: nginx's `/` location is then the
@@ -246,14 +247,17 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
                 for (header, to_canary) in c.rules() {
                     let mut m = m.clone();
                     m["headers"] = json!([header]);
-                    let backend = if to_canary { &c.backend } else { &path.backend };
-                    let mut extra = rule_of(Some(m), backend);
+                    let mut extra = if to_canary {
+                        canary_rule(Some(m), c, own_ns)
+                    } else {
+                        rule_of(Some(m), &path.backend)
+                    };
                     annotate(&mut extra, here, exact);
                     out.push((host.clone(), extra));
                 }
                 if let Some((main, canary)) = c.weights() {
                     let mut refs = rule["backendRefs"].clone();
-                    let theirs = rule_of(None, &c.backend)["backendRefs"].clone();
+                    let theirs = canary_rule(None, c, own_ns)["backendRefs"].clone();
                     if let (Some(a), Some(b)) = (refs.get_mut(0), theirs.get(0)) {
                         a["weight"] = json!(main);
                         let mut b = b.clone();
@@ -316,6 +320,20 @@ fn annotate(rule: &mut Value, notes: &Annotations, exact: Option<bool>) {
     if let Some(retry) = &notes.policy.retry {
         rule["retry"] = retry.clone();
     }
+}
+
+/// The rule of a folded canary's backend: [`rule_of`], its backendRef naming the canary's
+/// namespace when it is not the main Ingress's (`own_ns`). Resolution serves it without a
+/// ReferenceGrant, as ingress-nginx does: an Ingress's own backends never name a namespace.
+fn canary_rule(matches: Option<Value>, canary: &canary::Canary, own_ns: &str) -> Value {
+    let mut rule = rule_of(matches, &canary.backend);
+    let ns = canary.namespace();
+    if ns != own_ns {
+        if let Some(r) = rule["backendRefs"].get_mut(0) {
+            r["namespace"] = json!(ns);
+        }
+    }
+    rule
 }
 
 /// One lowered rule: `matches` (absent: every request) and the backend. A resource backend
@@ -543,6 +561,28 @@ mod tests {
         assert_eq!(
             rules[2].1["backendRefs"],
             json!([{"name": "old", "port": 80, "weight": 70}, {"name": "new", "port": 80, "weight": 30}])
+        );
+        // A canary of another namespace: its backendRefs name that namespace.
+        let canary = Canary {
+            from: "canaries/c".into(),
+            ..canary
+        };
+        i.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(CANARIES.into(), json!([canary]).to_string());
+        let rules = lowered_rules(&i);
+        assert_eq!(
+            rules[0].1["backendRefs"],
+            json!([{"name": "new", "port": 80, "namespace": "canaries"}])
+        );
+        assert_eq!(
+            rules[1].1["backendRefs"],
+            json!([{"name": "old", "port": 80}])
+        );
+        assert_eq!(
+            rules[2].1["backendRefs"][1],
+            json!({"name": "new", "port": 80, "weight": 30, "namespace": "canaries"})
         );
     }
 
