@@ -4,11 +4,12 @@
 //! serves for them: a Gateway per IngressClass (`gateway`), an HTTPRoute per Ingress and host
 //! (`routes`; GRPCRoutes for gRPC backends when they can say the same: `grpc`), a TLSRoute
 //! per `ssl-passthrough` host (`passthrough`), ReferenceGrants for certificates in other
-//! namespaces, a TrafficPolicy per Ingress for what Gateway API cannot say, a BackendTLSPolicy
+//! namespaces and for canaries folded across namespaces (`canary`), a TrafficPolicy per Ingress for what Gateway API cannot say, a BackendTLSPolicy
 //! for verified backend TLS, and a report per Ingress and annotation (`report`). [`verify`]
 //! replays requests through both translations. Pure: the command line reads and writes the
 //! files.
 
+mod canary;
 mod gateway;
 mod grpc;
 mod names;
@@ -59,7 +60,8 @@ impl Default for ConvertOptions {
 #[derive(Debug)]
 pub struct Conversion {
     /// The written objects, in the order they are written: Gateways, ListenerSets,
-    /// ReferenceGrants, then per Ingress its HTTPRoutes and TrafficPolicies.
+    /// ReferenceGrants (certificates', then canaries'), then per Ingress its HTTPRoutes and
+    /// TrafficPolicies.
     pub objects: Vec<Value>,
     pub report: Report,
     /// The input as converted: ingress-nginx's IngressClasses taken as edgeplane's, so that
@@ -107,6 +109,8 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
     if let Some(prepared) = &prepared {
         let gateways = gateway::write(&prepared.snapshot, options);
         objects.extend(gateways.objects.iter().cloned());
+        let mut grants = canary::Grants::default();
+        let mut routes = Vec::new();
         let grpc = grpc::settle(&prepared.snapshot.ingresses);
         for ingress in &prepared.snapshot.ingresses {
             let key = (
@@ -121,8 +125,14 @@ pub fn convert(snapshot: &Snapshot, options: &ConvertOptions) -> Conversion {
             passthrough::add_routes(&mut written, ingress, &gateways);
             let client = gateways.client_certificates.get(&key);
             report.add_converted(ingress, &written.names, &prepared.problems, choice, client);
-            objects.extend(written.objects);
+            grants.note(ingress, &written.objects);
+            routes.extend(written.objects);
         }
+        for (canary, grant) in grants.write() {
+            report.add_written(&canary, &grant);
+            objects.push(grant);
+        }
+        objects.extend(routes);
     }
     report.add_skipped(&input, prepared.as_ref().map(|p| &p.snapshot));
     Conversion {

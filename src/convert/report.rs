@@ -5,6 +5,7 @@
 
 use k8s_openapi::api::networking::v1::Ingress;
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::kinds::ingress::{class_of, NGINX_PREFIX};
 use crate::snapshot::{namespace_of, Snapshot};
@@ -317,6 +318,20 @@ impl Report {
                 .cloned()
                 .collect(),
         });
+    }
+
+    /// Adds an object written for the converted Ingress `ingress` (`namespace/name`) after its
+    /// block: a canary's ReferenceGrant, written with the routes of its main Ingress.
+    pub fn add_written(&mut self, ingress: &str, object: &Value) {
+        let name = format!(
+            "{} {}/{}",
+            object["kind"].as_str().unwrap_or_default(),
+            object["metadata"]["namespace"].as_str().unwrap_or_default(),
+            object["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        if let Some(r) = self.ingresses.iter_mut().find(|r| r.ingress == ingress) {
+            r.written.push(name);
+        }
     }
 
     /// Adds every Ingress of `input` that `prepared` does not hold (not of a converted class).

@@ -507,3 +507,67 @@ fn limit_connections_is_written_into_the_traffic_policy_and_reported_converted()
         "{report}"
     );
 }
+
+#[test]
+fn a_canary_of_another_namespace_gets_one_grant_per_route_namespace() {
+    let classes = INPUT
+        .split("---\napiVersion: networking.k8s.io/v1\nkind: Ingress")
+        .next()
+        .expect("classes");
+    let ingress = |ns: &str, name: &str, host: &str, svc: &str, canary: bool| {
+        let notes = if canary {
+            "  annotations: {nginx.ingress.kubernetes.io/canary: 'true', nginx.ingress.kubernetes.io/canary-weight: '100'}\n"
+        } else {
+            ""
+        };
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: {ns}\n{notes}\
+             spec:\n  ingressClassName: nginx\n  rules:\n  - host: {host}\n    http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: {svc}, port: {{number: 80}}}}}}}}]}}\n"
+        )
+    };
+    let mut text = format!(
+        "{classes}---\napiVersion: v1\nkind: Service\nmetadata: {{name: next, namespace: canaries}}\nspec: {{ports: [{{port: 80}}]}}\n"
+    );
+    // One canary Ingress with two hosts whose main Ingresses are both in `shop`.
+    text.push_str(&ingress("shop", "a", "a.test", "web", false));
+    text.push_str(&ingress("shop", "b", "b.test", "web", false));
+    text.push_str(
+        &ingress("canaries", "next", "a.test", "next", true)
+            .replace("  rules:\n", "  rules:\n  - host: b.test\n    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: next, port: {number: 80}}}}]}\n"),
+    );
+    let c = convert(&admit(&text), &ConvertOptions::default());
+    let grants: Vec<&Value> = c
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "ReferenceGrant")
+        .collect();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(grants[0]["metadata"]["name"], "next-canary-from-shop");
+    assert_eq!(grants[0]["metadata"]["namespace"], "canaries");
+    assert_eq!(
+        grants[0]["spec"],
+        json!({"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "shop"}],
+               "to": [{"group": "", "kind": "Service", "name": "next"}]})
+    );
+    let report = c.report.text();
+    assert!(
+        report.contains(
+            "Ingress canaries/next: written as ReferenceGrant canaries/next-canary-from-shop\n"
+        ),
+        "{report}"
+    );
+    // Served the same: every request reaches `next` in both translations.
+    let written = admit(&yaml(&c.objects));
+    let compared = converted_snapshot(&c.input, &written, DEFAULT_GATEWAY_CLASS);
+    let v = verify(&c.input, &compared);
+    assert!(v.differences.is_empty(), "{:#?}", &v.differences[..1]);
+    // Without the grant, the conversion's routes could not reach the canary's Service.
+    let without: Vec<Value> = c
+        .objects
+        .iter()
+        .filter(|o| o["kind"] != "ReferenceGrant")
+        .cloned()
+        .collect();
+    let compared = converted_snapshot(&c.input, &admit(&yaml(&without)), DEFAULT_GATEWAY_CLASS);
+    assert!(!verify(&c.input, &compared).differences.is_empty());
+}

@@ -83,6 +83,16 @@ route_kinds! {
     ThrowawayRoute = "ThrowawayRoute": super::throwaway::ThrowawayRoute ["TCP"],
 }
 
+impl RouteKindId {
+    /// Whether a backendRef of this kind to another namespace needs a ReferenceGrant there.
+    /// An Ingress's does not: its spec names no namespace, and the only such reference its
+    /// lowering writes is a canary folded in from an Ingress of another namespace, which
+    /// ingress-nginx (which has no ReferenceGrant) serves.
+    pub const fn needs_reference_grant(self) -> bool {
+        !matches!(self, Self::Ingress)
+    }
+}
+
 impl Default for RouteKindId {
     /// HTTPRoute: the kind a compiled HTTP route has unless it is a GRPCRoute.
     fn default() -> Self {

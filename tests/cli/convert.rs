@@ -70,7 +70,7 @@ fn the_written_directory_passes_check_and_holds_the_report() {
     );
     std::fs::remove_file(out_dir.join("old-route.yaml")).expect("remove");
     assert!(
-        text(&out.stderr).contains("summary: 15 of 16 Ingresses converted"),
+        text(&out.stderr).contains("summary: 16 of 17 Ingresses converted"),
         "{}",
         text(&out.stderr)
     );
@@ -560,31 +560,40 @@ fn a_server_snippet_is_written_on_every_route_of_its_host_and_verify_agrees() {
 }
 
 #[test]
-fn app_root_is_written_only_where_the_ingress_serves_the_root() {
+fn app_root_is_written_only_where_the_ingress_holds_a_location() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("root.yaml");
-    let ingress = |name: &str, path: &str, notes: &str| {
+    let ingress = |name: &str, host: &str, path: &str, notes: &str| {
         format!(
             "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  \
              namespace: shop\n{notes}spec:\n  ingressClassName: nginx\n  rules:\n  \
-             - host: site.example.com\n    http:\n      paths:\n      - {{path: {path}, \
+             - host: {host}\n    http:\n      paths:\n      - {{path: {path}, \
              pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}\n"
         )
     };
     let notes = "  annotations:\n    nginx.ingress.kubernetes.io/app-root: /app\n";
+    // site.example.com: subapp holds /app, so its server-wide redirect applies. Files carry
+    // no creation time: b-late is newer than a-main by name, and a-main's / is served.
     let manifests = format!(
         "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: nginx}}\n\
-         spec: {{controller: k8s.io/ingress-nginx}}\n{}{}---\napiVersion: v1\nkind: Service\n\
+         spec: {{controller: k8s.io/ingress-nginx}}\n{}{}{}{}---\napiVersion: v1\nkind: Service\n\
          metadata: {{name: app, namespace: shop}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n",
-        ingress("subapp", "/app", notes),
-        ingress("site", "/", ""),
+        ingress("subapp", "site.example.com", "/app", notes),
+        ingress("site", "site.example.com", "/", ""),
+        ingress("a-main", "other.example.com", "/", ""),
+        ingress("b-late", "other.example.com", "/", notes),
     );
     std::fs::write(&file, manifests).expect("write input");
     let input = file.display().to_string();
     let out = convert(&["-f", &input]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let objects = text(&out.stdout);
-    assert!(!objects.contains("RequestRedirect"), "{objects}");
+    assert_eq!(objects.matches("RequestRedirect").count(), 1, "{objects}");
+    let report = text(&out.stderr);
+    assert!(
+        report.contains("app-root: not converted: annotation nginx.ingress.kubernetes.io/app-root: not applied on host other.example.com"),
+        "{report}"
+    );
     let out = convert(&["-f", &input, "--verify"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));

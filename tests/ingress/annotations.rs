@@ -75,7 +75,8 @@ async fn ingress_nginx_annotations_are_applied() {
         ],
     ));
     text.push_str(&ingress("root", "root.test", "/", &[("app-root", "/app")]));
-    // app-root on an Ingress without `/` on a host whose `/` is another Ingress's.
+    // app-root on an Ingress without `/` on a host whose `/` is another Ingress's: it holds
+    // `/app` there, and ingress-nginx's redirect is server-wide.
     text.push_str(&ingress(
         "subapp",
         "site.test",
@@ -83,6 +84,15 @@ async fn ingress_nginx_annotations_are_applied() {
         &[("app-root", "/app")],
     ));
     text.push_str(&ingress("site", "site.test", "/", &[]));
+    // Two Ingresses with `/` on one host: the older one's (by name here: files carry no
+    // creation time) is served, so the newer one's app-root is not applied.
+    text.push_str(&ingress("shared-a", "shared.test", "/", &[]));
+    text.push_str(&ingress(
+        "shared-b",
+        "shared.test",
+        "/",
+        &[("app-root", "/app")],
+    ));
     text.push_str(&ingress(
         "rewrite",
         "rw.test",
@@ -166,7 +176,20 @@ async fn ingress_nginx_annotations_are_applied() {
     let r = call(&client, get(http, "root.test", "/app")).await;
     assert_eq!(r.status, 200, "only / is redirected");
     let r = call(&client, get(http, "site.test", "/")).await;
-    assert_eq!(r.status, 200, "the other Ingress's / is not redirected");
+    assert_eq!(
+        r.status, 302,
+        "the host's / is redirected by subapp's app-root"
+    );
+    let r = call(&client, get(http, "site.test", "/other")).await;
+    assert_eq!(r.status, 200, "{:?}", r.header("location"));
+    let r = call(&client, get(http, "shared.test", "/")).await;
+    assert_eq!(r.status, 200, "{:?}", r.header("location"));
+    let shared = status_text(&client, &server, "shared-b").await;
+    assert!(
+        shared.contains("app-root: not applied on host shared.test")
+            && shared.contains("/ by Ingress default/shared-a"),
+        "{shared}"
+    );
 
     // rewrite-target replaces the whole path, as nginx's `rewrite` (tests/ingress/regex.rs).
     let r = call(&client, get(http, "rw.test", "/api/items?x=1")).await;

@@ -1,7 +1,8 @@
 //! ingress-nginx canaries through `serve --config-dir`: a canary Ingress folded into the main
 //! Ingress of its host and path, by weight (0 and 100 exactly, 50 over 400 requests within a
 //! bound that cannot flake), by header (`always`/`never`, an exact value that otherwise falls
-//! through) and by cookie, the header deciding before the cookie.
+//! through) and by cookie, the header deciding before the cookie; a canary of another
+//! namespace than its main Ingress's, reaching the Service of its own namespace.
 
 use std::time::{Duration, Instant};
 
@@ -144,5 +145,64 @@ async fn canaries_split_by_weight_header_and_cookie() {
     assert_eq!(
         at("val.test", &[("x-env", "green"), ("cookie", "beta=always")]).await,
         "canary"
+    );
+}
+
+/// `text` with every object of its `metadata: {name: ...}` / `metadata:\n  name:` forms put
+/// in namespace `ns`.
+fn in_namespace(ns: &str, text: &str) -> String {
+    text.replace(
+        "metadata: {name: ",
+        &format!("metadata: {{namespace: {ns}, name: "),
+    )
+    .replace(
+        "metadata:\n  name: ",
+        &format!("metadata:\n  namespace: {ns}\n  name: "),
+    )
+}
+
+#[tokio::test]
+async fn a_canary_of_another_namespace_reaches_its_own_service() {
+    // `decoy` answers for a Service `canary` of the main Ingress's namespace: a canary
+    // resolved in the wrong namespace would reach it.
+    let fleet = start_fleet(&["stable", "canary", "decoy"]).await;
+    let mut text = CLASS.to_owned();
+    text.push_str(&in_namespace("shop", &service("stable", &fleet[0])));
+    text.push_str(&in_namespace("canaries", &service("canary", &fleet[1])));
+    text.push_str(&in_namespace("shop", &service("canary", &fleet[2])));
+    for (host, notes) in [
+        ("x0.test", &[("canary-weight", "0")][..]),
+        ("x100.test", &[("canary-weight", "100")][..]),
+        ("xh.test", &[("canary-by-header", "x-canary")][..]),
+    ] {
+        let mut all = vec![("canary", "true")];
+        all.extend_from_slice(notes);
+        let main = ingress(&format!("{host}-main"), host, "stable", &[]);
+        let canary = ingress(&format!("{host}-canary"), host, "canary", &all);
+        text.push_str(&in_namespace("shop", &main));
+        text.push_str(&in_namespace("canaries", &canary));
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write manifests");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pod(&client, &server, "x0.test", &[]).await != "stable" {
+        assert!(Instant::now() < deadline, "the Ingresses were never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for _ in 0..20 {
+        assert_eq!(pod(&client, &server, "x0.test", &[]).await, "stable");
+        assert_eq!(pod(&client, &server, "x100.test", &[]).await, "canary");
+    }
+    let header = |v: &'static str| [("x-canary", v)];
+    assert_eq!(pod(&client, &server, "xh.test", &[]).await, "stable");
+    assert_eq!(
+        pod(&client, &server, "xh.test", &header("always")).await,
+        "canary"
+    );
+    assert_eq!(
+        pod(&client, &server, "xh.test", &header("never")).await,
+        "stable"
     );
 }

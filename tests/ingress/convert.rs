@@ -25,6 +25,7 @@ const SERVICES: &[(&str, &str, u16)] = &[
     ("api", "v1", 80),
     ("api", "v2", 80),
     ("api", "v2-canary", 80),
+    ("canaries", "status-next", 80),
     ("api", "fallback", 80),
 ];
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+use crate::kinds::routes::RouteKindId;
 use crate::snapshot::Snapshot;
 use crate::snapshot::{namespace_of, or_default_namespace};
 use crate::status::conditions::Reason;
@@ -460,7 +461,7 @@ impl<'a> Backends<'a> {
 
     /// The namespace of the Service `r` names, when a route on side `from` may name it: a
     /// core Service (no other kind is a backend), in the route's namespace or one whose
-    /// ReferenceGrants allow it.
+    /// ReferenceGrants allow it (any, for an Ingress: [`needs_grant`]).
     fn permitted<'r>(
         &self,
         from: RefSide<'r>,
@@ -482,7 +483,7 @@ impl<'a> Backends<'a> {
             kind: "Service",
             namespace,
         };
-        if !self.grants.allows(from, target, r.name) {
+        if !self.grants.allows(from, target, r.name) && needs_grant(r.from_kind) {
             return Err(BackendError::NotPermitted {
                 from: route_ns.to_owned(),
                 namespace: namespace.to_owned(),
@@ -491,6 +492,15 @@ impl<'a> Backends<'a> {
         }
         Ok(namespace)
     }
+}
+
+/// Whether a reference of a route of kind `from_kind` to another namespace needs a
+/// ReferenceGrant: every kind's but an Ingress's ([`RouteKindId::needs_reference_grant`]);
+/// a kind that is no route (a TrafficPolicy's authorizer) needs one.
+fn needs_grant(from_kind: &str) -> bool {
+    from_kind
+        .parse::<RouteKindId>()
+        .map_or(true, RouteKindId::needs_reference_grant)
 }
 
 /// How the proxy speaks to a Service port, from its `appProtocol`.
@@ -557,5 +567,36 @@ mod tests {
         );
         assert_eq!(got.endpoints, vec!["10.0.0.1:8080".parse().unwrap()]);
         assert_eq!(got.terminating, vec!["10.0.0.2:8080".parse().unwrap()]);
+    }
+
+    #[test]
+    fn only_an_ingress_reaches_another_namespace_without_a_grant() {
+        let service: Service = serde_yaml_ng::from_str(
+            "metadata: {name: app, namespace: canaries}
+spec: {ports: [{port: 80}]}",
+        )
+        .unwrap();
+        let snapshot = Snapshot {
+            services: vec![Arc::new(service)],
+            ..Snapshot::default()
+        };
+        let mut backends = Backends::with_cache(&snapshot, BackendCache::default(), false);
+        let from = |from_kind| BackendRef {
+            from_kind,
+            group: None,
+            kind: None,
+            name: "app",
+            namespace: Some("canaries"),
+            port: Some(80),
+        };
+        // A canary folded into an Ingress of `shop` from `canaries`.
+        assert!(backends.resolve("shop", &from("Ingress")).is_ok());
+        for kind in ["HTTPRoute", "GRPCRoute", "TrafficPolicy"] {
+            let refused = backends.resolve("shop", &from(kind));
+            assert!(
+                matches!(refused, Err(BackendError::NotPermitted { .. })),
+                "{kind}: {refused:?}"
+            );
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! ingress-nginx canaries: an Ingress annotated `canary: "true"` serves nothing itself; each of
-//! its paths sends part of the traffic of the same host and path of a main Ingress to its own
-//! backend. [`fold`] (in `prepare`) moves each canary path onto the main working copy
+//! its paths sends part of the traffic of the same host and path of a main Ingress (of any
+//! namespace) to its own backend, the Service of the canary's namespace. [`fold`] (in `prepare`) moves each canary path onto the main working copy
 //! (annotation [`CANARIES`]) and empties the canary's rules; the lowering turns each folded
 //! canary into HTTPRoute rules ([`Canary::rules`]): header matches, a `cookie` header regex
 //! (Gateway API has no cookie match) and weighted backendRefs, in ingress-nginx's order
@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::namespace_of;
+use crate::translate::common::precedence;
 
 /// Working-copy annotation of a main Ingress: its canaries, a JSON list of [`Canary`].
 pub const CANARIES: &str = "edgeplane.dev/ingress-canaries";
@@ -141,7 +142,8 @@ fn paths(ingress: &Ingress) -> Vec<(String, String, IngressBackend)> {
 }
 
 /// Folds every canary working copy into the main copy serving the same host and path (of the
-/// same class and namespace; the oldest when several do) and leaves the canary without rules.
+/// same class, in any namespace; the oldest when several do) and leaves the canary without
+/// rules.
 pub fn fold(copies: &mut [Copy<'_>]) {
     for (_, copy, _) in copies.iter_mut() {
         if let Some(notes) = copy.metadata.annotations.as_mut() {
@@ -171,21 +173,16 @@ pub fn fold(copies: &mut [Copy<'_>]) {
             canary.metadata.name.as_deref().unwrap_or_default()
         );
         for (host, path, backend) in paths(canary) {
+            // ingress-nginx merges a canary into the location of its host and path, whichever
+            // namespace holds it: the oldest Ingress's (its Ingresses are sorted by age).
             let main = (0..copies.len())
                 .filter(|&j| {
                     let (c, m, _) = &copies[j];
                     c == class
                         && !is_canary(m)
-                        && namespace_of(&m.metadata) == ns
                         && paths(m).iter().any(|(h, p, _)| *h == host && *p == path)
                 })
-                .min_by_key(|&j| {
-                    let m = &copies[j].1.metadata;
-                    (
-                        crate::translate::common::precedence::created(m),
-                        m.name.clone(),
-                    )
-                });
+                .min_by_key(|&j| precedence::of(&copies[j].1.metadata));
             match main {
                 Some(j) if !folded.iter().any(|(k, c)| *k == j && c.host == host && c.path == path) => {
                     folded.push((
@@ -202,23 +199,9 @@ pub fn fold(copies: &mut [Copy<'_>]) {
                 Some(_) => problems.push(format!(
                     "canary path {host}{path}: another canary already serves it (ignored; one canary per path, as ingress-nginx)"
                 )),
-                // ingress-nginx would fold it into a main Ingress of another namespace.
-                None => match (0..copies.len()).find(|&j| {
-                    let (c, m, _) = &copies[j];
-                    c == class
-                        && !is_canary(m)
-                        && paths(m).iter().any(|(h, p, _)| *h == host && *p == path)
-                }) {
-                    Some(j) => problems.push(format!(
-                        "canary path {host}{path}: served by Ingress {}/{} of another namespace, \
-                         into which ingress-nginx folds it; not folded across namespaces here (ignored)",
-                        namespace_of(&copies[j].1.metadata),
-                        copies[j].1.metadata.name.as_deref().unwrap_or_default()
-                    )),
-                    None => problems.push(format!(
-                        "canary path {host}{path}: no Ingress of the class in namespace {ns} serves it (ignored)"
-                    )),
-                },
+                None => problems.push(format!(
+                    "canary path {host}{path}: no Ingress of the class serves it (ignored)"
+                )),
             }
         }
         let copy = &mut copies[i];
@@ -262,6 +245,11 @@ fn cookie_pattern(name: &str, value: &str) -> String {
 }
 
 impl Canary {
+    /// The namespace of the canary Ingress, where its Service is.
+    pub fn namespace(&self) -> &str {
+        self.from.split_once('/').map_or("", |(ns, _)| ns)
+    }
+
     /// The rules before the main path's own rule, each as `(header match, to canary)`: the
     /// header's, then the cookie's, as ingress-nginx decides (a header `never` or cookie
     /// `never` keeps the main backend; a header value that is not the configured one falls

@@ -49,8 +49,7 @@ fn a_canary_folds_into_the_oldest_main_ingress_of_its_host_and_path() {
     );
     let newer = ingress("main2", "ns", NEW, &[], &[("a.test", "/", "old")]);
     let main = ingress("main", "ns", OLD, &[], &[("a.test", "/", "old")]);
-    let elsewhere = ingress("other", "other", OLD, &[], &[("a.test", "/none", "old")]);
-    let mut copies: Vec<Copy<'_>> = [canary, newer, main, elsewhere]
+    let mut copies: Vec<Copy<'_>> = [canary, newer, main]
         .into_iter()
         .map(|i| ("k", i, Vec::new()))
         .collect();
@@ -58,24 +57,62 @@ fn a_canary_folds_into_the_oldest_main_ingress_of_its_host_and_path() {
     let folded = of(&copies[2].1);
     assert_eq!(folded.len(), 1);
     assert_eq!(folded[0].from, "ns/c");
+    assert_eq!(folded[0].namespace(), "ns");
     assert_eq!(
         (folded[0].host.as_str(), folded[0].path.as_str()),
         ("a.test", "/")
     );
     assert_eq!(folded[0].weights(), Some((70, 30)));
-    assert!(of(&copies[1].1).is_empty() && of(&copies[3].1).is_empty());
-    // The canary serves nothing itself; its path without a main Ingress (of its namespace) is
-    // reported.
+    assert!(of(&copies[1].1).is_empty());
+    // The canary serves nothing itself; its path without a main Ingress is reported.
     assert!(copies[0].1.spec.as_ref().is_some_and(|s| s.rules.is_none()));
     assert_eq!(copies[0].2.len(), 2, "{:?}", copies[0].2);
     assert!(copies[0].2[0].contains("rewrite-target is not applied"));
-    assert!(copies[0].2[1].contains("a.test/none"), "{:?}", copies[0].2);
-    // ingress-nginx would fold it into the Ingress of the other namespace: said.
     assert!(
-        copies[0].2[1].contains("served by Ingress other/other of another namespace"),
+        copies[0].2[1].contains("a.test/none: no Ingress of the class serves it"),
         "{:?}",
         copies[0].2
     );
+}
+
+#[test]
+fn a_canary_folds_into_a_main_ingress_of_another_namespace() {
+    let canary = ingress(
+        "c",
+        "canaries",
+        OLD,
+        &[("canary", "true"), ("canary-weight", "100")],
+        &[("a.test", "/", "new"), ("b.test", "/", "new")],
+    );
+    // The oldest main Ingress of the path wins whatever its namespace, as in ingress-nginx.
+    let same_ns_newer = ingress("main", "canaries", NEW, &[], &[("a.test", "/", "old")]);
+    let other_older = ingress("main", "shop", OLD, &[], &[("a.test", "/", "old")]);
+    let other_class = ingress("b", "web", OLD, &[], &[("b.test", "/", "old")]);
+    let mut copies: Vec<Copy<'_>> = vec![
+        ("k", canary, Vec::new()),
+        ("k", same_ns_newer, Vec::new()),
+        ("k", other_older, Vec::new()),
+        ("other", other_class, Vec::new()),
+    ];
+    // A canary annotation written by hand on an Ingress is dropped, not trusted.
+    copies[3]
+        .1
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(CANARIES.to_owned(), json!([{"from": "x/y"}]).to_string());
+    fold(&mut copies);
+    assert!(of(&copies[1].1).is_empty());
+    let folded = of(&copies[2].1);
+    assert_eq!(folded.len(), 1, "{folded:?}");
+    assert_eq!(folded[0].namespace(), "canaries");
+    assert_eq!(folded[0].weights(), Some((0, 100)));
+    let svc = folded[0].backend.service.as_ref().map(|s| s.name.as_str());
+    assert_eq!(svc, Some("new"));
+    // Only Ingresses of the canary's class take it.
+    assert!(of(&copies[3].1).is_empty());
+    assert_eq!(copies[0].2.len(), 1, "{:?}", copies[0].2);
+    assert!(copies[0].2[0].contains("b.test/: no Ingress of the class serves it"));
 }
 
 #[test]

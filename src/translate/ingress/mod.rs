@@ -9,6 +9,7 @@
 
 pub mod alias;
 pub mod annotations;
+pub mod app_root;
 pub mod canary;
 pub mod fallback;
 mod gateway;
@@ -168,6 +169,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         copies.push((class, copy, found));
     }
     canary::fold(&mut copies);
+    app_root::mark(&mut copies);
     for (class, copy, mut found) in copies {
         upstream::apply(&mut out, &copy, &mut found);
         let copy = Arc::new(copy);

@@ -17,7 +17,7 @@ use crate::snapshot::namespace_of;
 use crate::status::GATEWAY_GROUP;
 use crate::table::CookieAttributes;
 use crate::translate::ingress::annotations::{has_captures, Annotations};
-use crate::translate::ingress::{alias, canary};
+use crate::translate::ingress::{alias, app_root, canary};
 use crate::translate::routes::http_like::HttpLike;
 
 pub use crate::translate::ingress::ANY_HOST;
@@ -181,18 +181,16 @@ pub fn lower(ingress: &Ingress) -> HttpRoute {
 /// then the default backend on each of the Ingress's hosts (on every host when it has none),
 /// which, as a `/` prefix, yields to every other path. The ingress-nginx annotations add their
 /// filters and timeouts to each rule, and `app-root` an exact `/` redirect on each host where
-/// the Ingress serves `/` (a `/` path, or its default backend).
+/// the Ingress holds a location ([`app_root`]).
 pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
     let Some(spec) = ingress.spec.as_ref() else {
         return Vec::new();
     };
     let notes = Annotations::parse(ingress);
     let canaries = canary::of(ingress);
+    let own_ns = namespace_of(&ingress.metadata);
     let mut out = Vec::new();
     let mut hosts: Vec<String> = Vec::new();
-    // The hosts where a path of this Ingress is `/`: nginx's `/` location is then the
-    // Ingress's own, which `app-root` needs.
-    let mut root_hosts: Vec<String> = Vec::new();
     for rule in spec.rules.iter().flatten() {
         let host = match rule.host.as_deref() {
             Some(h) if !h.is_empty() => h.to_owned(),
@@ -207,9 +205,6 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
         let regex = notes.regex_for(&host);
         for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
             let value = path.path.as_deref().unwrap_or("/");
-            if value == "/" && !root_hosts.contains(&host) {
-                root_hosts.push(host.clone());
-            }
             let kind = match path.path_type.as_str() {
                 _ if regex.is_some() => "RegularExpression",
                 "Exact" => "Exact",
@@ -246,14 +241,17 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
                 for (header, to_canary) in c.rules() {
                     let mut m = m.clone();
                     m["headers"] = json!([header]);
-                    let backend = if to_canary { &c.backend } else { &path.backend };
-                    let mut extra = rule_of(Some(m), backend);
+                    let mut extra = if to_canary {
+                        canary_rule(Some(m), c, own_ns)
+                    } else {
+                        rule_of(Some(m), &path.backend)
+                    };
                     annotate(&mut extra, here, exact);
                     out.push((host.clone(), extra));
                 }
                 if let Some((main, canary)) = c.weights() {
                     let mut refs = rule["backendRefs"].clone();
-                    let theirs = rule_of(None, &c.backend)["backendRefs"].clone();
+                    let theirs = canary_rule(None, c, own_ns)["backendRefs"].clone();
                     if let (Some(a), Some(b)) = (refs.get_mut(0), theirs.get(0)) {
                         a["weight"] = json!(main);
                         let mut b = b.clone();
@@ -265,12 +263,13 @@ pub fn lowered_rules(ingress: &Ingress) -> Vec<(String, Value)> {
             out.push((host.clone(), rule));
         }
     }
+    // `app-root` redirects `/` of the hosts `prepare` chose; an Ingress alone, every host of
+    // its rules.
+    let root_hosts = app_root::hosts(ingress).unwrap_or_else(|| hosts.clone());
     if let Some(backend) = &spec.default_backend {
         if hosts.is_empty() {
             hosts.push(ANY_HOST.to_owned());
         }
-        // The default backend serves `/` on each host the Ingress has no `/` path on.
-        root_hosts.clone_from(&hosts);
         for host in &hosts {
             let mut rule = rule_of(None, backend);
             let for_host = notes.for_host(host);
@@ -316,6 +315,20 @@ fn annotate(rule: &mut Value, notes: &Annotations, exact: Option<bool>) {
     if let Some(retry) = &notes.policy.retry {
         rule["retry"] = retry.clone();
     }
+}
+
+/// The rule of a folded canary's backend: [`rule_of`], its backendRef naming the canary's
+/// namespace when it is not the main Ingress's (`own_ns`). Resolution serves it without a
+/// ReferenceGrant, as ingress-nginx does: an Ingress's own backends never name a namespace.
+fn canary_rule(matches: Option<Value>, canary: &canary::Canary, own_ns: &str) -> Value {
+    let mut rule = rule_of(matches, &canary.backend);
+    let ns = canary.namespace();
+    if ns != own_ns {
+        if let Some(r) = rule["backendRefs"].get_mut(0) {
+            r["namespace"] = json!(ns);
+        }
+    }
+    rule
 }
 
 /// One lowered rule: `matches` (absent: every request) and the backend. A resource backend
@@ -460,7 +473,7 @@ mod tests {
     }
 
     #[test]
-    fn app_root_redirects_only_hosts_where_the_ingress_serves_the_root() {
+    fn app_root_redirects_the_hosts_prepare_chose() {
         let svc = json!({"service": {"name": "s", "port": {"number": 80}}});
         let mut i = ingress(json!({
             "rules": [
@@ -470,17 +483,21 @@ mod tests {
                     {"path": "/app", "pathType": "Prefix", "backend": svc}]}},
             ],
         }));
-        i.metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert("nginx.ingress.kubernetes.io/app-root".into(), "/app".into());
-        let redirects: Vec<String> = lowered_rules(&i)
-            .into_iter()
-            .filter(|(_, r)| r["filters"][0]["requestRedirect"].is_object())
-            .map(|(h, _)| h)
-            .collect();
-        // b.test's `/` is another Ingress's path or the default backend: not redirected.
-        assert_eq!(redirects, ["a.test"]);
+        let notes = i.metadata.annotations.get_or_insert_with(Default::default);
+        notes.insert("nginx.ingress.kubernetes.io/app-root".into(), "/app".into());
+        let redirects = |i: &Ingress| -> Vec<String> {
+            lowered_rules(i)
+                .into_iter()
+                .filter(|(_, r)| r["filters"][0]["requestRedirect"].is_object())
+                .map(|(h, _)| h)
+                .collect()
+        };
+        // Alone on its hosts, the Ingress holds every location of them (ingress-nginx's
+        // redirect is server-wide): `/` of b.test is redirected too.
+        assert_eq!(redirects(&i), ["a.test", "b.test"]);
+        let notes = i.metadata.annotations.get_or_insert_with(Default::default);
+        notes.insert(app_root::HOSTS.into(), json!(["b.test"]).to_string());
+        assert_eq!(redirects(&i), ["b.test"]);
     }
 
     #[test]
@@ -543,6 +560,28 @@ mod tests {
         assert_eq!(
             rules[2].1["backendRefs"],
             json!([{"name": "old", "port": 80, "weight": 70}, {"name": "new", "port": 80, "weight": 30}])
+        );
+        // A canary of another namespace: its backendRefs name that namespace.
+        let canary = Canary {
+            from: "canaries/c".into(),
+            ..canary
+        };
+        i.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(CANARIES.into(), json!([canary]).to_string());
+        let rules = lowered_rules(&i);
+        assert_eq!(
+            rules[0].1["backendRefs"],
+            json!([{"name": "new", "port": 80, "namespace": "canaries"}])
+        );
+        assert_eq!(
+            rules[1].1["backendRefs"],
+            json!([{"name": "old", "port": 80}])
+        );
+        assert_eq!(
+            rules[2].1["backendRefs"][1],
+            json!({"name": "new", "port": 80, "weight": 30, "namespace": "canaries"})
         );
     }
 
