@@ -4,6 +4,7 @@
 mod backend_tls;
 mod client_auth;
 mod cors;
+mod error_pages;
 pub mod explain;
 mod ext_auth;
 mod filters;
@@ -26,6 +27,7 @@ pub use backend_tls::{
 };
 pub use client_auth::{CaBundle, CaBundleError, ClientValidation, ValidationMode};
 pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
+pub use error_pages::ErrorPages;
 pub use ext_auth::{
     AuthBackend, AuthPath, AuthProtocol, ExternalAuth, FailureMode, HeaderSelection,
     DEFAULT_STATUS_ON_ERROR, DEFAULT_TIMEOUT, MAX_AUTH_RESPONSE_BODY,

@@ -33,6 +33,9 @@ pub struct RequestPolicy {
     /// `externalAuth`: the authorizer every request must pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external_auth: Option<Arc<crate::table::ExternalAuth>>,
+    /// `errorPages`: backend answers replaced by another Service's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_pages: Option<Arc<crate::table::ErrorPages>>,
 }
 
 impl RequestPolicy {
@@ -62,6 +65,10 @@ impl RequestPolicy {
                 .external_auth
                 .clone()
                 .or_else(|| fallback.external_auth.clone()),
+            error_pages: self
+                .error_pages
+                .clone()
+                .or_else(|| fallback.error_pages.clone()),
         }
     }
 

@@ -272,3 +272,39 @@ fn next_upstream_tries_retry_the_rule() {
     assert!(retry.codes.contains(&503), "{retry:?}");
     assert_eq!(retry.within, Some(Duration::from_secs(4)));
 }
+
+#[test]
+fn custom_http_errors_are_answered_by_the_default_backend_service() {
+    let annotations = [
+        ("default-backend", "authz"),
+        ("custom-http-errors", "503, 404,503"),
+    ];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let pages = policy_of(&t).error_pages.clone().expect("error pages");
+    assert_eq!(pages.codes, vec![404, 503]);
+    assert_eq!(pages.backend.service.to_string(), "ns/authz:9000");
+    assert!(pages.intercepts(404) && !pages.intercepts(500));
+    assert!(
+        !status_text(&t).contains("Unsupported"),
+        "{}",
+        status_text(&t)
+    );
+    // Turned off: no error pages.
+    let off = [
+        annotations[0],
+        annotations[1],
+        ("enable-custom-http-errors", "false"),
+        ("limit-rps", "5"),
+    ];
+    let t = run(&with(&ingress(&off), &[]));
+    assert!(policy_of(&t).error_pages.is_none());
+    // Without default-backend there is no Service to ask: reported, not applied.
+    let alone = [annotations[1], ("limit-rps", "5")];
+    let t = run(&with(&ingress(&alone), &[]));
+    assert!(policy_of(&t).error_pages.is_none());
+    assert!(
+        status_text(&t).contains("custom-http-errors needs"),
+        "{}",
+        status_text(&t)
+    );
+}
