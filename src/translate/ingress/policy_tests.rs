@@ -308,3 +308,36 @@ fn custom_http_errors_are_answered_by_the_default_backend_service() {
         status_text(&t)
     );
 }
+
+#[test]
+fn canary_rules_folded_into_the_ingress_get_its_error_pages() {
+    let main = ingress(&[("default-backend", "authz"), ("custom-http-errors", "404")]);
+    let canary = "metadata: {name: b, namespace: ns, generation: 1, annotations: \
+        {nginx.ingress.kubernetes.io/canary: \"true\", \
+        nginx.ingress.kubernetes.io/canary-by-header: x-canary}}\nspec:\n  \
+        ingressClassName: edge\n  rules: [{http: {paths: [{path: /, pathType: Prefix, \
+        backend: {service: {name: authz, port: {number: 9000}}}}]}}]";
+    let mut s = with(&main, &[]);
+    s.ingresses.push(Arc::new(parse(canary)));
+    let t = run(&s);
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let mut headers = HeaderMap::new();
+    headers.insert("x-canary", http::HeaderValue::from_static("always"));
+    let view = RequestView {
+        host: "a.test",
+        path: "/",
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    let rule = listener.route(&view).expect("rule");
+    assert!(
+        rule.matcher.headers.iter().any(|h| h.name == "x-canary"),
+        "the canary's rule: {:?}",
+        rule.matcher
+    );
+    let policy = rule.filters.policy.clone().expect("a request policy");
+    let pages = policy.error_pages.clone().expect("error pages");
+    assert_eq!(pages.codes, vec![404]);
+}
