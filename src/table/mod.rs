@@ -4,7 +4,6 @@
 mod backend_tls;
 mod client_auth;
 mod cors;
-mod error_pages;
 pub mod explain;
 mod ext_auth;
 mod filters;
@@ -27,7 +26,6 @@ pub use backend_tls::{
 };
 pub use client_auth::{CaBundle, CaBundleError, ClientValidation, ValidationMode};
 pub use cors::{Cors, CorsList, HostPattern, OriginPattern};
-pub use error_pages::ErrorPages;
 pub use ext_auth::{
     AuthBackend, AuthPath, AuthProtocol, ExternalAuth, FailureMode, HeaderSelection,
     DEFAULT_STATUS_ON_ERROR, DEFAULT_TIMEOUT, MAX_AUTH_RESPONSE_BODY,
@@ -48,8 +46,9 @@ pub use model::{
 };
 pub use path::PathIndex;
 pub use policy::{
-    AccessLog, AccessLogFormat, BasicAuth, ConcurrencyLimit, IpAccess, JwtAuth, JwtIssuer,
-    ListenerSettings, PasswordHash, RateLimit, RateLimitKey, RequestPolicy, ServiceLimits,
+    AccessLog, AccessLogFormat, BasicAuth, ConcurrencyLimit, ErrorPages, IpAccess, JwtAuth,
+    JwtIssuer, ListenerSettings, PasswordHash, RateLimit, RateLimitKey, RequestPolicy,
+    ServiceLimits,
 };
 pub use resilience::{
     Balance, CookieAttributes, HashOn, RetryPolicy, SameSite, SessionKind, SessionPersistence,
