@@ -48,3 +48,6 @@ mod upstream_timeouts;
 
 #[path = "ingress/concurrency.rs"]
 mod concurrency;
+
+#[path = "ingress/error_pages.rs"]
+mod error_pages;

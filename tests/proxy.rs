@@ -19,6 +19,9 @@ mod cors;
 mod drain_h2;
 #[path = "proxy/ext_auth.rs"]
 mod ext_auth;
+
+#[path = "proxy/error_pages.rs"]
+mod error_pages;
 #[path = "proxy/filters.rs"]
 mod filters;
 #[path = "proxy/grpc.rs"]

@@ -92,6 +92,13 @@ fn served(name: &str, value: &str) -> (Outcome, &'static str) {
             ConvertedWithDifference,
             "written as chosen at conversion: a backend whose Service had no endpoints routes to the default backend's Service (Gateway API has no fallback, so later endpoint changes are not followed)",
         ),
+        "enable-custom-http-errors" if value.trim() == "false" => {
+            (Converted, "nothing to write: no error pages")
+        }
+        "custom-http-errors" | "enable-custom-http-errors" => (
+            Converted,
+            "TrafficPolicy errorPages answered by the default-backend Service",
+        ),
         "custom-headers" => (
             Converted,
             "HTTPRoute ResponseHeaderModifier filter with the ConfigMap's entries (a later change of the ConfigMap is not followed)",

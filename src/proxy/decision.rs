@@ -9,6 +9,9 @@ use crate::proxy::error::ProxyError;
 pub const PROXIED: &str = "proxied";
 /// The rule answered without a backend (a redirect, a CORS preflight, `OPTIONS *`).
 pub const ANSWERED: &str = "answered";
+/// The backend's answer was one of the rule's error statuses; the error page Service's
+/// answer went to the client instead.
+pub const ERROR_PAGE: &str = "error_page";
 /// An external authorizer denied the request: its answer went to the client.
 pub const EXT_AUTH_DENIED: &str = "ext_auth_denied";
 
@@ -54,6 +57,7 @@ impl ProxyError {
             Self::ResponseBodyTooLarge(_) => "response_too_large",
             Self::Timeout { .. } => "timeout",
             Self::ExternalAuth { .. } => "ext_auth_failed",
+            Self::ErrorPage { .. } => "error_page_failed",
         }
     }
 }

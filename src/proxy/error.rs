@@ -208,6 +208,14 @@ pub enum ProxyError {
     /// check fails closed: refused with the check's `status` (403 unless configured).
     #[error("external authorization failed: {reason}")]
     ExternalAuth { status: StatusCode, reason: String },
+    /// The backend answered a status of the rule's error pages and the error page Service
+    /// could not answer: the client gets that failure's status (502, 503 or 504), never the
+    /// backend's dropped answer.
+    #[error("error page backend {service}: {source}")]
+    ErrorPage {
+        service: ServiceKey,
+        source: Box<ProxyError>,
+    },
 }
 
 /// Which timeout passed before the response head arrived.
@@ -289,6 +297,7 @@ impl ProxyError {
             Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::ResponseBodyTooLarge(_) => StatusCode::BAD_GATEWAY,
             Self::ExternalAuth { status, .. } => *status,
+            Self::ErrorPage { source, .. } => source.status(),
         }
     }
 
@@ -304,7 +313,7 @@ impl ProxyError {
             return Fault::Client;
         }
         // The authorizer is an upstream, whatever status its failure is answered with.
-        if matches!(self, Self::ExternalAuth { .. }) {
+        if matches!(self, Self::ExternalAuth { .. } | Self::ErrorPage { .. }) {
             return Fault::Upstream;
         }
         let status = self.status();
@@ -328,6 +337,10 @@ impl ProxyError {
         let reason = status.canonical_reason().unwrap_or("error");
         let text = match self {
             Self::ConcurrencyLimited(_) => format!("{} {reason}: {self}\n", status.as_u16()),
+            Self::ErrorPage { service, .. } => format!(
+                "{} {reason}: the error page backend {service} did not answer\n",
+                status.as_u16()
+            ),
             _ => format!("{} {reason}\n", status.as_u16()),
         };
         let mut resp = Response::new(

@@ -46,8 +46,9 @@ pub use model::{
 };
 pub use path::PathIndex;
 pub use policy::{
-    AccessLog, AccessLogFormat, BasicAuth, ConcurrencyLimit, IpAccess, JwtAuth, JwtIssuer,
-    ListenerSettings, PasswordHash, RateLimit, RateLimitKey, RequestPolicy, ServiceLimits,
+    AccessLog, AccessLogFormat, BasicAuth, ConcurrencyLimit, ErrorPages, IpAccess, JwtAuth,
+    JwtIssuer, ListenerSettings, PasswordHash, RateLimit, RateLimitKey, RequestPolicy,
+    ServiceLimits,
 };
 pub use resilience::{
     Balance, CookieAttributes, HashOn, RetryPolicy, SameSite, SessionKind, SessionPersistence,

@@ -1,13 +1,16 @@
 //! What TrafficPolicies and ProxyConfigs compile to: per-request access controls and limits
 //! (on rules and on the virtual hosts of a Gateway listener), per-Service limits, and the
-//! settings of a listener socket. Pure data; the proxy enforces it.
+//! settings of a listener socket; and the error pages replacing a backend's error answers.
+//! Pure data; the proxy enforces it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+
+use super::model::ServiceBackend;
 
 /// Request-scoped settings of TrafficPolicies. A rule's own (`RuleFilters::policy`) are merged
 /// over its virtual host's (`VirtualHost::policy`, from Gateway and listener targets) one
@@ -33,6 +36,9 @@ pub struct RequestPolicy {
     /// `externalAuth`: the authorizer every request must pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external_auth: Option<Arc<crate::table::ExternalAuth>>,
+    /// `errorPages`: backend answers replaced by another Service's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_pages: Option<Arc<ErrorPages>>,
 }
 
 impl RequestPolicy {
@@ -62,6 +68,10 @@ impl RequestPolicy {
                 .external_auth
                 .clone()
                 .or_else(|| fallback.external_auth.clone()),
+            error_pages: self
+                .error_pages
+                .clone()
+                .or_else(|| fallback.error_pages.clone()),
         }
     }
 
@@ -323,4 +333,31 @@ pub enum AccessLogFormat {
     Json,
     Text,
     Off,
+}
+
+/// Backend answers replaced by another Service's (a TrafficPolicy's `errorPages`, ingress-nginx's
+/// `custom-http-errors` with `default-backend`); `proxy::upstream::error_pages` sends the
+/// error request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorPages {
+    /// The backend statuses replaced, sorted (400 to 599).
+    pub codes: Vec<u16>,
+    /// The Service port asked for the page, resolved like a backendRef (it follows the
+    /// EndpointSlices).
+    #[serde(serialize_with = "ser_error_page_service")]
+    pub backend: Arc<ServiceBackend>,
+    /// `namespace/name` of the policy it comes from.
+    pub source: String,
+}
+
+impl ErrorPages {
+    /// Whether a backend answer of `status` is replaced.
+    pub fn intercepts(&self, status: u16) -> bool {
+        self.codes.binary_search(&status).is_ok()
+    }
+}
+
+fn ser_error_page_service<S: Serializer>(b: &Arc<ServiceBackend>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&b.service)
 }

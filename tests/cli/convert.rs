@@ -332,6 +332,40 @@ fn verify_catches_a_difference_planted_in_the_conversion() {
 }
 
 #[test]
+fn custom_http_errors_convert_to_error_pages_that_verify_compares() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let out = convert(&["-f", &input(), "-o", &out_dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The outage Ingress's error pages lose 503 in the conversion.
+    let policy = out_dir.join("trafficpolicy-shop-outage.yaml");
+    let yaml = std::fs::read_to_string(&policy).expect("policy");
+    assert!(
+        yaml.contains("errorPages:") && yaml.contains("- 503"),
+        "{yaml}"
+    );
+    std::fs::write(&policy, yaml.replace("    - 503\n", "")).expect("plant");
+    let out = convert(&[
+        "-f",
+        &input(),
+        "--verify",
+        "--converted",
+        &out_dir.display().to_string(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let differences: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("difference:"))
+        .collect();
+    assert!(!differences.is_empty(), "{stdout}");
+    for l in differences {
+        assert!(l.contains("outage.example.com"), "{l}");
+    }
+    assert!(stdout.contains("errorPages"), "{stdout}");
+}
+
+#[test]
 fn a_passthrough_ingress_converts_to_a_tls_route_and_verify_catches_a_planted_backend() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out_dir = dir.path().join("out");

@@ -3,7 +3,7 @@
 //! the conversion annotation, and an edit made through the other version is kept.
 
 use edgeplane::kinds::crd::traffic_policy_auth::{
-    AuthBackendRef, ExternalAuthHttp, ExternalAuthPolicy, ExternalAuthProtocol,
+    AuthBackendRef, ErrorPagesPolicy, ExternalAuthHttp, ExternalAuthPolicy, ExternalAuthProtocol,
 };
 use std::collections::BTreeMap;
 
@@ -299,6 +299,16 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
         (
             of(auth),
             of((1u32..1000).prop_map(|per_client| tb::ConcurrencyLimitPolicy { per_client })),
+            of((vec(400u16..600, 1..4), name(), of(1i32..65536)).prop_map(
+                |(status_codes, name, port)| ErrorPagesPolicy {
+                    status_codes,
+                    backend_ref: AuthBackendRef {
+                        name,
+                        port,
+                        ..Default::default()
+                    },
+                },
+            )),
         ),
     )
         .prop_map(|t| tb::TrafficPolicySpec {
@@ -315,6 +325,7 @@ fn beta_policy_spec() -> impl Strategy<Value = tb::TrafficPolicySpec> {
             body_limits: t.10,
             external_auth: t.11 .0,
             concurrency_limit: t.11 .1,
+            error_pages: t.11 .2,
         })
 }
 

@@ -142,7 +142,7 @@ async fn basic_auth_checks_the_htpasswd_secret_and_fails_closed_without_it() {
 }
 
 /// Service `name` with port 80 to `addr` (an authorizer).
-fn service_at(name: &str, addr: std::net::SocketAddr) -> String {
+pub(crate) fn service_at(name: &str, addr: std::net::SocketAddr) -> String {
     format!(
         "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
          spec: {{ports: [{{name: http, port: 80, targetPort: {port}}}]}}\n\

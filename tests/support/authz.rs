@@ -2,7 +2,7 @@
 //! asked path decides (`/deny` 403 with headers and a body, `/login` 401, `/slow` after 3 s,
 //! else 200 with `x-user`), and an Envoy `Authorization/Check` gRPC server (a request path
 //! ending in `/deny` denied with 418, else OK with `x-user: grpc-<host>`), each recording what
-//! it was asked. The protobuf messages are derived here from their upstream field numbers.
+//! it was asked; and an error page Service answering 418 with a page naming its `X-Code`. The protobuf messages are derived here from their upstream field numbers.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -25,6 +25,7 @@ use super::net::bind_loopback;
 /// What an authorizer saw of one check: path, headers (lower-case names), body.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    pub method: String,
     pub path: String,
     pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
@@ -75,6 +76,7 @@ where
                             .map(|b| b.to_bytes())
                             .unwrap_or_default();
                         let seen = Seen {
+                            method: parts.method.to_string(),
                             path: parts
                                 .uri
                                 .path_and_query()
@@ -127,6 +129,20 @@ pub async fn http_authorizer() -> Server {
             return reply(401, &[], "");
         }
         reply(200, &[("x-user", "alice"), ("x-secret", "kept-back")], "")
+    })
+    .await
+}
+
+/// An error page Service (ingress-nginx's custom error backend): answers every request with
+/// status 418, `x-page: custom` and a body naming the `X-Code` it was asked for, recording
+/// what it was asked.
+pub async fn error_page_server() -> Server {
+    serve(|seen: Seen, log: Log| async move {
+        let code = seen.headers.get("x-code").cloned().unwrap_or_default();
+        log.lock().unwrap().push(seen);
+        let mut resp = reply(418, &[("x-page", "custom")], "");
+        *resp.body_mut() = Full::new(Bytes::from(format!("page for {code}"))).boxed_unsync();
+        resp
     })
     .await
 }

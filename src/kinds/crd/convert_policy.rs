@@ -128,6 +128,8 @@ pub fn up(spec: Value) -> Result<Value, String> {
         external_auth: None,
         // Nor a concurrency limit: restored the same way.
         concurrency_limit: None,
+        // Nor error pages: restored the same way.
+        error_pages: None,
     };
     serde_json::to_value(b).map_err(|e| e.to_string())
 }

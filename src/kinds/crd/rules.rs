@@ -32,8 +32,8 @@ pub const SERVICE_SCOPED: CelRule = (
 
 /// Request-scoped settings need every target to be a Gateway or HTTPRoute.
 pub const REQUEST_SCOPED: CelRule = (
-    "!(has(self.timeouts) || has(self.rateLimit) || has(self.concurrencyLimit) || has(self.basicAuth) || has(self.jwt) || has(self.ipAccess) || has(self.bodyLimits) || has(self.externalAuth) || (has(self.retry) && (has(self.retry.attempts) || has(self.retry.codes) || has(self.retry.backoff)))) || !self.targetRefs.exists(t, t.kind == 'Service')",
-    "timeouts, retry attempts, codes and backoff, rateLimit, concurrencyLimit, basicAuth, jwt, ipAccess, bodyLimits and externalAuth apply to requests: no target may be a Service",
+    "!(has(self.timeouts) || has(self.rateLimit) || has(self.concurrencyLimit) || has(self.basicAuth) || has(self.jwt) || has(self.ipAccess) || has(self.bodyLimits) || has(self.externalAuth) || has(self.errorPages) || (has(self.retry) && (has(self.retry.attempts) || has(self.retry.codes) || has(self.retry.backoff)))) || !self.targetRefs.exists(t, t.kind == 'Service')",
+    "timeouts, retry attempts, codes and backoff, rateLimit, concurrencyLimit, basicAuth, jwt, ipAccess, bodyLimits, externalAuth and errorPages apply to requests: no target may be a Service",
 );
 
 /// `hash` goes with `ConsistentHash`, and only with it.

@@ -94,6 +94,10 @@ pub struct TrafficPolicySpec {
     /// An external authorizer every request must pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_auth: Option<super::traffic_policy_auth::ExternalAuthPolicy>,
+    /// Error pages: a backend answer with one of these statuses is replaced by the answer of
+    /// another Service (ingress-nginx's `custom-http-errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_pages: Option<super::traffic_policy_auth::ErrorPagesPolicy>,
 }
 
 /// One target of a policy (Gateway API `LocalPolicyTargetReferenceWithSectionName`).

@@ -1,7 +1,8 @@
 //! `TrafficPolicy.spec.externalAuth` (v1beta1): an external authorizer every request of the
 //! policy's targets must pass, in the shape of Gateway API's HTTPRoute `ExternalAuth` filter
 //! plus what the filter does not say (sub-request method, sign-in redirect, timeout, failure
-//! mode). `v1alpha1` has no such field: conversion keeps it in its annotation.
+//! mode); and `spec.errorPages`, whose error page Service is referenced the same way.
+//! `v1alpha1` has neither field: conversion keeps them in its annotation.
 
 use kube::KubeSchema;
 use schemars::JsonSchema;
@@ -43,6 +44,22 @@ pub struct ExternalAuthPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 200, max = 599))]
     pub status_on_error: Option<u16>,
+}
+
+/// Error pages: when a backend answers one of `statusCodes`, that answer is dropped and the
+/// client gets what `backendRef` answers to a `GET /` (a `HEAD` stays `HEAD`) carrying
+/// `X-Code`, `X-Format`, `X-Original-URI`, `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`,
+/// `X-Service-Port` and `X-Request-ID`, as ingress-nginx's `custom-http-errors` asks its
+/// default backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorPagesPolicy {
+    /// The backend statuses replaced (400 to 599, at least one).
+    #[schemars(length(min = 1, max = 64), inner(range(min = 400, max = 599)))]
+    pub status_codes: Vec<u16>,
+    /// The Service and port answering the error pages; in another namespace only where a
+    /// ReferenceGrant there allows references from TrafficPolicies of this namespace.
+    pub backend_ref: AuthBackendRef,
 }
 
 /// The authorizer's protocol.

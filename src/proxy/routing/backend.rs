@@ -1,6 +1,7 @@
 //! Phases 5 to 8 of a request a rule accepted: TrafficPolicy, the backendRef (by weight or
 //! session), the request filters and upstream request, mirrors, the upstream exchange within
-//! the rule's timeouts (`upstream::forward`), the WebSocket tunnel, and the response filters.
+//! the rule's timeouts (`upstream::forward`), the error page replacing an intercepted answer
+//! (`upstream::error_pages`), the WebSocket tunnel, and the response filters.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::proxy::routing::headers::{set_forwarded, strip_hop_by_hop};
 use crate::proxy::routing::service::{Handler, Matched};
 use crate::proxy::routing::session::Session;
 use crate::proxy::routing::tracked::Held;
+use crate::proxy::upstream::error_pages;
 use crate::proxy::upstream::forward::{Exchange, Upstream};
 use crate::proxy::upstream::mirror::{spawn_mirror, tee};
 use crate::proxy::upstream::pool::ResponseBody;
@@ -29,8 +31,8 @@ use crate::proxy::upstream::tls::UpstreamTls;
 use crate::proxy::upstream::trail::Trail;
 use crate::proxy::upstream::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
 use crate::table::{
-    BackendTarget, ListenerTable, Mirror, RouteRule, RouteTable, ServiceBackend, UpstreamProtocol,
-    VirtualHost, WeightedBackend,
+    BackendTarget, ErrorPages, ListenerTable, Mirror, RouteRule, RouteTable, ServiceBackend,
+    UpstreamProtocol, VirtualHost, WeightedBackend,
 };
 
 impl Handler {
@@ -92,6 +94,8 @@ impl Handler {
                 .and_then(|s| s.cell(held.backend))
                 .and_then(|cell| cell.backend.as_deref());
             let protocol = rule.upstream_protocol(&service);
+            let pages = error_pages_of(&rule, vhost);
+            let origin = pages.map(|_| error_pages::Origin::of(&req));
             // WebSocket handshakes go through to HTTP/1 backends only.
             let upgrade = websocket_upgrade(req.headers())
                 .filter(|_| protocol == UpstreamProtocol::Http1)
@@ -126,6 +130,36 @@ impl Handler {
                 held.share = self.upstream_share.clone().acquire_owned().await.ok();
             }
             let (mut resp, picked) = self.upstream().forward(exchange, req, trail).await?;
+            let code = resp.status().as_u16();
+            if let (Some(pages), Some(origin)) = (pages, &origin) {
+                if pages.intercepts(code) {
+                    // The backend's answer is dropped unread: its connection closes.
+                    drop((resp, picked));
+                    let page = error_pages::request(
+                        origin,
+                        code,
+                        &rule.route,
+                        &service.service,
+                        pages.backend.protocol,
+                    );
+                    let tls = upstream_tls(table, listener, &pages.backend);
+                    let timeouts = rule.filters.timeouts;
+                    let resp = self
+                        .upstream()
+                        .error_page(pages, page, tls.as_ref(), timeouts, start)
+                        .await?;
+                    trail.answered_by = Some(decision::ERROR_PAGE);
+                    policy::check_declared_response(&resp, response_limit)?;
+                    return Ok(self.respond(
+                        resp,
+                        None,
+                        &rule,
+                        backend,
+                        response_limit,
+                        cors_headers,
+                    ));
+                }
+            }
             policy::check_declared_response(&resp, response_limit)?;
             if let Some(session) = &session {
                 session.stamp(resp.headers_mut(), picked.addr);
@@ -356,6 +390,16 @@ impl ext_auth::Transport for AuthTransport<'_> {
             Ok(resp.map(|body| body.map_err(Into::into).boxed_unsync()))
         })
     }
+}
+
+/// The error pages of the rule's TrafficPolicy, else of its virtual host's.
+fn error_pages_of<'a>(rule: &'a RouteRule, vhost: &'a VirtualHost) -> Option<&'a ErrorPages> {
+    let own = rule
+        .filters
+        .policy
+        .as_ref()
+        .and_then(|p| p.error_pages.as_deref());
+    own.or_else(|| vhost.policy.as_ref()?.error_pages.as_deref())
 }
 
 /// Phase 5: a backendRef by weight (or the one whose endpoint the request's session is bound

@@ -329,6 +329,9 @@ impl Annotations {
                 name if policy::NAMES.contains(&name) => Ok(()),
                 // Applied by `fallback` when the Ingress is prepared.
                 fallback::NAME => Ok(()),
+                // Read below by `fallback`, with the Service it resolved.
+                fallback::ERRORS => fallback::codes(value).map(|_| ()),
+                fallback::ENABLE_ERRORS => boolean(value).map(|_| ()),
                 // Served as TLSRoutes of the passed-through hosts (`passthrough`).
                 passthrough::NAME => boolean(value).map(|_| ()),
                 // Read below by `headers`, with the ConfigMap `prepare` read.
@@ -372,6 +375,7 @@ impl Annotations {
         }
         let namespace = crate::snapshot::namespace_of(&ingress.metadata);
         out.policy = PolicyAnnotations::read(&get, namespace, &mut out.problems);
+        out.policy.spec.error_pages = fallback::error_pages(all);
         out.upstream = upstream::Upstream::read(&get, namespace, &mut out.problems);
         let custom = all.get(headers::CUSTOM_HEADERS).map(String::as_str);
         out.server_headers = server_snippet::read(all.get(SERVER_SNIPPETS).map(String::as_str));

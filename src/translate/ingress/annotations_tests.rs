@@ -310,20 +310,29 @@ fn ssl_redirect_defaults_to_hosts_with_tls_and_force_covers_all() {
 }
 
 #[test]
-fn passthrough_is_read_and_error_pages_stay_reported() {
+fn passthrough_and_error_pages_are_read() {
     let a = parse(&[
         ("default-backend", "fallback"),
         ("ssl-passthrough", "true"),
         ("custom-http-errors", "404,503"),
+        ("enable-custom-http-errors", "true"),
     ]);
-    for name in ["default-backend", "ssl-passthrough"] {
+    for name in [
+        "default-backend",
+        "ssl-passthrough",
+        "custom-http-errors",
+        "enable-custom-http-errors",
+    ] {
         assert!(problem(&a, name).is_empty(), "{name}: {:?}", a.problems);
     }
-    assert!(
-        problem(&a, "custom-http-errors").contains("is not supported yet"),
-        "{:?}",
-        a.problems
-    );
+    for value in ["404,abc", "302", ""] {
+        let bad = parse(&[("custom-http-errors", value)]);
+        assert!(
+            problem(&bad, "custom-http-errors").contains("(ignored)"),
+            "{value}: {:?}",
+            bad.problems
+        );
+    }
     let bad = parse(&[("ssl-passthrough", "yes")]);
     assert!(problem(&bad, "ssl-passthrough").contains("not true or false"));
 }

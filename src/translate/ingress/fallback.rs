@@ -3,19 +3,35 @@
 //! ingress-nginx swaps a location's upstream for it when that upstream has no endpoints. It
 //! is decided when the Ingress is prepared ([`apply`]), from the snapshot's EndpointSlices, so
 //! it follows them as every translation does: the working copy names the fallback Service
-//! where the endpoints are missing. Pure.
+//! where the endpoints are missing. With `custom-http-errors` the same Service answers the
+//! error pages: [`apply`] writes it with its port on the working copy ([`ERROR_BACKEND`]) and
+//! [`error_pages`] reads it into the Ingress's TrafficPolicy `errorPages`. ingress-nginx's
+//! controller-wide default backend has no counterpart here, so without `default-backend` the
+//! annotation is reported and not applied. Pure.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressServiceBackend, ServiceBackendPort};
 
+use crate::kinds::crd::traffic_policy_auth::{AuthBackendRef, ErrorPagesPolicy};
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::translate::backends::endpoints::serving_endpoints;
 
 /// The annotation this module reads.
 pub const NAME: &str = "default-backend";
+
+/// The statuses whose backend answers the `default-backend` Service replaces.
+pub const ERRORS: &str = "custom-http-errors";
+
+/// `"false"` turns [`ERRORS`] off (ingress-nginx's default is on).
+pub const ENABLE_ERRORS: &str = "enable-custom-http-errors";
+
+/// The working copy's error page Service, `name:port` of the Ingress's namespace, written by
+/// [`apply`] when [`ERRORS`] is set and the `default-backend` Service resolves.
+pub const ERROR_BACKEND: &str = "edgeplane.dev/ingress-error-backend";
 
 /// The label naming an EndpointSlice's Service.
 const SERVICE_LABEL: &str = "kubernetes.io/service-name";
@@ -53,13 +69,17 @@ fn has_endpoints(snapshot: &Snapshot, ns: &str, name: &str, port: i32) -> bool {
 /// without a serving endpoint by the `default-backend` Service; what cannot be applied goes
 /// to `problems`.
 pub fn apply(snapshot: &Snapshot, ingress: &mut Ingress, problems: &mut Vec<String>) {
-    let Some(value) = ingress
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(&format!("{NGINX_PREFIX}{NAME}")))
-        .map(|v| v.trim().to_owned())
-    else {
+    let annotations = ingress.metadata.annotations.as_ref();
+    let get = |name: &str| annotations.and_then(|a| a.get(&format!("{NGINX_PREFIX}{name}")));
+    let errors = get(ERRORS).filter(|_| get(ENABLE_ERRORS).is_none_or(|v| v.trim() != "false"));
+    let errors = errors.is_some_and(|v| codes(v).is_ok());
+    let Some(value) = get(NAME).map(|v| v.trim().to_owned()) else {
+        if errors {
+            problems.push(format!(
+                "annotation {NGINX_PREFIX}{ERRORS} needs {NGINX_PREFIX}{NAME} here (there is \
+                 no controller-wide default backend): not applied"
+            ));
+        }
         return;
     };
     let ns = namespace_of(&ingress.metadata).to_owned();
@@ -86,6 +106,13 @@ pub fn apply(snapshot: &Snapshot, ingress: &mut Ingress, problems: &mut Vec<Stri
         ));
         return;
     };
+    if errors {
+        ingress
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ERROR_BACKEND.to_owned(), format!("{name}:{port}"));
+    }
     for service in super::service_backends_mut(ingress) {
         let number = service.port.as_ref().and_then(|p| p.number);
         let down = number.is_none_or(|n| !has_endpoints(snapshot, &ns, &service.name, n));
@@ -99,6 +126,47 @@ pub fn apply(snapshot: &Snapshot, ingress: &mut Ingress, problems: &mut Vec<Stri
             };
         }
     }
+}
+
+/// The statuses of `custom-http-errors`: a comma-separated list of 400 to 599, as
+/// ingress-nginx accepts.
+pub fn codes(value: &str) -> Result<Vec<u16>, String> {
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        match item.parse::<u16>() {
+            Ok(code) if (400..=599).contains(&code) => out.push(code),
+            _ => {
+                return Err(format!(
+                    "not a list of statuses 400 to 599: {item:?} is not one"
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("an empty list of statuses".to_owned());
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The `errorPages` of the Ingress's TrafficPolicy: `custom-http-errors` answered by the
+/// Service [`apply`] resolved (`None` when it did not, or the annotation is off or invalid).
+pub fn error_pages(annotations: &BTreeMap<String, String>) -> Option<ErrorPagesPolicy> {
+    let get = |name: &str| annotations.get(&format!("{NGINX_PREFIX}{name}"));
+    if get(ENABLE_ERRORS).is_some_and(|v| v.trim() == "false") {
+        return None;
+    }
+    let status_codes = codes(get(ERRORS)?).ok()?;
+    let (name, port) = annotations.get(ERROR_BACKEND)?.rsplit_once(':')?;
+    Some(ErrorPagesPolicy {
+        status_codes,
+        backend_ref: AuthBackendRef {
+            name: name.to_owned(),
+            port: port.parse().ok(),
+            ..AuthBackendRef::default()
+        },
+    })
 }
 
 #[cfg(test)]

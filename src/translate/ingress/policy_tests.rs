@@ -272,3 +272,72 @@ fn next_upstream_tries_retry_the_rule() {
     assert!(retry.codes.contains(&503), "{retry:?}");
     assert_eq!(retry.within, Some(Duration::from_secs(4)));
 }
+
+#[test]
+fn custom_http_errors_are_answered_by_the_default_backend_service() {
+    let annotations = [
+        ("default-backend", "authz"),
+        ("custom-http-errors", "503, 404,503"),
+    ];
+    let t = run(&with(&ingress(&annotations), &[]));
+    let pages = policy_of(&t).error_pages.clone().expect("error pages");
+    assert_eq!(pages.codes, vec![404, 503]);
+    assert_eq!(pages.backend.service.to_string(), "ns/authz:9000");
+    assert!(pages.intercepts(404) && !pages.intercepts(500));
+    assert!(
+        !status_text(&t).contains("Unsupported"),
+        "{}",
+        status_text(&t)
+    );
+    // Turned off: no error pages.
+    let off = [
+        annotations[0],
+        annotations[1],
+        ("enable-custom-http-errors", "false"),
+        ("limit-rps", "5"),
+    ];
+    let t = run(&with(&ingress(&off), &[]));
+    assert!(policy_of(&t).error_pages.is_none());
+    // Without default-backend there is no Service to ask: reported, not applied.
+    let alone = [annotations[1], ("limit-rps", "5")];
+    let t = run(&with(&ingress(&alone), &[]));
+    assert!(policy_of(&t).error_pages.is_none());
+    assert!(
+        status_text(&t).contains("custom-http-errors needs"),
+        "{}",
+        status_text(&t)
+    );
+}
+
+#[test]
+fn canary_rules_folded_into_the_ingress_get_its_error_pages() {
+    let main = ingress(&[("default-backend", "authz"), ("custom-http-errors", "404")]);
+    let canary = "metadata: {name: b, namespace: ns, generation: 1, annotations: \
+        {nginx.ingress.kubernetes.io/canary: \"true\", \
+        nginx.ingress.kubernetes.io/canary-by-header: x-canary}}\nspec:\n  \
+        ingressClassName: edge\n  rules: [{http: {paths: [{path: /, pathType: Prefix, \
+        backend: {service: {name: authz, port: {number: 9000}}}}]}}]";
+    let mut s = with(&main, &[]);
+    s.ingresses.push(Arc::new(parse(canary)));
+    let t = run(&s);
+    let addr: SocketAddr = ([127, 0, 0, 9], 80).into();
+    let mut headers = HeaderMap::new();
+    headers.insert("x-canary", http::HeaderValue::from_static("always"));
+    let view = RequestView {
+        host: "a.test",
+        path: "/",
+        query: None,
+        method: &Method::GET,
+        headers: &headers,
+    };
+    let listener = t.table.listeners.get(&addr).expect("listener");
+    let rule = listener.route(&view).expect("rule");
+    assert!(
+        rule.matcher.headers.iter().any(|h| h.name == "x-canary"),
+        "the canary's rule: {:?}",
+        rule.matcher
+    );
+    let policy = rule.filters.policy.clone().expect("a request policy");
+    let pages = policy.error_pages.clone().expect("error pages");
+    assert_eq!(pages.codes, vec![404]);
+}

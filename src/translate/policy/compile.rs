@@ -197,6 +197,7 @@ fn scope(spec: &TrafficPolicySpec, targets: &[Target]) -> Result<(), String> {
         ("ipAccess", spec.ip_access.is_some()),
         ("bodyLimits", spec.body_limits.is_some()),
         ("externalAuth", spec.external_auth.is_some()),
+        ("errorPages", spec.error_pages.is_some()),
     ];
     if !requests {
         if let Some((field, _)) = request_scoped.iter().find(|(_, set)| *set) {
@@ -285,6 +286,11 @@ fn settings(
         let compiled = ext_auth::external_auth(snapshot, ns, name, a)?;
         out.request.external_auth = Some(Arc::new(compiled));
         out.sets.push(Setting::ExternalAuth);
+    }
+    if let Some(e) = &spec.error_pages {
+        let compiled = ext_auth::error_pages(snapshot, ns, name, e)?;
+        out.request.error_pages = Some(Arc::new(compiled));
+        out.sets.push(Setting::ErrorPages);
     }
     Ok(())
 }

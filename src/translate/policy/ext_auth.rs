@@ -3,16 +3,20 @@
 //! resolved to its Service port and endpoints like a backendRef, with a ReferenceGrant
 //! (from `edgeplane.dev` `TrafficPolicy`) needed for another namespace. A policy whose
 //! authorizer does not resolve is invalid, and like every access control of an invalid policy
-//! its check fails closed (`deny`). Pure.
+//! its check fails closed (`deny`). Also `errorPages`, whose Service is resolved the same way
+//! (an invalid policy has no error pages: they are no access control). Pure.
+
+use std::sync::Arc;
 
 use crate::kinds::crd::traffic_policy_auth::{
-    ExternalAuthPolicy, ExternalAuthProtocol, ExternalAuthStyle,
+    AuthBackendRef, ErrorPagesPolicy, ExternalAuthPolicy, ExternalAuthProtocol, ExternalAuthStyle,
 };
 use crate::kinds::crd::GROUP;
 use crate::request::validate_config_path;
 use crate::snapshot::Snapshot;
 use crate::table::{
-    AuthBackend, AuthPath, ExternalAuth, FailureMode, HeaderSelection, DEFAULT_STATUS_ON_ERROR,
+    AuthBackend, AuthPath, ErrorPages, ExternalAuth, FailureMode, HeaderSelection, ServiceBackend,
+    DEFAULT_STATUS_ON_ERROR,
 };
 use crate::translate::backends::resolve::{BackendCache, BackendRef, Backends};
 use crate::translate::common::duration::parse_duration;
@@ -30,7 +34,47 @@ pub fn external_auth(
     spec: &ExternalAuthPolicy,
 ) -> Result<ExternalAuth, String> {
     let mut auth = settings(ns, name, spec)?;
-    let r = &spec.backend_ref;
+    let service = resolve(snapshot, ns, &spec.backend_ref)
+        .map_err(|e| format!("spec.externalAuth.backendRef: {e}"))?;
+    auth.backend = AuthBackend::Service(service);
+    Ok(auth)
+}
+
+/// Compiles a policy's `errorPages`: the statuses checked (400 to 599, at least one), the
+/// error page Service resolved as an authorizer is.
+pub fn error_pages(
+    snapshot: &Snapshot,
+    ns: &str,
+    name: &str,
+    spec: &ErrorPagesPolicy,
+) -> Result<ErrorPages, String> {
+    let mut codes = spec.status_codes.clone();
+    if codes.is_empty() {
+        return Err("spec.errorPages.statusCodes: at least one status is needed".into());
+    }
+    if let Some(bad) = codes.iter().find(|c| !(400..=599).contains(*c)) {
+        return Err(format!(
+            "spec.errorPages.statusCodes: {bad} is not between 400 and 599"
+        ));
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    let backend = resolve(snapshot, ns, &spec.backend_ref)
+        .map_err(|e| format!("spec.errorPages.backendRef: {e}"))?;
+    Ok(ErrorPages {
+        codes,
+        backend,
+        source: format!("{ns}/{name}"),
+    })
+}
+
+/// A Service port a TrafficPolicy of `ns` names, resolved like a backendRef (a ReferenceGrant
+/// from `edgeplane.dev` `TrafficPolicy` needed for another namespace).
+fn resolve(
+    snapshot: &Snapshot,
+    ns: &str,
+    r: &AuthBackendRef,
+) -> Result<Arc<ServiceBackend>, String> {
     let backend_ref = BackendRef {
         from_kind: FROM_KIND,
         group: r.group.as_deref(),
@@ -45,11 +89,9 @@ pub fn external_auth(
         namespace: ns,
     };
     let mut backends = Backends::with_cache(snapshot, BackendCache::default(), false);
-    let service = backends
+    backends
         .resolve_from(from, &backend_ref)
-        .map_err(|e| format!("spec.externalAuth.backendRef: {e}"))?;
-    auth.backend = AuthBackend::Service(service);
-    Ok(auth)
+        .map_err(|e| e.to_string())
 }
 
 /// What an invalid policy's `externalAuth` becomes: a check whose authorizer is invalid, so

@@ -56,6 +56,7 @@ pub enum Setting {
     IpAccess,
     BodyLimits,
     ExternalAuth,
+    ErrorPages,
     LoadBalancer,
     CircuitBreaker,
     OutlierDetection,
@@ -75,6 +76,7 @@ impl Setting {
             Self::IpAccess => "ipAccess",
             Self::BodyLimits => "bodyLimits",
             Self::ExternalAuth => "externalAuth",
+            Self::ErrorPages => "errorPages",
             Self::LoadBalancer => "loadBalancer",
             Self::CircuitBreaker => "circuitBreaker",
             Self::OutlierDetection => "outlierDetection",
@@ -100,6 +102,7 @@ pub const REQUEST_SETTINGS: &[Setting] = &[
     Setting::IpAccess,
     Setting::BodyLimits,
     Setting::ExternalAuth,
+    Setting::ErrorPages,
 ];
 
 /// Copies `setting` from `from` into `into` and records it as set.
@@ -119,6 +122,7 @@ fn copy(setting: Setting, from: &Compiled, into: &mut Compiled) {
             into.request.max_response_body = from.request.max_response_body;
         }
         Setting::ExternalAuth => into.request.external_auth = from.request.external_auth.clone(),
+        Setting::ErrorPages => into.request.error_pages = from.request.error_pages.clone(),
         Setting::LoadBalancer => into.balance = from.balance.clone(),
         Setting::CircuitBreaker => {
             into.limits.max_connections = from.limits.max_connections;

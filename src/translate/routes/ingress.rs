@@ -39,9 +39,9 @@ impl HttpLike for Ingress {
     }
 
     fn reads_objects(&self) -> bool {
-        Annotations::parse(self)
-            .traffic_policy()
-            .is_some_and(|s| s.basic_auth.is_some() || s.external_auth.is_some())
+        Annotations::parse(self).traffic_policy().is_some_and(|s| {
+            s.basic_auth.is_some() || s.external_auth.is_some() || s.error_pages.is_some()
+        })
     }
 
     fn https_redirects(&self) -> Vec<bool> {
