@@ -128,7 +128,7 @@ fn rule_beats_route_beats_listener_beats_gateway() {
     );
     let a = rule(&t.table, "/a");
     assert_eq!(a["filters"]["policy"]["rateLimit"]["requests"], 4);
-    assert_eq!(a["filters"]["policy"]["rateLimit"]["per"]["secs"], 60);
+    assert_eq!(a["filters"]["policy"]["rateLimit"]["per"], "60000ms");
     assert_eq!(a["filters"]["timeouts"]["request"], "2000ms", "rule policy");
     assert_eq!(a["filters"]["retry"]["attempts"], 3, "Gateway policy");
     let b = rule(&t.table, "/b");
