@@ -137,7 +137,7 @@ fn http_sockets(
                 }
                 let source = l.source(g.namespace, g.name);
                 if !s.layout.serves((gi, li)) {
-                    s.layout.members.push(((gi, li), source.to_string()));
+                    s.layout.add_member((gi, li), source.to_string());
                 }
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
                     &l.tls
@@ -165,7 +165,7 @@ fn http_sockets(
                     .owners
                     .insert(Pattern::of(host.as_deref()), layout.listener_hosts.len())
                 {
-                    layout.listener_hosts.push(host);
+                    layout.add_listener_host(host);
                     s.host_owners.push((gi, li));
                     s.groups.push(source);
                 }
