@@ -1,5 +1,6 @@
-//! Route lookup cost as the table grows: 10, 1,000 and 10,000 routes on one host, and the same
-//! counts spread over 1,000 hosts. Lookup must stay flat in both dimensions.
+//! Route lookup cost as the table grows: 10 to 50,000 routes on one host, the same counts
+//! spread over 1,000 hosts, and 1,000 to 50,000 routes with a host each (the standalone
+//! benchmark's shape). Lookup must stay flat in every dimension.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,9 +56,14 @@ fn bench_lookup(c: &mut Criterion) {
         (10, 1),
         (1_000, 1),
         (10_000, 1),
+        (50_000, 1),
         (10, 10),
         (1_000, 1_000),
         (10_000, 1_000),
+        (50_000, 1_000),
+        (5_000, 5_000),
+        (10_000, 10_000),
+        (50_000, 50_000),
     ] {
         let table = listener(routes, hosts);
         // The last route of the last host: no early exit helps it.

@@ -1,52 +1,15 @@
-//! The `edgeplane serve --config-dir` process the standalone benchmark drives: the manifests
-//! of its temporary directory, its start and readiness, its resident memory (from
-//! `/proc/PID/status`) and its rebuild metric. Loopback only; every wait is bounded.
+//! The `edgeplane serve --config-dir` process the standalone benchmark drives: its start and
+//! readiness, its resident memory (from `/proc/PID/status`) and its rebuild metric. Loopback
+//! only; every wait is bounded.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::manifests::HTTP_PORT;
 use crate::support::client::{get, send, TestClient};
 use crate::support::net::{free_addr, loopback_ip};
-
-/// The HTTP listener port of the benchmark's Gateway (above 1024: no privilege needed).
-pub const HTTP_PORT: u16 = 8080;
-
-/// GatewayClass `edge`, Gateway `gw` with one HTTP listener, and Services `base` and `fresh`,
-/// each with one EndpointSlice pointing at its echo backend.
-pub fn infrastructure(base: SocketAddr, fresh: SocketAddr) -> String {
-    let mut out = format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: edge}}\nspec: {{controllerName: edgeplane.dev/gateway-controller}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw}}\nspec:\n  gatewayClassName: edge\n  listeners:\n  - {{name: http, port: {HTTP_PORT}, protocol: HTTP}}\n"
-    );
-    for (name, e) in [("base", base), ("fresh", fresh)] {
-        out.push_str(&format!(
-            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-1\n  labels: {{kubernetes.io/service-name: {name}}}\naddressType: IPv4\nports: [{{name: http, port: {port}}}]\nendpoints: [{{addresses: ['{ip}'], conditions: {{ready: true}}}}]\n",
-            port = e.port(),
-            ip = e.ip(),
-        ));
-    }
-    out
-}
-
-/// HTTPRoute `name` for host `<name>.example`: `/` to Service `backend`, and when `extra` is
-/// given, PathPrefix `/<extra>` to Service `fresh`.
-pub fn route(name: &str, backend: &str, extra: Option<&str>) -> String {
-    let mut out = format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: ['{name}.example']\n  rules:\n  - backendRefs: [{{name: {backend}, port: 80}}]\n"
-    );
-    if let Some(path) = extra {
-        out.push_str(&format!(
-            "  - matches: [{{path: {{type: PathPrefix, value: '/{path}'}}}}]\n    backendRefs: [{{name: fresh, port: 80}}]\n"
-        ));
-    }
-    out
-}
-
-/// Writes one file in place (create or truncate, write, close), as an editor does.
-pub fn write(dir: &Path, file: &str, text: &str) -> std::io::Result<()> {
-    std::fs::write(dir.join(file), text)
-}
 
 /// A running `edgeplane serve --config-dir`; killed when dropped.
 pub struct Server {
@@ -152,4 +115,13 @@ pub async fn until_served(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     false
+}
+
+/// The machine's 1-minute load average (`/proc/loadavg`), printed beside the figures it
+/// disturbs; `?` where it cannot be read.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }

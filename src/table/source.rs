@@ -56,6 +56,15 @@ impl SocketSource {
         out.write_str(&self.gateway)
     }
 
+    /// The text form in runs of bytes: the parts and the slashes between them, none empty.
+    fn pieces(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.parts()
+            .enumerate()
+            .flat_map(|(i, p)| [if i > 0 { "/" } else { "" }, p])
+            .map(str::as_bytes)
+            .filter(|p| !p.is_empty())
+    }
+
     /// Writes the `listener` of metrics and access-log lines: the listener's name, or
     /// `ListenerSet/namespace/name/listener` for a ListenerSet's.
     pub fn write_listener(&self, out: &mut impl fmt::Write) -> fmt::Result {
@@ -67,19 +76,32 @@ impl SocketSource {
         }
         Ok(())
     }
-
-    /// The bytes of the text form, slashes included.
-    fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
-        self.parts()
-            .enumerate()
-            .flat_map(|(i, p)| (i > 0).then_some(b'/').into_iter().chain(p.bytes()))
-    }
 }
 
-/// Ordered as the text forms are, so tables list sources as they always did.
+/// Ordered as the text forms are, so tables list sources as they always did. Compared a run
+/// of bytes at a time (the parts and the slashes between them) rather than byte by byte: the
+/// table keeps a socket's sources in a sorted set, and a Gateway taking in thousands of
+/// ListenerSets puts as many on one socket.
 impl Ord for SocketSource {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.bytes().cmp(other.bytes())
+        let (mut a, mut b) = (self.pieces(), other.pieces());
+        let (mut x, mut y): (&[u8], &[u8]) = (&[], &[]);
+        loop {
+            if x.is_empty() {
+                x = a.next().unwrap_or_default();
+            }
+            if y.is_empty() {
+                y = b.next().unwrap_or_default();
+            }
+            if x.is_empty() || y.is_empty() {
+                return x.is_empty().cmp(&y.is_empty()).reverse();
+            }
+            let n = x.len().min(y.len());
+            match x[..n].cmp(&y[..n]) {
+                Ordering::Equal => (x, y) = (&x[n..], &y[n..]),
+                unequal => return unequal,
+            }
+        }
     }
 }
 
@@ -143,6 +165,12 @@ mod tests {
             SocketSource::gateway("infra", "gw", "Admin"),
             SocketSource::gateway("infra-b", "gw", "a"),
             SocketSource::gateway("infra", "gw-2", "a"),
+            SocketSource::gateway("infra", "gw", "a"),
+            SocketSource::gateway("infra", "gw", "ab"),
+            SocketSource::gateway("infra", "gw", "a"),
+            SocketSource::gateway("infra", "gwa", ""),
+            SocketSource::gateway("", "", ""),
+            in_set("web-2"),
         ];
         let mut texts: Vec<String> = sources.iter().map(ToString::to_string).collect();
         sources.sort();

@@ -28,6 +28,11 @@ pub struct Layout {
     pub members: Vec<((usize, usize), String)>,
     /// Hostnames of the listeners bound here (`None`: any host), each once.
     pub listener_hosts: Vec<Option<String>>,
+    /// The `(gateway, listener)` indexes of `members` and the names of `listener_hosts`, for
+    /// the lookups made per route and per host: a socket of a Gateway taking in thousands of
+    /// ListenerSets has as many listeners, where a scan per lookup would be quadratic.
+    member_keys: foldhash::HashSet<(usize, usize)>,
+    host_names: foldhash::HashSet<String>,
     /// The TrafficPolicy settings of the hosts each of `listener_hosts` owns.
     pub policies: Vec<Option<Arc<RequestPolicy>>>,
     /// Which of `listener_hosts` owns a host: the most specific pattern covering it.
@@ -46,7 +51,22 @@ impl PartialEq for Layout {
 impl Layout {
     /// Whether listener `(gateway, listener)` is bound here.
     pub fn serves(&self, member: (usize, usize)) -> bool {
-        self.members.iter().any(|(m, _)| *m == member)
+        self.member_keys.contains(&member)
+    }
+
+    /// Binds listener `(gateway, listener)` (named `source`) here, once.
+    pub fn add_member(&mut self, member: (usize, usize), source: String) {
+        if self.member_keys.insert(member) {
+            self.members.push((member, source));
+        }
+    }
+
+    /// Adds a listener's hostname to `listener_hosts` (the caller keeps them unique).
+    pub fn add_listener_host(&mut self, host: Option<String>) {
+        if let Some(name) = &host {
+            self.host_names.insert(name.clone());
+        }
+        self.listener_hosts.push(host);
     }
 
     /// The index in `listener_hosts` of the listener owning `host`, and that owner's policy.
@@ -60,7 +80,7 @@ impl Layout {
     /// A listener's own hostname: its host exists (empty) even with no route, which keeps
     /// requests for it from reaching a less specific listener's routes.
     fn is_listener_host(&self, host: &str) -> bool {
-        self.listener_hosts.iter().flatten().any(|h| h == host)
+        self.host_names.contains(host)
     }
 }
 

@@ -4,7 +4,7 @@
 //! bring their certificates; a socket serves one protocol, the first one bound there. A virtual
 //! host whose rules are the same `Arc`s as in the previous table is that table's host. Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use foldhash::HashMap;
 use std::net::SocketAddr;
@@ -39,7 +39,10 @@ struct SocketBuild {
     host_owners: Vec<(usize, usize)>,
     /// The source of each of `host_owners`.
     groups: Vec<SocketSource>,
-    sources: BTreeSet<SocketSource>,
+    /// Every listener bound here with its text form, sorted and made unique by that text
+    /// (`SocketSource`'s order) once the socket is complete: one sort of strings instead of a
+    /// sorted set kept while thousands of ListenerSets' listeners arrive.
+    sources: Vec<(String, SocketSource)>,
     layout: Layout,
 }
 
@@ -78,8 +81,11 @@ pub fn build_table(
         .into_iter()
         .map(|(addr, s)| {
             let index = indexes.remove(&addr).unwrap_or_default();
-            let mut table = ListenerTable::indexed(addr, s.sources.into_iter().collect(), index)
-                .with_port(s.port);
+            let mut sources = s.sources;
+            sources.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            sources.dedup_by(|a, b| a.0 == b.0);
+            let sources = sources.into_iter().map(|(_, source)| source).collect();
+            let mut table = ListenerTable::indexed(addr, sources, index).with_port(s.port);
             table.groups = s.groups;
             table.backend_identity = s.identity;
             table.settings = s.settings;
@@ -136,8 +142,9 @@ fn http_sockets(
                     s.settings = extras.settings.get(gi).cloned().flatten();
                 }
                 let source = l.source(g.namespace, g.name);
+                let text = source.to_string();
                 if !s.layout.serves((gi, li)) {
-                    s.layout.members.push(((gi, li), source.to_string()));
+                    s.layout.add_member((gi, li), text.clone());
                 }
                 if let ListenerTls::Ready(certificate) | ListenerTls::Stale { certificate, .. } =
                     &l.tls
@@ -150,7 +157,7 @@ fn http_sockets(
                     // the listener then fail as for an unknown SNI.
                     if let Ok(t) = TlsListener::new(
                         l.hostname.map(str::to_owned),
-                        source.to_string(),
+                        text.clone(),
                         certificate.clone(),
                         validation,
                         true,
@@ -158,14 +165,14 @@ fn http_sockets(
                         s.tls.push(t);
                     }
                 }
-                s.sources.insert(source.clone());
+                s.sources.push((text, source.clone()));
                 let host = l.hostname.map(str::to_owned);
                 let layout = &mut s.layout;
                 if layout
                     .owners
                     .insert(Pattern::of(host.as_deref()), layout.listener_hosts.len())
                 {
-                    layout.listener_hosts.push(host);
+                    layout.add_listener_host(host);
                     s.host_owners.push((gi, li));
                     s.groups.push(source);
                 }

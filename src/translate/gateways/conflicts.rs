@@ -43,10 +43,14 @@ pub fn mark_socket_conflicts(gateways: &mut [GatewayModel<'_>]) {
                     Entry::Occupied(mut e) => {
                         let (owner, listener_port, bound) = e.get_mut();
                         // Within one Gateway `mark_conflicts` already judged every pair.
-                        let clashes = bound
-                            .iter()
-                            .filter(|b| *owner != gi && b.protocol != l.protocol)
-                            .find_map(|b| clash(b, l));
+                        let clashes = (*owner != gi)
+                            .then(|| {
+                                bound
+                                    .iter()
+                                    .filter(|b| b.protocol != l.protocol)
+                                    .find_map(|b| clash(b, l))
+                            })
+                            .flatten();
                         if *listener_port != l.port {
                             marks.push((gi, li, Reason::PortUnavailable));
                         } else if let Some(reason) = clashes {
@@ -107,15 +111,71 @@ pub fn clash(earlier: &ListenerModel<'_>, later: &ListenerModel<'_>) -> Option<R
 /// True for an HTTPS listener and a TLS listener in Passthrough mode, either way round: one
 /// socket serves both, choosing by the ClientHello's SNI.
 fn https_beside_passthrough(a: &ListenerModel<'_>, b: &ListenerModel<'_>) -> bool {
-    let passes = |l: &ListenerModel<'_>| {
-        l.protocol == ListenerProtocol::Tls
-            && matches!(
-                l.spec.tls.as_ref().and_then(|t| t.mode.as_ref()),
-                Some(GatewayListenersTlsMode::Passthrough)
-            )
-    };
     let https = |l: &ListenerModel<'_>| l.protocol == ListenerProtocol::Https;
-    (https(a) && passes(b)) || (passes(a) && https(b))
+    (https(a) && passes_through(b)) || (passes_through(a) && https(b))
+}
+
+/// A TLS listener in Passthrough mode.
+fn passes_through(l: &ListenerModel<'_>) -> bool {
+    l.protocol == ListenerProtocol::Tls
+        && matches!(
+            l.spec.tls.as_ref().and_then(|t| t.mode.as_ref()),
+            Some(GatewayListenersTlsMode::Passthrough)
+        )
+}
+
+/// The listeners of a Gateway that are not conflicted, indexed so that the first one a new
+/// listener clashes with is found without trying every one: a Gateway taking in thousands of
+/// ListenerSets has as many listeners on one port. Per port and transport it keeps the first
+/// listener of each protocol (TLS Passthrough apart), which is where a `ProtocolConflict`
+/// shows first, and the listeners by hostname, the only ones a `HostnameConflict` can come
+/// from. Holds indexes into the Gateway's `listeners`.
+#[derive(Debug, Default)]
+pub struct Served<'a> {
+    ports: HashMap<(u16, bool), ServedPort<'a>>,
+}
+
+#[derive(Debug, Default)]
+struct ServedPort<'a> {
+    /// The first listener of each (protocol, passes through), in order.
+    kinds: Vec<((ListenerProtocol, bool), usize)>,
+    hostnames: HashMap<Option<&'a str>, Vec<usize>>,
+}
+
+impl<'a> Served<'a> {
+    /// Indexes `listeners[from..]` that are not conflicted.
+    pub fn add(&mut self, listeners: &[ListenerModel<'a>], from: usize) {
+        for (i, l) in listeners.iter().enumerate().skip(from) {
+            if l.conflict.is_some() {
+                continue;
+            }
+            let port = self.ports.entry((l.port, l.protocol.is_udp())).or_default();
+            let kind = (l.protocol.clone(), passes_through(l));
+            if !port.kinds.iter().any(|(k, _)| *k == kind) {
+                port.kinds.push((kind, i));
+            }
+            port.hostnames.entry(l.hostname).or_default().push(i);
+        }
+    }
+
+    /// What `clash` says of the first indexed listener of `listeners` that `later` clashes
+    /// with: the answer of trying them in order. Listeners of one protocol clash alike on a
+    /// protocol, so the first of each stands for all; a hostname clash needs the same hostname.
+    pub fn first_clash(
+        &self,
+        listeners: &[ListenerModel<'a>],
+        later: &ListenerModel<'a>,
+    ) -> Option<Reason> {
+        let port = self.ports.get(&(later.port, later.protocol.is_udp()))?;
+        let same_hostname = port.hostnames.get(&later.hostname).into_iter().flatten();
+        port.kinds
+            .iter()
+            .map(|(_, i)| i)
+            .chain(same_hostname)
+            .filter_map(|&i| Some((i, clash(listeners.get(i)?, later)?)))
+            .min_by_key(|(i, _)| *i)
+            .map(|(_, reason)| reason)
+    }
 }
 
 #[cfg(test)]
@@ -150,5 +210,46 @@ mod tests {
             got,
             vec![h, h, None, None, p, p, None, None, None, None, h, None, h, p, p]
         );
+    }
+
+    #[test]
+    fn the_index_finds_the_clash_trying_each_listener_in_order_finds() {
+        let gw = gateway(
+            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: a, port: 80, protocol: HTTP, hostname: a.com}\n  - {name: b, port: 80, protocol: HTTP, hostname: b.com}\n  - {name: c, port: 80, protocol: HTTP}\n  - {name: d, port: 81, protocol: TCP}\n  - {name: e, port: 81, protocol: UDP}\n  - {name: f, port: 85, protocol: HTTPS, hostname: a.com}\n  - {name: g, port: 85, protocol: TLS, hostname: b.com, tls: {mode: Passthrough}}\n  - {name: h, port: 86, protocol: TLS, hostname: a.com}\n  - {name: x, port: 80, protocol: HTTP, hostname: x.com}\n",
+        );
+        let later = gateway(
+            "metadata: {name: g}\nspec:\n  gatewayClassName: c\n  listeners:\n  - {name: l1, port: 80, protocol: HTTP, hostname: b.com}\n  - {name: l2, port: 80, protocol: HTTP, hostname: new.com}\n  - {name: l3, port: 80, protocol: HTTPS, hostname: a.com}\n  - {name: l4, port: 80, protocol: HTTP}\n  - {name: l5, port: 81, protocol: UDP}\n  - {name: l6, port: 81, protocol: HTTP}\n  - {name: l7, port: 85, protocol: TLS, hostname: a.com, tls: {mode: Passthrough}}\n  - {name: l8, port: 85, protocol: TLS, hostname: c.com, tls: {mode: Passthrough}}\n  - {name: l9, port: 85, protocol: HTTPS, hostname: b.com}\n  - {name: l10, port: 85, protocol: TLS, hostname: c.com}\n  - {name: l11, port: 86, protocol: TLS, hostname: a.com}\n  - {name: l12, port: 80, protocol: HTTP, hostname: x.com}\n  - {name: l13, port: 87, protocol: HTTP}\n",
+        );
+        let mut served: Vec<_> = gw
+            .spec
+            .listeners
+            .iter()
+            .map(|l| listener_model(l, ListenerTls::Plain))
+            .collect();
+        // A conflicted listener is not indexed: nothing clashes with it.
+        if let Some(x) = served.last_mut() {
+            x.conflict = Some(Reason::HostnameConflict);
+        }
+        let mut index = Served::default();
+        index.add(&served[..4], 0);
+        index.add(&served, 4);
+        let got: Vec<_> = later
+            .spec
+            .listeners
+            .iter()
+            .map(|l| {
+                let l = listener_model(l, ListenerTls::Plain);
+                let scanned = served
+                    .iter()
+                    .filter(|e| e.conflict.is_none())
+                    .find_map(|e| clash(e, &l));
+                let indexed = index.first_clash(&served, &l);
+                assert_eq!(indexed, scanned, "{}", l.spec.name);
+                indexed
+            })
+            .collect();
+        let h = Some(Reason::HostnameConflict);
+        let p = Some(Reason::ProtocolConflict);
+        assert_eq!(got, vec![h, None, p, h, h, p, h, None, h, p, h, None, None]);
     }
 }

@@ -175,7 +175,18 @@ impl<'a> GatewayModel<'a> {
 
     /// The Gateway's own listeners (those of its spec), without ListenerSets'.
     pub fn own_listeners(&self) -> impl Iterator<Item = &ListenerModel<'a>> {
-        self.listeners.iter().filter(|l| l.origin.is_none())
+        self.listeners[self.listeners_of(None)].iter()
+    }
+
+    /// Where in `listeners` the listeners of ListenerSet `set` are (`None`: the Gateway's
+    /// own). `listeners` holds the Gateway's own first, then each accepted ListenerSet's in
+    /// index order (`listenerset::join` appends them so), so a binary search finds them: a
+    /// route's parentRef and a ListenerSet's status reach their few listeners among a
+    /// Gateway's thousands without a scan.
+    pub fn listeners_of(&self, set: Option<usize>) -> std::ops::Range<usize> {
+        let start = self.listeners.partition_point(|l| l.set() < set);
+        let len = self.listeners[start..].partition_point(|l| l.set() == set);
+        start..start + len
     }
 
     /// Accepted: parameters and addresses usable and at least one accepted listener.

@@ -20,7 +20,7 @@ use gateway_api::apis::standard::listenersets::{
 use crate::snapshot::{namespace_of, Snapshot};
 use crate::status::GATEWAY_GROUP;
 use crate::translate::conditions::*;
-use crate::translate::gateways::conflicts::clash;
+use crate::translate::gateways::conflicts::{clash, Served};
 use crate::translate::gateways::frontend::Frontends;
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::listener::{listener_model, selector_matches, ListenerModel};
@@ -146,12 +146,20 @@ pub fn join<'a>(
         .enumerate()
         .map(|(i, g)| ((g.namespace, g.name), i))
         .collect();
+    // Per Gateway, its listeners indexed for conflicts (a scan per new listener would be
+    // quadratic in the ListenerSets a Gateway takes in).
+    let mut served: HashMap<usize, Served<'a>> = HashMap::default();
     let mut out = Vec::new();
     for (si, input) in inputs.iter().enumerate() {
         let Some(&gi) = index.get(&input.parent) else {
             continue;
         };
         let gateway = &mut gateways[gi];
+        let served = served.entry(gi).or_insert_with(|| {
+            let mut s = Served::default();
+            s.add(&gateway.listeners, 0);
+            s
+        });
         gateway.listener_sets.get_or_insert(0);
         let fallback;
         let set_labels = match labels.get(input.namespace) {
@@ -177,12 +185,12 @@ pub fn join<'a>(
         for i in 0..listeners.len() {
             let (earlier, rest) = listeners.split_at_mut(i);
             let l = &mut rest[0];
-            l.conflict = gateway
-                .listeners
-                .iter()
-                .chain(earlier.iter())
-                .filter(|e| e.conflict.is_none())
-                .find_map(|e| clash(e, l));
+            l.conflict = served.first_clash(&gateway.listeners, l).or_else(|| {
+                earlier
+                    .iter()
+                    .filter(|e| e.conflict.is_none())
+                    .find_map(|e| clash(e, l))
+            });
         }
         let verdict = if !allowed(gateway, input.namespace, set_labels) {
             Verdict::NotAllowed
@@ -194,7 +202,11 @@ pub fn join<'a>(
             Verdict::Accepted
         };
         let rejected = if verdict == Verdict::Accepted {
+            // `GatewayModel::listeners_of` relies on this order: ListenerSets by index.
+            debug_assert!(gateway.listeners.last().is_none_or(|l| l.set() < Some(si)));
+            let from = gateway.listeners.len();
             gateway.listeners.extend(listeners);
+            served.add(&gateway.listeners, from);
             if let Some(n) = gateway.listener_sets.as_mut() {
                 *n += 1;
             }
@@ -228,10 +240,8 @@ impl SetModel<'_> {
             now: options.now,
         };
         let own: Vec<&ListenerModel<'_>> = match self.verdict {
-            Verdict::Accepted => gateway
-                .listeners
+            Verdict::Accepted => gateway.listeners[gateway.listeners_of(Some(self.index))]
                 .iter()
-                .filter(|l| l.set() == Some(self.index))
                 .collect(),
             _ => self.rejected.iter().collect(),
         };

@@ -205,15 +205,12 @@ impl Selection<'_> {
     fn select(&self, gateway: &GatewayModel<'_>) -> Result<Vec<(usize, Vec<String>)>, AttachError> {
         let parent = self.parent;
         let selected: Vec<usize> = gateway
-            .listeners
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| {
-                l.set() == self.set
-                    && parent.section_name.is_none_or(|s| s == l.spec.name)
+            .listeners_of(self.set)
+            .filter(|&i| {
+                let l = &gateway.listeners[i];
+                parent.section_name.is_none_or(|s| s == l.spec.name)
                     && parent.port.is_none_or(|p| p == l.spec.port)
             })
-            .map(|(i, _)| i)
             .collect();
         if selected.is_empty() {
             return Err(AttachError::NoMatchingParent);
