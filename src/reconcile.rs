@@ -198,7 +198,12 @@ impl Reconciler {
         let (translation, memory) = self
             .worker
             .run(move || {
+                let at = Instant::now();
                 let translation = memory.translate(&snapshot, &options, &served);
+                tracing::debug!(
+                    translate_us = at.elapsed().as_micros() as u64,
+                    "snapshot translated"
+                );
                 // The label handles are resolved here, off the async workers, not at the swap.
                 handles.attach(&translation.table);
                 (translation, memory)
