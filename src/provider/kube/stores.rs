@@ -397,9 +397,9 @@ impl<S: KindSet> Stores<S> {
     /// Brings `snapshot`, taken from these stores earlier (with its referenced objects), in
     /// line with them, given what changed since ([`changes::Changes::take`]): only the objects
     /// named are looked up, a kind relisted is read again whole, and the referenced objects
-    /// are fetched again (only those whose resourceVersion changed cost an API call). True
-    /// when any object changed: the result then equals [`Self::snapshot`] followed by
-    /// [`Self::fetch_referenced`], up to the order of objects.
+    /// are fetched again (only those whose resourceVersion changed cost an API call). The
+    /// result equals [`Self::snapshot`] followed by [`Self::fetch_referenced`], up to the order
+    /// of objects; true when any object changed.
     pub async fn patch(&self, snapshot: &mut S, changed: &HashMap<KindKey, Changed>) -> bool {
         let mut any = false;
         for slot in self.slots.iter() {
