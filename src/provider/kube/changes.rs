@@ -25,7 +25,7 @@ const MOST_KEYS: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Changed {
     /// Anything may have changed: a relist swapped the store (deletes missed while
-    /// disconnected show up only there), or more than [`MOST_KEYS`] objects changed.
+    /// disconnected show up only there), or more than 64 objects of the kind changed.
     All,
     /// Only these objects were applied or deleted.
     Keys(HashSet<Key>),
