@@ -198,9 +198,16 @@ impl Reconciler {
         let (translation, memory) = self
             .worker
             .run(move || {
+                let at = Instant::now();
                 let translation = memory.translate(&snapshot, &options, &served);
+                let translated = at.elapsed();
                 // The label handles are resolved here, off the async workers, not at the swap.
                 handles.attach(&translation.table);
+                tracing::debug!(
+                    translate_us = translated.as_micros() as u64,
+                    handles_us = at.elapsed().saturating_sub(translated).as_micros() as u64,
+                    "snapshot translated"
+                );
                 (translation, memory)
             })
             .await
@@ -238,6 +245,10 @@ impl Reconciler {
         let rules = table.rule_count();
         let table = Arc::new(table);
         let previous_table = self.published.publish_table(table.clone());
+        tracing::debug!(
+            since_rebuild_us = started.elapsed().as_micros() as u64,
+            "route table swapped in"
+        );
         let bind_errors = match &self.proxy {
             Some(proxy) => proxy.sync_listeners(&table).await,
             None => Vec::new(),

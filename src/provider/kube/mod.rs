@@ -4,6 +4,7 @@
 //! reconcile loop publishes. Every replica translates and serves.
 
 pub mod binding;
+pub mod changes;
 pub mod crd_bundle;
 pub mod gateway_endpoints;
 pub mod gateway_service;

@@ -5,7 +5,6 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
@@ -18,6 +17,7 @@ use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
+use super::changes::{self, Changed, KindKey};
 use crate::kinds::{Declared, Holds, Kind, KindScope, KindSet, Visitor, Wanted, Watch};
 use crate::snapshot::Snapshot;
 
@@ -204,13 +204,21 @@ trait Slot<S>: Send + Sync {
     fn fill(&self, snapshot: &mut S);
     /// Puts the referenced objects into the snapshot (other kinds: nothing).
     fn fetch<'a>(&'a self, snapshot: &'a mut S) -> BoxFuture<'a, ()>;
-    /// Adds a digest of each object of the kind in the snapshot to `out`.
-    fn versions(&self, snapshot: &mut S, out: &mut Vec<u64>);
+    /// Brings the kind's objects in a snapshot taken earlier in line with the store, where
+    /// `changed` says (`None`: nothing changed; referenced kinds: nothing). True when any
+    /// object changed.
+    fn patch(&self, snapshot: &mut S, changed: Option<&Changed>) -> bool;
+    /// Fetches the referenced objects of a snapshot taken earlier again (other kinds:
+    /// nothing). True when any of them changed.
+    fn refetch<'a>(&'a self, snapshot: &'a mut S) -> BoxFuture<'a, bool>;
+    /// The kind, as changes are noted for it.
+    fn kind(&self) -> &KindKey;
     fn store(&self) -> &dyn Any;
 }
 
 struct KindSlot<S, K: Kind> {
     declared: Declared<S, K>,
+    kind: KindKey,
     store: KindStore<K>,
     fetched: Option<Fetched<K>>,
 }
@@ -243,15 +251,44 @@ impl<S: KindSet, K: Kind> Slot<S> for KindSlot<S, K> {
         .boxed()
     }
 
-    fn versions(&self, snapshot: &mut S, out: &mut Vec<u64>) {
-        let kind = K::kind(&());
-        for o in (self.declared.slot)(snapshot).iter() {
-            let m = o.meta();
-            let mut h = DefaultHasher::new();
-            let id = (&m.namespace, &m.name, &m.uid, &m.resource_version);
-            (kind.as_ref(), id).hash(&mut h);
-            out.push(h.finish());
+    fn patch(&self, snapshot: &mut S, changed: Option<&Changed>) -> bool {
+        if matches!(self.declared.watch, Watch::Referenced { .. }) {
+            return false;
         }
+        let keep = self.declared.watched_if;
+        let objects = (self.declared.slot)(snapshot);
+        match changed {
+            None => false,
+            Some(Changed::All) => {
+                let before = changes::digest(objects);
+                objects.clear();
+                objects.extend(self.store.state().into_iter().filter(|o| keep(o)));
+                changes::digest(objects) != before
+            }
+            Some(Changed::Keys(keys)) => changes::patch(objects, keys, |(ns, name)| {
+                let mut key = ObjectRef::new(name);
+                key.namespace.clone_from(ns);
+                self.store.get(&key).filter(|o| keep(o))
+            }),
+        }
+    }
+
+    fn refetch<'a>(&'a self, snapshot: &'a mut S) -> BoxFuture<'a, bool> {
+        async move {
+            if !matches!(self.declared.watch, Watch::Referenced { .. }) {
+                return false;
+            }
+            let objects = (self.declared.slot)(snapshot);
+            let before = changes::digest(objects);
+            objects.clear();
+            self.fetch(snapshot).await;
+            changes::digest((self.declared.slot)(snapshot)) != before
+        }
+        .boxed()
+    }
+
+    fn kind(&self) -> &KindKey {
+        &self.kind
     }
 
     fn store(&self) -> &dyn Any {
@@ -308,6 +345,7 @@ impl<S: KindSet> Stores<S> {
                 };
                 self.slots.push(Box::new(KindSlot {
                     declared,
+                    kind: changes::kind_of::<K>(),
                     store,
                     fetched,
                 }));
@@ -356,16 +394,21 @@ impl<S: KindSet> Stores<S> {
         snapshot
     }
 
-    /// A digest of every object in `snapshot` (kind, namespace, name, uid, resourceVersion),
-    /// in no particular order of objects: equal digests mean the same inputs, since the API
-    /// server gives an object a new resourceVersion whenever it changes it.
-    pub fn versions(&self, snapshot: &mut S) -> Vec<u64> {
-        let mut out = Vec::new();
+    /// Brings `snapshot`, taken from these stores earlier (with its referenced objects), in
+    /// line with them, given what changed since ([`changes::Changes::take`]): only the objects
+    /// named are looked up, a kind relisted is read again whole, and the referenced objects
+    /// are fetched again (only those whose resourceVersion changed cost an API call). The
+    /// result equals [`Self::snapshot`] followed by [`Self::fetch_referenced`], up to the order
+    /// of objects; true when any object changed.
+    pub async fn patch(&self, snapshot: &mut S, changed: &HashMap<KindKey, Changed>) -> bool {
+        let mut any = false;
         for slot in self.slots.iter() {
-            slot.versions(snapshot, &mut out);
+            any |= slot.patch(snapshot, changed.get(slot.kind()));
         }
-        out.sort_unstable();
-        out
+        for slot in self.slots.iter() {
+            any |= slot.refetch(snapshot).await;
+        }
+        any
     }
 
     /// Fetches what the referenced kinds' `wanted` names in `snapshot` into it; only objects

@@ -1,9 +1,9 @@
 //! Reflectors: one store per declared kind (see [`crate::kinds`]), all feeding one
-//! [`Trigger`], and the loop that assembles a whole snapshot from the stores on every change
-//! (level-triggered). Owns no Gateway API rule; it only copies `Arc`s out of the stores.
+//! [`Trigger`] with the objects each event changed, and the loop that keeps a snapshot of the
+//! stores, patching the previous one with those objects on every change. Owns no Gateway API
+//! rule; it only copies `Arc`s out of the stores.
 
 use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{watch, Notify};
 
 use super::binding::bindings_from_services;
+use super::changes::{Changed, Changes, KindKey};
 use super::retry::{with_backoff, NotServedAsEmpty, RetryPolicy};
 use super::stores::Open;
 pub use super::stores::Stores;
@@ -26,17 +27,20 @@ use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
 /// Wakes the snapshot loop. Any number of fires before the loop looks again count as one, so a
-/// burst of watch events costs one rebuild, never a queue.
+/// burst of watch events costs one rebuild, never a queue. The objects the events changed are
+/// noted beside ([`Trigger::note`]), for the loop to patch its previous snapshot with.
 /// It also keeps when the oldest fire not yet sent in a snapshot happened, for the propagation
 /// lag (`edgeplane_propagation_seconds`) of a trigger made [`Trigger::reporting`].
 #[derive(Debug, Clone, Default)]
 pub struct Trigger(Arc<Notify>, Arc<Fired>);
 
-/// The oldest fire not yet sent, and where snapshots' receive times are reported.
+/// The oldest fire not yet sent, where snapshots' receive times are reported, and the changes
+/// noted since the loop last looked.
 #[derive(Debug, Default)]
 struct Fired {
     since: std::sync::Mutex<Option<std::time::Instant>>,
     metrics: Option<Arc<Metrics>>,
+    changes: Changes,
 }
 
 impl Trigger {
@@ -45,6 +49,7 @@ impl Trigger {
         let fired = Fired {
             since: Default::default(),
             metrics: Some(metrics),
+            changes: Changes::default(),
         };
         Self(Arc::default(), Arc::new(fired))
     }
@@ -55,6 +60,17 @@ impl Trigger {
         since.get_or_insert_with(std::time::Instant::now);
         drop(since);
         self.0.notify_one();
+    }
+
+    /// Notes what `event` changed in its store (which it has already applied), for the next
+    /// snapshot; then [`Trigger::fire`] schedules that snapshot.
+    pub fn note<K: Resource<DynamicType = ()>>(&self, event: &Event<K>) {
+        self.1.changes.note(event);
+    }
+
+    /// The changes noted since the last call.
+    fn changes(&self) -> std::collections::HashMap<KindKey, Changed> {
+        self.1.changes.take()
     }
 
     /// Called before a snapshot is taken from the stores: when the oldest change it will
@@ -93,11 +109,10 @@ pub fn reflect<K>(
     metrics: Arc<Metrics>,
 ) -> (Store<K>, BoxFuture<'static, ()>)
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let dt = K::DynamicType::default();
+    let dt = ();
     let kind = K::kind(&dt).into_owned();
     let gauge = metrics.watch_kind_available.with_label_values(&[&kind]);
     // Present at 0 from the start: the kinds watched are known.
@@ -118,7 +133,7 @@ fn drive<K, S>(
     metrics: Arc<Metrics>,
 ) -> BoxFuture<'static, ()>
 where
-    K: Send + 'static,
+    K: Resource<DynamicType = ()> + Send + 'static,
     S: futures_util::Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     async move {
@@ -134,7 +149,10 @@ where
             match event {
                 // The store swaps its contents at InitDone; nothing to rebuild before.
                 Ok(Event::Init | Event::InitApply(_)) => {}
-                Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) => trigger.fire(),
+                Ok(changed @ (Event::InitDone | Event::Apply(_) | Event::Delete(_))) => {
+                    trigger.note(&changed);
+                    trigger.fire();
+                }
                 Err(e) => {
                     metrics
                         .config_errors
@@ -226,11 +244,13 @@ pub fn bind_gateways(snapshot: &mut Snapshot) {
 
 /// Waits for every store's first list, then sends a snapshot at once, after every trigger
 /// that changed an object (a relist that found what was cached, a kind still not served, a
-/// watch that reconnected publish nothing: [`Stores::versions`] compares every object's
-/// resourceVersion with the last snapshot sent), and after every `resync` regardless, until
-/// the receiver side is gone. Referenced objects are fetched into each snapshot (only those
-/// whose resourceVersion changed cost an API call), then `finish` adds what is not an object
-/// (a [`Snapshot`]'s Gateway bindings: [`bind_gateways`], derived from its objects).
+/// watch that reconnected publish nothing), and after every `resync` regardless, until the
+/// receiver side is gone. The first snapshot, and the one after each `resync`, is read whole
+/// from the stores; in between, the previous one is patched with the objects the watch events
+/// named ([`Stores::patch`]), so a change costs in proportion to itself. Referenced objects
+/// are fetched into each snapshot (only those whose resourceVersion changed cost an API call),
+/// then `finish` adds what is not an object (a [`Snapshot`]'s Gateway bindings:
+/// [`bind_gateways`], derived from its objects).
 pub async fn run_snapshots<S: KindSet>(
     stores: Stores<S>,
     trigger: Trigger,
@@ -249,21 +269,42 @@ pub async fn run_snapshots<S: KindSet>(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
-    let mut sent: Option<Vec<u64>> = None;
+    // The last snapshot taken, before `finish`.
+    let mut last: Option<S> = None;
     let mut resynced = false;
     while !tx.is_closed() {
         let fired = trigger.taking();
-        let mut snapshot = stores.snapshot();
-        stores.fetch_referenced(&mut snapshot).await;
-        let versions = stores.versions(&mut snapshot);
-        if resynced || sent.as_ref() != Some(&versions) {
+        // Taken before the stores are read: a change noted later is already in them, and is
+        // read again next time.
+        let changes = trigger.changes();
+        let started = std::time::Instant::now();
+        let (mut snapshot, changed) = match last.take() {
+            Some(mut snapshot) if !resynced => {
+                let changed = stores.patch(&mut snapshot, &changes).await;
+                (snapshot, changed)
+            }
+            _ => {
+                let mut snapshot = stores.snapshot();
+                stores.fetch_referenced(&mut snapshot).await;
+                (snapshot, true)
+            }
+        };
+        // Where a propagation's time goes: waiting for the loop, then taking the snapshot.
+        let waited = fired.map_or(Duration::ZERO, |f| started.saturating_duration_since(f));
+        tracing::debug!(
+            waited_us = waited.as_micros() as u64,
+            take_us = started.elapsed().as_micros() as u64,
+            changed,
+            "snapshot taken from the stores"
+        );
+        last = Some(snapshot.clone());
+        if changed || resynced {
             finish(&mut snapshot);
             let snapshot = Arc::new(snapshot);
             trigger.sending(&*snapshot, fired);
             if tx.send(snapshot).is_err() {
                 return;
             }
-            sent = Some(versions);
         } else {
             tracing::debug!("no object changed; nothing to publish");
         }
@@ -278,7 +319,7 @@ pub async fn run_snapshots<S: KindSet>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::any::Any;
 
     use gateway_api::apis::standard::gateways::Gateway;
@@ -303,7 +344,7 @@ mod tests {
 
     /// Bare stores, without a server; their writers are kept so tests can fill them.
     #[derive(Default)]
-    struct Bare(Vec<Box<dyn Any>>);
+    pub(in crate::provider::kube) struct Bare(Vec<Box<dyn Any>>);
 
     impl Open for Bare {
         fn objects<K: Kind>(&mut self) -> Store<K> {
@@ -322,7 +363,9 @@ mod tests {
     }
 
     impl Bare {
-        fn writer<K: Resource<DynamicType = ()> + Clone + 'static>(&mut self) -> &mut Writer<K> {
+        pub(in crate::provider::kube) fn writer<K: Resource<DynamicType = ()> + Clone + 'static>(
+            &mut self,
+        ) -> &mut Writer<K> {
             self.0
                 .iter_mut()
                 .find_map(|w| w.downcast_mut())
