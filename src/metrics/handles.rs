@@ -74,6 +74,9 @@ pub struct RequestCells {
     rare: Mutex<Vec<(usize, u16)>>,
     /// The backend's own series, when the cell is a backendRef's.
     pub backend: Option<std::sync::Arc<BackendSeries>>,
+    /// The last index build whose table uses the cell; the build retires the cells it did not
+    /// mark (see `series`).
+    seen: std::sync::atomic::AtomicU64,
 }
 
 impl RequestCells {
@@ -83,7 +86,18 @@ impl RequestCells {
             methods: Default::default(),
             rare: Mutex::new(Vec::new()),
             backend,
+            seen: Default::default(),
         }
+    }
+
+    /// Marks the cell as used by index build `build`.
+    pub(super) fn mark(&self, build: u64) {
+        self.seen.store(build, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether index build `build` marked the cell.
+    pub(super) fn marked(&self, build: u64) -> bool {
+        self.seen.load(std::sync::atomic::Ordering::Relaxed) == build
     }
 
     pub(super) fn labels(&self) -> &Labels {

@@ -25,6 +25,8 @@ use super::handles::{BackendSeries, L4Series, Labels, RequestCells};
 use super::Metrics;
 
 type Fast = foldhash::fast::FixedState;
+/// Keyed by label text from the configuration: seeded per process.
+type Seeded = foldhash::fast::RandomState;
 
 /// The request cells of one rule match on one Gateway listener: one per backendRef, in the
 /// rule's order, then the one of answers without a backend.
@@ -113,9 +115,26 @@ impl SeriesIndex {
 /// The handles of the live label sets, kept across tables.
 #[derive(Debug, Default)]
 pub(super) struct Live {
-    cells: HashMap<Labels, Arc<RequestCells>>,
-    backends: HashMap<Arc<str>, Arc<BackendSeries>>,
+    /// Index builds so far: the mark of the last one (see [`RequestCells::mark`]).
+    builds: u64,
+    /// Every live request cell by its labels; a build retires those it did not mark.
+    cells: HashMap<Labels, Arc<RequestCells>, Seeded>,
+    /// The cells of each rule the last table served.
+    rules: HashMap<RuleKey, RuleCells, Seeded>,
+    backends: HashMap<Arc<str>, Arc<BackendSeries>, Seeded>,
     l4: HashMap<[String; 3], Arc<L4Series>>,
+}
+
+/// A rule as served by one Gateway listener: the rule's address, `gateway`, `listener`.
+type RuleKey = (usize, Arc<str>, Arc<str>);
+
+/// The cells one rule resolved to. The translator hands an unchanged route's rules to the
+/// next table as the same `Arc`s, so a table change resolves labels only for the rules that
+/// changed. Holds the rule so that its address, part of the key, is not reused meanwhile.
+#[derive(Debug)]
+struct RuleCells {
+    _rule: Arc<RouteRule>,
+    cells: Box<[Arc<RequestCells>]>,
 }
 
 /// The `gateway` and `listener` labels of a Gateway listener.
@@ -141,12 +160,19 @@ pub fn route_label(route: &RouteRef) -> String {
 /// Builds tables' indexes from the live handles, and retires what a table drops.
 struct Builder<'a> {
     metrics: &'a Metrics,
+    /// This build's mark.
+    build: u64,
+    /// `cells` and `rules` of `old` are read and extended in place; its `backends` and `l4`
+    /// move to `new` as the table uses them.
     old: Live,
     new: Live,
     /// The cells of the new table whose `route_backends` series exist before any request.
     announced: Vec<Arc<RequestCells>>,
     /// The empty label value, shared.
     empty: Arc<str>,
+    /// Rules whose cells were kept from the last table, and rules resolved by label.
+    kept: usize,
+    resolved: usize,
 }
 
 impl Builder<'_> {
@@ -173,25 +199,79 @@ impl Builder<'_> {
             Some(s) => s.shared_label().clone(),
             None => self.empty.clone(),
         };
-        let c = match self.new.cells.get(&labels) {
-            Some(c) => c.clone(),
-            None => {
-                let c = self
-                    .old
-                    .cells
-                    .remove(&labels)
-                    .unwrap_or_else(|| Arc::new(RequestCells::new(labels.clone(), series)));
-                self.new.cells.insert(labels, c.clone());
-                c
+        let c = match self.old.cells.entry(labels) {
+            Entry::Occupied(e) => e.get().clone(),
+            Entry::Vacant(e) => {
+                let c = Arc::new(RequestCells::new(e.key().clone(), series));
+                e.insert(c).clone()
             }
         };
+        c.mark(self.build);
         if announced {
             self.announced.push(c.clone());
         }
         c
     }
 
-    fn rule(&mut self, gateway: &Arc<str>, listener: &Arc<str>, rule: &RouteRule) -> RuleSeries {
+    /// The series of `rule` on the Gateway listener labelled `gateway`, `listener`: those of
+    /// the last table when it served the same rule there, else resolved by label.
+    fn rule(
+        &mut self,
+        gateway: &Arc<str>,
+        listener: &Arc<str>,
+        rule: &Arc<RouteRule>,
+    ) -> RuleSeries {
+        let key = (addr(rule.as_ref()), gateway.clone(), listener.clone());
+        if let Some(kept) = self.new.rules.get(&key) {
+            return RuleSeries {
+                cells: kept.cells.clone(),
+            };
+        }
+        let cells = match self.old.rules.remove(&key) {
+            Some(kept) => {
+                self.kept += 1;
+                self.keep(&kept.cells);
+                kept.cells
+            }
+            None => {
+                self.resolved += 1;
+                self.resolve(gateway, listener, rule)
+            }
+        };
+        let series = RuleSeries {
+            cells: cells.clone(),
+        };
+        let kept = RuleCells {
+            _rule: rule.clone(),
+            cells,
+        };
+        self.new.rules.insert(key, kept);
+        series
+    }
+
+    /// Marks the cells of a rule kept from the last table (and keeps their backends'
+    /// series); announces them as [`Builder::resolve`] did.
+    fn keep(&mut self, cells: &[Arc<RequestCells>]) {
+        let last = cells.len().saturating_sub(1);
+        for (i, c) in cells.iter().enumerate() {
+            c.mark(self.build);
+            if let Some(b) = &c.backend {
+                self.backend(b.label());
+            }
+            if i < last || last == 0 {
+                self.announced.push(c.clone());
+            }
+        }
+    }
+
+    /// The cells of `rule`: one per backendRef, announced, then the one of answers without a
+    /// backend (announced when the rule has no backendRef).
+    fn resolve(
+        &mut self,
+        gateway: &Arc<str>,
+        listener: &Arc<str>,
+        rule: &RouteRule,
+    ) -> Box<[Arc<RequestCells>]> {
         let route: Arc<str> = Arc::from(route_label(&rule.route));
         let name: Arc<str> = match &rule.rule_name {
             Some(n) => Arc::from(n.as_str()),
@@ -215,9 +295,7 @@ impl Builder<'_> {
             cells.push(self.cell(labels.clone(), &label, true));
         }
         cells.push(self.cell(labels, "", backends.is_empty()));
-        RuleSeries {
-            cells: cells.into_boxed_slice(),
-        }
+        cells.into_boxed_slice()
     }
 
     fn l4(&mut self, source: Option<&SocketSource>, route: &L4Route) -> Arc<L4Series> {
@@ -291,11 +369,18 @@ impl Builder<'_> {
     }
 
     /// Removes from the registry every series of the handles the new table left behind.
-    fn retire(self) -> Live {
+    fn retire(mut self) -> Live {
         let m = self.metrics;
-        for c in self.old.cells.values() {
-            c.remove(&m.http);
-        }
+        let build = self.build;
+        self.old.cells.retain(|_, c| {
+            let live = c.marked(build);
+            if !live {
+                c.remove(&m.http);
+            }
+            live
+        });
+        self.new.cells = std::mem::take(&mut self.old.cells);
+        self.new.builds = build;
         for b in self.old.backends.values() {
             b.remove(m);
         }
@@ -312,12 +397,16 @@ impl SeriesIndex {
     /// that the table no longer has.
     pub(super) fn build(table: &RouteTable, metrics: &Metrics, live: &Mutex<Live>) -> Self {
         let mut guard = live.lock().unwrap_or_else(|p| p.into_inner());
+        let old = std::mem::take(&mut *guard);
         let mut b = Builder {
             metrics,
-            old: std::mem::take(&mut *guard),
+            build: old.builds + 1,
+            old,
             new: Live::default(),
             announced: Vec::new(),
             empty: empty(),
+            kept: 0,
+            resolved: 0,
         };
         let mut index = SeriesIndex::default();
         for socket in table.listeners.values().chain(table.udp.values()) {
@@ -327,6 +416,11 @@ impl SeriesIndex {
             .http
             .routes
             .announce(std::mem::take(&mut b.announced));
+        tracing::debug!(
+            kept = b.kept,
+            resolved = b.resolved,
+            "rule label handles kept from the last table"
+        );
         *guard = b.retire();
         index
     }
@@ -375,6 +469,11 @@ mod tests {
                 })
             })
             .collect();
+        table_of(rules)
+    }
+
+    /// A table of one socket serving `rules`.
+    fn table_of(rules: Vec<Arc<RouteRule>>) -> RouteTable {
         let source = SocketSource::gateway("default", "gw", "http");
         let addr = "127.0.0.1:8080".parse().unwrap();
         let listener =
@@ -383,6 +482,22 @@ mod tests {
             listeners: [(addr, Arc::new(listener))].into(),
             ..RouteTable::default()
         }
+    }
+
+    /// The rules of `table`'s one virtual host.
+    fn rules(table: &RouteTable) -> Vec<Arc<RouteRule>> {
+        let listener = table.listeners.values().next().unwrap();
+        listener.hosts.iter().next().unwrap().rules.clone()
+    }
+
+    /// The cell of the first backendRef of the rule of route `name`.
+    fn cell_of(table: &RouteTable, name: &str) -> Arc<RequestCells> {
+        let index = SeriesIndex::of(table).unwrap();
+        let listener = table.listeners.values().next().unwrap();
+        let vhost = listener.hosts.iter().next().unwrap();
+        let rule = vhost.rules.iter().find(|r| r.route.name() == name).unwrap();
+        let series = index.rule(listener, vhost.listener, rule).unwrap();
+        series.cells[0].clone()
     }
 
     /// Counts one GET 200 on the rule of route `name`.
@@ -428,5 +543,48 @@ mod tests {
         let text = metrics.encode();
         assert!(!text.contains("HTTPRoute/default/a"), "{text}");
         assert!(!text.contains("route_backends{"), "{text}");
+    }
+
+    #[test]
+    fn a_rule_the_next_table_keeps_keeps_its_cells_until_a_table_drops_it() {
+        let metrics = Metrics::new();
+        let first = table(&["a", "b"]);
+        metrics.attach(&first);
+        hit(&first, &metrics, "a");
+        // The translator hands an unchanged route's rules over as the same objects.
+        let a = rules(&first).into_iter().find(|r| r.route.name() == "a");
+        let c = rules(&table(&["c"]));
+        let second = table_of(a.into_iter().chain(c).collect());
+        metrics.attach(&second);
+        assert!(Arc::ptr_eq(&cell_of(&first, "a"), &cell_of(&second, "a")));
+        hit(&second, &metrics, "a");
+        hit(&second, &metrics, "c");
+        let text = metrics.encode();
+        assert!(
+            text.contains("route=\"HTTPRoute/default/a\",rule=\"0\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("route=\"HTTPRoute/default/c\",rule=\"0\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("HTTPRoute/default/b"), "{text}");
+        let announced = |text: &str, route: &str| {
+            text.lines()
+                .any(|l| l.starts_with("edgeplane_route_backends{") && l.contains(route))
+        };
+        assert!(announced(&text, "HTTPRoute/default/a"), "{text}");
+        assert!(announced(&text, "HTTPRoute/default/c"), "{text}");
+        // The next table keeps c's rule only: a's series leave.
+        let c = rules(&second).into_iter().filter(|r| r.route.name() == "c");
+        let third = table_of(c.collect());
+        metrics.attach(&third);
+        let text = metrics.encode();
+        assert!(!text.contains("HTTPRoute/default/a"), "{text}");
+        assert!(
+            text.contains("route=\"HTTPRoute/default/c\",rule=\"0\"} 1"),
+            "{text}"
+        );
+        assert!(announced(&text, "HTTPRoute/default/c"), "{text}");
     }
 }
