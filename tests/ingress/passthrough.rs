@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use crate::standalone::{secret, serve, serve_with, service};
-use crate::support::client::{get, h1_client, send};
+use crate::support::client::{get, h1_client, send, Reply, TestClient};
 use crate::support::echo::start_fleet;
 use crate::support::tls::{client_config, connect, get_tls, peer_leaf, self_signed, TestCert};
 
@@ -96,6 +96,32 @@ fn pod(body: &[u8]) -> String {
     v["pod"].as_str().unwrap_or("").to_owned()
 }
 
+/// GET `/x` of `pass.example.com` over TLS to `https`, trusting only `trusted`, until it
+/// answers (bounded: 20 s); `what` says what did not happen otherwise.
+async fn until_tls(https: SocketAddr, trusted: &TestCert, what: &str) -> Reply {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let host = "pass.example.com";
+        match get_tls(https, host, &[trusted], host, "/x").await {
+            Ok(r) => return r,
+            Err(e) => assert!(Instant::now() < deadline, "{what}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every entry of `/debug/status` on the dashboard at `dashboard`.
+async fn status_entries(client: &TestClient, dashboard: SocketAddr) -> Vec<Value> {
+    let status = send(
+        client,
+        get(dashboard, &dashboard.to_string(), "/debug/status"),
+    )
+    .await
+    .expect("debug status");
+    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
+    all.as_array().cloned().unwrap_or_default()
+}
+
 #[tokio::test]
 async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
     let backend_cert = self_signed(&["pass.example.com"]);
@@ -115,22 +141,7 @@ async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
 
     // The passthrough host: the handshake is the backend's (trusting only its certificate
     // verifies), and the answer is the backend's.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let reply = loop {
-        let r = get_tls(
-            server.https(),
-            "pass.example.com",
-            &[&backend_cert],
-            "pass.example.com",
-            "/x",
-        )
-        .await;
-        match r {
-            Ok(r) => break r,
-            Err(e) => assert!(Instant::now() < deadline, "never passed through: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let reply = until_tls(server.https(), &backend_cert, "never passed through").await;
     assert_eq!(
         (reply.status.as_u16(), pod(&reply.body)),
         (200, "pass-pod".to_owned())
@@ -179,18 +190,7 @@ async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
     assert_eq!((r.status.as_u16(), pod(&r.body)), (200, "shop-pod".into()));
 
     // The status: the passthrough listener counts the Ingress; an HTTP annotation is reported.
-    let status = send(
-        &client,
-        get(
-            server.dashboard(),
-            &server.dashboard().to_string(),
-            "/debug/status",
-        ),
-    )
-    .await
-    .expect("debug status");
-    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
-    let entries = all.as_array().cloned().unwrap_or_default();
+    let entries = status_entries(&client, server.dashboard()).await;
     let gateway = entries
         .iter()
         .find(|e| e["kind"] == "Gateway" && e["namespace"] == "edgeplane:ingress")
@@ -327,39 +327,13 @@ spec:
     let server = serve_with(dir.path(), &client, &flags).await;
 
     // Not passed through: the Gateway's HTTPS listener terminates it and routes the Ingress.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let reply = loop {
-        let r = get_tls(
-            server.https(),
-            "pass.example.com",
-            &[&gateway_cert],
-            "pass.example.com",
-            "/x",
-        )
-        .await;
-        match r {
-            Ok(r) => break r,
-            Err(e) => assert!(Instant::now() < deadline, "never served: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let reply = until_tls(server.https(), &gateway_cert, "never served").await;
     assert_eq!(
         (reply.status.as_u16(), pod(&reply.body)),
         (200, "pass-pod".to_owned())
     );
 
-    let status = send(
-        &client,
-        get(
-            server.dashboard(),
-            &server.dashboard().to_string(),
-            "/debug/status",
-        ),
-    )
-    .await
-    .expect("debug status");
-    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
-    let entries = all.as_array().cloned().unwrap_or_default();
+    let entries = status_entries(&client, server.dashboard()).await;
     let ingress = entries
         .iter()
         .find(|e| e["kind"] == "Ingress" && e["name"] == "pass")
