@@ -30,9 +30,9 @@ use crate::translate::routes::l4route::L4Attached;
 struct Socket {
     protocol: ListenerProtocol,
     port: u16,
-    /// `(gateway, listener)` of each Gateway listener bound here; for TLS, the index of its
-    /// [`SniListener`] is the same as in this list.
-    members: Vec<(usize, usize)>,
+    /// The position of each Gateway listener bound here, by `(gateway, listener)`, in the
+    /// order bound; for TLS, the index of its [`SniListener`] is the same.
+    members: HashMap<(usize, usize), usize>,
     sources: Vec<SocketSource>,
     route: Option<L4Route>,
     sni: Vec<SniListener>,
@@ -116,7 +116,7 @@ fn sockets_of(
                 let s = sockets.entry(key).or_insert_with(|| Socket {
                     protocol: l.protocol.clone(),
                     port: l.port,
-                    members: Vec::new(),
+                    members: HashMap::default(),
                     sources: Vec::new(),
                     route: None,
                     sni: Vec::new(),
@@ -125,7 +125,7 @@ fn sockets_of(
                     settings: None,
                     onto_https,
                 });
-                if s.protocol != l.protocol || s.members.contains(&(gi, li)) {
+                if s.protocol != l.protocol || s.members.contains_key(&(gi, li)) {
                     continue;
                 }
                 let source = l.source(g.namespace, g.name);
@@ -156,7 +156,8 @@ fn sockets_of(
                 if s.settings.is_none() {
                     s.settings = settings.get(gi).cloned().flatten();
                 }
-                s.members.push((gi, li));
+                let position = s.members.len();
+                s.members.insert((gi, li), position);
                 s.sources.push(source);
             }
         }
@@ -215,8 +216,7 @@ fn attach_routes(
                 let Some(s) = sockets.get_mut(&key) else {
                     continue;
                 };
-                let Some(member) = s.members.iter().position(|m| *m == (a.gateway, a.listener))
-                else {
+                let Some(&member) = s.members.get(&(a.gateway, a.listener)) else {
                     continue;
                 };
                 if s.protocol == ListenerProtocol::Tls {
