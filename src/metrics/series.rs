@@ -53,6 +53,8 @@ pub struct SeriesIndex {
     unmatched: HashMap<usize, Arc<RequestCells>, Fast>,
     /// By (socket or TLS listener, route).
     l4: HashMap<(usize, usize), Arc<L4Series>, Fast>,
+    /// Rules whose cells were kept from the previous table rather than resolved by label.
+    kept: usize,
 }
 
 /// The one Gateway listener serving HTTP on `socket`, which labels its unmatched requests;
@@ -109,6 +111,11 @@ impl SeriesIndex {
     /// Number of rule entries (for tests).
     pub fn rule_entries(&self) -> usize {
         self.rules.len()
+    }
+
+    /// Number of rules whose handles were kept from the previous table (for tests and logs).
+    pub fn rules_kept(&self) -> usize {
+        self.kept
     }
 }
 
@@ -421,6 +428,7 @@ impl SeriesIndex {
             resolved = b.resolved,
             "rule label handles kept from the last table"
         );
+        index.kept = b.kept;
         *guard = b.retire();
         index
     }
@@ -556,6 +564,8 @@ mod tests {
         let c = rules(&table(&["c"]));
         let second = table_of(a.into_iter().chain(c).collect());
         metrics.attach(&second);
+        let kept = SeriesIndex::of(&second).map(SeriesIndex::rules_kept);
+        assert_eq!(kept, Some(1), "a's rule is kept, c's resolved");
         assert!(Arc::ptr_eq(&cell_of(&first, "a"), &cell_of(&second, "a")));
         hit(&second, &metrics, "a");
         hit(&second, &metrics, "c");
