@@ -26,6 +26,18 @@ fn main() {
         }
     }
     println!("cargo:rerun-if-changed=build.rs");
+    relative_relocations();
+}
+
+/// Linux glibc binaries are position-independent, so the loader rewrites every pointer held in
+/// static data at start, reading one 24-byte `.rela.dyn` entry per pointer: about 2 MiB of the
+/// binary's pages resident for the process's whole life. `-z pack-relative-relocs` (GNU ld 2.38,
+/// glibc 2.36 at run time) packs them into a bitmap (`.relr.dyn`) of a few dozen KiB.
+fn relative_relocations() {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu" {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
 }
 
 /// The trimmed output of `git args`, when git runs and succeeds.
