@@ -202,6 +202,7 @@ impl ProxyArgs {
             upstream_max_idle_per_endpoint: self.upstream_max_idle,
             upstream_idle_timeout: self.upstream_idle_timeout,
             drain_timeout,
+            workers: crate::proxy::workers_from_env(),
             connect_timeout: self.connect_timeout,
             udp_idle_timeout: self.udp_idle_timeout,
             udp_max_sessions_per_source: self.udp_max_sessions_per_source,

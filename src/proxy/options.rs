@@ -63,6 +63,11 @@ pub struct ProxyOptions {
     /// Pooled upstream connections unused for this long are closed (HTTP/1.1 and h2c). 90 s,
     /// below the common 120 s idle limit of backends, so the proxy closes first.
     pub upstream_idle_timeout: Duration,
+    /// Data-plane workers: threads each running its own runtime, with its own socket per TCP
+    /// listener and its own upstream pools. 1 (the default): the runtime that creates the proxy
+    /// serves it, with no thread of its own. `serve` takes `TOKIO_WORKER_THREADS`, else one per
+    /// CPU.
+    pub workers: usize,
     /// Time in-flight requests get to finish at shutdown or when their listener is removed.
     pub drain_timeout: Duration,
     /// Time to establish an upstream TCP connection before answering 504.
@@ -146,6 +151,7 @@ impl Default for ProxyOptions {
             max_connections: 10_000,
             upstream_max_idle_per_endpoint: 32,
             upstream_idle_timeout: Duration::from_secs(90),
+            workers: 1,
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             udp_idle_timeout: Duration::from_secs(60),

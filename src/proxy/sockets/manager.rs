@@ -61,6 +61,44 @@ pub struct Running {
     pub task: JoinHandle<()>,
 }
 
+impl Running {
+    /// One socket served as several (one per data-plane worker): asked to stop, it asks every
+    /// part, acknowledges once all of them closed their socket, and ends when all have drained.
+    /// A single part is returned as it is.
+    pub fn all(mut parts: Vec<Running>) -> Running {
+        if parts.len() == 1 {
+            if let Some(one) = parts.pop() {
+                return one;
+            }
+        }
+        let (stop, stopped) = oneshot::channel::<oneshot::Sender<()>>();
+        let task = tokio::spawn(async move {
+            // A dropped sender stops the parts too, without an acknowledgement.
+            let ack = stopped.await.ok();
+            let mut closed = Vec::with_capacity(parts.len());
+            let mut tasks = Vec::with_capacity(parts.len());
+            for Running { stop, task } in parts {
+                let (part_ack, part_closed) = oneshot::channel();
+                if stop.send(part_ack).is_ok() {
+                    closed.push(part_closed);
+                }
+                tasks.push(task);
+            }
+            for part in closed {
+                // An error means the part already ended, so its socket is closed too.
+                let _ = part.await;
+            }
+            if let Some(ack) = ack {
+                let _ = ack.send(());
+            }
+            for task in tasks {
+                let _ = task.await;
+            }
+        });
+        Running { stop, task }
+    }
+}
+
 /// A wanted socket that is not bound: the last error and when to try again.
 struct Failed {
     error: String,
