@@ -9,7 +9,8 @@
 //! listener manager of TCP and UDP sockets) and the shared bits at the bottom: `error`
 //! (failures and the one status mapping; `decision`, the word the access log gives each), `body` (body types, the request body's timers),
 //! `options` and `settings` (command line and per-listener settings), `trusted` (the trusted
-//! proxies), `access_log` (one line per request).
+//! proxies), `access_log` (one line per request), `workers` (one runtime per core and what each
+//! worker owns).
 /// `AsyncWrite` for a wrapper that only watches or replays what is read (`handshake::detect`'s
 /// `Prefixed`, `l4::idle`'s `Activity`): every write call goes to its `inner` stream unchanged.
 macro_rules! write_through {

@@ -54,11 +54,11 @@ pub struct ProxyOptions {
     pub http2_keepalive_timeout: Duration,
     /// Streams one HTTP/2 client may have open at once. 256.
     pub http2_max_concurrent_streams: u32,
-    /// Open connections per listener socket; over it a new connection is accepted and closed at
-    /// once, existing ones are served. 10,000: below the usual file descriptor limits.
+    /// Open connections per listener address (all workers' sockets together); over it a new
+    /// connection is accepted and closed at once, existing ones are served. 10,000: below the usual file descriptor limits.
     pub max_connections: usize,
-    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint; a burst's extra connections
-    /// are closed when they return to the pool. 32.
+    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint and worker; a burst's extra
+    /// connections are closed when they return to the pool. 32.
     pub upstream_max_idle_per_endpoint: usize,
     /// Pooled upstream connections unused for this long are closed (HTTP/1.1 and h2c). 90 s,
     /// below the common 120 s idle limit of backends, so the proxy closes first.
