@@ -334,6 +334,43 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_socket_served_by_several_parts_is_closed_when_all_are_and_ends_with_the_last() {
+        // Each part closes its "socket" when asked, then drains until its `release` fires.
+        let mut parts = Vec::new();
+        let mut releases = Vec::new();
+        let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..2 {
+            let (stop, stop_rx) = oneshot::channel::<oneshot::Sender<()>>();
+            let (release, released) = oneshot::channel::<()>();
+            let closed = closed.clone();
+            let task = tokio::spawn(async move {
+                if let Ok(ack) = stop_rx.await {
+                    closed.fetch_add(1, Ordering::AcqRel);
+                    let _ = ack.send(());
+                }
+                let _ = released.await;
+            });
+            parts.push(Running { stop, task });
+            releases.push(release);
+        }
+        let Running { stop, task } = Running::all(parts);
+        let (ack, acked) = oneshot::channel();
+        assert!(stop.send(ack).is_ok());
+        acked.await.expect("acknowledged");
+        assert_eq!(closed.load(Ordering::Acquire), 2, "every part closed first");
+        let mut releases = releases.into_iter();
+        if let Some(first) = releases.next() {
+            let _ = first.send(());
+        }
+        tokio::task::yield_now().await;
+        assert!(!task.is_finished(), "one part still drains");
+        for release in releases {
+            let _ = release.send(());
+        }
+        task.await.expect("ends once every part has drained");
+    }
+
     fn free_port() -> SocketAddr {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("address")
