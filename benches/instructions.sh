@@ -18,6 +18,8 @@
 # connections) and the backend run on core 0. After 3 s of warm-up the counters are zeroed,
 # wrk runs for INSTR_SECONDS (default 10), and the instructions executed by the whole proxy
 # process are divided by the requests wrk completed. Everything listens on 127.0.0.1.
+# INSTR_WORKERS=2 runs edgeplane with two data-plane workers instead (callgrind runs one thread
+# at a time, so this counts what two workers add per request, not parallel speed).
 #
 # glibc copies blocks of 2 KiB and more with `rep movsb`, one instruction that callgrind counts
 # once per byte moved; every proxy runs with GLIBC_TUNABLES raising that threshold, so that its
@@ -29,7 +31,7 @@ proxies=nginx,haproxy,edgeplane
 while [ $# -gt 0 ]; do
     case "$1" in
     --proxies) proxies=${2:?}; shift ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -209,7 +211,7 @@ for proxy in "${list[@]}"; do
             flags=(--otlp-endpoint "http://127.0.0.1:$((base + 6))" --otlp-sample-ratio 1.0)
             ;;
         esac
-        TOKIO_WORKER_THREADS=1 RUST_LOG=warn count "$proxy" $((base + 3)) "$bin" serve \
+        TOKIO_WORKER_THREADS=${INSTR_WORKERS:-1} RUST_LOG=warn count "$proxy" $((base + 3)) "$bin" serve \
             --config-dir "$work/edgeplane" --admin-addr "127.0.0.1:$((base + 4))" \
             --dashboard-addr 127.0.0.1:0 \
             --upstream-max-idle 128 "${flags[@]}"

@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
 # Side-by-side load benchmark: one fixed nginx backend, then the same requests sent to it
 # directly and through nginx, HAProxy and edgeplane, each configured alike, for HTTP/1.1,
-# HTTPS with HTTP/1.1, HTTPS with h2 and h2c, in two CPU layouts. Prints a table (RPS, p50,
-# p99, ratios to nginx and to direct) and, with LOAD_RESULTS_MD=FILE, writes it as Markdown.
+# HTTPS with HTTP/1.1, HTTPS with h2 and h2c, in up to four CPU layouts. A cell is one
+# protocol in one layout; within a cell the proxies take turns (direct, nginx, haproxy,
+# edgeplane, then again), LOAD_RUNS times (3), so a slow spell of the machine hits every proxy
+# alike. Prints the median run of each proxy (its RPS, and the p50/p99 of that run), the
+# ratios edgeplane/nginx, edgeplane/HAProxy and edgeplane/better peer per cell, and each
+# proxy's 2-core/1-core scaling; with LOAD_RESULTS_MD=FILE, writes them as Markdown.
 #
 #   benches/load.sh [--quick] [--proxies LIST] [--protocols LIST] [--layouts LIST]
+#
+# CPU layouts, for a 2-core machine (cores LOAD_CPU_GEN=0 and LOAD_CPU_PROXY=1):
+#   1x1        each proxy with 1 worker alone on core 1; wrk/h2load (1 thread) and the
+#              backend (1 nginx worker) on core 0.
+#   2x2        each proxy with 2 workers (nginx worker_processes 2, HAProxy nbthread 2,
+#              edgeplane TOKIO_WORKER_THREADS=2: one runtime and one SO_REUSEPORT socket per
+#              worker) on cores 0,1; wrk/h2load (2 threads) on cores 0,1; the backend on core 0.
+#              The two cores are shared: the proxy gets what the load generator and the
+#              backend leave.
+#   1x1-fixed, 2x2-fixed
+#              the same cores, but the request (`/fixed`) is answered by the proxy itself with a
+#              302 redirect, no backend involved: the proxy's own client side (accept, parse,
+#              route, respond). With the backend out of the way, 2x2-fixed/1x1-fixed is the
+#              proxy's own scaling from one core to two (the load generator still shares them).
 #
 # Everything listens on 127.0.0.1 only. docs/benchmarks.md describes what is measured, the
 # configuration of each peer and the caveats.
@@ -14,15 +32,18 @@ usage() {
     cat <<'EOF'
 usage: benches/load.sh [--quick] [--proxies LIST] [--protocols LIST] [--layouts LIST]
 
-  --quick            2 s per cell, 1 s warm-up (a smoke test, not a measurement)
+  --quick            2 s per run, 1 s warm-up, 1 run per cell (a smoke test, not a measurement)
   --proxies LIST     comma-separated subset of: direct,nginx,haproxy,edgeplane (default: all)
   --protocols LIST   subset of: http1,https1,h2,h2c (default: all)
-  --layouts LIST     subset of: 1x1,2x2 (default: both)
+  --layouts LIST     subset of: 1x1,2x2,1x1-fixed,2x2-fixed (default: all; see the header of
+                     this script for the cores each uses)
   (LOAD_PROXIES, LOAD_PROTOCOLS and LOAD_LAYOUTS set the same lists)
 
 Environment:
-  LOAD_DURATION        seconds measured per cell (default 10; --quick: 2)
-  LOAD_WARMUP          seconds of warm-up per cell, not measured (default 2; --quick: 1)
+  LOAD_RUNS            runs of every proxy per cell, taken in turns; the median is reported
+                       (default 3; --quick: 1)
+  LOAD_DURATION        seconds measured per run (default 10; --quick: 2)
+  LOAD_WARMUP          seconds of warm-up per run, not measured (default 2; --quick: 1)
   LOAD_CONNECTIONS     HTTP/1.1 client connections, wrk (default 64)
   LOAD_H2_CONNECTIONS  HTTP/2 client connections, h2load (default 8)
   LOAD_H2_STREAMS      concurrent streams per HTTP/2 connection, h2load (default 8)
@@ -44,7 +65,7 @@ EOF
 quick=0
 proxies=${LOAD_PROXIES:-direct,nginx,haproxy,edgeplane}
 protocols=${LOAD_PROTOCOLS:-http1,https1,h2,h2c}
-layouts=${LOAD_LAYOUTS:-1x1,2x2}
+layouts=${LOAD_LAYOUTS:-1x1,2x2,1x1-fixed,2x2-fixed}
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) quick=1 ;;
@@ -60,10 +81,13 @@ done
 if [ "$quick" = 1 ]; then
     duration=${LOAD_DURATION:-2}
     warmup=${LOAD_WARMUP:-1}
+    runs=${LOAD_RUNS:-1}
 else
     duration=${LOAD_DURATION:-10}
     warmup=${LOAD_WARMUP:-2}
+    runs=${LOAD_RUNS:-3}
 fi
+case "$runs" in '' | *[!0-9]* | 0) echo "LOAD_RUNS must be a positive number" >&2; exit 2 ;; esac
 h1_conns=${LOAD_CONNECTIONS:-64}
 h2_conns=${LOAD_H2_CONNECTIONS:-8}
 h2_streams=${LOAD_H2_STREAMS:-8}
@@ -82,7 +106,7 @@ for p in "${protocol_list[@]}"; do
     case "$p" in http1 | https1 | h2 | h2c) ;; *) echo "unknown protocol: $p" >&2; exit 2 ;; esac
 done
 for l in "${layout_list[@]}"; do
-    case "$l" in 1x1 | 2x2) ;; *) echo "unknown layout: $l" >&2; exit 2 ;; esac
+    case "$l" in 1x1 | 2x2 | 1x1-fixed | 2x2-fixed) ;; *) echo "unknown layout: $l" >&2; exit 2 ;; esac
 done
 wants() { # wants WORD LIST...
     local w=$1; shift
@@ -211,9 +235,9 @@ for port in "$backend_http" "$backend_tls" "$backend_h2c" "$nginx_http" "$nginx_
     port_in_use "$port" && die "port $port on 127.0.0.1 is in use (set LOAD_PORT_BASE)"
 done
 
-# url PROXY PROTOCOL
+# url PROXY PROTOCOL [PATH]
 url() {
-    local proxy=$1 proto=$2 port
+    local proxy=$1 proto=$2 path=${3:-/} port
     case "$proxy" in
     direct) case "$proto" in http1) port=$backend_http ;; https1 | h2) port=$backend_tls ;; h2c) port=$backend_h2c ;; esac ;;
     nginx) case "$proto" in http1) port=$nginx_http ;; https1 | h2) port=$nginx_tls ;; h2c) port=$nginx_h2c ;; esac ;;
@@ -221,8 +245,8 @@ url() {
     edgeplane) case "$proto" in http1 | h2c) port=$edgeplane_http ;; https1 | h2) port=$edgeplane_tls ;; esac ;;
     esac
     case "$proto" in
-    http1 | h2c) echo "http://127.0.0.1:$port/" ;;
-    *) echo "https://127.0.0.1:$port/" ;;
+    http1 | h2c) echo "http://127.0.0.1:$port$path" ;;
+    *) echo "https://127.0.0.1:$port$path" ;;
     esac
 }
 
@@ -276,10 +300,12 @@ write_backend_conf() {
         ssl_certificate_key $work/tls.key;
         ssl_protocols TLSv1.2 TLSv1.3;
         location / { default_type text/plain; return 200 "$body\n"; }
+        location = /fixed { return 302 /; }
     }
     server {
         listen 127.0.0.1:$backend_h2c http2;
         location / { default_type text/plain; return 200 "$body\n"; }
+        location = /fixed { return 302 /; }
     }
 }
 EOF
@@ -316,6 +342,8 @@ write_nginx_conf() {
             proxy_set_header X-Forwarded-Proto \$scheme;
             proxy_set_header X-Forwarded-Host \$http_host;
         }
+        # The *-fixed layouts: answered here, no backend.
+        location = /fixed { return 302 /; }
     }
 }
 EOF
@@ -346,6 +374,8 @@ frontend bench
     http-request set-header X-Forwarded-Proto https if { ssl_fc }
     http-request set-header X-Forwarded-Proto http if !{ ssl_fc }
     http-request set-header X-Forwarded-Host %[req.hdr(host)]
+    # The *-fixed layouts: answered here, no backend.
+    http-request redirect location / code 302 if { path /fixed }
     default_backend backend
 backend backend
     server backend1 127.0.0.1:$backend_http
@@ -393,6 +423,11 @@ spec:
   parentRefs: [{name: bench}]
   rules:
   - backendRefs: [{name: backend, port: 80}]
+  # The *-fixed layouts: answered by the proxy, no backend.
+  - matches: [{path: {type: Exact, value: /fixed}}]
+    filters:
+    - type: RequestRedirect
+      requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: /}, statusCode: 302}
 ---
 apiVersion: v1
 kind: Service
@@ -417,8 +452,10 @@ EOF
 # ---------------------------------------------------------------------------------------------
 # Checks and load generation
 
-# One request with h2load; succeeds when it got a 2xx over the expected protocol.
+# One request with h2load; succeeds when it got a 2xx (a 3xx when redirects_ok=1, the
+# *-fixed layouts) over the expected protocol.
 # check_one URL PROTOCOL OUTFILE
+redirects_ok=0
 check_one() {
     local u=$1 proto=$2 out=$3 flags=() want
     case "$proto" in
@@ -428,7 +465,11 @@ check_one() {
     esac
     timeout 10 h2load -n 1 -c 1 "${flags[@]}" "$u" >"$out" 2>&1 || return 1
     grep -q "^Application protocol: $want\$" "$out" || return 1
-    grep -q "^status codes: 1 2xx" "$out"
+    if [ "$redirects_ok" = 1 ]; then
+        grep -q "^status codes: 0 2xx, 1 3xx" "$out"
+    else
+        grep -q "^status codes: 1 2xx" "$out"
+    fi
 }
 
 # Waits until every wanted protocol answers 2xx through PROXY (at most 20 s).
@@ -475,9 +516,9 @@ h2load_parse() {
     local rps err total pct
     rps=$(awk '/^finished in/ { gsub(/,/, ""); print $4 }' "$out")
     total=$(awk '/^requests:/ { gsub(/,/, ""); print $8 }' "$out")
-    err=$(awk '
+    err=$(awk -v ok3xx="$redirects_ok" '
         /^requests:/ { gsub(/,/, ""); e += $10 + $12 + $14 }
-        /^status codes:/ { gsub(/,/, ""); e += $5 + $7 + $9 }
+        /^status codes:/ { gsub(/,/, ""); e += (ok3xx ? 0 : $5) + $7 + $9 }
         END { print e + 0 }' "$out")
     if [ -z "$rps" ] || [ -z "$total" ] || [ "$total" = 0 ] || [ ! -s "$reqlog" ]; then
         echo FAIL
@@ -615,49 +656,104 @@ mkdir -p "$work/raw"
 results="$work/results.tsv"
 : >"$results"
 
+# The cores and workers of LAYOUT: sets workers, proxy_cpus, gen_cpus, threads, path and
+# redirects_ok.
+layout_def() {
+    case "$1" in
+    1x1 | 1x1-fixed) workers=1; proxy_cpus=$cpu_proxy; gen_cpus=$cpu_gen; threads=1 ;;
+    2x2 | 2x2-fixed) workers=2; proxy_cpus="$cpu_gen,$cpu_proxy"; gen_cpus="$cpu_gen,$cpu_proxy"; threads=2 ;;
+    esac
+    case "$1" in
+    *-fixed) path=/fixed; redirects_ok=1 ;;
+    *) path=/; redirects_ok=0 ;;
+    esac
+}
+
+# One line per layout: which cores the proxy, the load generator and the backend use.
+layout_lines() {
+    local l what
+    for l in "${layout_list[@]}"; do
+        layout_def "$l"
+        what="through the proxy to the backend"
+        [ "$path" = /fixed ] && what="GET /fixed answered by the proxy (302), no backend"
+        printf '%s: proxy %s worker(s) on core(s) %s; load generator %s thread(s) on core(s) %s; backend (nginx, 1 worker) on core %s; %s\n' \
+            "$l" "$workers" "$proxy_cpus" "$threads" "$gen_cpus" "$cpu_gen" "$what"
+    done
+}
+redirects_ok=0
+
 write_backend_conf
 start "$cpu_gen" "$work/backend/out.log" nginx -e "$work/backend/error.log" -c "$work/backend/nginx.conf"
 backend_pid=$last_pid
 wait_ready direct || { cat "$work/backend/error.log" "$work/check.out" >&2; die "the backend does not answer"; }
 log "backend: nginx, 1 worker on core $cpu_gen, ports $backend_http (HTTP/1.1), $backend_tls (TLS), $backend_h2c (h2c)"
 [ -n "$edgeplane_bin" ] && log "edgeplane: $edgeplane_bin"
+layout_lines | while IFS= read -r line; do log "layout $line"; done
+
+# The proxies of the current worker count, all running at once on their own ports (an idle
+# proxy costs nothing), so that a cell can take them in turns. proxy_pid_of[PROXY] is the pid
+# to measure (direct: the backend); proxy_ok[PROXY] is 1 when it started.
+declare -A proxy_pid_of proxy_ok
+running_workers=""
+stop_proxies() {
+    local p
+    for p in "${!proxy_pid_of[@]}"; do
+        [ "${proxy_pid_of[$p]}" = "$backend_pid" ] && continue
+        if ! running "${proxy_pid_of[$p]}"; then
+            log "  $p exited during the run; its last output:"
+            tail -n 20 "$work/$p/out.log" | sed 's/^/    | /' >&2
+        fi
+        stop_last "${proxy_pid_of[$p]}"
+    done
+    proxy_pid_of=()
+    proxy_ok=()
+}
+start_proxies() { # start_proxies WORKERS CPUS
+    local p
+    for p in "${proxy_list[@]}"; do
+        proxy_pid=""
+        [ "$p" = direct ] || log "starting $p (workers $1, cores $2)"
+        if start_proxy "$p" "$1" "$2"; then
+            proxy_ok[$p]=1
+        else
+            log "  $p does not answer every protocol within 20 s; checking each"
+            proxy_ok[$p]=0
+        fi
+        proxy_pid_of[$p]=${proxy_pid:-$backend_pid}
+    done
+    running_workers=$1
+}
 
 for layout in "${layout_list[@]}"; do
-    case "$layout" in
-    1x1) workers=1; proxy_cpus=$cpu_proxy; gen_cpus=$cpu_gen; threads=1 ;;
-    2x2) workers=2; proxy_cpus="$cpu_gen,$cpu_proxy"; gen_cpus="$cpu_gen,$cpu_proxy"; threads=2 ;;
-    esac
-    for proxy in "${proxy_list[@]}"; do
-        log "layout $layout: $proxy (workers $workers, proxy cpus $proxy_cpus, load generator cpus $gen_cpus)"
-        proxy_pid=""
-        if ! start_proxy "$proxy" "$workers" "$proxy_cpus"; then
-            log "  $proxy does not answer every protocol within 20 s; checking each"
-        fi
-        server_pid=${proxy_pid:-$backend_pid}
+    layout_def "$layout"
+    if [ "$running_workers" != "$workers" ]; then
+        stop_proxies
+        start_proxies "$workers" "$proxy_cpus"
         if wants https1 "${protocol_list[@]}" || wants h2 "${protocol_list[@]}"; then
-            log "  TLS: $(tls_info "$(url "$proxy" https1)")"
+            for proxy in "${proxy_list[@]}"; do
+                log "  $proxy TLS: $(tls_info "$(url "$proxy" https1)")"
+            done
         fi
-        for proto in "${protocol_list[@]}"; do
-            tag="$layout-$proxy-$proto"
-            if check_one "$(url "$proxy" "$proto")" "$proto" "$work/raw/$tag.check"; then
-                r=$(measure "$proto" "$(url "$proxy" "$proto")" "$gen_cpus" "$threads" "$tag" "$server_pid")
-            else
-                r=FAIL
-                log "  $proto: one request over $proto failed:"
-                sed 's/^/    | /' "$work/raw/$tag.check" >&2
-            fi
-            log "  $proto: $r"
-            printf '%s\t%s\t%s\t%s\n' "$proto" "$layout" "$proxy" "$r" >>"$results"
+    fi
+    for proto in "${protocol_list[@]}"; do
+        for run in $(seq "$runs"); do
+            for proxy in "${proxy_list[@]}"; do
+                tag="$layout-$proto-$run-$proxy"
+                u=$(url "$proxy" "$proto" "$path")
+                if check_one "$u" "$proto" "$work/raw/$tag.check"; then
+                    r=$(measure "$proto" "$u" "$gen_cpus" "$threads" "$tag" "${proxy_pid_of[$proxy]}")
+                else
+                    r=FAIL
+                    log "  $proto: one request over $proto failed:"
+                    sed 's/^/    | /' "$work/raw/$tag.check" >&2
+                fi
+                log "$layout $proto run $run/$runs $proxy: $r"
+                printf '%s\t%s\t%s\t%s\t%s\n' "$proto" "$layout" "$proxy" "$run" "$r" >>"$results"
+            done
         done
-        if [ -n "$proxy_pid" ]; then
-            if ! running "$proxy_pid"; then
-                log "  $proxy exited during the run; its last output:"
-                tail -n 20 "$work/$proxy/out.log" | sed 's/^/    | /' >&2
-            fi
-            stop_last "$proxy_pid"
-        fi
     done
 done
+stop_proxies
 
 # ---------------------------------------------------------------------------------------------
 # Report
@@ -671,55 +767,135 @@ proto_name() {
     esac
 }
 
-# Rows in the order protocol, layout, proxy, with ratios; fields separated by tabs.
+# The median run of every proxy in every cell: "PROTOCOL LAYOUT PROXY RPS P50 P99 ERRORS CPU
+# BUSY RUNS" (tabs), RPS the median of the runs' RPS and P50, P99, CPU and BUSY those of the
+# run with that RPS (for an even number of runs, the lower of the middle two); ERRORS is the
+# sum over the runs; RUNS lists every run's RPS in order. A cell without any successful run
+# prints FAIL for its figures.
+medians() {
+    awk -F'\t' '
+        { key = $1 "\t" $2 "\t" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+          split($5, f, " "); all[key] = all[key] (all[key] == "" ? "" : "/") f[1]
+          if (f[1] != "FAIL" && f[1] != "") { k = ++ok[key]; line[key, k] = $5; rps[key, k] = f[1] + 0 } }
+        END {
+            for (i = 1; i <= n; i++) {
+                key = order[i]; m = ok[key] + 0
+                if (m == 0) { printf "%s\tFAIL\t-\t-\t-\t-\t-\t%s\n", key, all[key]; continue }
+                # Insertion sort of the successful runs by RPS.
+                for (a = 1; a <= m; a++) idx[a] = a
+                for (a = 2; a <= m; a++) for (b = a; b > 1 && rps[key, idx[b]] < rps[key, idx[b - 1]]; b--) { t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t }
+                errs = 0
+                for (a = 1; a <= m; a++) { split(line[key, a], g, " "); errs += g[4] }
+                split(line[key, idx[int((m + 1) / 2)]], f, " ")
+                printf "%s\t%d\t%.2f\t%.2f\t%d\t%s\t%s\t%s\n", key, f[1], f[2], f[3], errs, f[5], f[6], all[key]
+            }
+        }' "$results"
+}
+
+# Rows in the order protocol, layout, proxy, with ratios to nginx and to direct; tabs.
 rows() {
     local proto layout proxy
     for proto in "${protocol_list[@]}"; do
         for layout in "${layout_list[@]}"; do
             for proxy in "${proxy_list[@]}"; do
                 awk -F'\t' -v proto="$proto" -v layout="$layout" -v proxy="$proxy" -v pname="$(proto_name "$proto")" '
-                    $1 == proto && $2 == layout { split($4, f, " "); rps[$3] = f[1]; line[$3] = $4 }
+                    $1 == proto && $2 == layout { rps[$3] = $4; line[$3] = $0 }
                     END {
-                        split(line[proxy], f, " ")
-                        if (f[1] == "FAIL" || f[1] == "") {
-                            printf "%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\t-\n", pname, layout, proxy
+                        split(line[proxy], f, "\t")
+                        if (f[4] == "FAIL" || f[4] == "") {
+                            printf "%s\t%s\t%s\tFAILED\t-\t-\t-\t-\t-\t-\t-\t%s\n", pname, layout, proxy, f[10]
                             exit
                         }
-                        rn = (rps["nginx"] != "" && rps["nginx"] != "FAIL" && rps["nginx"] > 0) ? sprintf("%.2f", f[1] / rps["nginx"]) : "-"
-                        rd = (rps["direct"] != "" && rps["direct"] != "FAIL" && rps["direct"] > 0) ? sprintf("%.2f", f[1] / rps["direct"]) : "-"
-                        printf "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t%d\t%s\t%s\n", pname, layout, proxy, f[1], f[2], f[3], rn, rd, f[4], f[5], f[6]
-                    }' "$results"
+                        rn = (rps["nginx"] != "" && rps["nginx"] != "FAIL" && rps["nginx"] > 0) ? sprintf("%.2f", f[4] / rps["nginx"]) : "-"
+                        rd = (rps["direct"] != "" && rps["direct"] != "FAIL" && rps["direct"] > 0) ? sprintf("%.2f", f[4] / rps["direct"]) : "-"
+                        printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pname, layout, proxy, f[4], f[5], f[6], rn, rd, f[7], f[8], f[9], f[10]
+                    }' "$work/medians.tsv"
             done
         done
     done
 }
 
-header=$'protocol\tlayout\tproxy\tRPS\tp50 ms\tp99 ms\tvs nginx\tvs direct\terrors\tCPU us/req all/user\tbusy %'
+# edgeplane against its peers in every cell, medians to medians: "PROTOCOL LAYOUT
+# EDGEPLANE/NGINX EDGEPLANE/HAPROXY EDGEPLANE/BETTER-PEER" (tabs; "-" where one is missing).
+ratios() {
+    local proto layout
+    for proto in "${protocol_list[@]}"; do
+        for layout in "${layout_list[@]}"; do
+            awk -F'\t' -v proto="$proto" -v layout="$layout" -v pname="$(proto_name "$proto")" '
+                $1 == proto && $2 == layout && $4 != "FAIL" { rps[$3] = $4 }
+                function r(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
+                END {
+                    e = rps["edgeplane"] + 0; n = rps["nginx"] + 0; h = rps["haproxy"] + 0
+                    printf "%s\t%s\t%s\t%s\t%s\n", pname, layout, r(e, n), r(e, h), r(e, (n > h ? n : h))
+                }' "$work/medians.tsv"
+        done
+    done
+}
+
+# Every proxy's 2-core/1-core scaling per protocol: median RPS of 2x2 over 1x1, and of
+# 2x2-fixed over 1x1-fixed (tabs; "-" where a layout was not run).
+scaling() {
+    local proto proxy
+    for proto in "${protocol_list[@]}"; do
+        for proxy in "${proxy_list[@]}"; do
+            awk -F'\t' -v proto="$proto" -v proxy="$proxy" -v pname="$(proto_name "$proto")" '
+                $1 == proto && $3 == proxy && $4 != "FAIL" { rps[$2] = $4 }
+                function r(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
+                END { printf "%s\t%s\t%s\t%s\n", pname, proxy, r(rps["2x2"], rps["1x1"]), r(rps["2x2-fixed"], rps["1x1-fixed"]) }
+            ' "$work/medians.tsv"
+        done
+    done
+}
+
+# Aligns tab-separated lines into columns (the first LEFT columns left-aligned).
+columns() {
+    awk -F'\t' -v left="$1" '
+        { for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } if (NF > n) n = NF }
+        END {
+            for (r = 1; r <= NR; r++) {
+                line = ""
+                for (i = 1; i <= n; i++) line = line sprintf(i <= left ? "%-*s  " : "%*s  ", w[i], cell[r, i])
+                sub(/ +$/, "", line)
+                print line
+            }
+        }'
+}
+
+# Markdown table rows from tab-separated lines.
+md_rows() { awk -F'\t' '{ line = "|"; for (i = 1; i <= NF; i++) line = line " " $i " |"; print line }'; }
+
+medians >"$work/medians.tsv"
+header=$'protocol\tlayout\tproxy\tRPS\tp50 ms\tp99 ms\tvs nginx\tvs direct\terrors\tCPU us/req all/user\tbusy %\truns RPS'
+ratio_header=$'protocol\tlayout\tedgeplane/nginx\tedgeplane/HAProxy\tedgeplane/better peer'
+scaling_header=$'protocol\tproxy\t2x2/1x1\t2x2-fixed/1x1-fixed'
 machine="$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^model name[[:space:]]*: //'), $(nproc) CPUs, Linux $(uname -r)"
 versions="$(proxy_version direct); "
 for p in "${proxy_list[@]}"; do [ "$p" = direct ] || versions="$versions$(proxy_version "$p"); "; done
 versions="${versions}$(wrk -v 2>&1 | awk 'NR == 1 { print $1 " " $2 }'); $(h2load --version | head -n 1)"
-settings="${duration} s per cell after ${warmup} s warm-up; wrk ${h1_conns} connections; h2load ${h2_conns} connections x ${h2_streams} streams; load generator threads = workers"
+settings="${runs} run(s) per proxy and cell, the proxies in turns; ${duration} s per run after ${warmup} s warm-up; wrk ${h1_conns} connections; h2load ${h2_conns} connections x ${h2_streams} streams; load generator threads = workers"
 [ "$quick" = 1 ] && settings="$settings (--quick: a smoke test, not a measurement)"
-layouts_text="1x1 = 1 worker, the proxy alone on core $cpu_proxy, the load generator and the backend on core $cpu_gen; 2x2 = 2 workers, the proxy and the load generator share cores $cpu_gen,$cpu_proxy with the backend (pinned to core $cpu_gen). CPU us/req: CPU time of the proxy (for direct: the backend) per request, all of it (user and kernel) / in user space; busy %: how busy cores $cpu_gen/$cpu_proxy were during the cell, whatever ran on them"
+method="RPS: the median of the runs; p50, p99, CPU and busy %: of the median run; errors: all runs; runs RPS: every run in order. CPU us/req: CPU time of the proxy (for direct: the backend) per request, all of it (user and kernel) / in user space; busy %: how busy cores $cpu_gen/$cpu_proxy were during the run, whatever ran on them"
 
 echo
 echo "Side-by-side load, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "machine: $machine"
 echo "versions: $versions"
 echo "settings: $settings"
-echo "layouts: $layouts_text"
+echo "CPU layouts:"
+layout_lines | sed 's/^/  /'
+echo "method: $method"
 echo
-{ echo "$header"; rows; } | awk -F'\t' '
-    { for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } n = NF }
-    END {
-        for (r = 1; r <= NR; r++) {
-            line = ""
-            for (i = 1; i <= n; i++) line = line sprintf(i < 4 ? "%-*s  " : "%*s  ", w[i], cell[r, i])
-            sub(/ +$/, "", line)
-            print line
-        }
-    }'
+{ echo "$header"; rows; } | columns 3
+echo
+{ echo "$ratio_header"; ratios; } | columns 2
+# The scaling table only when a layout was run on one core and on two.
+pairs=0
+{ wants 1x1 "${layout_list[@]}" && wants 2x2 "${layout_list[@]}"; } && pairs=1
+{ wants 1x1-fixed "${layout_list[@]}" && wants 2x2-fixed "${layout_list[@]}"; } && pairs=1
+if [ "$pairs" = 1 ]; then
+    echo
+    { echo "$scaling_header"; scaling; } | columns 2
+fi
 
 if [ -n "${LOAD_RESULTS_MD:-}" ]; then
     {
@@ -727,11 +903,23 @@ if [ -n "${LOAD_RESULTS_MD:-}" ]; then
         echo
         echo "- Versions: $versions."
         echo "- Settings: $settings."
-        echo "- Layouts: $layouts_text."
+        echo "- CPU layouts:"
+        layout_lines | sed 's/^/  - /'
+        echo "- Method: $method."
         echo
-        echo "| Protocol | Layout | Proxy | RPS | p50 (ms) | p99 (ms) | vs nginx | vs direct | errors | CPU µs/req all/user | busy % |"
-        echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-        rows | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }'
+        echo "| Protocol | Layout | Proxy | RPS | p50 (ms) | p99 (ms) | vs nginx | vs direct | errors | CPU µs/req all/user | busy % | runs RPS |"
+        echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        rows | md_rows
+        echo
+        echo "| Protocol | Layout | edgeplane/nginx | edgeplane/HAProxy | edgeplane/better peer |"
+        echo "|---|---|---:|---:|---:|"
+        ratios | md_rows
+        if [ "$pairs" = 1 ]; then
+            echo
+            echo "| Protocol | Proxy | 2x2/1x1 | 2x2-fixed/1x1-fixed |"
+            echo "|---|---|---:|---:|"
+            scaling | md_rows
+        fi
     } >"$LOAD_RESULTS_MD"
     log "Markdown written to $LOAD_RESULTS_MD"
 fi

@@ -46,7 +46,8 @@ for run in $(seq 1 "$runs"); do
     for config in off access-log tracing; do
         # The cell's requests per second, and the proxy's CPU time per request (user + system,
         # microseconds: load.sh's `cpu/user` column).
-        read -r out cpu < <(EDGEPLANE_FLAGS="${flags[$config]}" LOAD_NO_INSTALL=1 \
+        # One run per call: this script takes the turns and the median itself.
+        read -r out cpu < <(EDGEPLANE_FLAGS="${flags[$config]}" LOAD_NO_INSTALL=1 LOAD_RUNS=1 \
             benches/load.sh --proxies edgeplane --protocols http1 --layouts 1x1 2>/dev/null |
             awk '/ edgeplane / { r = ""; c = ""
                 for (i = 1; i <= NF; i++) {

@@ -16,7 +16,14 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse_checked();
     init_logging(cli.log_format);
-    let runtime = match runtime_builder().enable_all().build() {
+    // The control plane (providers, reconciler, admin and dashboard servers, status, webhook)
+    // runs here; the data plane's workers run their own runtimes (`proxy::workers`), except
+    // with one worker, which serves on this runtime too. Blocking work (translation) goes to
+    // the blocking pool, so one thread is enough.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -29,21 +36,5 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// The runtime's scheduler. With one worker (`TOKIO_WORKER_THREADS=1`, or a process allowed on
-/// one CPU) the current-thread scheduler: the same single thread runs every task, without the
-/// work-stealing scheduler's queues and cross-thread wake-ups, which a proxied request pays
-/// for several times over. Otherwise the multi-threaded one, with Tokio's worker count.
-fn runtime_builder() -> tokio::runtime::Builder {
-    let workers = std::env::var("TOKIO_WORKER_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .or_else(|| std::thread::available_parallelism().ok().map(Into::into));
-    if workers == Some(1) {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
     }
 }

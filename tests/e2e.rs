@@ -17,6 +17,8 @@ mod limits;
 mod metrics;
 #[path = "e2e/policies.rs"]
 mod policies;
+#[path = "e2e/workers.rs"]
+mod workers;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -127,6 +129,17 @@ async fn serve(dir: &Path, net: [u8; 3]) -> Server {
 
 /// `serve` with extra flags, its log going to `stderr`.
 async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> Server {
+    serve_env(dir, net, extra, stderr, &[]).await
+}
+
+/// [`serve_with`] with extra environment variables.
+async fn serve_env(
+    dir: &Path,
+    net: [u8; 3],
+    extra: &[&str],
+    stderr: Stdio,
+    env: &[(&str, &str)],
+) -> Server {
     let bind = ip(net, 1);
     let admin = SocketAddr::new(bind, 9901);
     let dashboard = SocketAddr::new(bind, 9902);
@@ -147,6 +160,7 @@ async fn serve_with(dir: &Path, net: [u8; 3], extra: &[&str], stderr: Stdio) -> 
             &["--drain-timeout", "10s"][..]
         })
         .args(extra)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()

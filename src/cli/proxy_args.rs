@@ -105,10 +105,11 @@ pub struct ProxyArgs {
     /// Streams one HTTP/2 client connection may have open at once.
     #[arg(long, default_value_t = defaults().http2_max_concurrent_streams)]
     pub http2_max_concurrent_streams: u32,
-    /// Open client connections per listener socket; more are closed as soon as accepted.
+    /// Open client connections per listener address, across the data-plane workers; more are
+    /// closed as soon as accepted.
     #[arg(long, default_value_t = defaults().max_connections)]
     pub max_connections: usize,
-    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint.
+    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint and data-plane worker.
     #[arg(long, default_value_t = defaults().upstream_max_idle_per_endpoint)]
     pub upstream_max_idle: usize,
     /// Pooled upstream connections unused for this long are closed.
@@ -202,6 +203,8 @@ impl ProxyArgs {
             upstream_max_idle_per_endpoint: self.upstream_max_idle,
             upstream_idle_timeout: self.upstream_idle_timeout,
             drain_timeout,
+            // Not a flag: `serve` takes the process's CPUs or `TOKIO_WORKER_THREADS`.
+            workers: defaults().workers,
             connect_timeout: self.connect_timeout,
             udp_idle_timeout: self.udp_idle_timeout,
             udp_max_sessions_per_source: self.udp_max_sessions_per_source,

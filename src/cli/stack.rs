@@ -68,6 +68,10 @@ impl Stack {
         tracing::info!(addr = %admin_addr, "admin server listening");
         tracing::info!(addr = %dashboard_addr, "dashboard listening");
         let published = Published::new(metrics.clone());
+        let proxy = ProxyOptions {
+            workers: crate::proxy::workers_from_env(),
+            ..proxy
+        };
         let proxy = Proxy::new(published.shared_table(), metrics, proxy);
         reopen_access_log_on_sighup(Arc::downgrade(&proxy));
         let p = published.clone();

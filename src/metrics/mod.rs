@@ -72,6 +72,8 @@ pub struct Metrics {
     pub connections_open: IntGaugeVec,
     /// Connections refused because their listener had `--max-connections` open, by socket.
     pub connections_refused: IntCounterVec,
+    /// Client connections accepted, by data-plane worker: how evenly the kernel spreads them.
+    pub worker_connections: IntCounterVec,
     /// Connections the proxy closed on a timer, by reason (`handshake_timeout`, `idle`,
     /// `drain_timeout`: still open when a drain window ended, and cut).
     pub connections_closed: IntCounterVec,
@@ -178,6 +180,14 @@ impl Metrics {
                 "Connections closed at accept because the listener was at its connection limit",
             ),
             &["listener"],
+        )
+        .expect("valid metric");
+        let worker_connections = IntCounterVec::new(
+            Opts::new(
+                "worker_connections_total",
+                "Client connections accepted, by data-plane worker",
+            ),
+            &["worker"],
         )
         .expect("valid metric");
         let connections_closed = IntCounterVec::new(
@@ -334,6 +344,7 @@ impl Metrics {
             Box::new(config_errors.clone()),
             Box::new(connections_open.clone()),
             Box::new(connections_refused.clone()),
+            Box::new(worker_connections.clone()),
             Box::new(connections_closed.clone()),
             Box::new(request_errors.clone()),
             Box::new(webhook_limited.clone()),
@@ -379,6 +390,7 @@ impl Metrics {
             certificate_expiry,
             connections_open,
             connections_refused,
+            worker_connections,
             connections_closed,
             request_errors,
             l4_dropped,

@@ -9,7 +9,8 @@
 //! listener manager of TCP and UDP sockets) and the shared bits at the bottom: `error`
 //! (failures and the one status mapping; `decision`, the word the access log gives each), `body` (body types, the request body's timers),
 //! `options` and `settings` (command line and per-listener settings), `trusted` (the trusted
-//! proxies), `access_log` (one line per request).
+//! proxies), `access_log` (one line per request), `workers` (one runtime per core and what each
+//! worker owns).
 /// `AsyncWrite` for a wrapper that only watches or replays what is read (`handshake::detect`'s
 /// `Prefixed`, `l4::idle`'s `Activity`): every write call goes to its `inner` stream unchanged.
 macro_rules! write_through {
@@ -72,6 +73,7 @@ mod trace;
 mod trusted;
 mod upstream;
 mod wake_horizon;
+mod workers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -99,6 +101,7 @@ pub use trusted::{TrustedProxies, TrustedProxiesError};
 pub use upstream::balance::{BreakerLimits, OutlierOptions};
 pub use upstream::retry::{BudgetLimits, MAX_REPLAY_BODY};
 pub use upstream::trail::Attempt as TapAttempt;
+pub use workers::count_from_env as workers_from_env;
 
 /// The proxy: owns the bound sockets and the upstream connection pools.
 pub struct Proxy {
@@ -106,15 +109,22 @@ pub struct Proxy {
     sockets: Sockets<Binder>,
 }
 
-/// Binds the table's sockets: TCP ones get an accept loop (`inbound`), UDP ones a receive loop
-/// (`l4::udp`).
-struct Binder(Arc<Shared>);
+/// Binds the table's sockets: TCP ones get a socket and an accept loop per worker (`inbound`),
+/// UDP ones a receive loop (`l4::udp`) on the first worker: a UDP session is the state of one
+/// loop, and a second socket could receive a client's next datagram elsewhere.
+struct Binder {
+    shared: Arc<Shared>,
+    workers: workers::Workers,
+}
 
 impl Bind for Binder {
     fn start(&self, key: SocketKey) -> std::io::Result<Running> {
         match key.transport {
-            Transport::Tcp => inbound::listener::start(&self.0, key.addr),
-            Transport::Udp => l4::udp::start(&self.0, key.addr),
+            Transport::Tcp => inbound::listener::start(&self.shared, &self.workers, key.addr),
+            Transport::Udp => {
+                let _runtime = self.workers.handle(0).map(tokio::runtime::Handle::enter);
+                l4::udp::start(&self.shared, key.addr)
+            }
         }
     }
 }
@@ -126,7 +136,9 @@ impl Proxy {
         metrics: Arc<Metrics>,
         options: ProxyOptions,
     ) -> Arc<Self> {
+        let workers = workers::Workers::start(options.workers);
         let upstreams = upstream::client::Upstreams::new(upstream::client::PoolLimits {
+            workers: workers.len(),
             connect_timeout: options.connect_timeout,
             idle_timeout: options.upstream_idle_timeout,
             max_idle_per_endpoint: options.upstream_max_idle_per_endpoint,
@@ -171,9 +183,15 @@ impl Proxy {
             backends,
             tunnels: Arc::default(),
         });
-        wake_horizon::start(Arc::downgrade(&shared));
+        for index in 0..workers.len() {
+            let runtime = workers.handle(index).cloned();
+            wake_horizon::start(runtime, Arc::downgrade(&shared));
+        }
         Arc::new(Self {
-            sockets: Sockets::new(Binder(shared.clone())),
+            sockets: Sockets::new(Binder {
+                shared: shared.clone(),
+                workers,
+            }),
             shared,
         })
     }

@@ -54,15 +54,20 @@ pub struct ProxyOptions {
     pub http2_keepalive_timeout: Duration,
     /// Streams one HTTP/2 client may have open at once. 256.
     pub http2_max_concurrent_streams: u32,
-    /// Open connections per listener socket; over it a new connection is accepted and closed at
-    /// once, existing ones are served. 10,000: below the usual file descriptor limits.
+    /// Open connections per listener address (all workers' sockets together); over it a new
+    /// connection is accepted and closed at once, existing ones are served. 10,000: below the usual file descriptor limits.
     pub max_connections: usize,
-    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint; a burst's extra connections
-    /// are closed when they return to the pool. 32.
+    /// Idle pooled HTTP/1.1 connections kept per upstream endpoint and worker; a burst's extra
+    /// connections are closed when they return to the pool. 32.
     pub upstream_max_idle_per_endpoint: usize,
     /// Pooled upstream connections unused for this long are closed (HTTP/1.1 and h2c). 90 s,
     /// below the common 120 s idle limit of backends, so the proxy closes first.
     pub upstream_idle_timeout: Duration,
+    /// Data-plane workers: threads each running its own runtime, with its own socket per TCP
+    /// listener and its own upstream pools. 1 (the default): the runtime that creates the proxy
+    /// serves it, with no thread of its own. `serve` takes `TOKIO_WORKER_THREADS`, else one per
+    /// CPU.
+    pub workers: usize,
     /// Time in-flight requests get to finish at shutdown or when their listener is removed.
     pub drain_timeout: Duration,
     /// Time to establish an upstream TCP connection before answering 504.
@@ -146,6 +151,7 @@ impl Default for ProxyOptions {
             max_connections: 10_000,
             upstream_max_idle_per_endpoint: 32,
             upstream_idle_timeout: Duration::from_secs(90),
+            workers: 1,
             drain_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             udp_idle_timeout: Duration::from_secs(60),

@@ -14,10 +14,10 @@ use std::time::Duration;
 /// (the shortest default, the header read timeout, is 10 s), long enough to cost nothing.
 pub const HORIZON: Duration = Duration::from_millis(500);
 
-/// Ticks every [`HORIZON`] on the current runtime while `owner` is alive; does nothing
-/// outside a runtime.
-pub fn start<T: Send + Sync + 'static>(owner: Weak<T>) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+/// Ticks every [`HORIZON`] on `runtime` (else the current one) while `owner` is alive; does
+/// nothing outside a runtime. Each worker's runtime has a timer of its own and needs its tick.
+pub fn start<T: Send + Sync + 'static>(runtime: Option<tokio::runtime::Handle>, owner: Weak<T>) {
+    let Some(runtime) = runtime.or_else(|| tokio::runtime::Handle::try_current().ok()) else {
         return;
     };
     runtime.spawn(async move {

@@ -79,11 +79,16 @@ impl OpenConns {
         self.open.load(Ordering::Acquire)
     }
 
-    /// Counts one connection until the returned mark drops.
-    pub(crate) fn add(self: &Arc<Self>) -> Open {
-        self.open.fetch_add(1, Ordering::AcqRel);
+    /// Counts one connection until the returned mark drops, unless `limit` are open already.
+    /// One atomic step: workers accepting at once never take the count past the limit.
+    pub(crate) fn try_add(self: &Arc<Self>, limit: usize) -> Option<Open> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()?;
         self.gauge.inc();
-        Open(self.clone())
+        Some(Open(self.clone()))
     }
 
     /// Resolves when no connection is open.

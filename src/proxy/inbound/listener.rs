@@ -1,8 +1,10 @@
-//! TCP sockets of the listener manager (`sockets`): one accept loop per bound socket
-//! (SO_REUSEPORT, so a new process can take over a port during a rollout), with a cap on open
-//! connections. Asked to stop, a loop closes its socket at once and drains its open connections
-//! (idle ones closed at once, busy ones after their request, bounded by the drain timeout, then
-//! the rest are cut). Connections are served by `conn`.
+//! TCP sockets of the listener manager (`sockets`): one socket per worker for each address
+//! (SO_REUSEPORT: the kernel spreads new connections over the workers' sockets, and a new
+//! process can take over a port during a rollout), each with its accept loop on its worker's
+//! runtime, and one cap on open connections across them. Asked to stop, every loop closes its
+//! socket at once and drains its open connections (idle ones closed at once, busy ones after
+//! their request, bounded by the drain timeout, then the rest are cut). Connections are served
+//! by `conn`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,18 +18,45 @@ use tokio::task::JoinSet;
 use crate::proxy::inbound::conn::{builder, handle, Accepted, OpenConns};
 use crate::proxy::shared::Shared;
 use crate::proxy::sockets::Running;
+use crate::proxy::workers::{self, Workers};
 
 /// Pending connections the kernel queues per listener.
 const BACKLOG: u32 = 1024;
 /// Pause after an accept error (such as too many open files) before accepting again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
-/// Binds `addr` and starts its accept loop.
-pub(crate) fn start(shared: &Arc<Shared>, addr: SocketAddr) -> std::io::Result<Running> {
-    let listener = bind(addr)?;
-    let (stop, stop_rx) = oneshot::channel();
-    let task = tokio::spawn(accept_loop(listener, addr, shared.clone(), stop_rx));
-    Ok(Running { stop, task })
+/// Binds `addr` once per worker and starts an accept loop on each worker's runtime; the loops
+/// share one count of open connections, so the listener's limit and drain cover them all. Bound
+/// means every worker's socket is bound: if one cannot be, none is kept.
+pub(crate) fn start(
+    shared: &Arc<Shared>,
+    workers: &Workers,
+    addr: SocketAddr,
+) -> std::io::Result<Running> {
+    let label = addr.to_string();
+    let open = OpenConns::new(
+        shared
+            .metrics
+            .connections_open
+            .with_label_values(&[label.as_str()]),
+    );
+    let mut bound = Vec::with_capacity(workers.len());
+    for index in 0..workers.len() {
+        // The socket registers with the reactor of the worker that will accept on it.
+        let _runtime = workers.handle(index).map(tokio::runtime::Handle::enter);
+        bound.push(bind(addr)?);
+    }
+    let mut parts = Vec::with_capacity(bound.len());
+    for (index, listener) in bound.into_iter().enumerate() {
+        let (stop, stop_rx) = oneshot::channel();
+        let serve = accept_loop(listener, addr, shared.clone(), open.clone(), stop_rx);
+        let task = match workers.handle(index) {
+            Some(runtime) => runtime.spawn(serve),
+            None => tokio::spawn(serve),
+        };
+        parts.push(Running { stop, task });
+    }
+    Ok(Running::all(parts))
 }
 
 /// Binds `addr` with SO_REUSEADDR (rebind at once after a restart) and, on Linux, SO_REUSEPORT:
@@ -47,35 +76,36 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-/// Accepts until asked to stop, serving each connection on its own task; a connection over the
-/// listener's limit is closed at once. On stop: accepts what the kernel already queued, closes
-/// the socket, acknowledges, and drains.
+/// Accepts until asked to stop, serving each connection on its own task of this worker; a
+/// connection over the listener's limit (counted across workers in `open`) is closed at once.
+/// On stop: accepts what the kernel already queued, closes the socket, acknowledges, and drains.
 async fn accept_loop(
     listener: TcpListener,
     key: SocketAddr,
     shared: Arc<Shared>,
+    open: Arc<OpenConns>,
     mut stop: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
     let builder = builder(&shared.conn_defaults);
     let label = key.to_string();
-    let open = OpenConns::new(
-        shared
-            .metrics
-            .connections_open
-            .with_label_values(&[label.as_str()]),
-    );
     let refused = shared
         .metrics
         .connections_refused
         .with_label_values(&[label.as_str()]);
+    let worker = workers::current().to_string();
+    let accepted = shared
+        .metrics
+        .worker_connections
+        .with_label_values(&[worker.as_str()]);
     let (drain, drain_rx) = watch::channel(false);
     let mut conns: JoinSet<()> = JoinSet::new();
     let spawn = |conns: &mut JoinSet<()>, stream, peer| {
-        if open.count() >= shared.options.max_connections {
+        let Some(counted) = open.try_add(shared.options.max_connections) else {
             refused.inc();
             drop(stream);
             return;
-        }
+        };
+        accepted.inc();
         conns.spawn(handle(Accepted {
             stream,
             peer,
@@ -83,7 +113,7 @@ async fn accept_loop(
             shared: shared.clone(),
             builder: builder.clone(),
             drain: drain_rx.clone(),
-            open: open.add(),
+            open: counted,
         }));
     };
     // The drain window of the listener's ProxyConfig as last seen: when the listener leaves
@@ -122,23 +152,27 @@ async fn accept_loop(
     if let Some(ack) = ack {
         let _ = ack.send(());
     }
-    let remaining = open.count();
+    // This worker's connections; the others drain theirs.
+    while conns.try_join_next().is_some() {}
+    let remaining = conns.len();
     if remaining > 0 {
         tracing::info!(addr = %key, open = remaining, "draining connections");
     }
     let reap = async { while conns.join_next().await.is_some() {} };
-    tokio::select! {
-        _ = open.all_closed() => {}
-        _ = reap => {}
-        _ = tokio::time::sleep(drain_timeout) => {
-            let cut = open.count();
-            shared
-                .metrics
-                .connections_closed
-                .with_label_values(&["drain_timeout"])
-                .inc_by(cut as u64);
-            tracing::warn!(addr = %key, cut, timeout = ?drain_timeout, "drain timeout: closing the connections still open");
-        }
+    let timed_out = tokio::select! {
+        _ = open.all_closed() => false,
+        _ = reap => false,
+        _ = tokio::time::sleep(drain_timeout) => true,
+    };
+    if timed_out {
+        while conns.try_join_next().is_some() {}
+        let cut = conns.len();
+        shared
+            .metrics
+            .connections_closed
+            .with_label_values(&["drain_timeout"])
+            .inc_by(cut as u64);
+        tracing::warn!(addr = %key, cut, timeout = ?drain_timeout, "drain timeout: closing the connections still open");
     }
     conns.abort_all();
     while conns.join_next().await.is_some() {}

@@ -61,6 +61,44 @@ pub struct Running {
     pub task: JoinHandle<()>,
 }
 
+impl Running {
+    /// One socket served as several (one per data-plane worker): asked to stop, it asks every
+    /// part, acknowledges once all of them closed their socket, and ends when all have drained.
+    /// A single part is returned as it is.
+    pub fn all(mut parts: Vec<Running>) -> Running {
+        if parts.len() == 1 {
+            if let Some(one) = parts.pop() {
+                return one;
+            }
+        }
+        let (stop, stopped) = oneshot::channel::<oneshot::Sender<()>>();
+        let task = tokio::spawn(async move {
+            // A dropped sender stops the parts too, without an acknowledgement.
+            let ack = stopped.await.ok();
+            let mut closed = Vec::with_capacity(parts.len());
+            let mut tasks = Vec::with_capacity(parts.len());
+            for Running { stop, task } in parts {
+                let (part_ack, part_closed) = oneshot::channel();
+                if stop.send(part_ack).is_ok() {
+                    closed.push(part_closed);
+                }
+                tasks.push(task);
+            }
+            for part in closed {
+                // An error means the part already ended, so its socket is closed too.
+                let _ = part.await;
+            }
+            if let Some(ack) = ack {
+                let _ = ack.send(());
+            }
+            for task in tasks {
+                let _ = task.await;
+            }
+        });
+        Running { stop, task }
+    }
+}
+
 /// A wanted socket that is not bound: the last error and when to try again.
 struct Failed {
     error: String,
@@ -294,6 +332,43 @@ mod tests {
             };
             Ok(Running { stop, task })
         }
+    }
+
+    #[tokio::test]
+    async fn a_socket_served_by_several_parts_is_closed_when_all_are_and_ends_with_the_last() {
+        // Each part closes its "socket" when asked, then drains until its `release` fires.
+        let mut parts = Vec::new();
+        let mut releases = Vec::new();
+        let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..2 {
+            let (stop, stop_rx) = oneshot::channel::<oneshot::Sender<()>>();
+            let (release, released) = oneshot::channel::<()>();
+            let closed = closed.clone();
+            let task = tokio::spawn(async move {
+                if let Ok(ack) = stop_rx.await {
+                    closed.fetch_add(1, Ordering::AcqRel);
+                    let _ = ack.send(());
+                }
+                let _ = released.await;
+            });
+            parts.push(Running { stop, task });
+            releases.push(release);
+        }
+        let Running { stop, task } = Running::all(parts);
+        let (ack, acked) = oneshot::channel();
+        assert!(stop.send(ack).is_ok());
+        acked.await.expect("acknowledged");
+        assert_eq!(closed.load(Ordering::Acquire), 2, "every part closed first");
+        let mut releases = releases.into_iter();
+        if let Some(first) = releases.next() {
+            let _ = first.send(());
+        }
+        tokio::task::yield_now().await;
+        assert!(!task.is_finished(), "one part still drains");
+        for release in releases {
+            let _ = release.send(());
+        }
+        task.await.expect("ends once every part has drained");
     }
 
     fn free_port() -> SocketAddr {

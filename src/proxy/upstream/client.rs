@@ -21,6 +21,7 @@ use crate::proxy::error::ProxyError;
 use crate::proxy::upstream::balance::Endpoints;
 use crate::proxy::upstream::pool::{connect_tcp, Http1Pool, ResponseBody};
 use crate::proxy::upstream::tls::{connect_tls, UpstreamIo, UpstreamTls};
+use crate::proxy::workers::PerWorker;
 use crate::table::UpstreamProtocol;
 
 /// Interval of HTTP/2 pings on h2c upstream connections.
@@ -40,6 +41,8 @@ pub struct Upstreams {
 /// `--upstream-max-idle-per-endpoint`).
 #[derive(Debug, Clone, Copy)]
 pub struct PoolLimits {
+    /// Data-plane workers: each has pools of its own.
+    pub workers: usize,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_idle_per_endpoint: usize,
@@ -50,6 +53,7 @@ impl Upstreams {
     /// timeout.
     pub fn new(limits: PoolLimits) -> Self {
         let http1 = Http1Pool::new(
+            limits.workers,
             limits.max_idle_per_endpoint,
             limits.idle_timeout,
             limits.connect_timeout,
@@ -57,7 +61,9 @@ impl Upstreams {
         Self {
             h2c: H2cPool {
                 endpoints: http1.endpoints(),
-                conns: Arc::new(Mutex::new(HashMap::default())),
+                conns: Arc::new(PerWorker::new(limits.workers, || {
+                    Mutex::new(HashMap::default())
+                })),
                 connect_timeout: limits.connect_timeout,
                 idle_timeout: limits.idle_timeout,
                 next_id: Arc::new(AtomicU64::new(0)),
@@ -158,13 +164,17 @@ struct H2cConn {
     last_used: Arc<Mutex<tokio::time::Instant>>,
 }
 
-/// One HTTP/2 connection per endpoint, reopened when it closes. A connection on which no
+/// One worker's h2c connections by endpoint and TLS identity.
+type H2cConns = HashMap<(SocketAddr, u64), H2cConn>;
+
+/// One HTTP/2 connection per endpoint and worker (its task runs on the worker that opened it),
+/// reopened when it closes. A connection on which no
 /// request started for the idle timeout leaves the pool; hyper closes it once its last stream
 /// ends.
 #[derive(Clone)]
 struct H2cPool {
-    /// By endpoint and TLS identity ([`UpstreamTls::pool_key`]).
-    conns: Arc<Mutex<HashMap<(SocketAddr, u64), H2cConn>>>,
+    /// By worker, then endpoint and TLS identity ([`UpstreamTls::pool_key`]).
+    conns: Arc<PerWorker<Mutex<H2cConns>>>,
     connect_timeout: Duration,
     idle_timeout: Duration,
     next_id: Arc<AtomicU64>,
@@ -236,7 +246,7 @@ impl H2cPool {
             let _counted = counted;
             run.await
         });
-        if let Ok(mut conns) = self.conns.lock() {
+        if let Ok(mut conns) = self.conns.mine().lock() {
             // Endpoints come and go with the table: forget connections that have ended, so the
             // map holds live connections only.
             conns.retain(|_, c| !c.sender.is_closed());
@@ -284,7 +294,8 @@ impl H2cPool {
                 }
             }
         }
-        if let Ok(mut conns) = self.conns.lock() {
+        // The connection's task runs on the worker that opened it: its own entry.
+        if let Ok(mut conns) = self.conns.mine().lock() {
             if conns.get(&key).is_some_and(|c| c.id == id) {
                 conns.remove(&key);
             }
@@ -295,7 +306,7 @@ impl H2cPool {
     }
 
     fn lookup(&self, key: (SocketAddr, u64)) -> Option<http2::SendRequest<UpstreamBody>> {
-        let mut conns = self.conns.lock().ok()?;
+        let mut conns = self.conns.mine().lock().ok()?;
         match conns.get(&key) {
             Some(c) if !c.sender.is_closed() => {
                 if let Ok(mut t) = c.last_used.lock() {
@@ -342,6 +353,7 @@ mod tests {
     async fn h2c_pool_forgets_ended_connections() {
         let defaults = ProxyOptions::default();
         let upstreams = Upstreams::new(PoolLimits {
+            workers: 1,
             connect_timeout: Duration::from_secs(2),
             idle_timeout: defaults.upstream_idle_timeout,
             max_idle_per_endpoint: defaults.upstream_max_idle_per_endpoint,
@@ -357,7 +369,7 @@ mod tests {
         // The connection to `a` ends once its server is gone (bounded wait).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         let ended = || {
-            let conns = upstreams.h2c.conns.lock().expect("pool lock");
+            let conns = upstreams.h2c.conns.mine().lock().expect("pool lock");
             conns.get(&(a, 0)).is_none_or(|c| c.sender.is_closed())
         };
         while !ended() {
@@ -373,7 +385,7 @@ mod tests {
             .await
             .expect("h2c to b");
         assert_eq!(resp.status(), 200);
-        let conns = upstreams.h2c.conns.lock().expect("pool lock");
+        let conns = upstreams.h2c.conns.mine().lock().expect("pool lock");
         assert_eq!(conns.keys().copied().collect::<Vec<_>>(), vec![(b, 0)]);
     }
 }

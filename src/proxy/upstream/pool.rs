@@ -32,6 +32,7 @@ use crate::proxy::upstream::balance::Endpoints;
 use crate::proxy::upstream::client::SendError;
 use crate::proxy::upstream::h1::{Connection, Exchange};
 use crate::proxy::upstream::tls::{connect_tls, UpstreamIo, UpstreamTls};
+use crate::proxy::workers::PerWorker;
 
 /// Where a pooled connection goes: the endpoint, and the TLS identity it was made with
 /// ([`UpstreamTls::pool_key`], 0 for plain TCP).
@@ -41,10 +42,12 @@ type PoolKey = (SocketAddr, u64);
 /// (connections are pushed as they become idle, so the list is sorted by that time).
 type IdleConns = HashMap<PoolKey, Vec<(Connection, Instant)>>;
 
-/// The pool: idle connections by endpoint, shared by every request and table.
+/// The pool: idle connections by endpoint, shared by every request and table, one set per
+/// data-plane worker: a connection is registered with the reactor of the worker that opened it,
+/// and only that worker's requests take it.
 #[derive(Clone)]
 pub struct Http1Pool {
-    idle: Arc<Mutex<IdleConns>>,
+    idle: Arc<PerWorker<Mutex<IdleConns>>>,
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
@@ -53,11 +56,16 @@ pub struct Http1Pool {
 }
 
 impl Http1Pool {
-    /// A pool keeping at most `max_idle` idle connections per endpoint, each for at most
-    /// `idle_timeout`.
-    pub fn new(max_idle: usize, idle_timeout: Duration, connect_timeout: Duration) -> Self {
+    /// A pool for `workers` workers keeping at most `max_idle` idle connections per endpoint
+    /// and worker, each for at most `idle_timeout`.
+    pub fn new(
+        workers: usize,
+        max_idle: usize,
+        idle_timeout: Duration,
+        connect_timeout: Duration,
+    ) -> Self {
         let pool = Self {
-            idle: Arc::new(Mutex::new(HashMap::default())),
+            idle: Arc::new(PerWorker::new(workers, || Mutex::new(HashMap::default()))),
             max_idle,
             idle_timeout,
             connect_timeout,
@@ -153,7 +161,7 @@ impl Http1Pool {
     fn checkout(&self, key: PoolKey) -> Option<Connection> {
         loop {
             let (mut conn, since) = {
-                let mut idle = self.idle.lock().ok()?;
+                let mut idle = self.idle.mine().lock().ok()?;
                 let list = idle.get_mut(&key)?;
                 let entry = list.pop()?;
                 if list.is_empty() {
@@ -188,7 +196,7 @@ impl Http1Pool {
     /// Keeps an idle connection unless the endpoint has its cap already; drops expired ones
     /// (a prefix of the list, which is oldest first: one clock reading, not one per entry).
     fn put_back(&self, key: PoolKey, conn: Connection) {
-        let Ok(mut idle) = self.idle.lock() else {
+        let Ok(mut idle) = self.idle.mine().lock() else {
             return;
         };
         let now = Instant::now();
@@ -218,14 +226,16 @@ impl Http1Pool {
                 let Some(idle) = idle.upgrade() else {
                     return;
                 };
-                let Ok(mut idle) = idle.lock() else {
-                    return;
-                };
                 let now = Instant::now();
-                idle.retain(|_, list| {
-                    list.retain(|(_, since)| now.saturating_duration_since(*since) < timeout);
-                    !list.is_empty()
-                });
+                for worker in idle.all() {
+                    let Ok(mut idle) = worker.lock() else {
+                        return;
+                    };
+                    idle.retain(|_, list| {
+                        list.retain(|(_, since)| now.saturating_duration_since(*since) < timeout);
+                        !list.is_empty()
+                    });
+                }
             }
         });
     }
@@ -234,9 +244,13 @@ impl Http1Pool {
     #[cfg(test)]
     fn idle_count(&self) -> usize {
         self.idle
-            .lock()
-            .map(|i| i.values().map(Vec::len).sum())
-            .unwrap_or(0)
+            .all()
+            .filter_map(|w| {
+                w.lock()
+                    .ok()
+                    .map(|i| i.values().map(Vec::len).sum::<usize>())
+            })
+            .sum()
     }
 }
 
@@ -417,7 +431,7 @@ mod tests {
     #[tokio::test]
     async fn a_finished_response_gives_its_connection_back_and_a_dropped_one_does_not() {
         let (addr, accepted) = backend().await;
-        let pool = Http1Pool::new(4, Duration::from_secs(60), Duration::from_secs(2));
+        let pool = Http1Pool::new(1, 4, Duration::from_secs(60), Duration::from_secs(2));
         for _ in 0..3 {
             let resp = pool.send(addr, None, get()).await.expect("response");
             let body = resp.into_body().collect().await.expect("body").to_bytes();
@@ -442,7 +456,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_peer_closed_is_not_reused() {
         let (addr, accepted) = backend_closing_after(Duration::from_millis(50)).await;
-        let pool = Http1Pool::new(4, Duration::from_secs(60), Duration::from_secs(2));
+        let pool = Http1Pool::new(1, 4, Duration::from_secs(60), Duration::from_secs(2));
         for round in 1..=2 {
             let resp = pool.send(addr, None, get()).await.expect("response");
             resp.into_body().collect().await.expect("body");
@@ -456,7 +470,7 @@ mod tests {
     #[tokio::test]
     async fn an_expired_idle_connection_is_closed() {
         let (addr, accepted) = backend().await;
-        let pool = Http1Pool::new(4, Duration::from_millis(100), Duration::from_secs(2));
+        let pool = Http1Pool::new(1, 4, Duration::from_millis(100), Duration::from_secs(2));
         let resp = pool.send(addr, None, get()).await.expect("response");
         resp.into_body().collect().await.expect("body");
         assert_eq!(pool.idle_count(), 1);
