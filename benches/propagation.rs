@@ -4,7 +4,8 @@
 //! routes and counts those not answered 2xx. Prints p50/p99 per size as a table.
 //!
 //! `cargo bench --bench propagation` (set `PROPAGATION_SIZES=100,1000` to pick sizes,
-//! `PROPAGATION_LOG=1` for the replica's log on stderr). The
+//! `PROPAGATION_LOG=1` for the replica's log on stderr, with each sample's create, the return of
+//! the create call and the first routed answer timestamped beside it). The
 //! replica runs as a follower (another identity holds the Lease), so the figures measure watch,
 //! snapshot, translation, table swap and routing, not status writes.
 
@@ -165,6 +166,14 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let routes_api: Api<HttpRoute> = Api::namespaced(api.client(), NS);
+    // The emulator checks every write against the built-in schemas, which it builds at its
+    // first write (tens of milliseconds): not part of propagation, so built before the clock.
+    let schemas = Instant::now();
+    drop(edgeplane::admission::builtin::crds());
+    tracing::debug!(
+        build_us = schemas.elapsed().as_micros() as u64,
+        "the emulator's schemas built"
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let steady = tokio::spawn(steady_client(addr, routes, stop.clone()));
     let mut times = Vec::with_capacity(samples);
@@ -173,11 +182,25 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
         let obj: HttpRoute = serde_json::from_value(route(&name)).ok()?;
         let host = format!("{name}.example");
         let started = Instant::now();
+        tracing::debug!(sample = k, "creating");
         routes_api.create(&PostParams::default(), &obj).await.ok()?;
+        tracing::debug!(
+            sample = k,
+            create_us = started.elapsed().as_micros() as u64,
+            "created"
+        );
+        let mut tries = 0u64;
         let deadline = started + Duration::from_secs(60);
         loop {
+            tries += 1;
             if let Ok(r) = send(&client, get(addr, &host, "/")).await {
                 if r.status == 200 {
+                    tracing::debug!(
+                        sample = k,
+                        tries,
+                        served_us = started.elapsed().as_micros() as u64,
+                        "served"
+                    );
                     break;
                 }
             }
@@ -214,9 +237,11 @@ async fn measure(routes: usize, samples: usize) -> Option<Figures> {
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
     if std::env::var_os("PROPAGATION_LOG").is_some() {
-        // The replica's log on stderr (`RUST_LOG` filters it; default: debug for edgeplane).
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("edgeplane=debug"));
+        // The replica's log and the samples' steps on stderr (`RUST_LOG` filters them;
+        // default: debug for edgeplane and this benchmark).
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("edgeplane=debug,propagation=debug")
+        });
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)

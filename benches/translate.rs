@@ -1,13 +1,15 @@
 //! Full translation (snapshot -> route table + status) of 1,000 and 10,000 HTTPRoutes attached to
 //! one Gateway, each with its own Service and EndpointSlice; and incremental translation of one
 //! changed route, or one changed EndpointSlice, at 1,000, 5,000 and 10,000 routes; and one
-//! added route at as many routes of one hostname each (the propagation benchmarks' shape).
+//! added route at as many routes of one hostname each (the propagation benchmarks' shape), and
+//! the metric label handles of the table such a change produces.
 
 use std::fmt::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use edgeplane::metrics::Metrics;
 use edgeplane::provider::manifest::parse_manifests;
 use edgeplane::snapshot::Snapshot;
 use edgeplane::table::ServedCertificates;
@@ -201,5 +203,48 @@ fn bench_added(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_translate, bench_incremental, bench_added);
+/// The label handles of one table after one route was added or removed among N routes of one
+/// hostname each (what the reconciler resolves after each translation, before the swap):
+/// tables come from alternating translations as in `added/N`, each given its handles once.
+fn bench_handles(c: &mut Criterion) {
+    let options = options();
+    let served = ServedCertificates::default();
+    let mut group = c.benchmark_group("handles");
+    group.sample_size(20);
+    for routes in [1_000, 5_000] {
+        let text = own_host_manifests(routes + 1);
+        let objects = parse_manifests(Path::new("bench.yaml"), &text).expect("manifests parse");
+        let with = Snapshot::from_objects(objects);
+        let mut without = with.clone();
+        without.http_routes.remove(routes / 2);
+        let pair = [without, with];
+        let mut memory = Incremental::default();
+        let metrics = Metrics::new();
+        metrics.attach(&memory.translate(&pair[0], &options, &served).table);
+        let mut next = 1;
+        group.bench_function(BenchmarkId::from_parameter(routes), |b| {
+            b.iter_batched(
+                || {
+                    let out = memory.translate(&pair[next], &options, &served);
+                    next = 1 - next;
+                    out
+                },
+                |out| {
+                    metrics.attach(&out.table);
+                    out
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_translate,
+    bench_incremental,
+    bench_added,
+    bench_handles
+);
 criterion_main!(benches);

@@ -32,7 +32,8 @@ type Seeded = foldhash::fast::RandomState;
 /// rule's order, then the one of answers without a backend.
 #[derive(Debug)]
 pub struct RuleSeries {
-    cells: Box<[Arc<RequestCells>]>,
+    /// Shared with the live handles' entry of the rule, so a kept rule copies no list.
+    cells: Arc<[Arc<RequestCells>]>,
 }
 
 impl RuleSeries {
@@ -141,7 +142,7 @@ type RuleKey = (usize, Arc<str>, Arc<str>);
 #[derive(Debug)]
 struct RuleCells {
     _rule: Arc<RouteRule>,
-    cells: Box<[Arc<RequestCells>]>,
+    cells: Arc<[Arc<RequestCells>]>,
 }
 
 /// The `gateway` and `listener` labels of a Gateway listener.
@@ -278,7 +279,7 @@ impl Builder<'_> {
         gateway: &Arc<str>,
         listener: &Arc<str>,
         rule: &RouteRule,
-    ) -> Box<[Arc<RequestCells>]> {
+    ) -> Arc<[Arc<RequestCells>]> {
         let route: Arc<str> = Arc::from(route_label(&rule.route));
         let name: Arc<str> = match &rule.rule_name {
             Some(n) => Arc::from(n.as_str()),
@@ -302,7 +303,7 @@ impl Builder<'_> {
             cells.push(self.cell(labels.clone(), &label, true));
         }
         cells.push(self.cell(labels, "", backends.is_empty()));
-        cells.into_boxed_slice()
+        cells.into()
     }
 
     fn l4(&mut self, source: Option<&SocketSource>, route: &L4Route) -> Arc<L4Series> {
@@ -405,17 +406,28 @@ impl SeriesIndex {
     pub(super) fn build(table: &RouteTable, metrics: &Metrics, live: &Mutex<Live>) -> Self {
         let mut guard = live.lock().unwrap_or_else(|p| p.into_inner());
         let old = std::mem::take(&mut *guard);
+        // Sized for a table like the last one: most changes keep the rule count, and a map
+        // grown entry by entry hashes every key again at each doubling.
+        let rules = old.rules.len();
+        let new = Live {
+            rules: HashMap::with_capacity_and_hasher(rules, Seeded::default()),
+            backends: HashMap::with_capacity_and_hasher(old.backends.len(), Seeded::default()),
+            ..Live::default()
+        };
         let mut b = Builder {
             metrics,
             build: old.builds + 1,
             old,
-            new: Live::default(),
+            new,
             announced: Vec::new(),
             empty: empty(),
             kept: 0,
             resolved: 0,
         };
-        let mut index = SeriesIndex::default();
+        let mut index = SeriesIndex {
+            rules: HashMap::with_capacity_and_hasher(rules, Fast::default()),
+            ..SeriesIndex::default()
+        };
         for socket in table.listeners.values().chain(table.udp.values()) {
             b.socket(&mut index, socket);
         }
