@@ -18,7 +18,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::metrics::Metrics;
 use crate::proxy::error::{ClientBodyError, ProxyError};
-use crate::proxy::inbound::h1::RecvBody;
+use crate::proxy::h1wire::RecvBody;
 
 /// Boxed error of a streamed body.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -11,7 +11,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{watch, Notify};
 
-use crate::proxy::inbound::h1::BoxedIo;
+use crate::proxy::upgraded::BoxedIo;
 
 /// The open tunnels, so shutdown can give them the drain window and then cut them: once
 /// upgraded, a connection is no longer tracked by the HTTP server's graceful shutdown.
@@ -107,7 +107,7 @@ pub fn restore_upgrade_headers(headers: &mut HeaderMap, upgrade: HeaderValue) {
 /// server's otherwise.
 pub enum ClientUpgrade {
     Hyper(OnUpgrade),
-    Own(crate::proxy::inbound::h1::OnUpgrade),
+    Own(crate::proxy::upgraded::OnUpgrade),
 }
 
 impl ClientUpgrade {
@@ -115,7 +115,7 @@ impl ClientUpgrade {
     pub fn of<B>(req: &mut http::Request<B>) -> Self {
         match req
             .extensions_mut()
-            .remove::<crate::proxy::inbound::h1::OnUpgrade>()
+            .remove::<crate::proxy::upgraded::OnUpgrade>()
         {
             Some(own) => Self::Own(own),
             None => Self::Hyper(hyper::upgrade::on(req)),

@@ -15,9 +15,10 @@ use tokio::time::Instant;
 
 use super::decode::{self, Framing, Head, HeadError, Step};
 use super::encode::{self, Asked, BodyOut};
-use super::wire::{lock, BoxedIo, OnUpgrade, RecvBody, Wire, WireIo};
 use crate::proxy::body::RequestBody;
+use crate::proxy::h1wire::{lock, RecvBody, Wire, WireIo, CONTINUE};
 use crate::proxy::routing::service::Handler;
+use crate::proxy::upgraded::{BoxedIo, OnUpgrade};
 use crate::proxy::upstream::h1::Writer;
 
 /// Largest request head without a configured limit (hyper's default buffer).
@@ -91,7 +92,7 @@ pub(crate) async fn serve(
             w.framing = framing;
             w.limits = Default::default();
             w.continue_left = match expect_continue && framing != Framing::Done {
-                true => encode::CONTINUE.len(),
+                true => CONTINUE.len(),
                 false => 0,
             };
             match framing {
@@ -106,8 +107,15 @@ pub(crate) async fn serve(
         });
         let method = req.method().clone();
         let version = req.version();
+        let watch_close = framing == Framing::Done;
         // Boxed: a request's future is large; moving a box copies a pointer.
-        let resp = Box::pin(handler.clone().handle(req.map(|()| body))).await;
+        let mut handling = Box::pin(handler.clone().handle(req.map(|()| body)));
+        let resp = tokio::select! {
+            biased;
+            resp = &mut handling => resp,
+            // A client that goes away mid-request cancels it (and frees what it holds).
+            () = client_gone(&wire, max_head), if watch_close => return Ok(()),
+        };
         closing |= *close.borrow();
         let asked = Asked {
             method: &method,
@@ -205,6 +213,28 @@ async fn read_head(
             };
         }
     }
+}
+
+/// Resolves when the client closes its side (or the stream fails) while a request without a
+/// body is being handled; bytes it sends meanwhile (a pipelined request) stay buffered, up to
+/// `max_head`, after which it no longer reads.
+async fn client_gone(wire: &Mutex<Wire>, max_head: usize) {
+    std::future::poll_fn(|cx| {
+        let mut w = lock(wire);
+        loop {
+            if w.read.len() >= max_head {
+                return std::task::Poll::Pending;
+            }
+            match w.poll_fill(cx, false) {
+                std::task::Poll::Ready(Ok(0)) | std::task::Poll::Ready(Err(_)) => {
+                    return std::task::Poll::Ready(())
+                }
+                std::task::Poll::Ready(Ok(_)) => {}
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            }
+        }
+    })
+    .await
 }
 
 /// Whether the request body has been read to its end, decoding what is already buffered of it

@@ -133,9 +133,6 @@ pub fn refusal(status: StatusCode, out: &mut BytesMut) {
     out.extend_from_slice(b"\r\n\r\n");
 }
 
-/// The interim answer to `Expect: 100-continue`.
-pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-
 thread_local! {
     /// The second last formatted and its IMF-fixdate.
     static DATE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };

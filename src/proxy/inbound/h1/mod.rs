@@ -4,13 +4,11 @@
 //! connection keeps across requests; its body is read by the body's own polls; the response head
 //! and the body bytes that are ready go out in one write.
 //!
-//! `decode` reads requests, `encode` writes response heads, `wire` is what the loop and the
-//! request body share (and the hand-over after an upgrade), `conn` is the loop.
+//! `decode` reads request heads, `encode` writes response heads, `conn` is the loop; what the
+//! loop and the request body share (the stream, the body's decoder) is `h1wire`.
 
 mod conn;
 pub(crate) mod decode;
 mod encode;
-mod wire;
 
 pub(crate) use conn::serve;
-pub(crate) use wire::{BoxedIo, OnUpgrade, RecvBody};

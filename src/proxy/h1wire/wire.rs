@@ -1,8 +1,7 @@
 //! What an HTTP/1.1 connection's loop and its request's body share: the client's stream and the
 //! bytes read from it (one buffer for the connection, reused across requests), and where the
 //! current request's body stands. The body reads from the stream itself, in the task that polls
-//! it, while the loop writes the response; each holds the lock only for one read or write. Also
-//! the hand-over of the stream after a `101 Switching Protocols` ([`OnUpgrade`]).
+//! it, while the loop writes the response; each holds the lock only for one read or write.
 
 use std::io;
 use std::pin::Pin;
@@ -11,20 +10,14 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::oneshot;
+use tokio::io::AsyncWrite;
 
-use super::decode::{BodyError, Framing, Limits, Step};
-use super::encode::CONTINUE;
+use super::framing::{BodyError, Framing, Limits, Step};
 use crate::proxy::handshake::detect::Prefixed;
+use crate::proxy::upgraded::BoxedIo;
 
-/// A client stream, plain or TLS.
-pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
-
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
-
-/// A client stream of either kind, boxed once per connection.
-pub(crate) type BoxedIo = Box<dyn Stream>;
+/// The interim answer to `Expect: 100-continue`.
+pub(crate) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// Room kept free in the read buffer before each read of a head.
 const READ_AT_LEAST: usize = 4 * 1024;
@@ -252,26 +245,3 @@ impl Body for RecvBody {
         }
     }
 }
-
-/// A request extension on HTTP/1.1 requests that may upgrade: resolves to the client's stream
-/// (with any bytes already read from it) once the connection has sent a `101` answer; fails when
-/// the answer was another.
-#[derive(Clone)]
-pub struct OnUpgrade(Arc<Mutex<Option<oneshot::Receiver<Prefixed<BoxedIo>>>>>);
-
-impl OnUpgrade {
-    pub(crate) fn new(rx: oneshot::Receiver<Prefixed<BoxedIo>>) -> Self {
-        Self(Arc::new(Mutex::new(Some(rx))))
-    }
-
-    /// The client's stream after the switch.
-    pub async fn upgraded(self) -> Result<Prefixed<BoxedIo>, UpgradeError> {
-        let rx = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
-        rx.ok_or(UpgradeError)?.await.map_err(|_| UpgradeError)
-    }
-}
-
-/// The connection did not switch protocols.
-#[derive(Debug, thiserror::Error)]
-#[error("the client connection was not upgraded")]
-pub struct UpgradeError;
