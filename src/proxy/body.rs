@@ -1,6 +1,7 @@
 //! Body wrappers of the request path: the client's request body with an idle timer and a
 //! minimum data rate (a body that stalls, or trickles a byte now and then, is aborted instead of
-//! holding two connections), and the response body that keeps its connection counted as busy
+//! holding two connections), the client's body as either server side reads it ([`RequestBody`]:
+//! hyper for HTTP/2, this proxy's own decoder for HTTP/1.1), and the response body that keeps its connection counted as busy
 //! until it has been sent.
 
 use std::future::Future;
@@ -17,6 +18,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::metrics::Metrics;
 use crate::proxy::error::{ClientBodyError, ProxyError};
+use crate::proxy::h1wire::RecvBody;
 
 /// Boxed error of a streamed body.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -26,6 +28,46 @@ pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>
 
 /// Body of every request sent upstream: the client's body, possibly teed to mirrors.
 pub type UpstreamBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+/// A client's request body as the connection that received it reads it: hyper's for HTTP/2,
+/// the own HTTP/1.1 decoder's, or none (a head that says the request has no body).
+pub enum RequestBody {
+    Hyper(Incoming),
+    H1(RecvBody),
+    Empty,
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            Self::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            Self::H1(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            Self::Empty => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Hyper(b) => b.is_end_stream(),
+            Self::H1(b) => b.is_end_stream(),
+            Self::Empty => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Hyper(b) => b.size_hint(),
+            Self::H1(b) => b.size_hint(),
+            Self::Empty => SizeHint::with_exact(0),
+        }
+    }
+}
 
 /// The error a body ends with when it passes its limit.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +169,7 @@ impl BodyFlags {
 /// ([`ClientBody::limit_size`]) it fails with [`TooLarge`] at the frame that
 /// passes it.
 pub struct ClientBody {
-    inner: Incoming,
+    inner: RequestBody,
     limit: Duration,
     rate: MinRate,
     sleep: Option<Pin<Box<Sleep>>>,
@@ -146,7 +188,11 @@ pub struct ClientBody {
 
 impl ClientBody {
     /// Wraps `inner`; `flags` tell whether the body was aborted for idleness, slowness or size.
-    pub fn new(inner: Incoming, (limit, rate): (Duration, MinRate), flags: Arc<BodyFlags>) -> Self {
+    pub fn new(
+        inner: RequestBody,
+        (limit, rate): (Duration, MinRate),
+        flags: Arc<BodyFlags>,
+    ) -> Self {
         Self {
             inner,
             limit,

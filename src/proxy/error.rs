@@ -21,7 +21,7 @@ pub const OVERLOADED: &str = "x-edgeplane-overloaded";
 /// through the upstream client, so the failure is blamed on the client, not the backend.
 #[derive(Debug, thiserror::Error)]
 #[error("client request body: {0}")]
-pub struct ClientBodyError(#[source] pub hyper::Error);
+pub struct ClientBodyError(#[source] pub crate::proxy::body::BoxError);
 
 /// Who caused a failed request: the label of `edgeplane_request_errors_total{fault}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,11 +1,12 @@
 //! Keeps the runtime's timer from waking its own driver on every request. tokio's time driver
 //! writes to the I/O driver's eventfd whenever a timer is registered with a deadline earlier
 //! than the one the driver promised to wake at when it last parked. A keep-alive connection
-//! registers a new header-read timer (hyper's `header_read_timeout`, 10 s by default) after
-//! every response; with no earlier timer in the wheel, each of those cost a `write(2)` to the
-//! eventfd plus a spurious `epoll_wait` wake-up: one system call per proxied request. A tick
-//! every [`HORIZON`] keeps the driver's promised wake-up at most that far away, so timers set
-//! further out than it (every request timeout) are added without waking anything.
+//! registers a new header-read timer (the HTTP/1.1 server's header read timeout, 10 s by
+//! default) after every response; with no earlier timer in the wheel, each of those cost a
+//! `write(2)` to the eventfd plus a spurious `epoll_wait` wake-up: one system call per proxied
+//! request. A tick every [`HORIZON`] keeps the driver's promised wake-up at most that far
+//! away, so timers set further out than it (every request timeout) are added without waking
+//! anything.
 
 use std::sync::Weak;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Protocols and streaming: large bodies, h2c in and out, absolute-form targets, malformed
-//! input, upgrades and slow clients.
+//! input, upgrades, slow clients, pipelining and `Expect: 100-continue`.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -254,4 +254,62 @@ async fn silent_and_slow_clients_are_disconnected() {
     );
     assert!(slow < Duration::from_secs(3), "slow client kept {slow:?}");
     assert_eq!(get_h1(addr, "h", "/").await.status, 200);
+}
+
+/// Reads from `s` until `done` holds for what was read or the server closes (bounded: 5 s of
+/// silence ends it).
+async fn read_until(s: &mut tokio::net::TcpStream, done: impl Fn(&str) -> bool) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    for _ in 0..1000 {
+        let text = String::from_utf8_lossy(&out).into_owned();
+        if done(&text) {
+            return text;
+        }
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => out.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order_and_100_continue_comes_before_the_body() {
+    use tokio::io::AsyncWriteExt;
+    let echo = start_echo("e").await;
+    let addr = free_addr();
+    let _p = start(single(
+        addr,
+        vec![rule("r").backend(to(&service("e", &[echo.addr]))).build()],
+    ))
+    .await;
+    assert_eq!(get_h1(addr, "h", "/").await.status, 200);
+    // Two requests in one write: two answers, in order, then the close the second asked for.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        b"GET /first HTTP/1.1\r\nHost: h\r\n\r\n\
+          GET /second HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let both = read_until(&mut s, |_| false).await;
+    assert_eq!(both.matches("HTTP/1.1 200 OK").count(), 2, "{both}");
+    let (first, second) = (both.find("/first"), both.find("/second"));
+    assert!(first.is_some() && first < second, "{both}");
+    // The interim answer comes before the client sends its body, and the body goes through.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        b"POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let interim = read_until(&mut s, |t| t.contains("\r\n\r\n")).await;
+    assert_eq!(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"hello").await.unwrap();
+    let answer = read_until(&mut s, |_| false).await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.contains("\"bodyLength\":5"), "{answer}");
 }

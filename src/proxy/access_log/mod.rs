@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{header, HeaderValue, Method, Request, Version};
-use hyper::body::Incoming;
 
 use crate::proxy::request_id::REQUEST_ID;
 use crate::table::{AccessLog, AccessLogFormat, ListenerTable, RouteRef, RouteRule, SocketSource};
@@ -274,10 +273,10 @@ fn http_protocol(version: Version) -> &'static str {
 impl Entry {
     /// What the access log line says of the request head, from `client` (the address the
     /// trusted forwarded headers name), written in `spec`.
-    pub(crate) fn head(
+    pub(crate) fn head<B>(
         spec: LogSpec,
         client: IpAddr,
-        req: &Request<Incoming>,
+        req: &Request<B>,
         start: Instant,
     ) -> Entry {
         let headers = req.headers();

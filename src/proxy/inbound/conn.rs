@@ -1,11 +1,13 @@
 //! One accepted connection from accept to close: the pre-HTTP phases (TLS handshake, protocol
-//! detection, HTTP/2 preface) under one handshake deadline; then hyper serving it, closed when
+//! detection, HTTP/2 preface) under one handshake deadline; then the own HTTP/1.1 server
+//! (`h1`) or hyper's HTTP/2 serving it, closed when
 //! idle for the idle timeout or, at drain, as soon as no request is in flight. Also the
 //! per-listener count of open connections that the connection limit and the drain read.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,10 +22,13 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 
-use crate::proxy::handshake::detect::{detect, Prefixed};
+use crate::proxy::body::RequestBody;
+use crate::proxy::handshake::detect::{detect, Prefixed, Protocol};
 use crate::proxy::handshake::tls::handshake;
+use crate::proxy::inbound::h1;
 use crate::proxy::l4::tcp::read_hello;
 use crate::proxy::routing::service::Handler;
+use crate::proxy::routing::tracked::Activity;
 use crate::proxy::settings::{for_listener, ConnSettings};
 use crate::proxy::shared::Shared;
 
@@ -234,10 +239,10 @@ async fn before_http<I: AsyncRead + Unpin>(
     deadline: Instant,
     drain: &mut watch::Receiver<bool>,
     shared: &Shared,
-) -> Option<Prefixed<I>> {
+) -> Option<(Protocol, Prefixed<I>)> {
     let mut buf = Vec::new();
     match bounded(detect(&mut io, &mut buf), deadline, drain, shared).await {
-        Some(Ok(Some(_))) => Some(Prefixed::new(buf, io)),
+        Some(Ok(Some(protocol))) => Some((protocol, Prefixed::new(buf, io))),
         _ => None,
     }
 }
@@ -272,14 +277,15 @@ async fn bounded<F: Future>(
 }
 
 /// Serves HTTP until the peer closes, the connection has been idle for the idle timeout, or the
-/// drain asks it to close. Idle and drain close gracefully: hyper closes an idle HTTP/1.1
-/// connection at once and sends `Connection: close` on a response in flight; HTTP/2 gets a
-/// GOAWAY. A connection asked to close is dropped once nothing is in flight.
+/// drain asks it to close: HTTP/1.1 with the own server (`h1`), HTTP/2 with hyper. Idle and
+/// drain close gracefully: an idle HTTP/1.1 connection closes at once and a response in flight
+/// says `Connection: close`; HTTP/2 gets a GOAWAY. A connection asked to close is dropped once
+/// nothing is in flight.
 async fn serve_http<I>(
     builder: &auto::Builder<TokioExecutor>,
-    io: I,
+    (protocol, io): (Protocol, I),
     handler: Handler,
-    mut drain: watch::Receiver<bool>,
+    drain: watch::Receiver<bool>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -287,35 +293,68 @@ async fn serve_http<I>(
     let shared = handler.shared.clone();
     let idle = handler.settings.idle_timeout;
     let peer = handler.peer;
-    let service = service_fn(move |req| {
-        // Boxed: a request's future is large, and hyper moves the future it is given into
-        // place; moving a box copies a pointer, not the whole state machine.
-        let handling = Box::pin(handler.clone().handle(req));
-        async move { Ok::<_, Infallible>(handling.await) }
-    });
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    let ended = if protocol == Protocol::Http1 {
+        let (close, closed) = watch::channel(false);
+        let conn = h1::serve(Box::new(io), handler, closed);
+        let ended = until_closed(
+            conn,
+            |_| {
+                close.send_replace(true);
+            },
+            (&activity, idle, &shared),
+            drain,
+        )
+        .await;
+        ended.map(|e| e.map_err(|e| Box::new(e) as crate::proxy::body::BoxError))
+    } else {
+        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            // Boxed: a request's future is large, and hyper moves the future it is given
+            // into place; moving a box copies a pointer, not the whole state machine.
+            let handling = Box::pin(handler.clone().handle(req.map(RequestBody::Hyper)));
+            async move { Ok::<_, Infallible>(handling.await) }
+        });
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+        until_closed(
+            conn,
+            |conn| conn.graceful_shutdown(),
+            (&activity, idle, &shared),
+            drain,
+        )
+        .await
+    };
+    if let Some(Err(error)) = ended {
+        tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
+/// Runs the connection `conn` to its end; when it has been idle for the idle timeout or the
+/// drain starts, asks it to close (`shutdown`), and drops it once it has had nothing in flight
+/// for [`CLOSE_GRACE`] after that (`None`).
+async fn until_closed<C: Future>(
+    conn: C,
+    mut shutdown: impl FnMut(Pin<&mut C>),
+    (activity, idle, shared): (&Activity, Duration, &Shared),
+    mut drain: watch::Receiver<bool>,
+) -> Option<C::Output> {
     tokio::pin!(conn);
     let mut closing = false;
-    let ended = loop {
+    loop {
         tokio::select! {
             biased;
-            ended = conn.as_mut() => break ended,
+            ended = conn.as_mut() => return Some(ended),
             _ = activity.idle_for(idle), if !closing => {
                 shared.metrics.connections_closed.with_label_values(&["idle"]).inc();
-                conn.as_mut().graceful_shutdown();
+                shutdown(conn.as_mut());
                 closing = true;
             }
             _ = drain.wait_for(|d| *d), if !closing => {
-                conn.as_mut().graceful_shutdown();
+                shutdown(conn.as_mut());
                 closing = true;
             }
             _ = async {
                 tokio::time::sleep(CLOSE_GRACE).await;
                 activity.idle_for(CLOSE_GRACE).await;
-            }, if closing => return,
+            }, if closing => return None,
         }
-    };
-    if let Err(error) = ended {
-        tracing::debug!(%peer, %error, "connection ended with an error");
     }
 }

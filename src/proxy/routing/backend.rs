@@ -11,7 +11,6 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
-use hyper::upgrade::OnUpgrade;
 
 use crate::metrics::SeriesIndex;
 use crate::proxy::body::UpstreamBody;
@@ -29,7 +28,9 @@ use crate::proxy::upstream::mirror::{spawn_mirror, tee};
 use crate::proxy::upstream::pool::ResponseBody;
 use crate::proxy::upstream::tls::UpstreamTls;
 use crate::proxy::upstream::trail::Trail;
-use crate::proxy::upstream::upgrade::{restore_upgrade_headers, tunnel, websocket_upgrade};
+use crate::proxy::upstream::upgrade::{
+    restore_upgrade_headers, tunnel, websocket_upgrade, ClientUpgrade,
+};
 use crate::table::{
     BackendTarget, ErrorPages, ListenerTable, Mirror, RouteRule, RouteTable, ServiceBackend,
     UpstreamProtocol, VirtualHost, WeightedBackend,
@@ -99,7 +100,7 @@ impl Handler {
             // WebSocket handshakes go through to HTTP/1 backends only.
             let upgrade = websocket_upgrade(req.headers())
                 .filter(|_| protocol == UpstreamProtocol::Http1)
-                .map(|value| (value, hyper::upgrade::on(&mut req)));
+                .map(|value| (value, ClientUpgrade::of(&mut req)));
             let req = self.upstream_request(req, &rule, backend, &service, Some(raw_host))?;
             let tls = upstream_tls(table, listener, &service);
             let mut req = if upgrade.is_some() {
@@ -177,7 +178,7 @@ impl Handler {
     fn respond(
         &self,
         mut resp: Response<ResponseBody>,
-        upgrade: Option<OnUpgrade>,
+        upgrade: Option<ClientUpgrade>,
         rule: &RouteRule,
         backend: &WeightedBackend,
         response_limit: Option<u64>,

@@ -13,12 +13,11 @@ use std::time::Instant;
 
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
 use crate::metrics::{method_index, BackendSeries, SeriesIndex};
 use crate::proxy::access_log::Entry;
-use crate::proxy::body::{BodyFlags, ClientBody, MinRate, ProxyBody};
+use crate::proxy::body::{BodyFlags, ClientBody, MinRate, ProxyBody, RequestBody};
 use crate::proxy::decision;
 use crate::proxy::error::ProxyError;
 use crate::proxy::handshake::tls::TlsInfo;
@@ -139,7 +138,7 @@ impl Handler {
 
     /// Runs every phase and never fails: errors become their status response. The connection
     /// counts the request as in flight until its response body is dropped.
-    pub async fn handle(self, mut req: Request<Incoming>) -> Response<Tracked> {
+    pub async fn handle(self, mut req: Request<RequestBody>) -> Response<Tracked> {
         let in_flight = self.activity.start();
         let request_id = request_id::ensure(req.headers_mut());
         let start = Instant::now();

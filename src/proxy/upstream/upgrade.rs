@@ -11,6 +11,8 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{watch, Notify};
 
+use crate::proxy::upgraded::BoxedIo;
+
 /// The open tunnels, so shutdown can give them the drain window and then cut them: once
 /// upgraded, a connection is no longer tracked by the HTTP server's graceful shutdown.
 #[derive(Debug)]
@@ -101,21 +103,49 @@ pub fn restore_upgrade_headers(headers: &mut HeaderMap, upgrade: HeaderValue) {
     headers.insert(header::UPGRADE, upgrade);
 }
 
+/// The client's side of an upgrade: hyper's for a connection hyper serves, the own HTTP/1.1
+/// server's otherwise.
+pub enum ClientUpgrade {
+    Hyper(OnUpgrade),
+    Own(crate::proxy::upgraded::OnUpgrade),
+}
+
+impl ClientUpgrade {
+    /// Takes the upgrade of `req` from whichever server side received it.
+    pub fn of<B>(req: &mut http::Request<B>) -> Self {
+        match req
+            .extensions_mut()
+            .remove::<crate::proxy::upgraded::OnUpgrade>()
+        {
+            Some(own) => Self::Own(own),
+            None => Self::Hyper(hyper::upgrade::on(req)),
+        }
+    }
+
+    /// The client's stream once the switch has been answered.
+    async fn upgraded(self) -> Result<BoxedIo, crate::proxy::body::BoxError> {
+        Ok(match self {
+            Self::Hyper(on) => Box::new(TokioIo::new(on.await?)),
+            Self::Own(on) => Box::new(on.upgraded().await?),
+        })
+    }
+}
+
 /// Joins the client's and the backend's upgraded connections on a task of their own, counted
 /// in `tunnels` until either side closes or shutdown cuts it.
-pub fn tunnel(client: OnUpgrade, upstream: OnUpgrade, tunnels: Arc<Tunnels>) {
+pub fn tunnel(client: ClientUpgrade, upstream: OnUpgrade, tunnels: Arc<Tunnels>) {
     let mut cut = tunnels.cut.subscribe();
     let open = Open::new(tunnels);
     tokio::spawn(async move {
         let _open = open;
-        let (client, upstream) = match tokio::try_join!(client, upstream) {
+        let upstream = async { upstream.await.map_err(crate::proxy::body::BoxError::from) };
+        let (mut client, upstream) = match tokio::try_join!(client.upgraded(), upstream) {
             Ok(both) => both,
             Err(error) => {
                 tracing::debug!(%error, "upgrade failed");
                 return;
             }
         };
-        let mut client = TokioIo::new(client);
         let mut upstream = TokioIo::new(upstream);
         tokio::select! {
             copied = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {

@@ -80,14 +80,17 @@ pub(crate) fn head(req: &Request<UpstreamBody>, out: &mut BytesMut) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SendIdle(pub Duration);
 
-/// Writes a request: the buffered head, then the body as it arrives.
-pub(crate) struct Writer {
+/// Writes a message: the buffered head, then the body as it arrives (a request to a backend,
+/// or a response to a client: any body of `Bytes` whose error can be boxed).
+pub(crate) struct Writer<B = UpstreamBody> {
     /// Bytes to write after those of `queue`.
     gathered: BytesMut,
     /// Large body pieces (and what was gathered before each), in order.
     queue: VecDeque<Bytes>,
     /// The body, until it has ended.
-    body: Option<UpstreamBody>,
+    body: Option<B>,
+    /// Body bytes taken from the body so far.
+    taken: u64,
     chunked: bool,
     /// Bytes were written since the last flush.
     unflushed: bool,
@@ -97,20 +100,29 @@ pub(crate) struct Writer {
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl Writer {
+impl<B> Writer<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<crate::proxy::body::BoxError>,
+{
     /// A writer of `head` (with `gathered` as its buffer) and then `body`, chunked or not.
     /// `idle` bounds each wait of a write on the backend ([`SendIdle`]).
-    pub(crate) fn new(
-        head: BytesMut,
-        body: UpstreamBody,
-        chunked: bool,
-        idle: Option<Duration>,
-    ) -> Self {
+    pub(crate) fn new(head: BytesMut, body: B, chunked: bool, idle: Option<Duration>) -> Self {
         let body = (!body.is_end_stream()).then_some(body);
+        Self::with(head, body, chunked, idle)
+    }
+
+    /// A writer of `head` alone (a message without a body).
+    pub(crate) fn head_only(head: BytesMut) -> Self {
+        Self::with(head, None, false, None)
+    }
+
+    fn with(head: BytesMut, body: Option<B>, chunked: bool, idle: Option<Duration>) -> Self {
         Self {
             gathered: head,
             queue: VecDeque::new(),
             body,
+            taken: 0,
             chunked,
             unflushed: false,
             idle,
@@ -139,11 +151,17 @@ impl Writer {
         self.gathered
     }
 
+    /// Body bytes taken from the body so far.
+    pub(crate) fn body_bytes(&self) -> u64 {
+        self.taken
+    }
+
     fn buffered(&self) -> usize {
         self.gathered.len() + self.queue.iter().map(Bytes::len).sum::<usize>()
     }
 
     fn push(&mut self, data: Bytes) {
+        self.taken += data.len() as u64;
         if self.chunked {
             let _ = write!(self.gathered, "{:x}\r\n", data.len());
         }
@@ -180,7 +198,7 @@ impl Writer {
                 }
                 Poll::Ready(Some(Err(e))) => {
                     self.body = None;
-                    return Err(H1Error::RequestBody(e));
+                    return Err(H1Error::RequestBody(e.into()));
                 }
                 // Trailers are not sent over HTTP/1.1.
                 Poll::Ready(Some(Ok(frame))) => {

@@ -14,4 +14,4 @@ mod decode;
 mod encode;
 
 pub use conn::*;
-pub(crate) use encode::SendIdle;
+pub(crate) use encode::{SendIdle, Writer};
