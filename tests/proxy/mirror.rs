@@ -138,7 +138,10 @@ async fn stalled_and_dead_mirrors_never_slow_or_fail_the_main_request() {
     if let Some(got) = rec.next(WAIT).await {
         assert_eq!(got.body.len(), 8 * 1024 * 1024);
     }
-    // Small requests keep flowing while the black hole holds its connections.
+    // Small requests keep flowing while the black hole holds its connections. A new client:
+    // when the healthy mirror lost its copy the wait above lasts `WAIT`, as long as the proxy's
+    // request-head timeout, which closes the first client's idle connection meanwhile.
+    let c = h1_client();
     for _ in 0..5 {
         let r = send(&c, get(addr, "h", "/small")).await.unwrap();
         assert_eq!(r.status, 200);
