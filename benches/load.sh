@@ -472,13 +472,14 @@ check_one() {
     fi
 }
 
-# Waits until every wanted protocol answers 2xx through PROXY (at most 20 s).
+# Waits until every wanted protocol answers through PROXY on the current layout's path (at
+# most 20 s): 2xx, or the 3xx of the `-fixed` layouts.
 wait_ready() {
     local proxy=$1 i proto ok
     for i in $(seq 100); do
         ok=1
         for proto in "${protocol_list[@]}"; do
-            check_one "$(url "$proxy" "$proto")" "$proto" "$work/check.out" || { ok=0; break; }
+            check_one "$(url "$proxy" "$proto" "${path:-/}")" "$proto" "$work/check.out" || { ok=0; break; }
         done
         [ "$ok" = 1 ] && return 0
         sleep 0.2
