@@ -1,6 +1,6 @@
-//! A parsed manifest file as the admission state keeps it between readings: its text, and its
-//! documents of the kinds read, each with its object's identity and a digest of its
-//! normalized content. Pure.
+//! A parsed manifest file as the admission state keeps it between readings: a digest of its
+//! text (its text too, while the admission may need it again), and its documents of the kinds
+//! read, each with its object's identity and a digest of its normalized content. Pure.
 
 use std::path::Path;
 
@@ -14,7 +14,13 @@ use crate::kinds::KindSet;
 
 /// The last successful parse of one file.
 pub(super) struct ParsedFile {
-    pub(super) text: String,
+    /// SHA-1 of its text: a reading that finds the same text parses nothing.
+    digest: [u8; 20],
+    /// Its text, while one of its definitions is not the admitted version of its object
+    /// (rejected, defined elsewhere too): admitting it again parses the text again, and an
+    /// error names the line of a field. Dropped once every definition is admitted: then the
+    /// file is needed again only when it changes, and a change is read anew.
+    text: Option<Box<str>>,
     /// Whether the file held any document, of any kind.
     pub(super) had_documents: bool,
     /// Its documents of the kinds read, normalized, in file order.
@@ -26,7 +32,7 @@ pub(super) struct ParsedFile {
 /// One document of a file, normalized, as kept between readings: its identity, where it is,
 /// and a digest of its content. The document itself is not kept: it is needed again only when
 /// it has to be admitted again without its file having changed (rare), and then it is parsed
-/// again from the file's text, which is kept for error lines anyway.
+/// again from the file's text, which is kept while that can happen ([`ParsedFile::text`]).
 pub(super) struct Definition {
     pub(super) key: ObjectKey,
     pub(super) line: usize,
@@ -95,7 +101,8 @@ impl ParsedFile {
         // Kept until the file changes, usually with one document: no spare capacity.
         definitions.shrink_to_fit();
         let file = Self {
-            text,
+            digest: text_digest(&text),
+            text: Some(text.into_boxed_str()),
             had_documents,
             definitions,
             skipped,
@@ -103,11 +110,30 @@ impl ParsedFile {
         (file, written)
     }
 
+    /// True when `text` is the text it was parsed from.
+    pub(super) fn parsed_from(&self, text: &str) -> bool {
+        self.digest == text_digest(text)
+    }
+
+    /// Its text, unless it was dropped ([`ParsedFile::drop_text`]).
+    pub(super) fn text(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+
+    /// Drops its text: every definition is admitted as it is now.
+    pub(super) fn drop_text(&mut self) {
+        self.text = None;
+    }
+
     /// Its documents of the kinds read, normalized, parsed again from its text (as compact
-    /// JSON): one for each definition, at its [`Definition::position`]. Empty if the text no longer parses, which
-    /// cannot happen: it parsed when it was taken.
+    /// JSON): one for each definition, at its [`Definition::position`]. Empty if the text was
+    /// dropped or no longer parses, neither of which happens while a definition is not
+    /// admitted: it parsed when it was taken.
     pub(super) fn documents<S: KindSet>(&self, kinds: &FileKinds<S>, path: &Path) -> Vec<Written> {
-        let Ok(documents) = parse_documents_for(kinds, path, &self.text) else {
+        let Some(text) = &self.text else {
+            return Vec::new();
+        };
+        let Ok(documents) = parse_documents_for(kinds, path, text) else {
             return Vec::new();
         };
         let (read, _) = read_documents(kinds, documents);
@@ -116,6 +142,10 @@ impl ParsedFile {
             .map(|(position, doc)| Definition::new(doc, position).1)
             .collect()
     }
+}
+
+fn text_digest(text: &str) -> [u8; 20] {
+    Sha1::digest(text.as_bytes()).into()
 }
 
 /// The documents of the kinds read, normalized, and the kinds (and lines) of the others.
