@@ -343,6 +343,15 @@ impl Builder<'_> {
             source: source.clone(),
             rule: rule.clone(),
         });
+        // Nothing requested yet (a table never requested, a first load): nothing to look up.
+        if self.old.rules.is_empty() && self.new.rules.is_empty() {
+            self.fresh += 1;
+            return RuleSlot {
+                source: source.clone(),
+                rule: rule.clone(),
+                cells: OnceLock::new(),
+            };
+        }
         let key = rule_key(source, rule);
         let cells = match self.new.rules.get(&key) {
             Some(kept) => Some(kept.cells.clone()),
