@@ -22,13 +22,14 @@ use crate::name::Name;
 use crate::snapshot::Snapshot;
 
 /// Identity of an object: two documents with the same key are the same object. Group, kind
-/// and namespace are interned: every object of a directory repeats them.
+/// and namespace are interned: every object of a directory repeats them; the name is shared
+/// by the clones of a key (a file's definition and the admitted object hold one each).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjectKey {
     pub group: Name,
     pub kind: Name,
     pub namespace: Option<Name>,
-    pub name: Box<str>,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
@@ -121,11 +122,15 @@ struct AdmittedObject<S> {
     object: Object<S>,
 }
 
+/// A file's last parse as the state holds it.
+type Held = Box<ParsedFile>;
+
 /// The admission state of a config directory across reloads, for the kinds of `S`.
 pub struct Admission<S = Snapshot> {
     crds: Arc<Crds>,
     kinds: FileKinds<S>,
-    files: BTreeMap<Arc<Path>, ParsedFile>,
+    /// Boxed, as `admitted` is.
+    files: BTreeMap<Arc<Path>, Held>,
     /// Boxed: a map node holds eleven entries, most of them half full, so a large entry
     /// costs its size about twice over.
     admitted: BTreeMap<ObjectKey, Box<AdmittedObject<S>>>,
@@ -328,19 +333,22 @@ impl<S: KindSet> Admission<S> {
         &self,
         path: &Path,
         read: FileRead,
-        previous: Option<ParsedFile>,
+        previous: Option<Held>,
         reading: Reading,
         out: &mut Applied,
-    ) -> Result<(ParsedFile, Vec<Written>), Option<ParsedFile>> {
+    ) -> Result<(Held, Vec<Written>), Option<Held>> {
         let tentative = reading == Reading::Tentative;
         let kept = match read {
             Ok(text) if previous.as_ref().is_some_and(|p| p.parsed_from(&text)) => previous,
-            Ok(text) if tentative && emptied(previous.as_ref(), &text) => {
+            Ok(text) if tentative && emptied(previous.as_deref(), &text) => {
                 out.unsettled.push(path.to_owned());
                 previous
             }
             Ok(text) => match parse_documents_for(&self.kinds, path, &text) {
-                Ok(documents) => return Ok(ParsedFile::new(&self.kinds, text, documents)),
+                Ok(documents) => {
+                    let (parsed, written) = ParsedFile::new(&self.kinds, text, documents);
+                    return Ok((Box::new(parsed), written));
+                }
                 Err(_) if tentative => {
                     out.unsettled.push(path.to_owned());
                     previous
@@ -529,7 +537,7 @@ impl<S: KindSet> Admission<S> {
 /// Every definition of the objects of `keys` (of every object when `None`) in the parsed
 /// files, in file order.
 fn definitions<'a>(
-    files: &'a BTreeMap<Arc<Path>, ParsedFile>,
+    files: &'a BTreeMap<Arc<Path>, Held>,
     keys: Option<&BTreeSet<ObjectKey>>,
 ) -> BTreeMap<&'a ObjectKey, Vec<(&'a Arc<Path>, &'a Definition)>> {
     let mut definitions: BTreeMap<&ObjectKey, Vec<(&Arc<Path>, &Definition)>> = BTreeMap::new();

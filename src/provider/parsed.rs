@@ -24,9 +24,9 @@ pub(super) struct ParsedFile {
     /// Whether the file held any document, of any kind.
     pub(super) had_documents: bool,
     /// Its documents of the kinds read, normalized, in file order.
-    pub(super) definitions: Vec<Definition>,
+    pub(super) definitions: Box<[Definition]>,
     /// Kinds of its documents that are not read, with the line of each document.
-    pub(super) skipped: Vec<(SkippedKind, usize)>,
+    pub(super) skipped: Box<[(SkippedKind, usize)]>,
 }
 
 /// One document of a file, normalized, as kept between readings: its identity, where it is,
@@ -37,7 +37,7 @@ pub(super) struct Definition {
     pub(super) key: ObjectKey,
     pub(super) line: usize,
     pub(super) index: usize,
-    pub(super) field_prefix: String,
+    pub(super) field_prefix: Box<str>,
     /// Its place among the file's definitions (and among [`ParsedFile::documents`]).
     pub(super) position: usize,
     /// SHA-1 of the document as written (compact JSON, after namespace and generation were
@@ -53,7 +53,7 @@ impl Definition {
             key: ObjectKey::of(&doc),
             line: doc.line,
             index: doc.index,
-            field_prefix: doc.field_prefix.clone(),
+            field_prefix: doc.field_prefix.as_str().into(),
             position,
             digest: Sha1::digest(json.as_bytes()).into(),
         };
@@ -93,19 +93,18 @@ impl ParsedFile {
     ) -> (Self, Vec<Written>) {
         let had_documents = !documents.is_empty();
         let (read, skipped) = read_documents(kinds, documents);
-        let (mut definitions, written): (Vec<Definition>, Vec<Written>) = read
+        let (definitions, written): (Vec<Definition>, Vec<Written>) = read
             .into_iter()
             .enumerate()
             .map(|(position, doc)| Definition::new(doc, position))
             .unzip();
-        // Kept until the file changes, usually with one document: no spare capacity.
-        definitions.shrink_to_fit();
         let file = Self {
             digest: text_digest(&text),
             text: Some(text.into_boxed_str()),
             had_documents,
-            definitions,
-            skipped,
+            // Kept until the file changes, usually with one document: no spare capacity.
+            definitions: definitions.into_boxed_slice(),
+            skipped: skipped.into_boxed_slice(),
         };
         (file, written)
     }
