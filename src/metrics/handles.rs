@@ -1,6 +1,7 @@
 //! Label handles: the counters and histograms of one route rule's backendRef, one backend and
-//! one L4 route, obtained once (by [`super::series`], when a table is published) so that a
-//! request only increments atomics. `method` and `code` are not known ahead: a request's
+//! one L4 route, obtained once (by [`super::series`]: a rule's at its first request, a
+//! backend's and an L4 route's when a table is published) so that a request only increments
+//! atomics. `method` and `code` are not known ahead: a request's
 //! first method and common code get their pair of series once, in a fixed slot; rare codes
 //! go through `with_label_values` every time (and are remembered, to be removed with the
 //! route).
@@ -98,10 +99,6 @@ impl RequestCells {
     /// Whether index build `build` marked the cell.
     pub(super) fn marked(&self, build: u64) -> bool {
         self.seen.load(std::sync::atomic::Ordering::Relaxed) == build
-    }
-
-    pub(super) fn labels(&self) -> &Labels {
-        &self.labels
     }
 
     fn values<'a>(&'a self, method: usize, code: &'a str) -> [&'a str; 7] {

@@ -50,8 +50,9 @@ pub struct Metrics {
     pub l4: L4Families,
     /// Reconciles, the table, objects, watches, status writes, leadership, propagation.
     pub control: ControlFamilies,
-    /// The label handles of the live label sets (see `series`).
-    live: Mutex<series::Live>,
+    /// The label handles of the live label sets (see `series`), shared with the indexes
+    /// attached to tables, where a rule's first request makes its handles.
+    live: Arc<Mutex<series::Live>>,
     /// When the live table was published.
     published_at: Mutex<Option<Instant>>,
     /// Receive times of snapshots on their way to the reconciler.
@@ -380,7 +381,7 @@ impl Metrics {
             backend,
             l4,
             control,
-            live: Mutex::default(),
+            live: Arc::default(),
             published_at: Mutex::default(),
             received: Received::default(),
             table_generation,
@@ -413,9 +414,10 @@ impl Metrics {
         })
     }
 
-    /// Resolves the label handles `table` needs and attaches them to it (the proxy finds them
-    /// there), creating the series of its new routes and backends and removing those of the
-    /// ones the previous table had and this one has not. Called once per table, before it is
+    /// Indexes the label handles of `table` and attaches the index to it (the proxy finds
+    /// them there; a rule's own are made at its first request), creating the series of its
+    /// new backends and removing those of the routes and backends the previous table had and
+    /// this one has not. Called once per table, before it is
     /// published; a table already given handles keeps them.
     pub fn attach(&self, table: &RouteTable) {
         if SeriesIndex::of(table).is_some() {

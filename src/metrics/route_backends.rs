@@ -1,8 +1,8 @@
 //! `route_backends`: 1 for every backendRef (or self-answering rule) the live table serves.
-//! The series are written at scrape time from the label handles of the published table
-//! instead of being kept as registered gauges: a gauge series costs about 800 bytes of
-//! registry state per backendRef, which was the largest share of memory per route, while
-//! the labels it shows are already held by the request handles.
+//! The series are written at scrape time from the rules of the published table instead of
+//! being kept as registered gauges or request handles: a gauge series costs about 800 bytes of
+//! registry state per backendRef, and the request handles of a rule are made only at its
+//! first request, while the labels can be formatted from the rule when a scrape asks.
 
 use std::sync::{Arc, Mutex};
 
@@ -10,17 +10,25 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
 use super::families::ROUTE_LABELS;
-use super::handles::RequestCells;
+use super::series::{backend_label, route_label, rule_label, Source};
+use crate::table::RouteRule;
 
 const NAME: &str = "route_backends";
 const HELP: &str = "1 for each backendRef of each route rule the live table serves (backend empty for a rule that answers itself)";
 
-/// The collector of `route_backends`; clones share the announced handles.
+/// One rule on one Gateway listener of the published table.
+#[derive(Debug)]
+pub(super) struct Announced {
+    pub(super) source: Arc<Source>,
+    pub(super) rule: Arc<RouteRule>,
+}
+
+/// The collector of `route_backends`; clones share the announced rules.
 #[derive(Debug, Clone)]
 pub struct RouteBackends {
     desc: Arc<Desc>,
-    /// The handles of the last published table whose series exist before any request.
-    announced: Arc<Mutex<Arc<[Arc<RequestCells>]>>>,
+    /// The rules of the last published table.
+    announced: Arc<Mutex<Arc<[Announced]>>>,
 }
 
 impl RouteBackends {
@@ -34,9 +42,9 @@ impl RouteBackends {
         }
     }
 
-    /// Replaces the announced handles with those of a newly published table.
-    pub(super) fn announce(&self, cells: Vec<Arc<RequestCells>>) {
-        *self.announced.lock().unwrap_or_else(|p| p.into_inner()) = cells.into();
+    /// Replaces the announced rules with those of a newly published table.
+    pub(super) fn announce(&self, rules: Vec<Announced>) {
+        *self.announced.lock().unwrap_or_else(|p| p.into_inner()) = rules.into();
     }
 }
 
@@ -47,28 +55,42 @@ impl Collector for RouteBackends {
 
     fn collect(&self) -> Vec<MetricFamily> {
         // Cloned out so that a publish never waits for a scrape's formatting.
-        let cells = self
+        let rules = self
             .announced
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let mut metrics = Vec::with_capacity(cells.len());
-        for cell in cells.iter() {
-            let label = ROUTE_LABELS
-                .iter()
-                .zip(cell.labels())
-                .map(|(name, value)| {
-                    let mut pair = LabelPair::default();
-                    pair.set_name((*name).to_owned());
-                    pair.set_value(value.to_string());
-                    pair
-                })
-                .collect();
-            let mut gauge = Gauge::default();
-            gauge.set_value(1.0);
-            let mut metric = Metric::from_label(label);
-            metric.set_gauge(gauge);
-            metrics.push(metric);
+        let mut metrics = Vec::with_capacity(rules.len());
+        for a in rules.iter() {
+            let rule = &a.rule;
+            let fixed = [
+                a.source.gateway.to_string(),
+                a.source.listener.to_string(),
+                route_label(&rule.route),
+                rule_label(rule),
+            ];
+            let backends = &rule.backends.backends;
+            // A rule without a backendRef answers itself: one series, backend empty.
+            let labels = backends.iter().map(backend_label);
+            let labels = labels.chain(backends.is_empty().then(String::new));
+            for backend in labels {
+                let values = fixed.iter().cloned().chain([backend]);
+                let label = ROUTE_LABELS
+                    .iter()
+                    .zip(values)
+                    .map(|(name, value)| {
+                        let mut pair = LabelPair::default();
+                        pair.set_name((*name).to_owned());
+                        pair.set_value(value);
+                        pair
+                    })
+                    .collect();
+                let mut gauge = Gauge::default();
+                gauge.set_value(1.0);
+                let mut metric = Metric::from_label(label);
+                metric.set_gauge(gauge);
+                metrics.push(metric);
+            }
         }
         let mut family = MetricFamily::default();
         family.set_name(NAME.to_owned());

@@ -1,9 +1,10 @@
-//! The label handles of a route table, resolved when it is published ([`SeriesIndex::build`])
+//! The label handles of a route table, indexed when it is published ([`SeriesIndex::build`])
 //! and attached to it, so that the proxy finds a request's handles by pointer identity (one
-//! hash of three machine words, no label string) and only increments atomics. Handles are kept
-//! across tables by label set, so counts carry over while a route stays; the series of label
-//! sets a new table no longer has are removed from the registry, so removed routes leave
-//! `/metrics`.
+//! hash of three machine words, no label string) and only increments atomics. A rule's
+//! handles are made at its first request (most rules of a large table never see one), then
+//! kept across tables by label set while the rule stays, so counts carry over; the series of
+//! label sets a new table no longer has are removed from the registry, so removed routes
+//! leave `/metrics`.
 //!
 //! Labels: `gateway` is the Gateway's `namespace/name`, `listener` its listener's name (the
 //! Gateway listener owning the virtual host, or the L4 socket's listener), `route`
@@ -14,48 +15,79 @@
 //! exactly one is bound there (else empty `gateway` and `listener` too).
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::table::{
-    BackendTarget, L4Route, L4Routes, ListenerTable, RouteRef, RouteRule, RouteTable, SocketSource,
+    BackendTarget, L4Route, L4Routes, ListenerTable, RouteRef, RouteRule, RouteTable, ServiceKey,
+    SocketSource, WeightedBackend,
 };
 
 use super::handles::{BackendSeries, L4Series, Labels, RequestCells};
+use super::route_backends::Announced;
 use super::Metrics;
 
 type Fast = foldhash::fast::FixedState;
 /// Keyed by label text from the configuration: seeded per process.
 type Seeded = foldhash::fast::RandomState;
 
-/// The request cells of one rule match on one Gateway listener: one per backendRef, in the
-/// rule's order, then the one of answers without a backend.
+/// The `gateway` and `listener` labels of one Gateway listener, shared by its rules.
 #[derive(Debug)]
-pub struct RuleSeries {
-    /// Shared with the live handles' entry of the rule, so a kept rule copies no list.
-    cells: Arc<[Arc<RequestCells>]>,
+pub(super) struct Source {
+    pub(super) gateway: Arc<str>,
+    pub(super) listener: Arc<str>,
 }
 
-impl RuleSeries {
-    /// The cell of backendRef `backend` of the rule, or of its answers without a backend.
-    pub fn cell(&self, backend: Option<usize>) -> Option<&RequestCells> {
-        let last = self.cells.len().checked_sub(1)?;
+/// One rule as served by one Gateway listener of one socket. Its cells are made at its first
+/// request, or handed over from the last table when that served the same rule there and saw a
+/// request on it.
+#[derive(Debug)]
+struct RuleSlot {
+    source: Arc<Source>,
+    rule: Arc<RouteRule>,
+    /// One cell per backendRef, in the rule's order, then the one of answers without a backend.
+    cells: OnceLock<Arc<[Arc<RequestCells>]>>,
+}
+
+/// The request cells of one rule match on one Gateway listener, found by
+/// [`SeriesIndex::rule`].
+#[derive(Debug, Clone, Copy)]
+pub struct RuleSeries<'a> {
+    slot: &'a RuleSlot,
+    live: &'a Mutex<Live>,
+}
+
+impl<'a> RuleSeries<'a> {
+    /// The cell of backendRef `backend` of the rule, or of its answers without a backend; made
+    /// (with the rule's other cells) at the rule's first request.
+    pub fn cell(&self, backend: Option<usize>) -> Option<&'a RequestCells> {
+        let slot = self.slot;
+        let cells = slot
+            .cells
+            .get_or_init(|| lock(self.live).cells_of(&slot.source, &slot.rule));
+        let last = cells.len().checked_sub(1)?;
         let i = backend.filter(|b| *b < last).unwrap_or(last);
-        self.cells.get(i).map(|c| c.as_ref())
+        cells.get(i).map(|c| c.as_ref())
     }
+}
+
+fn lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
+    live.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Every handle of one table, by the identity of the table's parts.
 #[derive(Debug, Default)]
 pub struct SeriesIndex {
     /// By (listener socket, Gateway listener group of the virtual host, rule).
-    rules: HashMap<(usize, u32, usize), RuleSeries, Fast>,
+    rules: HashMap<(usize, u32, usize), RuleSlot, Fast>,
     /// Unmatched requests, by listener socket.
     unmatched: HashMap<usize, Arc<RequestCells>, Fast>,
     /// By (socket or TLS listener, route).
     l4: HashMap<(usize, usize), Arc<L4Series>, Fast>,
-    /// Rules whose cells were kept from the previous table rather than resolved by label.
+    /// Rules whose cells were kept from the previous table.
     kept: usize,
+    /// The live handles, where a rule's first request finds or makes its cells.
+    live: Arc<Mutex<Live>>,
 }
 
 /// The one Gateway listener serving HTTP on `socket`, which labels its unmatched requests;
@@ -89,8 +121,12 @@ impl SeriesIndex {
         listener: &ListenerTable,
         group: u32,
         rule: &RouteRule,
-    ) -> Option<&RuleSeries> {
-        self.rules.get(&(addr(listener), group, addr(rule)))
+    ) -> Option<RuleSeries<'_>> {
+        let slot = self.rules.get(&(addr(listener), group, addr(rule)))?;
+        Some(RuleSeries {
+            slot,
+            live: &self.live,
+        })
     }
 
     /// The cell of requests no route of socket `listener` matched.
@@ -114,9 +150,17 @@ impl SeriesIndex {
         self.rules.len()
     }
 
-    /// Number of rules whose handles were kept from the previous table (for tests and logs).
+    /// Number of rules whose cells were kept from the previous table (for tests and logs).
     pub fn rules_kept(&self) -> usize {
         self.kept
+    }
+
+    /// Number of rules whose cells exist: those requested (for tests).
+    pub fn rules_requested(&self) -> usize {
+        self.rules
+            .values()
+            .filter(|s| s.cells.get().is_some())
+            .count()
     }
 }
 
@@ -125,23 +169,31 @@ impl SeriesIndex {
 pub(super) struct Live {
     /// Index builds so far: the mark of the last one (see [`RequestCells::mark`]).
     builds: u64,
+    /// Rule entries of the last table, to size the next index.
+    slots: usize,
     /// Every live request cell by its labels; a build retires those it did not mark.
     cells: HashMap<Labels, Arc<RequestCells>, Seeded>,
-    /// The cells of each rule the last table served.
+    /// The cells of each requested rule of the last table.
     rules: HashMap<RuleKey, RuleCells, Seeded>,
-    backends: HashMap<Arc<str>, Arc<BackendSeries>, Seeded>,
+    backends: HashMap<ServiceKey, Arc<BackendSeries>, Seeded>,
     l4: HashMap<[String; 3], Arc<L4Series>>,
 }
 
 /// A rule as served by one Gateway listener: the rule's address, `gateway`, `listener`.
 type RuleKey = (usize, Arc<str>, Arc<str>);
 
+fn rule_key(source: &Source, rule: &RouteRule) -> RuleKey {
+    (addr(rule), source.gateway.clone(), source.listener.clone())
+}
+
 /// The cells one rule resolved to. The translator hands an unchanged route's rules to the
-/// next table as the same `Arc`s, so a table change resolves labels only for the rules that
-/// changed. Holds the rule so that its address, part of the key, is not reused meanwhile.
+/// next table as the same `Arc`s, so a table change hands over the cells of the rules that
+/// did not change. Holds the rule so that its address, part of the key, is not reused
+/// meanwhile.
 #[derive(Debug)]
 struct RuleCells {
-    _rule: Arc<RouteRule>,
+    /// Also tells the route, whose rules made anew keep its cells (`Builder::requested`).
+    rule: Arc<RouteRule>,
     cells: Arc<[Arc<RequestCells>]>,
 }
 
@@ -165,6 +217,87 @@ pub fn route_label(route: &RouteRef) -> String {
     format!("{}/{}", route.kind(), route.label())
 }
 
+/// The `rule` label: the rule's name, else its index.
+pub(super) fn rule_label(rule: &RouteRule) -> String {
+    match &rule.rule_name {
+        Some(n) => n.clone(),
+        None => rule.rule_index.to_string(),
+    }
+}
+
+/// The `backend` label of a backendRef: its Service port, empty when it resolved to none.
+pub(super) fn backend_label(backend: &WeightedBackend) -> String {
+    match &backend.target {
+        BackendTarget::Service(s) => s.service.to_string(),
+        BackendTarget::Invalid { .. } => String::new(),
+    }
+}
+
+impl Live {
+    /// The cells of `rule` on Gateway listener `source`: those another table's request made,
+    /// else [`resolve`]d, marked as used by the last build (whose table serves the rule, or a
+    /// table before it does, and the next build retires them).
+    fn cells_of(&mut self, source: &Source, rule: &Arc<RouteRule>) -> Arc<[Arc<RequestCells>]> {
+        let key = rule_key(source, rule);
+        if let Some(made) = self.rules.get(&key) {
+            return made.cells.clone();
+        }
+        let cells = resolve(&mut self.cells, &self.backends, self.builds, source, rule);
+        let made = RuleCells {
+            rule: rule.clone(),
+            cells: cells.clone(),
+        };
+        self.rules.insert(key, made);
+        cells
+    }
+}
+
+/// The cells of `rule` on Gateway listener `source` by their labels, in `cells` or added to
+/// it, marked with `mark`: one per backendRef (with the backend's series from `backends`),
+/// then the one of answers without a backend.
+fn resolve(
+    cells: &mut HashMap<Labels, Arc<RequestCells>, Seeded>,
+    backends: &HashMap<ServiceKey, Arc<BackendSeries>, Seeded>,
+    mark: u64,
+    source: &Source,
+    rule: &RouteRule,
+) -> Arc<[Arc<RequestCells>]> {
+    let mut cell = |labels: Labels, backend: Option<Arc<BackendSeries>>| {
+        let c = match cells.entry(labels) {
+            Entry::Occupied(e) => e.get().clone(),
+            Entry::Vacant(e) => {
+                let c = Arc::new(RequestCells::new(e.key().clone(), backend));
+                e.insert(c).clone()
+            }
+        };
+        c.mark(mark);
+        c
+    };
+    let labels = [
+        source.gateway.clone(),
+        source.listener.clone(),
+        Arc::from(route_label(&rule.route)),
+        Arc::from(rule_label(rule)),
+        empty(),
+    ];
+    let refs = &rule.backends.backends;
+    let mut out = Vec::with_capacity(refs.len() + 1);
+    for b in refs {
+        let series = match &b.target {
+            BackendTarget::Service(s) => backends.get(&s.service).cloned(),
+            BackendTarget::Invalid { .. } => None,
+        };
+        let mut labels = labels.clone();
+        labels[4] = match &series {
+            Some(s) => s.shared_label().clone(),
+            None => Arc::from(backend_label(b)),
+        };
+        out.push(cell(labels, series));
+    }
+    out.push(cell(labels, None));
+    out.into()
+}
+
 /// Builds tables' indexes from the live handles, and retires what a table drops.
 struct Builder<'a> {
     metrics: &'a Metrics,
@@ -174,136 +307,85 @@ struct Builder<'a> {
     /// move to `new` as the table uses them.
     old: Live,
     new: Live,
-    /// The cells of the new table whose `route_backends` series exist before any request.
-    announced: Vec<Arc<RequestCells>>,
-    /// The empty label value, shared.
-    empty: Arc<str>,
-    /// Rules whose cells were kept from the last table, and rules resolved by label.
+    /// The rules of the new table, whose `route_backends` series exist before any request.
+    announced: Vec<Announced>,
+    /// The routes of the last table that saw a request: a rule of theirs the translator made
+    /// anew (the route or its endpoints changed) takes its cells now, by label, so that its
+    /// counts go on.
+    requested: HashSet<Arc<RouteRef>, Fast>,
+    /// Rules whose cells were kept from the last table, and rules without cells yet.
     kept: usize,
-    resolved: usize,
+    fresh: usize,
 }
 
 impl Builder<'_> {
-    fn backend(&mut self, label: &str) -> Arc<BackendSeries> {
-        if let Some(b) = self.new.backends.get(label) {
-            return b.clone();
+    /// The series of the Service port `key`: the last table's, or new ones.
+    fn backend(&mut self, key: &ServiceKey) {
+        if self.new.backends.contains_key(key) {
+            return;
         }
-        let b = self
-            .old
-            .backends
-            .remove(label)
-            .unwrap_or_else(|| Arc::new(BackendSeries::new(Arc::from(label), self.metrics)));
-        self.new
-            .backends
-            .insert(b.shared_label().clone(), b.clone());
-        b
+        let b = self.old.backends.remove(key).unwrap_or_else(|| {
+            Arc::new(BackendSeries::new(Arc::from(key.to_string()), self.metrics))
+        });
+        self.new.backends.insert(key.clone(), b);
     }
 
-    /// The cell of `labels` (its backend label still to be filled in from `backend`);
-    /// `announced` gives it a `route_backends` series.
-    fn cell(&mut self, mut labels: Labels, backend: &str, announced: bool) -> Arc<RequestCells> {
-        let series = (!backend.is_empty()).then(|| self.backend(backend));
-        labels[4] = match &series {
-            Some(s) => s.shared_label().clone(),
-            None => self.empty.clone(),
-        };
-        let c = match self.old.cells.entry(labels) {
-            Entry::Occupied(e) => e.get().clone(),
-            Entry::Vacant(e) => {
-                let c = Arc::new(RequestCells::new(e.key().clone(), series));
-                e.insert(c).clone()
+    /// The slot of `rule` on Gateway listener `source`: with the cells of the last table when
+    /// it served the same rule there and a request made them, else empty until a request
+    /// does. Keeps the series of the rule's backends.
+    fn rule(&mut self, source: &Arc<Source>, rule: &Arc<RouteRule>) -> RuleSlot {
+        for b in &rule.backends.backends {
+            if let BackendTarget::Service(s) = &b.target {
+                self.backend(&s.service);
             }
-        };
-        c.mark(self.build);
-        if announced {
-            self.announced.push(c.clone());
         }
-        c
-    }
-
-    /// The series of `rule` on the Gateway listener labelled `gateway`, `listener`: those of
-    /// the last table when it served the same rule there, else resolved by label.
-    fn rule(
-        &mut self,
-        gateway: &Arc<str>,
-        listener: &Arc<str>,
-        rule: &Arc<RouteRule>,
-    ) -> RuleSeries {
-        let key = (addr(rule.as_ref()), gateway.clone(), listener.clone());
-        if let Some(kept) = self.new.rules.get(&key) {
-            return RuleSeries {
-                cells: kept.cells.clone(),
+        self.announced.push(Announced {
+            source: source.clone(),
+            rule: rule.clone(),
+        });
+        // Nothing requested yet (a table never requested, a first load): nothing to look up.
+        if self.old.rules.is_empty() && self.new.rules.is_empty() {
+            self.fresh += 1;
+            return RuleSlot {
+                source: source.clone(),
+                rule: rule.clone(),
+                cells: OnceLock::new(),
             };
         }
-        let cells = match self.old.rules.remove(&key) {
-            Some(kept) => {
-                self.kept += 1;
-                self.keep(&kept.cells);
-                kept.cells
-            }
-            None => {
-                self.resolved += 1;
-                self.resolve(gateway, listener, rule)
-            }
+        let key = rule_key(source, rule);
+        let cells = match self.new.rules.get(&key) {
+            Some(kept) => Some(kept.cells.clone()),
+            None => match self.old.rules.remove(&key) {
+                Some(kept) => {
+                    self.kept += 1;
+                    for c in kept.cells.iter() {
+                        c.mark(self.build);
+                    }
+                    let cells = kept.cells.clone();
+                    self.new.rules.insert(key, kept);
+                    Some(cells)
+                }
+                None if self.requested.contains(&rule.route) => {
+                    let (cells, backends) = (&mut self.old.cells, &self.new.backends);
+                    let cells = resolve(cells, backends, self.build, source, rule);
+                    let made = RuleCells {
+                        rule: rule.clone(),
+                        cells: cells.clone(),
+                    };
+                    self.new.rules.insert(key, made);
+                    Some(cells)
+                }
+                None => None,
+            },
         };
-        let series = RuleSeries {
-            cells: cells.clone(),
-        };
-        let kept = RuleCells {
-            _rule: rule.clone(),
-            cells,
-        };
-        self.new.rules.insert(key, kept);
-        series
-    }
-
-    /// Marks the cells of a rule kept from the last table (and keeps their backends'
-    /// series); announces them as [`Builder::resolve`] did.
-    fn keep(&mut self, cells: &[Arc<RequestCells>]) {
-        let last = cells.len().saturating_sub(1);
-        for (i, c) in cells.iter().enumerate() {
-            c.mark(self.build);
-            if let Some(b) = &c.backend {
-                self.backend(b.label());
-            }
-            if i < last || last == 0 {
-                self.announced.push(c.clone());
-            }
+        if cells.is_none() {
+            self.fresh += 1;
         }
-    }
-
-    /// The cells of `rule`: one per backendRef, announced, then the one of answers without a
-    /// backend (announced when the rule has no backendRef).
-    fn resolve(
-        &mut self,
-        gateway: &Arc<str>,
-        listener: &Arc<str>,
-        rule: &RouteRule,
-    ) -> Arc<[Arc<RequestCells>]> {
-        let route: Arc<str> = Arc::from(route_label(&rule.route));
-        let name: Arc<str> = match &rule.rule_name {
-            Some(n) => Arc::from(n.as_str()),
-            None => Arc::from(rule.rule_index.to_string()),
-        };
-        let labels = [
-            gateway.clone(),
-            listener.clone(),
-            route,
-            name,
-            self.empty.clone(),
-        ];
-        let backends = &rule.backends.backends;
-        let mut cells = Vec::with_capacity(backends.len() + 1);
-        let mut label = String::new();
-        for b in backends {
-            label.clear();
-            if let BackendTarget::Service(s) = &b.target {
-                let _ = std::fmt::Write::write_fmt(&mut label, format_args!("{}", s.service));
-            }
-            cells.push(self.cell(labels.clone(), &label, true));
+        RuleSlot {
+            source: source.clone(),
+            rule: rule.clone(),
+            cells: cells.map(OnceLock::from).unwrap_or_default(),
         }
-        cells.push(self.cell(labels, "", backends.is_empty()));
-        cells.into()
     }
 
     fn l4(&mut self, source: Option<&SocketSource>, route: &L4Route) -> Arc<L4Series> {
@@ -326,24 +408,41 @@ impl Builder<'_> {
         let only = http_source(socket);
         let shared = |source: Option<&SocketSource>| {
             let (gateway, listener) = source_labels(source);
-            (Arc::<str>::from(gateway), Arc::<str>::from(listener))
+            Arc::new(Source {
+                gateway: Arc::from(gateway),
+                listener: Arc::from(listener),
+            })
         };
-        let (gateway, listener) = shared(only);
-        let e = &self.empty;
-        let labels = [gateway, listener, e.clone(), e.clone(), e.clone()];
-        let unmatched = self.cell(labels, "", false);
+        let source = shared(only);
+        let e = empty();
+        let labels = [
+            source.gateway.clone(),
+            source.listener.clone(),
+            e.clone(),
+            e.clone(),
+            e,
+        ];
+        // Marked by this build: the old map is the one being read.
+        let unmatched = match self.old.cells.entry(labels) {
+            Entry::Occupied(e) => e.get().clone(),
+            Entry::Vacant(e) => {
+                let c = Arc::new(RequestCells::new(e.key().clone(), None));
+                e.insert(c).clone()
+            }
+        };
+        unmatched.mark(self.build);
         index.unmatched.insert(addr(socket), unmatched);
         // The labels of each Gateway listener group, made once per socket.
-        let mut groups: HashMap<u32, (Arc<str>, Arc<str>), Fast> = HashMap::default();
+        let mut groups: HashMap<u32, Arc<Source>, Fast> = HashMap::default();
         for vhost in socket.hosts.iter() {
-            let (gateway, listener) = groups
+            let source = groups
                 .entry(vhost.listener)
                 .or_insert_with(|| shared(socket.groups.get(vhost.listener as usize).or(only)))
                 .clone();
             for rule in &vhost.rules {
                 let key = (addr(socket), vhost.listener, addr(rule.as_ref()));
                 if let Entry::Vacant(slot) = index.rules.entry(key) {
-                    slot.insert(self.rule(&gateway, &listener, rule));
+                    slot.insert(self.rule(&source, rule));
                 }
             }
         }
@@ -377,7 +476,7 @@ impl Builder<'_> {
     }
 
     /// Removes from the registry every series of the handles the new table left behind.
-    fn retire(mut self) -> Live {
+    fn retire(mut self, slots: usize) -> Live {
         let m = self.metrics;
         let build = self.build;
         self.old.cells.retain(|_, c| {
@@ -389,6 +488,7 @@ impl Builder<'_> {
         });
         self.new.cells = std::mem::take(&mut self.old.cells);
         self.new.builds = build;
+        self.new.slots = slots;
         for b in self.old.backends.values() {
             b.remove(m);
         }
@@ -400,32 +500,34 @@ impl Builder<'_> {
 }
 
 impl SeriesIndex {
-    /// Resolves every handle `table` needs, creating the series of its new label sets (at 0,
-    /// for those without `method` and `code`) and removing those of the label sets `live` held
-    /// that the table no longer has.
-    pub(super) fn build(table: &RouteTable, metrics: &Metrics, live: &Mutex<Live>) -> Self {
-        let mut guard = live.lock().unwrap_or_else(|p| p.into_inner());
+    /// Indexes the rules of `table` (their cells come at their first request), creating the
+    /// series of its new backends and L4 routes and removing those of the label sets `live`
+    /// held that the table no longer has.
+    pub(super) fn build(table: &RouteTable, metrics: &Metrics, live: &Arc<Mutex<Live>>) -> Self {
+        let mut guard = lock(live);
         let old = std::mem::take(&mut *guard);
         // Sized for a table like the last one: most changes keep the rule count, and a map
         // grown entry by entry hashes every key again at each doubling.
-        let rules = old.rules.len();
+        let rules = old.slots;
         let new = Live {
-            rules: HashMap::with_capacity_and_hasher(rules, Seeded::default()),
+            rules: HashMap::with_capacity_and_hasher(old.rules.len(), Seeded::default()),
             backends: HashMap::with_capacity_and_hasher(old.backends.len(), Seeded::default()),
             ..Live::default()
         };
+        let requested = old.rules.values().map(|r| r.rule.route.clone()).collect();
         let mut b = Builder {
             metrics,
             build: old.builds + 1,
             old,
             new,
-            announced: Vec::new(),
-            empty: empty(),
+            announced: Vec::with_capacity(rules),
+            requested,
             kept: 0,
-            resolved: 0,
+            fresh: 0,
         };
         let mut index = SeriesIndex {
             rules: HashMap::with_capacity_and_hasher(rules, Fast::default()),
+            live: live.clone(),
             ..SeriesIndex::default()
         };
         for socket in table.listeners.values().chain(table.udp.values()) {
@@ -437,11 +539,11 @@ impl SeriesIndex {
             .announce(std::mem::take(&mut b.announced));
         tracing::debug!(
             kept = b.kept,
-            resolved = b.resolved,
+            fresh = b.fresh,
             "rule label handles kept from the last table"
         );
         index.kept = b.kept;
-        *guard = b.retire();
+        *guard = b.retire(index.rules.len());
         index
     }
 }
@@ -511,13 +613,13 @@ mod tests {
     }
 
     /// The cell of the first backendRef of the rule of route `name`.
-    fn cell_of(table: &RouteTable, name: &str) -> Arc<RequestCells> {
+    fn cell_of<'t>(table: &'t RouteTable, name: &str) -> &'t RequestCells {
         let index = SeriesIndex::of(table).unwrap();
         let listener = table.listeners.values().next().unwrap();
         let vhost = listener.hosts.iter().next().unwrap();
         let rule = vhost.rules.iter().find(|r| r.route.name() == name).unwrap();
         let series = index.rule(listener, vhost.listener, rule).unwrap();
-        series.cells[0].clone()
+        series.cell(Some(0)).unwrap()
     }
 
     /// Counts one GET 200 on the rule of route `name`.
@@ -531,6 +633,42 @@ mod tests {
         cell.cell(Some(0))
             .unwrap()
             .record(&metrics.http, 0, ok, Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_rule_gets_its_cells_at_its_first_request_and_its_route_backends_before() {
+        let metrics = Metrics::new();
+        let first = table(&["a", "b"]);
+        metrics.attach(&first);
+        let index = SeriesIndex::of(&first).unwrap();
+        assert_eq!((index.rule_entries(), index.rules_requested()), (2, 0));
+        let text = metrics.encode();
+        let b = "edgeplane_route_backends{gateway=\"default/gw\",listener=\"http\",\
+                 route=\"HTTPRoute/default/b\",rule=\"0\",backend=\"default/b:80\"} 1";
+        assert!(text.contains(b), "{text}");
+        assert!(!text.contains("edgeplane_requests_total{"), "{text}");
+        hit(&first, &metrics, "a");
+        assert_eq!(index.rules_requested(), 1);
+        // A request on a table already replaced makes cells the next table retires.
+        let a = rules(&first).into_iter().filter(|r| r.route.name() == "a");
+        let second = table_of(a.collect());
+        metrics.attach(&second);
+        assert_eq!(
+            SeriesIndex::of(&second).map(SeriesIndex::rules_kept),
+            Some(1)
+        );
+        hit(&first, &metrics, "b");
+        assert!(metrics
+            .encode()
+            .contains("route=\"HTTPRoute/default/b\",rule=\"0\"} 1"));
+        let third = table_of(rules(&second));
+        metrics.attach(&third);
+        let text = metrics.encode();
+        assert!(!text.contains("HTTPRoute/default/b"), "{text}");
+        assert!(
+            text.contains("route=\"HTTPRoute/default/a\",rule=\"0\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -578,7 +716,7 @@ mod tests {
         metrics.attach(&second);
         let kept = SeriesIndex::of(&second).map(SeriesIndex::rules_kept);
         assert_eq!(kept, Some(1), "a's rule is kept, c's resolved");
-        assert!(Arc::ptr_eq(&cell_of(&first, "a"), &cell_of(&second, "a")));
+        assert!(std::ptr::eq(cell_of(&first, "a"), cell_of(&second, "a")));
         hit(&second, &metrics, "a");
         hit(&second, &metrics, "c");
         let text = metrics.encode();

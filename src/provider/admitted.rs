@@ -22,13 +22,14 @@ use crate::name::Name;
 use crate::snapshot::Snapshot;
 
 /// Identity of an object: two documents with the same key are the same object. Group, kind
-/// and namespace are interned: every object of a directory repeats them.
+/// and namespace are interned: every object of a directory repeats them; the name is shared
+/// by the clones of a key (a file's definition and the admitted object hold one each).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjectKey {
     pub group: Name,
     pub kind: Name,
     pub namespace: Option<Name>,
-    pub name: Box<str>,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
@@ -121,11 +122,15 @@ struct AdmittedObject<S> {
     object: Object<S>,
 }
 
+/// A file's last parse as the state holds it.
+type Held = Box<ParsedFile>;
+
 /// The admission state of a config directory across reloads, for the kinds of `S`.
 pub struct Admission<S = Snapshot> {
     crds: Arc<Crds>,
     kinds: FileKinds<S>,
-    files: BTreeMap<Arc<Path>, ParsedFile>,
+    /// Boxed, as `admitted` is.
+    files: BTreeMap<Arc<Path>, Held>,
     /// Boxed: a map node holds eleven entries, most of them half full, so a large entry
     /// costs its size about twice over.
     admitted: BTreeMap<ObjectKey, Box<AdmittedObject<S>>>,
@@ -241,6 +246,10 @@ impl<S: KindSet> Admission<S> {
             Scope::Touched => Some(&touched),
         };
         self.admit_definitions(keys, &mut fresh, &mut out);
+        match scope {
+            Scope::All => self.drop_texts(None),
+            Scope::Touched => self.drop_texts(Some(&fresh)),
+        }
         out
     }
 
@@ -324,19 +333,22 @@ impl<S: KindSet> Admission<S> {
         &self,
         path: &Path,
         read: FileRead,
-        previous: Option<ParsedFile>,
+        previous: Option<Held>,
         reading: Reading,
         out: &mut Applied,
-    ) -> Result<(ParsedFile, Vec<Written>), Option<ParsedFile>> {
+    ) -> Result<(Held, Vec<Written>), Option<Held>> {
         let tentative = reading == Reading::Tentative;
         let kept = match read {
-            Ok(text) if previous.as_ref().is_some_and(|p| p.text == text) => previous,
-            Ok(text) if tentative && emptied(previous.as_ref(), &text) => {
+            Ok(text) if previous.as_ref().is_some_and(|p| p.parsed_from(&text)) => previous,
+            Ok(text) if tentative && emptied(previous.as_deref(), &text) => {
                 out.unsettled.push(path.to_owned());
                 previous
             }
             Ok(text) => match parse_documents_for(&self.kinds, path, &text) {
-                Ok(documents) => return Ok(ParsedFile::new(&self.kinds, text, documents)),
+                Ok(documents) => {
+                    let (parsed, written) = ParsedFile::new(&self.kinds, text, documents);
+                    return Ok((Box::new(parsed), written));
+                }
                 Err(_) if tentative => {
                     out.unsettled.push(path.to_owned());
                     previous
@@ -439,13 +451,56 @@ impl<S: KindSet> Admission<S> {
 
     /// The line of `field` of `doc` in its file's text, when it can be found.
     fn field_line(&self, path: &Path, doc: &Definition, field: &str) -> Option<usize> {
-        let text = &self.files.get(path)?.text;
+        let text = self.files.get(path)?.text()?;
         field_line(text, doc.index, &format!("{}{field}", doc.field_prefix))
     }
 
-    /// The text of `path` as last taken (parsed, or read again unchanged), if any.
-    pub fn text(&self, path: &Path) -> Option<&str> {
-        self.files.get(path).map(|f| f.text.as_str())
+    /// True when the file `path` is held as last taken (parsed, or read again unchanged).
+    pub fn holds(&self, path: &Path) -> bool {
+        self.files.contains_key(path)
+    }
+
+    /// True when the file `path` is held as parsed from `text`.
+    pub fn holds_text(&self, path: &Path, text: &str) -> bool {
+        self.files.get(path).is_some_and(|f| f.parsed_from(text))
+    }
+
+    /// The path `path` as the state shares it, while the file is held.
+    pub fn shared_path(&self, path: &Path) -> Option<Arc<Path>> {
+        self.files.get_key_value(path).map(|(p, _)| p.clone())
+    }
+
+    /// Drops the texts of the files (of `paths`; every file: `None`) whose every definition
+    /// is admitted as it is now: only a change of the file, read anew, concerns them again.
+    fn drop_texts(&mut self, paths: Option<&Fresh>) {
+        let admitted = &self.admitted;
+        let settled = |path: &Arc<Path>, file: &ParsedFile| {
+            file.text().is_some()
+                && file.definitions.iter().all(|d| {
+                    admitted
+                        .get(&d.key)
+                        .is_some_and(|a| a.path == *path && a.digest == d.digest)
+                })
+        };
+        match paths {
+            None => {
+                for (path, file) in self.files.iter_mut() {
+                    if settled(path, file) {
+                        file.drop_text();
+                    }
+                }
+            }
+            Some(paths) => {
+                for path in paths.keys() {
+                    let file = self.files.get(&**path);
+                    if file.is_some_and(|f| settled(path, f)) {
+                        if let Some(file) = self.files.get_mut(&**path) {
+                            file.drop_text();
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// A snapshot of every admitted object.
@@ -482,7 +537,7 @@ impl<S: KindSet> Admission<S> {
 /// Every definition of the objects of `keys` (of every object when `None`) in the parsed
 /// files, in file order.
 fn definitions<'a>(
-    files: &'a BTreeMap<Arc<Path>, ParsedFile>,
+    files: &'a BTreeMap<Arc<Path>, Held>,
     keys: Option<&BTreeSet<ObjectKey>>,
 ) -> BTreeMap<&'a ObjectKey, Vec<(&'a Arc<Path>, &'a Definition)>> {
     let mut definitions: BTreeMap<&ObjectKey, Vec<(&Arc<Path>, &Definition)>> = BTreeMap::new();

@@ -147,7 +147,7 @@ impl<S: KindSet> ConfigDir<S> {
             .iter()
             .map(|path| {
                 let taken = match self.stamps.check(path) {
-                    Ok(()) if self.admission.text(path).is_some() => Taken::Held,
+                    Ok(()) if self.admission.holds(path) => Taken::Held,
                     Ok(()) => Taken::Read(read_text(path)),
                     Err(pending) => {
                         let text = read_text(path);
@@ -160,8 +160,12 @@ impl<S: KindSet> ConfigDir<S> {
             .collect();
         let mut applied = self.admission.apply(files, reading);
         for (path, pending, text) in opened {
-            let kept = text.is_some() && self.admission.text(&path) == text.as_deref();
-            self.stamps.keep(path, pending, kept);
+            let kept = text.is_some_and(|t| self.admission.holds_text(&path, &t));
+            // A held file's path is shared with the admission state.
+            match self.admission.shared_path(&path) {
+                Some(shared) => self.stamps.keep(shared, pending, kept),
+                None => self.stamps.forget(&path),
+            }
         }
         let seen: BTreeSet<String> = found.errors.iter().map(ToString::to_string).collect();
         let new = found

@@ -1,6 +1,6 @@
-//! A parsed manifest file as the admission state keeps it between readings: its text, and its
-//! documents of the kinds read, each with its object's identity and a digest of its
-//! normalized content. Pure.
+//! A parsed manifest file as the admission state keeps it between readings: a digest of its
+//! text (its text too, while the admission may need it again), and its documents of the kinds
+//! read, each with its object's identity and a digest of its normalized content. Pure.
 
 use std::path::Path;
 
@@ -14,24 +14,30 @@ use crate::kinds::KindSet;
 
 /// The last successful parse of one file.
 pub(super) struct ParsedFile {
-    pub(super) text: String,
+    /// SHA-1 of its text: a reading that finds the same text parses nothing.
+    digest: [u8; 20],
+    /// Its text, while one of its definitions is not the admitted version of its object
+    /// (rejected, defined elsewhere too): admitting it again parses the text again, and an
+    /// error names the line of a field. Dropped once every definition is admitted: then the
+    /// file is needed again only when it changes, and a change is read anew.
+    text: Option<Box<str>>,
     /// Whether the file held any document, of any kind.
     pub(super) had_documents: bool,
     /// Its documents of the kinds read, normalized, in file order.
-    pub(super) definitions: Vec<Definition>,
+    pub(super) definitions: Box<[Definition]>,
     /// Kinds of its documents that are not read, with the line of each document.
-    pub(super) skipped: Vec<(SkippedKind, usize)>,
+    pub(super) skipped: Box<[(SkippedKind, usize)]>,
 }
 
 /// One document of a file, normalized, as kept between readings: its identity, where it is,
 /// and a digest of its content. The document itself is not kept: it is needed again only when
 /// it has to be admitted again without its file having changed (rare), and then it is parsed
-/// again from the file's text, which is kept for error lines anyway.
+/// again from the file's text, which is kept while that can happen ([`ParsedFile::text`]).
 pub(super) struct Definition {
     pub(super) key: ObjectKey,
     pub(super) line: usize,
     pub(super) index: usize,
-    pub(super) field_prefix: String,
+    pub(super) field_prefix: Box<str>,
     /// Its place among the file's definitions (and among [`ParsedFile::documents`]).
     pub(super) position: usize,
     /// SHA-1 of the document as written (compact JSON, after namespace and generation were
@@ -47,7 +53,7 @@ impl Definition {
             key: ObjectKey::of(&doc),
             line: doc.line,
             index: doc.index,
-            field_prefix: doc.field_prefix.clone(),
+            field_prefix: doc.field_prefix.as_str().into(),
             position,
             digest: Sha1::digest(json.as_bytes()).into(),
         };
@@ -87,27 +93,46 @@ impl ParsedFile {
     ) -> (Self, Vec<Written>) {
         let had_documents = !documents.is_empty();
         let (read, skipped) = read_documents(kinds, documents);
-        let (mut definitions, written): (Vec<Definition>, Vec<Written>) = read
+        let (definitions, written): (Vec<Definition>, Vec<Written>) = read
             .into_iter()
             .enumerate()
             .map(|(position, doc)| Definition::new(doc, position))
             .unzip();
-        // Kept until the file changes, usually with one document: no spare capacity.
-        definitions.shrink_to_fit();
         let file = Self {
-            text,
+            digest: text_digest(&text),
+            text: Some(text.into_boxed_str()),
             had_documents,
-            definitions,
-            skipped,
+            // Kept until the file changes, usually with one document: no spare capacity.
+            definitions: definitions.into_boxed_slice(),
+            skipped: skipped.into_boxed_slice(),
         };
         (file, written)
     }
 
+    /// True when `text` is the text it was parsed from.
+    pub(super) fn parsed_from(&self, text: &str) -> bool {
+        self.digest == text_digest(text)
+    }
+
+    /// Its text, unless it was dropped ([`ParsedFile::drop_text`]).
+    pub(super) fn text(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+
+    /// Drops its text: every definition is admitted as it is now.
+    pub(super) fn drop_text(&mut self) {
+        self.text = None;
+    }
+
     /// Its documents of the kinds read, normalized, parsed again from its text (as compact
-    /// JSON): one for each definition, at its [`Definition::position`]. Empty if the text no longer parses, which
-    /// cannot happen: it parsed when it was taken.
+    /// JSON): one for each definition, at its [`Definition::position`]. Empty if the text was
+    /// dropped or no longer parses, neither of which happens while a definition is not
+    /// admitted: it parsed when it was taken.
     pub(super) fn documents<S: KindSet>(&self, kinds: &FileKinds<S>, path: &Path) -> Vec<Written> {
-        let Ok(documents) = parse_documents_for(kinds, path, &self.text) else {
+        let Some(text) = &self.text else {
+            return Vec::new();
+        };
+        let Ok(documents) = parse_documents_for(kinds, path, text) else {
             return Vec::new();
         };
         let (read, _) = read_documents(kinds, documents);
@@ -116,6 +141,10 @@ impl ParsedFile {
             .map(|(position, doc)| Definition::new(doc, position).1)
             .collect()
     }
+}
+
+fn text_digest(text: &str) -> [u8; 20] {
+    Sha1::digest(text.as_bytes()).into()
 }
 
 /// The documents of the kinds read, normalized, and the kinds (and lines) of the others.

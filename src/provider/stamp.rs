@@ -7,7 +7,8 @@
 //! read again next time.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// How much older than the reading a modification time must be for its stamp to be trusted:
@@ -61,7 +62,8 @@ struct Taken {
 /// The stamps of the files of a directory whose text the admission state holds as read.
 #[derive(Debug, Default)]
 pub struct Stamps {
-    files: HashMap<PathBuf, Taken>,
+    /// By path, shared with the admission state's entry of the file.
+    files: HashMap<Arc<Path>, Taken>,
 }
 
 /// A file's stamp taken before it is read, to be kept if the reading is taken as is.
@@ -87,7 +89,7 @@ impl Stamps {
 
     /// Records `pending` for `path` when `kept` (its text is what the state now holds), else
     /// forgets the file so that it is read next time.
-    pub fn keep(&mut self, path: PathBuf, pending: Pending, kept: bool) {
+    pub fn keep(&mut self, path: Arc<Path>, pending: Pending, kept: bool) {
         match pending.0 {
             Some(taken) if kept => {
                 self.files.insert(path, taken);
@@ -105,7 +107,7 @@ impl Stamps {
 
     /// Forgets every file not in `present`.
     pub fn retain(&mut self, present: &std::collections::HashSet<&Path>) {
-        self.files.retain(|p, _| present.contains(p.as_path()));
+        self.files.retain(|p, _| present.contains(&**p));
     }
 }
 
@@ -116,7 +118,7 @@ mod tests {
     #[test]
     fn an_old_unchanged_file_is_not_read_again_and_any_change_is_seen() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.yaml");
+        let path: Arc<Path> = Arc::from(dir.path().join("a.yaml"));
         std::fs::write(&path, "a: 1\n").unwrap();
         let mut stamps = Stamps::default();
         // Just written: its stamp is racy, so it is read again.

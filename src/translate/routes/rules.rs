@@ -49,8 +49,9 @@ pub struct CompiledRoute {
     pub invalid: Vec<String>,
     /// Indexes of the invalid rules.
     pub invalid_rules: BTreeSet<usize>,
-    /// The first backendRef that could not be resolved.
-    pub unresolved: Option<BackendError>,
+    /// The first backendRef that could not be resolved. Boxed: most routes have none, and a
+    /// compiled route is kept while its route stays.
+    pub unresolved: Option<Box<BackendError>>,
     /// Per rule, the one host whose virtual host serves it (an Ingress rule's `host`; `*` for
     /// rules without one); empty when every rule serves every host of the route.
     pub rule_hosts: Vec<String>,
@@ -275,7 +276,7 @@ fn compile_actions(
             Ok(s) => BackendTarget::Service(s),
             Err(e) => {
                 let reason = e.to_string();
-                out.unresolved.get_or_insert(e);
+                out.unresolved.get_or_insert_with(|| Box::new(e));
                 BackendTarget::Invalid { reason }
             }
         };
@@ -315,7 +316,7 @@ fn resolve_mirrors(
                 fraction: m.fraction,
             }),
             Err(e) => {
-                out.unresolved.get_or_insert(e);
+                out.unresolved.get_or_insert_with(|| Box::new(e));
             }
         }
     }
@@ -341,7 +342,7 @@ fn resolve_mirrors(
             Ok(backend) => AuthBackend::Service(backend),
             Err(e) => {
                 let reason = e.to_string();
-                out.unresolved.get_or_insert(e);
+                out.unresolved.get_or_insert_with(|| Box::new(e));
                 AuthBackend::Invalid { reason }
             }
         };
