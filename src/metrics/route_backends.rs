@@ -4,6 +4,7 @@
 //! registry state per backendRef, and the request handles of a rule are made only at its
 //! first request, while the labels can be formatted from the rule when a scrape asks.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use prometheus::core::{Collector, Desc};
@@ -61,6 +62,9 @@ impl Collector for RouteBackends {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut metrics = Vec::with_capacity(rules.len());
+        // A rule is announced once per host and match it serves, and two backendRefs may
+        // name one Service port: each label set is written once.
+        let mut written = HashSet::with_capacity(rules.len());
         for a in rules.iter() {
             let rule = &a.rule;
             let fixed = [
@@ -74,7 +78,11 @@ impl Collector for RouteBackends {
             let labels = backends.iter().map(backend_label);
             let labels = labels.chain(backends.is_empty().then(String::new));
             for backend in labels {
-                let values = fixed.iter().cloned().chain([backend]);
+                let [gateway, listener, route, rule] = fixed.clone();
+                let values = [gateway, listener, route, rule, backend];
+                if !written.insert(values.clone()) {
+                    continue;
+                }
                 let label = ROUTE_LABELS
                     .iter()
                     .zip(values)

@@ -45,10 +45,10 @@ kind: HTTPRoute
 metadata: {name: web}
 spec:
   parentRefs: [{name: gw, sectionName: http}]
-  hostnames: [web.example]
+  hostnames: [web.example, www.web.example]
   rules:
   - name: main
-    matches: [{path: {type: PathPrefix, value: /}}]
+    matches: [{path: {type: PathPrefix, value: /}}, {path: {type: PathPrefix, value: /api}}]
     backendRefs: [{name: web, port: 80}]
   - matches: [{path: {type: PathPrefix, value: /old}}]
     filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: /new}}}]
