@@ -16,6 +16,10 @@ const MAX_HEADERS: usize = 100;
 /// Largest response head accepted, in bytes.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
+/// Header fields the proxy may add to a response (`X-Request-Id`, one more): the map is made
+/// with room for them, so that adding them does not grow it.
+const ADDED: usize = 2;
+
 /// A parsed response head and how its body is framed.
 pub(crate) struct Head {
     pub status: StatusCode,
@@ -65,7 +69,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     };
     let head = buf.split_to(len).freeze();
     let status = StatusCode::from_u16(code).map_err(|_| H1Error::Status(code))?;
-    let mut headers = HeaderMap::with_capacity(count);
+    let mut headers = HeaderMap::with_capacity(count + ADDED);
     let mut declared = Declared::default();
     for &(name, name_len, value, value_len) in &spans[..count] {
         let (name, value) = (name as usize, value as usize);
