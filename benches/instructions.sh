@@ -21,6 +21,10 @@
 # INSTR_WORKERS=2 runs edgeplane with two data-plane workers instead (callgrind runs one thread
 # at a time, so this counts what two workers add per request, not parallel speed).
 #
+# INSTR_KEEP=DIR copies each proxy's callgrind output there (DIR/NAME.callgrind) for
+# `callgrind_annotate --inclusive=yes` and `--tree=caller`; the figures of a request are the
+# counts divided by the requests counted.
+#
 # glibc copies blocks of 2 KiB and more with `rep movsb`, one instruction that callgrind counts
 # once per byte moved; every proxy runs with GLIBC_TUNABLES raising that threshold, so that its
 # copies are counted as the vector instructions glibc uses below it (INSTR_REP_MOVSB=1 keeps
@@ -31,7 +35,7 @@ proxies=nginx,haproxy,edgeplane
 while [ $# -gt 0 ]; do
     case "$1" in
     --proxies) proxies=${2:?}; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -185,6 +189,11 @@ count() {
     local dump total
     dump=$(ls -t "$out".* | head -1)
     total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+    if [ -n "${INSTR_KEEP:-}" ]; then
+        mkdir -p "$INSTR_KEEP"
+        cp "$dump" "$INSTR_KEEP/$name.callgrind"
+        echo "$requests" >"$INSTR_KEEP/$name.requests"
+    fi
     printf '| %s | %s | %s | %s |\n' "$name" "$requests" "$total" "$((total / requests))"
 }
 

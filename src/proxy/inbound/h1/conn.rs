@@ -4,6 +4,8 @@
 //! next request (pipelined ones are already in the buffer) or the close. A refused head gets its
 //! status and `Connection: close`; after a `101` answer the stream goes to the tunnel.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use bytes::BytesMut;
 use http::{Method, StatusCode};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{oneshot, watch};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::decode::{self, Framing, Head, HeadError, Step};
 use super::encode::{self, Asked, BodyOut};
@@ -48,7 +50,7 @@ pub enum ServeError {
 pub(crate) async fn serve(
     io: BoxedIo,
     handler: Handler,
-    mut close: watch::Receiver<bool>,
+    close: watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
     let settings = handler.settings.clone();
     let max_head = settings.head_buffer().unwrap_or(DEFAULT_MAX_HEAD);
@@ -57,16 +59,18 @@ pub(crate) async fn serve(
     let mut out = BytesMut::new();
     let mut closing = false;
     let mut id = 0u64;
+    // One header timer and one wait for the close for the connection's life, re-armed per
+    // head rather than made and dropped per request: moving a registered timer's deadline
+    // later is an atomic update, while a new timer is registered and deregistered each time.
+    let timer = std::pin::pin!(tokio::time::sleep(settings.header_read_timeout));
+    let closed = std::pin::pin!(close_asked(close.clone()));
+    let mut waits = Waits {
+        timer,
+        closed,
+        timeout: settings.header_read_timeout,
+    };
     loop {
-        let head = match read_head(
-            &wire,
-            max_head,
-            settings.header_read_timeout,
-            &mut close,
-            &mut closing,
-        )
-        .await
-        {
+        let head = match read_head(&wire, max_head, &mut waits, &close, &mut closing).await {
             Ok(Some(head)) => head,
             Ok(None) => return Ok(()),
             Err(ServeError::Head(e)) => {
@@ -171,16 +175,33 @@ impl Drop for Closes {
     }
 }
 
-/// Reads until a whole request head is buffered. `None`: the client closed between requests,
-/// or `close` turned true while nothing of a request had arrived.
-async fn read_head(
+/// What a connection waits on besides its stream while it reads a head.
+struct Waits<'a, C> {
+    /// The header read timer, re-armed for each head.
+    timer: Pin<&'a mut Sleep>,
+    /// Resolves once the connection is asked to close; polled only until then.
+    closed: Pin<&'a mut C>,
+    /// The header read timeout.
+    timeout: Duration,
+}
+
+/// Resolves once `close` turns true (or its sender is gone).
+async fn close_asked(mut close: watch::Receiver<bool>) {
+    let _ = close.wait_for(|c| *c).await;
+}
+
+/// Reads until a whole request head is buffered, within the header read timeout counted from
+/// now. `None`: the client closed between requests, or `close` turned true while nothing of a
+/// request had arrived.
+async fn read_head<C: Future<Output = ()>>(
     wire: &Arc<Mutex<Wire>>,
     max_head: usize,
-    timeout: Duration,
-    close: &mut watch::Receiver<bool>,
+    waits: &mut Waits<'_, C>,
+    close: &watch::Receiver<bool>,
     closing: &mut bool,
 ) -> Result<Option<Head>, ServeError> {
-    let deadline = Instant::now() + timeout;
+    let timeout = waits.timeout;
+    waits.timer.as_mut().reset(Instant::now() + timeout);
     let mut tried = 0;
     loop {
         {
@@ -200,11 +221,11 @@ async fn read_head(
         let filled = tokio::select! {
             biased;
             filled = std::future::poll_fn(|cx| lock(wire).poll_fill(cx, false)) => filled?,
-            _ = close.wait_for(|c| *c), if !*closing => {
+            () = waits.closed.as_mut(), if !*closing => {
                 *closing = true;
                 continue;
             }
-            _ = tokio::time::sleep_until(deadline) => return Err(ServeError::HeaderTimeout(timeout)),
+            () = waits.timer.as_mut() => return Err(ServeError::HeaderTimeout(timeout)),
         };
         if filled == 0 {
             return match lock(wire).read.is_empty() {

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Method, Request, StatusCode, Version};
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::decode::{Framing, Step};
+use super::decode::{BodyDecoder, Framing, Step};
 use super::encode::Writer;
 use super::{decode, encode};
 use crate::proxy::body::UpstreamBody;
@@ -80,7 +80,7 @@ pub struct Exchange {
     /// The request, while some of it is still to be written.
     writer: Option<Writer>,
     method: Method,
-    framing: Framing,
+    body: BodyDecoder,
     /// The backend keeps the connection after this response.
     keep_alive: bool,
     /// The backend closed its side.
@@ -103,7 +103,7 @@ impl Exchange {
             conn,
             writer: Some(Writer::new(head, body, chunked, idle)),
             method: parts.method,
-            framing: Framing::Done,
+            body: BodyDecoder::new(Framing::Done),
             keep_alive: false,
             eof: false,
             tried: 0,
@@ -156,7 +156,7 @@ impl Exchange {
                 if head.status.is_informational() {
                     continue;
                 }
-                self.framing = head.framing;
+                self.body = BodyDecoder::new(head.framing);
                 self.keep_alive = head.keep_alive && self.write_error.is_none();
                 return Poll::Ready(Ok(Head {
                     status: head.status,
@@ -184,7 +184,7 @@ impl Exchange {
             return Poll::Ready(Some(Err(e)));
         }
         loop {
-            match self.framing.step(&mut self.conn.read, self.eof) {
+            match self.body.step(&mut self.conn.read, self.eof) {
                 Ok(Step::Data(data)) => return Poll::Ready(Some(Ok(data))),
                 Ok(Step::End) => return Poll::Ready(None),
                 Err(e) => return Poll::Ready(Some(Err(e))),
@@ -200,18 +200,18 @@ impl Exchange {
 
     /// True once the whole response body has been read.
     pub fn is_end_stream(&self) -> bool {
-        self.framing == Framing::Done
+        self.body.framing == Framing::Done
     }
 
     /// Response body bytes still to come, when known.
     pub fn remaining(&self) -> Option<u64> {
-        self.framing.remaining()
+        self.body.framing.remaining()
     }
 
     /// The connection, if it can take another request: the request was written whole, the
     /// response read whole, the backend keeps the connection and sent nothing more.
     pub fn finish(self) -> Option<Connection> {
-        let done = self.writer.is_none() && self.framing == Framing::Done;
+        let done = self.writer.is_none() && self.body.framing == Framing::Done;
         (done && self.keep_alive && !self.eof && self.conn.read.is_empty()).then_some(self.conn)
     }
 }

@@ -1,12 +1,14 @@
 //! Reading an HTTP/1.1 response: the head parsed straight into the `http` types (header values
 //! share the bytes read, nothing is copied), and the body's framing (RFC 9112 6.3): a length, chunks,
-//! or until the connection closes.
+//! or until the connection closes, decoded by the request body's decoder (`h1wire`) with a
+//! response's rules.
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use super::H1Error;
+use crate::proxy::h1wire::{BodyError, Limits, Step as Next};
 
 /// Most header lines a response head may have.
 const MAX_HEADERS: usize = 100;
@@ -14,8 +16,9 @@ const MAX_HEADERS: usize = 100;
 /// Largest response head accepted, in bytes.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
-/// Longest chunk-size line (with extensions) accepted.
-const MAX_CHUNK_LINE: usize = 4096;
+/// Header fields the proxy may add to a response (`X-Request-Id`, one more): the map is made
+/// with room for them, so that adding them does not grow it.
+const ADDED: usize = 2;
 
 /// A parsed response head and how its body is framed.
 pub(crate) struct Head {
@@ -66,7 +69,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     };
     let head = buf.split_to(len).freeze();
     let status = StatusCode::from_u16(code).map_err(|_| H1Error::Status(code))?;
-    let mut headers = HeaderMap::with_capacity(count);
+    let mut headers = HeaderMap::with_capacity(count + ADDED);
     let mut declared = Declared::default();
     for &(name, name_len, value, value_len) in &spans[..count] {
         let (name, value) = (name as usize, value as usize);
@@ -160,31 +163,7 @@ fn framing(
     })
 }
 
-/// Where the reading of a response body stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Framing {
-    /// This many bytes are still to come.
-    Length(u64),
-    /// Chunked transfer coding, at this point of a chunk.
-    Chunked(Chunk),
-    /// The body ends when the connection closes.
-    Close,
-    /// The body has ended.
-    Done,
-}
-
-/// The position within chunked coding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Chunk {
-    /// Expecting a chunk-size line.
-    Size,
-    /// Inside a chunk's data, this many bytes left.
-    Data(u64),
-    /// Expecting the CRLF after a chunk's data.
-    DataEnd,
-    /// After the last chunk: trailer lines until an empty one (trailers are dropped).
-    Trailers,
-}
+pub(crate) use crate::proxy::h1wire::{Chunk, Framing};
 
 /// What the decoder needs next.
 pub(crate) enum Step {
@@ -196,106 +175,35 @@ pub(crate) enum Step {
     End,
 }
 
-impl Framing {
-    /// The next step of decoding the body from `buf`; `eof` says the connection has closed and
-    /// nothing more will arrive.
+/// A response body's decoder: the request body's one (`h1wire`) with a response's rules.
+pub(crate) struct BodyDecoder {
+    /// Where the body stands.
+    pub framing: Framing,
+    limits: Limits,
+}
+
+impl BodyDecoder {
+    /// The decoder of a body framed by `framing`.
+    pub(crate) fn new(framing: Framing) -> Self {
+        Self {
+            framing,
+            limits: Limits::response(),
+        }
+    }
+
+    /// The next step of decoding the body from `buf`; `eof` says the connection has closed
+    /// and nothing more will arrive.
     pub(crate) fn step(&mut self, buf: &mut BytesMut, eof: bool) -> Result<Step, H1Error> {
-        loop {
-            match self {
-                Self::Done => return Ok(Step::End),
-                Self::Length(left) | Self::Chunked(Chunk::Data(left)) => {
-                    if buf.is_empty() {
-                        return if eof {
-                            Err(H1Error::IncompleteBody)
-                        } else {
-                            Ok(Step::Read)
-                        };
-                    }
-                    let take = (*left).min(buf.len() as u64) as usize;
-                    *left -= take as u64;
-                    if *left == 0 {
-                        *self = match self {
-                            Self::Length(_) => Self::Done,
-                            _ => Self::Chunked(Chunk::DataEnd),
-                        };
-                    }
-                    return Ok(Step::Data(buf.split_to(take).freeze()));
-                }
-                Self::Close => {
-                    if !buf.is_empty() {
-                        return Ok(Step::Data(buf.split().freeze()));
-                    }
-                    if eof {
-                        *self = Self::Done;
-                        return Ok(Step::End);
-                    }
-                    return Ok(Step::Read);
-                }
-                Self::Chunked(chunk) => {
-                    let Some(line) = take_line(buf)? else {
-                        return if eof {
-                            Err(H1Error::IncompleteBody)
-                        } else {
-                            Ok(Step::Read)
-                        };
-                    };
-                    *self = match chunk {
-                        Chunk::Size => match chunk_size(&line)? {
-                            0 => Self::Chunked(Chunk::Trailers),
-                            n => Self::Chunked(Chunk::Data(n)),
-                        },
-                        Chunk::DataEnd if line.is_empty() => Self::Chunked(Chunk::Size),
-                        Chunk::DataEnd => return Err(H1Error::Chunk),
-                        Chunk::Trailers if line.is_empty() => Self::Done,
-                        Chunk::Trailers => Self::Chunked(Chunk::Trailers),
-                        Chunk::Data(_) => return Err(H1Error::Chunk),
-                    };
-                }
-            }
+        match self.framing.step(buf, eof, &mut self.limits) {
+            // A response's trailers are dropped: the decoder never returns them.
+            Ok(Next::Frame(frame)) => Ok(frame.into_data().map_or(Step::End, Step::Data)),
+            Ok(Next::Read) => Ok(Step::Read),
+            Ok(Next::End) => Ok(Step::End),
+            Err(BodyError::Incomplete) => Err(H1Error::IncompleteBody),
+            Err(BodyError::Chunk(_)) => Err(H1Error::Chunk),
+            Err(BodyError::Io(e)) => Err(H1Error::Io(e)),
         }
     }
-
-    /// Bytes still expected, when known.
-    pub(crate) fn remaining(&self) -> Option<u64> {
-        match self {
-            Self::Length(n) => Some(*n),
-            Self::Done => Some(0),
-            _ => None,
-        }
-    }
-}
-
-/// Takes one line (without its CRLF or bare LF) from the front of `buf`; `None` while it is
-/// incomplete.
-fn take_line(buf: &mut BytesMut) -> Result<Option<BytesMut>, H1Error> {
-    match buf.iter().position(|b| *b == b'\n') {
-        Some(end) => {
-            let mut line = buf.split_to(end + 1);
-            line.truncate(end);
-            if line.last() == Some(&b'\r') {
-                line.truncate(end - 1);
-            }
-            Ok(Some(line))
-        }
-        None if buf.len() > MAX_CHUNK_LINE => Err(H1Error::Chunk),
-        None => Ok(None),
-    }
-}
-
-/// The size of a chunk-size line, extensions ignored.
-fn chunk_size(line: &[u8]) -> Result<u64, H1Error> {
-    let digits = line
-        .split(|b| *b == b';')
-        .next()
-        .unwrap_or(b"")
-        .trim_ascii();
-    if digits.is_empty() || digits.len() > 15 {
-        return Err(H1Error::Chunk);
-    }
-    digits.iter().try_fold(0u64, |n, b| {
-        let d = (*b as char).to_digit(16).ok_or(H1Error::Chunk)?;
-        Ok(n << 4 | u64::from(d))
-    })
 }
 
 #[cfg(test)]
@@ -307,7 +215,8 @@ mod tests {
     }
 
     /// Decodes all of `wire` as a body with `framing`, fed `step` bytes at a time.
-    fn body(mut framing: Framing, wire: &[u8], step: usize) -> Result<Vec<u8>, H1Error> {
+    fn body(framing: Framing, wire: &[u8], step: usize) -> Result<Vec<u8>, H1Error> {
+        let mut framing = BodyDecoder::new(framing);
         let mut buf = BytesMut::new();
         let mut fed = 0;
         let mut out = Vec::new();
@@ -417,6 +326,11 @@ mod tests {
                 b"hello world"
             );
             assert_eq!(
+                body(Framing::Chunked(Chunk::Size), b" 5 ;a\nhello\n0\n\n", step)
+                    .expect("bare LF and blanks"),
+                b"hello"
+            );
+            assert_eq!(
                 body(Framing::Length(5), b"hello", step).expect("length"),
                 b"hello"
             );
@@ -443,6 +357,11 @@ mod tests {
         ));
         assert!(matches!(
             body(Framing::Chunked(Chunk::Size), b"2\r\nhiX\r\n", 10),
+            Err(H1Error::Chunk)
+        ));
+        let long = format!("1;{}\r\nx\r\n0\r\n\r\n", "e".repeat(5000));
+        assert!(matches!(
+            body(Framing::Chunked(Chunk::Size), long.as_bytes(), 10_000),
             Err(H1Error::Chunk)
         ));
     }
