@@ -15,6 +15,7 @@ mod matchers;
 mod model;
 mod path;
 mod policy;
+mod precedence;
 mod resilience;
 mod shards;
 mod source;

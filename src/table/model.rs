@@ -17,6 +17,7 @@ use super::l4::{L4Routes, SniRoutes};
 use super::matchers::{RequestMatch, RequestView};
 use super::path::PathIndex;
 use super::policy::{IpAccess, ListenerSettings, RequestPolicy, ServiceLimits};
+use super::precedence::sort_by_precedence;
 use super::resilience::{Balance, RetryPolicy, SessionPersistence};
 use super::source::SocketSource;
 use super::tls::TlsListeners;
@@ -258,16 +259,24 @@ pub struct VirtualHost {
 
 impl VirtualHost {
     /// Sorts `rules` by Gateway API precedence and indexes them by path.
-    pub fn new(hostname: String, mut rules: Vec<Arc<RouteRule>>) -> Self {
-        rules.sort_by(|a, b| a.precedence_cmp(b));
+    pub fn new(hostname: String, rules: Vec<Arc<RouteRule>>) -> Self {
+        Self::with_order(hostname, rules).0
+    }
+
+    /// [`VirtualHost::new`], with where each of `rules` went among the host's rules
+    /// (`at[i]` for `rules[i]`): a caller keeping the order it gathered the rules in holds
+    /// positions rather than a second list of the rules.
+    pub fn with_order(hostname: String, rules: Vec<Arc<RouteRule>>) -> (Self, Vec<u32>) {
+        let (rules, at) = sort_by_precedence(rules);
         let index = PathIndex::build(&rules);
-        Self {
+        let host = Self {
             hostname,
             listener: 0,
             rules,
             policy: None,
             index,
-        }
+        };
+        (host, at)
     }
 
     /// Marks the host as belonging to Gateway listener `listener` of its socket.
@@ -384,39 +393,6 @@ pub struct RouteRule {
     /// Shared by every match of the same rule.
     pub filters: Arc<RuleFilters>,
     pub backends: Arc<BackendSet>,
-}
-
-impl RouteRule {
-    /// Gateway API precedence: exact path, then regular expression, then longest prefix; then
-    /// (GRPCRoute matches) service and method characters; then method, most header matches,
-    /// most query matches; then the oldest route, then `namespace/name` alphabetically, then
-    /// rule and match order within the route.
-    ///
-    /// A GRPCRoute match's path is `/service/method` (exact service and method), `/service`
-    /// (exact service) or `/`, so the path criteria already order it as the GRPCRoute spec's
-    /// service and method characters do, and [`crate::table::GrpcMatch::rank`] orders the rest.
-    pub fn precedence_cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let a = &self.matcher;
-        let b = &other.matcher;
-        a.path
-            .rank()
-            .cmp(&b.path.rank())
-            .then(b.path.len().cmp(&a.path.len()))
-            .then(grpc_rank(b).cmp(&grpc_rank(a)))
-            .then(b.method.is_some().cmp(&a.method.is_some()))
-            .then(b.headers.len().cmp(&a.headers.len()))
-            .then(b.query.len().cmp(&a.query.len()))
-            .then(self.created.cmp(&other.created))
-            .then(self.route.namespace().cmp(other.route.namespace()))
-            .then(self.route.name().cmp(other.route.name()))
-            .then(self.rule_index.cmp(&other.rule_index))
-            .then(self.match_index.cmp(&other.match_index))
-    }
-}
-
-/// The GRPCRoute precedence key of a match (HTTPRoute matches have none and rank lowest).
-fn grpc_rank(matcher: &RequestMatch) -> Option<(u8, usize, u8, usize)> {
-    matcher.grpc.as_ref().map(|g| g.rank())
 }
 
 impl RouteRule {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::table::hostname::HostnameMap;
 use crate::table::{HostIndex, RequestPolicy, RouteRule, VirtualHost};
 use crate::translate::common::changed::changed_middle;
+use crate::translate::common::parts::{map_in_parts, threads_for};
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::rules::CompiledRoute;
@@ -96,8 +97,45 @@ struct Placed {
 #[derive(Debug, Default)]
 struct HostState {
     routes: Vec<Arc<CompiledRoute>>,
-    /// The host as last built, with the rules it was built from (in build order).
-    built: Option<(Vec<Arc<RouteRule>>, Arc<VirtualHost>)>,
+    /// The host as last built, with where each rule it was built from (in the order they
+    /// were gathered) went among its rules.
+    built: Option<(Vec<u32>, Arc<VirtualHost>)>,
+}
+
+/// Fewer rules to sort and index than this per thread and the hosts are built on the calling
+/// thread alone.
+const MIN_RULES_PER_THREAD: usize = 1024;
+
+/// A virtual host to build: where, from which rules (in the order they were gathered), for
+/// which listener and with which TrafficPolicy settings.
+struct Build {
+    addr: SocketAddr,
+    name: String,
+    rules: Vec<Arc<RouteRule>>,
+    group: u32,
+    policy: Option<Arc<RequestPolicy>>,
+}
+
+/// A built host, with where each of its build's rules went.
+struct Built {
+    addr: SocketAddr,
+    name: String,
+    at: Vec<u32>,
+    host: VirtualHost,
+}
+
+impl Build {
+    fn run(self) -> Built {
+        let (host, at) = VirtualHost::with_order(self.name.clone(), self.rules);
+        let mut host = host.in_listener(self.group);
+        host.policy = self.policy;
+        Built {
+            addr: self.addr,
+            name: self.name,
+            at,
+            host,
+        }
+    }
 }
 
 /// One socket's hosts and the index the last table served them from.
@@ -114,9 +152,20 @@ pub struct HostCache {
     /// By the route's position in the last build's route list.
     routes: Vec<Placed>,
     sockets: HashMap<SocketAddr, SocketHosts>,
+    /// How many threads build hosts (`None`: as many as there are cores and rules for).
+    threads: Option<usize>,
 }
 
 impl HostCache {
+    /// An empty cache whose builds sort and index hosts on `threads` threads (1: on the
+    /// calling thread only); the hosts are the same for every count.
+    pub fn with_threads(threads: usize) -> Self {
+        Self {
+            threads: Some(threads),
+            ..Self::default()
+        }
+    }
+
     /// The host index of every socket of `layouts` serving `routes` (each route's attachments
     /// and rules, in translation order). Routes whose `Arc`s are the ones placed last time
     /// keep their places; the rest are placed now, and only the hosts they leave or enter are
@@ -178,9 +227,19 @@ impl HostCache {
             })
             .collect();
         self.routes.splice(start..old_end, placed);
+        let mut builds = Vec::new();
         for (addr, name) in touched {
             if let Some(s) = self.sockets.get_mut(&addr) {
-                s.rebuild(&name);
+                builds.extend(s.rebuild(addr, name));
+            }
+        }
+        // Sorting and indexing the hosts reads only their rules: on several threads when
+        // there are many (a full translation), each host put in place after.
+        let rules = builds.iter().map(|b| b.rules.len()).sum();
+        let threads = threads_for(rules, MIN_RULES_PER_THREAD, self.threads);
+        for built in map_in_parts(builds, threads, Build::run) {
+            if let Some(s) = self.sockets.get_mut(&built.addr) {
+                s.put(built);
             }
         }
         self.sockets
@@ -263,42 +322,56 @@ impl HostCache {
 }
 
 impl SocketHosts {
-    /// Builds host `name` again from the routes it serves now, reusing the last build when
-    /// it served the same rules for the same listener; drops it when no route is left and
-    /// it is not a listener's hostname.
-    fn rebuild(&mut self, name: &str) {
-        let Some(host) = self.hosts.get_mut(name) else {
-            return;
-        };
-        if host.routes.is_empty() && !self.layout.is_listener_host(name) {
-            self.hosts.remove(name);
-            self.index.remove(name);
-            return;
+    /// Gathers the rules host `name` serves now; reuses the last build when it served the
+    /// same rules for the same listener, else returns what to build; drops the host when no
+    /// route is left and it is not a listener's hostname.
+    fn rebuild(&mut self, addr: SocketAddr, name: String) -> Option<Build> {
+        let host = self.hosts.get_mut(&name)?;
+        if host.routes.is_empty() && !self.layout.is_listener_host(&name) {
+            self.hosts.remove(&name);
+            self.index.remove(&name);
+            return None;
         }
         // Translation order between routes (HTTPRoutes before GRPCRoutes), which only decides
         // between rules that are otherwise equal in precedence.
         host.routes
             .sort_by(|a, b| route_order(a).cmp(&route_order(b)));
-        let rules: Vec<Arc<RouteRule>> = host
-            .routes
-            .iter()
-            .flat_map(|r| r.rules.iter().filter(|x| r.serves(x, name)).cloned())
-            .collect();
-        let (group, policy) = self.layout.owner(name);
-        let reuse = host.built.as_ref().is_some_and(|(built, h)| {
+        let mut rules: Vec<Arc<RouteRule>> =
+            Vec::with_capacity(host.routes.iter().map(|r| r.rules.len()).sum());
+        for r in &host.routes {
+            rules.extend(r.rules.iter().filter(|x| r.serves(x, &name)).cloned());
+        }
+        let (group, policy) = self.layout.owner(&name);
+        let reuse = host.built.as_ref().filter(|(at, h)| {
             h.listener == group
                 && h.policy == policy
-                && built.len() == rules.len()
-                && built.iter().zip(&rules).all(|(a, b)| Arc::ptr_eq(a, b))
+                && at.len() == rules.len()
+                && rules.iter().zip(at).all(|(rule, &i)| {
+                    h.rules
+                        .get(i as usize)
+                        .is_some_and(|built| Arc::ptr_eq(built, rule))
+                })
         });
-        if !reuse {
-            let mut built = VirtualHost::new(name.to_owned(), rules.clone()).in_listener(group);
-            built.policy = policy;
-            host.built = Some((rules, Arc::new(built)));
-        }
-        if let Some((_, built)) = &host.built {
+        if let Some((_, built)) = reuse {
             self.index.put(built.clone());
+            return None;
         }
+        Some(Build {
+            addr,
+            name,
+            rules,
+            group,
+            policy,
+        })
+    }
+
+    /// Puts a host built by [`SocketHosts::rebuild`]'s [`Build`] in place.
+    fn put(&mut self, built: Built) {
+        let host = Arc::new(built.host);
+        if let Some(state) = self.hosts.get_mut(&built.name) {
+            state.built = Some((built.at, host.clone()));
+        }
+        self.index.put(host);
     }
 }
 

@@ -117,7 +117,7 @@ pub struct Incremental {
     statuses: StatusPool,
     last: Reuse,
     /// How many threads a full translation compiles routes on (`None`: as many as it has
-    /// cores for, see `parallel::threads_for`).
+    /// cores for, see `parallel::threads_for`); `hosts` builds hosts on as many.
     threads: Option<usize>,
 }
 
@@ -142,6 +142,7 @@ impl Incremental {
     pub fn with_threads(threads: usize) -> Self {
         Self {
             threads: Some(threads),
+            hosts: HostCache::with_threads(threads),
             ..Self::default()
         }
     }

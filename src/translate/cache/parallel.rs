@@ -4,34 +4,20 @@
 //! result does not depend on which thread finishes first and equals compiling the routes one
 //! after the other. The threads live only for the call: the translator stays pure.
 
-use std::num::NonZeroUsize;
-
 use crate::translate::backends::resolve::Backends;
 use crate::translate::cache::incremental::{compile_entry, RouteEntry};
+use crate::translate::common::parts;
 use crate::translate::routes::http_like::Source;
 
 /// Fewer routes per thread than this and the routes are compiled on the calling thread
 /// alone: starting a thread and merging its caches would cost more than it saves.
 const MIN_ROUTES_PER_THREAD: usize = 512;
 
-/// At most this many threads, however many cores there are: translation shares the machine
-/// with the proxy's workers.
-const MAX_THREADS: usize = 4;
-
 /// How many threads compile `routes` routes of a full translation: `threads` when the caller
-/// chose, else one per available core (as the process's CPU affinity and cgroup quota allow),
-/// each with at least [`MIN_ROUTES_PER_THREAD`] routes.
+/// chose, else one per available core, each with at least [`MIN_ROUTES_PER_THREAD`] routes
+/// ([`parts::threads_for`]).
 pub(super) fn threads_for(routes: usize, threads: Option<usize>) -> usize {
-    match threads {
-        Some(n) => n.clamp(1, routes.max(1)),
-        None => {
-            let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-            cores
-                .min(MAX_THREADS)
-                .min(routes / MIN_ROUTES_PER_THREAD)
-                .max(1)
-        }
-    }
+    parts::threads_for(routes, MIN_ROUTES_PER_THREAD, threads)
 }
 
 /// Compiles `routes` (each with its position) on `threads` threads, the first part on this
