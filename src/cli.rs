@@ -296,7 +296,7 @@ pub struct DemoArgs {
 /// The log filter without `RUST_LOG`: `info`, but rustls only on errors, since it warns once
 /// per handshake about what clients send (an IP address as SNI, say), which any client could
 /// use to flood the log.
-const DEFAULT_LOG_FILTER: &str = "info,rustls=error";
+pub const DEFAULT_LOG_FILTER: &str = "info,rustls=error";
 
 /// Sets up logging to stderr, filtered by `RUST_LOG` (default [`DEFAULT_LOG_FILTER`]).
 pub fn init_logging(format: LogFormat) {

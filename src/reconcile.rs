@@ -6,7 +6,7 @@
 //! Between rebuilds it retries the sockets the proxy could not bind, and republishes the status
 //! when that changes anything: status is what the listener manager did, not what it was asked.
 //! Translation, status sealing and the freeing of replaced tables and reports run on one
-//! long-lived thread of the loop's own ([`Worker`]), never on the async workers.
+//! long-lived thread of the loop's own (`Worker`), never on the async workers.
 
 use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
@@ -37,7 +37,7 @@ pub enum ReconcileError {
     Translate(String),
 }
 
-/// Why a job given to the [`Worker`] produced nothing.
+/// Why a job given to the translation worker produced nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     #[error("the job panicked: {0}")]

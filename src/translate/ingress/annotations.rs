@@ -80,7 +80,7 @@ pub struct Annotations {
     /// `force-ssl-redirect`: the HTTPS redirect also for hosts without TLS.
     pub force_ssl_redirect: bool,
     /// The TrafficPolicy settings of the authentication, rate-limit, balancing and upstream
-    /// annotations ([`policy`]).
+    /// annotations (`annotations::policy`).
     pub policy: PolicyAnnotations,
     /// `backend-protocol` and backend TLS (`proxy-ssl-*`), applied to the Service ports the
     /// Ingress reaches ([`upstream::apply`]).

@@ -94,7 +94,7 @@ fn report(problems: &mut Vec<String>, name: &str, value: &str, why: &str) {
 }
 
 impl PolicyAnnotations {
-    /// Reads the annotations of [`NAMES`] of an Ingress in `namespace`; what cannot be
+    /// Reads the annotations of `NAMES` of an Ingress in `namespace`; what cannot be
     /// honoured goes to `problems`.
     pub fn read(get: Get<'_, '_>, namespace: &str, problems: &mut Vec<String>) -> Self {
         let mut out = Self::default();
