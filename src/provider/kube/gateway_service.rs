@@ -17,13 +17,15 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::binding::{
-    allocate_ports, desired_service_for, exposed_ports, is_current, label_value, owner_gateway,
-    service_matches, service_name, service_ports, PortsExhausted, ServiceOptions, Transports,
-    CLASS_FINALIZER, GATEWAY_FINALIZER,
+    allocate_ports, is_current, label_value, owner_gateway, service_name, service_ports,
+    PortsExhausted, CLASS_FINALIZER, GATEWAY_FINALIZER,
 };
 use super::gateway_endpoints::{desired_slices, owned_slices, replica_addresses, slice_matches};
 use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
+use super::service_spec::{
+    desired_service_for, exposed_ports, service_matches, ServiceOptions, Transports,
+};
 use super::watch::Stores;
 use crate::kinds::crd::proxy_config::GatewayServiceConfig;
 use crate::kinds::crd::ProxyConfig;
