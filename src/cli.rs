@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 mod check;
@@ -17,6 +16,7 @@ mod checked;
 mod cluster;
 mod convert;
 mod convert_cluster;
+mod dev;
 mod flags;
 mod policy;
 mod proxy_args;
@@ -27,9 +27,10 @@ mod views;
 mod webhook_args;
 
 pub use check::{CheckArgs, CheckOutput};
-use checked::{echo_namespace, SERVE_NEEDS_A_SOURCE};
+use checked::SERVE_NEEDS_A_SOURCE;
 pub use cluster::KubeArgs;
 pub use convert::{ConvertArgs, ConvertIngressArgs, ConvertWhat};
+pub use dev::{DemoArgs, EchoArgs};
 pub use flags::{duration_text, parse_duration};
 pub use policy::PathPolicyArgs;
 pub use proxy_args::ProxyArgs;
@@ -39,7 +40,6 @@ pub use views::{RoutesArgs, StatusArgs, StatusOutput};
 
 use crate::admin::{DEFAULT_ADMIN_ADDR, DEFAULT_DASHBOARD_ADDR};
 use crate::admission::Crds;
-use crate::devtools::echo::{serve_echo, serve_udp_echo, EchoIdentity};
 use crate::metrics::Metrics;
 use crate::problem_log::Sources;
 use crate::provider::crds::load_crds;
@@ -246,57 +246,10 @@ pub struct ServeArgs {
     pub proxy: ProxyArgs,
 }
 
-#[derive(Debug, Args)]
-pub struct EchoArgs {
-    /// Address to listen on.
-    #[arg(long)]
-    pub listen: SocketAddr,
-    /// Pod name reported in responses.
-    #[arg(long, env = "POD_NAME", default_value = "echo")]
-    pub pod: String,
-    /// Namespace reported in responses; without it and POD_NAMESPACE, the environment
-    /// variable NAMESPACE (as the Gateway API conformance echo reads it), else `default`.
-    #[arg(long, env = "POD_NAMESPACE")]
-    pub namespace: Option<String>,
-    /// Answer UDP datagrams instead (each reply: the pod name, `:`, the datagram).
-    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
-    pub udp: bool,
-    /// Serve TLS with this PEM certificate chain (and `--tls-key`): a TLS passthrough backend
-    /// or one behind a BackendTLSPolicy; answers then carry `tls.serverName` and
-    /// `tls.peerCertificates`.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// The PEM private key of `--tls-cert`.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<std::path::PathBuf>,
-    /// With `--tls-cert`: require a client certificate signed by a CA of this PEM bundle.
-    #[arg(long, requires = "tls_cert")]
-    pub client_ca: Option<std::path::PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Address the demo Gateway listens on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// Address of the admin server (metrics, health, readiness).
-    #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
-    pub admin_addr: SocketAddr,
-    /// Address of the dashboard server (the live dashboard, its API and the debug views;
-    /// answers only over loopback).
-    #[arg(long, default_value = DEFAULT_DASHBOARD_ADDR)]
-    pub dashboard_addr: SocketAddr,
-    /// Time in-flight requests get to finish at shutdown.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub drain_timeout: Duration,
-    #[command(flatten)]
-    pub proxy: ProxyArgs,
-}
-
 /// The log filter without `RUST_LOG`: `info`, but rustls only on errors, since it warns once
 /// per handshake about what clients send (an IP address as SNI, say), which any client could
 /// use to flood the log.
-const DEFAULT_LOG_FILTER: &str = "info,rustls=error";
+pub const DEFAULT_LOG_FILTER: &str = "info,rustls=error";
 
 /// Sets up logging to stderr, filtered by `RUST_LOG` (default [`DEFAULT_LOG_FILTER`]).
 pub fn init_logging(format: LogFormat) {
@@ -319,8 +272,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve(*args).await,
         Command::Check(args) => Ok(check::check(&args)),
-        Command::Echo(args) => echo(args).await,
-        Command::Demo(args) => demo(args).await,
+        Command::Echo(args) => dev::echo(args).await,
+        Command::Demo(args) => dev::demo(args).await,
         Command::Status(args) => views::status(args).await,
         Command::Routes(args) => views::routes(args).await,
         Command::Trace(args) => trace_view::trace(args).await,
@@ -330,54 +283,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Convert(args) => Ok(convert::run(&args).await),
     }
-}
-
-async fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
-    let identity = EchoIdentity {
-        pod: args.pod,
-        namespace: echo_namespace(args.namespace, std::env::var("NAMESPACE").ok()),
-    };
-    if args.udp {
-        let socket = tokio::net::UdpSocket::bind(args.listen)
-            .await
-            .with_context(|| format!("listen on UDP {}", args.listen))?;
-        tracing::info!(addr = %args.listen, pod = %identity.pod, "UDP echo backend listening");
-        tokio::select! {
-            r = serve_udp_echo(socket, identity) => r.context("UDP echo server")?,
-            () = shutdown_signal() => {}
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let read = |path: &std::path::Path| {
-        std::fs::read(path).with_context(|| format!("read {}", path.display()))
-    };
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            let ca = args.client_ca.as_deref().map(read).transpose()?;
-            let config =
-                crate::devtools::echo_tls::server_config(&read(cert)?, &read(key)?, ca.as_deref())
-                    .context("echo TLS configuration")?;
-            Some(config)
-        }
-        _ => None,
-    };
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listen on {}", args.listen))?;
-    tracing::info!(addr = %args.listen, pod = %identity.pod, tls = tls.is_some(), "echo backend listening");
-    let served = async {
-        match tls {
-            Some(config) => {
-                crate::devtools::echo_tls::serve_echo_tls(listener, identity, None, config).await
-            }
-            None => serve_echo(listener, identity).await,
-        }
-    };
-    tokio::select! {
-        r = served => r.context("echo server")?,
-        () = shutdown_signal() => {}
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -431,68 +336,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     drop(watcher);
     stack.stop().await;
     Ok(ExitCode::SUCCESS)
-}
-
-async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let backends = crate::devtools::demo::start_backends().await?;
-    let snapshot = crate::devtools::demo::snapshot(args.listen, &backends.pods)?;
-    let (_tx, rx) = watch::channel(Arc::new(snapshot));
-    let stack = Stack::standalone(
-        rx,
-        Metrics::new(),
-        Addresses {
-            admin: args.admin_addr,
-            dashboard: args.dashboard_addr,
-        },
-        args.proxy.options(args.drain_timeout),
-        ReconcileOptions {
-            ingress: Default::default(),
-            controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
-            bind_address: args.listen.ip(),
-            port_map: Default::default(),
-            sources: Default::default(),
-            capabilities: crate::translate::Capabilities::STANDALONE,
-        },
-    )
-    .await?;
-    if !stack.wait_ready(Duration::from_secs(10)).await {
-        stack.stop().await;
-        bail!("the demo configuration was not published");
-    }
-    if !stack.proxy.bound().contains(&args.listen) {
-        stack.stop().await;
-        bail!("cannot listen on {} (see the log above)", args.listen);
-    }
-    print_demo(&args, stack.dashboard_addr, &backends.pods);
-    shutdown_signal().await;
-    stack.stop().await;
-    drop(backends);
-    Ok(ExitCode::SUCCESS)
-}
-
-fn print_demo(args: &DemoArgs, dashboard: SocketAddr, pods: &[crate::devtools::demo::EchoPod]) {
-    use std::fmt::Write;
-    let mut text = format!(
-        "edgeplane demo: Gateway default/demo on http://{}\n",
-        args.listen
-    );
-    for p in pods {
-        let _ = writeln!(text, "  backend {} pod {} on {}", p.service, p.pod, p.addr);
-    }
-    let _ = writeln!(
-        text,
-        "admin (metrics, health) on http://{}",
-        args.admin_addr
-    );
-    let _ = writeln!(text, "dashboard on http://{dashboard}/\n\nTry:");
-    for h in crate::devtools::demo::hints(args.listen, args.admin_addr, dashboard) {
-        let _ = writeln!(text, "  # {}\n  {}\n", h.what, h.command);
-    }
-    text.push_str("Press Ctrl-C to stop.\n");
-    // The demo keeps serving whoever reads its output; a closed pipe only loses the hints.
-    if let Err(error) = write_stdout(&text) {
-        tracing::warn!(%error, "cannot print the demo's hints");
-    }
 }
 
 /// Writes `text` to standard output. A reader that stopped early (`| head`) is not an error:

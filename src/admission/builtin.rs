@@ -1,8 +1,8 @@
 //! The built-in schemas, so that objects read from files are defaulted and validated as a
 //! cluster would do it even when no CRD file is loaded (`--crds`). Each Gateway API kind gets
-//! the structural schema derived from the gateway-api crate's type ([`gateway_schema`]: every
+//! the structural schema derived from the gateway-api crate's type (`gateway_schema`: every
 //! field declared, so an unknown field is refused), the defaults the v1.6 CRDs declare (the
-//! table here) and this project's statement of the rules users run into ([`gateway_rules`]);
+//! table here) and this project's statement of the rules users run into (`gateway_rules`);
 //! a CRD loaded from a file for the same kind replaces it. The edgeplane.dev kinds are
 //! registered with their complete CRDs (every version, OpenAPI and CEL), generated from their
 //! Rust types.

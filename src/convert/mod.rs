@@ -1,6 +1,6 @@
 //! `edgeplane convert ingress`: Ingresses (with their IngressClasses, Services and Secrets)
 //! turned into the Gateway API objects that route the same. The Ingresses go through
-//! [`prepare`] and [`lowered`] exactly as serving does, so what is written is what edgeplane
+//! [`prepare`] and [`lowered`](crate::translate::lowered) exactly as serving does, so what is written is what edgeplane
 //! serves for them: a Gateway per IngressClass (`gateway`), an HTTPRoute per Ingress and host
 //! (`routes`; GRPCRoutes for gRPC backends when they can say the same: `grpc`), a TLSRoute
 //! per `ssl-passthrough` host (`passthrough`), ReferenceGrants for certificates in other

@@ -12,7 +12,7 @@
 //! the `delay` query parameter (a Go duration such as `500ms`, `2s` or `1.5s`) waits that long
 //! before answering, and `X-Echo-Set-Header: Name: value[,Name2: value2]` sets those headers on
 //! the response. It also runs the suite's retry simulation (`uuid`, `succeedAfter`,
-//! `responseCode`, `delayRetry`: [`retry`]).
+//! `responseCode`, `delayRetry`: `retry`).
 //!
 //! A gRPC call (`content-type: application/grpc*`, over h2c) is answered by the conformance
 //! suite's gRPC echo service instead ([`crate::devtools::grpc_echo`]), on the same port.

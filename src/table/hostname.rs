@@ -55,7 +55,7 @@ fn is_subdomain(name: &str, suffix: &str) -> bool {
 }
 
 /// Values keyed by hostname pattern, looked up by host in precedence order with one hash probe
-/// per label. The first value inserted for a pattern wins. Names are kept in [`Shards`]: a
+/// per label. The first value inserted for a pattern wins. Names are kept in `Shards`: a
 /// table patches a copy of the previous table's map, and the two share what did not change.
 #[derive(Debug, Clone)]
 pub struct HostnameMap<T> {

@@ -1,5 +1,5 @@
 //! What `edgeplane convert` reads of one prepared Ingress: the HTTPRoute it is served as
-//! ([`lower`](crate::translate::routes) output), the host of each lowered rule and whether
+//! (`routes::lower` output), the host of each lowered rule and whether
 //! plain HTTP requests of each rule are redirected to https. The same functions serving uses,
 //! so a conversion cannot drift from what is served. Pure.
 

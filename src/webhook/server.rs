@@ -47,7 +47,7 @@ pub async fn serve(
 }
 
 /// Serves the webhook on `listener` within `limits` until `shutdown` resolves; then stops
-/// accepting and gives open connections [`DRAIN_TIMEOUT`] to finish. With `client_ca`, a
+/// accepting and gives open connections `DRAIN_TIMEOUT` to finish. With `client_ca`, a
 /// client must present a certificate chaining to it (the API server's webhook client
 /// certificate). Connections and requests a limit stops are counted in
 /// `edgeplane_webhook_limited_total`. Fails only when TLS cannot be set up.

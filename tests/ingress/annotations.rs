@@ -6,9 +6,8 @@
 use std::time::{Duration, Instant};
 
 use http::Method;
-use serde_json::Value;
 
-use crate::standalone::{secret, serve, service, Server};
+use crate::standalone::{ingress_status, secret, serve, service};
 use crate::support::client::{full, get, h1_client, request, send, Reply, TestClient};
 use crate::support::echo::start_fleet;
 use crate::support::tls::self_signed;
@@ -36,18 +35,6 @@ const CLASS: &str = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\n
 
 async fn call(client: &TestClient, req: http::Request<crate::support::client::TestBody>) -> Reply {
     send(client, req).await.expect("request through edgeplane")
-}
-
-async fn status_text(client: &TestClient, server: &Server, name: &str) -> String {
-    let addr = server.dashboard();
-    let r = call(client, get(addr, &addr.to_string(), "/debug/status")).await;
-    let all: Value = serde_json::from_slice(&r.body).expect("status JSON");
-    all.as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["kind"] == "Ingress" && e["name"] == name)
-        .map(|e| e["status"].to_string())
-        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -184,7 +171,7 @@ async fn ingress_nginx_annotations_are_applied() {
     assert_eq!(r.status, 200, "{:?}", r.header("location"));
     let r = call(&client, get(http, "shared.test", "/")).await;
     assert_eq!(r.status, 200, "{:?}", r.header("location"));
-    let shared = status_text(&client, &server, "shared-b").await;
+    let shared = ingress_status(&client, &server, "shared-b").await;
     assert!(
         shared.contains("app-root: not applied on host shared.test")
             && shared.contains("/ by Ingress default/shared-a"),
@@ -241,7 +228,7 @@ async fn ingress_nginx_annotations_are_applied() {
 
     // An invalid value is reported, the Ingress keeps serving; applied ones are not reported.
     assert_eq!(call(&client, get(http, "bad.test", "/")).await.status, 200);
-    let bad = status_text(&client, &server, "bad").await;
+    let bad = ingress_status(&client, &server, "bad").await;
     assert!(
         bad.contains("nginx.ingress.kubernetes.io/proxy-read-timeout"),
         "{bad}"
@@ -251,7 +238,7 @@ async fn ingress_nginx_annotations_are_applied() {
         bad.contains("nginx.ingress.kubernetes.io/mirror-target is not supported yet"),
         "{bad}"
     );
-    let rewrite = status_text(&client, &server, "rewrite").await;
+    let rewrite = ingress_status(&client, &server, "rewrite").await;
     assert!(
         !rewrite.is_empty() && !rewrite.contains("Unsupported"),
         "{rewrite}"

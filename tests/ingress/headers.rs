@@ -4,9 +4,7 @@
 //! on the response (`add_header` without `always` on 2xx/3xx only); a snippet with another
 //! directive is refused, reported with it, and the Ingress keeps serving without it.
 
-use serde_json::Value;
-
-use crate::standalone::{serve, service, Server};
+use crate::standalone::{ingress_status, serve, service, Server};
 use crate::support::client::{get, h1_client, send, Reply, TestClient};
 use crate::support::echo::start_echo;
 
@@ -80,18 +78,7 @@ async fn custom_headers_and_header_snippets_edit_requests_and_responses() {
     let r = call(&client, &server, "refused.test").await;
     assert_eq!(r.status, 200);
     assert_eq!(header(&r, "x-a"), None);
-    let addr = server.dashboard();
-    let status = send(&client, get(addr, &addr.to_string(), "/debug/status"))
-        .await
-        .expect("status");
-    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
-    let refused = all
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["kind"] == "Ingress" && e["name"] == "refused")
-        .map(|e| e["status"].to_string())
-        .unwrap_or_default();
+    let refused = ingress_status(&client, &server, "refused").await;
     assert!(
         refused.contains("\\\"proxy_pass\\\" is refused"),
         "{refused}"

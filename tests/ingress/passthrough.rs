@@ -17,8 +17,8 @@ use edgeplane::devtools::echo_tls::{serve_echo_tls, server_config};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-use crate::standalone::{secret, serve, serve_with, service};
-use crate::support::client::{get, h1_client, send, Reply, TestClient};
+use crate::standalone::{secret, serve, serve_with, service, status_entries};
+use crate::support::client::{get, h1_client, send, Reply};
 use crate::support::echo::start_fleet;
 use crate::support::tls::{client_config, connect, get_tls, peer_leaf, self_signed, TestCert};
 
@@ -110,18 +110,6 @@ async fn until_tls(https: SocketAddr, trusted: &TestCert, what: &str) -> Reply {
     }
 }
 
-/// Every entry of `/debug/status` on the dashboard at `dashboard`.
-async fn status_entries(client: &TestClient, dashboard: SocketAddr) -> Vec<Value> {
-    let status = send(
-        client,
-        get(dashboard, &dashboard.to_string(), "/debug/status"),
-    )
-    .await
-    .expect("debug status");
-    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
-    all.as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test]
 async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
     let backend_cert = self_signed(&["pass.example.com"]);
@@ -190,7 +178,7 @@ async fn passthrough_sni_reaches_the_backend_and_other_names_are_terminated() {
     assert_eq!((r.status.as_u16(), pod(&r.body)), (200, "shop-pod".into()));
 
     // The status: the passthrough listener counts the Ingress; an HTTP annotation is reported.
-    let entries = status_entries(&client, server.dashboard()).await;
+    let entries = status_entries(&client, &server).await;
     let gateway = entries
         .iter()
         .find(|e| e["kind"] == "Gateway" && e["namespace"] == "edgeplane:ingress")
@@ -333,7 +321,7 @@ spec:
         (200, "pass-pod".to_owned())
     );
 
-    let entries = status_entries(&client, server.dashboard()).await;
+    let entries = status_entries(&client, &server).await;
     let ingress = entries
         .iter()
         .find(|e| e["kind"] == "Ingress" && e["name"] == "pass")

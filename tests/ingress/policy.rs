@@ -8,9 +8,8 @@
 use std::time::{Duration, Instant};
 
 use http::Method;
-use serde_json::Value;
 
-use crate::standalone::{serve, service, Server};
+use crate::standalone::{ingress_status, serve, service, Server};
 use crate::support::authz::http_authorizer;
 use crate::support::client::{full, get, h1_client, request, send, Reply, TestClient};
 use crate::support::echo::start_fleet;
@@ -41,19 +40,6 @@ fn htpasswd(name: &str, lines: &str) -> String {
 
 async fn call(client: &TestClient, req: http::Request<crate::support::client::TestBody>) -> Reply {
     send(client, req).await.expect("request through edgeplane")
-}
-
-/// The status of Ingress `name` as `/debug/status` shows it, as JSON text.
-async fn status_text(client: &TestClient, server: &Server, name: &str) -> String {
-    let addr = server.dashboard();
-    let r = call(client, get(addr, &addr.to_string(), "/debug/status")).await;
-    let all: Value = serde_json::from_slice(&r.body).expect("status JSON");
-    all.as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["kind"] == "Ingress" && e["name"] == name)
-        .map(|e| e["status"].to_string())
-        .unwrap_or_default()
 }
 
 /// Waits (bounded) until `host` answers `/` with `status`.
@@ -131,12 +117,12 @@ async fn basic_auth_checks_the_htpasswd_secret_and_fails_closed_without_it() {
     // Its Secret missing, nobody gets in, and the Ingress says why.
     let r = call(&client, with_basic(&server, "lost.test", "alice", "secret")).await;
     assert_eq!(r.status, 401);
-    let status = status_text(&client, &server, "lost").await;
+    let status = ingress_status(&client, &server, "lost").await;
     assert!(
         status.contains("Secret default/missing not found"),
         "{status}"
     );
-    assert!(!status_text(&client, &server, "staff")
+    assert!(!ingress_status(&client, &server, "staff")
         .await
         .contains("Unsupported"));
 }
@@ -242,7 +228,7 @@ async fn auth_url_asks_the_authorizer_service_as_ingress_nginx_does() {
     let r = call(&client, get(server.http(), "elsewhere.test", "/")).await;
     assert_eq!(r.status, 500);
     assert_eq!(authz.log.lock().unwrap().len(), checks);
-    let status = status_text(&client, &server, "elsewhere").await;
+    let status = ingress_status(&client, &server, "elsewhere").await;
     assert!(status.contains("names no Service"), "{status}");
 }
 
@@ -372,6 +358,6 @@ async fn affinity_cookie_attributes() {
         "{set}"
     );
     // The Ingress reports nothing: every annotation is served.
-    let status = status_text(&client, &server, "set").await;
+    let status = ingress_status(&client, &server, "set").await;
     assert!(!status.contains("Unsupported\""), "{status}");
 }

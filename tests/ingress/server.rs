@@ -5,9 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use crate::standalone::{serve, service, Server};
+use crate::standalone::{ingress_status, serve, service, Server};
 use crate::support::client::{get, h1_client, send, Reply, TestClient};
 use crate::support::echo::start_fleet;
 use crate::support::tls::{get_tls, self_signed};
@@ -101,18 +99,7 @@ async fn server_alias_from_the_oldest_ingress_and_www_redirects() {
         call(&client, &server, "late.test", "/api").await.status,
         404
     );
-    let addr = server.dashboard();
-    let r = send(&client, get(addr, &addr.to_string(), "/debug/status"))
-        .await
-        .expect("status");
-    let all: Value = serde_json::from_slice(&r.body).expect("status JSON");
-    let new = all
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["kind"] == "Ingress" && e["name"] == "new")
-        .map(|e| e["status"].to_string())
-        .unwrap_or_default();
+    let new = ingress_status(&client, &server, "new").await;
     assert!(
         new.contains("server-alias is not applied to host a.test"),
         "{new}"

@@ -42,6 +42,30 @@ impl Server {
     }
 }
 
+/// Every entry of `/debug/status` on `server`'s dashboard.
+pub(crate) async fn status_entries(client: &TestClient, server: &Server) -> Vec<Value> {
+    let dashboard = server.dashboard();
+    let status = send(
+        client,
+        get(dashboard, &dashboard.to_string(), "/debug/status"),
+    )
+    .await
+    .expect("debug status");
+    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
+    all.as_array().cloned().unwrap_or_default()
+}
+
+/// The status of Ingress `name` as `/debug/status` shows it, as JSON text (empty when the
+/// Ingress has none).
+pub(crate) async fn ingress_status(client: &TestClient, server: &Server, name: &str) -> String {
+    status_entries(client, server)
+        .await
+        .iter()
+        .find(|e| e["kind"] == "Ingress" && e["name"] == name)
+        .map(|e| e["status"].to_string())
+        .unwrap_or_default()
+}
+
 pub(crate) async fn serve(dir: &Path, client: &TestClient) -> Server {
     serve_with(dir, client, &[]).await
 }
@@ -214,18 +238,7 @@ async fn an_ingress_is_served_from_files_by_host_path_and_sni() {
     );
 
     // The implicit Gateway and the Ingress are in the status, with the annotation reported.
-    let status = send(
-        &client,
-        get(
-            server.dashboard(),
-            &server.dashboard().to_string(),
-            "/debug/status",
-        ),
-    )
-    .await
-    .expect("debug status");
-    let all: Value = serde_json::from_slice(&status.body).expect("status JSON");
-    let entries = all.as_array().cloned().unwrap_or_default();
+    let entries = status_entries(&client, &server).await;
     let gateway = entries
         .iter()
         .find(|e| e["kind"] == "Gateway" && e["namespace"] == "edgeplane:ingress")

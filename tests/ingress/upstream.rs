@@ -3,7 +3,8 @@
 //! backend is reached over HTTP/2 on TLS with its certificate checked against the CA of
 //! `proxy-ssl-secret` for `proxy-ssl-name` (sent as SNI), a backend whose certificate does not
 //! verify is answered 502, and an H2C backend is spoken to in HTTP/2 without TLS. A backend
-//! requiring a client certificate gets the `tls.crt` of `proxy-ssl-secret`, verified or not.
+//! requiring a client certificate gets the `tls.crt` of `proxy-ssl-secret`, verified or not;
+//! a `proxy-ssl-secret` naming no Secret is reported in the Ingress's status.
 
 use std::net::SocketAddr;
 
@@ -11,7 +12,7 @@ use edgeplane::devtools::echo::EchoIdentity;
 use edgeplane::devtools::echo_tls::{serve_echo_tls, server_config};
 use tokio::net::TcpListener;
 
-use crate::standalone::serve;
+use crate::standalone::{ingress_status, serve};
 use crate::support::client::{get, h1_client, send, Reply, TestClient};
 use crate::support::echo::start_echo;
 use crate::support::tls::TestCa;
@@ -334,4 +335,52 @@ async fn the_proxy_ssl_secret_client_certificate_is_presented_to_the_backend() {
 
     let r = call(&client, server.http(), "mismatched.test").await;
     assert_eq!(r.status, 502);
+}
+
+#[tokio::test]
+async fn a_missing_proxy_ssl_secret_is_reported_verified_or_not() {
+    let ca = TestCa::new("backend CA");
+    let backend = tls_backend(&ca).await;
+    let mut text = CLASS.to_owned();
+    // Not verified: reached all the same, presenting no certificate, and reported.
+    text.push_str(&service("unverified", backend));
+    let unverified = [
+        ("backend-protocol", "HTTPS"),
+        ("proxy-ssl-secret", "absent"),
+        ("proxy-ssl-verify", "off"),
+    ];
+    text.push_str(&ingress("unverified", &unverified));
+    // Verified: no CA to check against, answered 502, and reported.
+    text.push_str(&service("verified", backend));
+    let verified = [
+        ("backend-protocol", "HTTPS"),
+        ("proxy-ssl-secret", "default/absent"),
+        ("proxy-ssl-verify", "on"),
+        ("proxy-ssl-name", "abc.example.com"),
+    ];
+    text.push_str(&ingress("verified", &verified));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("all.yaml"), text).expect("write");
+    let client = h1_client();
+    let server = serve(dir.path(), &client).await;
+
+    let r = call(&client, server.http(), "unverified.test").await;
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    let json = r.json();
+    let presented = json["tls"]["peerCertificates"].as_array().cloned();
+    assert!(presented.unwrap_or_default().is_empty(), "{json}");
+    let status = ingress_status(&client, &server, "unverified").await;
+    assert!(
+        status.contains("proxy-ssl-secret: Secret default/absent not found: no client certificate"),
+        "{status}"
+    );
+    assert!(status.contains("Unsupported"), "{status}");
+
+    let r = call(&client, server.http(), "verified.test").await;
+    assert_eq!(r.status, 502);
+    let status = ingress_status(&client, &server, "verified").await;
+    assert!(
+        status.contains("Secret default/absent not found: the backend is answered 502"),
+        "{status}"
+    );
 }

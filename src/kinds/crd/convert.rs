@@ -9,7 +9,7 @@
 //! entry `{"path": [...], "from": <value the mapping gives there>, "to": <value to restore>}`
 //! (`from`/`to` left out for "absent"). An entry is applied only where the mapped object still
 //! has its `from` value and only when restoring it leaves the meaning of the object as written
-//! unchanged ([`restore_kept`]), so an edit made through the other version wins over every
+//! unchanged (`restore_kept`), so an edit made through the other version wins over every
 //! kept value that belongs with it.
 
 use std::collections::BTreeSet;

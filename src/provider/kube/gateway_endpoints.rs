@@ -13,7 +13,8 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::binding::{gateway_owner, GATEWAY_LABEL, GATEWAY_NAME_LABEL};
+use super::binding::{GATEWAY_LABEL, GATEWAY_NAME_LABEL};
+use super::service_spec::gateway_owner;
 
 /// The label tying an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -52,7 +53,7 @@ pub fn replica_addresses(
     out
 }
 
-/// The slices `service` (a Gateway Service as [`super::binding::desired_service_for`] shapes
+/// The slices `service` (a Gateway Service as [`super::service_spec::desired_service_for`] shapes
 /// it) should have: one per address type the replicas have (an empty `IPv4` one when no
 /// replica is ready), named `<service>-<type>`, labelled for the Service and the Gateway, owned
 /// by the Gateway, each endpoint a ready replica and each port a target port of the Service
@@ -154,7 +155,7 @@ pub fn slice_matches(current: &EndpointSlice, desired: &EndpointSlice) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::kube::binding::{desired_service, ServiceOptions};
+    use crate::provider::kube::service_spec::{desired_service, ServiceOptions};
     use serde_json::json;
 
     fn slice(ns: &str, service: &str, family: &str, endpoints: serde_json::Value) -> EndpointSlice {

@@ -1,8 +1,11 @@
 //! Side objects of the leader: one Service per Gateway in the Gateway's namespace (shaped by
-//! `binding`) with its EndpointSlices (shaped by `gateway_endpoints`), the Gateway cleanup
+//! `service_spec`) with its EndpointSlices (shaped by `gateway_endpoints`), the Gateway cleanup
 //! finalizer that removes them, the deletion of Gateway Services older versions kept in the
-//! controller's namespace, and the GatewayClass finalizer while Gateways use the class. Writes
-//! only what differs from the caches. Runs as its own [`LeaderPass`], beside the status writer.
+//! controller's namespace, and the GatewayClass finalizer while Gateways use the class (those
+//! three in `cleanup`). Writes only what differs from the caches. Runs as its own
+//! [`LeaderPass`], beside the status writer.
+
+mod cleanup;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -17,17 +20,20 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::binding::{
-    allocate_ports, desired_service_for, exposed_ports, is_current, label_value, owner_gateway,
-    service_matches, service_name, service_ports, PortsExhausted, ServiceOptions, Transports,
-    CLASS_FINALIZER, GATEWAY_FINALIZER,
+    allocate_ports, is_current, label_value, owner_gateway, service_name, service_ports,
+    PortsExhausted, GATEWAY_FINALIZER,
 };
 use super::gateway_endpoints::{desired_slices, owned_slices, replica_addresses, slice_matches};
 use super::leader::LeaderPass;
 use super::service_meta::metadata_patch;
+use super::service_spec::{
+    desired_service_for, exposed_ports, service_matches, ServiceOptions, Transports,
+};
 use super::watch::Stores;
 use crate::kinds::crd::proxy_config::GatewayServiceConfig;
 use crate::kinds::crd::ProxyConfig;
 use crate::snapshot::{namespace_of, Snapshot, TranslatorRules};
+use cleanup::{has_finalizer, leftovers};
 
 /// A side-object write failed or could not be planned.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +55,6 @@ pub enum ServiceError {
         #[source]
         source: Box<kube::Error>,
     },
-}
-
-fn has_finalizer<K: ResourceExt>(obj: &K, finalizer: &str) -> bool {
-    obj.finalizers().iter().any(|f| f == finalizer)
 }
 
 /// The leader's keeper of side objects. Remembers the ports it handed out until the Service
@@ -431,121 +433,6 @@ impl Keeper {
         }
         Ok(writes)
     }
-
-    async fn clean_up(
-        &mut self,
-        gw: &Gateway,
-        ns: &str,
-        name: &str,
-        slices: &[Arc<EndpointSlice>],
-    ) -> Result<usize, ServiceError> {
-        if !has_finalizer(gw, GATEWAY_FINALIZER) {
-            return Ok(0);
-        }
-        let svc_name = service_name(name);
-        let mut writes = self.delete_service(ns, &svc_name).await?;
-        for slice in owned_slices(slices, ns, &svc_name) {
-            writes += self.delete_slice(ns, &slice.name_any()).await?;
-        }
-        let finalizers: Vec<String> = gw
-            .finalizers()
-            .iter()
-            .filter(|f| *f != GATEWAY_FINALIZER)
-            .cloned()
-            .collect();
-        let api: Api<Gateway> = Api::namespaced(self.client.clone(), ns);
-        writes += self
-            .patch_finalizers(&api, name, gw.resource_version(), finalizers)
-            .await?;
-        tracing::info!(gateway = %label_value(ns, name), "Gateway cleaned up");
-        Ok(writes)
-    }
-
-    async fn delete_service(&mut self, ns: &str, svc_name: &str) -> Result<usize, ServiceError> {
-        let svc_key = key(ns, svc_name);
-        self.allocated.remove(&svc_key);
-        self.patched.remove(&svc_key);
-        let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
-        match api.delete(svc_name, &DeleteParams::default()).await {
-            Ok(_) => Ok(1),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(0),
-            Err(e) => Err(Self::api_err(format!("delete Service {svc_key}"))(e)),
-        }
-    }
-
-    async fn delete_slice(&mut self, ns: &str, name: &str) -> Result<usize, ServiceError> {
-        let slice_key = key(ns, name);
-        self.sliced.remove(&slice_key);
-        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), ns);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(1),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(0),
-            Err(e) => Err(Self::api_err(format!("delete EndpointSlice {slice_key}"))(
-                e,
-            )),
-        }
-    }
-
-    async fn class_finalizer(
-        &self,
-        class: &GatewayClass,
-        used: bool,
-    ) -> Result<usize, ServiceError> {
-        let has = has_finalizer(class, CLASS_FINALIZER);
-        if has == used {
-            return Ok(0);
-        }
-        let mut finalizers: Vec<String> = class
-            .finalizers()
-            .iter()
-            .filter(|f| *f != CLASS_FINALIZER)
-            .cloned()
-            .collect();
-        if used {
-            finalizers.push(CLASS_FINALIZER.to_owned());
-        }
-        let api: Api<GatewayClass> = Api::all(self.client.clone());
-        self.patch_finalizers(
-            &api,
-            &class.name_any(),
-            class.resource_version(),
-            finalizers,
-        )
-        .await
-    }
-
-    /// Replaces the finalizer list, guarded by the read `resourceVersion`; a conflict means the
-    /// cache was stale and the next pass retries.
-    async fn patch_finalizers<K>(
-        &self,
-        api: &Api<K>,
-        name: &str,
-        resource_version: Option<String>,
-        finalizers: Vec<String>,
-    ) -> Result<usize, ServiceError>
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        let patch =
-            json!({"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}});
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(1),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(0),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                // Another writer (the status writer, say) changed the object since the cache
-                // saw it. The rest of the pass goes on; the pass then counts as failed, so it
-                // runs again after the retry delay instead of waiting for the next change.
-                if let Ok(mut c) = self.conflicted.lock() {
-                    *c = Some(name.to_owned());
-                }
-                Ok(0)
-            }
-            Err(e) => Err(Self::api_err(format!("finalizers of {name}"))(e)),
-        }
-    }
 }
 
 /// What one pass read from the caches, shared by every Gateway's reconciliation.
@@ -560,7 +447,6 @@ struct Context<'a> {
     replicas: &'a BTreeMap<String, BTreeSet<String>>,
 }
 
-/// `namespace/name`.
 /// True when `current`, a `LoadBalancer` Service staying one, must get another
 /// `loadBalancerClass`: a field Kubernetes does not let a Service change.
 fn class_changed(current: &Service, desired: &Service) -> bool {
@@ -573,6 +459,7 @@ fn class_changed(current: &Service, desired: &Service) -> bool {
         && c.load_balancer_class != d.load_balancer_class
 }
 
+/// `namespace/name`.
 fn key(ns: &str, name: &str) -> String {
     format!("{ns}/{name}")
 }
@@ -585,35 +472,3 @@ impl LeaderPass for Keeper {
 
 /// Target port by Gateway listener port.
 type TargetPorts = BTreeMap<u16, u16>;
-
-/// Labelled Services that are not a live Gateway's current one: those older versions kept in
-/// the controller's namespace, and those of Gateways of ours (of a class in `classes`) that
-/// moved on. A Service whose Gateway is gone is left to the garbage collector (its owner
-/// reference), as is one of a Gateway another installation serves.
-fn leftovers<'s>(
-    services: &'s [Arc<Service>],
-    gateways: &[Arc<Gateway>],
-    classes: &[Arc<GatewayClass>],
-    live: &BTreeSet<String>,
-    controller_ns: &str,
-) -> Vec<&'s Arc<Service>> {
-    let ours = |gw: &Gateway| {
-        classes
-            .iter()
-            .any(|c| c.name_any() == gw.spec.gateway_class_name)
-    };
-    services
-        .iter()
-        .filter(|s| {
-            let Some((gw_ns, gw_name)) = owner_gateway(s) else {
-                return false;
-            };
-            let svc_ns = namespace_of(&s.metadata);
-            let is_ours = gateways
-                .iter()
-                .any(|g| namespace_of(&g.metadata) == gw_ns && g.name_any() == gw_name && ours(g));
-            !live.contains(&key(svc_ns, &s.name_any()))
-                && ((svc_ns == controller_ns && !is_current(s)) || is_ours)
-        })
-        .collect()
-}

@@ -11,6 +11,7 @@ pub mod gateway_service;
 pub mod leader;
 pub mod retry;
 pub mod service_meta;
+pub mod service_spec;
 pub mod status;
 pub mod stores;
 pub mod watch;
@@ -30,10 +31,10 @@ use crate::published::Published;
 use crate::snapshot::Snapshot;
 use crate::webhook::WebhookCerts;
 
-pub use binding::ServiceOptions;
 pub use crd_bundle::WebhookCertOptions;
 pub use leader::LeaseOptions;
 pub use retry::RetryPolicy;
+pub use service_spec::ServiceOptions;
 
 /// Namespace used when neither `--namespace` nor the pod's namespace is known.
 pub const DEFAULT_CONTROLLER_NAMESPACE: &str = "edgeplane-system";

@@ -127,7 +127,7 @@ pub fn contains_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::kube::binding::{desired_service, service_matches, ServiceOptions};
+    use crate::provider::kube::service_spec::{desired_service, service_matches, ServiceOptions};
 
     #[test]
     fn infrastructure_labels_and_annotations_propagate_without_overriding_ours() {

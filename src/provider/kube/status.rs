@@ -3,7 +3,11 @@
 //! sends the patches it gets back; notable transitions become Events. It holds no status rule:
 //! it reads caches, writes, and remembers what it compared and wrote, so an entry whose
 //! revision and object are unchanged costs a lookup, and a write the cache has not yet seen is
-//! not repeated.
+//! not repeated (`memory`). The routes and other kinds are planned here, Ingresses'
+//! `status.loadBalancer` in `ingresses`.
+
+mod ingresses;
+mod memory;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -32,6 +36,7 @@ use crate::snapshot::or_default_namespace;
 use crate::status::diff::{self, Carried, DiffError, StatusPatch};
 use crate::status::ingress;
 use crate::status::{ObjectKind, ObjectStatus, Revision, SealedReport};
+use memory::{Memory, ObjectKey, Write};
 
 /// How many status patches are in flight at once.
 const CONCURRENT_WRITES: usize = 16;
@@ -48,114 +53,6 @@ pub enum StatusError {
         #[source]
         source: Box<kube::Error>,
     },
-}
-
-/// An object whose status the writer tracks.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct ObjectKey {
-    kind: ObjectKind,
-    namespace: Option<String>,
-    name: String,
-}
-
-impl ObjectKey {
-    fn of(entry: &ObjectStatus) -> Self {
-        Self {
-            kind: entry.kind,
-            namespace: entry.namespace.clone(),
-            name: entry.name.clone(),
-        }
-    }
-}
-
-/// What the writer last settled for one object.
-#[derive(Debug)]
-struct Settled {
-    /// The object's `resourceVersion` when it was compared or written.
-    version: Option<String>,
-    /// Revision of the computed status it was compared with; `None` for a route released.
-    revision: Option<Revision>,
-    /// The status part of the patch written at `version`, if one was.
-    wrote: Option<Value>,
-}
-
-/// What the writer remembers per object, while the object is in the report (or a route still
-/// carries our entries): enough to skip a comparison whose answer is known, and a write the
-/// cache has not shown yet.
-#[derive(Debug, Default)]
-struct Memory {
-    objects: HashMap<ObjectKey, Settled>,
-}
-
-impl Memory {
-    /// True when the object (by `resourceVersion`) and its computed status (by revision) are
-    /// those last settled: comparing them again would give the same answer.
-    fn unchanged(
-        &self,
-        key: &ObjectKey,
-        version: &Option<String>,
-        revision: Option<Revision>,
-    ) -> bool {
-        self.objects
-            .get(key)
-            .is_some_and(|s| s.version == *version && s.revision == revision)
-    }
-
-    /// The object already carries its computed status.
-    fn matched(&mut self, key: ObjectKey, version: Option<String>, revision: Option<Revision>) {
-        let settled = Settled {
-            version,
-            revision,
-            wrote: None,
-        };
-        self.objects.insert(key, settled);
-    }
-
-    /// True when `status` was already written against this very `version`: the cache is
-    /// behind, not the object, so the write is not repeated.
-    fn already_written(
-        &mut self,
-        key: &ObjectKey,
-        version: &Option<String>,
-        revision: Option<Revision>,
-        status: &Value,
-    ) -> bool {
-        let Some(s) = self.objects.get_mut(key) else {
-            return false;
-        };
-        let same = s.version == *version && s.wrote.as_ref() == Some(status);
-        if same {
-            s.revision = revision;
-        }
-        same
-    }
-
-    /// `status` was written against `version`.
-    fn wrote(&mut self, w: Write) {
-        let settled = Settled {
-            version: w.version,
-            revision: w.revision,
-            wrote: Some(w.patch.status().clone()),
-        };
-        self.objects.insert(w.key, settled);
-    }
-
-    fn retain(&mut self, live: &HashSet<ObjectKey>) {
-        self.objects.retain(|k, _| live.contains(k));
-    }
-
-    fn clear(&mut self) {
-        self.objects.clear();
-    }
-}
-
-/// One planned write.
-struct Write {
-    key: ObjectKey,
-    revision: Option<Revision>,
-    version: Option<String>,
-    patch: StatusPatch,
-    reference: ObjectReference,
 }
 
 /// Routes (kind, namespace, name) whose entry the report has.
@@ -407,106 +304,6 @@ impl StatusWriter {
         })
     }
 
-    /// The write that makes Ingress `ns/name` carry `desired` as `status.loadBalancer.ingress`,
-    /// if it does not already. Compared on every pass (the Gateway's addresses may change
-    /// while the Ingress's entry does not); a write the cache has not shown yet is not repeated.
-    /// A new `unsupported` message is recorded as a Warning Event once.
-    fn plan_ingress(
-        &mut self,
-        key: ObjectKey,
-        ns: &str,
-        name: &str,
-        desired: Vec<Value>,
-        unsupported: Option<String>,
-    ) -> Option<Write> {
-        let o = self
-            .stores
-            .find::<Ingress>()?
-            .get(&ObjectRef::new(name).within(ns))?;
-        match unsupported {
-            Some(note) if self.ingress_events.get(&key) != Some(&note) => {
-                self.ingress_events.insert(key.clone(), note.clone());
-                self.pending_events.push((o.object_ref(&()), note));
-            }
-            Some(_) => {}
-            None => {
-                self.ingress_events.remove(&key);
-            }
-        }
-        let current = o.status.as_ref().and_then(|s| s.load_balancer.as_ref());
-        let current = current.and_then(|l| serde_json::to_value(&l.ingress).ok());
-        let version = o.resource_version();
-        if !desired.is_empty() {
-            self.ingress_written.insert(key.clone(), desired.clone());
-        }
-        let Some(patch) = ingress::patch(current.as_ref(), desired) else {
-            self.memory.matched(key, version, None);
-            return None;
-        };
-        if self
-            .memory
-            .already_written(&key, &version, None, patch.status())
-        {
-            return None;
-        }
-        Some(Write {
-            reference: o.object_ref(&()),
-            key,
-            revision: None,
-            version,
-            patch,
-        })
-    }
-
-    /// The writes that clear `status.loadBalancer.ingress` of the Ingresses not in the report
-    /// (not ours, or no more) where it holds what edgeplane wrote ([`ingress::written_by_us`]).
-    fn release_ingresses(
-        &mut self,
-        reported: &HashSet<ObjectKey>,
-        ours: &ingress::GatewayAddresses,
-    ) -> Vec<Write> {
-        let Some(store) = self.stores.find::<Ingress>() else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for o in store.state() {
-            let key = ObjectKey {
-                kind: ObjectKind::Route(RouteKindId::Ingress),
-                namespace: o.namespace(),
-                name: o.name_any(),
-            };
-            if reported.contains(&key) {
-                continue;
-            }
-            let current = o.status.as_ref().and_then(|s| s.load_balancer.as_ref());
-            let current = current
-                .and_then(|l| serde_json::to_value(&l.ingress).ok())
-                .and_then(|v| v.as_array().cloned())
-                .unwrap_or_default();
-            if !ingress::written_by_us(&current, self.ingress_written.get(&key), ours) {
-                continue;
-            }
-            let version = o.resource_version();
-            let Some(patch) = ingress::patch(Some(&Value::from(current)), Vec::new()) else {
-                continue;
-            };
-            if self
-                .memory
-                .already_written(&key, &version, None, patch.status())
-            {
-                continue;
-            }
-            out.push(Write {
-                reference: o.object_ref(&()),
-                key,
-                revision: None,
-                version,
-                patch,
-            });
-        }
-        out
-    }
-
     /// The writes that take our entries off routes of kind `K` that carry `parents[]` entries
     /// of ours but are not in the report (they no longer name one of our Gateways).
     fn release_stale<K: RouteKind>(&mut self, seen: &Seen) -> Vec<Write> {
@@ -677,87 +474,4 @@ where
     )
     .await
     .map(|_| ())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::status::{StatusBody, StatusReport};
-    use serde_json::json;
-
-    fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            kind: ObjectKind::Route(RouteKindId::HttpRoute),
-            namespace: Some("ns".into()),
-            name: name.into(),
-        }
-    }
-
-    /// Two different revisions of one entry, as sealing hands them out.
-    fn revisions() -> (Revision, Revision) {
-        let report = |accepted: &str| StatusReport {
-            entries: vec![ObjectStatus::new(
-                ObjectKind::GatewayClass,
-                None,
-                "c",
-                Some(1),
-                StatusBody::from(
-                    json!({"conditions": [{"type": "Accepted", "status": accepted,
-                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
-                ),
-            )],
-        };
-        let first = SealedReport::from(report("True"));
-        let second = report("False").seal(&first);
-        let revision = |r: &SealedReport| r.entries_with_revisions().next().map(|e| e.1);
-        (revision(&first).unwrap(), revision(&second).unwrap())
-    }
-
-    #[test]
-    fn memory_skips_known_answers_and_repeated_writes() {
-        let (r1, r2) = revisions();
-        let v = |s: &str| Some(s.to_owned());
-        let mut m = Memory::default();
-        assert!(!m.unchanged(&key("a"), &v("1"), Some(r1)));
-        m.matched(key("a"), v("1"), Some(r1));
-        assert!(m.unchanged(&key("a"), &v("1"), Some(r1)));
-        assert!(
-            !m.unchanged(&key("a"), &v("2"), Some(r1)),
-            "the object changed"
-        );
-        assert!(
-            !m.unchanged(&key("a"), &v("1"), Some(r2)),
-            "the status changed"
-        );
-
-        let status = json!({"parents": []});
-        let reference = ObjectReference::default();
-        let patch = StatusPatch {
-            body: json!({"status": status}),
-            notable: Vec::new(),
-        };
-        let (revision, version) = (Some(r1), v("1"));
-        let (key_b, patch_b) = (key("b"), patch.clone());
-        m.wrote(Write {
-            key: key_b,
-            revision,
-            version,
-            patch: patch_b,
-            reference,
-        });
-        // The cache still shows version 1: the same write is not sent again, whatever the
-        // revision, and the new revision is remembered.
-        assert!(m.already_written(&key("b"), &v("1"), Some(r2), &status));
-        assert!(m.unchanged(&key("b"), &v("1"), Some(r2)));
-        assert!(!m.already_written(&key("b"), &v("2"), Some(r2), &status));
-        assert!(!m.already_written(&key("b"), &v("1"), Some(r2), &json!({})));
-
-        m.retain(&HashSet::from([key("b")]));
-        assert!(
-            !m.unchanged(&key("a"), &v("1"), Some(r1)),
-            "gone from the report"
-        );
-        m.clear();
-        assert!(!m.unchanged(&key("b"), &v("1"), Some(r2)));
-    }
 }

@@ -1,4 +1,4 @@
-//! Reflectors: one store per declared kind (see [`crate::kinds`]), all feeding one
+//! Reflectors: one store per declared kind (see [`crate::kinds`](mod@crate::kinds)), all feeding one
 //! [`Trigger`] with the objects each event changed, and the loop that keeps a snapshot of the
 //! stores, patching the previous one with those objects on every change. Owns no Gateway API
 //! rule; it only copies `Arc`s out of the stores.

@@ -59,7 +59,7 @@ pub fn unverified(policy: &BackendTlsPolicy) -> bool {
             .is_some_and(|v| v == "true")
 }
 
-/// The Secret a made policy presents the certificate of ([`CLIENT_CERTIFICATE`]).
+/// The Secret a made policy presents the certificate of (its `CLIENT_CERTIFICATE` annotation).
 pub fn client_certificate(policy: &BackendTlsPolicy) -> Option<&str> {
     if !is_made(policy) {
         return None;

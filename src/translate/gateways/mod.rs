@@ -7,6 +7,7 @@ pub(super) mod conflicts;
 pub(super) mod features;
 pub(super) mod frontend;
 pub(super) mod gateway;
+mod gateway_status;
 pub(super) mod listener;
 pub(super) mod listenerset;
 #[cfg(test)]

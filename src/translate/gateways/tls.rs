@@ -290,7 +290,7 @@ fn permitted_secret<'r>(
 }
 
 /// `(namespace, name)` of every Secret a listener of `gateways` may use: the certificateRefs
-/// [`Certificates`] would read. A provider that fetches Secrets on demand fetches these, so it
+/// the translator would read. A provider that fetches Secrets on demand fetches these, so it
 /// never holds a Secret the translator could not use.
 pub fn referenced_secrets(
     gateways: &[Arc<Gateway>],

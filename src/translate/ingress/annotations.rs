@@ -1,11 +1,12 @@
 //! The ingress-nginx annotations (`nginx.ingress.kubernetes.io/*`) of one Ingress, parsed into
 //! what its lowered rules apply ([`Annotations`]) and what was not understood or not valid
 //! (`problems`, which become the Ingress's `Unsupported` condition). Each supported annotation
-//! is one match arm of [`Annotations::parse`]; the lowering reads the typed fields. Pure.
+//! is one match arm of [`Annotations::parse`]; the lowering reads the typed fields. The value
+//! syntaxes they share are `values`; CORS is `cors`, the TrafficPolicy settings `policy`. Pure.
 
 use std::time::Duration;
 
-use http::{HeaderValue, Uri};
+use http::HeaderValue;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
@@ -13,22 +14,27 @@ use ipnet::IpNet;
 
 use crate::kinds::crd::traffic_policy::{BodyLimitsPolicy, IpAccessPolicy, TrafficPolicySpec};
 use crate::kinds::ingress::NGINX_PREFIX;
-use crate::table::{IpAccess, OriginPattern};
+use crate::table::IpAccess;
 use crate::translate::ingress::regex::{RegexMode, REGEX_HOSTS, REGEX_MODE};
 use crate::translate::ingress::server_snippet::{self, SERVER_SNIPPETS};
 use crate::translate::ingress::{alias, fallback, headers, passthrough, upstream};
 
+mod cors;
 mod policy;
+mod values;
+
+pub use cors::CorsSettings;
 pub use policy::PolicyAnnotations;
+pub use values::has_captures;
+pub(super) use values::hostname;
+use values::{
+    absolute_path, boolean, cidrs, list, redirect_code, redirect_url, rewrite_target, seconds, size,
+};
 
 /// ingress-nginx's `proxy-connect-timeout` default.
 const CONNECT_DEFAULT: u64 = 5;
 /// ingress-nginx's `proxy-read-timeout` default.
 const READ_DEFAULT: u64 = 60;
-/// ingress-nginx's CORS defaults, used for what `enable-cors` leaves unset.
-const CORS_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
-const CORS_HEADERS: &str = "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization";
-const CORS_MAX_AGE: u64 = 1_728_000;
 
 /// A redirect every path of the Ingress answers with (`permanent-redirect`, `temporal-redirect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,17 +44,6 @@ pub struct RedirectTo {
     pub port: Option<u16>,
     pub path: String,
     pub code: u16,
-}
-
-/// `enable-cors` and its settings, ingress-nginx's defaults filled in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CorsSettings {
-    pub origins: Vec<String>,
-    pub methods: Vec<String>,
-    pub headers: Vec<String>,
-    pub expose: Vec<String>,
-    pub credentials: bool,
-    pub max_age: u64,
 }
 
 /// The ingress-nginx annotations of one Ingress that its lowered rules apply.
@@ -80,7 +75,7 @@ pub struct Annotations {
     /// `force-ssl-redirect`: the HTTPS redirect also for hosts without TLS.
     pub force_ssl_redirect: bool,
     /// The TrafficPolicy settings of the authentication, rate-limit, balancing and upstream
-    /// annotations ([`policy`]).
+    /// annotations (`annotations::policy`).
     pub policy: PolicyAnnotations,
     /// `backend-protocol` and backend TLS (`proxy-ssl-*`), applied to the Service ports the
     /// Ingress reaches ([`upstream::apply`]).
@@ -100,144 +95,6 @@ pub struct Annotations {
     /// [`crate::translate::ingress::regex`]).
     pub regex_hosts: Vec<String>,
     pub regex_mode: RegexMode,
-}
-
-/// True when a `rewrite-target` uses a capture (`$1`..`$9`).
-pub fn has_captures(target: &str) -> bool {
-    target
-        .as_bytes()
-        .windows(2)
-        .any(|w| w[0] == b'$' && (b'1'..=b'9').contains(&w[1]))
-}
-
-/// A `rewrite-target`: an absolute path whose `$` only introduce captures `$1`..`$9` (nginx's
-/// variables are not served).
-fn rewrite_target(value: &str) -> Result<String, String> {
-    let p = absolute_path(value)?;
-    let b = p.as_bytes();
-    let variable = (0..b.len())
-        .any(|i| b[i] == b'$' && !b.get(i + 1).is_some_and(|d| (b'1'..=b'9').contains(d)));
-    if variable {
-        Err("using an nginx variable: only the captures $1..$9 are served".to_owned())
-    } else {
-        Ok(p)
-    }
-}
-
-fn seconds(value: &str) -> Result<u64, String> {
-    value
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| "not a whole number of seconds".to_owned())
-}
-
-fn boolean(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err("not true or false".to_owned()),
-    }
-}
-
-fn list(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// A redirect URL: absolute `http(s)://host[:port][/path]`, as ingress-nginx requires.
-fn redirect_url(value: &str, code: u16) -> Result<RedirectTo, String> {
-    let uri: Uri = value.trim().parse().map_err(|_| "not a URL".to_owned())?;
-    let scheme = match uri.scheme_str() {
-        Some(s @ ("http" | "https")) => s.to_owned(),
-        _ => return Err("not an absolute http or https URL".to_owned()),
-    };
-    let host = hostname(uri.host().ok_or("has no host")?)
-        .map_err(|_| "not a URL with a host name".to_owned())?;
-    let path = match uri.path() {
-        "" => "/".to_owned(),
-        p => p.to_owned(),
-    };
-    Ok(RedirectTo {
-        scheme: Some(scheme),
-        hostname: Some(host),
-        port: uri.port_u16(),
-        path,
-        code,
-    })
-}
-
-fn redirect_code(value: Option<&str>, default: u16) -> Result<u16, String> {
-    let Some(v) = value else {
-        return Ok(default);
-    };
-    match v.trim().parse::<u16>() {
-        Ok(c @ (301 | 302 | 303 | 307 | 308)) => Ok(c),
-        _ => Err("not one of 301, 302, 303, 307, 308".to_owned()),
-    }
-}
-
-fn absolute_path(value: &str) -> Result<String, String> {
-    let v = value.trim();
-    if v.starts_with('/') && v.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
-        Ok(v.to_owned())
-    } else {
-        Err("not an absolute path".to_owned())
-    }
-}
-
-pub(super) fn hostname(value: &str) -> Result<String, String> {
-    let v = value.trim().to_ascii_lowercase();
-    let valid = !v.is_empty()
-        && v.len() <= 253
-        && v.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        });
-    if valid {
-        Ok(v)
-    } else {
-        Err("not a host name (a port is not allowed)".to_owned())
-    }
-}
-
-/// A CIDR list; a bare address is the one address, as in ingress-nginx.
-fn cidrs(value: &str) -> Result<Vec<IpNet>, String> {
-    list(value)
-        .iter()
-        .map(|item| {
-            item.parse::<IpNet>()
-                .or_else(|_| item.parse::<std::net::IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("not a list of CIDRs: {item:?} is not a CIDR or address"))
-        })
-        .collect()
-}
-
-/// An nginx size: bytes, or a number with `k`, `m` or `g` (powers of 1024).
-fn size(value: &str) -> Result<u64, String> {
-    let v = value.trim();
-    let (digits, unit) = match v.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&v[..i], c.to_ascii_lowercase()),
-        _ => (v, 'b'),
-    };
-    let shift = match unit {
-        'b' => 0,
-        'k' => 10,
-        'm' => 20,
-        'g' => 30,
-        _ => return Err("not an nginx size (a number with k, m or g)".to_owned()),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| "not an nginx size (a number with k, m or g)".to_owned())
 }
 
 impl Annotations {
@@ -499,79 +356,6 @@ impl Annotations {
     pub fn timeouts(&self) -> Option<Value> {
         self.backend_timeout
             .map(|d| json!({"backendRequest": format!("{}s", d.as_secs())}))
-    }
-}
-
-impl CorsSettings {
-    fn default_nginx() -> Self {
-        Self {
-            origins: vec!["*".to_owned()],
-            methods: list(CORS_METHODS),
-            headers: list(CORS_HEADERS),
-            expose: Vec::new(),
-            credentials: true,
-            max_age: CORS_MAX_AGE,
-        }
-    }
-
-    /// Reads the `cors-*` annotations over the defaults; a bad value keeps the default.
-    fn read<'a>(&mut self, get: &dyn Fn(&str) -> Option<&'a str>, problems: &mut Vec<String>) {
-        let mut bad = |name: &str, value: &str, why: &str| {
-            problems.push(format!(
-                "annotation {NGINX_PREFIX}{name}: {value:?} is {why} (ignored)"
-            ));
-        };
-        if let Some(v) = get("cors-allow-origin") {
-            let origins = list(v);
-            match origins.iter().find(|o| OriginPattern::parse(o).is_none()) {
-                Some(o) => bad(
-                    "cors-allow-origin",
-                    v,
-                    &format!("not valid: {o:?} is not an origin"),
-                ),
-                None if origins.is_empty() => bad("cors-allow-origin", v, "empty"),
-                None => self.origins = origins,
-            }
-        }
-        if let Some(v) = get("cors-allow-methods") {
-            let methods: Vec<String> = list(v).iter().map(|m| m.to_ascii_uppercase()).collect();
-            if methods
-                .iter()
-                .all(|m| m.bytes().all(|b| b.is_ascii_uppercase()))
-            {
-                self.methods = methods;
-            } else {
-                bad("cors-allow-methods", v, "not a list of methods");
-            }
-        }
-        for (name, field) in [
-            ("cors-allow-headers", &mut self.headers),
-            ("cors-expose-headers", &mut self.expose),
-        ] {
-            if let Some(v) = get(name) {
-                let items = list(v);
-                if items
-                    .iter()
-                    .all(|h| http::HeaderName::try_from(h.as_str()).is_ok())
-                {
-                    *field = items;
-                } else {
-                    bad(name, v, "not a list of header names");
-                }
-            }
-        }
-        if let Some(v) = get("cors-allow-credentials") {
-            match boolean(v) {
-                Ok(b) => self.credentials = b,
-                Err(why) => bad("cors-allow-credentials", v, &why),
-            }
-        }
-        if let Some(v) = get("cors-max-age") {
-            match seconds(v) {
-                Ok(s) if s > 0 && s <= u64::from(u32::MAX) => self.max_age = s,
-                _ => bad("cors-max-age", v, "not a positive number of seconds"),
-            }
-        }
     }
 }
 

@@ -32,7 +32,7 @@ pub const IMPLICIT_CLASS: &str = "edgeplane:ingress";
 /// no IngressClass of ours exists (no IngressClass can have this name).
 pub const NO_CLASS: &str = "_";
 
-/// True for a Gateway [`add_implicit`] made: it binds as in standalone mode in a cluster too
+/// True for a Gateway `add_implicit` made: it binds as in standalone mode in a cluster too
 /// (no Service of the cluster routes to it).
 pub fn is_implicit(gateway: &Gateway) -> bool {
     gateway.metadata.namespace.as_deref() == Some(IMPLICIT_NAMESPACE)

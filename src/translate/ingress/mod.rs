@@ -134,6 +134,8 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
         .as_ref()
         .and_then(|(ns, name)| gateway_not_ours(snapshot, ns, name, &options.controller_name));
     let mut copies: Vec<canary::Copy<'_>> = Vec::new();
+    // What each copy's backend annotations ask for, by the index of its copy.
+    let mut upstreams: Vec<upstream::Upstream> = Vec::new();
     for ingress in &snapshot.ingresses {
         let Some(class) = our_class(ingress, &ours, io) else {
             continue;
@@ -160,6 +162,10 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
             alias::www_redirects(&mut copy, hosts);
         }
         headers::resolve(snapshot, &mut copy, &mut found);
+        // Read once: the problems now, the backend settings for `upstream::apply` below.
+        let parsed = annotations::Annotations::parse(&copy);
+        found.extend(parsed.problems);
+        upstreams.push(parsed.upstream);
         found.extend(unsupported(&copy));
         found.extend(unserved.clone());
         resolve_port_names(snapshot, &mut copy, &mut found);
@@ -170,8 +176,8 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
     }
     canary::fold(&mut copies);
     app_root::mark(&mut copies);
-    for (class, copy, mut found) in copies {
-        upstream::apply(&mut out, &copy, &mut found);
+    for ((class, copy, mut found), wanted) in copies.into_iter().zip(upstreams) {
+        upstream::apply(&mut out, &copy, &wanted, &mut found);
         let copy = Arc::new(copy);
         let key = (
             namespace_of(&copy.metadata).to_owned(),
@@ -217,11 +223,11 @@ fn gateway_not_ours(snapshot: &Snapshot, ns: &str, name: &str, controller: &str)
     })
 }
 
-/// What an Ingress asks for that is never served: ingress-nginx annotations not applied or
-/// not valid ([`annotations`]), resource
-/// backends, path types other than the three.
+/// What an Ingress asks for that is never served beside its annotations (whose problems
+/// [`annotations::Annotations::parse`] gives): resource backends, path types other than the
+/// three.
 fn unsupported(ingress: &Ingress) -> Vec<String> {
-    let mut out = annotations::Annotations::parse(ingress).problems;
+    let mut out = Vec::new();
     let Some(spec) = ingress.spec.as_ref() else {
         return out;
     };

@@ -226,15 +226,6 @@ impl Upstream {
         }
         out
     }
-
-    fn of(ingress: &Ingress, problems: &mut Vec<String>) -> Self {
-        let all = ingress.metadata.annotations.as_ref();
-        let get = |n: &str| {
-            all.and_then(|a| a.get(&format!("{NGINX_PREFIX}{n}")))
-                .map(String::as_str)
-        };
-        Self::read(&get, namespace_of(&ingress.metadata), problems)
-    }
 }
 
 /// The `(Service, port)` of each Service backend of `ingress` (ports given by number).
@@ -262,11 +253,11 @@ fn backends(ingress: &Ingress) -> Vec<(String, i32)> {
     out
 }
 
-/// Applies the annotations of `ingress` (a prepared copy) to `out`, the snapshot being
-/// prepared: its HTTP/2 backends' Service ports get `appProtocol: kubernetes.io/h2c`, and its
-/// TLS backends a made BackendTLSPolicy. What cannot be applied goes to `problems`.
-pub fn apply(out: &mut Snapshot, ingress: &Ingress, problems: &mut Vec<String>) {
-    let wanted = Upstream::of(ingress, &mut Vec::new());
+/// Applies `wanted`, what the annotations of `ingress` (a prepared copy) ask for, as
+/// [`Upstream::read`] read them, to `out`, the snapshot being prepared: its HTTP/2 backends'
+/// Service ports get `appProtocol: kubernetes.io/h2c`, and its TLS backends a made
+/// BackendTLSPolicy. What cannot be applied goes to `problems`.
+pub fn apply(out: &mut Snapshot, ingress: &Ingress, wanted: &Upstream, problems: &mut Vec<String>) {
     if wanted.protocol.is_none() && wanted.hash.is_none() {
         return;
     }
@@ -332,9 +323,9 @@ pub fn apply(out: &mut Snapshot, ingress: &Ingress, problems: &mut Vec<String>) 
     let client_cert = wanted
         .secret
         .as_deref()
-        .and_then(|secret| client_certificate(out, &ns, secret, problems));
+        .and_then(|secret| client_certificate(out, &ns, secret, wanted.verify, problems));
     let name = ingress.metadata.name.clone().unwrap_or_default();
-    if let Some(policy) = made_policy(&ns, &name, &wanted, client_cert, targets) {
+    if let Some(policy) = made_policy(&ns, &name, wanted, client_cert, targets) {
         out.backend_tls_policies.push(Arc::new(policy));
     }
 }
@@ -342,19 +333,31 @@ pub fn apply(out: &mut Snapshot, ingress: &Ingress, problems: &mut Vec<String>) 
 /// The Secret `ns/secret` when its client certificate (`tls.crt`, `tls.key`) is to be
 /// presented to the backends: it holds either key. One that cannot be used (a key missing, PEM
 /// that does not parse, a key of another certificate) is reported here, and the made policy
-/// then answers 502 (the translator parses the Secret once for the table).
+/// then answers 502 (the translator parses the Secret once for the table). A Secret that is
+/// not there is reported too: with `verify` its backends answer 502 (no CA to check against),
+/// without it they are reached presenting no certificate.
 fn client_certificate(
     out: &Snapshot,
     ns: &str,
     secret: &str,
+    verify: bool,
     problems: &mut Vec<String>,
 ) -> Option<String> {
-    let data = out
+    let found = out
         .secrets
         .iter()
-        .find(|s| namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(secret))?
-        .data
-        .as_ref()?;
+        .find(|s| namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(secret));
+    let Some(found) = found else {
+        let outcome = match verify {
+            true => "the backend is answered 502",
+            false => "no client certificate is presented to the backend",
+        };
+        problems.push(format!(
+            "annotation {NGINX_PREFIX}proxy-ssl-secret: Secret {ns}/{secret} not found: {outcome}"
+        ));
+        return None;
+    };
+    let data = found.data.as_ref()?;
     let field = |k: &str| {
         data.get(k)
             .map(|b| b.0.as_slice())

@@ -1,6 +1,6 @@
 //! The `v1alpha1` shape of the edgeplane kinds: flat specs, one target per policy, one JWT
 //! issuer, rate limits per second by client address, drain time in whole seconds. Still
-//! served (deprecated) and converted to and from `v1beta1` by [`super::convert`]; nothing
+//! served (deprecated) and converted to and from `v1beta1` by [`super::convert`](mod@super::convert); nothing
 //! else reads it.
 
 pub mod proxy_config;
