@@ -206,7 +206,7 @@ pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
 const REGEX_DFA_LIMIT: usize = 1024 * 1024;
 
 impl Regex {
-    /// Compiles `source` anchored at both ends, within [`REGEX_SIZE_LIMIT`]. Matching time is
+    /// Compiles `source` anchored at both ends, within `REGEX_SIZE_LIMIT`. Matching time is
     /// linear in the input, which the proxy bounds (`--max-request-target`).
     pub fn new(source: &str) -> Result<Self, regex::Error> {
         let full = regex::RegexBuilder::new(&format!("^(?:{source})$"))

@@ -99,7 +99,7 @@ fn is_hop_by_hop(token: &str) -> bool {
 /// values fill in those it did not send). From any other peer, all four are dropped and
 /// replaced by what this proxy knows: `X-Forwarded-For: client`, `proto` and `original_host`,
 /// so a client cannot claim another address, scheme or host. `client` is the peer's address
-/// as a header value ([`client_address`]), made once per connection.
+/// as a header value (`client_address`), made once per connection.
 pub fn set_forwarded(
     headers: &mut HeaderMap,
     client: &HeaderValue,
