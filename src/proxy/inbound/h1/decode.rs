@@ -127,6 +127,10 @@ pub fn parse_head(buf: &mut BytesMut, max: usize) -> Result<Option<Head>, HeadEr
         // RFC 9112 6.3: Transfer-Encoding alone frames the body; the connection is not reused.
         headers.remove(header::CONTENT_LENGTH);
         seen.keep_alive = false;
+    } else if let Some(n) = seen.length.filter(|_| seen.length_list) {
+        // RFC 9110 8.6: a list of identical values is that value; it goes on as one value, so
+        // that no hop after this one can read the list otherwise.
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
     }
     let framing = match (seen.te, seen.length) {
         (Some(true), _) => Framing::Chunked(Chunk::Size),
@@ -164,6 +168,8 @@ struct Seen {
     te: Option<bool>,
     length: Option<u64>,
     length_seen: bool,
+    /// Whether a `Content-Length` value was a list (of identical values, or refused).
+    length_list: bool,
     keep_alive: bool,
     close: bool,
     expect_continue: bool,
@@ -189,6 +195,7 @@ impl Seen {
             self.te = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         } else if *name == header::CONTENT_LENGTH {
             self.length_seen = true;
+            self.length_list |= bytes.contains(&b',');
             let n = content_length(bytes).ok_or(HeadError::Framing("invalid Content-Length"))?;
             match self.length {
                 Some(l) if l != n => return Err(HeadError::Framing("differing Content-Length")),

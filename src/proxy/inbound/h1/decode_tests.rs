@@ -119,6 +119,19 @@ fn framing_headers_that_allow_smuggling_are_refused() {
         same.req.headers().get_all("content-length").iter().count(),
         1
     );
+    // A list of identical values is that value (RFC 9110 8.6), and goes on as one: the next
+    // hop reads no list it might take otherwise.
+    let list = head("POST / HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n")
+        .expect("parses")
+        .expect("complete");
+    assert_eq!(list.framing, Framing::Length(3));
+    let forwarded: Vec<_> = list
+        .req
+        .headers()
+        .get_all("content-length")
+        .iter()
+        .collect();
+    assert_eq!(forwarded, ["3"]);
     // Transfer-Encoding frames the body; the Content-Length goes and the connection is not
     // reused after the exchange.
     let both = head("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n")
