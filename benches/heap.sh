@@ -123,6 +123,9 @@ if [ -n "${HEAP_STACKS:-}" ]; then
 fi
 owners "$work/empty.stacks" | sort >"$work/empty.owners"
 owners "$work/routes.stacks" | sort >"$work/routes.owners"
+for f in empty routes; do
+    [ -s "$work/$f.owners" ] || { echo "heap.sh: heaptrack recorded no allocations ($f)" >&2; exit 1; }
+done
 
 echo "heap still allocated 5 s after ready, $routes routes vs none; per route by owner:"
 join -a 1 -a 2 -e 0 -o 0,1.2,2.2 "$work/routes.owners" "$work/empty.owners" |
