@@ -31,6 +31,20 @@ pub fn namespace_of(meta: &ObjectMeta) -> &str {
     or_default_namespace(meta.namespace.as_deref())
 }
 
+/// Whether `meta` names object `ns`/`name` (its namespace defaulted as [`namespace_of`] does).
+pub fn is_named(meta: &ObjectMeta, ns: &str, name: &str) -> bool {
+    namespace_of(meta) == ns && meta.name.as_deref() == Some(name)
+}
+
+/// Object `ns`/`name` of one kind's list in a snapshot: the lookups outside the translator's
+/// indexes (Ingress preparation, conversion) written once.
+pub fn find_named<'a, K>(objects: &'a [Arc<K>], ns: &str, name: &str) -> Option<&'a Arc<K>>
+where
+    K: kube::Resource,
+{
+    objects.iter().find(|o| is_named(o.meta(), ns, name))
+}
+
 /// `namespace`, else [`DEFAULT_NAMESPACE`]: the one place that rule is written.
 pub fn or_default_namespace(namespace: Option<&str>) -> &str {
     namespace.unwrap_or(DEFAULT_NAMESPACE)

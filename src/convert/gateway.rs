@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::names::{host_part, joined, Parent};
 use super::ConvertOptions;
 use crate::kinds::ingress::serving_gateway;
-use crate::snapshot::{namespace_of, Snapshot};
+use crate::snapshot::{find_named, namespace_of, Snapshot};
 use crate::translate::ingress::{is_implicit, upstream, IMPLICIT_NAMESPACE};
 
 /// The most listeners a Gateway (or a ListenerSet) takes.
@@ -172,9 +172,7 @@ fn presented(prepared: &Snapshot, class: &str) -> Vec<((String, String), (String
             let ns = namespace_of(&i.metadata);
             let name = i.metadata.name.as_deref()?;
             let made = format!("{}{name}", upstream::MADE_PREFIX);
-            let policy = prepared.backend_tls_policies.iter().find(|p| {
-                namespace_of(&p.metadata) == ns && p.metadata.name.as_deref() == Some(&made)
-            })?;
+            let policy = find_named(&prepared.backend_tls_policies, ns, &made)?;
             upstream::convertible(policy)?;
             let secret = upstream::presented_secret(policy)?;
             Some((

@@ -183,7 +183,7 @@ impl Annotations {
                 | "canary-by-header-pattern"
                 | "canary-by-cookie" => Ok(()),
                 // Read below by `policy`, several together.
-                name if policy::NAMES.contains(&name) => Ok(()),
+                name if policy::reads(name) => Ok(()),
                 // Applied by `fallback` when the Ingress is prepared.
                 fallback::NAME => Ok(()),
                 // Read below by `fallback`, with the Service it resolved.

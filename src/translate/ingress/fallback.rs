@@ -17,7 +17,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressServiceBackend, ServiceBa
 
 use crate::kinds::crd::traffic_policy_auth::{AuthBackendRef, ErrorPagesPolicy};
 use crate::kinds::ingress::NGINX_PREFIX;
-use crate::snapshot::{namespace_of, Snapshot};
+use crate::snapshot::{find_named, namespace_of, Snapshot};
 use crate::translate::backends::endpoints::serving_endpoints;
 
 /// The annotation this module reads.
@@ -38,10 +38,7 @@ const SERVICE_LABEL: &str = "kubernetes.io/service-name";
 
 /// True when Service `ns/name` has a serving endpoint on port `port` in `snapshot`.
 fn has_endpoints(snapshot: &Snapshot, ns: &str, name: &str, port: i32) -> bool {
-    let service = snapshot
-        .services
-        .iter()
-        .find(|s| namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(name));
+    let service = find_named(&snapshot.services, ns, name);
     let Some(service_port) = service
         .and_then(|s| s.spec.as_ref()?.ports.as_ref())
         .and_then(|ports| ports.iter().find(|p| p.port == port))
@@ -94,10 +91,7 @@ pub fn apply(snapshot: &Snapshot, ingress: &mut Ingress, problems: &mut Vec<Stri
             return;
         }
     };
-    let port = snapshot
-        .services
-        .iter()
-        .find(|s| namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(&name))
+    let port = find_named(&snapshot.services, &ns, &name)
         .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first().map(|p| p.port));
     let Some(port) = port else {
         problems.push(format!(

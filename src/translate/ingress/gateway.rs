@@ -18,7 +18,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
 use super::{passthrough, IngressProblems};
-use crate::snapshot::{namespace_of, Snapshot};
+use crate::snapshot::{find_named, namespace_of, Snapshot};
 use crate::translate::TranslateOptions;
 
 /// Namespace of the implicit Gateways. The colon makes it no valid namespace: no object of a
@@ -149,10 +149,7 @@ fn tls_hosts(
                     "tls entry with Secret {secret} lists no hosts: not served (no default certificate)"
                 ));
             }
-            let exists = snapshot.secrets.iter().any(|s| {
-                namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(secret)
-            });
-            if !exists {
+            if find_named(&snapshot.secrets, &ns, secret).is_none() {
                 found.push(format!("TLS Secret {ns}/{secret} not found"));
             }
             for host in entry_hosts {

@@ -15,7 +15,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
 use crate::kinds::ingress::NGINX_PREFIX;
-use crate::snapshot::{namespace_of, Snapshot};
+use crate::snapshot::{find_named, namespace_of, Snapshot};
 
 /// The annotations this module reads.
 pub const NAMES: &[&str] = &["custom-headers", "configuration-snippet", "server-snippet"];
@@ -349,10 +349,7 @@ pub fn resolve(snapshot: &Snapshot, ingress: &mut Ingress, problems: &mut Vec<St
         }
         Some(Ok(found)) => found,
     };
-    let map = snapshot
-        .config_maps
-        .iter()
-        .find(|c| namespace_of(&c.metadata) == ns && c.metadata.name.as_deref() == Some(&name));
+    let map = find_named(&snapshot.config_maps, &ns, &name);
     match map {
         Some(c) => {
             let data = c.data.clone().unwrap_or_default();

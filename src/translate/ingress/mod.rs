@@ -31,7 +31,7 @@ use k8s_openapi::api::networking::v1::{
 
 use crate::kinds::ingress::{class_of, is_default_class, SERVING_GATEWAY};
 use crate::kinds::routes::{RouteKindId, RouteStatus};
-use crate::snapshot::{namespace_of, Snapshot};
+use crate::snapshot::{find_named, namespace_of, Snapshot};
 use crate::status::conditions::{ConditionType, Reason, Stamp};
 use crate::status::{ObjectKind, ObjectStatus, StatusBody, StatusReport};
 use crate::translate::TranslateOptions;
@@ -201,10 +201,7 @@ pub fn prepare(snapshot: &Snapshot, options: &TranslateOptions) -> Option<Prepar
 /// Why the `--ingress-gateway` Gateway `ns/name` cannot serve Ingresses (it does not exist,
 /// or its GatewayClass is not of `controller`), `None` when it can.
 fn gateway_not_ours(snapshot: &Snapshot, ns: &str, name: &str, controller: &str) -> Option<String> {
-    let gateway = snapshot
-        .gateways
-        .iter()
-        .find(|g| namespace_of(&g.metadata) == ns && g.metadata.name.as_deref() == Some(name));
+    let gateway = find_named(&snapshot.gateways, ns, name);
     let Some(gateway) = gateway else {
         return Some(format!(
             "--ingress-gateway {ns}/{name}: no such Gateway, so the Ingress is not served"
@@ -282,12 +279,7 @@ fn resolve_port_names(snapshot: &Snapshot, ingress: &mut Ingress, found: &mut Ve
         let Some(name) = port.name.as_deref() else {
             continue;
         };
-        let number = snapshot
-            .services
-            .iter()
-            .find(|s| {
-                namespace_of(&s.metadata) == ns && s.metadata.name == Some(service.name.clone())
-            })
+        let number = find_named(&snapshot.services, &ns, &service.name)
             .and_then(|s| {
                 s.spec
                     .as_ref()?

@@ -20,7 +20,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Value};
 
 use crate::kinds::ingress::NGINX_PREFIX;
-use crate::snapshot::{namespace_of, Snapshot};
+use crate::snapshot::{find_named, is_named, namespace_of, Snapshot};
 use crate::table::Certificate;
 use crate::translate::backends::endpoints::{HASH_ON_ANNOTATION, LOAD_BALANCER_ANNOTATION};
 pub use crate::translate::backends::tls::{
@@ -265,9 +265,11 @@ pub fn apply(out: &mut Snapshot, ingress: &Ingress, wanted: &Upstream, problems:
     let ns = namespace_of(&ingress.metadata).to_owned();
     let mut targets: Vec<Value> = Vec::new();
     for (service, port) in backends(ingress) {
-        let Some(svc) = out.services.iter_mut().find(|s| {
-            namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(&service)
-        }) else {
+        let Some(svc) = out
+            .services
+            .iter_mut()
+            .find(|s| is_named(&s.metadata, &ns, &service))
+        else {
             continue;
         };
         if let Some(hash) = &wanted.hash {
@@ -343,10 +345,7 @@ fn client_certificate(
     verify: bool,
     problems: &mut Vec<String>,
 ) -> Option<String> {
-    let found = out
-        .secrets
-        .iter()
-        .find(|s| namespace_of(&s.metadata) == ns && s.metadata.name.as_deref() == Some(secret));
+    let found = find_named(&out.secrets, ns, secret);
     let Some(found) = found else {
         let outcome = match verify {
             true => "the backend is answered 502",

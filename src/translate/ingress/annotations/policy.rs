@@ -24,8 +24,13 @@ use crate::kinds::crd::traffic_policy::{
 use crate::kinds::ingress::NGINX_PREFIX;
 use crate::table::CookieAttributes;
 
-/// The annotations this module reads (the others are read by `annotations`).
-pub const NAMES: &[&str] = &[
+/// Whether this module reads annotation `name` (the others are read by `annotations`).
+pub fn reads(name: &str) -> bool {
+    NAMES.contains(&name) || affinity::SETTINGS.contains(&name)
+}
+
+/// The annotations this module reads besides the cookie settings ([`affinity::SETTINGS`]).
+const NAMES: &[&str] = &[
     "auth-type",
     "auth-secret",
     "auth-secret-type",
@@ -39,14 +44,6 @@ pub const NAMES: &[&str] = &[
     "limit-burst-multiplier",
     "limit-connections",
     "affinity",
-    "affinity-mode",
-    "session-cookie-name",
-    "session-cookie-path",
-    "session-cookie-max-age",
-    "session-cookie-expires",
-    "session-cookie-samesite",
-    "session-cookie-secure",
-    "session-cookie-conditional-samesite-none",
     "proxy-next-upstream",
     "proxy-next-upstream-tries",
     "proxy-next-upstream-timeout",

@@ -10,20 +10,22 @@ use crate::table::{CookieAttributes, SameSite};
 /// ingress-nginx's `session-cookie-name` default.
 const COOKIE_NAME: &str = "INGRESSCOOKIE";
 
+/// The settings of `affinity: cookie`, ignored (and reported) without it.
+pub(super) const SETTINGS: &[&str] = &[
+    "affinity-mode",
+    "session-cookie-name",
+    "session-cookie-path",
+    "session-cookie-max-age",
+    "session-cookie-expires",
+    "session-cookie-samesite",
+    "session-cookie-secure",
+    "session-cookie-conditional-samesite-none",
+];
+
 /// `affinity: cookie` and its `session-cookie-*` settings as a rule's `sessionPersistence`:
 /// the cookie's name, and with `session-cookie-max-age` (else `-expires`) a permanent cookie
 /// of that lifetime. The cookie's other attributes are [`cookie_attributes`].
 pub(super) fn affinity(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<Value> {
-    let cookie_settings = [
-        "affinity-mode",
-        "session-cookie-name",
-        "session-cookie-path",
-        "session-cookie-max-age",
-        "session-cookie-expires",
-        "session-cookie-samesite",
-        "session-cookie-secure",
-        "session-cookie-conditional-samesite-none",
-    ];
     match get("affinity").map(str::trim) {
         Some("cookie") => {}
         Some(other) => {
@@ -31,7 +33,7 @@ pub(super) fn affinity(get: Get<'_, '_>, problems: &mut Vec<String>) -> Option<V
             return None;
         }
         None => {
-            for name in cookie_settings {
+            for &name in SETTINGS {
                 if let Some(v) = get(name) {
                     report(problems, name, v, "ignored without affinity: cookie");
                 }
