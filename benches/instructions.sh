@@ -21,6 +21,10 @@
 # INSTR_WORKERS=2 runs edgeplane with two data-plane workers instead (callgrind runs one thread
 # at a time, so this counts what two workers add per request, not parallel speed).
 #
+# INSTR_PROTOCOL=h2c counts h2c (HTTP/2 with prior knowledge) requests instead: h2load with 8
+# connections of 8 streams each in place of wrk (nginx `listen ... http2`, HAProxy `proto h2`,
+# edgeplane's HTTP listener, which serves h2c beside HTTP/1.1); upstream stays HTTP/1.1.
+#
 # INSTR_KEEP=DIR copies each proxy's callgrind output there (DIR/NAME.callgrind) for
 # `callgrind_annotate --inclusive=yes` and `--tree=caller`; the figures of a request are the
 # counts divided by the requests counted.
@@ -35,17 +39,19 @@ proxies=nginx,haproxy,edgeplane
 while [ $# -gt 0 ]; do
     case "$1" in
     --proxies) proxies=${2:?}; shift ;;
-    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
 done
 seconds=${INSTR_SECONDS:-10}
+protocol=${INSTR_PROTOCOL:-http1}
+case "$protocol" in http1 | h2c) ;; *) echo "INSTR_PROTOCOL: http1 or h2c, not $protocol" >&2; exit 2 ;; esac
 base=${INSTR_PORT_BASE:-29100}
 cd "$(dirname "$0")/.."
 
 need=()
-for tool in valgrind:valgrind nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl; do
+for tool in valgrind:valgrind nginx:nginx haproxy:haproxy wrk:wrk h2load:nghttp2-client taskset:util-linux curl:curl; do
     command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -72,6 +78,11 @@ if [ "${INSTR_REP_MOVSB:-0}" != 1 ]; then
     export GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff
 fi
 backend=$base
+# The proxies' listen options for the protocol counted.
+nginx_listen="" haproxy_bind=""
+if [ "$protocol" = h2c ]; then
+    nginx_listen=" http2" haproxy_bind=" proto h2"
+fi
 mkdir -p "$work/backend" "$work/nginx" "$work/edgeplane"
 cat >"$work/backend/nginx.conf" <<EOF
 worker_processes 1; daemon off; pid $work/backend/nginx.pid; error_log $work/backend/error.log;
@@ -85,7 +96,7 @@ error_log $work/nginx/error.log;
 events { worker_connections 4096; }
 http { access_log off; keepalive_requests 10000000;
   upstream backend { server 127.0.0.1:$backend; keepalive 128; }
-  server { listen 127.0.0.1:$((base + 1));
+  server { listen 127.0.0.1:$((base + 1))$nginx_listen;
     location / { proxy_pass http://backend; proxy_http_version 1.1;
       proxy_set_header Connection ""; proxy_set_header Host \$http_host;
       proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto \$scheme;
@@ -116,7 +127,7 @@ defaults
     option http-keep-alive
     http-reuse always
 frontend proxy
-    bind 127.0.0.1:$((base + 2))
+    bind 127.0.0.1:$((base + 2))$haproxy_bind
     option forwardfor
     http-request set-header X-Forwarded-Proto http
     http-request set-header X-Forwarded-Host %[req.hdr(host)]
@@ -160,6 +171,14 @@ EOF
 taskset -c 0 nginx -c "$work/backend/nginx.conf" -p "$work/backend" &
 pids+=($!)
 
+# load URL SECONDS: sends the protocol's load for SECONDS and prints the requests completed.
+load() {
+    case "$protocol" in
+    http1) taskset -c 0 wrk -t1 -c16 -d"${2}s" "$1" | awk '/requests in/ { print $1 }' ;;
+    h2c) taskset -c 0 h2load -c8 -m8 -D "$2" "$1" | awk '/^requests:/ { print $8 }' ;;
+    esac
+}
+
 # count NAME PORT COMMAND...: runs COMMAND under callgrind and prints its figures.
 count() {
     local name=$1 port=$2
@@ -168,9 +187,10 @@ count() {
     taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$out" "$@" >"$work/$name.log" 2>&1 &
     local vpid=$!
     pids+=("$vpid")
-    local url=http://127.0.0.1:$port/ up=0
+    local url=http://127.0.0.1:$port/ up=0 curl_flags=()
+    [ "$protocol" = h2c ] && curl_flags=(--http2-prior-knowledge)
     for _ in $(seq 300); do
-        if curl -sf -o /dev/null "$url"; then up=1; break; fi
+        if curl -sf "${curl_flags[@]}" -o /dev/null "$url"; then up=1; break; fi
         sleep 0.2
     done
     if [ "$up" = 0 ]; then
@@ -178,10 +198,10 @@ count() {
         cat "$work/$name.log" >&2
         return 1
     fi
-    taskset -c 0 wrk -t1 -c16 -d3s "$url" >/dev/null
+    load "$url" 3 >/dev/null
     callgrind_control -z "$vpid" >/dev/null 2>&1
     local requests
-    requests=$(taskset -c 0 wrk -t1 -c16 -d"${seconds}s" "$url" | awk '/requests in/ { print $1 }')
+    requests=$(load "$url" "$seconds")
     callgrind_control -d "$vpid" >/dev/null 2>&1
     sleep 1
     kill "$vpid" 2>/dev/null || true
@@ -197,7 +217,9 @@ count() {
     printf '| %s | %s | %s | %s |\n' "$name" "$requests" "$total" "$((total / requests))"
 }
 
-echo "User-space instructions per proxied HTTP/1.1 request (callgrind), $(date -u +%Y-%m-%dT%H:%MZ)"
+label="HTTP/1.1"
+[ "$protocol" = h2c ] && label="h2c (prior knowledge, 8 connections x 8 streams)"
+echo "User-space instructions per proxied $label request (callgrind), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo
 echo "| proxy | requests counted | instructions | per request |"
 echo "|---|---:|---:|---:|"

@@ -32,10 +32,15 @@ fn new_id() -> HeaderValue {
     HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
-/// Adds `id` to a response that carries no `X-Request-Id` of its own.
+/// Adds `id` to a response that carries no `X-Request-Id` of its own. Marked sensitive, which
+/// HTTP/2 encodes as a literal never indexed: an id differs on every response, so indexing it
+/// would only push the server's other headers (`server`, `content-type`) out of the
+/// connection's HPACK table, each to be sent and indexed again later.
 pub(crate) fn answer(headers: &mut HeaderMap, id: &HeaderValue) {
     if !headers.contains_key(&REQUEST_ID) {
-        headers.insert(REQUEST_ID, id.clone());
+        let mut id = id.clone();
+        id.set_sensitive(true);
+        headers.insert(REQUEST_ID, id);
     }
 }
 
@@ -74,6 +79,10 @@ mod tests {
         let mut response = HeaderMap::new();
         answer(&mut response, &made);
         assert_eq!(response.get(&REQUEST_ID), Some(&made));
+        // HTTP/2 sends it as a literal never indexed.
+        assert!(response
+            .get(&REQUEST_ID)
+            .is_some_and(HeaderValue::is_sensitive));
         let own = HeaderValue::from_static("upstream-id");
         response.insert(REQUEST_ID, own.clone());
         answer(&mut response, &made);
