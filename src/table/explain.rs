@@ -96,14 +96,14 @@ mod tests {
         let mut m = RequestMatch::any();
         m.path = PathMatch::prefix("/api");
         m.method = Some(Method::POST);
-        m.headers = vec![HeaderMatch {
+        m.headers = Box::new([HeaderMatch {
             name: HeaderName::from_static("x-role"),
             value: ValueMatch::Exact("admin".into()),
-        }];
-        m.query = vec![QueryMatch {
+        }]);
+        m.query = Box::new([QueryMatch {
             name: "v".into(),
             value: ValueMatch::Exact("2".into()),
-        }];
+        }]);
         fn view<'a>(
             path: &'a str,
             method: &'a Method,

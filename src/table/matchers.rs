@@ -26,10 +26,11 @@ pub struct RequestMatch {
     pub path: PathMatch,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_method")]
     pub method: Option<Method>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<HeaderMatch>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub query: Vec<QueryMatch>,
+    /// Boxed slices: every rule of every route carries a match, kept as long as the route.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub headers: Box<[HeaderMatch]>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub query: Box<[QueryMatch]>,
     /// Set on every match of a GRPCRoute: the request must be a gRPC call to this service and
     /// method (the path condition only narrows the index lookup). Boxed: every rule carries
     /// a match, few are gRPC.
@@ -50,8 +51,8 @@ impl RequestMatch {
         Self {
             path: PathMatch::Prefix("/".into()),
             method: None,
-            headers: vec![],
-            query: vec![],
+            headers: Box::default(),
+            query: Box::default(),
             grpc: None,
         }
     }

@@ -112,18 +112,22 @@ impl RuleBuilder {
     }
 
     pub fn header(mut self, name: &str, value: ValueMatch) -> Self {
-        self.matcher.headers.push(HeaderMatch {
+        let mut headers = std::mem::take(&mut self.matcher.headers).into_vec();
+        headers.push(HeaderMatch {
             name: HeaderName::from_bytes(name.as_bytes()).expect("valid header name"),
             value,
         });
+        self.matcher.headers = headers.into();
         self
     }
 
     pub fn query(mut self, name: &str, value: ValueMatch) -> Self {
-        self.matcher.query.push(QueryMatch {
+        let mut query = std::mem::take(&mut self.matcher.query).into_vec();
+        query.push(QueryMatch {
             name: name.into(),
             value,
         });
+        self.matcher.query = query.into();
         self
     }
 

@@ -419,8 +419,8 @@ pub fn compile_match(m: &HttpRouteRulesMatches) -> Result<RequestMatch, MatchErr
     Ok(RequestMatch {
         path,
         method,
-        headers,
-        query,
+        headers: headers.into_boxed_slice(),
+        query: query.into_boxed_slice(),
         grpc: None,
     })
 }
