@@ -24,9 +24,10 @@ pub struct RequestView<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct RequestMatch {
     pub path: PathMatch,
+    /// Boxed, and the conditions below as boxed slices: every rule of every route carries a
+    /// match, kept as long as the route, and most matches have none of them.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_method")]
-    pub method: Option<Method>,
-    /// Boxed slices: every rule of every route carries a match, kept as long as the route.
+    pub method: Option<Box<Method>>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub headers: Box<[HeaderMatch]>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -38,7 +39,7 @@ pub struct RequestMatch {
     pub grpc: Option<Box<GrpcMatch>>,
 }
 
-fn ser_method<S: Serializer>(m: &Option<Method>, s: S) -> Result<S::Ok, S::Error> {
+fn ser_method<S: Serializer>(m: &Option<Box<Method>>, s: S) -> Result<S::Ok, S::Error> {
     match m {
         Some(m) => s.serialize_str(m.as_str()),
         None => s.serialize_none(),
@@ -60,7 +61,7 @@ impl RequestMatch {
     /// True when the request satisfies every condition.
     pub fn matches(&self, req: &RequestView<'_>) -> bool {
         self.path.matches(req.path)
-            && self.method.as_ref().is_none_or(|m| m == req.method)
+            && self.method.as_deref().is_none_or(|m| m == req.method)
             && self.headers.iter().all(|h| h.matches(req.headers))
             && self.query.iter().all(|q| q.matches(req.query))
             && self

@@ -107,7 +107,7 @@ impl RuleBuilder {
     }
 
     pub fn method(mut self, method: Method) -> Self {
-        self.matcher.method = Some(method);
+        self.matcher.method = Some(Box::new(method));
         self
     }
 
