@@ -137,9 +137,9 @@ trait FileKind<S>: Send + Sync {
     fn group_and_kind(&self) -> (&str, &str);
     fn namespaced(&self) -> bool;
     fn field(&self) -> &'static str;
-    /// The object of this kind, undecided yet which value it is: [`FileKinds::decode`] makes
-    /// the [`Read`] with the kind's shared entry.
-    fn decode(&self, value: Value) -> Result<Arc<dyn AnyObject>, String>;
+    /// The object of this kind that `value` is; [`FileKinds::decode`] makes the [`Read`] with
+    /// the kind's shared entry.
+    fn decode(&self, value: &Value) -> Result<Arc<dyn AnyObject>, String>;
     /// Adds `value`, an object this kind decoded, to its field of `snapshot`.
     fn insert(&self, snapshot: &mut S, value: &Arc<dyn AnyObject>);
 }
@@ -167,8 +167,9 @@ impl<S: 'static, K: Kind> FileKind<S> for Entry<S, K> {
         self.declared.field
     }
 
-    fn decode(&self, value: Value) -> Result<Arc<dyn AnyObject>, String> {
-        let object: K = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    fn decode(&self, value: &Value) -> Result<Arc<dyn AnyObject>, String> {
+        // From the borrowed tree: only what the object keeps is copied.
+        let object = K::deserialize(value).map_err(|e| e.to_string())?;
         Ok(Arc::new((self.declared.on_read)(object)))
     }
 
@@ -254,7 +255,7 @@ impl<S: KindSet> FileKinds<S> {
     pub fn decode(&self, doc: &Document) -> Result<Object<S>, String> {
         match self.find(doc) {
             Some(kind) => Ok(Object::Read(Read {
-                value: kind.decode(doc.value.clone())?,
+                value: kind.decode(&doc.value)?,
                 kind: kind.clone(),
             })),
             None => Ok(Object::Skipped(Box::new(Unread {
