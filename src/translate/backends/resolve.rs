@@ -601,4 +601,54 @@ spec: {ports: [{port: 80}]}",
             );
         }
     }
+
+    #[test]
+    fn a_recorded_reference_reads_back_as_it_was_resolved() {
+        let snapshot = Snapshot::default();
+        let mut backends = Backends::with_cache(&snapshot, BackendCache::default(), false);
+        let r = BackendRef {
+            from_kind: "GRPCRoute",
+            group: Some(""),
+            kind: Some("Service"),
+            name: "app",
+            namespace: Some("shop"),
+            port: Some(8080),
+        };
+        let bare = BackendRef {
+            group: None,
+            kind: None,
+            namespace: None,
+            port: None,
+            ..r
+        };
+        backends.record();
+        let outcomes = [
+            backends.resolve("shop", &r),
+            backends.resolve("shop", &bare),
+        ];
+        let recorded = backends.recorded();
+        assert_eq!(recorded.len(), 2);
+        for ((owned, outcome), (r, resolved)) in
+            recorded.iter().zip([r, bare].iter().zip(&outcomes))
+        {
+            let back = owned.as_ref();
+            assert_eq!(
+                (
+                    back.from_kind,
+                    back.group,
+                    back.kind,
+                    back.name,
+                    back.namespace,
+                    back.port
+                ),
+                (r.from_kind, r.group, r.kind, r.name, r.namespace, r.port)
+            );
+            assert!(same_outcome(outcome, resolved));
+        }
+        // Interned: the two references share one copy of the Service name.
+        assert!(std::ptr::eq(
+            recorded[0].0.name.as_str(),
+            recorded[1].0.name.as_str()
+        ));
+    }
 }
