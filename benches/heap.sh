@@ -88,14 +88,20 @@ profile() {
         heaptrack_print -f "$data".*gz -F "$stacks" --flamegraph-cost-type leaked >/dev/null
 }
 
-# Bytes by owner: the innermost frame `edgeplane::a::b::c...` of each stack gives `a::b::c`.
+# Bytes by owner: the innermost frame `edgeplane::a::b::c...` of each stack gives `a::b::c`; a
+# trait method's frame `<edgeplane::a::b::T as Trait>::f` (written `_$LT$edgeplane..a..b..T`)
+# gives `a::b`.
 owners() {
     awk '{
         cost = $NF; $NF = ""; n = split($0, frames, ";"); owner = "(no edgeplane frame)"
         for (i = n; i >= 1; i--) {
-            at = index(frames[i], "edgeplane::")
+            at = index(frames[i], "edgeplane::"); path = substr(frames[i], at + 11)
+            if (at == 0) {
+                at = index(frames[i], "$LT$edgeplane.."); path = substr(frames[i], at + 15)
+                gsub(/\.\./, "::", path)
+            }
             if (at > 0) {
-                k = split(substr(frames[i], at + 11), parts, "::"); owner = ""
+                k = split(path, parts, "::"); owner = ""
                 for (j = 1; j <= k && j <= 3 && parts[j] ~ /^[a-z_0-9]+$/; j++) {
                     owner = owner (j > 1 ? "::" : "") parts[j]
                 }
@@ -115,6 +121,9 @@ for i in $(seq 0 $((routes - 1))); do
         "$name" "$name" >"$work/routes/$name.yaml"
 done
 
+# Files written within the last 2 s are read again at every reading (their stamps are racy);
+# a directory of manifests is usually older: let these settle so that their stamps are kept.
+sleep 3
 profile "$work/empty" "$work/empty.stacks"
 profile "$work/routes" "$work/routes.stacks"
 if [ -n "${HEAP_STACKS:-}" ]; then

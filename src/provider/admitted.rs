@@ -299,7 +299,7 @@ impl<S: KindSet> Admission<S> {
                         let line = rejected
                             .field
                             .and_then(|f| self.field_line(path, doc, &f))
-                            .unwrap_or(doc.line);
+                            .unwrap_or(doc.line());
                         let message = kept_message(rejected.message, previous.is_some());
                         out.errors.push(ManifestError::at(path, line, message));
                         previous
@@ -308,13 +308,13 @@ impl<S: KindSet> Admission<S> {
             } else {
                 let places: Vec<String> = defs
                     .iter()
-                    .map(|(p, d)| format!("{}:{}", p.display(), d.line))
+                    .map(|(p, d)| format!("{}:{}", p.display(), d.line()))
                     .collect();
                 let (path, doc) = defs[0];
                 let message = format!("{key} is defined more than once: {}", places.join(", "));
                 out.errors.push(ManifestError::at(
                     path,
-                    doc.line,
+                    doc.line(),
                     kept_message(message, previous.is_some()),
                 ));
                 previous
@@ -446,13 +446,13 @@ impl<S: KindSet> Admission<S> {
             let documents = self.files.get(&**path)?.documents(&self.kinds, path);
             fresh.insert(path.clone(), documents.into_iter().map(Some).collect());
         }
-        fresh.get_mut(&**path)?.get_mut(def.position)?.take()
+        fresh.get_mut(&**path)?.get_mut(def.position())?.take()
     }
 
     /// The line of `field` of `doc` in its file's text, when it can be found.
     fn field_line(&self, path: &Path, doc: &Definition, field: &str) -> Option<usize> {
         let text = self.files.get(path)?.text()?;
-        field_line(text, doc.index, &format!("{}{field}", doc.field_prefix))
+        field_line(text, doc.index(), &format!("{}{field}", doc.field_prefix))
     }
 
     /// True when the file `path` is held as last taken (parsed, or read again unchanged).
@@ -512,7 +512,7 @@ impl<S: KindSet> Admission<S> {
     pub fn location(&self, key: &ObjectKey) -> Option<(&Path, usize)> {
         let path = &self.admitted.get(key)?.path;
         let defs = &self.files.get(path)?.definitions;
-        Some((path, defs.iter().find(|d| d.key == *key)?.line))
+        Some((path, defs.iter().find(|d| d.key == *key)?.line()))
     }
 
     /// Number of documents in the files, of every kind (read, skipped or unknown).

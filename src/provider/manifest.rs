@@ -288,7 +288,7 @@ mod tests {
         };
         assert_eq!(r.metadata.namespace.as_deref(), Some("default"));
         assert_eq!(r.metadata.generation, Some(1));
-        assert!(matches!(&objs[1], Object::Skipped { kind, .. } if kind == "Deployment"));
+        assert!(matches!(&objs[1], Object::Skipped(u) if u.kind == "Deployment"));
     }
 
     #[test]

@@ -15,10 +15,15 @@ use crate::snapshot::{Snapshot, DEFAULT_NAMESPACE};
 /// A decoded object behind `Arc`, of any kind, for [`Object::get`] and `Debug`.
 trait AnyObject: Any + fmt::Debug + Send + Sync {
     fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 impl<K: Kind> AnyObject for K {
     fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
 }
@@ -29,26 +34,30 @@ pub enum Object<S = Snapshot> {
     /// An object of a kind `S` declares, ready to go into its field.
     Read(Read<S>),
     /// A kind the set does not declare (Deployments, ConfigMaps, ...), kept for one log line.
-    Skipped {
-        api_version: String,
-        kind: String,
-        name: String,
-    },
+    /// Boxed: the admission state holds an `Object` per admitted object, and these are rare.
+    Skipped(Box<Unread>),
 }
 
-/// An object of a declared kind and the way into its snapshot field.
+/// What is kept of an object of a kind that is not read.
+#[derive(Debug, Clone)]
+pub struct Unread {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+}
+
+/// An object of a declared kind and the way into its snapshot field: its kind's entry, shared
+/// by every object of the kind (thousands of objects make no allocation of their own for it).
 pub struct Read<S> {
-    field: &'static str,
     value: Arc<dyn AnyObject>,
-    put: Arc<dyn Fn(&mut S) + Send + Sync>,
+    kind: Arc<dyn FileKind<S>>,
 }
 
 impl<S> Clone for Read<S> {
     fn clone(&self) -> Self {
         Self {
-            field: self.field,
             value: self.value.clone(),
-            put: self.put.clone(),
+            kind: self.kind.clone(),
         }
     }
 }
@@ -57,15 +66,7 @@ impl<S> Clone for Object<S> {
     fn clone(&self) -> Self {
         match self {
             Self::Read(r) => Self::Read(r.clone()),
-            Self::Skipped {
-                api_version,
-                kind,
-                name,
-            } => Self::Skipped {
-                api_version: api_version.clone(),
-                kind: kind.clone(),
-                name: name.clone(),
-            },
+            Self::Skipped(unread) => Self::Skipped(unread.clone()),
         }
     }
 }
@@ -73,16 +74,12 @@ impl<S> Clone for Object<S> {
 impl<S> fmt::Debug for Object<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Read(r) => f.debug_tuple(r.field).field(&r.value).finish(),
-            Self::Skipped {
-                api_version,
-                kind,
-                name,
-            } => f
+            Self::Read(r) => f.debug_tuple(r.kind.field()).field(&r.value).finish(),
+            Self::Skipped(unread) => f
                 .debug_struct("Skipped")
-                .field("api_version", api_version)
-                .field("kind", kind)
-                .field("name", name)
+                .field("api_version", &unread.api_version)
+                .field("kind", &unread.kind)
+                .field("name", &unread.name)
                 .finish(),
         }
     }
@@ -93,22 +90,22 @@ impl<S> Object<S> {
     pub fn get<K: Kind>(&self) -> Option<&K> {
         match self {
             Self::Read(r) => r.value.as_any().downcast_ref(),
-            Self::Skipped { .. } => None,
+            Self::Skipped(_) => None,
         }
     }
 
     /// The snapshot field it goes into; `None` for skipped kinds.
     pub fn field(&self) -> Option<&'static str> {
         match self {
-            Self::Read(r) => Some(r.field),
-            Self::Skipped { .. } => None,
+            Self::Read(r) => Some(r.kind.field()),
+            Self::Skipped(_) => None,
         }
     }
 
     /// Adds it to its field of `snapshot`; skipped kinds are ignored (the caller logs them).
     pub fn insert_into(&self, snapshot: &mut S) {
         if let Self::Read(r) = self {
-            (r.put)(snapshot);
+            r.kind.insert(snapshot, &r.value);
         }
     }
 }
@@ -139,7 +136,12 @@ trait FileKind<S>: Send + Sync {
     fn matches(&self, group: &str, kind: &str) -> bool;
     fn group_and_kind(&self) -> (&str, &str);
     fn namespaced(&self) -> bool;
-    fn decode(&self, value: Value) -> Result<Object<S>, String>;
+    fn field(&self) -> &'static str;
+    /// The object of this kind that `value` is; [`FileKinds::decode`] makes the [`Read`] with
+    /// the kind's shared entry.
+    fn decode(&self, value: &Value) -> Result<Arc<dyn AnyObject>, String>;
+    /// Adds `value`, an object this kind decoded, to its field of `snapshot`.
+    fn insert(&self, snapshot: &mut S, value: &Arc<dyn AnyObject>);
 }
 
 struct Entry<S, K> {
@@ -161,31 +163,36 @@ impl<S: 'static, K: Kind> FileKind<S> for Entry<S, K> {
         self.declared.namespaced()
     }
 
-    fn decode(&self, value: Value) -> Result<Object<S>, String> {
-        let object: K = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        let object = Arc::new((self.declared.on_read)(object));
-        let slot = self.declared.slot;
-        let shared = object.clone();
-        Ok(Object::Read(Read {
-            field: self.declared.field,
-            value: object,
-            put: Arc::new(move |s: &mut S| slot(s).push(shared.clone())),
-        }))
+    fn field(&self) -> &'static str {
+        self.declared.field
+    }
+
+    fn decode(&self, value: &Value) -> Result<Arc<dyn AnyObject>, String> {
+        // From the borrowed tree: only what the object keeps is copied.
+        let object = K::deserialize(value).map_err(|e| e.to_string())?;
+        Ok(Arc::new((self.declared.on_read)(object)))
+    }
+
+    fn insert(&self, snapshot: &mut S, value: &Arc<dyn AnyObject>) {
+        // Only this kind's decode makes the values it is given: the downcast holds.
+        if let Ok(object) = value.clone().into_any().downcast::<K>() {
+            (self.declared.slot)(snapshot).push(object);
+        }
     }
 }
 
 /// The kinds of a set `S` by API group and kind: which documents the file provider reads, and
 /// into which field. Any version of a kind's group is read into its one Rust type.
 pub struct FileKinds<S> {
-    kinds: Vec<Box<dyn FileKind<S>>>,
+    kinds: Vec<Arc<dyn FileKind<S>>>,
 }
 
 impl<S: KindSet> Default for FileKinds<S> {
     fn default() -> Self {
-        struct Collect<S>(Vec<Box<dyn FileKind<S>>>);
+        struct Collect<S>(Vec<Arc<dyn FileKind<S>>>);
         impl<S: 'static> Visitor<S> for Collect<S> {
             fn kind<K: Kind>(&mut self, declared: Declared<S, K>) {
-                self.0.push(Box::new(Entry {
+                self.0.push(Arc::new(Entry {
                     group: declared.group(),
                     kind: declared.kind(),
                     declared,
@@ -207,12 +214,9 @@ impl FileKinds<Snapshot> {
 }
 
 impl<S: KindSet> FileKinds<S> {
-    fn find(&self, doc: &Document) -> Option<&dyn FileKind<S>> {
+    fn find(&self, doc: &Document) -> Option<&Arc<dyn FileKind<S>>> {
         let group = doc.group();
-        self.kinds
-            .iter()
-            .find(|k| k.matches(group, &doc.kind))
-            .map(|k| &**k)
+        self.kinds.iter().find(|k| k.matches(group, &doc.kind))
     }
 
     /// The kinds read in API group `group` (`""`: the core group), in declaration order.
@@ -250,12 +254,15 @@ impl<S: KindSet> FileKinds<S> {
     /// The typed object; undeclared kinds become [`Object::Skipped`].
     pub fn decode(&self, doc: &Document) -> Result<Object<S>, String> {
         match self.find(doc) {
-            Some(kind) => kind.decode(doc.value.clone()),
-            None => Ok(Object::Skipped {
+            Some(kind) => Ok(Object::Read(Read {
+                value: kind.decode(&doc.value)?,
+                kind: kind.clone(),
+            })),
+            None => Ok(Object::Skipped(Box::new(Unread {
                 api_version: doc.api_version.clone(),
                 kind: doc.kind.clone(),
                 name: doc.name().to_owned(),
-            }),
+            }))),
         }
     }
 }
@@ -307,7 +314,7 @@ mod tests {
         assert_eq!(class.metadata.namespace, None);
         let svc = objects[1].get::<Service>().unwrap();
         assert_eq!(svc.metadata.namespace.as_deref(), Some("default"));
-        assert!(matches!(&objects[2], Object::Skipped { kind, .. } if kind == "Service"));
+        assert!(matches!(&objects[2], Object::Skipped(u) if u.kind == "Service"));
         let snapshot = Snapshot::from_objects(objects.clone());
         assert_eq!(
             (snapshot.gateway_classes.len(), snapshot.services.len()),

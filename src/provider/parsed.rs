@@ -35,11 +35,13 @@ pub(super) struct ParsedFile {
 /// again from the file's text, which is kept while that can happen ([`ParsedFile::text`]).
 pub(super) struct Definition {
     pub(super) key: ObjectKey,
-    pub(super) line: usize,
-    pub(super) index: usize,
+    /// Its document's line ([`Definition::line`]) and index in the file, and its place among
+    /// the file's definitions (and among [`ParsedFile::documents`]): `u32`s, as every file
+    /// keeps a definition per object while it stays.
+    line: u32,
+    index: u32,
+    position: u32,
     pub(super) field_prefix: Box<str>,
-    /// Its place among the file's definitions (and among [`ParsedFile::documents`]).
-    pub(super) position: usize,
     /// SHA-1 of the document as written (compact JSON, after namespace and generation were
     /// filled in): equal digests are an unchanged document.
     pub(super) digest: [u8; 20],
@@ -51,10 +53,10 @@ impl Definition {
         let json = serde_json::to_string(&doc.value).unwrap_or_default();
         let def = Self {
             key: ObjectKey::of(&doc),
-            line: doc.line,
-            index: doc.index,
+            line: small(doc.line),
+            index: small(doc.index),
             field_prefix: doc.field_prefix.as_str().into(),
-            position,
+            position: small(position),
             digest: Sha1::digest(json.as_bytes()).into(),
         };
         doc.value = serde_json::Value::Null;
@@ -63,6 +65,28 @@ impl Definition {
             json: json.into_boxed_str(),
         };
         (def, written)
+    }
+}
+
+/// `n` as kept in a [`Definition`]; files are size-bounded, far below `u32::MAX` lines.
+fn small(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl Definition {
+    /// 1-based line where its document starts.
+    pub(super) fn line(&self) -> usize {
+        self.line as usize
+    }
+
+    /// Index of its YAML document in the file.
+    pub(super) fn index(&self) -> usize {
+        self.index as usize
+    }
+
+    /// Its place among the file's definitions.
+    pub(super) fn position(&self) -> usize {
+        self.position as usize
     }
 }
 

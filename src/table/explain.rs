@@ -66,7 +66,7 @@ pub fn mismatch(m: &RequestMatch, req: &RequestView<'_>) -> Option<String> {
             PathMatch::RegularExpression(r) => format!("path does not match {}", r.as_str()),
         });
     }
-    if let Some(method) = m.method.as_ref().filter(|m| *m != req.method) {
+    if let Some(method) = m.method.as_deref().filter(|m| *m != req.method) {
         return Some(format!("method is not {method}"));
     }
     if let Some(h) = m.headers.iter().find(|h| !h.matches(req.headers)) {
@@ -95,15 +95,15 @@ mod tests {
     fn the_first_failing_condition_is_named() {
         let mut m = RequestMatch::any();
         m.path = PathMatch::prefix("/api");
-        m.method = Some(Method::POST);
-        m.headers = vec![HeaderMatch {
+        m.method = Some(Box::new(Method::POST));
+        m.headers = Box::new([HeaderMatch {
             name: HeaderName::from_static("x-role"),
             value: ValueMatch::Exact("admin".into()),
-        }];
-        m.query = vec![QueryMatch {
+        }]);
+        m.query = Box::new([QueryMatch {
             name: "v".into(),
             value: ValueMatch::Exact("2".into()),
-        }];
+        }]);
         fn view<'a>(
             path: &'a str,
             method: &'a Method,

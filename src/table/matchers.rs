@@ -24,12 +24,14 @@ pub struct RequestView<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct RequestMatch {
     pub path: PathMatch,
+    /// Boxed, and the conditions below as boxed slices: every rule of every route carries a
+    /// match, kept as long as the route, and most matches have none of them.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_method")]
-    pub method: Option<Method>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<HeaderMatch>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub query: Vec<QueryMatch>,
+    pub method: Option<Box<Method>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub headers: Box<[HeaderMatch]>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub query: Box<[QueryMatch]>,
     /// Set on every match of a GRPCRoute: the request must be a gRPC call to this service and
     /// method (the path condition only narrows the index lookup). Boxed: every rule carries
     /// a match, few are gRPC.
@@ -37,7 +39,7 @@ pub struct RequestMatch {
     pub grpc: Option<Box<GrpcMatch>>,
 }
 
-fn ser_method<S: Serializer>(m: &Option<Method>, s: S) -> Result<S::Ok, S::Error> {
+fn ser_method<S: Serializer>(m: &Option<Box<Method>>, s: S) -> Result<S::Ok, S::Error> {
     match m {
         Some(m) => s.serialize_str(m.as_str()),
         None => s.serialize_none(),
@@ -50,8 +52,8 @@ impl RequestMatch {
         Self {
             path: PathMatch::Prefix("/".into()),
             method: None,
-            headers: vec![],
-            query: vec![],
+            headers: Box::default(),
+            query: Box::default(),
             grpc: None,
         }
     }
@@ -59,7 +61,7 @@ impl RequestMatch {
     /// True when the request satisfies every condition.
     pub fn matches(&self, req: &RequestView<'_>) -> bool {
         self.path.matches(req.path)
-            && self.method.as_ref().is_none_or(|m| m == req.method)
+            && self.method.as_deref().is_none_or(|m| m == req.method)
             && self.headers.iter().all(|h| h.matches(req.headers))
             && self.query.iter().all(|q| q.matches(req.query))
             && self

@@ -13,13 +13,28 @@ use super::model::RouteRule;
 const SCAN_AT_MOST: usize = 4;
 
 /// Candidate rules by path, as indices into the host's precedence-sorted rule list.
+#[derive(Debug)]
+pub enum PathIndex {
+    /// Every rule of the host (this many) is a candidate, in order.
+    Scan(u32),
+    /// The maps of a host with more rules than are scanned. Boxed: every virtual host carries
+    /// an index, and most are scanned (sixteen bytes rather than the maps' hundred).
+    Indexed(Box<Maps>),
+}
+
+/// The candidates of an indexed host by exact path and by prefix, and its regex rules.
 #[derive(Debug, Default)]
-pub struct PathIndex {
+pub struct Maps {
     exact: HashMap<Box<str>, Vec<u32>>,
     prefix: HashMap<Box<str>, Vec<u32>>,
     regex: Vec<u32>,
-    /// When not zero, the host's rule count: every rule is a candidate, in order.
-    scan: u32,
+}
+
+impl Default for PathIndex {
+    /// A host without rules.
+    fn default() -> Self {
+        Self::Scan(0)
+    }
 }
 
 impl PathIndex {
@@ -30,13 +45,10 @@ impl PathIndex {
 
     /// [`PathIndex::build`], scanning hosts of up to `scan_at_most` rules.
     fn build_scanning(rules: &[Arc<RouteRule>], scan_at_most: usize) -> Self {
-        if !rules.is_empty() && rules.len() <= scan_at_most {
-            return Self {
-                scan: rules.len() as u32,
-                ..Self::default()
-            };
+        if rules.len() <= scan_at_most {
+            return Self::Scan(rules.len() as u32);
         }
-        let mut index = Self::default();
+        let mut index = Maps::default();
         for (i, rule) in rules.iter().enumerate() {
             let i = i as u32;
             match &rule.matcher.path {
@@ -45,7 +57,7 @@ impl PathIndex {
                 PathMatch::RegularExpression(_) => index.regex.push(i),
             }
         }
-        index
+        Self::Indexed(Box::new(index))
     }
 
     /// The first candidate, in precedence order, accepted by `accept`, which checks the whole
@@ -57,16 +69,17 @@ impl PathIndex {
     /// `path` at a segment boundary down to `/`. That is the spec's order, because within each list
     /// the rules are already sorted by the remaining criteria.
     pub fn find(&self, path: &str, mut accept: impl FnMut(usize) -> bool) -> Option<usize> {
-        if self.scan > 0 {
-            return (0..self.scan as usize).find(|&i| accept(i));
-        }
+        let index = match self {
+            Self::Scan(rules) => return (0..*rules as usize).find(|&i| accept(i)),
+            Self::Indexed(index) => index,
+        };
         let mut first = |list: &[u32]| list.iter().map(|&i| i as usize).find(|&i| accept(i));
-        if let Some(list) = self.exact.get(path) {
+        if let Some(list) = index.exact.get(path) {
             if let Some(i) = first(list) {
                 return Some(i);
             }
         }
-        if let Some(i) = first(&self.regex) {
+        if let Some(i) = first(&index.regex) {
             return Some(i);
         }
         if !path.starts_with('/') {
@@ -75,7 +88,7 @@ impl PathIndex {
         let mut key = path.trim_end_matches('/');
         loop {
             let probe = if key.is_empty() { "/" } else { key };
-            if let Some(i) = self.prefix.get(probe).and_then(|list| first(list)) {
+            if let Some(i) = index.prefix.get(probe).and_then(|list| first(list)) {
                 return Some(i);
             }
             if key.is_empty() {

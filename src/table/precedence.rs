@@ -225,9 +225,9 @@ mod tests {
                 };
                 let matcher = RequestMatch {
                     path,
-                    method: s.method.then_some(http::Method::GET),
-                    headers: vec![header; usize::from(s.headers)],
-                    query: vec![query; usize::from(s.query)],
+                    method: s.method.then(|| Box::new(http::Method::GET)),
+                    headers: vec![header; usize::from(s.headers)].into(),
+                    query: vec![query; usize::from(s.query)].into(),
                     grpc: s.grpc.map(|(k, len)| {
                         Box::new(GrpcMatch {
                             service: value(k, len),

@@ -107,23 +107,27 @@ impl RuleBuilder {
     }
 
     pub fn method(mut self, method: Method) -> Self {
-        self.matcher.method = Some(method);
+        self.matcher.method = Some(Box::new(method));
         self
     }
 
     pub fn header(mut self, name: &str, value: ValueMatch) -> Self {
-        self.matcher.headers.push(HeaderMatch {
+        let mut headers = std::mem::take(&mut self.matcher.headers).into_vec();
+        headers.push(HeaderMatch {
             name: HeaderName::from_bytes(name.as_bytes()).expect("valid header name"),
             value,
         });
+        self.matcher.headers = headers.into();
         self
     }
 
     pub fn query(mut self, name: &str, value: ValueMatch) -> Self {
-        self.matcher.query.push(QueryMatch {
+        let mut query = std::mem::take(&mut self.matcher.query).into_vec();
+        query.push(QueryMatch {
             name: name.into(),
             value,
         });
+        self.matcher.query = query.into();
         self
     }
 

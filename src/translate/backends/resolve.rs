@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::kinds::routes::RouteKindId;
+use crate::name::Name;
 use crate::snapshot::Snapshot;
 use crate::snapshot::{namespace_of, or_default_namespace};
 use crate::status::conditions::Reason;
@@ -81,14 +82,15 @@ pub struct BackendRef<'a> {
 }
 
 /// An owned copy of a [`BackendRef`], kept with its outcome so a cached route can check that
-/// each of its references still resolves the same way.
+/// each of its references still resolves the same way. Its strings are interned: thousands of
+/// routes name the same few groups, kinds, namespaces and Services.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnedRef {
     from_kind: &'static str,
-    group: Option<String>,
-    kind: Option<String>,
-    name: String,
-    namespace: Option<String>,
+    group: Option<Name>,
+    kind: Option<Name>,
+    name: Name,
+    namespace: Option<Name>,
     port: Option<i32>,
 }
 
@@ -356,10 +358,10 @@ impl<'a> Backends<'a> {
         if let Some(recording) = &mut self.recording {
             let owned = OwnedRef {
                 from_kind: r.from_kind,
-                group: r.group.map(str::to_owned),
-                kind: r.kind.map(str::to_owned),
-                name: r.name.to_owned(),
-                namespace: r.namespace.map(str::to_owned),
+                group: r.group.map(Name::new),
+                kind: r.kind.map(Name::new),
+                name: Name::new(r.name),
+                namespace: r.namespace.map(Name::new),
                 port: r.port,
             };
             recording.push((owned, out.clone()));
@@ -598,5 +600,55 @@ spec: {ports: [{port: 80}]}",
                 "{kind}: {refused:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_recorded_reference_reads_back_as_it_was_resolved() {
+        let snapshot = Snapshot::default();
+        let mut backends = Backends::with_cache(&snapshot, BackendCache::default(), false);
+        let r = BackendRef {
+            from_kind: "GRPCRoute",
+            group: Some(""),
+            kind: Some("Service"),
+            name: "app",
+            namespace: Some("shop"),
+            port: Some(8080),
+        };
+        let bare = BackendRef {
+            group: None,
+            kind: None,
+            namespace: None,
+            port: None,
+            ..r
+        };
+        backends.record();
+        let outcomes = [
+            backends.resolve("shop", &r),
+            backends.resolve("shop", &bare),
+        ];
+        let recorded = backends.recorded();
+        assert_eq!(recorded.len(), 2);
+        for ((owned, outcome), (r, resolved)) in
+            recorded.iter().zip([r, bare].iter().zip(&outcomes))
+        {
+            let back = owned.as_ref();
+            assert_eq!(
+                (
+                    back.from_kind,
+                    back.group,
+                    back.kind,
+                    back.name,
+                    back.namespace,
+                    back.port
+                ),
+                (r.from_kind, r.group, r.kind, r.name, r.namespace, r.port)
+            );
+            assert!(same_outcome(outcome, resolved));
+        }
+        // Interned: the two references share one copy of the Service name.
+        assert!(std::ptr::eq(
+            recorded[0].0.name.as_str(),
+            recorded[1].0.name.as_str()
+        ));
     }
 }

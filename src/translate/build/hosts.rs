@@ -93,13 +93,14 @@ struct Placed {
     hosts: Vec<(SocketAddr, String)>,
 }
 
-/// One virtual host and the routes whose rules it serves.
+/// One virtual host and the routes whose rules it serves. Sized to fit: a configuration of
+/// thousands of hostnames keeps one per hostname, most with one route.
 #[derive(Debug, Default)]
 struct HostState {
     routes: Vec<Arc<CompiledRoute>>,
     /// The host as last built, with where each rule it was built from (in the order they
     /// were gathered) went among its rules.
-    built: Option<(Vec<u32>, Arc<VirtualHost>)>,
+    built: Option<(Box<[u32]>, Arc<VirtualHost>)>,
 }
 
 /// Fewer rules to sort and index than this per thread and the hosts are built on the calling
@@ -142,7 +143,7 @@ impl Build {
 #[derive(Debug, Default)]
 struct SocketHosts {
     layout: Layout,
-    hosts: HashMap<String, HostState>,
+    hosts: HashMap<Box<str>, HostState>,
     index: HostIndex,
 }
 
@@ -194,7 +195,7 @@ impl HostCache {
                 let Some(host) = self
                     .sockets
                     .get_mut(addr)
-                    .and_then(|s| s.hosts.get_mut(name))
+                    .and_then(|s| s.hosts.get_mut(name.as_str()))
                 else {
                     continue;
                 };
@@ -214,7 +215,7 @@ impl HostCache {
                 let hosts = self.place(gateways, attached);
                 for (addr, name) in &hosts {
                     if let Some(s) = self.sockets.get_mut(addr) {
-                        let host = s.hosts.entry(name.clone()).or_default();
+                        let host = s.hosts.entry(name.as_str().into()).or_default();
                         host.routes.push(compiled.clone());
                     }
                     touched.insert((*addr, name.clone()));
@@ -257,7 +258,7 @@ impl HostCache {
         let mut kept = Vec::new();
         for (addr, layout) in layouts {
             let old = previous.remove(&addr).map(|s| s.hosts).unwrap_or_default();
-            let mut hosts: HashMap<String, HostState> = old
+            let mut hosts: HashMap<Box<str>, HostState> = old
                 .into_iter()
                 .map(|(name, h)| {
                     let host = HostState {
@@ -268,9 +269,9 @@ impl HostCache {
                 })
                 .collect();
             for name in layout.listener_hosts.iter().flatten() {
-                hosts.entry(name.clone()).or_default();
+                hosts.entry(name.as_str().into()).or_default();
             }
-            kept.extend(hosts.keys().map(|name| (addr, name.clone())));
+            kept.extend(hosts.keys().map(|name| (addr, name.to_string())));
             let socket = SocketHosts {
                 layout,
                 hosts,
@@ -326,9 +327,9 @@ impl SocketHosts {
     /// same rules for the same listener, else returns what to build; drops the host when no
     /// route is left and it is not a listener's hostname.
     fn rebuild(&mut self, addr: SocketAddr, name: String) -> Option<Build> {
-        let host = self.hosts.get_mut(&name)?;
+        let host = self.hosts.get_mut(name.as_str())?;
         if host.routes.is_empty() && !self.layout.is_listener_host(&name) {
-            self.hosts.remove(&name);
+            self.hosts.remove(name.as_str());
             self.index.remove(&name);
             return None;
         }
@@ -336,6 +337,7 @@ impl SocketHosts {
         // between rules that are otherwise equal in precedence.
         host.routes
             .sort_by(|a, b| route_order(a).cmp(&route_order(b)));
+        host.routes.shrink_to_fit();
         let mut rules: Vec<Arc<RouteRule>> =
             Vec::with_capacity(host.routes.iter().map(|r| r.rules.len()).sum());
         for r in &host.routes {
@@ -368,8 +370,8 @@ impl SocketHosts {
     /// Puts a host built by [`SocketHosts::rebuild`]'s [`Build`] in place.
     fn put(&mut self, built: Built) {
         let host = Arc::new(built.host);
-        if let Some(state) = self.hosts.get_mut(&built.name) {
-            state.built = Some((built.at, host.clone()));
+        if let Some(state) = self.hosts.get_mut(built.name.as_str()) {
+            state.built = Some((built.at.into_boxed_slice(), host.clone()));
         }
         self.index.put(host);
     }

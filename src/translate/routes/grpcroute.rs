@@ -105,8 +105,8 @@ pub fn compile_grpc_match(m: &GrpcRouteRulesMatches) -> Result<RequestMatch, Mat
     Ok(RequestMatch {
         path,
         method: None,
-        headers,
-        query: Vec::new(),
+        headers: headers.into_boxed_slice(),
+        query: Box::default(),
         grpc: Some(Box::new(grpc)),
     })
 }

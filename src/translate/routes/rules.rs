@@ -418,9 +418,9 @@ pub fn compile_match(m: &HttpRouteRulesMatches) -> Result<RequestMatch, MatchErr
     });
     Ok(RequestMatch {
         path,
-        method,
-        headers,
-        query,
+        method: method.map(Box::new),
+        headers: headers.into_boxed_slice(),
+        query: query.into_boxed_slice(),
         grpc: None,
     })
 }
@@ -442,7 +442,7 @@ mod tests {
         ))
         .unwrap();
         assert!(matches!(&m.path, PathMatch::Exact(p) if p == "/a"));
-        assert_eq!(m.method, Some(Method::POST));
+        assert_eq!(m.method.as_deref(), Some(&Method::POST));
         assert_eq!(m.headers.len(), 1);
         assert!(matches!(&m.headers[0].value, ValueMatch::Exact(v) if v == "1"));
         assert!(matches!(
