@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::{HeaderName, Method};
 use serde::{Serialize, Serializer};
 
-use super::model::ServiceBackend;
+use super::backend_set::ServiceBackend;
 
 /// Envoy's `ext_authz` default for `status_on_error`: an authorizer that cannot answer (down,
 /// timed out, a malformed answer) denies the request with 403, unless `fail_open` is set.

@@ -11,8 +11,8 @@ use http::uri::{InvalidUri, PathAndQuery};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Serialize, Serializer};
 
+use super::backend_set::ServiceBackend;
 use super::matchers::PathMatch;
-use super::model::ServiceBackend;
 
 pub use redirect::{Redirect, RedirectTarget, Scheme};
 
@@ -297,7 +297,7 @@ mod tests {
     #[test]
     fn mirror_sampling_follows_the_fraction() {
         let backend = Arc::new(ServiceBackend {
-            service: super::super::model::ServiceKey {
+            service: super::super::backend_set::ServiceKey {
                 namespace: "d".into(),
                 name: "m".into(),
                 port: 80,

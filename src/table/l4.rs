@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::backend_set::BackendSet;
 use super::hostname::{HostnameMap, Pattern};
-use super::model::{BackendSet, RouteRef};
+use super::model::RouteRef;
 use super::policy::IpAccess;
 use super::source::SocketSource;
 

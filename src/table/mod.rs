@@ -1,6 +1,7 @@
 //! The data-plane model: an immutable, fully resolved route table built by `translate` and read by
 //! `proxy` on every request. Pure: no I/O, no tokio, no kube; lookups are hash probes and short scans.
 
+mod backend_set;
 mod backend_tls;
 mod client_auth;
 mod cors;
@@ -17,11 +18,15 @@ mod path;
 mod policy;
 mod precedence;
 mod resilience;
+mod rule_filters;
 mod shards;
 mod source;
 mod tls;
 mod x509;
 
+pub use backend_set::{
+    BackendSet, BackendTarget, ServiceBackend, ServiceKey, UpstreamProtocol, WeightedBackend,
+};
 pub use backend_tls::{
     BackendIdentity, BackendTls, BackendTlsEntry, BackendTlsError, SubjectAltName,
 };
@@ -41,10 +46,7 @@ pub use l4::{L4Route, L4Routes, SniListener, SniRoutes};
 pub use matchers::{
     HeaderMatch, PathMatch, QueryMatch, Regex, RequestMatch, RequestView, ValueMatch,
 };
-pub use model::{
-    Attached, BackendSet, BackendTarget, ListenerTable, RouteRef, RouteRule, RouteTable,
-    RuleFilters, ServiceBackend, ServiceKey, UpstreamProtocol, VirtualHost, WeightedBackend,
-};
+pub use model::{Attached, ListenerTable, RouteRef, RouteRule, RouteTable, VirtualHost};
 pub use path::PathIndex;
 pub use policy::{
     AccessLog, AccessLogFormat, BasicAuth, ConcurrencyLimit, ErrorPages, IpAccess, JwtAuth,
@@ -54,5 +56,6 @@ pub use policy::{
 pub use resilience::{
     Balance, CookieAttributes, HashOn, RetryPolicy, SameSite, SessionKind, SessionPersistence,
 };
+pub use rule_filters::RuleFilters;
 pub use source::SocketSource;
 pub use tls::{Certificate, CertificateError, ServedCertificates, TlsListener, TlsListeners};

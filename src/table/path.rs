@@ -104,8 +104,10 @@ impl PathIndex {
 
 #[cfg(test)]
 mod tests {
+    use super::super::backend_set::BackendSet;
     use super::super::matchers::{Regex, RequestMatch};
-    use super::super::model::{BackendSet, RouteRef, RuleFilters};
+    use super::super::model::RouteRef;
+    use super::super::rule_filters::RuleFilters;
     use super::*;
 
     fn rule(name: &str, path: PathMatch) -> Arc<RouteRule> {

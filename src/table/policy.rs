@@ -10,7 +10,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 
-use super::model::ServiceBackend;
+use super::backend_set::ServiceBackend;
 
 /// Request-scoped settings of TrafficPolicies. A rule's own (`RuleFilters::policy`) are merged
 /// over its virtual host's (`VirtualHost::policy`, from Gateway and listener targets) one
