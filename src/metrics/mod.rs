@@ -8,6 +8,7 @@ mod families;
 mod handles;
 mod propagation;
 mod route_backends;
+mod rule_cells;
 mod series;
 
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,8 @@ pub use families::{
 };
 pub use handles::{method_index, BackendSeries, L4Series, RequestCells, METHODS};
 pub use propagation::Received;
-pub use series::{route_label, RuleSeries, SeriesIndex};
+pub use rule_cells::route_label;
+pub use series::{RuleSeries, SeriesIndex};
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,

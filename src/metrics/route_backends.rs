@@ -11,7 +11,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
 use super::families::ROUTE_LABELS;
-use super::series::{backend_label, route_label, rule_label, Source};
+use super::rule_cells::{backend_label, route_label, rule_label, Source};
 use crate::table::RouteRule;
 
 const NAME: &str = "route_backends";

@@ -20,23 +20,15 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::table::{
     BackendTarget, L4Route, L4Routes, ListenerTable, RouteRef, RouteRule, RouteTable, ServiceKey,
-    SocketSource, WeightedBackend,
+    SocketSource,
 };
 
 use super::handles::{BackendSeries, L4Series, Labels, RequestCells};
 use super::route_backends::Announced;
+use super::rule_cells::{empty, resolve, route_label, source_labels, Seeded, Source};
 use super::Metrics;
 
 type Fast = foldhash::fast::FixedState;
-/// Keyed by label text from the configuration: seeded per process.
-type Seeded = foldhash::fast::RandomState;
-
-/// The `gateway` and `listener` labels of one Gateway listener, shared by its rules.
-#[derive(Debug)]
-pub(super) struct Source {
-    pub(super) gateway: Arc<str>,
-    pub(super) listener: Arc<str>,
-}
 
 /// One rule as served by one Gateway listener of one socket. Its cells are made at its first
 /// request, or handed over from the last table when that served the same rule there and saw a
@@ -197,42 +189,6 @@ struct RuleCells {
     cells: Arc<[Arc<RequestCells>]>,
 }
 
-/// The `gateway` and `listener` labels of a Gateway listener.
-fn source_labels(source: Option<&SocketSource>) -> (String, String) {
-    let (mut gateway, mut listener) = (String::new(), String::new());
-    if let Some(s) = source {
-        let _ = s.write_gateway(&mut gateway);
-        let _ = s.write_listener(&mut listener);
-    }
-    (gateway, listener)
-}
-
-/// The empty label value.
-fn empty() -> Arc<str> {
-    Arc::from("")
-}
-
-/// `Kind/namespace/name`.
-pub fn route_label(route: &RouteRef) -> String {
-    format!("{}/{}", route.kind(), route.label())
-}
-
-/// The `rule` label: the rule's name, else its index.
-pub(super) fn rule_label(rule: &RouteRule) -> String {
-    match &rule.rule_name {
-        Some(n) => n.clone(),
-        None => rule.rule_index.to_string(),
-    }
-}
-
-/// The `backend` label of a backendRef: its Service port, empty when it resolved to none.
-pub(super) fn backend_label(backend: &WeightedBackend) -> String {
-    match &backend.target {
-        BackendTarget::Service(s) => s.service.to_string(),
-        BackendTarget::Invalid { .. } => String::new(),
-    }
-}
-
 impl Live {
     /// The cells of `rule` on Gateway listener `source`: those another table's request made,
     /// else [`resolve`]d, marked as used by the last build (whose table serves the rule, or a
@@ -250,52 +206,6 @@ impl Live {
         self.rules.insert(key, made);
         cells
     }
-}
-
-/// The cells of `rule` on Gateway listener `source` by their labels, in `cells` or added to
-/// it, marked with `mark`: one per backendRef (with the backend's series from `backends`),
-/// then the one of answers without a backend.
-fn resolve(
-    cells: &mut HashMap<Labels, Arc<RequestCells>, Seeded>,
-    backends: &HashMap<ServiceKey, Arc<BackendSeries>, Seeded>,
-    mark: u64,
-    source: &Source,
-    rule: &RouteRule,
-) -> Arc<[Arc<RequestCells>]> {
-    let mut cell = |labels: Labels, backend: Option<Arc<BackendSeries>>| {
-        let c = match cells.entry(labels) {
-            Entry::Occupied(e) => e.get().clone(),
-            Entry::Vacant(e) => {
-                let c = Arc::new(RequestCells::new(e.key().clone(), backend));
-                e.insert(c).clone()
-            }
-        };
-        c.mark(mark);
-        c
-    };
-    let labels = [
-        source.gateway.clone(),
-        source.listener.clone(),
-        Arc::from(route_label(&rule.route)),
-        Arc::from(rule_label(rule)),
-        empty(),
-    ];
-    let refs = &rule.backends.backends;
-    let mut out = Vec::with_capacity(refs.len() + 1);
-    for b in refs {
-        let series = match &b.target {
-            BackendTarget::Service(s) => backends.get(&s.service).cloned(),
-            BackendTarget::Invalid { .. } => None,
-        };
-        let mut labels = labels.clone();
-        labels[4] = match &series {
-            Some(s) => s.shared_label().clone(),
-            None => Arc::from(backend_label(b)),
-        };
-        out.push(cell(labels, series));
-    }
-    out.push(cell(labels, None));
-    out.into()
 }
 
 /// Builds tables' indexes from the live handles, and retires what a table drops.
