@@ -4,65 +4,26 @@
 //! rejected `kubectl apply` leaves the stored object unchanged. Pure: callers read the files.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::lines::field_line;
-use super::manifest::{parse_documents_for, Document, ManifestError};
-use super::objects::{collect, FileKinds, Object};
+use super::manifest::{parse_documents_for, ManifestError};
+use super::objects::{FileKinds, Object};
 use super::parsed::{Definition, ParsedFile, Written};
 use super::skipped::sort_skipped;
 pub use super::skipped::SkippedKind;
 use crate::admission::Crds;
 use crate::kinds::KindSet;
-use crate::name::Name;
 use crate::snapshot::Snapshot;
+pub use key::ObjectKey;
+pub use reading::{Applied, FileRead, Reading, Taken};
 
-/// Identity of an object: two documents with the same key are the same object. Group, kind
-/// and namespace are interned: every object of a directory repeats them; the name is shared
-/// by the clones of a key (a file's definition and the admitted object hold one each).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ObjectKey {
-    pub group: Name,
-    pub kind: Name,
-    pub namespace: Option<Name>,
-    pub name: Arc<str>,
-}
-
-impl ObjectKey {
-    pub(super) fn of(doc: &Document) -> Self {
-        Self {
-            group: Name::new(doc.group()),
-            kind: Name::new(&doc.kind),
-            namespace: doc.value["metadata"]["namespace"].as_str().map(Name::new),
-            name: doc.name().into(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
-            None => write!(f, "{} {}", self.kind, self.name),
-        }
-    }
-}
-
-/// One reading of a file: its text, or why it could not be read.
-pub type FileRead = Result<String, String>;
-
-/// A file as a complete reading of the directory takes it.
-#[derive(Debug)]
-pub enum Taken {
-    /// Known to be unchanged since it was last read: its held text stands.
-    Held,
-    /// Read now.
-    Read(FileRead),
-}
+mod key;
+mod queries;
+mod reading;
 
 /// Which objects a reading settles again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,33 +32,6 @@ enum Scope {
     All,
     /// The objects the changed files defined before or define now.
     Touched,
-}
-
-/// What one [`Admission::apply`] found.
-#[derive(Debug, Default)]
-pub struct Applied {
-    /// Files that did not parse and objects that were not admitted, each with file and line.
-    pub errors: Vec<ManifestError>,
-    /// Kinds that were skipped (not read by the product); kinds that look meant for us but
-    /// are unknown (`kind: HttpRoute`) are errors instead.
-    pub skipped: BTreeSet<SkippedKind>,
-    /// False when the admitted objects are exactly those of the previous reading.
-    pub changed: bool,
-    /// Files that looked half-written in a [`Reading::Tentative`] reading (they did not parse,
-    /// could not be read, or became empty): they kept their previous documents and no error was
-    /// recorded for them; the caller reads again.
-    pub unsettled: Vec<PathBuf>,
-}
-
-/// How much to trust a reading of the directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reading {
-    /// Taken right after a change: a file that does not parse, cannot be read, or became
-    /// empty may be in the middle of being written, so it keeps its previous documents
-    /// silently and is listed in [`Applied::unsettled`].
-    Tentative,
-    /// Final: every file is taken as it is, and every problem is an error.
-    Final,
 }
 
 /// The documents of files parsed during one reading, by file and [`Definition::position`];
@@ -455,21 +389,6 @@ impl<S: KindSet> Admission<S> {
         field_line(text, doc.index(), &format!("{}{field}", doc.field_prefix))
     }
 
-    /// True when the file `path` is held as last taken (parsed, or read again unchanged).
-    pub fn holds(&self, path: &Path) -> bool {
-        self.files.contains_key(path)
-    }
-
-    /// True when the file `path` is held as parsed from `text`.
-    pub fn holds_text(&self, path: &Path, text: &str) -> bool {
-        self.files.get(path).is_some_and(|f| f.parsed_from(text))
-    }
-
-    /// The path `path` as the state shares it, while the file is held.
-    pub fn shared_path(&self, path: &Path) -> Option<Arc<Path>> {
-        self.files.get_key_value(path).map(|(p, _)| p.clone())
-    }
-
     /// Drops the texts of the files (of `paths`; every file: `None`) whose every definition
     /// is admitted as it is now: only a change of the file, read anew, concerns them again.
     fn drop_texts(&mut self, paths: Option<&Fresh>) {
@@ -501,36 +420,6 @@ impl<S: KindSet> Admission<S> {
                 }
             }
         }
-    }
-
-    /// A snapshot of every admitted object.
-    pub fn snapshot(&self) -> S {
-        collect(self.admitted.values().map(|a| a.object.clone()))
-    }
-
-    /// The file and line (of its document) the admitted object `key` was read from.
-    pub fn location(&self, key: &ObjectKey) -> Option<(&Path, usize)> {
-        let path = &self.admitted.get(key)?.path;
-        let defs = &self.files.get(path)?.definitions;
-        Some((path, defs.iter().find(|d| d.key == *key)?.line()))
-    }
-
-    /// Number of documents in the files, of every kind (read, skipped or unknown).
-    pub fn documents(&self) -> usize {
-        self.files
-            .values()
-            .map(|f| f.definitions.len() + f.skipped.len())
-            .sum()
-    }
-
-    /// Number of admitted objects.
-    pub fn len(&self) -> usize {
-        self.admitted.len()
-    }
-
-    /// True when nothing is admitted.
-    pub fn is_empty(&self) -> bool {
-        self.admitted.is_empty()
     }
 }
 
