@@ -71,12 +71,14 @@ impl Handler {
                 .await?;
             let response_limit = admitted.response_limit;
             held.concurrency = admitted.slot;
-            if let Some(denied) = self
-                .external_auth(&mut req, &rule, vhost, table, listener)
-                .await?
-            {
-                trail.answered_by = Some(decision::EXT_AUTH_DENIED);
-                return Ok(denied);
+            // Boxed, and only made when an authorizer applies: its state would otherwise
+            // make every request's future larger.
+            if policy::external_auths(&rule, vhost).next().is_some() {
+                let checked = Box::pin(self.external_auth(&mut req, &rule, vhost, table, listener));
+                if let Some(denied) = checked.await? {
+                    trail.answered_by = Some(decision::EXT_AUTH_DENIED);
+                    return Ok(denied);
+                }
             }
             let session = rule
                 .filters
@@ -145,10 +147,11 @@ impl Handler {
                     );
                     let tls = upstream_tls(table, listener, &pages.backend);
                     let timeouts = rule.filters.timeouts;
-                    let resp = self
-                        .upstream()
-                        .error_page(pages, page, tls.as_ref(), timeouts, start)
-                        .await?;
+                    // Boxed: the rare path, kept out of every request's future.
+                    let upstream = self.upstream();
+                    let resp =
+                        Box::pin(upstream.error_page(pages, page, tls.as_ref(), timeouts, start))
+                            .await?;
                     trail.answered_by = Some(decision::ERROR_PAGE);
                     policy::check_declared_response(&resp, response_limit)?;
                     return Ok(self.respond(

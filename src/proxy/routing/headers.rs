@@ -31,21 +31,13 @@ static HOP_BY_HOP: [HeaderName; 7] = [
 /// are present (most requests carry none; most responses only `Connection`), and removes only
 /// those: a removal costs a hash and a probe whether or not the header is there.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let mut present = 0u8;
-    for name in headers.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
-            present |= 1 << i;
-        }
-    }
+    let present = headers
+        .keys()
+        .fold(0u8, |present, name| present | bit(name));
     if present == 0 {
         return;
     }
-    let has = |name: &HeaderName| {
-        HOP_BY_HOP
-            .iter()
-            .position(|h| h == name)
-            .is_some_and(|i| present & (1 << i) != 0)
-    };
+    let has = |name: &HeaderName| present & bit(name) != 0;
     let listed: Vec<HeaderName> = if has(&header::CONNECTION) {
         headers
             .get_all(header::CONNECTION)
@@ -84,6 +76,24 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if wants_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
+}
+
+/// The bit of `name` in a set of [`HOP_BY_HOP`] (its position there), 0 for any other name.
+/// A string match: a name of another length is ruled out before any byte is compared, where
+/// comparing `HeaderName`s takes a comparison per entry of [`HOP_BY_HOP`].
+fn bit(name: &HeaderName) -> u8 {
+    let index = match name.as_str() {
+        "connection" => 0,
+        "keep-alive" => 1,
+        "proxy-connection" => 2,
+        "trailer" => 3,
+        "transfer-encoding" => 4,
+        "upgrade" => 5,
+        "te" => 6,
+        _ => return 0,
+    };
+    debug_assert_eq!(HOP_BY_HOP[index], *name);
+    1 << index
 }
 
 /// Whether a `Connection` token names one of [`HOP_BY_HOP`].

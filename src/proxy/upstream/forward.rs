@@ -8,6 +8,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body;
 
@@ -238,12 +239,14 @@ impl Upstream<'_> {
         let send = self
             .clients
             .send(exchange.protocol, picked.addr, exchange.tls, req);
-        let sent = within_timeouts(
+        // Boxed: the exchange's state is the largest part of a request's future, and every
+        // layer above would hold it and move it into place again.
+        let sent = Box::pin(within_timeouts(
             send,
             exchange.timeouts,
             self.response_timeout,
             exchange.start,
-        );
+        ));
         let began = Instant::now();
         let sent = match exchange.series {
             Some(series) => CONNECT_TIMES.scope(series.connect.clone(), sent).await,
@@ -313,12 +316,16 @@ fn outcome_of(status: u16) -> Outcome {
 /// One attempt, bounded by the rule's `timeouts.request` (counted from the start of the
 /// request) and `timeouts.backendRequest` (counted from now), and by the proxy's `upstream`
 /// response timeout (from now) whichever ends first.
-pub(crate) async fn within_timeouts<T, E: From<ProxyError>>(
+///
+/// A plain function returning the timer around `exchange`, not an `async fn`: an `async fn`
+/// keeps its argument and the timer that took it side by side in its state, twice the
+/// exchange's size in every request's future.
+pub(crate) fn within_timeouts<T, E: From<ProxyError>>(
     exchange: impl Future<Output = Result<T, E>>,
     timeouts: Timeouts,
     upstream: Duration,
     start: Instant,
-) -> Result<T, E> {
+) -> impl Future<Output = Result<T, E>> {
     let now = Instant::now();
     let (at, kind, after) = [
         timeouts
@@ -334,8 +341,7 @@ pub(crate) async fn within_timeouts<T, E: From<ProxyError>>(
     .min_by_key(|(at, _, _)| *at)
     .unwrap_or((now + upstream, TimeoutKind::UpstreamResponse, upstream));
     tokio::time::timeout_at(at.into(), exchange)
-        .await
-        .map_err(|_| E::from(ProxyError::Timeout { kind, after }))?
+        .map(move |sent| sent.unwrap_or_else(|_| Err(E::from(ProxyError::Timeout { kind, after }))))
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! (header values share the bytes read), with the framing checks request smuggling relies on
 //! failing (RFC 9112 6.3). The body's decoder is `h1wire::framing`.
 
+use std::mem::MaybeUninit;
+
 use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
@@ -69,9 +71,10 @@ const ADDED: usize = 6;
 pub fn parse_head(buf: &mut BytesMut, max: usize) -> Result<Option<Head>, HeadError> {
     let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
     let (len, method, target, minor, count) = {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        let len = match req.parse(buf) {
+        // Left uninitialised: the parser writes only the slots of the lines it finds.
+        let mut headers = [MaybeUninit::uninit(); MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut []);
+        let len = match req.parse_with_uninit_headers(buf, &mut headers) {
             Ok(httparse::Status::Complete(len)) if len > max => {
                 return Err(HeadError::TooLarge(max))
             }

@@ -3,6 +3,8 @@
 //! or until the connection closes, decoded by the request body's decoder (`h1wire`) with a
 //! response's rules.
 
+use std::mem::MaybeUninit;
+
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
@@ -38,9 +40,15 @@ pub(crate) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     // the values once parsing is done.
     let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
     let (len, code, minor, count) = {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        let len = match resp.parse(buf) {
+        // Left uninitialised: the parser writes only the slots of the lines it finds.
+        let mut headers = [MaybeUninit::uninit(); MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut resp,
+            buf,
+            &mut headers,
+        );
+        let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
                 return Err(H1Error::HeadTooLarge(MAX_HEAD))
@@ -71,13 +79,18 @@ pub(crate) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     let status = StatusCode::from_u16(code).map_err(|_| H1Error::Status(code))?;
     let mut headers = HeaderMap::with_capacity(count + ADDED);
     let mut declared = Declared::default();
+    // A `101` hands the connection over: its `Connection` and `Upgrade` go to the client.
+    let switching = status == StatusCode::SWITCHING_PROTOCOLS;
     for &(name, name_len, value, value_len) in &spans[..count] {
         let (name, value) = (name as usize, value as usize);
         let name = HeaderName::from_bytes(&head[name..name + name_len as usize])
             .map_err(|_| H1Error::Header)?;
         let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len as usize))
             .map_err(|_| H1Error::Header)?;
-        declared.see(&name, value.as_bytes());
+        if declared.see(&name, value.as_bytes()) && !switching {
+            // Said only of this connection, and removed on the way to the client anyway.
+            continue;
+        }
         headers.append(name, value);
     }
     let version = if minor == 0 {
@@ -110,7 +123,10 @@ struct Declared {
 }
 
 impl Declared {
-    fn see(&mut self, name: &HeaderName, value: &[u8]) {
+    /// Notes one header field. True for a `Connection` that lists nothing but `keep-alive`
+    /// and `close`: it names no other header to remove, and the proxy drops it (RFC 9110
+    /// 7.6.1) whatever it says, so the head need not carry it.
+    fn see(&mut self, name: &HeaderName, value: &[u8]) -> bool {
         if *name == header::TRANSFER_ENCODING {
             let last = value.rsplit(|b| *b == b',').next().unwrap_or(b"");
             self.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
@@ -127,10 +143,17 @@ impl Declared {
                 }
             }
         } else if *name == header::CONNECTION {
-            self.close |= value
-                .split(|b| *b == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+            let mut only_persistence = true;
+            for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    self.close = true;
+                } else if !token.eq_ignore_ascii_case(b"keep-alive") {
+                    only_persistence = false;
+                }
+            }
+            return only_persistence;
         }
+        false
     }
 }
 
@@ -246,6 +269,26 @@ mod tests {
         assert!(h.keep_alive);
         let values: Vec<_> = h.headers.get_all("x-a").iter().collect();
         assert_eq!(values, ["1", "2"]);
+    }
+
+    #[test]
+    fn a_connection_of_persistence_tokens_only_is_left_out_of_the_head() {
+        let parsed = |text: &str| head(text, &Method::GET).expect("parses").expect("complete");
+        let h = parsed("HTTP/1.1 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n");
+        assert!(h.headers.get("connection").is_none());
+        assert_eq!(h.headers.len(), 1);
+        assert!(h.keep_alive);
+        let h =
+            parsed("HTTP/1.1 200 OK\r\nconnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n");
+        assert!(h.headers.get("connection").is_none());
+        assert!(!h.keep_alive);
+        // Naming another header: kept, so that the header it names is removed too.
+        let h = parsed("HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n\r\n");
+        assert_eq!(h.headers["connection"], "close, X-Hop");
+        assert!(!h.keep_alive);
+        // A protocol switch keeps its `Connection` for the client.
+        let h = parsed("HTTP/1.1 101 Switching Protocols\r\nConnection: keep-alive\r\n\r\n");
+        assert_eq!(h.headers["connection"], "keep-alive");
     }
 
     #[test]
