@@ -8,6 +8,8 @@ WORKDIR /src
 RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
 COPY .cargo .cargo
 COPY Cargo.toml Cargo.lock build.rs ./
+# build.rs's link order (build/link-order.txt) and its linker-script maker.
+COPY build build
 COPY src src
 COPY benches benches
 ARG EDGEPLANE_COMMIT=unknown

@@ -17,6 +17,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=benches/route-files.sh
+. benches/route-files.sh
 routes="${HEAP_ROUTES:-5000}"
 bin="${HEAP_BIN:-}"
 if [ -z "$bin" ]; then
@@ -28,39 +30,6 @@ trap 'rm -rf "$work"' EXIT
 # A loopback address of its own: the Gateway listens on port 8080 there.
 bind="127.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))"
 admin="$bind:18481"
-
-# The standalone benchmark's infrastructure: GatewayClass, Gateway `gw` (one HTTP listener),
-# Service `base` with one EndpointSlice (the endpoint need not answer: no request is sent).
-infra() {
-    cat <<'EOF'
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: edge}
-spec: {controllerName: edgeplane.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw}
-spec:
-  gatewayClassName: edge
-  listeners:
-  - {name: http, port: 8080, protocol: HTTP}
----
-apiVersion: v1
-kind: Service
-metadata: {name: base}
-spec: {ports: [{name: http, port: 80}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: base-1
-  labels: {kubernetes.io/service-name: base}
-addressType: IPv4
-ports: [{name: http, port: 9}]
-endpoints: [{addresses: ['127.0.0.1'], conditions: {ready: true}}]
-EOF
-}
 
 # Runs the server on directory $1 under heaptrack and writes its leaked-bytes stacks to $2.
 profile() {
@@ -112,14 +81,8 @@ owners() {
     } END { for (o in sum) print o, sum[o] }' "$1"
 }
 
-mkdir -p "$work/empty" "$work/routes"
-infra >"$work/empty/infra.yaml"
-infra >"$work/routes/infra.yaml"
-for i in $(seq 0 $((routes - 1))); do
-    name="route-$i"
-    printf 'apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: %s}\nspec:\n  parentRefs: [{name: gw}]\n  hostnames: ['"'"'%s.example'"'"']\n  rules:\n  - backendRefs: [{name: base, port: 80}]\n' \
-        "$name" "$name" >"$work/routes/$name.yaml"
-done
+route_files "$work/empty" 0
+route_files "$work/routes" "$routes"
 
 # Files written within the last 2 s are read again at every reading (their stamps are racy);
 # a directory of manifests is usually older: let these settle so that their stamps are kept.

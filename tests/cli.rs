@@ -21,6 +21,9 @@ mod convert;
 mod docs;
 #[path = "cli/interface.rs"]
 mod interface;
+/// The build script's linker-script maker (its tests are in the file).
+#[path = "../build/link_order.rs"]
+mod link_order;
 #[path = "cli/namespace.rs"]
 mod namespace;
 #[path = "cli/nothing_checked.rs"]
