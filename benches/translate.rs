@@ -1,8 +1,9 @@
 //! Full translation (snapshot -> route table + status) of 1,000 and 10,000 HTTPRoutes attached to
 //! one Gateway, each with its own Service and EndpointSlice; and incremental translation of one
-//! changed route, or one changed EndpointSlice, at 1,000, 5,000 and 10,000 routes; and one
+//! changed route, or one changed EndpointSlice, at 1,000, 5,000, 10,000 and 50,000 routes; and one
 //! added route at as many routes of one hostname each (the propagation benchmarks' shape), and
-//! the metric label handles of the table such a change produces.
+//! the metric label handles of the table such a change produces, and the sealing of its status
+//! report.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -10,8 +11,9 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use edgeplane::metrics::Metrics;
-use edgeplane::provider::manifest::parse_manifests;
+use edgeplane::provider::manifest::{parse_manifests, Object};
 use edgeplane::snapshot::Snapshot;
+use edgeplane::status::SealedReport;
 use edgeplane::table::ServedCertificates;
 use edgeplane::translate::{translate, Incremental, TranslateOptions, DEFAULT_CONTROLLER_NAME};
 
@@ -50,9 +52,35 @@ pub fn manifests(routes: usize) -> String {
     y
 }
 
+/// The route counts of a group: `TRANSLATE_SIZES` (comma-separated) when set, so that a profiler
+/// run sets up only the size it measures, else `default`.
+fn sizes(default: &[usize]) -> Vec<usize> {
+    match std::env::var("TRANSLATE_SIZES") {
+        Ok(v) => v.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
+/// The objects of `text`, parsed a few hundred KiB of documents at a time: one file may expand
+/// to at most 16 MiB, and 50,000 routes are more.
+fn parse(text: &str) -> Vec<Object> {
+    let mut objects = Vec::new();
+    let mut chunk = String::new();
+    for doc in text.split("\n---\n") {
+        if chunk.len() + doc.len() > 256 * 1024 {
+            objects
+                .extend(parse_manifests(Path::new("bench.yaml"), &chunk).expect("manifests parse"));
+            chunk.clear();
+        }
+        chunk.push_str("\n---\n");
+        chunk.push_str(doc);
+    }
+    objects.extend(parse_manifests(Path::new("bench.yaml"), &chunk).expect("manifests parse"));
+    objects
+}
+
 fn snapshot(routes: usize) -> Snapshot {
-    let objects = parse_manifests(Path::new("bench.yaml"), &manifests(routes))
-        .expect("bench manifests parse");
+    let objects = parse(&manifests(routes));
     Snapshot::from_objects(objects)
 }
 
@@ -105,7 +133,7 @@ fn bench_incremental(c: &mut Criterion) {
     let served = ServedCertificates::default();
     let mut group = c.benchmark_group("incremental");
     group.sample_size(20);
-    for routes in [1_000, 5_000, 10_000] {
+    for routes in sizes(&[1_000, 5_000, 10_000, 50_000]) {
         let base = snapshot(routes);
         let cases = [
             ("route", with_changed_route(&base)),
@@ -133,7 +161,7 @@ fn bench_translate(c: &mut Criterion) {
     let options = options();
     let mut group = c.benchmark_group("translate");
     group.sample_size(10);
-    for routes in [1_000, 10_000] {
+    for routes in sizes(&[1_000, 10_000]) {
         let snap = snapshot(routes);
         group.bench_with_input(BenchmarkId::from_parameter(routes), &snap, |b, snap| {
             b.iter(|| {
@@ -180,9 +208,9 @@ fn bench_added(c: &mut Criterion) {
     let served = ServedCertificates::default();
     let mut group = c.benchmark_group("added");
     group.sample_size(20);
-    for routes in [1_000, 5_000, 10_000] {
+    for routes in sizes(&[1_000, 5_000, 10_000, 50_000]) {
         let text = own_host_manifests(routes + 1);
-        let objects = parse_manifests(Path::new("bench.yaml"), &text).expect("manifests parse");
+        let objects = parse(&text);
         let with = Snapshot::from_objects(objects);
         let mut without = with.clone();
         // The added route sorts among the others, as a new object does in a provider's store.
@@ -211,9 +239,9 @@ fn bench_handles(c: &mut Criterion) {
     let served = ServedCertificates::default();
     let mut group = c.benchmark_group("handles");
     group.sample_size(20);
-    for routes in [1_000, 5_000] {
+    for routes in sizes(&[1_000, 5_000]) {
         let text = own_host_manifests(routes + 1);
-        let objects = parse_manifests(Path::new("bench.yaml"), &text).expect("manifests parse");
+        let objects = parse(&text);
         let with = Snapshot::from_objects(objects);
         let mut without = with.clone();
         without.http_routes.remove(routes / 2);
@@ -240,11 +268,48 @@ fn bench_handles(c: &mut Criterion) {
     group.finish();
 }
 
+/// Sealing the status report of one translation after one route was added or removed among N
+/// routes of one hostname each, against the report sealed before it (what the reconciler does
+/// after each swap): reports come from alternating translations as in `added/N`.
+fn bench_seal(c: &mut Criterion) {
+    let options = options();
+    let served = ServedCertificates::default();
+    let mut group = c.benchmark_group("seal");
+    group.sample_size(20);
+    for routes in sizes(&[1_000, 10_000, 50_000]) {
+        let text = own_host_manifests(routes + 1);
+        let objects = parse(&text);
+        let with = Snapshot::from_objects(objects);
+        let mut without = with.clone();
+        without.http_routes.remove(routes / 2);
+        let pair = [without, with];
+        let mut memory = Incremental::default();
+        let mut sealed = SealedReport::from(memory.translate(&pair[0], &options, &served).status);
+        let mut next = 1;
+        group.bench_function(BenchmarkId::from_parameter(routes), |b| {
+            b.iter_batched(
+                || {
+                    let out = memory.translate(&pair[next], &options, &served);
+                    next = 1 - next;
+                    out.status
+                },
+                |status| {
+                    let now = status.seal(&sealed);
+                    std::mem::replace(&mut sealed, now)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     bench_translate,
     bench_incremental,
     bench_added,
-    bench_handles
+    bench_handles,
+    bench_seal
 );
 criterion_main!(benches);

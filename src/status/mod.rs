@@ -145,6 +145,40 @@ impl StatusReport {
         self.entries.sort_by(|a, b| id(a).cmp(&id(b)));
     }
 
+    /// Sorts entries as [`StatusReport::sort`] does, `sorted` being a range of them already in
+    /// order (the routes, which the translator lists in report order): only the other entries
+    /// are sorted, then placed among those by binary search, so the routes are moved in
+    /// blocks rather than compared and merged one by one.
+    pub fn sort_around(&mut self, sorted: std::ops::Range<usize>) {
+        let Some(block) = self.entries.get(sorted.clone()) else {
+            return self.sort();
+        };
+        if !block.is_sorted_by(|a, b| id(a) <= id(b)) {
+            return self.sort();
+        }
+        let start = sorted.start;
+        let block: Vec<ObjectStatus> = self.entries.drain(sorted).collect();
+        // Each other entry with whether it came after the block: an entry equal to one of the
+        // block's stays on its side of it, as a stable sort keeps it.
+        let mut rest: Vec<(bool, ObjectStatus)> = self
+            .entries
+            .drain(..)
+            .enumerate()
+            .map(|(i, e)| (i >= start, e))
+            .collect();
+        rest.sort_by(|a, b| id(&a.1).cmp(&id(&b.1)));
+        let mut block = block.into_iter();
+        for (after, e) in rest {
+            let before = block.as_slice().partition_point(|b| {
+                let (b, e) = (id(b), id(&e));
+                b < e || (after && b == e)
+            });
+            self.entries.extend(block.by_ref().take(before));
+            self.entries.push(e);
+        }
+        self.entries.extend(block);
+    }
+
     /// The entry of one object, if the translator owns it.
     pub fn get(
         &self,
@@ -188,19 +222,13 @@ impl StatusReport {
     /// previous one's when the entry is equal to it, else a new one. Sealing serializes
     /// nothing. Runs on the reconciler's blocking thread.
     pub fn seal(mut self, previous: &SealedReport) -> SealedReport {
-        let index: foldhash::HashMap<ObjectId<'_>, usize> = previous
-            .report
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (id(e), i))
-            .collect();
+        let mut earlier = Earlier::new(&previous.report.entries, &self.entries);
         let revisions = self
             .entries
             .iter_mut()
             .map(|e| {
                 e.status.make_typed(e.kind);
-                let Some(&i) = index.get(&id(e)) else {
+                let Some(i) = earlier.find(id(e)) else {
                     return Revision::new();
                 };
                 let prev = &previous.report.entries[i];
@@ -223,6 +251,65 @@ impl StatusReport {
         SealedReport {
             report: self,
             revisions,
+        }
+    }
+}
+
+/// Finds each entry's previous entry, for [`StatusReport::seal`]. Reports come sorted from
+/// the translator, so the two are walked side by side (no index of the previous one, which
+/// cost a hash of every entry per publication); a report that is not sorted (read back or
+/// written by hand) is looked up through an index instead. Either way an object found twice
+/// in the previous report is its last entry.
+enum Earlier<'a> {
+    /// Both reports sorted: the position in `entries` reached so far.
+    Walk {
+        entries: &'a [ObjectStatus],
+        at: usize,
+    },
+    Index(foldhash::HashMap<ObjectId<'a>, usize>),
+}
+
+impl<'a> Earlier<'a> {
+    fn new(previous: &'a [ObjectStatus], now: &[ObjectStatus]) -> Self {
+        let sorted = |entries: &[ObjectStatus]| entries.is_sorted_by(|a, b| id(a) <= id(b));
+        if sorted(previous) && sorted(now) {
+            return Self::Walk {
+                entries: previous,
+                at: 0,
+            };
+        }
+        Self::Index(
+            previous
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (id(e), i))
+                .collect(),
+        )
+    }
+
+    /// The position of `object`'s previous entry. In a walk, objects must be asked for in
+    /// sorted order.
+    fn find(&mut self, object: ObjectId<'_>) -> Option<usize> {
+        match self {
+            Self::Index(index) => {
+                // Shortened to `object`'s lifetime (the map is covariant in its keys).
+                let index: &foldhash::HashMap<ObjectId<'_>, usize> = index;
+                index.get(&object).copied()
+            }
+            Self::Walk { entries, at } => {
+                while entries.get(*at).is_some_and(|e| id(e) < object) {
+                    *at += 1;
+                }
+                let mut found = None;
+                // The last of equal entries, as the index keeps it; `at` stays on the first,
+                // for an object the report lists twice.
+                let mut i = *at;
+                while entries.get(i).is_some_and(|e| id(e) == object) {
+                    found = Some(i);
+                    i += 1;
+                }
+                found
+            }
         }
     }
 }
@@ -334,6 +421,106 @@ mod tests {
             revision(&forked),
             "unique in the process"
         );
+    }
+
+    /// Sealing finds each object's previous entry alike whether the reports are sorted (walked
+    /// side by side) or not (looked up through an index): the same times carried, and a
+    /// revision kept exactly for the entries whose status stayed.
+    #[test]
+    fn sorted_and_unsorted_reports_seal_alike() {
+        let report = |names: &[(&str, &str, &str)]| StatusReport {
+            entries: names
+                .iter()
+                .map(|&(ns, name, programmed)| {
+                    let mut e = gateway(programmed, if programmed == "True" { T0 } else { T1 });
+                    let mut e = e.entries.remove(0);
+                    e.namespace = Some(ns.into());
+                    e.name = name.into();
+                    e
+                })
+                .collect(),
+        };
+        let before = [
+            ("a", "g1", "True"),
+            ("a", "g2", "True"),
+            ("b", "g1", "True"),
+            ("c", "g0", "False"),
+        ];
+        let after = [
+            ("a", "g0", "True"),
+            ("a", "g2", "False"),
+            ("b", "g1", "True"),
+            ("c", "g0", "True"),
+        ];
+        let seal = |before: StatusReport, after: StatusReport| {
+            let first = SealedReport::from(before);
+            let next = after.seal(&first);
+            let kept: Vec<Revision> = first.entries_with_revisions().map(|(_, r)| r).collect();
+            let mut out: Vec<(String, Value, bool)> = next
+                .entries_with_revisions()
+                .map(|(e, r)| {
+                    (
+                        e.label(),
+                        e.status.to_json().into_owned(),
+                        kept.contains(&r),
+                    )
+                })
+                .collect();
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            out
+        };
+        let walked = seal(report(&before), report(&after));
+        let (mut shuffled_before, mut shuffled_after) = (before, after);
+        shuffled_before.reverse();
+        shuffled_after.swap(0, 3);
+        assert_eq!(walked, seal(report(&shuffled_before), report(&after)));
+        assert_eq!(walked, seal(report(&before), report(&shuffled_after)));
+        let kept: Vec<bool> = walked.iter().map(|e| e.2).collect();
+        assert_eq!(kept, [false, false, true, false], "{walked:#?}");
+        // c/g0: Accepted stayed True (its time carried), Programmed became True now.
+        assert_eq!(walked[3].1["conditions"][0]["lastTransitionTime"], T1);
+        assert_eq!(walked[3].1["conditions"][1]["lastTransitionTime"], T0);
+    }
+
+    /// Sorting around a sorted range gives what a full sort gives, whatever surrounds it.
+    #[test]
+    fn sorting_around_a_sorted_range_equals_a_full_sort() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let entry = |rng: &mut fastrand::Rng, kind: ObjectKind| {
+            let name = format!("n{}", rng.u8(..6));
+            let mut e = ObjectStatus::new(kind, Some("ns"), &name, Some(1), json!({}).into());
+            e.generation = Some(rng.i64(..1000));
+            e
+        };
+        let route = ObjectKind::Route(RouteKindId::HttpRoute);
+        let kinds = [
+            ObjectKind::GatewayClass,
+            ObjectKind::Gateway,
+            route,
+            ObjectKind::TrafficPolicy,
+        ];
+        for _ in 0..200 {
+            let mut block: Vec<ObjectStatus> = (0..rng.usize(..8))
+                .map(|_| entry(&mut rng, route))
+                .collect();
+            block.sort_by(|a, b| id(a).cmp(&id(b)));
+            let mut entries = Vec::new();
+            for _ in 0..rng.usize(..4) {
+                let kind = kinds[rng.usize(..4)];
+                entries.push(entry(&mut rng, kind));
+            }
+            let range = entries.len()..entries.len() + block.len();
+            entries.extend(block);
+            for _ in 0..rng.usize(..4) {
+                let kind = kinds[rng.usize(..4)];
+                entries.push(entry(&mut rng, kind));
+            }
+            let mut full = StatusReport { entries };
+            let mut around = full.clone();
+            full.sort();
+            around.sort_around(range);
+            assert_eq!(around, full);
+        }
     }
 
     #[test]

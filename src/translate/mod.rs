@@ -181,7 +181,7 @@ fn translate_cached(
         &applied.hosts,
         &front.settings,
     );
-    report.sort();
+    report.sort_around(http.report_range.clone());
     Translation {
         table,
         status: report,

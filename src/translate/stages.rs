@@ -156,6 +156,8 @@ pub(super) struct HttpRoutes<'s> {
     /// The same routes with their names and attachments, as the conflict and policy rules
     /// count them.
     pub counted: Vec<Counted<'s>>,
+    /// Where the routes' statuses are in the report, in report order.
+    pub report_range: std::ops::Range<usize>,
 }
 
 /// HTTPRoutes and GRPCRoutes: attached to the Gateways' listeners and compiled (reusing the
@@ -173,7 +175,7 @@ pub(super) fn http_routes<'s>(
 ) -> HttpRoutes<'s> {
     let tokens = cache
         .faces()
-        .tokens(&front.gateways, &front.labels, options);
+        .tokens(&front.gateways, &front.sets, &front.labels, options);
     let routes = http_like::count(snapshot);
     let mut compiled = Vec::with_capacity(routes);
     let mut counted = Vec::with_capacity(routes);
@@ -197,7 +199,8 @@ pub(super) fn http_routes<'s>(
             compiler.compile_ahead(&ours);
         }
         for (position, (meta, route)) in http_like::sources(snapshot).enumerate() {
-            if !route.names_our_gateway(by_name) {
+            if !compiler.known_ours(position, &route, &tokens) && !route.names_our_gateway(by_name)
+            {
                 continue;
             }
             let (c, attached) = compiler.compile(position, &route, &inputs);
@@ -220,6 +223,7 @@ pub(super) fn http_routes<'s>(
         at[p] = Some(i);
     }
     // In report order, so that sorting the report finds the routes sorted already.
+    let first = report.entries.len();
     for &p in cache.order().of(snapshot) {
         let Some(route) = at.get(p).copied().flatten().map(|i| &counted[i]) else {
             continue;
@@ -233,14 +237,19 @@ pub(super) fn http_routes<'s>(
                 StatusBody::Route(status.clone()),
             ));
         }
-    }
-    for route in &counted {
+        // Counted in report order, where a route listed twice comes twice in a row.
         for &(gi, li) in &route.attached.counted {
             let key = (route.kind.as_str(), route.namespace, route.name);
-            front.gateways[gi].listeners[li].attached.insert(key);
+            front.gateways[gi].listeners[li]
+                .attached
+                .count_in_order(key);
         }
     }
-    HttpRoutes { compiled, counted }
+    HttpRoutes {
+        compiled,
+        counted,
+        report_range: first..report.entries.len(),
+    }
 }
 
 /// The status of every ListenerSet and Gateway, once every route kind has been counted on

@@ -39,7 +39,7 @@ use crate::translate::build::hosts::HostCache;
 use crate::translate::cache::moved::{touches, Moved, Resolvable};
 use crate::translate::cache::order::RouteOrder;
 use crate::translate::cache::parallel::{compile_parts, threads_for};
-use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces};
+use crate::translate::cache::reattach::{attach, AttachEntry, AttachInputs, Faces, Tokens};
 use crate::translate::cache::relink::{endpoints_only, relink};
 use crate::translate::cache::statuses::StatusPool;
 use crate::translate::policy::{route_policy, RouteMemo};
@@ -320,6 +320,19 @@ impl RouteCompiler<'_> {
             self.reuse.reattached += 1;
         }
         (compiled, attached)
+    }
+
+    /// Whether `route` names one of our Gateways, known without resolving its parentRefs:
+    /// it is the same object as the previous translation's route at its place, which named
+    /// one then, and every parentRef resolves as it did then (`tokens.unchanged`). `false`
+    /// means not known.
+    pub fn known_ours(&self, position: usize, route: &Source, tokens: &Tokens<'_>) -> bool {
+        tokens.unchanged
+            && position
+                .checked_add_signed(self.shift)
+                .and_then(|at| self.previous.get(at))
+                .and_then(Option::as_ref)
+                .is_some_and(|e| same_object(&e.source, route))
     }
 
     /// The previous entry of the route at `position`: the one at the same position, shifted

@@ -22,6 +22,7 @@ use crate::snapshot::namespace_of;
 use crate::translate::cache::statuses::StatusPool;
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::gateways::listener::{ListenerModel, NamespacePolicy};
+use crate::translate::gateways::listenerset::SetModel;
 use crate::translate::routes::attach::Attached;
 use crate::translate::routes::httproute::attach_route;
 use crate::translate::routes::parents::GatewayIndex;
@@ -84,6 +85,11 @@ pub struct Faces {
     gateways: HashMap<(String, String), (GatewayFace, u64)>,
     namespaces: HashMap<String, (BTreeMap<String, String>, u64)>,
     counter: u64,
+    /// The last translation's Gateway tokens, in Gateway order.
+    order: Vec<u64>,
+    /// The last translation's ListenerSets: namespace, name, Gateway and index (what
+    /// parentRefs resolve through besides the Gateways).
+    sets: Vec<(String, String, usize, usize)>,
 }
 
 /// This translation's tokens: per Gateway (by its index among the translation's Gateways) and
@@ -92,6 +98,11 @@ pub struct Faces {
 pub struct Tokens<'a> {
     pub gateways: Vec<u64>,
     pub namespaces: foldhash::HashMap<&'a str, u64>,
+    /// Every Gateway and namespace kept its token and its place, and the ListenerSets are the
+    /// same: every parentRef resolves as in the last translation and attachment reads the same
+    /// of everything, so a route that is the same object (or compiled to the same rules)
+    /// attaches as it did then, without a lookup.
+    pub unchanged: bool,
 }
 
 impl Faces {
@@ -106,10 +117,12 @@ impl Faces {
     pub fn tokens<'a>(
         &mut self,
         gateways: &[GatewayModel<'_>],
+        sets: &[SetModel<'_>],
         labels: &HashMap<&'a str, BTreeMap<String, String>>,
         options: &TranslateOptions,
     ) -> Tokens<'a> {
-        if self.controller != options.controller_name {
+        let mut unchanged = self.controller == options.controller_name;
+        if !unchanged {
             self.controller.clone_from(&options.controller_name);
             self.gateways.clear();
             self.namespaces.clear();
@@ -126,6 +139,22 @@ impl Faces {
             self.gateways.insert(key, (face, token));
             tokens.push(token);
         }
+        // Fresh tokens, a Gateway gone or moved in the list all show here.
+        unchanged &= tokens == self.order;
+        self.order.clone_from(&tokens);
+        let sets: Vec<_> = sets
+            .iter()
+            .map(|s| {
+                (
+                    s.namespace.to_owned(),
+                    s.name.to_owned(),
+                    s.gateway,
+                    s.index,
+                )
+            })
+            .collect();
+        unchanged &= sets == self.sets;
+        self.sets = sets;
         let mut previous = std::mem::take(&mut self.namespaces);
         let mut namespaces = foldhash::HashMap::default();
         namespaces.reserve(labels.len());
@@ -133,6 +162,7 @@ impl Faces {
             let (l, token) = match previous.remove_entry(ns) {
                 Some((key, (old, t))) if old == *l => (key, (old, t)),
                 _ => {
+                    unchanged = false;
                     let t = self.fresh();
                     (ns.to_owned(), (l.clone(), t))
                 }
@@ -140,9 +170,12 @@ impl Faces {
             namespaces.insert(ns, token.1);
             self.namespaces.insert(l, token);
         }
+        // A namespace gone: its routes now read default labels.
+        unchanged &= previous.is_empty();
         Tokens {
             gateways: tokens,
             namespaces,
+            unchanged,
         }
     }
 }
@@ -193,19 +226,26 @@ pub fn attach(
     statuses: &mut StatusPool,
 ) -> (Arc<Attached>, bool) {
     let ns = namespace_of(&route.metadata);
-    let namespace = inputs
-        .tokens
-        .namespaces
-        .get(ns)
-        .copied()
-        .unwrap_or(ABSENT_NAMESPACE);
+    let namespace = || {
+        inputs
+            .tokens
+            .namespaces
+            .get(ns)
+            .copied()
+            .unwrap_or(ABSENT_NAMESPACE)
+    };
+    // The same compiled rules come from the same route (or an equal one); with every token
+    // and parent unchanged since the last translation, the cached tokens are still current
+    // (they were checked, or carried the same way, then).
     if let Some(c) = cached.as_ref().filter(|c| {
         Arc::ptr_eq(&c.compiled, compiled)
-            && c.namespace == namespace
-            && parents(route, inputs).eq(c.parents.iter().copied())
+            && (inputs.tokens.unchanged
+                || (c.namespace == namespace()
+                    && parents(route, inputs).eq(c.parents.iter().copied())))
     }) {
         return (c.attached.clone(), true);
     }
+    let namespace = namespace();
     let fallback;
     let labels = match inputs.labels.get(ns) {
         Some(l) => l,

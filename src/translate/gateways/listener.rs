@@ -131,9 +131,8 @@ pub struct ListenerModel<'a> {
     /// `HostnameConflict` or `ProtocolConflict`.
     pub conflict: Option<Reason>,
     pub namespaces: NamespacePolicy,
-    /// `(kind, namespace, name)` of every route accepted on this listener (hashed fast: one
-    /// insert per route and translation).
-    pub attached: foldhash::HashSet<(&'static str, &'a str, &'a str)>,
+    /// Every route accepted on this listener, by kind, namespace and name.
+    pub attached: super::attached::AttachedRoutes<'a>,
     /// The ListenerSet (its index among the translation's ListenerSets, its namespace and
     /// name) that contributed the listener; `None` for the Gateway's own listeners. Routes
     /// reach a listener only through a parentRef to the object that declares it.

@@ -2,6 +2,7 @@
 //! ports, parameters, the data plane's receipt (bind) and the features a class claims.
 
 pub(super) mod address;
+pub(super) mod attached;
 pub(super) mod bind;
 pub(super) mod conflicts;
 pub(super) mod features;
