@@ -3,6 +3,7 @@
 //! TrafficPolicies put on a Service port (`ServiceOverlays`: computed by `policy`, read here).
 
 pub(super) mod endpoints;
+mod error;
 pub(super) mod resolve;
 pub(super) mod tls;
 

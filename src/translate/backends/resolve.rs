@@ -11,63 +11,15 @@ use crate::kinds::routes::RouteKindId;
 use crate::name::Name;
 use crate::snapshot::Snapshot;
 use crate::snapshot::{namespace_of, or_default_namespace};
-use crate::status::conditions::Reason;
 use crate::table::{ServiceBackend, ServiceKey, UpstreamProtocol};
 use crate::translate::backends::endpoints::{balance_of, serving_endpoints};
 use crate::translate::backends::ServiceOverlays;
 use crate::translate::common::refgrant::{Grants, RefSide};
 
+pub use super::error::BackendError;
+
 /// Label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// Why a backendRef could not be resolved; each maps to a `ResolvedRefs` reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BackendError {
-    #[error("backendRef {group}/{kind} {name} is not a core Service")]
-    InvalidKind {
-        group: String,
-        kind: String,
-        name: String,
-    },
-    #[error("reference from namespace {from} to Service {namespace}/{name} is not permitted by a ReferenceGrant")]
-    NotPermitted {
-        from: String,
-        namespace: String,
-        name: String,
-    },
-    #[error("Service {namespace}/{name} not found")]
-    NotFound { namespace: String, name: String },
-    #[error("backendRef to Service {namespace}/{name} has no port")]
-    NoPort { namespace: String, name: String },
-    #[error("Service {namespace}/{name} has no port {port}")]
-    NoServicePort {
-        namespace: String,
-        name: String,
-        port: i32,
-    },
-    #[error("Service port {service} has unsupported appProtocol {app_protocol}")]
-    UnsupportedProtocol {
-        service: ServiceKey,
-        app_protocol: String,
-    },
-    #[error("ExternalName Service {namespace}/{name} has no EndpointSlice")]
-    ExternalName { namespace: String, name: String },
-}
-
-impl BackendError {
-    /// The `ResolvedRefs` reason the spec prescribes.
-    pub fn reason(&self) -> Reason {
-        match self {
-            Self::InvalidKind { .. } => Reason::InvalidKind,
-            Self::NotPermitted { .. } => Reason::RefNotPermitted,
-            Self::UnsupportedProtocol { .. } => Reason::UnsupportedProtocol,
-            Self::NotFound { .. }
-            | Self::NoPort { .. }
-            | Self::NoServicePort { .. }
-            | Self::ExternalName { .. } => Reason::BackendNotFound,
-        }
-    }
-}
 
 /// The fields of a backendRef that resolution reads (rule and mirror refs share them).
 #[derive(Debug, Clone, Copy)]
