@@ -1,16 +1,19 @@
 //! The built binary: `check` exit codes and output, `serve` start-up failures, reload and drain,
 //! and the demo's printed commands. Children are killed when a test fails.
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "support/port.rs"]
+mod port;
 #[path = "support/upstream.rs"]
 mod upstream;
+
+use port::free_port;
 
 #[path = "cli/auth.rs"]
 mod auth;
@@ -66,23 +69,6 @@ fn check(dir: &Path) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// A port that was free a moment ago, and not handed out before in this process: the kernel
-/// may give a released ephemeral port again at once, and two of a test's ports (a proxy's and
-/// its admin server's), or two tests' running in parallel, must not be the same.
-fn free_port() -> u16 {
-    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    for _ in 0..1000 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("ephemeral port");
-        if GIVEN.lock().unwrap_or_else(|p| p.into_inner()).insert(port) {
-            return port;
-        }
-    }
-    panic!("no ephemeral port not handed out before in 1000 tries");
 }
 
 /// A gateway with one HTTP listener on `port` and a route to Service `echo` (port 8080) whose

@@ -10,7 +10,7 @@
 //! Without a browser or its driver the test fails, saying what to install.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 use fantoccini::{ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
+
+#[path = "support/port.rs"]
+mod port;
+use port::free_port;
 
 const BIN: &str = env!("CARGO_BIN_EXE_edgeplane");
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -72,13 +76,6 @@ fn spawn(program: &str, args: &[&str]) -> Killed {
         .spawn()
         .unwrap_or_else(|e| panic!("start {program}: {e}"));
     Killed(child)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("ephemeral port")
 }
 
 /// One GET on a fresh connection: (status, body); None when nothing answers.
