@@ -116,7 +116,7 @@ mod tests {
     use crate::kinds::routes::RouteKindId;
 
     fn entry(kind: ObjectKind, ns: &str, name: &str, status: Value) -> ObjectStatus {
-        let mut e = ObjectStatus::new(kind, Some(ns), name, Some(1), StatusBody::Json(status));
+        let mut e = ObjectStatus::new(kind, Some(ns), name, Some(1), StatusBody::from(status));
         if let Some(typed) = e.status.typed(kind).map(|b| b.into_owned()) {
             e.status = typed;
         }
