@@ -276,7 +276,7 @@ fn compile_actions(
             Ok(s) => BackendTarget::Service(s),
             Err(e) => {
                 let reason = e.to_string();
-                out.unresolved.get_or_insert_with(|| Box::new(e));
+                out.unresolved.get_or_insert(e);
                 BackendTarget::Invalid { reason }
             }
         };
@@ -316,7 +316,7 @@ fn resolve_mirrors(
                 fraction: m.fraction,
             }),
             Err(e) => {
-                out.unresolved.get_or_insert_with(|| Box::new(e));
+                out.unresolved.get_or_insert(e);
             }
         }
     }
@@ -342,7 +342,7 @@ fn resolve_mirrors(
             Ok(backend) => AuthBackend::Service(backend),
             Err(e) => {
                 let reason = e.to_string();
-                out.unresolved.get_or_insert_with(|| Box::new(e));
+                out.unresolved.get_or_insert(e);
                 AuthBackend::Invalid { reason }
             }
         };
