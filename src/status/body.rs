@@ -476,4 +476,10 @@ mod tests {
         restamped.restamp(T1.parse().unwrap());
         assert_eq!(restamped, gateway("True", T1));
     }
+
+    /// A report holds one body per route: two words, whichever kind it is.
+    #[test]
+    fn a_body_is_two_words() {
+        assert_eq!(std::mem::size_of::<StatusBody>(), 16);
+    }
 }

@@ -389,9 +389,7 @@ fn with_effects(compiled: &CompiledRoute, effects: &BTreeMap<u32, Effect>) -> Co
         kind: compiled.kind,
         rules,
         total: compiled.total,
-        invalid: compiled.invalid.clone(),
-        invalid_rules: compiled.invalid_rules.clone(),
-        unresolved: compiled.unresolved.clone(),
+        problems: compiled.problems.clone(),
         rule_hosts: compiled.rule_hosts.clone(),
     }
 }
