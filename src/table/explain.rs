@@ -43,7 +43,7 @@ pub fn considered(listener: &ListenerTable, req: &RequestView<'_>) -> Vec<Consid
                 hostname: host.hostname.clone(),
                 route: format!("{}/{}", rule.route.kind(), rule.route.label()),
                 rule: match &rule.rule_name {
-                    Some(name) => name.clone(),
+                    Some(name) => name.to_string(),
                     None => rule.rule_index.to_string(),
                 },
                 match_index: rule.match_index,

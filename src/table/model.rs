@@ -385,7 +385,7 @@ pub struct RouteRule {
     pub match_index: u32,
     /// `spec.rules[].name`, when set.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rule_name: Option<String>,
+    pub rule_name: Option<Box<str>>,
     pub matcher: RequestMatch,
     /// Shared by every match of the same rule.
     pub filters: Arc<RuleFilters>,

@@ -288,7 +288,7 @@ fn rule_policies<'c>(
     for r in &compiled.rules {
         own.entry(r.rule_index).or_insert_with(|| {
             let rule_key = r.rule_name.as_ref().map(|n| Target {
-                section: Some(n.clone()),
+                section: Some(n.to_string()),
                 ..whole.clone()
             });
             let merged = route

@@ -158,7 +158,7 @@ pub fn compile_route(
                 created,
                 rule_index: index as u32,
                 match_index: match_index as u32,
-                rule_name: rule.name.clone(),
+                rule_name: rule.name.as_deref().map(Box::from),
                 matcher,
                 filters: filters.clone(),
                 backends: backend_set.clone(),
