@@ -95,7 +95,7 @@ pub fn build(table: &RouteTable, ejected: &[SocketAddr]) -> RouteTree {
                     .iter()
                     .filter(|h| h.listener as usize == index)
                     .map(|h| TreeHost {
-                        hostname: h.hostname.clone(),
+                        hostname: h.hostname.to_string(),
                         rules: http_rules(&h.rules, ejected),
                     })
                     .collect(),

@@ -40,7 +40,7 @@ pub fn considered(listener: &ListenerTable, req: &RequestView<'_>) -> Vec<Consid
             let failed = mismatch(&rule.matcher, req);
             let matched = failed.is_none();
             out.push(Considered {
-                hostname: host.hostname.clone(),
+                hostname: host.hostname.to_string(),
                 route: format!("{}/{}", rule.route.kind(), rule.route.label()),
                 rule: match &rule.rule_name {
                     Some(name) => name.to_string(),
