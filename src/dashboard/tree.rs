@@ -95,7 +95,7 @@ pub fn build(table: &RouteTable, ejected: &[SocketAddr]) -> RouteTree {
                     .iter()
                     .filter(|h| h.listener as usize == index)
                     .map(|h| TreeHost {
-                        hostname: h.hostname.clone(),
+                        hostname: h.hostname.to_string(),
                         rules: http_rules(&h.rules, ejected),
                     })
                     .collect(),
@@ -171,8 +171,8 @@ fn http_rules(rules: &[Arc<RouteRule>], ejected: &[SocketAddr]) -> Vec<TreeRule>
             route: route_name(&r.route),
             rule: r
                 .rule_name
-                .clone()
-                .unwrap_or_else(|| r.rule_index.to_string()),
+                .as_deref()
+                .map_or_else(|| r.rule_index.to_string(), str::to_owned),
             matches: vec![matched],
             answers,
             backends: backends(&r.backends, ejected),

@@ -44,7 +44,7 @@ pub fn route_label(route: &RouteRef) -> String {
 /// The `rule` label: the rule's name, else its index.
 pub(super) fn rule_label(rule: &RouteRule) -> String {
     match &rule.rule_name {
-        Some(n) => n.clone(),
+        Some(n) => n.to_string(),
         None => rule.rule_index.to_string(),
     }
 }

@@ -58,7 +58,7 @@ fn table_of(rules: Vec<Arc<RouteRule>>) -> RouteTable {
 /// The rules of `table`'s one virtual host.
 fn rules(table: &RouteTable) -> Vec<Arc<RouteRule>> {
     let listener = table.listeners.values().next().unwrap();
-    listener.hosts.iter().next().unwrap().rules.clone()
+    listener.hosts.iter().next().unwrap().rules.to_vec()
 }
 
 /// The cell of the first backendRef of the rule of route `name`.

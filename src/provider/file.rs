@@ -23,7 +23,6 @@ use super::walk::{ignored_name, walk};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
 use crate::metrics::Metrics;
-use crate::name::Name;
 use crate::snapshot::Snapshot;
 
 /// Quiet time after the last event of a burst before the directory is read, unless that
@@ -116,12 +115,7 @@ impl<S: KindSet> ConfigDir<S> {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<String> {
-        let key = ObjectKey {
-            group: Name::new(group),
-            kind: Name::new(kind),
-            namespace: namespace.map(Name::new),
-            name: name.into(),
-        };
+        let key = ObjectKey::new(group, kind, namespace, name);
         let (path, line) = self.admission.location(&key)?;
         Some(format!("{}:{line}", path.display()))
     }

@@ -25,31 +25,33 @@ use crate::kinds::routes::RouteStatus;
 
 /// One object's status. Serializes exactly as the JSON of the typed status (object keys sorted),
 /// and deserializes into [`StatusBody::Json`]. A route's status is shared (`Arc`): the
-/// translator reuses an unchanged route's status, and a report holds thousands of them.
+/// translator reuses an unchanged route's status, and a report holds thousands of them. The
+/// other kinds are boxed, so that a body is two words: a report holds one per route, and a
+/// Gateway's status inline would make each of them as large.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StatusBody {
-    GatewayClass(GatewayClassStatus),
-    Gateway(GatewayStatus),
-    ListenerSet(ListenerSetStatus),
+    GatewayClass(Box<GatewayClassStatus>),
+    Gateway(Box<GatewayStatus>),
+    ListenerSet(Box<ListenerSetStatus>),
     /// The status of a route of any kind: every kind's is the spec's `RouteStatus`, held in
     /// one type, so every walk over route statuses serves every kind.
     Route(Arc<RouteStatus>),
-    BackendTlsPolicy(BackendTlsPolicyStatus),
+    BackendTlsPolicy(Box<BackendTlsPolicyStatus>),
     /// A TrafficPolicy's status: the same `ancestors[]` shape as a BackendTLSPolicy's.
-    TrafficPolicy(TrafficPolicyStatus),
+    TrafficPolicy(Box<TrafficPolicyStatus>),
     /// A status read back from JSON (`/debug/status`) or written by hand.
-    Json(Value),
+    Json(Box<Value>),
 }
 
 impl Default for StatusBody {
     fn default() -> Self {
-        Self::Json(Value::Null)
+        Self::Json(Box::new(Value::Null))
     }
 }
 
 impl From<Value> for StatusBody {
     fn from(v: Value) -> Self {
-        Self::Json(v)
+        Self::Json(Box::new(v))
     }
 }
 
@@ -89,20 +91,22 @@ impl StatusBody {
             (_, Self::Json(v)) => {
                 let typed = match kind {
                     ObjectKind::GatewayClass => {
-                        Self::GatewayClass(GatewayClassStatus::deserialize(v).ok()?)
+                        Self::GatewayClass(Box::new(GatewayClassStatus::deserialize(&**v).ok()?))
                     }
-                    ObjectKind::Gateway => Self::Gateway(GatewayStatus::deserialize(v).ok()?),
+                    ObjectKind::Gateway => {
+                        Self::Gateway(Box::new(GatewayStatus::deserialize(&**v).ok()?))
+                    }
                     ObjectKind::ListenerSet => {
-                        Self::ListenerSet(ListenerSetStatus::deserialize(v).ok()?)
+                        Self::ListenerSet(Box::new(ListenerSetStatus::deserialize(&**v).ok()?))
                     }
                     ObjectKind::Route(_) => {
-                        Self::Route(Arc::new(RouteStatus::deserialize(v).ok()?))
+                        Self::Route(Arc::new(RouteStatus::deserialize(&**v).ok()?))
                     }
-                    ObjectKind::BackendTlsPolicy => {
-                        Self::BackendTlsPolicy(BackendTlsPolicyStatus::deserialize(v).ok()?)
-                    }
+                    ObjectKind::BackendTlsPolicy => Self::BackendTlsPolicy(Box::new(
+                        BackendTlsPolicyStatus::deserialize(&**v).ok()?,
+                    )),
                     ObjectKind::TrafficPolicy => {
-                        Self::TrafficPolicy(TrafficPolicyStatus::deserialize(v).ok()?)
+                        Self::TrafficPolicy(Box::new(TrafficPolicyStatus::deserialize(&**v).ok()?))
                     }
                 };
                 Some(Cow::Owned(typed))
@@ -231,15 +235,22 @@ impl StatusBody {
                     push_problems(&scope, Some(&p.conditions), out);
                 }
             }
-            Self::BackendTlsPolicy(BackendTlsPolicyStatus { ancestors })
-            | Self::TrafficPolicy(TrafficPolicyStatus { ancestors, .. }) => {
-                for a in ancestors {
-                    let scope = within(object, "ancestor", &a.ancestor_ref.name);
-                    push_problems(&scope, Some(&a.conditions), out);
-                }
-            }
+            Self::BackendTlsPolicy(s) => ancestor_problems(object, &s.ancestors, out),
+            Self::TrafficPolicy(s) => ancestor_problems(object, &s.ancestors, out),
             Self::Json(_) => {}
         }
+    }
+}
+
+/// [`StatusBody::problems`] of a policy's `ancestors[]`.
+fn ancestor_problems(
+    object: &dyn Fn() -> String,
+    ancestors: &[BackendTlsPolicyStatusAncestors],
+    out: &mut Vec<Problem>,
+) {
+    for a in ancestors {
+        let scope = within(object, "ancestor", &a.ancestor_ref.name);
+        push_problems(&scope, Some(&a.conditions), out);
     }
 }
 
@@ -368,7 +379,7 @@ impl Serialize for StatusBody {
 
 impl<'de> Deserialize<'de> for StatusBody {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Value::deserialize(deserializer).map(Self::Json)
+        Value::deserialize(deserializer).map(Self::from)
     }
 }
 
@@ -389,7 +400,9 @@ mod tests {
     }
 
     fn gateway(programmed: &str, time: &str) -> StatusBody {
-        StatusBody::Gateway(serde_json::from_value(gateway_json(programmed, time)).unwrap())
+        StatusBody::Gateway(Box::new(
+            serde_json::from_value(gateway_json(programmed, time)).unwrap(),
+        ))
     }
 
     fn route(accepted: &str, time: &str) -> StatusBody {
@@ -462,5 +475,11 @@ mod tests {
         let mut restamped = gateway("True", T0);
         restamped.restamp(T1.parse().unwrap());
         assert_eq!(restamped, gateway("True", T1));
+    }
+
+    /// A report holds one body per route: two words, whichever kind it is.
+    #[test]
+    fn a_body_is_two_words() {
+        assert_eq!(std::mem::size_of::<StatusBody>(), 16);
     }
 }

@@ -75,7 +75,7 @@ pub fn patch(
     resource_version: Option<&str>,
     controller: &str,
 ) -> Result<Option<StatusPatch>, DiffError> {
-    let (kind, name) = (desired.kind, desired.name.clone());
+    let (kind, name) = (desired.kind, desired.name.to_string());
     let body = desired
         .status
         .typed(kind)
@@ -411,7 +411,7 @@ mod tests {
     fn object_patch_only_on_change_and_keeps_times() {
         let current = gateway_class("True", 1, T0);
         let diff = |want: GatewayClassStatus, current: Option<&GatewayClassStatus>| {
-            let body = StatusBody::GatewayClass(want);
+            let body = StatusBody::GatewayClass(Box::new(want));
             let desired = ObjectStatus::new(ObjectKind::GatewayClass, None, "c", Some(1), body);
             patch(&desired, Carried::GatewayClass(current), None, US).unwrap()
         };

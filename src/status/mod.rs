@@ -34,9 +34,11 @@ pub struct StatusReport {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStatus {
     pub kind: ObjectKind,
+    /// Boxed strs, as `status` is boxed but for a route's: a report holds one entry per
+    /// route, never grown.
     #[serde(default)]
-    pub namespace: Option<String>,
-    pub name: String,
+    pub namespace: Option<Box<str>>,
+    pub name: Box<str>,
     #[serde(default)]
     pub generation: Option<i64>,
     /// The typed status (`GatewayClassStatus`, `GatewayStatus`, `HTTPRouteStatus`); JSON when
@@ -55,8 +57,8 @@ impl ObjectStatus {
     ) -> Self {
         Self {
             kind,
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
+            namespace: namespace.map(Box::from),
+            name: name.into(),
             generation,
             status,
         }
@@ -136,7 +138,7 @@ impl std::fmt::Display for Problem {
 type ObjectId<'a> = (ObjectKind, Option<&'a str>, &'a str);
 
 fn id(e: &ObjectStatus) -> ObjectId<'_> {
-    (e.kind, e.namespace.as_deref(), e.name.as_str())
+    (e.kind, e.namespace.as_deref(), &e.name)
 }
 
 impl StatusReport {

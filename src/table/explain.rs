@@ -40,10 +40,10 @@ pub fn considered(listener: &ListenerTable, req: &RequestView<'_>) -> Vec<Consid
             let failed = mismatch(&rule.matcher, req);
             let matched = failed.is_none();
             out.push(Considered {
-                hostname: host.hostname.clone(),
+                hostname: host.hostname.to_string(),
                 route: format!("{}/{}", rule.route.kind(), rule.route.label()),
                 rule: match &rule.rule_name {
-                    Some(name) => name.clone(),
+                    Some(name) => name.to_string(),
                     None => rule.rule_index.to_string(),
                 },
                 match_index: rule.match_index,

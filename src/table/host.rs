@@ -64,8 +64,8 @@ impl HostIndex {
         let mut all: Vec<&VirtualHost> = self.0.values().map(|v| &**v).collect();
         // Exact names by name, wildcards longest first, the catch-all last.
         all.sort_by_cached_key(|v| match Pattern::of(Some(&v.hostname)) {
-            Pattern::Exact(_) => (0, 0, v.hostname.as_str()),
-            Pattern::Wildcard(_) => (1, usize::MAX - v.hostname.len(), v.hostname.as_str()),
+            Pattern::Exact(_) => (0, 0, &*v.hostname),
+            Pattern::Wildcard(_) => (1, usize::MAX - v.hostname.len(), &*v.hostname),
             Pattern::Any => (2, 0, ""),
         });
         all.into_iter()
@@ -100,7 +100,10 @@ mod tests {
             VirtualHost::new("b.example.com".into(), vec![]).in_listener(2),
         ]);
         let names = |h: &'static str| -> Vec<String> {
-            index.candidates(h).map(|v| v.hostname.clone()).collect()
+            index
+                .candidates(h)
+                .map(|v| v.hostname.to_string())
+                .collect()
         };
         assert_eq!(names("a.example.com"), ["a.example.com", "*.example.com"]);
         assert_eq!(names("b.example.com"), ["b.example.com"]);

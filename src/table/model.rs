@@ -240,12 +240,14 @@ impl ListenerTable {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualHost {
-    pub hostname: String,
+    /// A boxed str, and `rules` a boxed slice: a table keeps one host per hostname, never
+    /// grown once built.
+    pub hostname: Box<str>,
     /// The Gateway listener (numbered per socket) whose routes this host serves; a request only
     /// falls back to less specific hosts of the same listener.
     pub listener: u32,
     /// Sorted by precedence, highest first.
-    pub rules: Vec<Arc<RouteRule>>,
+    pub rules: Box<[Arc<RouteRule>]>,
     /// TrafficPolicy settings of the Gateway and listener this host is served for; a rule's
     /// own (`RuleFilters::policy`) are merged over them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -267,9 +269,9 @@ impl VirtualHost {
         let (rules, at) = sort_by_precedence(rules);
         let index = PathIndex::build(&rules);
         let host = Self {
-            hostname,
+            hostname: hostname.into_boxed_str(),
             listener: 0,
-            rules,
+            rules: rules.into_boxed_slice(),
             policy: None,
             index,
         };
@@ -385,7 +387,7 @@ pub struct RouteRule {
     pub match_index: u32,
     /// `spec.rules[].name`, when set.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rule_name: Option<String>,
+    pub rule_name: Option<Box<str>>,
     pub matcher: RequestMatch,
     /// Shared by every match of the same rule.
     pub filters: Arc<RuleFilters>,

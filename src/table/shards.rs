@@ -15,8 +15,8 @@ const SHARDS: usize = 64;
 #[derive(Debug, Clone)]
 pub struct Shards<T> {
     /// Empty until the first insertion (most maps of a table hold a handful of entries or
-    /// none), then [`SHARDS`] long.
-    shards: Vec<Arc<HashMap<String, T>>>,
+    /// none), then [`SHARDS`] long. Keys are boxed strs: a map of hosts keeps one per host.
+    shards: Vec<Arc<HashMap<Box<str>, T>>>,
     len: usize,
 }
 
@@ -53,7 +53,7 @@ impl<T> Shards<T> {
 
 impl<T: Clone> Shards<T> {
     /// The shard `key` falls in, copied first when another map shares it.
-    fn shard_mut(&mut self, key: &str) -> &mut HashMap<String, T> {
+    fn shard_mut(&mut self, key: &str) -> &mut HashMap<Box<str>, T> {
         if self.shards.is_empty() {
             self.shards = (0..SHARDS).map(|_| Arc::default()).collect();
         }
@@ -65,14 +65,14 @@ impl<T: Clone> Shards<T> {
         if self.get(key).is_some() {
             return false;
         }
-        self.shard_mut(key).insert(key.to_owned(), value);
+        self.shard_mut(key).insert(key.into(), value);
         self.len += 1;
         true
     }
 
     /// Sets the value of `key`, returning the one it replaces.
     pub fn put(&mut self, key: &str, value: T) -> Option<T> {
-        let old = self.shard_mut(key).insert(key.to_owned(), value);
+        let old = self.shard_mut(key).insert(key.into(), value);
         if old.is_none() {
             self.len += 1;
         }

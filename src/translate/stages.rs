@@ -57,7 +57,7 @@ pub(super) fn classes<'s>(
             None,
             name,
             class.metadata.generation,
-            StatusBody::GatewayClass(status),
+            StatusBody::GatewayClass(Box::new(status)),
         ));
     }
     classes
@@ -266,7 +266,7 @@ pub(super) fn gateway_statuses(
             Some(set.namespace),
             set.name,
             set.generation,
-            StatusBody::ListenerSet(status),
+            StatusBody::ListenerSet(Box::new(status)),
         ));
     }
     for g in &front.gateways {
@@ -275,7 +275,7 @@ pub(super) fn gateway_statuses(
             Some(g.namespace),
             g.name,
             g.gateway.metadata.generation,
-            StatusBody::Gateway(g.status()),
+            StatusBody::Gateway(Box::new(g.status())),
         ));
     }
 }
@@ -332,7 +332,7 @@ pub(super) fn backend_tls(
             Some(namespace_of(&policy.metadata)),
             policy.metadata.name.as_deref().unwrap_or(""),
             policy.metadata.generation,
-            StatusBody::BackendTlsPolicy(status),
+            StatusBody::BackendTlsPolicy(Box::new(status)),
         ));
     }
     resolved.by_port

@@ -264,7 +264,7 @@ fn transition_rules_see_the_previous_version_and_only_their_kinds_keep_it() {
     let kept: Vec<(String, bool)> = a
         .admitted
         .iter()
-        .map(|(k, o)| (k.kind.to_string(), o.admitted.is_some()))
+        .map(|(k, o)| (k.kind().to_owned(), o.admitted.is_some()))
         .collect();
     assert_eq!(
         kept,

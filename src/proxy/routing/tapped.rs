@@ -94,7 +94,7 @@ impl Tapped {
                 .rule
                 .map(|r| format!("{}/{}", r.route.kind(), r.route.label())),
             rule: way.rule.map(|r| match &r.rule_name {
-                Some(name) => name.clone(),
+                Some(name) => name.to_string(),
                 None => r.rule_index.to_string(),
             }),
             filters: way

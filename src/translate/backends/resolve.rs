@@ -60,8 +60,10 @@ impl OwnedRef {
     }
 }
 
-/// The outcome of resolving one backendRef.
-pub type Resolved = Result<Arc<ServiceBackend>, BackendError>;
+/// The outcome of resolving one backendRef. The error is boxed: the incremental cache keeps
+/// every route's outcomes, nearly all of them Service ports, and an error inline would make
+/// each of them as large as its three strings.
+pub type Resolved = Result<Arc<ServiceBackend>, Box<BackendError>>;
 
 /// True when two outcomes put the same thing into a table: the same (or an equal) Service
 /// port with equal endpoints, or the same error.
@@ -387,10 +389,10 @@ impl<'a> Backends<'a> {
         let protocol = upstream_protocol(service_port.app_protocol.as_deref(), &key)?;
         let external = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
         if external && slices.is_empty() {
-            return Err(BackendError::ExternalName {
+            return Err(Box::new(BackendError::ExternalName {
                 namespace: namespace.to_owned(),
                 name: r.name.to_owned(),
-            });
+            }));
         }
         let slices: Vec<Arc<EndpointSlice>> = slices.iter().map(|s| Arc::clone(s)).collect();
         let (endpoints, terminating) = serving_endpoints(&slices, service_port);

@@ -85,12 +85,13 @@ impl Layout {
     }
 }
 
-/// Where one route's rules were placed: `(socket, hostname)` pairs, each once.
+/// Where one route's rules were placed: `(socket, hostname)` pairs, each once (a boxed
+/// slice of boxed names: kept until the route changes, never grown).
 #[derive(Debug)]
 struct Placed {
     attached: Arc<Attached>,
     compiled: Arc<CompiledRoute>,
-    hosts: Vec<(SocketAddr, String)>,
+    hosts: Box<[(SocketAddr, Box<str>)]>,
 }
 
 /// One virtual host and the routes whose rules it serves. Sized to fit: a configuration of
@@ -195,7 +196,7 @@ impl HostCache {
                 let Some(host) = self
                     .sockets
                     .get_mut(addr)
-                    .and_then(|s| s.hosts.get_mut(name.as_str()))
+                    .and_then(|s| s.hosts.get_mut(&**name))
                 else {
                     continue;
                 };
@@ -206,7 +207,7 @@ impl HostCache {
                 {
                     host.routes.remove(at);
                 }
-                touched.insert((*addr, name.clone()));
+                touched.insert((*addr, name.to_string()));
             }
         }
         let placed: Vec<Placed> = routes[start..new_end]
@@ -215,10 +216,10 @@ impl HostCache {
                 let hosts = self.place(gateways, attached);
                 for (addr, name) in &hosts {
                     if let Some(s) = self.sockets.get_mut(addr) {
-                        let host = s.hosts.entry(name.as_str().into()).or_default();
+                        let host = s.hosts.entry(name.clone()).or_default();
                         host.routes.push(compiled.clone());
                     }
-                    touched.insert((*addr, name.clone()));
+                    touched.insert((*addr, name.to_string()));
                 }
                 Placed {
                     attached: attached.clone(),
@@ -288,8 +289,8 @@ impl HostCache {
         &self,
         gateways: &[GatewayModel<'_>],
         attached: &Attached,
-    ) -> Vec<(SocketAddr, String)> {
-        let mut out: Vec<(SocketAddr, String)> = Vec::new();
+    ) -> Box<[(SocketAddr, Box<str>)]> {
+        let mut out: Vec<(SocketAddr, Box<str>)> = Vec::new();
         for a in &attached.attachments {
             let g = &gateways[a.gateway];
             let l = &g.listeners[a.listener];
@@ -310,15 +311,14 @@ impl HostCache {
                     if owner != Some(l.hostname) {
                         continue;
                     }
-                    if !out.iter().any(|(x, h)| *x == addr && h == host) {
-                        out.push((addr, host.clone()));
+                    if !out.iter().any(|(x, h)| *x == addr && **h == **host) {
+                        out.push((addr, host.as_str().into()));
                     }
                 }
             }
         }
         // Kept until the route changes: no spare capacity.
-        out.shrink_to_fit();
-        out
+        out.into_boxed_slice()
     }
 }
 

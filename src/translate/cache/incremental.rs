@@ -79,7 +79,7 @@ pub(super) fn compile_entry(route: &Source, backends: &mut Backends<'_>) -> Rout
     RouteEntry {
         route: lowered,
         source: route.clone(),
-        resolutions,
+        resolutions: resolutions.into_boxed_slice(),
         compiled,
         attached: None,
     }
@@ -129,7 +129,8 @@ pub(super) struct RouteEntry {
     route: Arc<HttpRoute>,
     /// The route `route` was lowered from.
     source: Source,
-    resolutions: Vec<(OwnedRef, Resolved)>,
+    /// A boxed slice: kept as long as the route, never grown.
+    resolutions: Box<[(OwnedRef, Resolved)]>,
     compiled: Arc<CompiledRoute>,
     attached: Option<AttachEntry>,
 }

@@ -184,8 +184,9 @@ impl Faces {
 #[derive(Debug)]
 pub struct AttachEntry {
     compiled: Arc<CompiledRoute>,
-    /// Index and token of each Gateway a parentRef names, in parentRef order.
-    parents: Vec<(usize, u64)>,
+    /// Index and token of each Gateway a parentRef names, in parentRef order (a boxed slice:
+    /// kept as long as the route, never grown).
+    parents: Box<[(usize, u64)]>,
     namespace: u64,
     attached: Arc<Attached>,
 }

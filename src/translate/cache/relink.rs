@@ -79,9 +79,7 @@ pub fn relink(compiled: &CompiledRoute, current: &[Resolved]) -> CompiledRoute {
         kind: compiled.kind,
         rules,
         total: compiled.total,
-        invalid: compiled.invalid.clone(),
-        invalid_rules: compiled.invalid_rules.clone(),
-        unresolved: compiled.unresolved.clone(),
+        problems: compiled.problems.clone(),
         rule_hosts: compiled.rule_hosts.clone(),
     }
 }

@@ -288,7 +288,7 @@ fn rule_policies<'c>(
     for r in &compiled.rules {
         own.entry(r.rule_index).or_insert_with(|| {
             let rule_key = r.rule_name.as_ref().map(|n| Target {
-                section: Some(n.clone()),
+                section: Some(n.to_string()),
                 ..whole.clone()
             });
             let merged = route
@@ -389,9 +389,7 @@ fn with_effects(compiled: &CompiledRoute, effects: &BTreeMap<u32, Effect>) -> Co
         kind: compiled.kind,
         rules,
         total: compiled.total,
-        invalid: compiled.invalid.clone(),
-        invalid_rules: compiled.invalid_rules.clone(),
-        unresolved: compiled.unresolved.clone(),
+        problems: compiled.problems.clone(),
         rule_hosts: compiled.rule_hosts.clone(),
     }
 }

@@ -344,7 +344,7 @@ pub fn translate_policies(
             Some(namespace_of(&p.metadata)),
             p.metadata.name.as_deref().unwrap_or(""),
             p.metadata.generation,
-            StatusBody::TrafficPolicy(status),
+            StatusBody::TrafficPolicy(Box::new(status)),
         ));
     }
     apply_policies(policies, snapshot, gateways, &names, compiled, memo)

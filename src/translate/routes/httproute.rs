@@ -26,12 +26,9 @@ pub fn attach_route(
 ) -> Attached {
     let outcome = RuleOutcome {
         kind: compiled.kind,
-        invalid: &compiled.invalid,
+        invalid: compiled.invalid(),
         all_invalid: compiled.all_invalid(),
-        unresolved: compiled
-            .unresolved
-            .as_ref()
-            .map(|e| (e.reason(), e.to_string())),
+        unresolved: compiled.unresolved().map(|e| (e.reason(), e.to_string())),
         needs_accepted_gateway: true,
     };
     attach(route, &outcome, gateways, by_name, labels, options)

@@ -41,20 +41,28 @@ pub enum MatchError {
 pub struct CompiledRoute {
     /// `HTTPRoute` or `GRPCRoute`: the kind listeners must allow.
     pub kind: RouteKindId,
-    /// One entry per match of every servable rule.
-    pub rules: Vec<Arc<RouteRule>>,
-    /// Number of rules in the spec.
-    pub total: usize,
+    /// One entry per match of every servable rule (a boxed slice: kept while the route
+    /// stays, never grown).
+    pub rules: Box<[Arc<RouteRule>]>,
+    /// Number of rules in the spec (a `u32`, beside `kind`: the CRD allows 16).
+    pub total: u32,
+    /// Its invalid rules and first unresolved backendRef; `None` when it has neither. Boxed:
+    /// most routes have none, and a compiled route is kept while its route stays.
+    pub problems: Option<Box<RouteProblems>>,
+    /// Per rule, the one host whose virtual host serves it (an Ingress rule's `host`; `*` for
+    /// rules without one); empty when every rule serves every host of the route.
+    pub rule_hosts: Box<[String]>,
+}
+
+/// What the conditions of a route with invalid rules or unresolved references report.
+#[derive(Debug, Default, Clone)]
+pub struct RouteProblems {
     /// Messages for rules that are dropped or answer 500 because they are invalid.
     pub invalid: Vec<String>,
     /// Indexes of the invalid rules.
     pub invalid_rules: BTreeSet<usize>,
-    /// The first backendRef that could not be resolved. Boxed: most routes have none, and a
-    /// compiled route is kept while its route stays.
+    /// The first backendRef that could not be resolved.
     pub unresolved: Option<Box<BackendError>>,
-    /// Per rule, the one host whose virtual host serves it (an Ingress rule's `host`; `*` for
-    /// rules without one); empty when every rule serves every host of the route.
-    pub rule_hosts: Vec<String>,
 }
 
 /// Compiles every rule of `source`, an HTTP-like route whose lowered form is `route` (an
@@ -85,11 +93,11 @@ pub fn compile_route(
         .sum();
     let mut out = CompiledRoute {
         kind,
-        rules: Vec::with_capacity(matches),
-        total: spec_rules.len(),
-        rule_hosts: source.rule_hosts(),
+        total: u32::try_from(spec_rules.len()).unwrap_or(u32::MAX),
+        rule_hosts: source.rule_hosts().into_boxed_slice(),
         ..Default::default()
     };
+    let mut rules = Vec::with_capacity(matches);
     let https_redirects = source.https_redirects();
     let capture_rewrites = source.capture_rewrites();
     let added_on_success = source.added_on_success();
@@ -109,8 +117,7 @@ pub fn compile_route(
         let matchers = match matchers {
             Ok(m) => m,
             Err(e) => {
-                out.invalid.push(format!("Dropped Rule {index}: {e}"));
-                out.invalid_rules.insert(index);
+                out.invalid_rule(index, format!("Dropped Rule {index}: {e}"));
                 continue;
             }
         };
@@ -146,12 +153,12 @@ pub fn compile_route(
         let filters = filters.shared();
         let backend_set = Arc::new(backend_set);
         for (match_index, matcher) in matchers.into_iter().enumerate() {
-            out.rules.push(Arc::new(RouteRule {
+            rules.push(Arc::new(RouteRule {
                 route: route_ref.clone(),
                 created,
                 rule_index: index as u32,
                 match_index: match_index as u32,
-                rule_name: rule.name.clone(),
+                rule_name: rule.name.as_deref().map(Box::from),
                 matcher,
                 filters: filters.clone(),
                 backends: backend_set.clone(),
@@ -159,7 +166,7 @@ pub fn compile_route(
         }
     }
     // Kept per route until it changes: no spare capacity (dropped rules leave some).
-    out.rules.shrink_to_fit();
+    out.rules = rules.into_boxed_slice();
     out
 }
 
@@ -175,7 +182,31 @@ fn captures_in_rewrite(filters: &mut RuleFilters) {
 impl CompiledRoute {
     /// True when the route has rules and none of them is valid.
     pub fn all_invalid(&self) -> bool {
-        self.total > 0 && self.invalid_rules.len() == self.total
+        let invalid = self.problems.as_ref().map_or(0, |p| p.invalid_rules.len());
+        self.total > 0 && invalid == self.total as usize
+    }
+
+    /// Messages for rules that are dropped or answer 500 because they are invalid.
+    pub fn invalid(&self) -> &[String] {
+        self.problems.as_ref().map_or(&[], |p| &p.invalid)
+    }
+
+    /// The first backendRef that could not be resolved.
+    pub fn unresolved(&self) -> Option<&BackendError> {
+        self.problems.as_ref()?.unresolved.as_deref()
+    }
+
+    /// Records rule `index` as invalid, with the message its conditions give.
+    fn invalid_rule(&mut self, index: usize, message: String) {
+        let problems = self.problems.get_or_insert_with(Box::default);
+        problems.invalid.push(message);
+        problems.invalid_rules.insert(index);
+    }
+
+    /// Records `error` when it is the first unresolved backendRef.
+    fn record_unresolved(&mut self, error: Box<BackendError>) {
+        let problems = self.problems.get_or_insert_with(Box::default);
+        problems.unresolved.get_or_insert(error);
     }
 
     /// Whether `rule` goes into the virtual host `host` (see [`CompiledRoute::rule_hosts`]):
@@ -231,9 +262,7 @@ fn compile_actions(
             filters
         }
         Err(reason) => {
-            out.invalid
-                .push(format!("Rule {index} answers 500: {reason}"));
-            out.invalid_rules.insert(index);
+            out.invalid_rule(index, format!("Rule {index} answers 500: {reason}"));
             let invalid = WeightedBackend {
                 weight: 1,
                 target: BackendTarget::Invalid { reason },
@@ -257,11 +286,8 @@ fn compile_actions(
             match compile_backend_filters(b.filters.as_deref().unwrap_or_default()) {
                 Ok(f) => resolve_mirrors(f, route, backends, out),
                 Err(e) => {
-                    out.invalid.push(format!(
-                        "Rule {index} backendRef {} answers 500: {e}",
-                        b.name
-                    ));
-                    out.invalid_rules.insert(index);
+                    let message = format!("Rule {index} backendRef {} answers 500: {e}", b.name);
+                    out.invalid_rule(index, message);
                     set.push(WeightedBackend {
                         weight,
                         target: BackendTarget::Invalid {
@@ -276,7 +302,7 @@ fn compile_actions(
             Ok(s) => BackendTarget::Service(s),
             Err(e) => {
                 let reason = e.to_string();
-                out.unresolved.get_or_insert_with(|| Box::new(e));
+                out.record_unresolved(e);
                 BackendTarget::Invalid { reason }
             }
         };
@@ -316,7 +342,7 @@ fn resolve_mirrors(
                 fraction: m.fraction,
             }),
             Err(e) => {
-                out.unresolved.get_or_insert_with(|| Box::new(e));
+                out.record_unresolved(e);
             }
         }
     }
@@ -342,7 +368,7 @@ fn resolve_mirrors(
             Ok(backend) => AuthBackend::Service(backend),
             Err(e) => {
                 let reason = e.to_string();
-                out.unresolved.get_or_insert_with(|| Box::new(e));
+                out.record_unresolved(e);
                 AuthBackend::Invalid { reason }
             }
         };
@@ -456,5 +482,12 @@ mod tests {
         let e =
             compile_match(&matches("{path: {type: RegularExpression, value: '/(['}}")).unwrap_err();
         assert!(matches!(e, MatchError::Regex { .. }));
+    }
+
+    /// The incremental cache keeps one per route: what most routes leave unset takes a
+    /// pointer, not the space of a list or a set.
+    #[test]
+    fn a_compiled_route_is_six_words() {
+        assert_eq!(std::mem::size_of::<CompiledRoute>(), 48);
     }
 }
