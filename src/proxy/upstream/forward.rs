@@ -257,17 +257,19 @@ impl Upstream<'_> {
         if let Some(idle) = exchange.send_idle {
             req.extensions_mut().insert(SendIdle(idle));
         }
-        let send = self
-            .clients
-            .send(exchange.protocol, picked.addr, exchange.tls, req);
         // Boxed: the exchange's state is the largest part of a request's future, and every
-        // layer above would hold it and move it into place again.
-        let sent = Box::pin(within_timeouts(
+        // layer above would hold it and move it into place again. Boxed before the timer
+        // takes it, so that the timer and its map move a pointer, not the exchange.
+        let send = Box::pin(
+            self.clients
+                .send(exchange.protocol, picked.addr, exchange.tls, req),
+        );
+        let sent = within_timeouts(
             send,
             exchange.timeouts,
             self.response_timeout,
             exchange.start,
-        ));
+        );
         let began = Instant::now();
         let sent = match exchange.series {
             Some(series) => CONNECT_TIMES.scope(series.connect.clone(), sent).await,
