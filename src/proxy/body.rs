@@ -29,6 +29,14 @@ pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>
 /// Body of every request sent upstream: the client's body, possibly teed to mirrors.
 pub type UpstreamBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
+/// An empty upstream body: for a request the proxy makes, or one given back to be sent again.
+pub fn empty_upstream_body() -> UpstreamBody {
+    use http_body_util::BodyExt;
+    http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
 /// A client's request body as the connection that received it reads it: hyper's for HTTP/2,
 /// the own HTTP/1.1 decoder's, or none (a head that says the request has no body).
 pub enum RequestBody {

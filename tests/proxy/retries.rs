@@ -10,7 +10,7 @@ use edgeplane::proxy::{BudgetLimits, ProxyOptions};
 use edgeplane::table::{RetryPolicy, RuleFilters, Timeouts};
 use http::Method;
 
-use crate::support::client::{full, get, h1_client, request, send};
+use crate::support::client::{empty, full, get, h1_client, request, send};
 use crate::support::faulty::{start_faulty, Mode};
 use crate::support::net::free_addr;
 use crate::support::proxy::{start, start_with, test_options, Running};
@@ -59,12 +59,29 @@ async fn a_reset_on_a_reused_pooled_connection_is_retried_transparently() {
     let (addr, p) = proxy_to(&[backend.addr], None, Timeouts::default(), test_options()).await;
     let c = h1_client();
     for n in 0..3 {
-        let r = send(&c, get(addr, "h", "/")).await.expect("response");
+        let req = request(Method::GET, addr, "h", &format!("/{n}?q={n}"))
+            .header("x-probe", format!("probe-{n}"))
+            .body(empty())
+            .expect("request");
+        let r = send(&c, req).await.expect("response");
         assert_eq!(r.status, 200, "request {n}: {:?}", r.body);
     }
     // The 2nd and 3rd went out on the pooled connection, were reset, and went again.
     assert_eq!(backend.requests(), 5);
     assert_eq!(retries_metric(&p, "error"), 2);
+    // Each went again as it was sent the first time: the same target and headers (the
+    // request id and `traceparent` included), nothing lost or added.
+    let heads = backend.heads();
+    assert_eq!(heads.len(), 5);
+    for (n, (reset, again)) in [(1, (1, 2)), (2, (3, 4))] {
+        assert!(
+            heads[reset].starts_with(&format!("get /{n}?q={n} http/1.1\r\n")),
+            "{}",
+            heads[reset]
+        );
+        assert!(heads[reset].contains(&format!("x-probe: probe-{n}\r\n")));
+        assert_eq!(heads[again], heads[reset]);
+    }
 }
 
 #[tokio::test]

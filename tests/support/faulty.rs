@@ -1,7 +1,8 @@
 //! A backend that fails on command: a small keep-alive HTTP/1.1 server over raw TCP that
 //! answers `200` with its name, or a chosen status, or hangs, or waits until the test lets it
 //! answer, or resets the connection, and
-//! counts the requests it received, so tests can tell what the proxy sent and how often.
+//! counts the requests it received and keeps their heads, so tests can tell what the proxy
+//! sent and how often.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,6 +41,7 @@ pub struct Faulty {
     pub addr: SocketAddr,
     pub name: String,
     requests: Arc<AtomicUsize>,
+    heads: Heads,
     mode: Arc<Mutex<Mode>>,
     gate: Arc<Semaphore>,
     task: JoinHandle<()>,
@@ -49,6 +51,11 @@ impl Faulty {
     /// Requests received so far (answered or not).
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::Acquire)
+    }
+
+    /// The heads of the requests received so far (lower-cased), in the order they came.
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().expect("heads lock").clone()
     }
 
     /// Changes what the backend does from the next request on.
@@ -68,25 +75,38 @@ impl Drop for Faulty {
     }
 }
 
+/// Request heads as received, shared by the backend's connections.
+type Heads = Arc<Mutex<Vec<String>>>;
+
 /// Starts a backend named `name` in `mode` on a loopback port.
 pub async fn start_faulty(name: &str, mode: Mode) -> Faulty {
     let listener = bind_loopback().await;
     let addr = listener.local_addr().expect("address");
     let requests = Arc::new(AtomicUsize::new(0));
+    let heads = Heads::default();
     let mode = Arc::new(Mutex::new(mode));
     let gate = Arc::new(Semaphore::new(0));
     let (count, current, body) = (requests.clone(), mode.clone(), name.to_owned());
+    let seen = heads.clone();
     let opens = gate.clone();
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let (count, current, body) = (count.clone(), current.clone(), body.clone());
-            tokio::spawn(serve(stream, count, current, opens.clone(), body));
+            tokio::spawn(serve(
+                stream,
+                count,
+                seen.clone(),
+                current,
+                opens.clone(),
+                body,
+            ));
         }
     });
     Faulty {
         addr,
         name: name.into(),
         requests,
+        heads,
         mode,
         gate,
         task,
@@ -96,6 +116,7 @@ pub async fn start_faulty(name: &str, mode: Mode) -> Faulty {
 async fn serve(
     mut stream: TcpStream,
     count: Arc<AtomicUsize>,
+    heads: Heads,
     mode: Arc<Mutex<Mode>>,
     gate: Arc<Semaphore>,
     name: String,
@@ -103,9 +124,10 @@ async fn serve(
     let mut buf = Vec::new();
     let mut served = 0;
     loop {
-        if read_request(&mut stream, &mut buf).await.is_none() {
+        let Some(head) = read_request(&mut stream, &mut buf).await else {
             return;
-        }
+        };
+        heads.lock().expect("heads lock").push(head);
         count.fetch_add(1, Ordering::AcqRel);
         served += 1;
         let now = *mode.lock().expect("mode lock");
@@ -143,8 +165,9 @@ async fn serve(
     }
 }
 
-/// Reads one request head and its `content-length` body; `None` when the peer closed.
-async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
+/// Reads one request head and its `content-length` body: the head, lower-cased; `None` when
+/// the peer closed.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<String> {
     let mut chunk = [0u8; 4096];
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -164,5 +187,5 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
         buf.extend_from_slice(&chunk[..n]);
     }
     buf.drain(..head_end + length);
-    Some(())
+    Some(head)
 }

@@ -112,14 +112,19 @@ impl std::fmt::Debug for Upstreams {
     }
 }
 
-/// A request that could not be exchanged with an endpoint.
+/// A request that could not be exchanged with an endpoint. The request given back is boxed:
+/// failures are the rare path, and every send's result is moved through several layers.
 #[derive(Debug)]
 pub struct SendError {
     pub error: ProxyError,
     /// The request, when none of it reached the backend (the connection could not be made, or
     /// closed before the request was written): it can be sent to another endpoint as it is,
     /// whatever its method and body.
-    pub unsent: Option<Request<UpstreamBody>>,
+    pub unsent: Option<Box<Request<UpstreamBody>>>,
+    /// The request, when it was sent without a body and no response came (the HTTP/1.1 pool
+    /// keeps a body-less request's head until the response's): all of it is here, so an
+    /// idempotent one can go again without a copy made before it was sent.
+    pub sent: Option<Box<Request<UpstreamBody>>>,
 }
 
 impl SendError {
@@ -127,7 +132,8 @@ impl SendError {
     pub fn unsent(error: ProxyError, req: Request<UpstreamBody>) -> Self {
         Self {
             error,
-            unsent: Some(req),
+            unsent: Some(Box::new(req)),
+            sent: None,
         }
     }
 }
@@ -137,6 +143,7 @@ impl From<ProxyError> for SendError {
         Self {
             error,
             unsent: None,
+            sent: None,
         }
     }
 }

@@ -9,9 +9,8 @@
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri, Version};
-use http_body_util::{BodyExt, Empty};
 
-use crate::proxy::body::UpstreamBody;
+use crate::proxy::body::{empty_upstream_body, UpstreamBody};
 use crate::proxy::error::ProxyError;
 use crate::proxy::request_id::REQUEST_ID;
 use crate::proxy::upstream::forward::{within_timeouts, Upstream};
@@ -66,7 +65,7 @@ pub(crate) fn request(
     served: &ServiceKey,
     protocol: UpstreamProtocol,
 ) -> Request<UpstreamBody> {
-    let mut req = Request::new(Empty::new().map_err(|never| match never {}).boxed_unsync());
+    let mut req = Request::new(empty_upstream_body());
     *req.method_mut() = if origin.head {
         Method::HEAD
     } else {

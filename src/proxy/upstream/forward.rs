@@ -81,9 +81,19 @@ enum Attempted {
     /// With a response that stands.
     Done(Response<ResponseBody>, Picked),
     /// With what the client gets if it is not tried again, how it ended, and the request
-    /// when none of it reached the backend. Boxed: the rare path.
-    Again(Box<(Failed, Ended, Option<Request<UpstreamBody>>)>),
+    /// when none of it reached the backend, or when the pool gave back a request it sent
+    /// ([`SendError::sent`]). Boxed: the rare path.
+    Again(Box<Again>),
 }
+
+/// What a failed attempt leaves: what the client gets if it is not tried again, how it ended,
+/// and the request given back unsent or sent.
+type Again = (
+    Failed,
+    Ended,
+    Option<Box<Request<UpstreamBody>>>,
+    Option<Box<Request<UpstreamBody>>>,
+);
 
 /// A failed attempt: what the client gets if it is not tried again.
 enum Failed {
@@ -127,17 +137,24 @@ impl Upstream<'_> {
     ) -> Result<(Response<ResponseBody>, Picked), ProxyError> {
         let service = exchange.service;
         let policy = exchange.retry;
-        // Under a `retry`, small bodies are kept; without one, only body-less idempotent
-        // requests, so one that broke on a pooled connection can go again.
-        let keep = !exchange.upgrade
-            && (policy.is_some() || (req.body().is_end_stream() && idempotent(req.method())));
+        let safe = idempotent(req.method());
+        let bodyless_safe = !exchange.upgrade && safe && req.body().is_end_stream();
+        // Without a `retry`, a body-less idempotent request goes again when its exchange broke
+        // (a pooled connection the backend had closed). The HTTP/1.1 pool gives such a request
+        // back when its exchange fails (`SendError::sent`), so nothing is copied beforehand.
+        let given_back =
+            policy.is_none() && bodyless_safe && exchange.protocol == UpstreamProtocol::Http1;
+        // Under a `retry`, small bodies are kept (a status or a timeout is retried after the
+        // request was consumed); without one, body-less idempotent requests the pool does not
+        // give back.
+        let keep = !exchange.upgrade && (policy.is_some() || (bodyless_safe && !given_back));
         let (mut req, replay) = if keep {
             retry::keep(req).await?
         } else {
             (req, None)
         };
         // Kept, and safe to send again after the backend saw it.
-        let replayable = replay.as_ref().filter(|_| idempotent(req.method()));
+        let replayable = replay.as_ref().filter(|_| safe);
         let deadline = exchange.timeouts.request.map(|d| exchange.start + d);
         // Computed once: every attempt of a hashed request looks up the same key.
         let hash = hash_key(&service.balance, req.headers(), req.uri(), exchange.client);
@@ -155,7 +172,7 @@ impl Upstream<'_> {
             let picked = self.backends.pick(service, &pick)?;
             tried.push(picked.addr);
             let (addr, why, began) = (picked.addr, picked.why, Instant::now());
-            let (failed, ended, unsent) = match self
+            let (failed, ended, unsent, sent) = match self
                 .attempt(&exchange, picked, req, replayable.is_some())
                 .await
             {
@@ -169,8 +186,11 @@ impl Upstream<'_> {
                 Failed::Response(answer) => answered(&answer.0),
                 Failed::Error(error) => error.to_string(),
             });
+            // Safe to send again after the backend saw it: kept, or given back.
+            let sent = sent.filter(|_| safe);
+            let again = replayable.is_some() || sent.is_some();
             // The budget is asked only for a retry the attempts allow.
-            let wanted = decide::reason(ended, policy, replayable.is_some()).is_some()
+            let wanted = decide::reason(ended, policy, again).is_some()
                 && retries < decide::max_retries(policy);
             let permit = wanted
                 .then(|| {
@@ -181,7 +201,7 @@ impl Upstream<'_> {
             let attempts = Attempts {
                 policy,
                 retries,
-                replayable: replayable.is_some(),
+                replayable: again,
                 budget: permit.is_some(),
                 fresh_endpoint: service.endpoints.iter().any(|e| !tried.contains(e)),
                 left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
@@ -209,10 +229,11 @@ impl Upstream<'_> {
                 }
             };
             // `decide` retries only unsent or replayable requests.
-            req = match (unsent, replayable) {
-                (Some(unsent), _) => unsent,
-                (None, Some(kept)) => kept.request(),
-                (None, None) => return failed.into_result(),
+            req = match (unsent, sent, replayable) {
+                (Some(unsent), _, _) => *unsent,
+                (None, Some(sent), _) => *sent,
+                (None, None, Some(kept)) => kept.request(),
+                (None, None, None) => return failed.into_result(),
             };
             retries += 1;
             trail.retries = retries;
@@ -236,17 +257,19 @@ impl Upstream<'_> {
         if let Some(idle) = exchange.send_idle {
             req.extensions_mut().insert(SendIdle(idle));
         }
-        let send = self
-            .clients
-            .send(exchange.protocol, picked.addr, exchange.tls, req);
         // Boxed: the exchange's state is the largest part of a request's future, and every
-        // layer above would hold it and move it into place again.
-        let sent = Box::pin(within_timeouts(
+        // layer above would hold it and move it into place again. Boxed before the timer
+        // takes it, so that the timer and its map move a pointer, not the exchange.
+        let send = Box::pin(
+            self.clients
+                .send(exchange.protocol, picked.addr, exchange.tls, req),
+        );
+        let sent = within_timeouts(
             send,
             exchange.timeouts,
             self.response_timeout,
             exchange.start,
-        ));
+        );
         let began = Instant::now();
         let sent = match exchange.series {
             Some(series) => CONNECT_TIMES.scope(series.connect.clone(), sent).await,
@@ -274,9 +297,14 @@ impl Upstream<'_> {
                     Failed::Response(Box::new((resp, picked))),
                     ended,
                     None,
+                    None,
                 )))
             }
-            Err(SendError { error, unsent }) => {
+            Err(SendError {
+                error,
+                unsent,
+                sent,
+            }) => {
                 let error = error.blame_client_body();
                 if error.fault() == Fault::Upstream {
                     picked.report(Outcome::Failure);
@@ -285,7 +313,7 @@ impl Upstream<'_> {
                     failure: Failure::of(&error),
                     unsent: unsent.is_some(),
                 };
-                Attempted::Again(Box::new((Failed::Error(error), ended, unsent)))
+                Attempted::Again(Box::new((Failed::Error(error), ended, unsent, sent)))
             }
         }
     }

@@ -13,11 +13,11 @@ use crate::proxy::body::ClientBody;
 use bytes::Bytes;
 use http::Request;
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
 use crate::proxy::body::BoxError;
-use crate::proxy::body::UpstreamBody;
+use crate::proxy::body::{empty_upstream_body, UpstreamBody};
 use crate::proxy::upstream::client::Upstreams;
 use crate::table::UpstreamProtocol;
 
@@ -133,7 +133,7 @@ impl Body for MirrorBody {
 /// Splits `body` into the main request's body and `copies` mirror bodies.
 pub fn tee(body: ClientBody, copies: usize) -> (UpstreamBody, Vec<UpstreamBody>) {
     if body.is_end_stream() {
-        let empty = || Empty::new().map_err(|never| match never {}).boxed_unsync();
+        let empty = empty_upstream_body;
         return (body.boxed_unsync(), (0..copies).map(|_| empty()).collect());
     }
     let hint = body.size_hint();

@@ -26,7 +26,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::proxy::body::BoxError;
-use crate::proxy::body::UpstreamBody;
+use crate::proxy::body::{empty_upstream_body, UpstreamBody};
 use crate::proxy::error::{H1Error, ProxyError, TimeoutKind};
 use crate::proxy::upstream::balance::Endpoints;
 use crate::proxy::upstream::client::SendError;
@@ -102,19 +102,33 @@ impl Http1Pool {
                 Err(error) => return Err(SendError::unsent(error, req)),
             },
         };
-        let mut exchange = Exchange::start(conn, req);
-        let head = poll_fn(|cx| exchange.poll_head(cx))
-            .await
-            .map_err(|source| match source {
-                H1Error::SendIdle(after) => ProxyError::Timeout {
-                    kind: TimeoutKind::BackendSendIdle,
-                    after,
-                },
-                source => ProxyError::UpstreamH1 {
-                    addr: endpoint,
-                    source,
-                },
-            })?;
+        let (parts, body) = req.into_parts();
+        let bodyless = body.is_end_stream();
+        let mut exchange = Exchange::start(conn, &parts, body);
+        let head = match poll_fn(|cx| exchange.poll_head(cx)).await {
+            Ok(head) => head,
+            Err(source) => {
+                let error = match source {
+                    H1Error::SendIdle(after) => ProxyError::Timeout {
+                        kind: TimeoutKind::BackendSendIdle,
+                        after,
+                    },
+                    source => ProxyError::UpstreamH1 {
+                        addr: endpoint,
+                        source,
+                    },
+                };
+                // A body-less request is whole in its parts: given back, it can go again.
+                let sent =
+                    bodyless.then(|| Box::new(Request::from_parts(parts, empty_upstream_body())));
+                return Err(SendError {
+                    error,
+                    unsent: None,
+                    sent,
+                });
+            }
+        };
+        drop(parts);
         let mut resp = Response::new(ResponseBody {
             kind: Kind::Pooled(Box::new(Pooled {
                 exchange,

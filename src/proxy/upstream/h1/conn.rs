@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, Method, Request, StatusCode, Version};
+use http::request::Parts;
+use http::{HeaderMap, Method, StatusCode, Version};
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::decode::{BodyDecoder, Framing, Step};
@@ -93,16 +94,17 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    /// Starts sending `req` (origin-form target, `Host` naming the site) on `conn`.
-    pub fn start(mut conn: Connection, req: Request<UpstreamBody>) -> Self {
+    /// Starts sending a request, its `parts` (origin-form target, `Host` naming the site) and
+    /// `body`, on `conn`. The parts are only read: the caller keeps them, so that a body-less
+    /// request whose exchange fails can be given back whole.
+    pub fn start(mut conn: Connection, parts: &Parts, body: UpstreamBody) -> Self {
         let mut head = std::mem::take(&mut conn.write);
-        let chunked = encode::head(&req, &mut head);
-        let (parts, body) = req.into_parts();
+        let chunked = encode::head(parts, &body, &mut head);
         let idle = parts.extensions.get::<encode::SendIdle>().map(|s| s.0);
         Self {
             conn,
             writer: Some(Writer::new(head, body, chunked, idle)),
-            method: parts.method,
+            method: parts.method.clone(),
             body: BodyDecoder::new(Framing::Done),
             keep_alive: false,
             eof: false,

@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::{header, Method, Request};
+use http::request::Parts;
+use http::{header, Method};
 use http_body::Body;
 use tokio::io::AsyncWrite;
 
@@ -25,18 +26,18 @@ const COPY_AT_MOST: usize = 8 * 1024;
 /// Body bytes gathered before they are written.
 const GATHER_AT_MOST: usize = 64 * 1024;
 
-/// Writes the head of `req` (origin-form target, `Host` from the headers) into `out`: the
-/// request's headers less `Transfer-Encoding`, then the framing this proxy chooses for the body
-/// (RFC 9112 6): the request's `Content-Length`, else a known exact size, else chunks. Returns
-/// true when the body is to be chunked.
-pub(crate) fn head(req: &Request<UpstreamBody>, out: &mut BytesMut) -> bool {
-    let method = req.method();
+/// Writes the head of a request, its `parts` (origin-form target, `Host` from the headers) and
+/// `body`, into `out`: the request's headers less `Transfer-Encoding`, then the framing this
+/// proxy chooses for the body (RFC 9112 6): the request's `Content-Length`, else a known exact
+/// size, else chunks. Returns true when the body is to be chunked.
+pub(crate) fn head(parts: &Parts, body: &UpstreamBody, out: &mut BytesMut) -> bool {
+    let method = &parts.method;
     out.extend_from_slice(method.as_str().as_bytes());
     out.extend_from_slice(b" ");
-    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let headers = req.headers();
+    let headers = &parts.headers;
     let mut has_length = false;
     let mut has_host = false;
     for (name, value) in headers {
@@ -51,11 +52,10 @@ pub(crate) fn head(req: &Request<UpstreamBody>, out: &mut BytesMut) -> bool {
         out.extend_from_slice(b"\r\n");
     }
     if !has_host {
-        if let Some(authority) = req.uri().authority() {
+        if let Some(authority) = parts.uri.authority() {
             let _ = write!(out, "host: {authority}\r\n");
         }
     }
-    let body = req.body();
     let chunked = if body.is_end_stream() {
         // A method whose request usually has content says it has none.
         if !has_length && [Method::POST, Method::PUT, Method::PATCH].contains(method) {
@@ -282,6 +282,7 @@ fn write_some<W: AsyncWrite + Unpin>(
 
 #[cfg(test)]
 mod tests {
+    use http::Request;
     use http_body_util::{BodyExt, Empty, Full, StreamBody};
 
     use super::*;
@@ -295,8 +296,9 @@ mod tests {
 
     fn encoded(req: Request<UpstreamBody>) -> String {
         let mut out = BytesMut::new();
-        let chunked = head(&req, &mut out);
-        let mut writer = Writer::new(out, req.into_body(), chunked, None);
+        let (parts, body) = req.into_parts();
+        let chunked = head(&parts, &body, &mut out);
+        let mut writer = Writer::new(out, body, chunked, None);
         let mut wire = Vec::new();
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
@@ -381,9 +383,10 @@ mod tests {
             .body(boxed(Full::new(Bytes::from_static(b"hello"))))
             .expect("request");
         let mut out = BytesMut::new();
-        let chunked = head(&req, &mut out);
+        let (parts, body) = req.into_parts();
+        let chunked = head(&parts, &body, &mut out);
         let idle = Duration::from_millis(20);
-        let mut writer = Writer::new(out, req.into_body(), chunked, Some(idle));
+        let mut writer = Writer::new(out, body, chunked, Some(idle));
         let result = std::future::poll_fn(|cx| writer.poll_write(&mut Stuck, cx)).await;
         assert!(
             matches!(result, Err(H1Error::SendIdle(d)) if d == idle),

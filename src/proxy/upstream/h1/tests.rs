@@ -4,6 +4,7 @@ use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use http::Request;
 use http_body_util::{BodyExt, Empty, StreamBody};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -59,7 +60,8 @@ async fn exchange(
     conn: Connection,
     req: Request<UpstreamBody>,
 ) -> Result<(Head, Vec<u8>, Option<Connection>), H1Error> {
-    let mut ex = Exchange::start(conn, req);
+    let (parts, body) = req.into_parts();
+    let mut ex = Exchange::start(conn, &parts, body);
     let head = poll_fn(|cx| ex.poll_head(cx)).await?;
     let mut body = Vec::new();
     while let Some(data) = poll_fn(|cx| ex.poll_data(cx)).await {
