@@ -61,6 +61,9 @@ pub struct Reuse {
     pub compiled: usize,
     /// Routes whose attachment and status were taken from the previous translation.
     pub reattached: usize,
+    /// Cached routes whose references were resolved again to check them (those naming a
+    /// Service that moved, or every cached route when anything may have moved).
+    pub rechecked: usize,
 }
 
 /// A hash of a route's kind, namespace and name, to find its previous entry by.
@@ -201,9 +204,21 @@ impl Incremental {
         overlays: &'a Arc<ServiceOverlays>,
     ) -> RouteCompiler<'a> {
         let now = Resolvable::of(snapshot, overlays.clone());
-        let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
+        let changes = self.resolvable.as_ref().and_then(|r| r.moved(&now));
         self.resolvable = Some(now);
-        let backends = std::mem::take(&mut self.backends);
+        let mut backends = std::mem::take(&mut self.backends);
+        if let Some(removed) = changes.as_ref().map(|c| &c.removed) {
+            // Kept from translation to translation while nothing moves everything, the cache
+            // must not keep the ports of Services that are gone.
+            if !removed.is_empty() {
+                backends.retain(|(k, _), _| {
+                    !removed
+                        .iter()
+                        .any(|(ns, name)| *ns == k.namespace && *name == k.name)
+                });
+            }
+        }
+        let moved = changes.map(|c| c.moved);
         let routes = http_like::count(snapshot);
         let mut backends =
             Backends::with_cache(snapshot, backends, moved.is_some()).with_overlays(overlays);
@@ -453,6 +468,7 @@ impl RouteCompiler<'_> {
                 return Check::Same;
             }
         }
+        self.reuse.rechecked += 1;
         let mut current = Vec::with_capacity(entry.resolutions.len());
         let mut relink = false;
         for (r, before) in &entry.resolutions {
