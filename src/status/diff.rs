@@ -75,7 +75,7 @@ pub fn patch(
     resource_version: Option<&str>,
     controller: &str,
 ) -> Result<Option<StatusPatch>, DiffError> {
-    let (kind, name) = (desired.kind, desired.name.clone());
+    let (kind, name) = (desired.kind, desired.name.to_string());
     let body = desired
         .status
         .typed(kind)

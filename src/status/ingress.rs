@@ -36,7 +36,10 @@ pub fn gateway_addresses<'a>(entries: impl Iterator<Item = &'a ObjectStatus>) ->
                 Some("Hostname") => json!({"hostname": a.value}),
                 _ => json!({"ip": a.value}),
             });
-        let key = (e.namespace.clone().unwrap_or_default(), e.name.clone());
+        let key = (
+            e.namespace.as_deref().unwrap_or_default().to_owned(),
+            e.name.to_string(),
+        );
         out.insert(key, addresses.collect());
     }
     out
@@ -54,7 +57,7 @@ pub fn load_balancer(entry: &ObjectStatus, gateways: &GatewayAddresses) -> Vec<V
             .parent_ref
             .namespace
             .clone()
-            .or_else(|| entry.namespace.clone())
+            .or_else(|| entry.namespace.as_deref().map(str::to_owned))
             .unwrap_or_default();
         for a in gateways
             .get(&(ns, p.parent_ref.name.clone()))

@@ -13,6 +13,7 @@ mod kind;
 pub mod problems;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
@@ -34,9 +35,11 @@ pub struct StatusReport {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStatus {
     pub kind: ObjectKind,
+    /// Shared with the translator's memory for routes, so that listing a route's status
+    /// copies no name.
     #[serde(default)]
-    pub namespace: Option<String>,
-    pub name: String,
+    pub namespace: Option<Arc<str>>,
+    pub name: Arc<str>,
     #[serde(default)]
     pub generation: Option<i64>,
     /// The typed status (`GatewayClassStatus`, `GatewayStatus`, `HTTPRouteStatus`); JSON when
@@ -53,10 +56,27 @@ impl ObjectStatus {
         generation: Option<i64>,
         status: StatusBody,
     ) -> Self {
+        Self::shared(
+            kind,
+            namespace.map(Arc::from),
+            Arc::from(name),
+            generation,
+            status,
+        )
+    }
+
+    /// [`ObjectStatus::new`] with names the caller already holds.
+    pub fn shared(
+        kind: ObjectKind,
+        namespace: Option<Arc<str>>,
+        name: Arc<str>,
+        generation: Option<i64>,
+        status: StatusBody,
+    ) -> Self {
         Self {
             kind,
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
+            namespace,
+            name,
             generation,
             status,
         }
@@ -136,7 +156,7 @@ impl std::fmt::Display for Problem {
 type ObjectId<'a> = (ObjectKind, Option<&'a str>, &'a str);
 
 fn id(e: &ObjectStatus) -> ObjectId<'_> {
-    (e.kind, e.namespace.as_deref(), e.name.as_str())
+    (e.kind, e.namespace.as_deref(), &e.name)
 }
 
 impl StatusReport {

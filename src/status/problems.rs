@@ -52,8 +52,8 @@ impl ProblemSet {
             .flat_map(|(e, problems)| {
                 problems.into_iter().map(move |problem| ObjectProblem {
                     kind: e.kind,
-                    namespace: e.namespace.clone(),
-                    name: e.name.clone(),
+                    namespace: e.namespace.as_deref().map(str::to_owned),
+                    name: e.name.to_string(),
                     problem,
                 })
             })

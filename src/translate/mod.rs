@@ -147,7 +147,7 @@ fn translate_cached(
             + snapshot.traffic_policies.len(),
     );
     stages::gateway_statuses(&front, options, &mut report);
-    let route_range = stages::route_statuses(&http, &mut report);
+    let route_range = stages::route_statuses(&http, &compiler, &mut report);
     report.entries.append(&mut l4_statuses.entries);
     if let (Some(p), Some(mut problems)) = (&prepared, ingress_problems) {
         policy::ingress_policy_problems(snapshot, &mut problems);

@@ -156,8 +156,9 @@ pub(super) struct HttpRoutes<'s> {
     /// The same routes with their names and attachments, as the conflict and policy rules
     /// count them.
     pub counted: Vec<Counted<'s>>,
-    /// The routes with a status (indexes into `counted`), in report order.
-    pub listed: Vec<usize>,
+    /// The routes with a status (indexes into `counted`, with their positions among the
+    /// snapshot's routes), in report order.
+    pub listed: Vec<(usize, usize)>,
 }
 
 /// HTTPRoutes and GRPCRoutes: attached to the Gateways' listeners and compiled (reusing the
@@ -229,7 +230,7 @@ pub(super) fn http_routes<'s>(
         };
         let route = &counted[i];
         if route.attached.status.is_some() {
-            listed.push(i);
+            listed.push((i, p));
         }
         // Counted in report order, where a route listed twice comes twice in a row.
         for &(gi, li) in &route.attached.counted {
@@ -250,21 +251,28 @@ pub(super) fn http_routes<'s>(
 /// they are.
 pub(super) fn route_statuses(
     http: &HttpRoutes<'_>,
+    compiler: &RouteCompiler<'_>,
     report: &mut StatusReport,
 ) -> std::ops::Range<usize> {
     let first = report.entries.len();
     report.entries.reserve(http.listed.len());
-    for &i in &http.listed {
+    for &(i, position) in &http.listed {
         let route = &http.counted[i];
-        if let Some(status) = &route.attached.status {
-            report.entries.push(ObjectStatus::new(
-                ObjectKind::Route(route.kind),
-                Some(route.namespace),
-                route.name,
-                route.generation,
-                StatusBody::Route(status.clone()),
-            ));
-        }
+        let Some(status) = &route.attached.status else {
+            continue;
+        };
+        // The names the route's cache entry holds: shared, not copied.
+        let (namespace, name) = match compiler.names(position) {
+            Some((namespace, name)) => (namespace.clone(), name.clone()),
+            None => (Arc::from(route.namespace), Arc::from(route.name)),
+        };
+        report.entries.push(ObjectStatus::shared(
+            ObjectKind::Route(route.kind),
+            Some(namespace),
+            name,
+            route.generation,
+            StatusBody::Route(status.clone()),
+        ));
     }
     first..report.entries.len()
 }

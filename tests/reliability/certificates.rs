@@ -42,7 +42,7 @@ fn gateway_status(stack: &Standalone) -> Value {
         .status()
         .entries
         .iter()
-        .find(|e| e.kind == ObjectKind::Gateway && e.name == "gw")
+        .find(|e| e.kind == ObjectKind::Gateway && &*e.name == "gw")
         .map(|e| e.status.to_json().into_owned())
         .unwrap_or_default()
 }

@@ -79,12 +79,17 @@ pub(super) fn compile_entry(route: &Source, backends: &mut Backends<'_>) -> Rout
     let policy = route_policy(backends.snapshot(), &**route).map(Arc::new);
     let compiled = Arc::new(compile_route(&lowered, &**route, policy, backends));
     let resolutions = backends.recorded();
+    let meta = route.meta();
     RouteEntry {
         route: lowered,
         source: route.clone(),
         resolutions,
         compiled,
         attached: None,
+        names: (
+            Arc::from(namespace_of(meta)),
+            Arc::from(meta.name.as_deref().unwrap_or("")),
+        ),
     }
 }
 
@@ -135,7 +140,12 @@ pub(super) struct RouteEntry {
     resolutions: Vec<(OwnedRef, Resolved)>,
     compiled: Arc<CompiledRoute>,
     attached: Option<AttachEntry>,
+    /// The route's namespace and name, as its status entries share them.
+    names: RouteNames,
 }
+
+/// A route's namespace and name.
+pub(in crate::translate) type RouteNames = (Arc<str>, Arc<str>);
 
 impl Incremental {
     /// An empty memory whose full translations compile routes on `threads` threads (1: on
@@ -335,6 +345,12 @@ impl RouteCompiler<'_> {
             self.reuse.reattached += 1;
         }
         (compiled, attached)
+    }
+
+    /// The namespace and name of the route at `position`, once [`RouteCompiler::compile`]
+    /// gave it.
+    pub fn names(&self, position: usize) -> Option<&RouteNames> {
+        Some(&self.next.get(position)?.as_ref()?.names)
     }
 
     /// Whether `route` names one of our Gateways, known without resolving its parentRefs:

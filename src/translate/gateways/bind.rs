@@ -81,10 +81,9 @@ fn overlay_failures(
     for entry in &mut report.entries {
         if entry.kind == ObjectKind::ListenerSet {
             let ns = or_default_namespace(entry.namespace.as_deref());
-            if let (Some(sockets), StatusBody::ListenerSet(status)) = (
-                placed_sets.get(&(ns, entry.name.as_str())),
-                &mut entry.status,
-            ) {
+            if let (Some(sockets), StatusBody::ListenerSet(status)) =
+                (placed_sets.get(&(ns, &*entry.name)), &mut entry.status)
+            {
                 for l in status.listeners.iter_mut().flatten() {
                     mark_listener(&l.name, &mut l.conditions, sockets, failures);
                 }
@@ -95,7 +94,7 @@ fn overlay_failures(
             continue;
         }
         let ns = or_default_namespace(entry.namespace.as_deref());
-        let Some(sockets) = placed.get(&(ns, entry.name.as_str())) else {
+        let Some(sockets) = placed.get(&(ns, &*entry.name)) else {
             continue;
         };
         if !sockets.iter().any(|(a, _)| failures.contains_key(a)) {

@@ -316,7 +316,10 @@ pub fn report_problems(
         .entries
         .iter()
         .filter(|e| e.kind == ObjectKind::Route(RouteKindId::Ingress))
-        .map(|e| (e.namespace.clone().unwrap_or_default(), e.name.clone()))
+        .map(|e| {
+            let ns = e.namespace.as_deref().unwrap_or_default();
+            (ns.to_owned(), e.name.to_string())
+        })
         .collect();
     let missing: Vec<&Arc<Ingress>> = ingresses
         .iter()
@@ -373,8 +376,8 @@ pub fn report_problems(
             continue;
         }
         let key = (
-            entry.namespace.clone().unwrap_or_default(),
-            entry.name.clone(),
+            entry.namespace.as_deref().unwrap_or_default().to_owned(),
+            entry.name.to_string(),
         );
         let Some(found) = problems.get(&key) else {
             continue;

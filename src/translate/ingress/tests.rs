@@ -110,7 +110,7 @@ fn ours_by_class_annotation_default_class_or_flag() {
             .entries
             .iter()
             .filter(|e| e.kind == ObjectKind::Route(RouteKindId::Ingress))
-            .map(|e| e.name.clone())
+            .map(|e| e.name.to_string())
             .collect();
         names.sort();
         names

@@ -24,8 +24,8 @@ impl ObjectKey {
     pub(super) fn of(entry: &ObjectStatus) -> Self {
         Self {
             kind: entry.kind,
-            namespace: entry.namespace.clone(),
-            name: entry.name.clone(),
+            namespace: entry.namespace.as_deref().map(str::to_owned),
+            name: entry.name.to_string(),
         }
     }
 }

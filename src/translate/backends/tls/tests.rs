@@ -72,7 +72,7 @@ fn policy_conditions(
         .status
         .entries
         .iter()
-        .find(|e| e.kind == ObjectKind::BackendTlsPolicy && e.name == name)
+        .find(|e| e.kind == ObjectKind::BackendTlsPolicy && *e.name == *name)
         .unwrap_or_else(|| panic!("no status for policy {name}"));
     let StatusBody::BackendTlsPolicy(status) = &entry.status else {
         panic!("not a policy status")
@@ -152,7 +152,7 @@ fn section_names_beat_whole_services_and_older_policies_win_conflicts() {
         ]
     );
     // A policy no route of ours reaches gets no status.
-    assert!(!out.status.entries.iter().any(|e| e.name == "unused"));
+    assert!(!out.status.entries.iter().any(|e| &*e.name == "unused"));
     let by_port: Vec<(String, u16, String)> = out
         .table
         .backend_tls

@@ -121,7 +121,7 @@ fn invalid_references_fail_only_their_listeners_with_the_spec_reasons() {
         .status
         .entries
         .iter()
-        .find(|e| e.name == "gw")
+        .find(|e| &*e.name == "gw")
         .unwrap()
         .status;
     let ok = |name| {
