@@ -1,9 +1,9 @@
 //! Full translation (snapshot -> route table + status) of 1,000 and 10,000 HTTPRoutes attached to
 //! one Gateway, each with its own Service and EndpointSlice; and incremental translation of one
-//! changed route, or one changed EndpointSlice, at 1,000, 5,000, 10,000 and 50,000 routes; and one
-//! added route at as many routes of one hostname each (the propagation benchmarks' shape), and
-//! the metric label handles of the table such a change produces, and the sealing of its status
-//! report.
+//! changed route, one changed EndpointSlice, or one EndpointSlice added and removed, at 1,000,
+//! 5,000, 10,000 and 50,000 routes; and one added route at as many routes of one hostname each
+//! (the propagation benchmarks' shape), and the metric label handles of the table such a
+//! change produces, and the sealing of its status report.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -126,6 +126,19 @@ fn with_changed_endpoints(snap: &Snapshot) -> Snapshot {
     out
 }
 
+/// `snap` with a second EndpointSlice for the first route's Service, among the others as a
+/// new object sorts in a provider's store.
+fn with_added_slice(snap: &Snapshot) -> Snapshot {
+    let mut out = snap.clone();
+    let mut slice = (*out.endpoint_slices[0]).clone();
+    slice.metadata.name = Some("s0-b".into());
+    if let Some(e) = slice.endpoints.first_mut() {
+        e.addresses = vec!["10.255.0.2".into()];
+    }
+    out.endpoint_slices.insert(1, Arc::new(slice));
+    out
+}
+
 /// One change per iteration: translations alternate between two snapshots that differ in one
 /// object, through one long-lived `Incremental`.
 fn bench_incremental(c: &mut Criterion) {
@@ -138,6 +151,7 @@ fn bench_incremental(c: &mut Criterion) {
         let cases = [
             ("route", with_changed_route(&base)),
             ("endpoints", with_changed_endpoints(&base)),
+            ("slice-added", with_added_slice(&base)),
         ];
         for (what, changed) in cases {
             let pair = [base.clone(), changed];

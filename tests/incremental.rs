@@ -653,4 +653,21 @@ fn endpoint_changes_relink_routes_without_compiling() {
         table.contains("10.0.0.3:8080") && !table.contains("10.0.0.1:8080"),
         "{table}"
     );
+    // An object added or removed rechecks only the routes naming its Service.
+    let checked = |cache: &Incremental| {
+        let r = cache.last();
+        (r.reused, r.relinked, r.compiled, r.rechecked)
+    };
+    s.endpoint_slices.insert(1, slice("s0", "10.0.0.4"));
+    assert_same(7, 2, &s, &mut cache, &mut published);
+    assert_eq!(checked(&cache), (1, 1, 0, 1), "a slice added");
+    s.endpoint_slices.remove(1);
+    assert_same(7, 3, &s, &mut cache, &mut published);
+    assert_eq!(checked(&cache), (1, 1, 0, 1), "a slice removed");
+    s.services.insert(0, service("s2"));
+    assert_same(7, 4, &s, &mut cache, &mut published);
+    assert_eq!(checked(&cache), (2, 0, 0, 0), "an unused Service added");
+    s.services.remove(1);
+    assert_same(7, 5, &s, &mut cache, &mut published);
+    assert_eq!(checked(&cache), (1, 0, 1, 1), "a used Service removed");
 }

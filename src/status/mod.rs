@@ -13,6 +13,7 @@ mod kind;
 pub mod problems;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
@@ -34,11 +35,11 @@ pub struct StatusReport {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStatus {
     pub kind: ObjectKind,
-    /// Boxed strs, as `status` is boxed but for a route's: a report holds one entry per
-    /// route, never grown.
+    /// Shared with the translator's memory for routes, so that listing a route's status
+    /// copies no name.
     #[serde(default)]
-    pub namespace: Option<Box<str>>,
-    pub name: Box<str>,
+    pub namespace: Option<Arc<str>>,
+    pub name: Arc<str>,
     #[serde(default)]
     pub generation: Option<i64>,
     /// The typed status (`GatewayClassStatus`, `GatewayStatus`, `HTTPRouteStatus`); JSON when
@@ -55,10 +56,27 @@ impl ObjectStatus {
         generation: Option<i64>,
         status: StatusBody,
     ) -> Self {
+        Self::shared(
+            kind,
+            namespace.map(Arc::from),
+            Arc::from(name),
+            generation,
+            status,
+        )
+    }
+
+    /// [`ObjectStatus::new`] with names the caller already holds.
+    pub fn shared(
+        kind: ObjectKind,
+        namespace: Option<Arc<str>>,
+        name: Arc<str>,
+        generation: Option<i64>,
+        status: StatusBody,
+    ) -> Self {
         Self {
             kind,
-            namespace: namespace.map(Box::from),
-            name: name.into(),
+            namespace,
+            name,
             generation,
             status,
         }
@@ -149,8 +167,10 @@ impl StatusReport {
 
     /// Sorts entries as [`StatusReport::sort`] does, `sorted` being a range of them already in
     /// order (the routes, which the translator lists in report order): only the other entries
-    /// are sorted, then placed among those by binary search, so the routes are moved in
-    /// blocks rather than compared and merged one by one.
+    /// are sorted. When those before the range sort before it and those after it after it
+    /// (the translator lists classes and Gateways first), nothing else moves; otherwise they
+    /// are placed among the range's by binary search, so the routes are moved in blocks
+    /// rather than compared and merged one by one.
     pub fn sort_around(&mut self, sorted: std::ops::Range<usize>) {
         let Some(block) = self.entries.get(sorted.clone()) else {
             return self.sort();
@@ -159,6 +179,19 @@ impl StatusReport {
             return self.sort();
         }
         let start = sorted.start;
+        // Stable, as `sort` is: equal entries keep their order within each side, and an
+        // entry equal to one of the block's stays on its side of it, as below.
+        let (head, rest) = self.entries.split_at_mut(start);
+        let (block, tail) = rest.split_at_mut(sorted.len());
+        head.sort_by(|a, b| id(a).cmp(&id(b)));
+        tail.sort_by(|a, b| id(a).cmp(&id(b)));
+        // Each side's last entry against the next side's first (an empty block joins the two).
+        let joins = [head.last(), block.first(), block.last(), tail.first()];
+        let apart = joins.iter().flatten().is_sorted_by(|a, b| id(a) <= id(b));
+        if apart {
+            // Both sides sorted and on their own side of the block: the report is sorted.
+            return;
+        }
         let block: Vec<ObjectStatus> = self.entries.drain(sorted).collect();
         // Each other entry with whether it came after the block: an entry equal to one of the
         // block's stays on its side of it, as a stable sort keeps it.

@@ -121,8 +121,9 @@ fn translate_cached(
         &by_name,
         cache,
         &mut compiler,
-        &mut report,
     );
+    // L4 routes count on the listeners too; their statuses follow the HTTP routes'.
+    let mut l4_statuses = StatusReport::default();
     let mut ingress_problems = prepared.as_ref().map(|p| p.problems.clone());
     let l4 = routes::l4route::attach_l4_routes(
         snapshot,
@@ -131,13 +132,27 @@ fn translate_cached(
         &front.labels,
         options,
         ingress_problems.as_mut(),
-        &mut report,
+        &mut l4_statuses,
     );
+    // The Gateways' statuses before the routes', which sort after them: the routes' then
+    // stay where they are when the report is sorted. Room for every entry at once, so that
+    // the routes' are not moved by a reallocation either.
+    report.entries.reserve(
+        front.sets.len()
+            + front.gateways.len()
+            + http.listed.len()
+            + l4_statuses.entries.len()
+            + snapshot.ingresses.len()
+            + snapshot.backend_tls_policies.len()
+            + snapshot.traffic_policies.len(),
+    );
+    stages::gateway_statuses(&front, options, &mut report);
+    let route_range = stages::route_statuses(&http, &compiler, &mut report);
+    report.entries.append(&mut l4_statuses.entries);
     if let (Some(p), Some(mut problems)) = (&prepared, ingress_problems) {
         policy::ingress_policy_problems(snapshot, &mut problems);
         ingress::report_problems(&problems, &p.snapshot.ingresses, options, &mut report);
     }
-    stages::gateway_statuses(&front, options, &mut report);
     cache.finish(compiler);
     // Which Gateways reach which Service ports matters only for policies' ancestors: without
     // policies, no pass over every route's backends.
@@ -181,7 +196,7 @@ fn translate_cached(
         &applied.hosts,
         &front.settings,
     );
-    report.sort_around(http.report_range.clone());
+    report.sort_around(route_range);
     Translation {
         table,
         status: report,

@@ -156,14 +156,16 @@ pub(super) struct HttpRoutes<'s> {
     /// The same routes with their names and attachments, as the conflict and policy rules
     /// count them.
     pub counted: Vec<Counted<'s>>,
-    /// Where the routes' statuses are in the report, in report order.
-    pub report_range: std::ops::Range<usize>,
+    /// The routes with a status (indexes into `counted`, with their positions among the
+    /// snapshot's routes), in report order.
+    pub listed: Vec<(usize, usize)>,
 }
 
 /// HTTPRoutes and GRPCRoutes: attached to the Gateways' listeners and compiled (reusing the
 /// cache's work for routes that did not change), HTTPRoute/GRPCRoute conflicts resolved,
-/// their statuses into `report` and their counts onto the listeners.
-#[allow(clippy::too_many_arguments)]
+/// their counts onto the listeners. Their statuses go into the report later
+/// ([`route_statuses`]), after the Gateways' which the counts complete, so that the report
+/// is sorted without moving them.
 pub(super) fn http_routes<'s>(
     snapshot: &'s Snapshot,
     options: &TranslateOptions,
@@ -171,7 +173,6 @@ pub(super) fn http_routes<'s>(
     by_name: &GatewayIndex<'_>,
     cache: &mut Incremental,
     compiler: &mut RouteCompiler<'_>,
-    report: &mut StatusReport,
 ) -> HttpRoutes<'s> {
     let tokens = cache
         .faces()
@@ -181,7 +182,6 @@ pub(super) fn http_routes<'s>(
     let mut counted = Vec::with_capacity(routes);
     // The position of each of `counted` among the snapshot's routes.
     let mut positions = Vec::with_capacity(routes);
-    report.entries.reserve(routes + snapshot.gateways.len());
     {
         let inputs = crate::translate::cache::reattach::AttachInputs {
             gateways: &front.gateways,
@@ -223,19 +223,14 @@ pub(super) fn http_routes<'s>(
         at[p] = Some(i);
     }
     // In report order, so that sorting the report finds the routes sorted already.
-    let first = report.entries.len();
+    let mut listed = Vec::with_capacity(counted.len());
     for &p in cache.order().of(snapshot) {
-        let Some(route) = at.get(p).copied().flatten().map(|i| &counted[i]) else {
+        let Some(i) = at.get(p).copied().flatten() else {
             continue;
         };
-        if let Some(status) = &route.attached.status {
-            report.entries.push(ObjectStatus::new(
-                ObjectKind::Route(route.kind),
-                Some(route.namespace),
-                route.name,
-                route.generation,
-                StatusBody::Route(status.clone()),
-            ));
+        let route = &counted[i];
+        if route.attached.status.is_some() {
+            listed.push((i, p));
         }
         // Counted in report order, where a route listed twice comes twice in a row.
         for &(gi, li) in &route.attached.counted {
@@ -248,8 +243,38 @@ pub(super) fn http_routes<'s>(
     HttpRoutes {
         compiled,
         counted,
-        report_range: first..report.entries.len(),
+        listed,
     }
+}
+
+/// The statuses of the routes of `http` into `report`, in report order; returned, where
+/// they are.
+pub(super) fn route_statuses(
+    http: &HttpRoutes<'_>,
+    compiler: &RouteCompiler<'_>,
+    report: &mut StatusReport,
+) -> std::ops::Range<usize> {
+    let first = report.entries.len();
+    report.entries.reserve(http.listed.len());
+    for &(i, position) in &http.listed {
+        let route = &http.counted[i];
+        let Some(status) = &route.attached.status else {
+            continue;
+        };
+        // The names the route's cache entry holds: shared, not copied.
+        let (namespace, name) = match compiler.names(position) {
+            Some((namespace, name)) => (namespace.clone(), name.clone()),
+            None => (Arc::from(route.namespace), Arc::from(route.name)),
+        };
+        report.entries.push(ObjectStatus::shared(
+            ObjectKind::Route(route.kind),
+            Some(namespace),
+            name,
+            route.generation,
+            StatusBody::Route(status.clone()),
+        ));
+    }
+    first..report.entries.len()
 }
 
 /// The status of every ListenerSet and Gateway, once every route kind has been counted on

@@ -61,6 +61,9 @@ pub struct Reuse {
     pub compiled: usize,
     /// Routes whose attachment and status were taken from the previous translation.
     pub reattached: usize,
+    /// Cached routes whose references were resolved again to check them (those naming a
+    /// Service that moved, or every cached route when anything may have moved).
+    pub rechecked: usize,
 }
 
 /// A hash of a route's kind, namespace and name, to find its previous entry by.
@@ -76,12 +79,17 @@ pub(super) fn compile_entry(route: &Source, backends: &mut Backends<'_>) -> Rout
     let policy = route_policy(backends.snapshot(), &**route).map(Arc::new);
     let compiled = Arc::new(compile_route(&lowered, &**route, policy, backends));
     let resolutions = backends.recorded();
+    let meta = route.meta();
     RouteEntry {
         route: lowered,
         source: route.clone(),
         resolutions: resolutions.into_boxed_slice(),
         compiled,
         attached: None,
+        names: (
+            Arc::from(namespace_of(meta)),
+            Arc::from(meta.name.as_deref().unwrap_or("")),
+        ),
     }
 }
 
@@ -133,7 +141,12 @@ pub(super) struct RouteEntry {
     resolutions: Box<[(OwnedRef, Resolved)]>,
     compiled: Arc<CompiledRoute>,
     attached: Option<AttachEntry>,
+    /// The route's namespace and name, as its status entries share them.
+    names: RouteNames,
 }
+
+/// A route's namespace and name.
+pub(in crate::translate) type RouteNames = (Arc<str>, Arc<str>);
 
 impl Incremental {
     /// An empty memory whose full translations compile routes on `threads` threads (1: on
@@ -202,9 +215,21 @@ impl Incremental {
         overlays: &'a Arc<ServiceOverlays>,
     ) -> RouteCompiler<'a> {
         let now = Resolvable::of(snapshot, overlays.clone());
-        let moved = self.resolvable.as_ref().and_then(|r| r.moved(&now));
+        let changes = self.resolvable.as_ref().and_then(|r| r.moved(&now));
         self.resolvable = Some(now);
-        let backends = std::mem::take(&mut self.backends);
+        let mut backends = std::mem::take(&mut self.backends);
+        if let Some(removed) = changes.as_ref().map(|c| &c.removed) {
+            // Kept from translation to translation while nothing moves everything, the cache
+            // must not keep the ports of Services that are gone.
+            if !removed.is_empty() {
+                backends.retain(|(k, _), _| {
+                    !removed
+                        .iter()
+                        .any(|(ns, name)| *ns == k.namespace && *name == k.name)
+                });
+            }
+        }
+        let moved = changes.map(|c| c.moved);
         let routes = http_like::count(snapshot);
         let mut backends =
             Backends::with_cache(snapshot, backends, moved.is_some()).with_overlays(overlays);
@@ -321,6 +346,12 @@ impl RouteCompiler<'_> {
             self.reuse.reattached += 1;
         }
         (compiled, attached)
+    }
+
+    /// The namespace and name of the route at `position`, once [`RouteCompiler::compile`]
+    /// gave it.
+    pub fn names(&self, position: usize) -> Option<&RouteNames> {
+        Some(&self.next.get(position)?.as_ref()?.names)
     }
 
     /// Whether `route` names one of our Gateways, known without resolving its parentRefs:
@@ -454,6 +485,7 @@ impl RouteCompiler<'_> {
                 return Check::Same;
             }
         }
+        self.reuse.rechecked += 1;
         let mut current = Vec::with_capacity(entry.resolutions.len());
         let mut relink = false;
         for (r, before) in &entry.resolutions {

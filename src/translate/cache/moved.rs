@@ -12,6 +12,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use crate::snapshot::{or_default_namespace, Snapshot};
 use crate::translate::backends::resolve::{BackendRef, SERVICE_NAME_LABEL};
 use crate::translate::backends::ServiceOverlays;
+use crate::translate::common::changed::changed_middle;
 
 /// More changed Services than this and every reference is resolved again.
 const MAX_MOVED: usize = 64;
@@ -27,7 +28,8 @@ pub struct Resolvable {
 }
 
 /// The Services (namespace, name) whose resolution may differ from the previous translation:
-/// a Service or an EndpointSlice of it changed. `None` means anything may differ.
+/// a Service or an EndpointSlice of it changed, was added or removed. `None` means anything
+/// may differ.
 pub type Moved = Option<Vec<(String, String)>>;
 
 /// Same object, or an equal one (providers may re-create unchanged objects).
@@ -46,54 +48,82 @@ impl Resolvable {
         }
     }
 
-    /// What moved from `self` (the previous translation's) to `now`. Objects are compared
-    /// position by position, so an object added or removed (the lists change length), or any
-    /// change to a ReferenceGrant, gives `None`, as do many changes.
-    pub fn moved(&self, now: &Self) -> Moved {
+    /// What moved from `self` (the previous translation's) to `now`. The Service and
+    /// EndpointSlice lists are compared from both ends, so an object added or removed moves
+    /// only its own Service (as a provider's store keeps the others in place); within a middle
+    /// that kept its length, object by object. Any change to a ReferenceGrant, or many
+    /// changes, give `None`.
+    pub fn moved(&self, now: &Self) -> Option<Changes> {
         let same_list = |a: &[Arc<ReferenceGrant>], b: &[Arc<ReferenceGrant>]| {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
         };
-        if !same_list(&self.grants, &now.grants)
-            || self.services.len() != now.services.len()
-            || self.slices.len() != now.slices.len()
-        {
+        if !same_list(&self.grants, &now.grants) {
             return None;
         }
-        let mut out = Vec::new();
+        let mut out = Changes::default();
         // A Service whose policy overlay changed resolves differently.
         if !Arc::ptr_eq(&self.overlays, &now.overlays) {
             let (a, b) = (&*self.overlays, &*now.overlays);
             for key in a.keys().chain(b.keys()) {
                 if a.get(key) != b.get(key) {
-                    out.push((key.0.clone(), key.1.clone()));
+                    out.moved.push((key.0.clone(), key.1.clone()));
                 }
             }
         }
-        for (a, b) in self.services.iter().zip(&now.services) {
-            if !same(a, b) {
-                for s in [a, b] {
-                    let ns = or_default_namespace(s.metadata.namespace.as_deref());
-                    let name = s.metadata.name.clone().unwrap_or_default();
-                    out.push((ns.to_owned(), name));
-                }
+        let service = |s: &Service| {
+            let ns = or_default_namespace(s.metadata.namespace.as_deref());
+            Some((ns.to_owned(), s.metadata.name.clone().unwrap_or_default()))
+        };
+        let (before, after) = middles(&self.services, &now.services)?;
+        let kept: Vec<_> = after.iter().filter_map(|s| service(s)).collect();
+        for s in before.iter().filter_map(|s| service(s)) {
+            if !kept.contains(&s) {
+                out.removed.push(s.clone());
             }
+            out.moved.push(s);
         }
-        for (a, b) in self.slices.iter().zip(&now.slices) {
-            if !same(a, b) {
-                for e in [a, b] {
-                    let ns = or_default_namespace(e.metadata.namespace.as_deref());
-                    let labels = e.metadata.labels.as_ref();
-                    if let Some(svc) = labels.and_then(|l| l.get(SERVICE_NAME_LABEL)) {
-                        out.push((ns.to_owned(), svc.clone()));
-                    }
-                }
-            }
-            if out.len() > MAX_MOVED {
-                return None;
-            }
-        }
-        (out.len() <= MAX_MOVED).then_some(out)
+        out.moved.extend(kept);
+        let (before, after) = middles(&self.slices, &now.slices)?;
+        out.moved
+            .extend(before.iter().chain(&after).filter_map(|e| service_of(e)));
+        (out.moved.len() <= MAX_MOVED).then_some(out)
     }
+}
+
+/// What moved between two translations ([`Resolvable::moved`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    /// The Services whose resolution may differ.
+    pub moved: Vec<(String, String)>,
+    /// Services of the previous translation that are gone (no Service of their name took
+    /// their place): the ports resolved from them are not kept.
+    pub removed: Vec<(String, String)>,
+}
+
+/// The objects of `old` and of `now` that differ, when there are at most [`MAX_MOVED`]: the
+/// changed middle of the two lists, or, where it kept its length, the objects that differ
+/// position by position in it.
+#[allow(clippy::type_complexity)]
+fn middles<'a, T: PartialEq>(
+    old: &'a [Arc<T>],
+    now: &'a [Arc<T>],
+) -> Option<(Vec<&'a Arc<T>>, Vec<&'a Arc<T>>)> {
+    let (start, old_end, new_end) = changed_middle(old, now, same);
+    let (old, now) = (&old[start..old_end], &now[start..new_end]);
+    let (before, after): (Vec<_>, Vec<_>) = if old.len() == now.len() {
+        old.iter().zip(now).filter(|(a, b)| !same(a, b)).unzip()
+    } else {
+        (old.iter().collect(), now.iter().collect())
+    };
+    (before.len() + after.len() <= 2 * MAX_MOVED).then_some((before, after))
+}
+
+/// The Service (namespace, name) an EndpointSlice belongs to.
+fn service_of(e: &EndpointSlice) -> Option<(String, String)> {
+    let ns = or_default_namespace(e.metadata.namespace.as_deref());
+    let labels = e.metadata.labels.as_ref();
+    let svc = labels.and_then(|l| l.get(SERVICE_NAME_LABEL))?;
+    Some((ns.to_owned(), svc.clone()))
 }
 
 /// Whether resolving `r` of a route in `route_ns` reads one of the `moved` Services.
@@ -127,11 +157,11 @@ mod tests {
         };
         assert_eq!(
             before.moved(&now),
-            Some(vec![]),
+            Some(Changes::default()),
             "an equal copy did not move"
         );
         now.services[0] = service("s0", 81);
-        let moved = before.moved(&now).unwrap();
+        let moved = before.moved(&now).unwrap().moved;
         assert!(moved.contains(&("a".into(), "s0".into())), "{moved:?}");
         let r = BackendRef {
             from_kind: "HTTPRoute",
@@ -143,7 +173,55 @@ mod tests {
         };
         assert!(touches(&moved, "a", &r));
         assert!(!touches(&moved, "b", &r));
-        now.services.pop();
-        assert_eq!(before.moved(&now), None, "a removal moves everything");
+    }
+
+    /// An object added or removed moves its own Service only; a removed Service is named as
+    /// possibly gone.
+    #[test]
+    fn added_and_removed_objects_move_their_own_service() {
+        let names = |c: &Changes| c.moved.iter().map(|(_, n)| n.clone()).collect::<Vec<_>>();
+        let before = Resolvable {
+            services: (0..5).map(|i| service(&format!("s{i}"), 80)).collect(),
+            ..Default::default()
+        };
+        let mut now = Resolvable {
+            services: before.services.clone(),
+            ..Default::default()
+        };
+        now.services.remove(2);
+        let changes = before.moved(&now).unwrap();
+        assert_eq!(names(&changes), ["s2"]);
+        assert_eq!(changes.removed, [("a".to_owned(), "s2".to_owned())]);
+        now.services.insert(1, service("new", 80));
+        let changes = before.moved(&now).unwrap();
+        assert_eq!(names(&changes), ["s1", "s2", "new", "s1"]);
+        assert_eq!(changes.removed, [("a".to_owned(), "s2".to_owned())]);
+        let slice = |name: &str, service: &str| {
+            Arc::new(
+                serde_json::from_value::<EndpointSlice>(json!({"metadata": {"name": name,
+                    "namespace": "a", "labels": {"kubernetes.io/service-name": service}},
+                    "addressType": "IPv4", "endpoints": []}))
+                .unwrap(),
+            )
+        };
+        let before = Resolvable {
+            slices: vec![slice("e0", "s0"), slice("e1", "s1")],
+            ..Default::default()
+        };
+        let mut now = Resolvable {
+            slices: before.slices.clone(),
+            ..Default::default()
+        };
+        now.slices.push(slice("e2", "s2"));
+        let changes = before.moved(&now).unwrap();
+        assert_eq!(
+            (names(&changes), changes.removed),
+            (vec!["s2".into()], vec![])
+        );
+        // Many changes: everything may have moved.
+        now.slices = (0..2 * MAX_MOVED)
+            .map(|i| slice(&format!("e{i}"), &format!("x{i}")))
+            .collect();
+        assert_eq!(before.moved(&now), None);
     }
 }

@@ -317,8 +317,8 @@ pub fn report_problems(
         .iter()
         .filter(|e| e.kind == ObjectKind::Route(RouteKindId::Ingress))
         .map(|e| {
-            let namespace = e.namespace.as_deref().unwrap_or_default();
-            (namespace.to_owned(), e.name.to_string())
+            let ns = e.namespace.as_deref().unwrap_or_default();
+            (ns.to_owned(), e.name.to_string())
         })
         .collect();
     let missing: Vec<&Arc<Ingress>> = ingresses

@@ -72,7 +72,7 @@ fn policy_conditions(
         .status
         .entries
         .iter()
-        .find(|e| e.kind == ObjectKind::BackendTlsPolicy && &*e.name == name)
+        .find(|e| e.kind == ObjectKind::BackendTlsPolicy && *e.name == *name)
         .unwrap_or_else(|| panic!("no status for policy {name}"));
     let StatusBody::BackendTlsPolicy(status) = &entry.status else {
         panic!("not a policy status")
