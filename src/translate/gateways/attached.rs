@@ -5,37 +5,38 @@
 pub type RouteKey<'a> = (&'static str, &'a str, &'a str);
 
 /// The routes counted on one listener. HTTP-like routes are counted in report order (kind,
-/// namespace, name), where a route listed twice comes twice in a row, so they are kept in a
-/// list without hashing: one hash per route and translation was a share of every small change
-/// at tens of thousands of routes. L4 routes come in any order and go into a set.
+/// namespace, name), where a route listed twice comes twice in a row, so they need only a
+/// count and the last key, without hashing or a list: one hash or one list entry per route and
+/// translation was a share of every small change at tens of thousands of routes. L4 routes
+/// come in any order and go into a set. The two never share a key: a key names its kind, and
+/// only L4 kinds are [`AttachedRoutes::insert`]ed.
 #[derive(Debug, Default)]
 pub struct AttachedRoutes<'a> {
-    /// HTTP-like routes, distinct, in the order they were counted.
-    ordered: Vec<RouteKey<'a>>,
-    /// Every other route.
+    /// Distinct HTTP-like routes counted.
+    in_order: usize,
+    /// The last HTTP-like route counted.
+    last: Option<RouteKey<'a>>,
+    /// L4 routes.
     others: foldhash::HashSet<RouteKey<'a>>,
 }
 
 impl<'a> AttachedRoutes<'a> {
-    /// Counts a route of a sequence in which equal keys are adjacent (report order).
+    /// Counts an HTTP-like route of a sequence in which equal keys are adjacent (report order).
     pub fn count_in_order(&mut self, key: RouteKey<'a>) {
-        if self.ordered.last() == Some(&key) || self.others.contains(&key) {
-            return;
+        if self.last != Some(key) {
+            self.in_order += 1;
+            self.last = Some(key);
         }
-        self.ordered.push(key);
     }
 
-    /// Counts a route, in any order.
+    /// Counts an L4 route, in any order.
     pub fn insert(&mut self, key: RouteKey<'a>) {
-        // A listener of L4 routes counts no HTTP-like ones: the scan is over an empty list.
-        if !self.ordered.contains(&key) {
-            self.others.insert(key);
-        }
+        self.others.insert(key);
     }
 
     /// How many distinct routes were counted.
     pub(in crate::translate) fn len(&self) -> usize {
-        self.ordered.len() + self.others.len()
+        self.in_order + self.others.len()
     }
 }
 
@@ -54,11 +55,15 @@ mod tests {
         ] {
             a.count_in_order(key);
         }
+        assert_eq!(a.len(), 2);
         a.insert(("TLSRoute", "a", "r"));
+        a.insert(("TCPRoute", "a", "r"));
         a.insert(("TLSRoute", "a", "r"));
-        a.insert(("HTTPRoute", "b", "r"));
-        assert_eq!(a.len(), 3);
-        a.count_in_order(("TLSRoute", "a", "r"));
-        assert_eq!(a.len(), 3);
+        assert_eq!(a.len(), 4);
+        // The same route again, next to itself as report order puts it: counted once.
+        a.count_in_order(("HTTPRoute", "b", "r"));
+        assert_eq!(a.len(), 4);
+        a.count_in_order(("GRPCRoute", "b", "r"));
+        assert_eq!(a.len(), 5);
     }
 }
