@@ -50,11 +50,12 @@ struct AdmittedObject<S> {
     path: Arc<Path>,
     /// The digest of the document it was admitted from ([`Definition::digest`]).
     digest: [u8; 20],
-    /// The document after defaulting, as compact JSON: `oldSelf` of the next version. Kept
-    /// only for kinds with transition rules (few are: most objects never need it).
-    admitted: Option<Box<str>>,
     object: Object<S>,
 }
+
+/// A new version of an object and, for a kind with transition rules, its defaulted document
+/// as compact JSON (`oldSelf` of the version after it).
+type Admitted<S> = (AdmittedObject<S>, Option<Box<str>>);
 
 /// A file's last parse as the state holds it.
 type Held = Box<ParsedFile>;
@@ -68,6 +69,9 @@ pub struct Admission<S = Snapshot> {
     /// Boxed: a map node holds eleven entries, most of them half full, so a large entry
     /// costs its size about twice over.
     admitted: BTreeMap<ObjectKey, Box<AdmittedObject<S>>>,
+    /// The admitted objects of kinds with transition rules (few are: most objects never need
+    /// it), each after defaulting, as compact JSON: `oldSelf` of its next version.
+    olds: BTreeMap<ObjectKey, Box<str>>,
 }
 
 impl Admission {
@@ -86,6 +90,7 @@ impl<S: KindSet> Admission<S> {
             kinds: FileKinds::default(),
             files: BTreeMap::new(),
             admitted: BTreeMap::new(),
+            olds: BTreeMap::new(),
         }
     }
 
@@ -218,6 +223,7 @@ impl<S: KindSet> Admission<S> {
                 .collect(),
         };
         for key in deleted {
+            self.olds.remove(&key);
             out.changed |= self.admitted.remove(&key).is_some();
         }
         for (key, defs) in definitions {
@@ -225,8 +231,12 @@ impl<S: KindSet> Admission<S> {
             let settled = if let [(path, doc)] = defs.as_slice() {
                 match self.admit(path, doc, previous.as_deref(), fresh) {
                     Ok(None) => previous,
-                    Ok(Some(new)) => {
+                    Ok(Some((new, old))) => {
                         out.changed = true;
+                        match old {
+                            Some(old) => self.olds.insert(key.clone(), old),
+                            None => self.olds.remove(key),
+                        };
                         Some(Box::new(new))
                     }
                     Err(rejected) => {
@@ -309,14 +319,16 @@ impl<S: KindSet> Admission<S> {
         Err(kept)
     }
 
-    /// Admits one definition: `Ok(None)` when it is the previous version unchanged.
+    /// Admits one definition: `Ok(None)` when it is the previous version unchanged, else the
+    /// new version and, for a kind with transition rules, its defaulted document (compact
+    /// JSON) to keep for the next version's admission.
     fn admit(
         &self,
         path: &Arc<Path>,
         def: &Definition,
         previous: Option<&AdmittedObject<S>>,
         fresh: &mut Fresh,
-    ) -> Result<Option<AdmittedObject<S>>, Rejected> {
+    ) -> Result<Option<Admitted<S>>, Rejected> {
         if previous.is_some_and(|p| p.path == *path && p.digest == def.digest) {
             return Ok(None);
         }
@@ -330,8 +342,8 @@ impl<S: KindSet> Admission<S> {
         })?;
         let mut defaulted = written.document().map_err(internal)?;
         let old: Option<Value> = previous
-            .and_then(|p| p.admitted.as_deref())
-            .map(serde_json::from_str)
+            .and(self.olds.get(&def.key))
+            .map(|old| serde_json::from_str(old))
             .transpose()
             .map_err(internal)?;
         let rejected = |r: crate::admission::Rejection| Rejected {
@@ -360,17 +372,18 @@ impl<S: KindSet> Admission<S> {
             field: None,
             message,
         })?;
-        Ok(Some(AdmittedObject {
+        let old = self
+            .crds
+            .reads_old(&defaulted.api_version, &defaulted.kind)
+            .then(|| serde_json::to_string(&defaulted.value).map(String::into_boxed_str))
+            .transpose()
+            .map_err(internal)?;
+        let admitted = AdmittedObject {
             path: path.clone(),
             digest: def.digest,
-            admitted: self
-                .crds
-                .reads_old(&defaulted.api_version, &defaulted.kind)
-                .then(|| serde_json::to_string(&defaulted.value).map(String::into_boxed_str))
-                .transpose()
-                .map_err(internal)?,
             object,
-        }))
+        };
+        Ok(Some((admitted, old)))
     }
 
     /// The document of `def`: parsed by this reading, else parsed again from its file's

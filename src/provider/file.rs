@@ -2,7 +2,7 @@
 //! change with `notify`. Objects are admitted as an API server would admit them (see
 //! [`super::admitted`]); a bad file or object never takes the others down.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ use super::admitted::{Admission, Applied, ObjectKey, Taken};
 pub use super::admitted::{Reading, SkippedKind};
 use super::changed::{read_text, Changes, Shape};
 use super::manifest::ManifestError;
-use super::stamp::Stamps;
+use super::stamp;
 use super::walk::{ignored_name, walk};
 use crate::admission::Crds;
 use crate::kinds::KindSet;
@@ -75,8 +75,6 @@ pub struct ConfigDir<S = Snapshot> {
     admission: Admission<S>,
     /// Symlink loops reported by the last walk: reported once, not on every reload.
     walk_errors: BTreeSet<String>,
-    /// What each file looked like when its held text was read.
-    stamps: Stamps,
     /// The tree as the last walk found it; `None` before the first.
     shape: Option<Shape>,
 }
@@ -96,7 +94,6 @@ impl<S: KindSet> ConfigDir<S> {
             dir: dir.to_owned(),
             admission: Admission::for_kinds(crds),
             walk_errors: BTreeSet::new(),
-            stamps: Stamps::default(),
             shape: None,
         }
     }
@@ -132,17 +129,15 @@ impl<S: KindSet> ConfigDir<S> {
     pub fn read(&mut self, reading: Reading) -> Result<(Applied, S), ManifestError> {
         let found = walk(&self.dir)?;
         self.shape = Some(Shape::of(&found));
-        let present: HashSet<&Path> = found.files.iter().map(PathBuf::as_path).collect();
-        self.stamps.retain(&present);
         // Files unchanged since a trusted stamp are not opened: their text is the one held.
         let mut opened = Vec::new();
         let files = found
             .files
             .iter()
             .map(|path| {
-                let taken = match self.stamps.check(path) {
-                    Ok(()) if self.admission.holds(path) => Taken::Held,
-                    Ok(()) => Taken::Read(read_text(path)),
+                // Only a held file has a stamp.
+                let taken = match stamp::check(self.admission.stamp(path), path) {
+                    Ok(()) => Taken::Held,
                     Err(pending) => {
                         let text = read_text(path);
                         opened.push((path.clone(), pending, text.clone().ok()));
@@ -155,11 +150,7 @@ impl<S: KindSet> ConfigDir<S> {
         let mut applied = self.admission.apply(files, reading);
         for (path, pending, text) in opened {
             let kept = text.is_some_and(|t| self.admission.holds_text(&path, &t));
-            // A held file's path is shared with the admission state.
-            match self.admission.shared_path(&path) {
-                Some(shared) => self.stamps.keep(shared, pending, kept),
-                None => self.stamps.forget(&path),
-            }
+            self.admission.set_stamp(&path, pending.keep(kept));
         }
         let seen: BTreeSet<String> = found.errors.iter().map(ToString::to_string).collect();
         let new = found
@@ -188,7 +179,7 @@ impl<S: KindSet> ConfigDir<S> {
             return self.read(reading);
         };
         for (path, _) in &changes {
-            self.stamps.forget(path);
+            self.admission.set_stamp(path, None);
         }
         let applied = self.admission.apply_changes(changes, reading);
         Ok((applied, self.admission.snapshot()))

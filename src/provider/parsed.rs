@@ -1,6 +1,7 @@
 //! A parsed manifest file as the admission state keeps it between readings: a digest of its
-//! text (its text too, while the admission may need it again), and its documents of the kinds
-//! read, each with its object's identity and a digest of its normalized content. Pure.
+//! text (its text too, while the admission may need it again), the stamp of the file it was
+//! read from, and its documents of the kinds read, each with its object's identity and a digest
+//! of its normalized content. Pure.
 
 use std::path::Path;
 
@@ -10,6 +11,7 @@ use super::admitted::ObjectKey;
 use super::manifest::{parse_documents_for, Document};
 use super::objects::FileKinds;
 use super::skipped::SkippedKind;
+use super::stamp::Stamp;
 use crate::kinds::KindSet;
 
 /// The last successful parse of one file.
@@ -27,6 +29,9 @@ pub(super) struct ParsedFile {
     pub(super) definitions: Box<[Definition]>,
     /// Kinds of its documents that are not read, with the line of each document.
     pub(super) skipped: Box<[(SkippedKind, usize)]>,
+    /// What the file looked like when the text of this parse was read, while that can be
+    /// trusted: a walk that finds the same stamp does not open the file.
+    pub(super) stamp: Option<Stamp>,
 }
 
 /// One document of a file, normalized, as kept between readings: its identity, where it is,
@@ -129,6 +134,7 @@ impl ParsedFile {
             // Kept until the file changes, usually with one document: no spare capacity.
             definitions: definitions.into_boxed_slice(),
             skipped: skipped.into_boxed_slice(),
+            stamp: None,
         };
         (file, written)
     }

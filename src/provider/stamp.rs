@@ -4,11 +4,11 @@
 //! A stamp is trusted only when the file's modification time was clearly older than the
 //! moment it was taken: a file written again within the same timestamp tick, with the same
 //! size, would otherwise look unchanged (git's "racily clean" entries). Such a file is simply
-//! read again next time.
+//! read again next time. A trusted stamp is kept in the admission state's record of the file
+//! whose text it vouches for, so that a file costs one entry, not one per map.
 
-use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// How much older than the reading a modification time must be for its stamp to be trusted:
@@ -17,11 +17,12 @@ const RACY: Duration = Duration::from_secs(2);
 
 /// The metadata of one file that any write changes. Times are nanoseconds since the epoch: a
 /// directory of thousands of files keeps one stamp each, and a `SystemTime` takes twice the
-/// room. A file timed before the epoch has no stamp and is read every time.
+/// room. A file timed at or before the epoch has no stamp and is read every time; so an
+/// `Option<Stamp>` is no larger than a stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub struct Stamp {
     len: u64,
-    modified: u64,
+    modified: NonZeroU64,
     /// Inode and device where the platform has them: a file replaced by a rename (or a
     /// ConfigMap's `..data` swap) is another inode.
     #[cfg(unix)]
@@ -41,7 +42,7 @@ impl Stamp {
     fn of(meta: &std::fs::Metadata) -> Option<Self> {
         #[cfg(unix)]
         use std::os::unix::fs::MetadataExt;
-        let modified = nanos(meta.modified().ok()?)?;
+        let modified = NonZeroU64::new(nanos(meta.modified().ok()?)?)?;
         #[cfg(unix)]
         let changed = {
             let secs = u64::try_from(meta.ctime()).ok()?;
@@ -49,7 +50,7 @@ impl Stamp {
             secs.checked_mul(1_000_000_000)?.checked_add(nanos)?
         };
         #[cfg(not(unix))]
-        let changed = modified;
+        let changed = modified.get();
         Some(Self {
             len: meta.len(),
             modified,
@@ -67,60 +68,37 @@ struct Taken {
     trusted: bool,
 }
 
-/// The trusted stamps of the files of a directory whose text the admission state holds as
-/// read. A stamp that is not trusted is not kept: it would never spare a reading.
-#[derive(Debug, Default)]
-pub struct Stamps {
-    /// By path, shared with the admission state's entry of the file.
-    files: HashMap<Arc<Path>, Stamp>,
-}
-
 /// A file's stamp taken before it is read, to be kept if the reading is taken as is.
 #[derive(Debug, Clone, Copy)]
 pub struct Pending(Option<Taken>);
 
-impl Stamps {
-    /// Stats `path` (following links). `Ok` when the file is unchanged since a trusted stamp,
-    /// else `Err` with the new stamp to [`Stamps::keep`] once its text has been taken.
-    pub fn check(&self, path: &Path) -> Result<(), Pending> {
-        let now = nanos(SystemTime::now());
-        let Some(stamp) = std::fs::metadata(path).ok().and_then(|m| Stamp::of(&m)) else {
-            return Err(Pending(None));
-        };
-        match self.files.get(path) {
-            Some(kept) if *kept == stamp => Ok(()),
-            _ => {
-                let racy = u64::try_from(RACY.as_nanos()).unwrap_or(u64::MAX);
-                let settled = stamp.modified.max(stamp.changed).saturating_add(racy);
-                Err(Pending(Some(Taken {
-                    stamp,
-                    trusted: now.is_some_and(|now| settled < now),
-                })))
-            }
+/// Stats `path` (following links). `Ok` when the file is unchanged since `kept`, the trusted
+/// stamp held for its text, else `Err` with the new stamp, for [`Pending::keep`] once its text
+/// has been taken.
+pub fn check(kept: Option<&Stamp>, path: &Path) -> Result<(), Pending> {
+    let now = nanos(SystemTime::now());
+    let Some(stamp) = std::fs::metadata(path).ok().and_then(|m| Stamp::of(&m)) else {
+        return Err(Pending(None));
+    };
+    match kept {
+        Some(kept) if *kept == stamp => Ok(()),
+        _ => {
+            let racy = u64::try_from(RACY.as_nanos()).unwrap_or(u64::MAX);
+            let settled = stamp.modified.get().max(stamp.changed).saturating_add(racy);
+            Err(Pending(Some(Taken {
+                stamp,
+                trusted: now.is_some_and(|now| settled < now),
+            })))
         }
     }
+}
 
-    /// Records `pending` for `path` when `kept` (its text is what the state now holds) and
-    /// its stamp is trusted, else forgets the file so that it is read next time.
-    pub fn keep(&mut self, path: Arc<Path>, pending: Pending, kept: bool) {
-        match pending.0 {
-            Some(taken) if kept && taken.trusted => {
-                self.files.insert(path, taken.stamp);
-            }
-            _ => {
-                self.files.remove(&path);
-            }
-        }
-    }
-
-    /// Forgets `path`: it is read again by the next walk.
-    pub fn forget(&mut self, path: &Path) {
-        self.files.remove(path);
-    }
-
-    /// Forgets every file not in `present`.
-    pub fn retain(&mut self, present: &std::collections::HashSet<&Path>) {
-        self.files.retain(|p, _| present.contains(&**p));
+impl Pending {
+    /// The stamp to hold for the file once it has been read: `Some` when `kept` (its text is
+    /// what the state now holds) and the stamp is trusted; `None` forgets the file's stamp, so
+    /// that it is read next time.
+    pub fn keep(self, kept: bool) -> Option<Stamp> {
+        self.0.filter(|t| kept && t.trusted).map(|t| t.stamp)
     }
 }
 
@@ -131,15 +109,12 @@ mod tests {
     #[test]
     fn an_old_unchanged_file_is_not_read_again_and_any_change_is_seen() {
         let dir = tempfile::tempdir().unwrap();
-        let path: Arc<Path> = Arc::from(dir.path().join("a.yaml"));
+        let path = dir.path().join("a.yaml");
         std::fs::write(&path, "a: 1\n").unwrap();
-        let mut stamps = Stamps::default();
-        // Just written: its stamp is racy, so it is read again.
-        let pending = stamps.check(&path).unwrap_err();
-        stamps.keep(path.clone(), pending, true);
-        assert!(stamps.check(&path).is_err());
-        // A stamp that is not trusted is not kept.
-        assert!(stamps.files.is_empty());
+        // Just written: its stamp is racy, so it is not kept and the file is read again.
+        let held = check(None, &path).unwrap_err().keep(true);
+        assert_eq!(held, None);
+        assert!(check(held.as_ref(), &path).is_err());
         // Modified long ago but its status changed just now: still racy.
         let old = SystemTime::now() - Duration::from_secs(10);
         std::fs::File::options()
@@ -148,28 +123,26 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let pending = stamps.check(&path).unwrap_err();
-        stamps.keep(path.clone(), pending, true);
-        assert!(stamps.check(&path).is_err());
+        let held = check(None, &path).unwrap_err().keep(true);
+        assert_eq!(held, None);
         // An old stamp is trusted until the file changes.
-        let mut taken = match stamps.check(&path).unwrap_err().0 {
+        let mut taken = match check(None, &path).unwrap_err().0 {
             Some(t) => t,
             None => panic!("no stamp"),
         };
         taken.trusted = true;
-        stamps.keep(path.clone(), Pending(Some(taken)), true);
-        assert!(stamps.check(&path).is_ok());
+        let held = Pending(Some(taken)).keep(true);
+        assert!(held.is_some());
+        assert!(check(held.as_ref(), &path).is_ok());
         std::fs::write(&path, "a: 2\n").unwrap();
-        assert!(stamps.check(&path).is_err());
-        // A reading that was not taken as is forgets the file.
-        let pending = stamps.check(&path).unwrap_err();
-        stamps.keep(path.clone(), pending, false);
-        assert!(stamps.check(&path).is_err());
+        assert!(check(held.as_ref(), &path).is_err());
+        // A reading that was not taken as is keeps no stamp.
+        assert_eq!(Pending(Some(taken)).keep(false), None);
     }
 
     #[test]
-    fn a_stamp_is_five_numbers() {
-        // Thousands of files keep one each: no `SystemTime` pairs.
-        assert!(std::mem::size_of::<Stamp>() <= 40);
+    fn a_held_stamp_is_five_numbers() {
+        // Thousands of files keep one each: no `SystemTime` pairs, and no room for `None`.
+        assert!(std::mem::size_of::<Option<Stamp>>() <= 40);
     }
 }

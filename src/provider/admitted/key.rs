@@ -1,5 +1,5 @@
-//! The identity of an admitted object: group, kind, namespace and name, interned where every
-//! object of a directory repeats them.
+//! The identity of an admitted object: group, kind, namespace and name in one shared
+//! allocation, the parts that every object of a directory repeats interned.
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,26 +7,31 @@ use std::sync::Arc;
 use crate::name::Name;
 use crate::provider::manifest::Document;
 
-/// Identity of an object: two documents with the same key are the same object. Group and kind
-/// are one interned name, and the namespace another: every object of a directory repeats them;
-/// the name is shared by the clones of a key (a file's definition and the admitted object hold
-/// one each). Ordered by group, kind, namespace and name.
+/// Identity of an object: two documents with the same key are the same object. One shared
+/// allocation, so that the file's definition and the admitted object (and the maps holding
+/// them) keep a pointer each, not a copy of its parts: group and kind are one interned name,
+/// and the namespace another, as every object of a directory repeats them. Ordered by group,
+/// kind, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ObjectKey {
+pub struct ObjectKey(Arc<Parts>);
+
+/// The parts of an [`ObjectKey`], in the order keys sort by.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Parts {
     /// `group`, a NUL and `kind`: no group or kind holds a NUL, so these sort as the pairs do.
     group_kind: Name,
-    pub namespace: Option<Name>,
-    pub name: Arc<str>,
+    namespace: Option<Name>,
+    name: Box<str>,
 }
 
 impl ObjectKey {
     /// The key of the object `group`/`kind` `namespace`/`name`.
     pub fn new(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
-        Self {
+        Self(Arc::new(Parts {
             group_kind: Name::new(&format!("{group}\0{kind}")),
             namespace: namespace.map(Name::new),
             name: name.into(),
-        }
+        }))
     }
 
     pub(in crate::provider) fn of(doc: &Document) -> Self {
@@ -36,20 +41,30 @@ impl ObjectKey {
 
     /// The API group (`""`: the core group).
     pub fn group(&self) -> &str {
-        self.group_kind.split_once('\0').map_or("", |(g, _)| g)
+        self.0.group_kind.split_once('\0').map_or("", |(g, _)| g)
     }
 
     /// The kind.
     pub fn kind(&self) -> &str {
-        self.group_kind.split_once('\0').map_or("", |(_, k)| k)
+        self.0.group_kind.split_once('\0').map_or("", |(_, k)| k)
+    }
+
+    /// The namespace of a namespaced object.
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.namespace.as_deref()
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.0.name
     }
 }
 
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.kind(), self.name),
-            None => write!(f, "{} {}", self.kind(), self.name),
+        match self.namespace() {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind(), self.name()),
+            None => write!(f, "{} {}", self.kind(), self.name()),
         }
     }
 }

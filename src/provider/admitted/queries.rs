@@ -1,12 +1,12 @@
-//! What the admission state answers about itself: which files it holds, the snapshot of the
-//! admitted objects, where an object was read from, and how many there are.
+//! What the admission state answers about itself: which files it holds (and their stamps), the
+//! snapshot of the admitted objects, where an object was read from, and how many there are.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use super::{Admission, ObjectKey};
 use crate::kinds::KindSet;
 use crate::provider::objects::collect;
+use crate::provider::stamp::Stamp;
 
 impl<S: KindSet> Admission<S> {
     /// True when the file `path` is held as last taken (parsed, or read again unchanged).
@@ -19,9 +19,17 @@ impl<S: KindSet> Admission<S> {
         self.files.get(path).is_some_and(|f| f.parsed_from(text))
     }
 
-    /// The path `path` as the state shares it, while the file is held.
-    pub fn shared_path(&self, path: &Path) -> Option<Arc<Path>> {
-        self.files.get_key_value(path).map(|(p, _)| p.clone())
+    /// The stamp held for the file `path`: what it looked like when its held text was read.
+    pub fn stamp(&self, path: &Path) -> Option<&Stamp> {
+        self.files.get(path)?.stamp.as_ref()
+    }
+
+    /// Holds `stamp` for the file `path`, if the file is held (`None`: it is read again by the
+    /// next walk).
+    pub fn set_stamp(&mut self, path: &Path, stamp: Option<Stamp>) {
+        if let Some(file) = self.files.get_mut(path) {
+            file.stamp = stamp;
+        }
     }
 
     /// A snapshot of every admitted object.
