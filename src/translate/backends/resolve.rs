@@ -4,6 +4,8 @@
 use foldhash::HashMap;
 use std::sync::Arc;
 
+use internment::ArcIntern;
+
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
@@ -34,10 +36,15 @@ pub struct BackendRef<'a> {
 }
 
 /// An owned copy of a [`BackendRef`], kept with its outcome so a cached route can check that
-/// each of its references still resolves the same way. Its strings are interned: thousands of
-/// routes name the same few groups, kinds, namespaces and Services.
+/// each of its references still resolves the same way. Interned whole, one pointer: thousands
+/// of routes name the same few Service ports the same way, and hold one shared copy of the
+/// reference (its strings interned too).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnedRef {
+pub struct OwnedRef(ArcIntern<RefParts>);
+
+/// The fields of an [`OwnedRef`].
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RefParts {
     from_kind: &'static str,
     group: Option<Name>,
     kind: Option<Name>,
@@ -47,15 +54,28 @@ pub struct OwnedRef {
 }
 
 impl OwnedRef {
+    /// The shared copy of `r`.
+    fn new(r: &BackendRef<'_>) -> Self {
+        Self(ArcIntern::new(RefParts {
+            from_kind: r.from_kind,
+            group: r.group.map(Name::new),
+            kind: r.kind.map(Name::new),
+            name: Name::new(r.name),
+            namespace: r.namespace.map(Name::new),
+            port: r.port,
+        }))
+    }
+
     /// Borrows it back as the reference resolution reads.
     pub fn as_ref(&self) -> BackendRef<'_> {
+        let parts = &*self.0;
         BackendRef {
-            from_kind: self.from_kind,
-            group: self.group.as_deref(),
-            kind: self.kind.as_deref(),
-            name: &self.name,
-            namespace: self.namespace.as_deref(),
-            port: self.port,
+            from_kind: parts.from_kind,
+            group: parts.group.as_deref(),
+            kind: parts.kind.as_deref(),
+            name: &parts.name,
+            namespace: parts.namespace.as_deref(),
+            port: parts.port,
         }
     }
 }
@@ -310,15 +330,7 @@ impl<'a> Backends<'a> {
     pub fn resolve_from(&mut self, from: RefSide<'_>, r: &BackendRef<'_>) -> Resolved {
         let out = self.resolve_uncached(from, r);
         if let Some(recording) = &mut self.recording {
-            let owned = OwnedRef {
-                from_kind: r.from_kind,
-                group: r.group.map(Name::new),
-                kind: r.kind.map(Name::new),
-                name: Name::new(r.name),
-                namespace: r.namespace.map(Name::new),
-                port: r.port,
-            };
-            recording.push((owned, out.clone()));
+            recording.push((OwnedRef::new(r), out.clone()));
         }
         out
     }

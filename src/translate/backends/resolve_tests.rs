@@ -123,7 +123,35 @@ fn a_recorded_reference_reads_back_as_it_was_resolved() {
     }
     // Interned: the two references share one copy of the Service name.
     assert!(std::ptr::eq(
-        recorded[0].0.name.as_str(),
-        recorded[1].0.name.as_str()
+        recorded[0].0.as_ref().name,
+        recorded[1].0.as_ref().name
     ));
+}
+
+#[test]
+fn a_recorded_reference_is_one_pointer_shared_by_equal_references() {
+    let r = BackendRef {
+        from_kind: "HTTPRoute",
+        group: Some(""),
+        kind: Some("Service"),
+        name: "app",
+        namespace: None,
+        port: Some(80),
+    };
+    assert_eq!(
+        std::mem::size_of::<OwnedRef>(),
+        std::mem::size_of::<usize>()
+    );
+    let (a, b) = (OwnedRef::new(&r), OwnedRef::new(&r));
+    assert_eq!(a, b);
+    assert!(std::ptr::eq(
+        a.as_ref().kind.unwrap(),
+        b.as_ref().kind.unwrap()
+    ));
+    let other = OwnedRef::new(&BackendRef {
+        port: Some(81),
+        ..r
+    });
+    assert_ne!(a, other);
+    assert_eq!(other.as_ref().port, Some(81));
 }
