@@ -18,20 +18,27 @@ use crate::kinds::KindSet;
 pub(super) struct ParsedFile {
     /// SHA-1 of its text: a reading that finds the same text parses nothing.
     digest: [u8; 20],
+    /// Whether the file held any document, of any kind.
+    pub(super) had_documents: bool,
+    /// Its documents of the kinds read, normalized, in file order.
+    pub(super) definitions: Box<[Definition]>,
+    /// What the file looked like when the text of this parse was read, while that can be
+    /// trusted: a walk that finds the same stamp does not open the file.
+    pub(super) stamp: Option<Stamp>,
+    /// Its text while it is kept, and its documents of kinds not read: `None` for most files
+    /// once their objects are admitted (one pointer instead of two empty slices).
+    rare: Option<Box<Rare>>,
+}
+
+/// The parts of a [`ParsedFile`] that most files drop or never have.
+struct Rare {
     /// Its text, while one of its definitions is not the admitted version of its object
     /// (rejected, defined elsewhere too): admitting it again parses the text again, and an
     /// error names the line of a field. Dropped once every definition is admitted: then the
     /// file is needed again only when it changes, and a change is read anew.
     text: Option<Box<str>>,
-    /// Whether the file held any document, of any kind.
-    pub(super) had_documents: bool,
-    /// Its documents of the kinds read, normalized, in file order.
-    pub(super) definitions: Box<[Definition]>,
     /// Kinds of its documents that are not read, with the line of each document.
-    pub(super) skipped: Box<[(SkippedKind, usize)]>,
-    /// What the file looked like when the text of this parse was read, while that can be
-    /// trusted: a walk that finds the same stamp does not open the file.
-    pub(super) stamp: Option<Stamp>,
+    skipped: Box<[(SkippedKind, usize)]>,
 }
 
 /// One document of a file, normalized, as kept between readings: its identity, where it is,
@@ -129,12 +136,14 @@ impl ParsedFile {
             .unzip();
         let file = Self {
             digest: text_digest(&text),
-            text: Some(text.into_boxed_str()),
             had_documents,
             // Kept until the file changes, usually with one document: no spare capacity.
             definitions: definitions.into_boxed_slice(),
-            skipped: skipped.into_boxed_slice(),
             stamp: None,
+            rare: Some(Box::new(Rare {
+                text: Some(text.into_boxed_str()),
+                skipped: skipped.into_boxed_slice(),
+            })),
         };
         (file, written)
     }
@@ -146,12 +155,22 @@ impl ParsedFile {
 
     /// Its text, unless it was dropped ([`ParsedFile::drop_text`]).
     pub(super) fn text(&self) -> Option<&str> {
-        self.text.as_deref()
+        self.rare.as_ref()?.text.as_deref()
     }
 
     /// Drops its text: every definition is admitted as it is now.
     pub(super) fn drop_text(&mut self) {
-        self.text = None;
+        if let Some(rare) = &mut self.rare {
+            rare.text = None;
+            if rare.skipped.is_empty() {
+                self.rare = None;
+            }
+        }
+    }
+
+    /// Kinds of its documents that are not read, with the line of each document.
+    pub(super) fn skipped(&self) -> &[(SkippedKind, usize)] {
+        self.rare.as_ref().map_or(&[], |r| &r.skipped)
     }
 
     /// Its documents of the kinds read, normalized, parsed again from its text (as compact
@@ -159,7 +178,7 @@ impl ParsedFile {
     /// dropped or no longer parses, neither of which happens while a definition is not
     /// admitted: it parsed when it was taken.
     pub(super) fn documents<S: KindSet>(&self, kinds: &FileKinds<S>, path: &Path) -> Vec<Written> {
-        let Some(text) = &self.text else {
+        let Some(text) = self.text() else {
             return Vec::new();
         };
         let Ok(documents) = parse_documents_for(kinds, path, text) else {

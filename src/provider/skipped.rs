@@ -77,7 +77,7 @@ pub(super) fn sort_skipped<S: KindSet>(
     file: &ParsedFile,
     out: &mut Applied,
 ) {
-    for (kind, line) in &file.skipped {
+    for (kind, line) in file.skipped() {
         match kind.unknown(kinds, crds) {
             Some(message) => out.errors.push(ManifestError::at(path, *line, message)),
             None => {

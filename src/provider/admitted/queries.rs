@@ -48,7 +48,7 @@ impl<S: KindSet> Admission<S> {
     pub fn documents(&self) -> usize {
         self.files
             .values()
-            .map(|f| f.definitions.len() + f.skipped.len())
+            .map(|f| f.definitions.len() + f.skipped().len())
             .sum()
     }
 

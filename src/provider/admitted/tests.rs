@@ -292,5 +292,7 @@ fn the_records_kept_per_object_stay_small() {
     use std::mem::size_of;
     assert_eq!(size_of::<ObjectKey>(), size_of::<usize>());
     assert!(size_of::<super::Definition>() <= 56);
+    // A file's stamp included; its text and skipped kinds behind one pointer.
+    assert!(size_of::<super::ParsedFile>() <= 88);
     assert!(size_of::<super::AdmittedObject<crate::snapshot::Snapshot>>() <= 72);
 }
