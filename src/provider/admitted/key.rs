@@ -4,32 +4,34 @@
 use std::fmt;
 use std::sync::Arc;
 
+use internment::ArcIntern;
+
 use crate::name::Name;
 use crate::provider::manifest::Document;
 
 /// Identity of an object: two documents with the same key are the same object. One shared
 /// allocation, so that the file's definition and the admitted object (and the maps holding
-/// them) keep a pointer each, not a copy of its parts: group and kind are one interned name,
-/// and the namespace another, as every object of a directory repeats them. Ordered by group,
-/// kind, namespace and name.
+/// them) keep a pointer each, not a copy of its parts: group, kind and namespace are interned
+/// together, as every object of a directory repeats them. Ordered by group, kind, namespace
+/// and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjectKey(Arc<Parts>);
 
 /// The parts of an [`ObjectKey`], in the order keys sort by.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Parts {
-    /// `group`, a NUL and `kind`: no group or kind holds a NUL, so these sort as the pairs do.
-    group_kind: Name,
-    namespace: Option<Name>,
+    /// `group`, a NUL and `kind` (no group or kind holds a NUL, so these sort as the pairs
+    /// do), and the namespace: one pointer to the copy shared by every key that has them.
+    scope: ArcIntern<(Name, Option<Name>)>,
     name: Box<str>,
 }
 
 impl ObjectKey {
     /// The key of the object `group`/`kind` `namespace`/`name`.
     pub fn new(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        let group_kind = Name::new(&format!("{group}\0{kind}"));
         Self(Arc::new(Parts {
-            group_kind: Name::new(&format!("{group}\0{kind}")),
-            namespace: namespace.map(Name::new),
+            scope: ArcIntern::new((group_kind, namespace.map(Name::new))),
             name: name.into(),
         }))
     }
@@ -41,17 +43,17 @@ impl ObjectKey {
 
     /// The API group (`""`: the core group).
     pub fn group(&self) -> &str {
-        self.0.group_kind.split_once('\0').map_or("", |(g, _)| g)
+        self.0.scope.0.split_once('\0').map_or("", |(g, _)| g)
     }
 
     /// The kind.
     pub fn kind(&self) -> &str {
-        self.0.group_kind.split_once('\0').map_or("", |(_, k)| k)
+        self.0.scope.0.split_once('\0').map_or("", |(_, k)| k)
     }
 
     /// The namespace of a namespaced object.
     pub fn namespace(&self) -> Option<&str> {
-        self.0.namespace.as_deref()
+        self.0.scope.1.as_deref()
     }
 
     /// The name.
