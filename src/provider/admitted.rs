@@ -398,8 +398,9 @@ impl<S: KindSet> Admission<S> {
 
     /// The line of `field` of `doc` in its file's text, when it can be found.
     fn field_line(&self, path: &Path, doc: &Definition, field: &str) -> Option<usize> {
-        let text = self.files.get(path)?.text()?;
-        field_line(text, doc.index(), &format!("{}{field}", doc.field_prefix))
+        let file = self.files.get(path)?;
+        let prefix = file.field_prefix(doc.position())?;
+        field_line(file.text()?, doc.index(), &format!("{prefix}{field}"))
     }
 
     /// Drops the texts of the files (of `paths`; every file: `None`) whose every definition

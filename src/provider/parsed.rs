@@ -36,9 +36,17 @@ struct Rare {
     /// (rejected, defined elsewhere too): admitting it again parses the text again, and an
     /// error names the line of a field. Dropped once every definition is admitted: then the
     /// file is needed again only when it changes, and a change is read anew.
-    text: Option<Box<str>>,
+    text: Option<Text>,
     /// Kinds of its documents that are not read, with the line of each document.
     skipped: Box<[(SkippedKind, usize)]>,
+}
+
+/// A file's text as kept, with what locating a field of one of its definitions needs.
+struct Text {
+    text: Box<str>,
+    /// Per definition, the path of its document within the document of the file it was
+    /// written in (`items[2].` for an item of a `List`); empty when every one is empty.
+    prefixes: Box<[Box<str>]>,
 }
 
 /// One document of a file, normalized, as kept between readings: its identity, where it is,
@@ -53,7 +61,6 @@ pub(super) struct Definition {
     line: u32,
     index: u32,
     position: u32,
-    pub(super) field_prefix: Box<str>,
     /// SHA-1 of the document as written (compact JSON, after namespace and generation were
     /// filled in): equal digests are an unchanged document.
     pub(super) digest: [u8; 20],
@@ -67,7 +74,6 @@ impl Definition {
             key: ObjectKey::of(&doc),
             line: small(doc.line),
             index: small(doc.index),
-            field_prefix: doc.field_prefix.as_str().into(),
             position: small(position),
             digest: Sha1::digest(json.as_bytes()).into(),
         };
@@ -134,6 +140,14 @@ impl ParsedFile {
             .enumerate()
             .map(|(position, doc)| Definition::new(doc, position))
             .unzip();
+        let prefixes = if written.iter().all(|w| w.doc.field_prefix.is_empty()) {
+            Box::default()
+        } else {
+            written
+                .iter()
+                .map(|w| w.doc.field_prefix.as_str().into())
+                .collect()
+        };
         let file = Self {
             digest: text_digest(&text),
             had_documents,
@@ -141,7 +155,10 @@ impl ParsedFile {
             definitions: definitions.into_boxed_slice(),
             stamp: None,
             rare: Some(Box::new(Rare {
-                text: Some(text.into_boxed_str()),
+                text: Some(Text {
+                    text: text.into_boxed_str(),
+                    prefixes,
+                }),
                 skipped: skipped.into_boxed_slice(),
             })),
         };
@@ -155,7 +172,14 @@ impl ParsedFile {
 
     /// Its text, unless it was dropped ([`ParsedFile::drop_text`]).
     pub(super) fn text(&self) -> Option<&str> {
-        self.rare.as_ref()?.text.as_deref()
+        Some(&self.rare.as_ref()?.text.as_ref()?.text)
+    }
+
+    /// The path of the document of the definition at `position` within the document of the
+    /// file it was written in (`items[2].` for an item of a `List`), while the text is kept.
+    pub(super) fn field_prefix(&self, position: usize) -> Option<&str> {
+        let text = self.rare.as_ref()?.text.as_ref()?;
+        Some(text.prefixes.get(position).map_or("", |p| p))
     }
 
     /// Drops its text: every definition is admitted as it is now.

@@ -291,8 +291,28 @@ fn transition_rules_see_the_previous_version_and_only_their_kinds_keep_it() {
 fn the_records_kept_per_object_stay_small() {
     use std::mem::size_of;
     assert_eq!(size_of::<ObjectKey>(), size_of::<usize>());
-    assert!(size_of::<super::Definition>() <= 56);
+    assert!(size_of::<super::Definition>() <= 40);
     // A file's stamp included; its text and skipped kinds behind one pointer.
     assert!(size_of::<super::ParsedFile>() <= 88);
     assert!(size_of::<super::AdmittedObject<crate::snapshot::Snapshot>>() <= 72);
+}
+
+/// An error about a field of a `List`'s item names the line of that field in the item.
+#[test]
+fn a_rejected_item_of_a_list_names_the_line_of_its_field() {
+    let item = |name: &str, host: &str| {
+        format!("- apiVersion: gateway.networking.k8s.io/v1\n  kind: HTTPRoute\n  metadata: {{name: {name}}}\n  spec:\n    hostnames:\n    - a.b\n    - {host}\n")
+    };
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}{}",
+        item("x", "x.io"),
+        item("y", "long.example.com")
+    );
+    let mut a = Admission::new(crds());
+    let applied = a.apply(read(&[("l.yaml", &list)]), Reading::Final);
+    let [e] = applied.errors.as_slice() else {
+        panic!("{:?}", applied.errors)
+    };
+    assert_eq!((e.path.to_str(), e.line), (Some("l.yaml"), Some(17)), "{e}");
+    assert_eq!(routes(&a), [("x".to_owned(), "x.io".to_owned())]);
 }
