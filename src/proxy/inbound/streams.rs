@@ -1,7 +1,6 @@
 //! The executor of the HTTP/2 server: each stream hyper starts runs inside its connection's
 //! task, in a set of futures the connection polls, rather than as a task of its own. A stream
-//! then costs no task spawn, no scheduling of its own on each wake and no task release; the
-//! response it sends is written by the same poll that produced it.
+//! then costs no task spawn, no scheduling of its own on each wake and no task release.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -62,8 +61,8 @@ impl Drop for Collecting<'_> {
 }
 
 /// A connection of hyper's HTTP/2 server (built with [`InConnection`]) with the streams it
-/// started: one future that polls the connection, then its streams, then the connection again
-/// when a stream made progress (so that what the streams queued is written in the same turn).
+/// started: one future that polls the connection (reading frames, starting streams, writing
+/// what the streams answered), then the streams that were started or woken.
 /// It ends when the connection does; `h2` keeps a connection open while a stream of it can
 /// still answer, so only streams of a connection that failed are dropped with it.
 pub(crate) struct WithStreams<C> {
@@ -86,15 +85,14 @@ impl<C: Future> WithStreams<C> {
         self.conn.as_mut()
     }
 
-    /// Polls the connection, collecting the streams it starts; whether it started any.
-    fn poll_conn(&mut self, cx: &mut Context<'_>) -> (Poll<C::Output>, bool) {
+    /// Polls the connection, collecting the streams it starts.
+    fn poll_conn(&mut self, cx: &mut Context<'_>) -> Poll<C::Output> {
         let polled = {
             let _collecting = Collecting::start(&mut self.handed);
             self.conn.as_mut().poll(cx)
         };
-        let started = !self.handed.is_empty();
         self.streams.extend(self.handed.drain(..));
-        (polled, started)
+        polled
     }
 
     /// Polls the streams that were woken or started until none is ready.
@@ -121,19 +119,13 @@ impl<C: Future> Future for WithStreams<C> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<C::Output> {
         let this = self.get_mut();
-        if let (Poll::Ready(ended), _) = this.poll_conn(cx) {
+        if let Poll::Ready(ended) = this.poll_conn(cx) {
             return Poll::Ready(ended);
         }
-        if this.streams.is_empty() {
-            return Poll::Pending;
-        }
+        // What the streams answer wakes the connection (`h2` does so whenever it has frames to
+        // write), and the next turn writes it.
         this.poll_streams(cx);
-        // Writes what the streams queued; streams it starts now are polled in the next turn.
-        let (polled, started) = this.poll_conn(cx);
-        if started {
-            cx.waker().wake_by_ref();
-        }
-        polled
+        Poll::Pending
     }
 }
 
