@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use prometheus::IntGauge;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -26,6 +26,7 @@ use crate::proxy::body::RequestBody;
 use crate::proxy::handshake::detect::{detect, Prefixed, Protocol};
 use crate::proxy::handshake::tls::handshake;
 use crate::proxy::inbound::h1;
+use crate::proxy::inbound::streams::{InConnection, WithStreams};
 use crate::proxy::l4::tcp::read_hello;
 use crate::proxy::routing::service::Handler;
 use crate::proxy::routing::tracked::Activity;
@@ -40,9 +41,10 @@ const CLOSE_GRACE: Duration = Duration::from_millis(250);
 /// The connection builder: HTTP/1.1 and HTTP/2 on one port with every timer of hyper that
 /// applies: the request head timeout (slowloris) and HTTP/2 keep-alive PINGs; with a
 /// header size limit, the HTTP/1.1 read buffer (hyper answers 431 to a head that does not fit)
-/// and the HTTP/2 header list size.
-pub(crate) fn builder(options: &ConnSettings) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+/// and the HTTP/2 header list size. HTTP/2 streams run inside their connection's task
+/// ([`InConnection`]), not as a task each.
+pub(crate) fn builder(options: &ConnSettings) -> auto::Builder<InConnection> {
+    let mut builder = auto::Builder::new(InConnection);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -125,7 +127,7 @@ pub(crate) struct Accepted {
     pub peer: SocketAddr,
     pub listener: SocketAddr,
     pub shared: Arc<Shared>,
-    pub builder: auto::Builder<TokioExecutor>,
+    pub builder: auto::Builder<InConnection>,
     pub drain: watch::Receiver<bool>,
     pub open: Open,
 }
@@ -282,7 +284,7 @@ async fn bounded<F: Future>(
 /// says `Connection: close`; HTTP/2 gets a GOAWAY. A connection asked to close is dropped once
 /// nothing is in flight.
 async fn serve_http<I>(
-    builder: &auto::Builder<TokioExecutor>,
+    builder: &auto::Builder<InConnection>,
     (protocol, io): (Protocol, I),
     handler: Handler,
     drain: watch::Receiver<bool>,
@@ -315,8 +317,8 @@ async fn serve_http<I>(
         });
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
         until_closed(
-            conn,
-            |conn| conn.graceful_shutdown(),
+            WithStreams::new(conn),
+            |conn| conn.get_mut().conn().graceful_shutdown(),
             (&activity, idle, &shared),
             drain,
         )
