@@ -4,9 +4,11 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use futures_util::future::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 /// A stream (or an HTTP/2 CONNECT tunnel) handed over by hyper.
@@ -29,7 +31,9 @@ impl<F: Future<Output = ()> + Send + 'static> hyper::rt::Executor<F> for InConne
         HANDED.with(|handed| {
             if let Some(list) = handed.borrow_mut().as_mut() {
                 if let Some(fut) = fut.take() {
-                    list.push(Box::pin(fut));
+                    // A stream that panics ends alone, as a task of its own would: the
+                    // connection and its other streams go on.
+                    list.push(Box::pin(AssertUnwindSafe(fut).catch_unwind().map(|_| ())));
                 }
             }
         });
@@ -208,5 +212,31 @@ mod tests {
             1
         );
         rx.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stream_that_panics_ends_alone() {
+        let ended = Arc::new(AtomicUsize::new(0));
+        let mut started = false;
+        let seen = ended.clone();
+        let conn = std::future::poll_fn(move |cx| {
+            if !started {
+                started = true;
+                InConnection.execute(async { panic!("a handler's bug") });
+                let ended = seen.clone();
+                InConnection.execute(async move {
+                    tokio::task::yield_now().await;
+                    ended.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+            if seen.load(Ordering::SeqCst) == 1 {
+                return Poll::Ready("open until its other stream ended");
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        });
+        let outcome = tokio::spawn(WithStreams::new(conn)).await;
+        assert_eq!(outcome.ok(), Some("open until its other stream ended"));
+        assert_eq!(ended.load(Ordering::SeqCst), 1);
     }
 }
