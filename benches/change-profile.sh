@@ -8,7 +8,7 @@
 # inclusive instructions per change of the parts named below; the callgrind file is kept.
 #
 #   benches/change-profile.sh target-rel/profiling/edgeplane
-#   CHANGE_ROUTES=10000 CHANGE_COUNT=5 CHANGE_OUT=/tmp/x.cg benches/change-profile.sh BIN
+#   CHANGE_ROUTES=10000 CHANGE_COUNT=5 CHANGE_OUT=/abs/path.cg benches/change-profile.sh BIN
 #
 # Build BIN with the `profiling` profile (line tables). Instruction counts do not depend on
 # the machine's load. Loopback only (a random 127.x.y.z, ports 8080 and 18482); nothing is
@@ -65,14 +65,15 @@ dump=""
 size=-1
 for _ in $(seq 120); do
     sleep 1
-    dump=$(ls "$out".* 2>/dev/null | head -1)
+    dump=$(readlink -f "$(ls "$out".* 2>/dev/null | head -1)")
     [ -n "$dump" ] || continue
     now=$(stat -c %s "$dump")
     [ "$now" -gt 0 ] && [ "$now" = "$size" ] && break
     size=$now
 done
 echo "$routes routes, $changes changes, $dump"
-callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | awk -v n="$changes" '
+# Run from / so that callgrind_annotate names every function with its object (` [BIN]`).
+(cd / && callgrind_annotate --inclusive=yes "$dump" 2>/dev/null) | awk -v n="$changes" '
     / PROGRAM TOTALS/ { gsub(",", "", $1); printf "%-40s %6.1fM\n", "whole process", $1 / n / 1e6 }
     {
         split("Incremental::translate Metrics::attach HostIndex::iter StatusReport::seal ProblemSet::of ConfigDir<S>::read_changed objects::collect", parts, " ")
