@@ -344,7 +344,8 @@ impl Builder<'_> {
         index.unmatched.insert(addr(socket), unmatched);
         // The labels of each Gateway listener group, made once per socket.
         let mut groups: HashMap<u32, Arc<Source>, Fast> = HashMap::default();
-        for vhost in socket.hosts.iter() {
+        // What a host's slots hold does not depend on the order hosts are visited in.
+        for vhost in socket.hosts.unordered() {
             let source = groups
                 .entry(vhost.listener)
                 .or_insert_with(|| shared(socket.groups.get(vhost.listener as usize).or(only)))

@@ -257,7 +257,8 @@ impl StatusReport {
     /// previous one's when the entry is equal to it, else a new one. Sealing serializes
     /// nothing. Runs on the reconciler's blocking thread.
     pub fn seal(mut self, previous: &SealedReport) -> SealedReport {
-        let mut earlier = Earlier::new(&previous.report.entries, &self.entries);
+        let order = Order::of(&self.entries);
+        let mut earlier = Earlier::new(previous, order);
         let revisions = self
             .entries
             .iter_mut()
@@ -286,8 +287,49 @@ impl StatusReport {
         SealedReport {
             report: self,
             revisions,
+            order,
         }
     }
+}
+
+/// How a report's entries are ordered by object, found in one pass and kept with the sealed
+/// report, so that the next seal does not check its predecessor again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Order {
+    /// Not known to be sorted (a report never sealed, or one out of order).
+    #[default]
+    Unsorted,
+    /// Sorted, with some object listed more than once.
+    Sorted,
+    /// Sorted, each object listed once (what the translator makes).
+    Strict,
+}
+
+impl Order {
+    fn of(entries: &[ObjectStatus]) -> Self {
+        let mut order = Self::Strict;
+        for pair in entries.windows(2) {
+            match id(&pair[0]).cmp(&id(&pair[1])) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => order = Self::Sorted,
+                std::cmp::Ordering::Greater => return Self::Unsorted,
+            }
+        }
+        order
+    }
+}
+
+/// Whether `e` is the object `object` names because it holds the very same name (and
+/// namespace): an entry carried over unchanged shares them with its predecessor, so most
+/// entries are matched without comparing a string.
+fn same_names(e: &ObjectStatus, object: ObjectId<'_>) -> bool {
+    e.kind == object.0
+        && std::ptr::eq(&*e.name, object.2)
+        && match (e.namespace.as_deref(), object.1) {
+            (Some(a), Some(b)) => std::ptr::eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
 }
 
 /// Finds each entry's previous entry, for [`StatusReport::seal`]. Reports come sorted from
@@ -300,19 +342,30 @@ enum Earlier<'a> {
     Walk {
         entries: &'a [ObjectStatus],
         at: usize,
+        /// Both list each object once: an entry found is the only one, and the next object
+        /// asked for lies after it.
+        strict: bool,
     },
     Index(foldhash::HashMap<ObjectId<'a>, usize>),
 }
 
 impl<'a> Earlier<'a> {
-    fn new(previous: &'a [ObjectStatus], now: &[ObjectStatus]) -> Self {
-        let sorted = |entries: &[ObjectStatus]| entries.is_sorted_by(|a, b| id(a) <= id(b));
-        if sorted(previous) && sorted(now) {
+    /// For a report whose entries are in `now` order, sealed after `previous` (whose order
+    /// its own sealing found; a report never sealed is checked here).
+    fn new(previous: &'a SealedReport, now: Order) -> Self {
+        let entries = &previous.report.entries;
+        let before = match previous.order {
+            Order::Unsorted => Order::of(entries),
+            known => known,
+        };
+        if before != Order::Unsorted && now != Order::Unsorted {
             return Self::Walk {
-                entries: previous,
+                entries,
                 at: 0,
+                strict: before == Order::Strict && now == Order::Strict,
             };
         }
+        let previous = entries;
         Self::Index(
             previous
                 .iter()
@@ -331,7 +384,15 @@ impl<'a> Earlier<'a> {
                 let index: &foldhash::HashMap<ObjectId<'_>, usize> = index;
                 index.get(&object).copied()
             }
-            Self::Walk { entries, at } => {
+            Self::Walk {
+                entries,
+                at,
+                strict,
+            } => {
+                if *strict && entries.get(*at).is_some_and(|e| same_names(e, object)) {
+                    *at += 1;
+                    return Some(*at - 1);
+                }
                 while entries.get(*at).is_some_and(|e| id(e) < object) {
                     *at += 1;
                 }
@@ -342,6 +403,10 @@ impl<'a> Earlier<'a> {
                 while entries.get(i).is_some_and(|e| id(e) == object) {
                     found = Some(i);
                     i += 1;
+                }
+                if *strict && found.is_some() {
+                    // Listed once on both sides: the next object lies after this one.
+                    *at = i;
                 }
                 found
             }
@@ -370,6 +435,8 @@ impl Revision {
 pub struct SealedReport {
     report: StatusReport,
     revisions: Vec<Revision>,
+    /// How `report` is ordered, for the next seal.
+    order: Order,
 }
 
 impl SealedReport {

@@ -113,6 +113,74 @@ fn sorted_and_unsorted_reports_seal_alike() {
     assert_eq!(walked[3].1["conditions"][1]["lastTransitionTime"], T0);
 }
 
+/// Entries holding the very names of their predecessors (as the routes the translator carries
+/// over do) are matched by pointer; over a chain of reports, strictly sorted, with an object
+/// listed twice or unsorted, sealing gives what it gives for copies with names of their own:
+/// the same statuses, times and kept revisions.
+#[test]
+fn shared_names_seal_as_copies_do() {
+    let mut rng = fastrand::Rng::with_seed(5);
+    let status = |programmed: bool| {
+        let mut g = gateway(["False", "True"][usize::from(programmed)], T0);
+        g.entries.remove(0).status
+    };
+    let copy = |e: &ObjectStatus| ObjectStatus {
+        namespace: e.namespace.as_deref().map(Arc::from),
+        name: Arc::from(&*e.name),
+        ..e.clone()
+    };
+    let seen = |r: &SealedReport, before: &SealedReport| -> Vec<(String, Value, bool)> {
+        let kept: Vec<Revision> = before.entries_with_revisions().map(|(_, r)| r).collect();
+        r.entries_with_revisions()
+            .map(|(e, r)| {
+                let json = e.status.to_json().into_owned();
+                (e.label(), json, kept.contains(&r))
+            })
+            .collect()
+    };
+    let (mut shared, mut copied) = (SealedReport::default(), SealedReport::default());
+    for step in 0..300 {
+        let mut next: Vec<ObjectStatus> = Vec::new();
+        for e in shared.entries.iter() {
+            match rng.u8(..10) {
+                0 => {}
+                1 | 2 => next.push(ObjectStatus {
+                    status: status(rng.bool()),
+                    ..e.clone()
+                }),
+                _ => next.push(e.clone()),
+            }
+        }
+        for _ in 0..rng.usize(..4) {
+            let (ns, name) = (["a", "b"][rng.usize(..2)], format!("g{}", rng.u8(..40)));
+            let entry = ObjectStatus::new(
+                ObjectKind::Gateway,
+                Some(ns),
+                &name,
+                Some(1),
+                status(rng.bool()),
+            );
+            next.push(entry);
+        }
+        next.sort_by(|a, b| id(a).cmp(&id(b)));
+        match rng.u8(..8) {
+            0 => rng.shuffle(&mut next),
+            1 => {}
+            _ => next.dedup_by(|a, b| id(a) == id(b)),
+        }
+        let a = StatusReport {
+            entries: next.clone(),
+        }
+        .seal(&shared);
+        let b = StatusReport {
+            entries: next.iter().map(copy).collect(),
+        }
+        .seal(&copied);
+        assert_eq!(seen(&a, &shared), seen(&b, &copied), "step {step}");
+        (shared, copied) = (a, b);
+    }
+}
+
 /// Sorting around a sorted range gives what a full sort gives, whatever surrounds it.
 #[test]
 fn sorting_around_a_sorted_range_equals_a_full_sort() {
