@@ -310,10 +310,7 @@ async fn serve_http<I>(
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             // Boxed: a request's future is large, and hyper moves the future it is given
             // into place; moving a box copies a pointer, not the whole state machine.
-            // HTTP/2 streams run at once: each takes a handler of its own.
-            let handler = handler.clone();
-            let handling =
-                Box::pin(async move { handler.handle(req.map(RequestBody::Hyper)).await });
+            let handling = Box::pin(handler.clone().handle(req.map(RequestBody::Hyper)));
             async move { Ok::<_, Infallible>(handling.await) }
         });
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);

@@ -137,10 +137,8 @@ impl Handler {
     }
 
     /// Runs every phase and never fails: errors become their status response. The connection
-    /// counts the request as in flight until its response body is dropped. Borrows the
-    /// handler: an HTTP/1.1 connection's requests run one at a time, so it is not cloned for
-    /// each.
-    pub async fn handle(&self, mut req: Request<RequestBody>) -> Response<Tracked> {
+    /// counts the request as in flight until its response body is dropped.
+    pub async fn handle(self, mut req: Request<RequestBody>) -> Response<Tracked> {
         let in_flight = self.activity.start();
         let request_id = request_id::ensure(req.headers_mut());
         let start = Instant::now();
@@ -161,7 +159,6 @@ impl Handler {
             request_id: &request_id,
         };
         let trace = RequestTrace::begin(spans, &mut req, head);
-        // Boxed, as the response keeps it: the request's future holds a pointer, not an entry.
         let mut log = (!self.settings.access_log.is_off()).then(|| {
             let mut entry = Entry::head(
                 self.settings.access_log.clone(),
@@ -171,11 +168,10 @@ impl Handler {
             );
             entry.trace_id = Some(trace.ids.trace_id);
             entry.span_id = Some(trace.ids.span_id);
-            Box::new(entry)
+            entry
         });
-        // Boxed: rare (a tracer is following), and the request's future holds it throughout.
         let tapped = Tapped::begin(&self.shared.tap, &req, start)
-            .map(|t| Box::new(t.client(client.unwrap_or_else(|| self.client_ip(req.headers())))));
+            .map(|t| t.client(client.unwrap_or_else(|| self.client_ip(req.headers()))));
         let method = method_index(req.method());
         let req = req.map(|b| ClientBody::new(b, timers, flags.clone()));
         // When routing had chosen: before the upstream exchange, for the tracer's timings.
@@ -256,7 +252,7 @@ impl Handler {
         }
         // An Ingress's `enable-access-log: "false"`: its requests write no line.
         let log = log.filter(|_| !matched.is_some_and(|r| r.filters.access_log_off));
-        let log = log.map(|entry| (entry, flags, self.shared.access.clone()));
+        let log = log.map(|entry| (Box::new(entry), flags, self.shared.access.clone()));
         outcome
             .response
             .map(|body| Tracked::new(body, in_flight, held, log))

@@ -170,6 +170,7 @@ impl Upstream<'_> {
                 exclude: &tried,
             };
             let picked = self.backends.pick(service, &pick)?;
+            tried.push(picked.addr);
             let (addr, why, began) = (picked.addr, picked.why, Instant::now());
             let (failed, ended, unsent, sent) = match self
                 .attempt(&exchange, picked, req, replayable.is_some())
@@ -181,8 +182,6 @@ impl Upstream<'_> {
                 }
                 Attempted::Again(again) => *again,
             };
-            // Noted once the attempt failed: a request answered at once allocates no list.
-            tried.push(addr);
             trail.attempt(addr, why, began, || match &failed {
                 Failed::Response(answer) => answered(&answer.0),
                 Failed::Error(error) => error.to_string(),

@@ -113,7 +113,7 @@ pub(crate) async fn serve(
         let version = req.version();
         let watch_close = framing == Framing::Done;
         // Boxed: a request's future is large; moving a box copies a pointer.
-        let mut handling = Box::pin(handler.handle(req.map(|()| body)));
+        let mut handling = Box::pin(handler.clone().handle(req.map(|()| body)));
         let resp = tokio::select! {
             biased;
             resp = &mut handling => resp,
