@@ -2,7 +2,7 @@
 //! that one id names the request in the access log, at the backend (the header goes upstream)
 //! and at the client (the response carries it back).
 
-use http::header::HeaderName;
+use http::header::{Entry, HeaderName};
 use http::{HeaderMap, HeaderValue};
 
 /// `x-request-id`.
@@ -13,17 +13,28 @@ pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id"
 const MAX_LEN: usize = 200;
 
 /// The request's id: its `X-Request-Id` when it has one (of at most 200 bytes), else a new
-/// random one (32 hex digits), which `headers` then carries.
+/// random one (32 hex digits), which `headers` then carries. One lookup in `headers`, however
+/// it ends: every request comes through here.
 pub(crate) fn ensure(headers: &mut HeaderMap) -> HeaderValue {
-    let mut given = headers.get_all(&REQUEST_ID).iter();
-    if let (Some(id), None) = (given.next(), given.next()) {
-        if !id.is_empty() && id.len() <= MAX_LEN {
-            return id.clone();
+    match headers.entry(REQUEST_ID) {
+        Entry::Occupied(mut given) => {
+            let mut values = given.iter();
+            if let (Some(id), None) = (values.next(), values.next()) {
+                if !id.is_empty() && id.len() <= MAX_LEN {
+                    return id.clone();
+                }
+            }
+            let id = new_id();
+            // Replaces every value the client sent.
+            given.insert(id.clone());
+            id
+        }
+        Entry::Vacant(slot) => {
+            let id = new_id();
+            slot.insert(id.clone());
+            id
         }
     }
-    let id = new_id();
-    headers.insert(REQUEST_ID, id.clone());
-    id
 }
 
 /// 128 random bits as 32 lowercase hex digits.
@@ -37,10 +48,10 @@ fn new_id() -> HeaderValue {
 /// would only push the server's other headers (`server`, `content-type`) out of the
 /// connection's HPACK table, each to be sent and indexed again later.
 pub(crate) fn answer(headers: &mut HeaderMap, id: &HeaderValue) {
-    if !headers.contains_key(&REQUEST_ID) {
+    if let Entry::Vacant(slot) = headers.entry(REQUEST_ID) {
         let mut id = id.clone();
         id.set_sensitive(true);
-        headers.insert(REQUEST_ID, id);
+        slot.insert(id);
     }
 }
 

@@ -4,7 +4,7 @@
 //! span id of its own; `tracestate` goes upstream untouched. Pure.
 
 use http::header::HeaderName;
-use http::{HeaderMap, HeaderValue};
+use http::HeaderValue;
 
 use crate::proxy::text::{hex_u128, hex_u64};
 
@@ -22,12 +22,13 @@ pub(crate) struct SpanIds {
     pub parent_sampled: bool,
 }
 
-/// A parsed `traceparent`: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`; `None` when
-/// it is absent, repeated or invalid (all-zero ids, version `ff`, wrong lengths, upper case).
-/// A version above `00` is read as `00` where its first four fields have that shape, as the
-/// specification asks.
-pub(crate) fn parse(headers: &HeaderMap) -> Option<(u128, u64, bool)> {
-    let mut values = headers.get_all(&TRACEPARENT).iter();
+/// A parsed `traceparent`, from the values a request carries: `00-<32 hex trace id>-<16 hex
+/// parent id>-<2 hex flags>`; `None` when it is absent, repeated or invalid (all-zero ids,
+/// version `ff`, wrong lengths, upper case). A version above `00` is read as `00` where its
+/// first four fields have that shape, as the specification asks.
+pub(crate) fn parse<'a>(
+    mut values: impl Iterator<Item = &'a HeaderValue>,
+) -> Option<(u128, u64, bool)> {
     let (Some(value), None) = (values.next(), values.next()) else {
         return None;
     };
@@ -57,11 +58,11 @@ pub(crate) fn parse(headers: &HeaderMap) -> Option<(u128, u64, bool)> {
     Some((trace_id, parent_id, flags & 1 == 1))
 }
 
-/// The proxy's span for a request with `headers`: in the client's trace when it sent a valid
-/// `traceparent`, else in a new one.
-pub(crate) fn span_for(headers: &HeaderMap) -> SpanIds {
+/// The proxy's span for a request whose `traceparent` values are `given`: in the client's
+/// trace when it sent one valid value, else in a new one.
+pub(crate) fn span_for<'a>(given: impl Iterator<Item = &'a HeaderValue>) -> SpanIds {
     let span_id = nonzero_u64();
-    match parse(headers) {
+    match parse(given) {
         Some((trace_id, parent, sampled)) => SpanIds {
             trace_id,
             span_id,
@@ -100,6 +101,11 @@ fn nonzero_u128() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
+
+    fn parse(headers: &HeaderMap) -> Option<(u128, u64, bool)> {
+        super::parse(headers.get_all(&TRACEPARENT).iter())
+    }
 
     fn with(values: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -112,7 +118,7 @@ mod tests {
     #[test]
     fn a_valid_traceparent_is_continued_with_a_new_span() {
         let h = with(&["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"]);
-        let ids = span_for(&h);
+        let ids = span_for(h.get_all(&TRACEPARENT).iter());
         assert_eq!(ids.trace_id, 0x4bf92f3577b34da6a3ce929d0e0e4736);
         assert_eq!(ids.parent, Some(0x00f067aa0ba902b7));
         assert!(ids.parent_sampled);
@@ -149,7 +155,7 @@ mod tests {
             "garbage",
         ] {
             assert_eq!(parse(&with(&[bad])), None, "{bad}");
-            let ids = span_for(&with(&[bad]));
+            let ids = span_for(with(&[bad]).get_all(&TRACEPARENT).iter());
             assert_eq!(ids.parent, None);
             assert_ne!(ids.trace_id, 0);
         }
@@ -168,7 +174,7 @@ mod tests {
                 false
             ))
         );
-        assert!(header(&span_for(&HeaderMap::new()), false)
+        assert!(header(&span_for(std::iter::empty()), false)
             .to_str()
             .unwrap()
             .ends_with("-00"));

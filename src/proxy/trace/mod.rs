@@ -11,7 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::{header, HeaderValue, Request};
+use http::header::{self, Entry};
+use http::{HeaderValue, Request};
 
 pub(crate) use export::{Span, SpanSink};
 pub use export::{TraceExport, TraceExportError};
@@ -36,12 +37,21 @@ pub(crate) struct Head<'a> {
 impl RequestTrace {
     /// The proxy's span for `req`, whose `traceparent` is replaced by the one the upstream
     /// request carries; a span to export when `sink` samples the request.
+    /// One lookup of `traceparent` in the request's headers, read and replaced through it:
+    /// every request comes through here.
     pub(crate) fn begin<B>(sink: Option<&SpanSink>, req: &mut Request<B>, head: Head<'_>) -> Self {
-        let ids = context::span_for(req.headers());
-        let sampled = match sink {
-            Some(sink) => sink.samples(&ids),
-            // Not recording: the caller's decision goes on unchanged.
-            None => ids.parent_sampled,
+        let (ids, sampled) = match req.headers_mut().entry(TRACEPARENT) {
+            Entry::Occupied(mut given) => {
+                let (ids, sampled) = ids_of(sink, given.iter());
+                // Replaces every value the client sent.
+                given.insert(context::header(&ids, sampled));
+                (ids, sampled)
+            }
+            Entry::Vacant(slot) => {
+                let (ids, sampled) = ids_of(sink, std::iter::empty());
+                slot.insert(context::header(&ids, sampled));
+                (ids, sampled)
+            }
         };
         let span = (sink.is_some() && sampled).then(|| {
             let headers = req.headers();
@@ -65,8 +75,6 @@ impl RequestTrace {
                 upstream: None,
             })
         });
-        req.headers_mut()
-            .insert(TRACEPARENT, context::header(&ids, sampled));
         Self { ids, span }
     }
 
@@ -87,4 +95,19 @@ impl RequestTrace {
         span.upstream = upstream;
         sink.send(span);
     }
+}
+
+/// The proxy's span for a request whose `traceparent` values are `given`, and whether it is
+/// sampled: by `sink` when spans are exported, else as the caller decided.
+fn ids_of<'a>(
+    sink: Option<&SpanSink>,
+    given: impl Iterator<Item = &'a HeaderValue>,
+) -> (SpanIds, bool) {
+    let ids = context::span_for(given);
+    let sampled = match sink {
+        Some(sink) => sink.samples(&ids),
+        // Not recording: the caller's decision goes on unchanged.
+        None => ids.parent_sampled,
+    };
+    (ids, sampled)
 }

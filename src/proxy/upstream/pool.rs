@@ -171,17 +171,14 @@ impl Http1Pool {
         Ok(resp.map(ResponseBody::plain))
     }
 
-    /// The newest idle connection for `key` that is still open.
+    /// The newest idle connection for `key` that is still open. A list emptied here stays in
+    /// the map, its allocation ready for the connection's return; the sweeper removes lists
+    /// still empty when it runs.
     fn checkout(&self, key: PoolKey) -> Option<Connection> {
         loop {
             let (mut conn, since) = {
                 let mut idle = self.idle.mine().lock().ok()?;
-                let list = idle.get_mut(&key)?;
-                let entry = list.pop()?;
-                if list.is_empty() {
-                    idle.remove(&key);
-                }
-                entry
+                idle.get_mut(&key)?.pop()?
             };
             if since.elapsed() < self.idle_timeout && conn.is_open() {
                 return Some(conn);
