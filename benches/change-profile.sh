@@ -5,7 +5,8 @@
 # waited for until its table is published and its status sealed), then the counts dumped.
 # Every thread of the process is counted: the file provider, the reconciler's thread
 # (translation, metric handles, sealing, the problem set) and the async workers. Prints the
-# inclusive instructions per change of the parts named below; the callgrind file is kept.
+# inclusive instructions per change of the parts named below (a part absent from the profile
+# is named as such); the callgrind file is kept. Fails when callgrind wrote no profile.
 #
 #   benches/change-profile.sh target-rel/profiling/edgeplane
 #   CHANGE_ROUTES=10000 CHANGE_COUNT=5 CHANGE_OUT=/abs/path.cg benches/change-profile.sh BIN
@@ -71,6 +72,10 @@ for _ in $(seq 120); do
     [ "$now" -gt 0 ] && [ "$now" = "$size" ] && break
     size=$now
 done
+if [ -z "$dump" ] || [ ! -s "$dump" ]; then
+    echo "no callgrind dump at $out.*" >&2
+    exit 1
+fi
 echo "$routes routes, $changes changes, $dump"
 # Run from / so that callgrind_annotate names every function with its object (` [BIN]`).
 (cd / && callgrind_annotate --inclusive=yes "$dump" 2>/dev/null) | awk -v n="$changes" '
@@ -82,4 +87,11 @@ echo "$routes routes, $changes changes, $dump"
                 v = $1; gsub(",", "", v); printf "%-40s %6.1fM\n", parts[i], v / n / 1e6
             }
         }
+    }
+    # A part the profile does not name ran no instruction in these changes (or was renamed):
+    # say so rather than leave it out; no total at all is a failed run.
+    / PROGRAM TOTALS/ { total = 1 }
+    END {
+        for (i in parts) if (!seen[parts[i]]) printf "%-40s not in the profile\n", parts[i]
+        if (!total) { print "callgrind_annotate printed no totals" > "/dev/stderr"; exit 1 }
     }'
