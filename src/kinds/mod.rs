@@ -6,6 +6,7 @@
 //! kube providers interpret a declaration, this module never does I/O.
 
 pub mod crd;
+pub mod httproute;
 pub mod ingress;
 pub mod l4;
 pub mod routes;

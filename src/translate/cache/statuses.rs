@@ -9,7 +9,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use foldhash::HashMap;
-use gateway_api::apis::experimental::httproutes::HttpRouteStatus;
+use crate::kinds::httproute::HttpRouteStatus;
 
 /// The distinct route statuses that routes hold, by a digest of their content.
 #[derive(Debug, Default)]
@@ -71,7 +71,7 @@ fn digest(status: &HttpRouteStatus) -> u64 {
 mod tests {
     use super::*;
     use crate::status::conditions::{ConditionType, Reason, Stamp};
-    use gateway_api::apis::experimental::httproutes::{
+    use crate::kinds::httproute::{
         HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
     };
 
