@@ -1,9 +1,9 @@
 //! The HTTPRoute as edgeplane keeps it: the Gateway API v1 HTTPRoute (experimental channel, so
-//! every field the translator reads) with its lists as boxed slices, its references' strings
-//! as `Box<str>` and a rule's rare parts (retry, session persistence, timeouts) boxed, so that
+//! every field the translator reads) with its lists as boxed slices, its references' and paths'
+//! strings as `Box<str>` and a rule's rare parts (retry, session persistence, timeouts) boxed, so that
 //! a route held in the snapshot costs what it says rather than what the largest rule could say.
 //! It reads and writes the same JSON and YAML as the gateway-api crate's type; every other
-//! part of the route (filters, matches, status) is that crate's type, re-exported here so
+//! part of the route (filters, a match's headers and query parameters, status) is that crate's type, re-exported here so
 //! that the translator names one module. Types only.
 
 pub use gateway_api::apis::experimental::httproutes::*;
@@ -93,6 +93,30 @@ pub struct HttpRouteRulesBackendRefs {
     pub weight: Option<i32>,
 }
 
+/// One match of an HTTPRoute rule: path, method, headers and query parameters, all of which
+/// must hold.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteRulesMatches {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Box<[HttpRouteRulesMatchesHeaders]>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<HttpRouteRulesMatchesMethod>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpRouteRulesMatchesPath>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_params: Option<Box<[HttpRouteRulesMatchesQueryParams]>>,
+}
+
+/// The path a match requires: its kind and value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct HttpRouteRulesMatchesPath {
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
+    pub r#type: Option<HttpRouteRulesMatchesPathType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Box<str>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,8 +133,9 @@ mod tests {
                 size_of::<HttpRouteParentRefs>(),
                 size_of::<HttpRouteRules>(),
                 size_of::<HttpRouteRulesBackendRefs>(),
+                size_of::<HttpRouteRulesMatches>(),
             ),
-            (440, 56, 88, 88, 96)
+            (440, 56, 88, 88, 96, 64)
         );
     }
 
@@ -118,7 +143,7 @@ mod tests {
     /// write it back alike: the compact form changes what is held, not what is read or written.
     #[test]
     fn reads_and_writes_what_the_gateway_api_type_does() {
-        let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: ns, generation: 2}\nspec:\n  parentRefs: [{name: gw, sectionName: web, port: 80}]\n  hostnames: [a.example]\n  rules:\n  - name: first\n    matches: [{path: {type: PathPrefix, value: /a}, method: GET}]\n    filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x, value: y}]}}]\n    backendRefs: [{name: svc, port: 80, weight: 3, filters: [{type: ResponseHeaderModifier, responseHeaderModifier: {remove: [z]}}]}]\n    timeouts: {request: 10s}\n    retry: {attempts: 2, codes: [503]}\n    sessionPersistence: {type: Cookie, sessionName: s}\nstatus:\n  parents: [{controllerName: x/y, parentRef: {name: gw}, conditions: []}]\n";
+        let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: ns, generation: 2}\nspec:\n  parentRefs: [{name: gw, sectionName: web, port: 80}]\n  hostnames: [a.example]\n  rules:\n  - name: first\n    matches: [{path: {type: PathPrefix, value: /a}, method: GET, headers: [{name: h, value: v}], queryParams: [{type: Exact, name: q, value: w}]}]\n    filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x, value: y}]}}]\n    backendRefs: [{name: svc, port: 80, weight: 3, filters: [{type: ResponseHeaderModifier, responseHeaderModifier: {remove: [z]}}]}]\n    timeouts: {request: 10s}\n    retry: {attempts: 2, codes: [503]}\n    sessionPersistence: {type: Cookie, sessionName: s}\nstatus:\n  parents: [{controllerName: x/y, parentRef: {name: gw}, conditions: []}]\n";
         let ours: HttpRoute = serde_yaml_ng::from_str(yaml).unwrap();
         let theirs: gateway_api::apis::experimental::httproutes::HttpRoute =
             serde_yaml_ng::from_str(yaml).unwrap();
