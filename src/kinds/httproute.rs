@@ -1,10 +1,11 @@
 //! The HTTPRoute as edgeplane keeps it: the Gateway API v1 HTTPRoute (experimental channel, so
-//! every field the translator reads) with its lists as boxed slices, its references' and paths'
-//! strings as `Box<str>` and a rule's rare parts (retry, session persistence, timeouts) boxed, so that
-//! a route held in the snapshot costs what it says rather than what the largest rule could say.
-//! It reads and writes the same JSON and YAML as the gateway-api crate's type; every other
-//! part of the route (filters, a match's headers and query parameters, status) is that crate's type, re-exported here so
-//! that the translator names one module. Types only.
+//! every field the translator reads) with its lists as boxed slices, the strings of its
+//! references, rule names and match paths as `Box<str>`, and a rule's rare parts (retry,
+//! session persistence, timeouts) boxed, so that a route held in the snapshot costs what it
+//! says rather than what the largest rule could say. It reads and writes the same JSON and
+//! YAML as the gateway-api crate's type; every other part of the route (filters, a match's
+//! headers and query parameters, the status) is that crate's type, re-exported here so that
+//! the translator names one module. Types only.
 
 pub use gateway_api::apis::experimental::httproutes::*;
 use kube::CustomResource;
