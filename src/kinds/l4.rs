@@ -4,7 +4,7 @@
 //! the group's kinds into them. Their status has the shape every route kind shares, which is
 //! the shape of [`HttpRouteStatus`]. Types only.
 
-use gateway_api::apis::experimental::httproutes::HttpRouteStatus;
+use crate::kinds::httproute::HttpRouteStatus;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 

@@ -1,11 +1,13 @@
 //! Every Kubernetes kind edgeplane reads, in one folder: our own kinds (`crd`: the edgeplane.dev
-//! CRDs and their versions; `l4`: the v1 TCP/UDP/TLS route types) beside what a kind is to
-//! edgeplane and the [`kinds!`](crate::kinds!) macro that declares a set of kinds once: the
-//! snapshot struct with one field per kind, and the description the providers read (which
-//! documents a kind is read from, how it is watched). Pure: data and types only; the file and
+//! CRDs and their versions; `l4`: the v1 TCP/UDP/TLS route types; `httproute`: the HTTPRoute in
+//! the compact form the snapshot keeps) beside what a kind is to edgeplane and the
+//! [`kinds!`](crate::kinds!) macro that declares a set of kinds once: the snapshot struct
+//! with one field per kind, and the description the providers read (which documents a kind is
+//! read from, how it is watched). Pure: data and types only; the file and
 //! kube providers interpret a declaration, this module never does I/O.
 
 pub mod crd;
+pub mod httproute;
 pub mod ingress;
 pub mod l4;
 pub mod routes;

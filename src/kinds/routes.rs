@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use gateway_api::apis::experimental::httproutes::{
+use crate::kinds::httproute::{
     HttpRoute, HttpRouteStatus, HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
 };
 use gateway_api::apis::standard::grpcroutes::{GrpcRoute, GrpcRouteStatus};
@@ -260,7 +260,7 @@ macro_rules! route_status_of {
 route_status_of!(GrpcRouteStatus, TlsRouteStatus);
 
 impl RouteKind for HttpRoute {
-    type Rule = gateway_api::apis::experimental::httproutes::HttpRouteRules;
+    type Rule = crate::kinds::httproute::HttpRouteRules;
 
     fn parent_refs(&self) -> impl Iterator<Item = ParentRef<'_>> {
         self.spec

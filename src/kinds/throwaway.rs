@@ -4,7 +4,7 @@
 //! by another name: its objects attach to TCP listeners and their connections go to its
 //! backends. Types only; its tests are in `crate::provider::route_kind_tests`.
 
-use gateway_api::apis::experimental::httproutes::HttpRouteStatus;
+use crate::kinds::httproute::HttpRouteStatus;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 

@@ -272,7 +272,7 @@ fn split_value(
 
 #[cfg(test)]
 mod tests {
-    use gateway_api::apis::experimental::httproutes::HttpRoute;
+    use crate::kinds::httproute::HttpRoute;
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::api::core::v1::Secret;
 

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::HttpRouteStatusParents;
+use crate::kinds::httproute::HttpRouteStatusParents;
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicyStatus, BackendTlsPolicyStatusAncestors,
 };

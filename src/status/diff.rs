@@ -4,7 +4,7 @@
 //! other controllers' kept, guarded by the read `resourceVersion`), and the transitions that
 //! deserve an Event. Pure: the writer sends what this returns.
 
-use gateway_api::apis::experimental::httproutes::{HttpRouteStatus, HttpRouteStatusParents};
+use crate::kinds::httproute::{HttpRouteStatus, HttpRouteStatusParents};
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatus;
 use gateway_api::apis::standard::gatewayclasses::GatewayClassStatus;
 use gateway_api::apis::standard::gateways::GatewayStatus;

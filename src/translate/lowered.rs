@@ -3,7 +3,7 @@
 //! plain HTTP requests of each rule are redirected to https. The same functions serving uses,
 //! so a conversion cannot drift from what is served. Pure.
 
-use gateway_api::apis::experimental::httproutes::HttpRoute;
+use crate::kinds::httproute::HttpRoute;
 use k8s_openapi::api::networking::v1::Ingress;
 
 use crate::translate::routes::http_like::HttpLike;

@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::HttpRoute;
+use crate::kinds::httproute::HttpRoute;
 
 use crate::kinds::routes::RouteKindId;
 use crate::snapshot::namespace_of;

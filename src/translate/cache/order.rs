@@ -56,7 +56,7 @@ impl RouteOrder {
 mod tests {
     use std::sync::Arc;
 
-    use gateway_api::apis::experimental::httproutes::HttpRoute;
+    use crate::kinds::httproute::HttpRoute;
     use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 
     use super::*;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use foldhash::HashMap;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::HttpRoute;
+use crate::kinds::httproute::HttpRoute;
 
 use crate::kinds::routes::{RouteKind, RouteKindId};
 use crate::snapshot::namespace_of;

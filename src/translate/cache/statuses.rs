@@ -8,8 +8,8 @@ use std::collections::hash_map::Entry;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use crate::kinds::httproute::HttpRouteStatus;
 use foldhash::HashMap;
-use gateway_api::apis::experimental::httproutes::HttpRouteStatus;
 
 /// The distinct route statuses that routes hold, by a digest of their content.
 #[derive(Debug, Default)]
@@ -70,10 +70,8 @@ fn digest(status: &HttpRouteStatus) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::httproute::{HttpRouteStatusParents, HttpRouteStatusParentsParentRef};
     use crate::status::conditions::{ConditionType, Reason, Stamp};
-    use gateway_api::apis::experimental::httproutes::{
-        HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
-    };
 
     fn status(gateway: &str, generation: i64, reason: Reason) -> Arc<HttpRouteStatus> {
         let stamp = Stamp {

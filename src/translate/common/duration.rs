@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gateway_api::apis::experimental::httproutes::HttpRouteRulesTimeouts;
+use crate::kinds::httproute::HttpRouteRulesTimeouts;
 
 use crate::table::Timeouts;
 

@@ -22,9 +22,7 @@ pub mod upstream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::{
-    HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
-};
+use crate::kinds::httproute::{HttpRouteStatusParents, HttpRouteStatusParentsParentRef};
 use k8s_openapi::api::networking::v1::{
     Ingress, IngressBackend, IngressClass, IngressServiceBackend,
 };

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use foldhash::HashMap;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::HttpRoute;
+use crate::kinds::httproute::HttpRoute;
 
 use super::{Compiled, Policies, Setting, Target, TargetKind, REQUEST_SETTINGS};
 use crate::kinds::routes::RouteKindId;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gateway_api::apis::experimental::httproutes::{HttpRouteRulesRetry, HttpRouteRulesTimeouts};
+use crate::kinds::httproute::{HttpRouteRulesRetry, HttpRouteRulesTimeouts};
 
 use super::auth;
 use super::ext_auth;

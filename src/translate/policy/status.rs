@@ -288,7 +288,10 @@ fn reach(
             };
             if let Some(section) = &t.section {
                 let rules = route.spec.rules.iter().flatten();
-                if !rules.clone().any(|r| r.name.as_ref() == Some(section)) {
+                if !rules
+                    .clone()
+                    .any(|r| r.name.as_deref() == Some(section.as_str()))
+                {
                     return not_found(format!(
                         "HTTPRoute {}/{} has no rule named {section:?}",
                         t.namespace, t.name

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::HttpRouteStatusParents;
+use crate::kinds::httproute::HttpRouteStatusParents;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::kinds::routes::{ParentRef, RouteKind, RouteKindId, RouteStatus};

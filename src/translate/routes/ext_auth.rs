@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use gateway_api::apis::experimental::httproutes::{
+use crate::kinds::httproute::{
     HttpRouteRulesFiltersExternalAuth as Spec, HttpRouteRulesFiltersExternalAuthProtocol as P,
 };
 use http::{HeaderName, Method};

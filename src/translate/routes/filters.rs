@@ -2,7 +2,7 @@
 //! CORS, and RequestMirror targets and ExternalAuth authorizers (left for `rules` to resolve). Invalid or unsupported filters
 //! are errors that make their rule invalid. Pure.
 
-use gateway_api::apis::experimental::httproutes::{
+use crate::kinds::httproute::{
     HttpRouteRulesBackendRefsFilters, HttpRouteRulesFilters as Filter, HttpRouteRulesFiltersCors,
     HttpRouteRulesFiltersRequestMirror,
     HttpRouteRulesFiltersRequestRedirectPathType as RedirectPathType,

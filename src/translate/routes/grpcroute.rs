@@ -4,7 +4,7 @@
 //! matches are compiled here: a gRPC condition (`GrpcMatch`) plus a path that lets the host's
 //! path index find it in the GRPCRoute spec's precedence. Pure.
 
-use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec};
+use crate::kinds::httproute::{HttpRoute, HttpRouteSpec};
 use gateway_api::apis::standard::grpcroutes::{
     GrpcRoute, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType as HType,
     GrpcRouteRulesMatchesMethodType as MType,

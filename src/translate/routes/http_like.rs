@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gateway_api::apis::experimental::httproutes::HttpRoute;
+use crate::kinds::httproute::HttpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::kinds::crd::TrafficPolicy;

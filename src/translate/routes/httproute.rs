@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::HttpRoute;
+use crate::kinds::httproute::HttpRoute;
 
 use crate::translate::gateways::gateway::GatewayModel;
 use crate::translate::routes::attach::{attach, Attached, RuleOutcome};

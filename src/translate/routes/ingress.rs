@@ -6,7 +6,7 @@
 //! `use-regex`); every path of a host `prepare` marked regex is a `RegularExpression`
 //! ([`crate::translate::ingress::regex`]). Pure.
 
-use gateway_api::apis::experimental::httproutes::HttpRoute;
+use crate::kinds::httproute::HttpRoute;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use serde_json::{json, Value};
 

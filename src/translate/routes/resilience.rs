@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gateway_api::apis::experimental::httproutes::{
+use crate::kinds::httproute::{
     HttpRouteRulesRetry, HttpRouteRulesSessionPersistence,
     HttpRouteRulesSessionPersistenceCookieConfigLifetimeType as Lifetime,
     HttpRouteRulesSessionPersistenceType as SpecKind,
@@ -154,7 +154,7 @@ fn default_session_name(namespace: &str, name: &str, rule_index: usize) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gateway_api::apis::experimental::httproutes::HttpRouteRulesSessionPersistenceCookieConfig;
+    use crate::kinds::httproute::HttpRouteRulesSessionPersistenceCookieConfig;
 
     fn retry(codes: &[i64], attempts: Option<i64>, backoff: Option<&str>) -> HttpRouteRulesRetry {
         HttpRouteRulesRetry {

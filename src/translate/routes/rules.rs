@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use gateway_api::apis::experimental::httproutes::{
+use crate::kinds::httproute::{
     HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType as HType,
     HttpRouteRulesMatchesMethod as M, HttpRouteRulesMatchesPathType as PType,
     HttpRouteRulesMatchesQueryParamsType as QType,
@@ -242,10 +242,10 @@ fn compile_actions(
     let compiled = compile_filters(rule.filters.as_deref().unwrap_or_default(), all_prefix)
         .map_err(|e| e.to_string())
         .and_then(|c| {
-            let timeouts = compile_timeouts(rule.timeouts.as_ref()).map_err(|e| e.to_string())?;
-            let retry = compile_retry(rule.retry.as_ref()).map_err(|e| e.to_string())?;
+            let timeouts = compile_timeouts(rule.timeouts.as_deref()).map_err(|e| e.to_string())?;
+            let retry = compile_retry(rule.retry.as_deref()).map_err(|e| e.to_string())?;
             let session = compile_session(
-                rule.session_persistence.as_ref(),
+                rule.session_persistence.as_deref(),
                 namespace,
                 route.name(),
                 index,
@@ -271,7 +271,7 @@ fn compile_actions(
             return (RuleFilters::default(), BackendSet::new(vec![invalid]));
         }
     };
-    let mut set = Vec::with_capacity(rule.backend_refs.as_ref().map_or(0, Vec::len));
+    let mut set = Vec::with_capacity(rule.backend_refs.as_deref().map_or(0, <[_]>::len));
     for b in rule.backend_refs.iter().flatten() {
         let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
         let r = BackendRef {

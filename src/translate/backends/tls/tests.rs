@@ -48,7 +48,7 @@ const CA: &str = "caCertificateRefs: [{group: \"\", kind: ConfigMap, name: ca}]"
 
 /// Routes of `gw` to ports 443 and 8443 of Services `a` and `b`, and to `unused` from a route
 /// of another controller's Gateway.
-fn routes() -> Vec<Arc<gateway_api::apis::experimental::httproutes::HttpRoute>> {
+fn routes() -> Vec<Arc<crate::kinds::httproute::HttpRoute>> {
     vec![
         object(
             "metadata: {name: r, namespace: infra}\n\
