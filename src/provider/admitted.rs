@@ -72,6 +72,19 @@ pub struct Admission<S = Snapshot> {
     /// The admitted objects of kinds with transition rules (few are: most objects never need
     /// it), each after defaulting, as compact JSON: `oldSelf` of its next version.
     olds: BTreeMap<ObjectKey, Box<str>>,
+    /// Every admitted object in its snapshot field, in key order: what [`collect`]ing
+    /// `admitted` gives. A reading of some files puts in place only the objects it admitted
+    /// anew or deleted, so taking a snapshot copies a list of pointers rather than sorting
+    /// every object into its field again.
+    ///
+    /// [`collect`]: super::objects::collect
+    snapshot: S,
+    /// The files defining each object that is not defined exactly once, in the file of its
+    /// admitted version: defined twice, or only in files whose version was rejected. Every
+    /// other object is defined in its admitted version's file alone, so a reading of some
+    /// files finds every definition of the objects it touches in those files, the admitted
+    /// versions' files and these, without a walk over every file.
+    scattered: BTreeMap<ObjectKey, Box<[Arc<Path>]>>,
 }
 
 impl Admission {
@@ -91,6 +104,8 @@ impl<S: KindSet> Admission<S> {
             files: BTreeMap::new(),
             admitted: BTreeMap::new(),
             olds: BTreeMap::new(),
+            snapshot: S::default(),
+            scattered: BTreeMap::new(),
         }
     }
 
@@ -139,6 +154,8 @@ impl<S: KindSet> Admission<S> {
         // A reading of every object settles them all: it lists none.
         let listing = scope == Scope::Touched;
         let mut touched = BTreeSet::new();
+        // The files whose definitions this reading changed (parsed anew, or removed).
+        let mut reparsed = BTreeSet::new();
         // The documents of the files parsed by this reading, for their admission.
         let mut fresh = Fresh::new();
         for (path, change) in changes {
@@ -151,6 +168,7 @@ impl<S: KindSet> Admission<S> {
                 None => {
                     let gone = previous.iter().flat_map(|p| &p.definitions);
                     touched.extend(gone.filter(|_| listing).map(|d| d.key.clone()));
+                    reparsed.insert(shared.clone());
                     None
                 }
                 Some(Taken::Held) => previous,
@@ -168,6 +186,7 @@ impl<S: KindSet> Admission<S> {
                                 sort_skipped(&self.kinds, &self.crds, &shared, &parsed, &mut out);
                             }
                             touched.extend(before);
+                            reparsed.insert(shared.clone());
                             let now = parsed.definitions.iter().filter(|_| listing);
                             touched.extend(now.map(|d| d.key.clone()));
                             Some(parsed)
@@ -182,9 +201,10 @@ impl<S: KindSet> Admission<S> {
         }
         let keys = match scope {
             Scope::All => None,
-            Scope::Touched => Some(&touched),
+            Scope::Touched => Some((&touched, &reparsed)),
         };
-        self.admit_definitions(keys, &mut fresh, &mut out);
+        let moved = self.admit_definitions(keys, &mut fresh, &mut out);
+        self.place(moved, scope);
         match scope {
             Scope::All => self.drop_texts(None),
             Scope::Touched => self.drop_texts(Some(&fresh)),
@@ -195,14 +215,25 @@ impl<S: KindSet> Admission<S> {
     /// Admits the objects of `keys` (every object: `None`) as the files now define them: an
     /// object defined once is admitted (or keeps its previous version when rejected, with the
     /// error in `out`), one defined in several places keeps its previous version, and one no
-    /// longer defined is deleted.
+    /// longer defined is deleted. Returns the keys whose admitted object changed.
     fn admit_definitions(
         &mut self,
-        keys: Option<&BTreeSet<ObjectKey>>,
+        scope: Option<(&BTreeSet<ObjectKey>, &BTreeSet<Arc<Path>>)>,
         fresh: &mut Fresh,
         out: &mut Applied,
-    ) {
-        let definitions = definitions(&self.files, keys);
+    ) -> Vec<ObjectKey> {
+        let mut moved = Vec::new();
+        let keys = scope.map(|(keys, _)| keys);
+        let definitions = match scope {
+            Some((keys, reparsed)) => {
+                let within = self.defining(keys, reparsed);
+                definitions(&self.files, Some(keys), Some(&within))
+            }
+            None => {
+                self.scattered.clear();
+                definitions(&self.files, None, None)
+            }
+        };
         if keys.is_none() {
             for (path, file) in &self.files {
                 sort_skipped(&self.kinds, &self.crds, path, file, out);
@@ -224,7 +255,11 @@ impl<S: KindSet> Admission<S> {
         };
         for key in deleted {
             self.olds.remove(&key);
-            out.changed |= self.admitted.remove(&key).is_some();
+            self.scattered.remove(&key);
+            if self.admitted.remove(&key).is_some() {
+                out.changed = true;
+                moved.push(key);
+            }
         }
         for (key, defs) in definitions {
             let previous = self.admitted.remove(key);
@@ -233,6 +268,7 @@ impl<S: KindSet> Admission<S> {
                     Ok(None) => previous,
                     Ok(Some((new, old))) => {
                         out.changed = true;
+                        moved.push(key.clone());
                         match old {
                             Some(old) => self.olds.insert(key.clone(), old),
                             None => self.olds.remove(key),
@@ -263,9 +299,64 @@ impl<S: KindSet> Admission<S> {
                 ));
                 previous
             };
+            let alone = match (defs.as_slice(), &settled) {
+                ([(path, _)], Some(object)) => object.path == **path,
+                _ => false,
+            };
+            if alone {
+                self.scattered.remove(key);
+            } else {
+                let mut places: Vec<Arc<Path>> = defs.iter().map(|(p, _)| (*p).clone()).collect();
+                places.dedup();
+                self.scattered
+                    .insert(key.clone(), places.into_boxed_slice());
+            }
             if let Some(object) = settled {
                 self.admitted.insert(key.clone(), object);
             }
+        }
+        moved
+    }
+
+    /// The files that may define an object of `keys`: those whose definitions this reading
+    /// changed (`reparsed`), the admitted versions' files and the objects' scattered places.
+    fn defining<'a>(
+        &'a self,
+        keys: &BTreeSet<ObjectKey>,
+        reparsed: &'a BTreeSet<Arc<Path>>,
+    ) -> BTreeSet<&'a Path> {
+        let mut within: BTreeSet<&Path> = reparsed.iter().map(|p| &**p).collect();
+        for key in keys {
+            match self.scattered.get(key) {
+                Some(places) => within.extend(places.iter().map(|p| &**p)),
+                None => within.extend(self.admitted.get(key).map(|a| &*a.path)),
+            }
+        }
+        within
+    }
+
+    /// Brings the held snapshot to the admitted objects after the objects of `moved` changed:
+    /// each put in its place for a reading of some files, the whole snapshot collected anew
+    /// for a reading of every file (most objects may have moved) or when a place cannot be
+    /// found.
+    fn place(&mut self, moved: Vec<ObjectKey>, scope: Scope) {
+        if moved.is_empty() {
+            return;
+        }
+        let (admitted, kinds, snapshot) = (&self.admitted, &self.kinds, &mut self.snapshot);
+        let placed = scope == Scope::Touched
+            && moved.iter().all(|key| {
+                let object = admitted.get(key).map(|a| &a.object);
+                kinds.place(
+                    snapshot,
+                    (key.group(), key.kind()),
+                    (key.namespace(), key.name()),
+                    object,
+                )
+            });
+        if !placed {
+            self.snapshot =
+                super::objects::collect(self.admitted.values().map(|a| a.object.clone()));
         }
     }
 
@@ -438,13 +529,19 @@ impl<S: KindSet> Admission<S> {
 }
 
 /// Every definition of the objects of `keys` (of every object when `None`) in the parsed
-/// files, in file order.
+/// files (those of `within` only, when given: they must hold every such definition), in file
+/// order.
 fn definitions<'a>(
     files: &'a BTreeMap<Arc<Path>, Held>,
     keys: Option<&BTreeSet<ObjectKey>>,
+    within: Option<&BTreeSet<&Path>>,
 ) -> BTreeMap<&'a ObjectKey, Vec<(&'a Arc<Path>, &'a Definition)>> {
     let mut definitions: BTreeMap<&ObjectKey, Vec<(&Arc<Path>, &Definition)>> = BTreeMap::new();
-    for (path, file) in files {
+    let listed: Box<dyn Iterator<Item = (&Arc<Path>, &Held)>> = match within {
+        Some(within) => Box::new(within.iter().filter_map(|p| files.get_key_value(*p))),
+        None => Box::new(files.iter()),
+    };
+    for (path, file) in listed {
         let wanted = file
             .definitions
             .iter()

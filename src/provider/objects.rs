@@ -142,6 +142,17 @@ trait FileKind<S>: Send + Sync {
     fn decode(&self, value: &Value) -> Result<Arc<dyn AnyObject>, String>;
     /// Adds `value`, an object this kind decoded, to its field of `snapshot`.
     fn insert(&self, snapshot: &mut S, value: &Arc<dyn AnyObject>);
+    /// Puts `value` (`None`: nothing) in the place of the object `namespace`/`name` in its
+    /// field of `snapshot`, a field sorted by namespace and name as [`collect`] fills it from
+    /// keys in order. False when that cannot be done (no such object to remove, a value of
+    /// another name, a field out of order): the caller collects the snapshot anew.
+    fn place(
+        &self,
+        snapshot: &mut S,
+        namespace: Option<&str>,
+        name: &str,
+        value: Option<&Arc<dyn AnyObject>>,
+    ) -> bool;
 }
 
 struct Entry<S, K> {
@@ -179,6 +190,46 @@ impl<S: 'static, K: Kind> FileKind<S> for Entry<S, K> {
             (self.declared.slot)(snapshot).push(object);
         }
     }
+
+    fn place(
+        &self,
+        snapshot: &mut S,
+        namespace: Option<&str>,
+        name: &str,
+        value: Option<&Arc<dyn AnyObject>>,
+    ) -> bool {
+        let value = match value.map(|v| v.clone().into_any().downcast::<K>()) {
+            None => None,
+            Some(Ok(object)) => Some(object),
+            Some(Err(_)) => return false,
+        };
+        if value
+            .as_ref()
+            .is_some_and(|v| place_of(&**v) != (namespace, name))
+        {
+            return false;
+        }
+        let list = (self.declared.slot)(snapshot);
+        let at = list.binary_search_by(|o| place_of(&**o).cmp(&(namespace, name)));
+        match (at, value) {
+            (Ok(i), Some(v)) => list[i] = v,
+            (Ok(i), None) => {
+                list.remove(i);
+            }
+            (Err(i), Some(v)) => list.insert(i, v),
+            (Err(_), None) => return false,
+        }
+        true
+    }
+}
+
+/// Where an object sorts in its snapshot field: by namespace, then name, as its key does.
+fn place_of<K: Kind>(object: &K) -> (Option<&str>, &str) {
+    let meta = object.meta();
+    (
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or(""),
+    )
 }
 
 /// The kinds of a set `S` by API group and kind: which documents the file provider reads, and
@@ -217,6 +268,28 @@ impl<S: KindSet> FileKinds<S> {
     fn find(&self, doc: &Document) -> Option<&Arc<dyn FileKind<S>>> {
         let group = doc.group();
         self.kinds.iter().find(|k| k.matches(group, &doc.kind))
+    }
+
+    /// Puts `object` (`None`: nothing) in the place of the object of `group`/`kind`
+    /// `namespace`/`name` in `snapshot`, whose fields are in key order (as [`collect`] fills
+    /// them from keys in order), so that the snapshot stays what collecting it anew would
+    /// give. True for a kind the set does not declare (nothing to do); false when the place
+    /// cannot be found (see [`FileKind::place`]).
+    pub fn place(
+        &self,
+        snapshot: &mut S,
+        (group, kind): (&str, &str),
+        (namespace, name): (Option<&str>, &str),
+        object: Option<&Object<S>>,
+    ) -> bool {
+        let Some(entry) = self.kinds.iter().find(|k| k.matches(group, kind)) else {
+            return true;
+        };
+        match object {
+            Some(Object::Read(r)) => entry.place(snapshot, namespace, name, Some(&r.value)),
+            Some(Object::Skipped(_)) => false,
+            None => entry.place(snapshot, namespace, name, None),
+        }
     }
 
     /// The kinds read in API group `group` (`""`: the core group), in declaration order.

@@ -238,14 +238,29 @@ impl StatusReport {
         out
     }
 
-    /// Every entry with its problems, for the entries that have any, in report order.
+    /// Every entry with its problems, for the entries that have any, in report order. The
+    /// routes of a Gateway mostly share one status `Arc` (the translator pools equal
+    /// statuses), so a route status found without problems is not walked again for the next
+    /// entries holding the same `Arc`.
     pub fn problems_by_object(&self) -> Vec<(&ObjectStatus, Vec<Problem>)> {
+        let mut clear: Option<&Arc<crate::kinds::routes::RouteStatus>> = None;
         self.entries
             .iter()
             .filter_map(|e| {
+                let route = match &e.status {
+                    StatusBody::Route(s) => Some(s),
+                    _ => None,
+                };
+                if route.is_some_and(|s| clear.is_some_and(|c| Arc::ptr_eq(c, s))) {
+                    return None;
+                }
                 let mut out = Vec::new();
                 e.status.typed(e.kind)?.problems(&|| e.label(), &mut out);
-                (!out.is_empty()).then_some((e, out))
+                if out.is_empty() {
+                    clear = route.or(clear);
+                    return None;
+                }
+                Some((e, out))
             })
             .collect()
     }

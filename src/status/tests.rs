@@ -236,6 +236,46 @@ fn problems_name_the_listener() {
     assert_eq!(p[0].reason, "UnsupportedProtocol");
 }
 
+/// Routes sharing one status `Arc` are reported as walking each would report them: a shared
+/// status without problems hides no other entry's problem, and one with a problem is reported
+/// for every route holding it, each under its own name.
+#[test]
+fn shared_route_statuses_report_their_problems_per_route() {
+    let status = |accepted: &str| {
+        let v = json!({"parents": [{"controllerName": "c/d", "parentRef": {"name": "gw"},
+            "conditions": [{"type": "Accepted", "status": accepted, "reason": "NotAllowedByListeners",
+                "message": "", "lastTransitionTime": T0}]}]});
+        StatusBody::Route(Arc::new(serde_json::from_value(v).unwrap()))
+    };
+    let (fine, broken) = (status("True"), status("False"));
+    let kind = ObjectKind::Route(RouteKindId::HttpRoute);
+    let holders = [&fine, &fine, &broken, &fine, &broken, &broken, &fine];
+    let report = StatusReport {
+        entries: holders
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                ObjectStatus::new(kind, Some("ns"), &format!("r{i}"), Some(1), (*s).clone())
+            })
+            .collect(),
+    };
+    let named: Vec<String> = report
+        .problems_by_object()
+        .iter()
+        .flat_map(|(_, problems)| problems.iter().map(|p| p.object.clone()))
+        .collect();
+    let walked: Vec<String> = report.problems().into_iter().map(|p| p.object).collect();
+    assert_eq!(named, walked);
+    assert_eq!(
+        named,
+        [
+            "HTTPRoute ns/r2 parent gw",
+            "HTTPRoute ns/r4 parent gw",
+            "HTTPRoute ns/r5 parent gw"
+        ]
+    );
+}
+
 #[test]
 fn entries_serialize_with_their_api_version_and_read_back() {
     let r = gateway("True", T0);

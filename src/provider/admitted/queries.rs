@@ -5,7 +5,6 @@ use std::path::Path;
 
 use super::{Admission, ObjectKey};
 use crate::kinds::KindSet;
-use crate::provider::objects::collect;
 use crate::provider::stamp::Stamp;
 
 impl<S: KindSet> Admission<S> {
@@ -32,9 +31,17 @@ impl<S: KindSet> Admission<S> {
         }
     }
 
-    /// A snapshot of every admitted object.
+    /// A snapshot of every admitted object: a copy of the one held, which each reading
+    /// keeps in step with the admitted objects.
     pub fn snapshot(&self) -> S {
-        collect(self.admitted.values().map(|a| a.object.clone()))
+        self.snapshot.clone()
+    }
+
+    /// The snapshot of every admitted object collected anew, object by object: what
+    /// [`Admission::snapshot`] must equal (for tests).
+    #[cfg(test)]
+    pub fn collected(&self) -> S {
+        crate::provider::objects::collect(self.admitted.values().map(|a| a.object.clone()))
     }
 
     /// The file and line (of its document) the admitted object `key` was read from.

@@ -193,44 +193,82 @@ fn an_unchanged_reading_changes_nothing() {
     assert_eq!(a.len(), 1);
 }
 
+/// A Service `name` with one port.
+fn service(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\nspec:\n  ports: [{{port: 80}}]\n")
+}
+
+/// The addresses of a list's objects, in order.
+fn addresses<T>(objects: &[Arc<T>]) -> Vec<usize> {
+    objects.iter().map(|o| Arc::as_ptr(o) as usize).collect()
+}
+
+/// The snapshot the admission holds is the one collecting its admitted objects anew gives:
+/// the same allocations in the same order, field by field.
+fn assert_snapshot_in_step(a: &Admission, context: &str) {
+    let (held, collected) = (a.snapshot(), a.collected());
+    assert_eq!(
+        addresses(&held.http_routes),
+        addresses(&collected.http_routes),
+        "{context}"
+    );
+    assert_eq!(
+        addresses(&held.services),
+        addresses(&collected.services),
+        "{context}"
+    );
+    assert_eq!(held.len(), collected.len(), "{context}");
+}
+
 /// Random edits of a few files, each applied as an incremental reading of that file to one
 /// state and as a complete reading of the directory to another: the admitted objects agree
-/// after every step (rejections, unparsable files, duplicates and removals included).
+/// after every step (rejections, unparsable files, duplicates and removals included), and the
+/// snapshot each state holds, put in step object by object, is the one collected anew.
 #[test]
 fn incremental_readings_admit_what_complete_readings_admit() {
-    let names = ["a.yaml", "b.yaml", "c.yaml"];
+    let names = ["a.yaml", "b.yaml", "c.yaml", "d.yaml"];
     let contents = [
         route("one", "x.y"),
         route("one", "far-too-long.example"),
         route("two", "z.y"),
         format!("{}---\n{}", route("one", "p.q"), route("two", "r.s")),
+        format!("{}---\n{}", route("zero", "p.q"), route("three", "r.s")),
+        format!("{}---\n{}", route("two", "t.u"), route("two", "v.w")),
+        format!("{}---\n{}", service("m"), route("five", "f.g")),
+        service("a"),
+        service("z"),
         "kind: [".to_owned(),
         String::new(),
     ];
-    for seed in 0..20 {
+    for seed in 0..40 {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut incremental = Admission::new(crds());
         let mut complete = Admission::new(crds());
         let mut files: BTreeMap<&str, String> = BTreeMap::new();
         for step in 0..40 {
-            let name = names[rng.usize(..names.len())];
-            let change = if rng.usize(..5) == 0 {
-                files.remove(name);
-                None
-            } else {
-                let text = contents[rng.usize(..contents.len())].clone();
-                files.insert(name, text.clone());
-                Some(Ok(text))
-            };
-            incremental.apply_changes(vec![(PathBuf::from(name), change)], Reading::Final);
+            let mut changes: Vec<(PathBuf, Option<FileRead>)> = Vec::new();
+            // Mostly one file at a time, sometimes two at once.
+            for _ in 0..1 + usize::from(rng.usize(..4) == 0) {
+                let name = names[rng.usize(..names.len())];
+                let change = if rng.usize(..5) == 0 {
+                    files.remove(name);
+                    None
+                } else {
+                    let text = contents[rng.usize(..contents.len())].clone();
+                    files.insert(name, text.clone());
+                    Some(Ok(text))
+                };
+                changes.retain(|(p, _)| p.as_path() != Path::new(name));
+                changes.push((PathBuf::from(name), change));
+            }
+            incremental.apply_changes(changes, Reading::Final);
             let all: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
             complete.apply(read(&all), Reading::Final);
-            assert_eq!(
-                routes(&incremental),
-                routes(&complete),
-                "seed {seed} step {step}: {files:?}"
-            );
-            assert_eq!(incremental.len(), complete.len(), "seed {seed} step {step}");
+            let context = format!("seed {seed} step {step}: {files:?}");
+            assert_eq!(routes(&incremental), routes(&complete), "{context}");
+            assert_eq!(incremental.len(), complete.len(), "{context}");
+            assert_snapshot_in_step(&incremental, &context);
+            assert_snapshot_in_step(&complete, &context);
         }
     }
 }
