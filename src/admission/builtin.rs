@@ -177,7 +177,8 @@ pub fn crds() -> Arc<Crds> {
 
 /// Registers the built-in schemas of every Gateway API kind edgeplane reads, and the full CRDs
 /// (every served version, OpenAPI and CEL) of the edgeplane kinds, generated from their Rust
-/// types. They are built once per process and shared.
+/// types. A kind's schemas are parsed when an object of it is first admitted, once per process,
+/// and shared.
 pub fn register(crds: &mut Crds) -> Result<(), CrdError> {
     crds.include(built()?);
     Ok(())
@@ -203,19 +204,54 @@ pub fn gateway_crds() -> Result<Vec<Value>, CrdError> {
         .collect()
 }
 
+/// Every built-in kind registered without being parsed ([`Crds::register_lazy`]): a kind's
+/// definition is made, and its schemas and CEL rules compiled, when an object of it is first
+/// admitted. The edgeplane.dev definitions are generated once here to learn their kinds and
+/// versions, and again for the kind that is used.
 fn build() -> Result<Crds, CrdError> {
     let mut crds = Crds::new();
-    for crd in gateway_crds()? {
-        crds.register(&crd)?;
+    for (kind, _) in defaults() {
+        crds.register_lazy(GROUP, kind, VERSIONS, move || {
+            let defaults = defaults()
+                .into_iter()
+                .find_map(|(k, d)| (k == kind).then_some(d))
+                .unwrap_or_default();
+            crd(kind, &defaults)
+        });
     }
-    let own = crate::kinds::crd::generate::crd_values().map_err(|e| CrdError::BadSchema {
-        path: "edgeplane.dev CRDs".to_owned(),
-        reason: e.to_string(),
-    })?;
-    for crd in &own {
-        crds.register(crd)?;
+    for own in own_crds()? {
+        let text = |p: &str| own.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        let (group, kind) = (text("/spec/group"), text("/spec/names/kind"));
+        let versions: Vec<&str> = own
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
+            .filter_map(|v| v.get("name").and_then(Value::as_str))
+            .collect();
+        let wanted = kind.to_owned();
+        crds.register_lazy(group, kind, &versions, move || {
+            own_crds()?
+                .into_iter()
+                .find(|c| {
+                    c.pointer("/spec/names/kind").and_then(Value::as_str) == Some(wanted.as_str())
+                })
+                .ok_or_else(|| CrdError::BadSchema {
+                    path: format!("edgeplane.dev CRD {wanted}"),
+                    reason: "no longer generated".to_owned(),
+                })
+        });
     }
     Ok(crds)
+}
+
+/// The edgeplane.dev CRDs generated from their Rust types, as JSON.
+fn own_crds() -> Result<Vec<Value>, CrdError> {
+    crate::kinds::crd::generate::crd_values().map_err(|e| CrdError::BadSchema {
+        path: "edgeplane.dev CRDs".to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 /// A CustomResourceDefinition for `kind`: the structural schema derived from the
@@ -269,6 +305,62 @@ fn for_version(kind: &str, version: &str, schema: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_built_in_kind_parses_at_every_served_version() {
+        let crds = build().unwrap();
+        assert_eq!(
+            crds.kinds.len(),
+            defaults().len() + own_crds().unwrap().len()
+        );
+        for ((group, kind), crd) in &crds.kinds {
+            assert!(!crd.served.is_empty(), "{kind}");
+            for version in &crd.served {
+                assert!(
+                    crds.schema(&format!("{group}/{version}"), kind).is_some(),
+                    "{kind} {version}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_kinds_admitted_are_parsed() {
+        let crds = build().unwrap();
+        let parsed = |crds: &Crds| {
+            let mut kinds: Vec<String> = crds
+                .kinds
+                .iter()
+                .filter(|(_, crd)| crd.versions.get().is_some())
+                .map(|((_, kind), _)| kind.clone())
+                .collect();
+            kinds.sort_unstable();
+            kinds
+        };
+        assert!(parsed(&crds).is_empty());
+        let mut route = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "default"},
+            "spec": {"parentRefs": [{"name": "gw"}]},
+        });
+        crds.admit(&mut route, None).unwrap();
+        assert_eq!(route["spec"]["parentRefs"][0]["kind"], "Gateway");
+        let mut unserved = json!({
+            "apiVersion": "gateway.networking.k8s.io/v9",
+            "kind": "TLSRoute",
+            "metadata": {"name": "t", "namespace": "default"},
+        });
+        let refused = crds.admit(&mut unserved, None).unwrap_err();
+        assert!(
+            refused.errors[0].to_string().contains(
+                r#""gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1alpha2""#
+            ),
+            "{}",
+            refused.errors[0]
+        );
+        assert_eq!(parsed(&crds), ["HTTPRoute", "TLSRoute"]);
+    }
 
     fn admit(kind: &str, spec: Value) -> Value {
         let mut crds = Crds::new();

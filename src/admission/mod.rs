@@ -15,7 +15,7 @@ mod schema;
 mod validate;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -30,11 +30,88 @@ pub struct Crds {
     kinds: HashMap<(String, String), Arc<Crd>>,
 }
 
-/// One registered CRD: its display name and a parsed schema per served version.
+/// One registered CRD: its display name, its served versions and a parsed schema per served
+/// version. A CRD read from a file is parsed when registered; a built-in one when an object of
+/// its kind is first admitted (see [`Crds::register_lazy`]).
 #[derive(Debug)]
 struct Crd {
     name: String,
-    versions: HashMap<String, Arc<Schema>>,
+    served: Vec<String>,
+    versions: OnceLock<Option<HashMap<String, Arc<Schema>>>>,
+    source: Option<Source>,
+}
+
+/// What makes a lazily registered CRD's `apiextensions.k8s.io/v1` object when it is first used.
+type SourceFn = dyn Fn() -> Result<Value, CrdError> + Send + Sync;
+
+/// The maker of a lazily registered CRD (a newtype for `Debug`).
+struct Source(Box<SourceFn>);
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Source")
+    }
+}
+
+impl Crd {
+    /// The parsed schema of every served version, parsing a lazily registered CRD on first
+    /// use; `None` when that fails (a bug in a built-in definition, logged once): the kind is
+    /// then admitted unchanged, as an unregistered kind is.
+    fn versions(&self) -> Option<&HashMap<String, Arc<Schema>>> {
+        self.versions
+            .get_or_init(|| {
+                let source = self.source.as_ref()?;
+                match (source.0)().and_then(|crd| parse_versions(&crd, &self.name)) {
+                    Ok(parsed) => Some(parsed),
+                    Err(e) => {
+                        tracing::error!(crd = %self.name, error = %e, "built-in schema not usable");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+}
+
+/// Parses the schema of every served version of a CRD object (`name` for errors). Versions
+/// often carry the same schema: it is parsed (and its rules compiled) once.
+fn parse_versions(crd: &Value, name: &str) -> Result<HashMap<String, Arc<Schema>>, CrdError> {
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .ok_or(CrdError::Missing {
+            field: "spec.versions",
+        })?;
+    let mut parsed = HashMap::new();
+    let mut seen: Vec<(&Value, Arc<Schema>)> = Vec::new();
+    for v in versions {
+        let served = v.get("served").and_then(Value::as_bool).unwrap_or(true);
+        let (Some(version), Some(schema), true) = (
+            v.get("name").and_then(Value::as_str),
+            v.pointer("/schema/openAPIV3Schema"),
+            served,
+        ) else {
+            continue;
+        };
+        if let Some((_, same)) = seen.iter().find(|(json, _)| *json == schema) {
+            parsed.insert(version.to_owned(), same.clone());
+            continue;
+        }
+        let compiled = Schema::parse(schema, "").map_err(|e| CrdError::InVersion {
+            crd: name.to_owned(),
+            version: version.to_owned(),
+            source: Box::new(e),
+        })?;
+        let compiled = Arc::new(compiled);
+        seen.push((schema, compiled.clone()));
+        parsed.insert(version.to_owned(), compiled);
+    }
+    if parsed.is_empty() {
+        return Err(CrdError::NoSchema {
+            crd: name.to_owned(),
+        });
+    }
+    Ok(parsed)
 }
 
 /// Why a CRD could not be registered.
@@ -102,46 +179,41 @@ impl Crds {
             field: "spec.names.kind",
         })?;
         let name = format!("{kind}.{group}");
-        let versions = crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .ok_or(CrdError::Missing {
-                field: "spec.versions",
-            })?;
-        let mut parsed = HashMap::new();
-        // Versions often carry the same schema: it is parsed (and its rules compiled) once.
-        let mut seen: Vec<(&Value, Arc<Schema>)> = Vec::new();
-        for v in versions {
-            let served = v.get("served").and_then(Value::as_bool).unwrap_or(true);
-            let (Some(version), Some(schema), true) = (
-                text(v, "/name"),
-                v.pointer("/schema/openAPIV3Schema"),
-                served,
-            ) else {
-                continue;
-            };
-            if let Some((_, same)) = seen.iter().find(|(json, _)| *json == schema) {
-                parsed.insert(version, same.clone());
-                continue;
-            }
-            let compiled = Schema::parse(schema, "").map_err(|e| CrdError::InVersion {
-                crd: name.clone(),
-                version: version.clone(),
-                source: Box::new(e),
-            })?;
-            let compiled = Arc::new(compiled);
-            seen.push((schema, compiled.clone()));
-            parsed.insert(version, compiled);
-        }
-        if parsed.is_empty() {
-            return Err(CrdError::NoSchema { crd: name });
-        }
+        let parsed = parse_versions(crd, &name)?;
+        let mut served: Vec<String> = parsed.keys().cloned().collect();
+        served.sort();
         let entry = Crd {
             name: name.clone(),
-            versions: parsed,
+            served,
+            versions: OnceLock::from(Some(parsed)),
+            source: None,
         };
         self.kinds.insert((group, kind), Arc::new(entry));
         Ok(name)
+    }
+
+    /// Registers a CRD of `group` and `kind` served at `versions` without parsing it: `source`
+    /// makes its `apiextensions.k8s.io/v1` object when an object of the kind is first admitted
+    /// (or its rules are listed), and its schemas are parsed then, once. The built-in
+    /// definitions are registered so: a process parses and keeps the schemas and CEL programs
+    /// of the kinds it reads only. A CRD for a group/kind already registered replaces it.
+    pub fn register_lazy(
+        &mut self,
+        group: &str,
+        kind: &str,
+        versions: &[&str],
+        source: impl Fn() -> Result<Value, CrdError> + Send + Sync + 'static,
+    ) {
+        let mut served: Vec<String> = versions.iter().map(|v| (*v).to_owned()).collect();
+        served.sort();
+        let entry = Crd {
+            name: format!("{kind}.{group}"),
+            served,
+            versions: OnceLock::new(),
+            source: Some(Source(Box::new(source))),
+        };
+        self.kinds
+            .insert((group.to_owned(), kind.to_owned()), Arc::new(entry));
     }
 
     /// Registers every kind of `other` here (sharing its parsed schemas), replacing kinds
@@ -184,7 +256,7 @@ impl Crds {
     fn schema(&self, api_version: &str, kind: &str) -> Option<(&Crd, &Schema)> {
         let (group, version) = api_version.split_once('/')?;
         let crd = self.kinds.get(&(group.to_string(), kind.to_string()))?;
-        Some((crd, crd.versions.get(version)?))
+        Some((crd, crd.versions()?.get(version)?))
     }
 
     /// An object of a registered kind at a version its CRD does not serve is refused, as the
@@ -195,12 +267,14 @@ impl Crds {
         let Some(crd) = self.kinds.get(&(group.to_string(), kind.to_string())) else {
             return Ok(());
         };
-        let mut served: Vec<String> = crd
-            .versions
-            .keys()
+        if crd.versions().is_none() {
+            return Ok(());
+        }
+        let served: Vec<String> = crd
+            .served
+            .iter()
             .map(|v| go_quote(&format!("{group}/{v}")))
             .collect();
-        served.sort();
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
