@@ -12,6 +12,9 @@ pub const ANSWERED: &str = "answered";
 /// The backend's answer was one of the rule's error statuses; the error page Service's
 /// answer went to the client instead.
 pub const ERROR_PAGE: &str = "error_page";
+/// The client went away (closed its connection, reset its stream) before the response head was
+/// ready; the request was cancelled, its upstream exchange with it.
+pub const CLIENT_CLOSED: &str = "client_closed";
 /// An external authorizer denied the request: its answer went to the client.
 pub const EXT_AUTH_DENIED: &str = "ext_auth_denied";
 

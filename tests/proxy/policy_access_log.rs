@@ -1,8 +1,8 @@
 //! The access log through the proxy: the command line's format for listeners without a
 //! ProxyConfig (one JSON line per request with every field), and a listener's ProxyConfig
 //! choosing text and its own fields; the request id made when a request has none, sent
-//! upstream and back; one line per TCP stream and per UDP session. Lines are captured instead
-//! of written to stdout.
+//! upstream and back; one line per TCP stream and per UDP session; a `client_closed` line for a
+//! request its client abandoned. Lines are captured instead of written to stdout.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,10 +15,11 @@ use edgeplane::table::{
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::mpsc;
 
-use crate::support::client::{get, h1_client, request, send};
+use crate::support::client::{empty, get, h1_client, request, send, H2c};
 use crate::support::echo::start_echo;
-use crate::support::net::{free_addr, loopback_ip};
+use crate::support::net::{bind_loopback, free_addr, loopback_ip};
 use crate::support::proxy::{start_with, test_options};
 use crate::support::tables::*;
 
@@ -240,4 +241,113 @@ async fn tcp_streams_and_udp_sessions_get_a_line_each() {
         udp["duration"].as_f64().unwrap() >= 0.28,
         "ended by the idle timeout: {udp}"
     );
+}
+
+/// A backend that reads requests and never answers. Each connection reports `request` when
+/// bytes arrive and `closed` when the proxy closes it.
+async fn silent_backend() -> (std::net::SocketAddr, mpsc::Receiver<&'static str>) {
+    let listener = bind_loopback().await;
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let mut told = false;
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => {
+                            let _ = tx.send("closed").await;
+                            return;
+                        }
+                        Ok(_) if !told => {
+                            told = true;
+                            let _ = tx.send("request").await;
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// The backend's next event, waited for at most 10 s.
+async fn next(events: &mut mpsc::Receiver<&'static str>) -> &'static str {
+    tokio::time::timeout(Duration::from_secs(10), events.recv())
+        .await
+        .expect("a backend event in time")
+        .expect("the backend runs")
+}
+
+/// A request whose client goes away while the backend holds it (an HTTP/1.1 connection
+/// closed, an HTTP/2 stream reset) is cancelled, its upstream connection closed, and it still
+/// gets a line: status 499, decision `client_closed`, with the route it had matched.
+#[tokio::test]
+async fn requests_their_clients_abandon_get_a_client_closed_line() {
+    let (backend, mut events) = silent_backend().await;
+    let svc = service("slow", &[backend]);
+    let addr = free_addr();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let options = ProxyOptions {
+        access_log: LogSpec::new(AccessLogFormat::Json),
+        access_sink: AccessSink::Capture(lines.clone()),
+        ..test_options()
+    };
+    let rules = vec![rule("r").backend(to(&svc)).build()];
+    let t = table(1, vec![listener(addr, vec![vhost("*", rules)])]);
+    let _proxy = start_with(t, options).await;
+
+    // HTTP/1.1: the client closes its connection.
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    client
+        .write_all(b"GET /h1 HTTP/1.1\r\nhost: example.com\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(next(&mut events).await, "request");
+    drop(client);
+    assert_eq!(
+        next(&mut events).await,
+        "closed",
+        "the upstream exchange ends"
+    );
+    let got = wait_lines(&lines, 1).await;
+    let line: Value = serde_json::from_str(&got[0]).expect("a JSON line");
+    assert_eq!(line["path"], "/h1");
+    assert_eq!(line["protocol"], "HTTP/1.1");
+    assert_eq!(line["status"], 499);
+    assert_eq!(line["decision"], "client_closed");
+    assert_eq!(line["route"], "HTTPRoute/default/r");
+    assert_eq!(line["gateway"], "default/gw");
+    assert_eq!(line["responseBytes"], 0);
+
+    // HTTP/2: the client resets the stream (its request's future dropped).
+    let mut h2 = H2c::connect(addr).await.unwrap();
+    let req = H2c::request(http::Method::GET, "example.com", "/h2")
+        .body(empty())
+        .unwrap();
+    {
+        let sent = h2.send(req);
+        tokio::pin!(sent);
+        tokio::select! {
+            answered = &mut sent => {
+                panic!("answered: {:?}", answered.map(|r| r.status).map_err(|e| e.to_string()))
+            }
+            event = next(&mut events) => assert_eq!(event, "request"),
+        }
+    }
+    assert_eq!(
+        next(&mut events).await,
+        "closed",
+        "the upstream exchange ends"
+    );
+    let got = wait_lines(&lines, 2).await;
+    let line: Value = serde_json::from_str(&got[1]).expect("a JSON line");
+    assert_eq!(line["path"], "/h2");
+    assert_eq!(line["protocol"], "HTTP/2");
+    assert_eq!(line["status"], 499);
+    assert_eq!(line["decision"], "client_closed");
+    assert_eq!(line["route"], "HTTPRoute/default/r");
 }

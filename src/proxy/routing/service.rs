@@ -27,7 +27,7 @@ use crate::proxy::routing::answers::{empty, grpc_unimplemented, options_asterisk
 use crate::proxy::routing::gate::{self, Target};
 use crate::proxy::routing::headers::client_address;
 use crate::proxy::routing::tapped::{Tapped, Way};
-use crate::proxy::routing::tracked::{Activity, Held, Tracked};
+use crate::proxy::routing::tracked::{Activity, Held, Tracked, Unanswered};
 use crate::proxy::settings::ConnSettings;
 use crate::proxy::shared::Shared;
 use crate::proxy::trace::{self, RequestTrace};
@@ -168,7 +168,7 @@ impl Handler {
             );
             entry.trace_id = Some(trace.ids.trace_id);
             entry.span_id = Some(trace.ids.span_id);
-            entry
+            Unanswered::new(entry, flags.clone(), self.shared.access.clone())
         });
         let tapped = Tapped::begin(&self.shared.tap, &req, start)
             .map(|t| t.client(client.unwrap_or_else(|| self.client_ip(req.headers()))));
@@ -184,6 +184,17 @@ impl Handler {
             Ok(Routed::Matched(matched)) => {
                 let rule = Some((matched.vhost.listener, matched.rule.clone()));
                 routed = Some(Instant::now());
+                // What the line says if the client goes away during the exchange.
+                if let Some(off) = log.take_if(|_| matched.rule.filters.access_log_off) {
+                    off.discard();
+                }
+                if let Some(entry) = log.as_mut().and_then(Unanswered::entry) {
+                    entry.route = Some(matched.rule.route.clone());
+                    entry.rule = Some(matched.rule.clone());
+                    entry.listener = table
+                        .listener(&self.listener)
+                        .map(|l| (l.clone(), Some(matched.vhost.listener)));
+                }
                 let (served, held) = self.proxy(&table, matched, start, &mut trail).await;
                 (rule, served, held)
             }
@@ -238,7 +249,7 @@ impl Handler {
             };
             tapped.finish(&self.shared.tap, way);
         }
-        if let Some(entry) = log.as_mut() {
+        if let Some(entry) = log.as_mut().and_then(Unanswered::entry) {
             entry.status = Some(outcome.response.status().as_u16());
             entry.route = matched.map(|r| r.route.clone());
             entry.rule = matched.cloned();
@@ -251,8 +262,15 @@ impl Handler {
                 .map(|l| (l.clone(), outcome.rule.as_ref().map(|(group, _)| *group)));
         }
         // An Ingress's `enable-access-log: "false"`: its requests write no line.
-        let log = log.filter(|_| !matched.is_some_and(|r| r.filters.access_log_off));
-        let log = log.map(|entry| (Box::new(entry), flags, self.shared.access.clone()));
+        let log = log.and_then(
+            |log| match matched.is_some_and(|r| r.filters.access_log_off) {
+                true => {
+                    log.discard();
+                    None
+                }
+                false => log.answered(),
+            },
+        );
         outcome
             .response
             .map(|body| Tracked::new(body, in_flight, held, log))

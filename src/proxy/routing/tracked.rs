@@ -1,6 +1,7 @@
 //! What a request holds until its response body is done: the connection's in-flight mark (its
 //! idle timer and the drain read it), the endpoint that answered, the connection's upstream slot,
-//! and the access log line written when the body ends.
+//! and the access log line: written when the body ends, or with `499` when the client went away
+//! before the response head was ready.
 
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -98,6 +99,57 @@ pub(crate) struct Held {
     /// The request's place under its TrafficPolicy's concurrency limit: the request counts as
     /// in progress for its client until the body is through or the request is cancelled.
     pub concurrency: Option<crate::proxy::policy::Slot>,
+}
+
+/// Nginx's status for a request its client abandoned: nothing was sent, but the line says why.
+pub(crate) const CLIENT_CLOSED_STATUS: u16 = 499;
+
+/// The access log line of a request whose response head is not ready yet. A request is
+/// cancelled when its client goes away (an HTTP/1.1 connection closed, an HTTP/2 stream reset or
+/// its connection lost): its future is dropped mid-exchange, and this guard writes the line then,
+/// with status 499 and decision `client_closed`, so that no request leaves without a trace.
+pub(crate) struct Unanswered {
+    /// `None` once handed on ([`Unanswered::answered`]) or left unwritten ([`Unanswered::discard`]).
+    entry: Option<Box<Entry>>,
+    flags: Arc<BodyFlags>,
+    logger: AccessLogger,
+}
+
+impl Unanswered {
+    pub(crate) fn new(entry: Entry, flags: Arc<BodyFlags>, logger: AccessLogger) -> Self {
+        Self {
+            entry: Some(Box::new(entry)),
+            flags,
+            logger,
+        }
+    }
+
+    /// The line still being filled in.
+    pub(crate) fn entry(&mut self) -> Option<&mut Entry> {
+        self.entry.as_deref_mut()
+    }
+
+    /// The response head is ready: the line moves to the response body ([`Tracked`]).
+    pub(crate) fn answered(mut self) -> Option<(Box<Entry>, Arc<BodyFlags>, AccessLogger)> {
+        let entry = self.entry.take()?;
+        Some((entry, self.flags.clone(), self.logger.clone()))
+    }
+
+    /// The request's rule writes no line (an Ingress's `enable-access-log: "false"`).
+    pub(crate) fn discard(mut self) {
+        self.entry = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(mut entry) = self.entry.take() {
+            entry.status = Some(CLIENT_CLOSED_STATUS);
+            entry.decision = Some(crate::proxy::decision::CLIENT_CLOSED);
+            entry.request_bytes = self.flags.received.load(Ordering::Relaxed);
+            entry.finish(&self.logger);
+        }
+    }
 }
 
 /// A response body that holds its connection's in-flight mark until hyper drops it (sent, or
