@@ -5,13 +5,9 @@
 //! server that hands requests to the handler.
 
 mod framing;
-mod names;
 mod wire;
 
 #[cfg(test)]
 pub(crate) use framing::MAX_CHUNK_LINE;
 pub(crate) use framing::{BodyError, Chunk, Framing, Limits, Step};
-pub(crate) use names::{
-    header_name, KEEP_ALIVE, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO,
-};
 pub(crate) use wire::{lock, RecvBody, Wire, WireIo, CONTINUE};

@@ -6,13 +6,15 @@ use std::net::IpAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::proxy::h1wire::{KEEP_ALIVE, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO};
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// The headers that describe one connection rather than the message (RFC 9110 7.6.1), besides
 /// those `Connection` names. `TE` is last: [`strip_hop_by_hop`] may put it back.
 static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
-    KEEP_ALIVE,
+    HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::TRAILER,
     header::TRANSFER_ENCODING,

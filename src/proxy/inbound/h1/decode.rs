@@ -8,7 +8,6 @@ use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
 
-use crate::proxy::h1wire::header_name;
 pub(crate) use crate::proxy::h1wire::{BodyError, Chunk, Framing, Limits, Step};
 
 /// Most header lines a request head may have (hyper's default).
@@ -119,8 +118,8 @@ pub fn parse_head(buf: &mut BytesMut, max: usize) -> Result<Option<Head>, HeadEr
     };
     for &(name, name_len, value, value_len) in &spans[..count] {
         let (name, value) = (name as usize, value as usize);
-        let name =
-            header_name(&head[name..name + name_len as usize]).map_err(|_| HeadError::Header)?;
+        let name = HeaderName::from_bytes(&head[name..name + name_len as usize])
+            .map_err(|_| HeadError::Header)?;
         let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len as usize))
             .map_err(|_| HeadError::Header)?;
         if seen.see(&name, &value, http11)? {

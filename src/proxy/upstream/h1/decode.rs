@@ -10,7 +10,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use super::H1Error;
-use crate::proxy::h1wire::{header_name, BodyError, Limits, Step as Next};
+use crate::proxy::h1wire::{BodyError, Limits, Step as Next};
 
 /// Most header lines a response head may have.
 const MAX_HEADERS: usize = 100;
@@ -83,8 +83,8 @@ pub(crate) fn parse_head(buf: &mut BytesMut, request: &Method) -> Result<Option<
     let switching = status == StatusCode::SWITCHING_PROTOCOLS;
     for &(name, name_len, value, value_len) in &spans[..count] {
         let (name, value) = (name as usize, value as usize);
-        let name =
-            header_name(&head[name..name + name_len as usize]).map_err(|_| H1Error::Header)?;
+        let name = HeaderName::from_bytes(&head[name..name + name_len as usize])
+            .map_err(|_| H1Error::Header)?;
         let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len as usize))
             .map_err(|_| H1Error::Header)?;
         if declared.see(&name, value.as_bytes()) && !switching {
