@@ -2,6 +2,7 @@
 //! that one id names the request in the access log, at the backend (the header goes upstream)
 //! and at the client (the response carries it back).
 
+use bytes::Bytes;
 use http::header::{Entry, HeaderName};
 use http::{HeaderMap, HeaderValue};
 
@@ -37,10 +38,13 @@ pub(crate) fn ensure(headers: &mut HeaderMap) -> HeaderValue {
     }
 }
 
-/// 128 random bits as 32 lowercase hex digits.
+/// 128 random bits as 32 lowercase hex digits, in one allocation that the id's clones (the
+/// request's, the response's) share: `HeaderValue::from_bytes` would copy them into one, and
+/// the first clone would move them into another.
 fn new_id() -> HeaderValue {
     let text = crate::proxy::text::hex_u128(fastrand::u128(..));
-    HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static("0"))
+    HeaderValue::from_maybe_shared(Bytes::from_owner(text))
+        .unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 /// Adds `id` to a response that carries no `X-Request-Id` of its own. Marked sensitive, which

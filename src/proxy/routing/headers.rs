@@ -6,9 +6,9 @@ use std::net::IpAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// The headers that describe one connection rather than the message (RFC 9110 7.6.1), besides
 /// those `Connection` names. `TE` is last: [`strip_hop_by_hop`] may put it back.
@@ -139,21 +139,21 @@ pub fn set_forwarded(
     };
     match xff {
         Some(v) => {
-            headers.insert(X_FORWARDED_FOR.clone(), v);
+            headers.insert(X_FORWARDED_FOR, v);
         }
         None => {
             headers.remove(&X_FORWARDED_FOR);
         }
     }
     if !(trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
-        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
     }
     if trusted && headers.contains_key(&X_FORWARDED_HOST) {
         return;
     }
     match original_host {
         Some(h) => {
-            headers.insert(X_FORWARDED_HOST.clone(), h.clone());
+            headers.insert(X_FORWARDED_HOST, h.clone());
         }
         None => {
             headers.remove(&X_FORWARDED_HOST);
