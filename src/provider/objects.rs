@@ -274,7 +274,7 @@ impl<S: KindSet> FileKinds<S> {
     /// `namespace`/`name` in `snapshot`, whose fields are in key order (as [`collect`] fills
     /// them from keys in order), so that the snapshot stays what collecting it anew would
     /// give. True for a kind the set does not declare (nothing to do); false when the place
-    /// cannot be found (see [`FileKind::place`]).
+    /// cannot be found (see `FileKind::place`).
     pub fn place(
         &self,
         snapshot: &mut S,
