@@ -210,34 +210,36 @@ pub async fn gateway_service_for(api: &ApiServer) -> Value {
 }
 
 /// Where the load balancer sends a connection to the Gateway Service's `port`: the endpoint
-/// its EndpointSlice lists for that port.
-pub fn endpoint_for(api: &ApiServer, port: u16) -> SocketAddr {
-    let svc = gateway_service(api, "default", "web").expect("the Gateway Service");
-    let name = svc["spec"]["ports"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["port"] == port))
-        .and_then(|p| p["name"].as_str())
-        .expect("a Service port for the URL's port")
-        .to_owned();
-    let svc_name = meta(&svc, "name").to_owned();
-    let slice = api
-        .objects("endpointslices")
-        .into_iter()
-        .find(|s| {
-            s["metadata"]["namespace"] == "default"
-                && s["metadata"]["labels"]["kubernetes.io/service-name"] == svc_name.as_str()
-        })
-        .expect("the Gateway Service's EndpointSlice");
-    let target = slice["ports"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == name.as_str()))
-        .and_then(|p| p["port"].as_u64())
-        .expect("the slice's port");
+/// its EndpointSlice lists for that port, once the leader has listed a ready replica there
+/// (waited for at most `T`: the slice is written after the Service, apart from the Gateway's
+/// status).
+pub async fn endpoint_for(api: &ApiServer, port: u16) -> SocketAddr {
+    let mut found = None;
+    api.wait_until(T, |a| {
+        found = listed_endpoint(a, port);
+        found.is_some()
+    })
+    .await;
+    found.expect("a ready replica in the Gateway Service's EndpointSlice")
+}
+
+/// The endpoint the Gateway Service's EndpointSlice lists for `port`, if it lists one yet.
+fn listed_endpoint(api: &ApiServer, port: u16) -> Option<SocketAddr> {
+    let svc = gateway_service(api, "default", "web")?;
+    let ports = svc["spec"]["ports"].as_array()?;
+    let name = ports.iter().find(|p| p["port"] == port)?["name"].as_str()?;
+    let svc_name = meta(&svc, "name");
+    let slice = api.objects("endpointslices").into_iter().find(|s| {
+        s["metadata"]["namespace"] == "default"
+            && s["metadata"]["labels"]["kubernetes.io/service-name"] == svc_name
+    })?;
+    let slice_ports = slice["ports"].as_array()?;
+    let target = slice_ports.iter().find(|p| p["name"] == name)?["port"].as_u64()?;
     let ip: IpAddr = slice["endpoints"][0]["addresses"][0]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .expect("a ready replica's address");
-    SocketAddr::new(ip, u16::try_from(target).expect("a port"))
+        .as_str()?
+        .parse()
+        .ok()?;
+    Some(SocketAddr::new(ip, u16::try_from(target).ok()?))
 }
 
 /// Deletes every namespaced object in `ns`, as the namespace controller does.

@@ -197,7 +197,7 @@ async fn the_documented_cluster_quickstart_installs_serves_and_uninstalls() {
                     Some(("", path)) => (80, format!("/{path}")),
                     other => panic!("unexpected URL {url}: {other:?}"),
                 };
-                let target = endpoint_for(&api, port);
+                let target = endpoint_for(&api, port).await;
                 let deadline = Instant::now() + T;
                 let client = support::client::h1_client();
                 let mut last = None;
