@@ -308,18 +308,9 @@ async fn requests_their_clients_abandon_get_a_client_closed_line() {
         .unwrap();
     assert_eq!(next(&mut events).await, "request");
     drop(client);
-    assert_eq!(
-        next(&mut events).await,
-        "closed",
-        "the upstream exchange ends"
-    );
-    let got = wait_lines(&lines, 1).await;
-    let line: Value = serde_json::from_str(&got[0]).expect("a JSON line");
+    let line = abandoned(&mut events, &lines, 1).await;
     assert_eq!(line["path"], "/h1");
     assert_eq!(line["protocol"], "HTTP/1.1");
-    assert_eq!(line["status"], 499);
-    assert_eq!(line["decision"], "client_closed");
-    assert_eq!(line["route"], "HTTPRoute/default/r");
     assert_eq!(line["gateway"], "default/gw");
     assert_eq!(line["responseBytes"], 0);
 
@@ -338,16 +329,23 @@ async fn requests_their_clients_abandon_get_a_client_closed_line() {
             event = next(&mut events) => assert_eq!(event, "request"),
         }
     }
-    assert_eq!(
-        next(&mut events).await,
-        "closed",
-        "the upstream exchange ends"
-    );
-    let got = wait_lines(&lines, 2).await;
-    let line: Value = serde_json::from_str(&got[1]).expect("a JSON line");
+    let line = abandoned(&mut events, &lines, 2).await;
     assert_eq!(line["path"], "/h2");
     assert_eq!(line["protocol"], "HTTP/2");
+}
+
+/// After a client went away: the backend's connection closes (the upstream exchange ends) and
+/// the `n`th line says the request was abandoned, with the route it had matched.
+async fn abandoned(
+    events: &mut mpsc::Receiver<&'static str>,
+    lines: &Arc<Mutex<Vec<String>>>,
+    n: usize,
+) -> Value {
+    assert_eq!(next(events).await, "closed", "the upstream exchange ends");
+    let got = wait_lines(lines, n).await;
+    let line: Value = serde_json::from_str(&got[n - 1]).expect("a JSON line");
     assert_eq!(line["status"], 499);
     assert_eq!(line["decision"], "client_closed");
     assert_eq!(line["route"], "HTTPRoute/default/r");
+    line
 }
