@@ -48,9 +48,14 @@ profile() {
     done
     [ "$ready" = 1 ] || { cat "$work/heaptrack.log"; exit 1; }
     sleep 5
-    # The server is heaptrack's child (the one process of that name under it).
-    local server
-    server="$(pgrep -P "$tracker" -x edgeplane || pgrep -P "$(pgrep -P "$tracker" | head -1)" -x edgeplane)"
+    # The server is heaptrack's child or grandchild: the one process of BIN's name (as the
+    # kernel keeps it, 15 bytes at most) under it.
+    local server name
+    name="$(basename "$bin" | cut -c1-15)"
+    server="$(pgrep -P "$tracker" -x "$name" || pgrep -P "$(pgrep -P "$tracker" | head -1)" -x "$name")" || {
+        echo "heap.sh: no process named $name under heaptrack (pid $tracker)" >&2
+        exit 1
+    }
     kill -KILL "$server"
     wait "$tracker" || true
     heaptrack_print -f "$data".*zst -F "$stacks" --flamegraph-cost-type leaked >/dev/null 2>&1 ||
